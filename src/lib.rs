@@ -1,0 +1,2 @@
+//! placeholder, rewritten by the core work
+pub mod raft;
