@@ -1,2 +1,36 @@
-//! placeholder, rewritten by the core work
+//! patroni-raft-exporter: a Prometheus exporter for PostgreSQL clusters run by Patroni on
+//! its Raft DCS (pysyncobj), as Canonical's Charmed PostgreSQL deploys them.
+//!
+//! Why it exists: when Raft loses quorum, Patroni's `GET /cluster` keeps answering 200 with
+//! a frozen, healthy-looking topology, and Patroni's own `/metrics` says nothing about Raft.
+//! Only the Raft status of each node and each member's own `GET /patroni` tell the truth,
+//! so the exporter asks both and puts them side by side.
+//!
+//! # Layout
+//! Data flows one way:
+//!
+//! ```text
+//! sources (patroni, raft) → poller → snapshot → metrics → server
+//! ```
+//!
+//! * [`patroni`]: the REST source (`/cluster`, `/patroni`, `/history`): HTTP client and pure parsers.
+//! * [`raft`]: the Raft source: native pysyncobj status client, `syncobj_admin` text parser.
+//!   The two sources know nothing of each other, of Prometheus or of HTTP serving.
+//! * [`poller`]: one task per cluster; asks the sources and publishes a snapshot.
+//! * [`snapshot`]: the immutable result of a poll, the judgements made from it (quorum, role
+//!   mismatch), and the store the encoder reads.
+//! * [`metrics`]: encodes snapshots with prometheus-client; names are the public interface.
+//! * [`server`]: axum: `/metrics`, `/`, `/-/healthy`, `/-/ready`.
+//! * [`config`], [`cli`], [`secret`]: what to watch, from flags and files; secrets stay in files.
+//! * [`app`]: wires it together for the binary.
+
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod metrics;
+pub mod patroni;
+pub mod poller;
 pub mod raft;
+pub mod secret;
+pub mod server;
+pub mod snapshot;

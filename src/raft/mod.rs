@@ -1,1 +1,84 @@
-//! placeholder
+//! Native client for the pysyncobj "utility" protocol: the `syncobj_admin -status`
+//! exchange, spoken directly over TCP to a Patroni Raft (pysyncobj) node.
+//!
+//! Why a native client at all: `syncobj_admin` is a Python process that needs ~100 ms of
+//! interpreter start per query, and it can hang for up to 15 minutes against a node that
+//! accepts but never answers. The native client does the same exchange in a few
+//! milliseconds (plus one cached PBKDF2 derivation) and is bounded by a caller-given timeout.
+//!
+//! Layout, one concern per file:
+//! * [`frame`]: the 4-byte little-endian length framing (async read/write, size checks);
+//! * [`zlib`]: bounded zlib (de)compression (zlib bombs fail fast with bounded memory);
+//! * [`fernet`]: the key derivation ([`RaftKey`]) and a hand-written Fernet;
+//! * [`pickle`]: a small, hostile-input-safe protocol-2 unpickler ([`pickle::Value`]);
+//! * [`request`]: the only pickles this client ever sends (the `status` command);
+//! * [`status`]: the pure mapping from the status dict to [`RaftStatus`];
+//! * [`admin_text`]: the same mapping from `syncobj_admin -status` text output;
+//! * [`client`]: [`query_status`], the network exchange and handshake;
+//! * [`command`]: [`run_status_command`], the `--raft.command` mode (external program);
+//! * [`fake`]: an in-process fake node for tests and benchmarks.
+//!
+//! Safety property: this module can only ever send the `['status']` utility command.
+//! Other utility commands (`add`, `remove`, `set_version`, `transfer`) change the
+//! cluster, and an *unknown* command kills the tick thread of pysyncobj <= 0.3.13. The
+//! only request constructors, in [`request`], take no command argument at all.
+//!
+//! Nothing in this module depends on the rest of the crate (only `std` and external
+//! crates), so it can be built and tested on its own.
+
+pub mod admin_text;
+pub mod client;
+pub mod command;
+pub mod error;
+#[doc(hidden)]
+pub mod fake;
+pub mod fernet;
+pub mod frame;
+pub mod pickle;
+pub mod request;
+pub mod status;
+pub mod zlib;
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+pub use admin_text::parse_admin_text;
+pub use client::{decode_payload, query_status};
+pub use command::run_status_command;
+pub use error::RaftError;
+pub use fernet::RaftKey;
+pub use status::{status_from_value, PartnerStatus, RaftState, RaftStatus};
+
+/// Resource limits for one status query. Every limit applies to hostile input too: a
+/// peer that is not a pysyncobj node, or a compromised one, cannot make the client
+/// allocate more than about `max_frame_bytes + max_decompressed_bytes` plus the pickle
+/// item budget, nor run longer than `timeout`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryLimits {
+    /// Deadline for the whole query: connect, handshake, request and reply.
+    pub timeout: Duration,
+    /// Largest frame payload accepted (checked before allocating). Default 1 MiB; a real
+    /// status reply of a 3-node cluster is under 1 KiB.
+    pub max_frame_bytes: usize,
+    /// Largest decompressed pickle accepted. Default 4 MiB.
+    pub max_decompressed_bytes: usize,
+    /// Deepest container nesting accepted in a pickle. Default 32 (a status reply has 3).
+    pub max_pickle_depth: usize,
+    /// Largest number of objects (values, container entries, memo entries) in a pickle.
+    /// Default 100 000.
+    pub max_pickle_items: usize,
+}
+
+impl Default for QueryLimits {
+    fn default() -> Self {
+        QueryLimits {
+            timeout: Duration::from_secs(5),
+            max_frame_bytes: 1 << 20,
+            max_decompressed_bytes: 4 << 20,
+            max_pickle_depth: 32,
+            max_pickle_items: 100_000,
+        }
+    }
+}

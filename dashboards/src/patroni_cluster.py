@@ -1,0 +1,118 @@
+"""Dashboard 'Patroni cluster' (uid patroni-raft-cluster): the Patroni REST view of a cluster."""
+from __future__ import annotations
+
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.models import common as mc
+
+from common import (DS, QUORUM_MAP, SEL, UP_MAP, YESNO_BAD, build, cell_color, exporter_row,
+                    mapping_prop, prop, q, stat_panel, table_panel, ts_panel)
+
+UID = "patroni-raft-cluster"
+
+
+def dashboard():
+    d = build("Patroni cluster", UID,
+              "Patroni clusters on the Raft DCS (patroni-raft-exporter): quorum, leader, members, "
+              "replication. Runbooks: https://github.com/canonical/patroni-raft-exporter/blob/main/docs/runbooks.md",
+              ["patroni", "postgresql", "raft"])
+    # Annotations: leader changes and timeline changes of the selected clusters.
+    d = d.annotation(db.AnnotationQuery().name("Leader changes").datasource(DS).enable(True)
+                     .icon_color("orange")
+                     .expr(f'increase(patroni_cluster_leader_changes_total{{{SEL}}}[2m]) > 0'))
+    d = d.annotation(db.AnnotationQuery().name("Timeline changes").datasource(DS).enable(True)
+                     .icon_color("purple")
+                     .expr(f'changes(patroni_cluster_timeline{{{SEL}}}[2m]) > 0'))
+
+    # ---- Status (top): quorum first
+    d = d.with_row(db.Row("Status").id(1))
+    d = d.with_panel(stat_panel(
+        2, "Raft quorum", f'min by (scope) (patroni_raft_cluster_quorum{{{SEL}}})',
+        "1 when the exporter confirms a Raft quorum. Without it Patroni cannot write to the DCS, "
+        "the primary demotes itself and GET /cluster shows a FROZEN view: do not trust the panels "
+        "below while this is red (alert PatroniRaftQuorumLost).",
+        legend="{{scope}}", mapping=QUORUM_MAP, steps=[(None, "red"), (1, "green")], span=5))
+    d = d.with_panel(stat_panel(
+        3, "Leader", f'max by (scope, member) (patroni_member_role{{{SEL},role=~"leader|standby_leader"}} == 1)',
+        "Member holding the leader role in GET /cluster (leader or standby_leader).",
+        legend="{{member}}", text_mode=mc.BigValueTextMode.NAME, span=5))
+    d = d.with_panel(stat_panel(
+        4, "/cluster answers", f'min by (scope) (patroni_up{{{SEL}}})',
+        "1 when a member answered GET /cluster in the last poll (alert PatroniClusterUnreachable).",
+        legend="{{scope}}", mapping=UP_MAP, steps=[(None, "red"), (1, "green")], span=4))
+    d = d.with_panel(stat_panel(
+        5, "Sync standbys", f'min by (scope) (patroni_cluster_sync_standbys{{{SEL}}})',
+        "Members with role sync_standby (alert PatroniSyncStandbyMissing at 0).",
+        legend="{{scope}}", steps=[(None, "red"), (1, "green")], span=3))
+    d = d.with_panel(stat_panel(
+        6, "Timeline", f'max by (scope) (patroni_cluster_timeline{{{SEL}}})',
+        "Current PostgreSQL timeline of the cluster; +1 at every promotion.",
+        legend="{{scope}}", steps=[(None, "blue")], span=3))
+    d = d.with_panel(stat_panel(
+        7, "Paused", f'max by (scope) (patroni_cluster_paused{{{SEL}}})',
+        "Maintenance mode: no automatic failover while paused (alert PatroniPaused).",
+        legend="{{scope}}", mapping={"1": ("PAUSED", "orange"), "0": ("no", "green")},
+        steps=[(None, "green"), (1, "orange")], span=4))
+
+    # ---- Members table
+    members = table_panel(
+        8, "Members",
+        [
+            q(f'max by (scope, member, role) (patroni_member_role{{{SEL}}} == 1)', ref="A", instant=True, table_fmt=True),
+            q(f'max by (scope, member, state) (patroni_member_state{{{SEL}}} == 1)', ref="B", instant=True, table_fmt=True),
+            q(f'max by (scope, member) (patroni_member_timeline{{{SEL}}})', ref="C", instant=True, table_fmt=True),
+            q(f'max by (scope, member) (patroni_member_lag_bytes{{{SEL}}})', ref="D", instant=True, table_fmt=True),
+            q(f'max by (scope, member) (patroni_member_api_up{{{SEL}}})', ref="E", instant=True, table_fmt=True),
+            q(f'max by (scope, member, reported_role) (label_replace(patroni_member_reported_role{{{SEL}}} == 1, "reported_role", "$1", "role", "(.*)"))',
+              ref="F", instant=True, table_fmt=True),
+            q(f'max by (scope, member) (patroni_member_role_mismatch{{{SEL}}})', ref="G", instant=True, table_fmt=True),
+            q(f'max by (scope, member) (patroni_member_pending_restart{{{SEL}}})', ref="H", instant=True, table_fmt=True),
+        ],
+        "One row per member. role/state/timeline/lag come from GET /cluster (the DCS view); "
+        "'reported role' and 'API up' from the member's own GET /patroni. A role mismatch means "
+        "the DCS view is frozen (typically no Raft quorum).",
+        join_field="member",
+        exclude=["Time", "Value #A", "Value #B", "Value #F"],
+        rename={"scope": "Cluster", "member": "Member", "role": "Role (/cluster)", "state": "State",
+                "Value #C": "Timeline", "Value #D": "Lag", "Value #E": "API up",
+                "reported_role": "Reported role (/patroni)", "Value #G": "Role mismatch",
+                "Value #H": "Pending restart"},
+        overrides=[
+            ("Lag", [prop("unit", "bytes")]),
+            ("API up", [mapping_prop(UP_MAP), cell_color()]),
+            ("Role mismatch", [mapping_prop(YESNO_BAD), cell_color()]),
+            ("Pending restart", [mapping_prop({"1": ("YES", "orange"), "0": ("no", "green")}), cell_color()]),
+        ])
+    d = d.with_panel(members)
+
+    # ---- Replication
+    d = d.with_row(db.Row("Replication").id(20))
+    d = d.with_panel(ts_panel(
+        21, "Replication lag",
+        [q(f'patroni_member_lag_bytes{{{SEL}}}', "{{scope}} {{member}}", "A"),
+         q(f'patroni_member_replay_lag_bytes{{{SEL}}}', "{{scope}} {{member}} replay", "B")],
+        "Bytes each replica is behind the leader (GET /cluster 'lag'; replay lag from Patroni 4.1). "
+        "Alert PatroniReplicationLagHigh above 16 MiB for 5m.", unit="bytes"))
+    d = d.with_panel(ts_panel(
+        22, "Timeline per member",
+        [q(f'patroni_member_timeline{{{SEL}}}', "{{scope}} {{member}}", "A"),
+         q(f'patroni_cluster_timeline{{{SEL}}}', "{{scope}} cluster", "B")],
+        "Members that stay on an older timeline than the cluster did not follow a promotion "
+        "(alert PatroniTimelineDiverged)."))
+    d = d.with_panel(ts_panel(
+        23, "Members, leaders, sync standbys",
+        [q(f'patroni_cluster_members{{{SEL}}}', "{{scope}} members", "A"),
+         q(f'patroni_cluster_leaders{{{SEL}}}', "{{scope}} leaders", "B"),
+         q(f'patroni_cluster_sync_standbys{{{SEL}}}', "{{scope}} sync standbys", "C")],
+        "Counts from GET /cluster. Leaders must be exactly 1 (alerts PatroniNoLeader, "
+        "PatroniMultipleLeaders)."))
+    d = d.with_panel(ts_panel(
+        24, "WAL positions",
+        [q(f'patroni_member_wal_position_bytes{{{SEL}}}', "{{scope}} {{member}} {{kind}}", "A")],
+        "WAL flush (leader), received and replayed (replicas) positions from each member's GET /patroni.",
+        unit="bytes"))
+
+    row, panels = exporter_row(40)
+    d = d.with_row(row)
+    for p in panels:
+        d = d.with_panel(p)
+    return d.build()

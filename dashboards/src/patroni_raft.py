@@ -1,0 +1,138 @@
+"""Dashboard 'Patroni Raft' (uid patroni-raft-raft): the Raft (pysyncobj) DCS, node by node."""
+from __future__ import annotations
+
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.models import common as mc
+
+from common import (DS, QUORUM_MAP, SEL, UP_MAP, build, cell_color, mapping_prop, prop, q,
+                    stat_panel, state_panel, table_panel, ts_panel)
+
+UID = "patroni-raft-raft"
+
+STATE_MAP = {"0": ("follower", "green"), "1": ("candidate", "orange"), "2": ("leader", "blue")}
+# numeric encoding of the one-hot patroni_raft_state (pysyncobj: 0 follower, 1 candidate, 2 leader)
+STATE_EXPR = (f'max by (scope, node) (patroni_raft_state{{{SEL},state="leader"}} == 1) * 2'
+              f' or max by (scope, node) (patroni_raft_state{{{SEL},state="candidate"}} == 1)'
+              f' or max by (scope, node) (patroni_raft_state{{{SEL},state="follower"}} == 1) * 0')
+
+
+def dashboard():
+    d = build("Patroni Raft", UID,
+              "Raft (pysyncobj) DCS of Patroni clusters, as seen by patroni-raft-exporter: quorum, "
+              "leadership, log indexes, partner links. Runbooks: "
+              "https://github.com/canonical/patroni-raft-exporter/blob/main/docs/runbooks.md",
+              ["patroni", "raft", "pysyncobj"])
+    d = d.annotation(db.AnnotationQuery().name("Raft leader changes").datasource(DS).enable(True)
+                     .icon_color("orange")
+                     .expr(f'increase(patroni_raft_leader_changes_total{{{SEL}}}[2m]) > 0'))
+    d = d.annotation(db.AnnotationQuery().name("Quorum losses").datasource(DS).enable(True)
+                     .icon_color("red")
+                     .expr(f'increase(patroni_raft_quorum_losses_total{{{SEL}}}[2m]) > 0'))
+
+    d = d.with_row(db.Row("Cluster").id(1))
+    d = d.with_panel(stat_panel(
+        2, "Raft quorum", f'min by (scope) (patroni_raft_cluster_quorum{{{SEL}}})',
+        "1 when the exporter confirms a quorum of voters (alert PatroniRaftQuorumLost). "
+        "0 also when no node answers the exporter.",
+        legend="{{scope}}", mapping=QUORUM_MAP, steps=[(None, "red"), (1, "green")], span=5))
+    d = d.with_panel(stat_panel(
+        3, "Nodes claiming leadership", f'max by (scope) (patroni_raft_cluster_leaders{{{SEL}}})',
+        "Must be 1. 0 with quorum: elections failing (PatroniRaftNoLeader); >1 for 2m: split "
+        "leadership (PatroniRaftSplitLeadership).",
+        legend="{{scope}}", steps=[(None, "red"), (1, "green"), (2, "red")], span=5))
+    d = d.with_panel(stat_panel(
+        4, "Voters", f'max by (scope) (patroni_raft_voters{{{SEL}}})',
+        "Voting members of the Raft cluster; a quorum is floor(voters/2)+1.",
+        legend="{{scope}}", steps=[(None, "blue")], span=4))
+    d = d.with_panel(stat_panel(
+        5, "Raft leader changes (range)", f'sum by (scope) (increase(patroni_raft_leader_changes_total{{{SEL}}}[$__range]))',
+        "Raft leader changes seen by the exporter in the dashboard's time range.",
+        legend="{{scope}}", steps=[(None, "green"), (4, "orange")], span=5))
+    d = d.with_panel(stat_panel(
+        6, "Quorum losses (range)", f'sum by (scope) (increase(patroni_raft_quorum_losses_total{{{SEL}}}[$__range]))',
+        "Times the exporter saw the quorum disappear in the dashboard's time range.",
+        legend="{{scope}}", steps=[(None, "green"), (1, "red")], span=5))
+
+    d = d.with_panel(table_panel(
+        7, "Nodes",
+        [
+            q(f'max by (scope, node) (patroni_raft_up{{{SEL}}})', ref="A", instant=True, table_fmt=True),
+            q(f'max by (scope, node) (patroni_raft_has_quorum{{{SEL}}})', ref="B", instant=True, table_fmt=True),
+            q(f'max by (scope, node, state) (patroni_raft_state{{{SEL}}} == 1)', ref="C", instant=True, table_fmt=True),
+            q(f'max by (scope, node) (patroni_raft_term{{{SEL}}})', ref="D", instant=True, table_fmt=True),
+            q(f'max by (scope, node, leader) (patroni_raft_leader{{{SEL}}} == 1)', ref="E", instant=True, table_fmt=True),
+            q(f'max by (scope, node) (patroni_raft_partners{{{SEL}}})', ref="F", instant=True, table_fmt=True),
+            q(f'max by (scope, node) (patroni_raft_readonly_nodes{{{SEL}}})', ref="G", instant=True, table_fmt=True),
+            q(f'max by (scope, node) (patroni_raft_commit_index{{{SEL}}})', ref="H", instant=True, table_fmt=True),
+            q(f'max by (scope, node) (patroni_raft_uptime_seconds{{{SEL}}})', ref="I", instant=True, table_fmt=True),
+            q(f'max by (scope, node, version) (patroni_raft_info{{{SEL}}})', ref="J", instant=True, table_fmt=True),
+        ],
+        "One row per Raft node (the syncobj-admin -status view). 'Believed leader' is the leader "
+        "each node reports; nodes disagreeing on it are partitioned or electing. Read-only nodes "
+        "are non-voting clients such as patronictl.",
+        join_field="node",
+        exclude=["Time", "Value #C", "Value #E", "Value #J"],
+        rename={"scope": "Cluster", "node": "Node", "Value #A": "Answers", "Value #B": "Has quorum",
+                "state": "State", "Value #D": "Term", "leader": "Believed leader",
+                "Value #F": "Partners", "Value #G": "Read-only nodes", "Value #H": "Commit index",
+                "Value #I": "Uptime", "version": "pysyncobj"},
+        overrides=[
+            ("Answers", [mapping_prop(UP_MAP), cell_color()]),
+            ("Has quorum", [mapping_prop(QUORUM_MAP), cell_color()]),
+            ("Uptime", [prop("unit", "s")]),
+        ]))
+
+    d = d.with_row(db.Row("Per node").id(10))
+    d = d.with_panel(state_panel(
+        11, "Has quorum per node",
+        [q(f'max by (scope, node) (patroni_raft_has_quorum{{{SEL}}})', "{{node}}")],
+        "has_quorum reported by each node: it reaches a majority of voters. One node red while "
+        "the others are green: that node is cut off (PatroniRaftNodeWithoutQuorum).", QUORUM_MAP))
+    d = d.with_panel(state_panel(
+        12, "Raft state per node", [q(STATE_EXPR, "{{node}}")],
+        "follower / candidate / leader. A node staying candidate with a climbing term cannot "
+        "reach a majority.", STATE_MAP))
+    d = d.with_panel(ts_panel(
+        13, "Term",
+        [q(f'patroni_raft_term{{{SEL}}}', "{{node}}")],
+        "Raft term per node: +1 per election. A term that climbs on one node = that node keeps "
+        "starting elections (isolated candidate)."))
+    d = d.with_panel(ts_panel(
+        14, "Commit and applied index",
+        [q(f'patroni_raft_commit_index{{{SEL}}}', "{{node}} commit", "A"),
+         q(f'patroni_raft_last_applied_index{{{SEL}}}', "{{node}} applied", "B"),
+         q(f'patroni_raft_leader_commit_index{{{SEL}}}', "{{node}} leader commit", "C")],
+        "Log positions. Followers must track the leader's commit index; applied must follow commit. "
+        "Flat lines on every node: nothing is written (no Raft leader, no quorum)."))
+    d = d.with_panel(state_panel(
+        15, "Partner connectivity",
+        [q(f'max by (scope, node, partner) (patroni_raft_partner_connected{{{SEL}}})', "{{node}} → {{partner}}")],
+        "Each node's TCP link to each partner (syncobj-admin partner_node_status_server_*: 2 = "
+        "connected). Red while the partner answers the exporter: network or password problem "
+        "between the nodes (PatroniRaftPartnerDisconnected).",
+        {"1": ("connected", "green"), "0": ("disconnected", "red")}))
+    d = d.with_panel(state_panel(
+        16, "Leader each node believes in",
+        [q(f'max by (scope, node, leader) (patroni_raft_leader{{{SEL}}} == 1)', "{{node}} → {{leader}}")],
+        "One line per (node, believed leader). After a partition the nodes disagree; a node with "
+        "no line has no leader.", {"1": ("believes", "blue")}))
+    d = d.with_panel(ts_panel(
+        17, "Read-only nodes",
+        [q(f'patroni_raft_readonly_nodes{{{SEL}}}', "{{node}}")],
+        "Non-voting clients connected to each node (patronictl connects as one). Informational."))
+    d = d.with_panel(ts_panel(
+        18, "Match index per partner",
+        [q(f'patroni_raft_match_index{{{SEL}}}', "{{node}} → {{partner}}", "A"),
+         q(f'patroni_raft_next_index{{{SEL}}}', "{{node}} → {{partner}} next", "B")],
+        "Leader-side replication progress of each partner (only the Raft leader reports them)."))
+    d = d.with_panel(ts_panel(
+        19, "Apply backlog",
+        [q(f'patroni_raft_commit_index{{{SEL}}} - patroni_raft_last_applied_index{{{SEL}}}', "{{node}}"),
+         q(f'patroni_raft_log_entries{{{SEL}}}', "{{node}} log entries", "B")],
+        "Committed but not yet applied entries, and the length of the in-memory log."))
+    d = d.with_panel(ts_panel(
+        20, "Node answers the exporter",
+        [q(f'patroni_raft_up{{{SEL}}}', "{{node}}")],
+        "1 when the exporter read this node's status in the last poll (PatroniRaftNodeUnreachable).",
+        mapping=UP_MAP))
+    return d.build()

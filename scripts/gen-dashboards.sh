@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Regenerate the Grafana dashboards dashboards/*.json from dashboards/src/*.py
+# (Grafana's typed builder, PyPI grafana-foundation-sdk, pinned in dashboards/requirements.txt)
+# and validate them.
+#
+#   scripts/gen-dashboards.sh           regenerate dashboards/*.json, then validate
+#   scripts/gen-dashboards.sh --check   regenerate into a temp dir, validate, fail if the
+#                                       committed dashboards/*.json differ (for CI)
+#
+# The venv is created from /usr/bin/python3 in .work/venv-dash (VENV= to override) when missing
+# or when dashboards/requirements.txt changed; it needs PyPI the first time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CHECK=0
+case "${1:-}" in
+  --check) CHECK=1 ;;
+  "") ;;
+  -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+  *) echo "usage: $0 [--check]" >&2; exit 2 ;;
+esac
+
+VENV="${VENV:-.work/venv-dash}"
+PY="${PYTHON:-/usr/bin/python3}"
+REQ=dashboards/requirements.txt
+if [ ! -x "$VENV/bin/python" ] || ! cmp -s "$REQ" "$VENV/.requirements.txt"; then
+  command -v "$PY" >/dev/null || { echo "error: $PY not found (install python3 and python3-venv)" >&2; exit 1; }
+  echo "creating venv $VENV ($PY, $REQ)"
+  rm -rf "$VENV"
+  "$PY" -m venv "$VENV" || { echo "error: '$PY -m venv' failed (Debian: apt-get install python3-venv)" >&2; exit 1; }
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check -r "$REQ"
+  cp "$REQ" "$VENV/.requirements.txt"
+fi
+
+if [ "$CHECK" = 1 ]; then
+  OUT="$(mktemp -d)"; trap 'rm -rf "$OUT"' EXIT
+else
+  OUT=dashboards
+fi
+(cd dashboards/src && "../../$VENV/bin/python" generate.py "$( [ "$OUT" = dashboards ] && echo .. || echo "$OUT")")
+
+# ---- validation: JSON parses, stable uid, variables, datasource on every panel/target/annotation,
+#      every metric name used in an expression is one the exporter exposes.
+"$VENV/bin/python" - "$OUT" dashboards/src/known_metrics.txt <<'PYEOF'
+import json, re, sys
+from pathlib import Path
+out, known_file = Path(sys.argv[1]), Path(sys.argv[2])
+known = {l.strip() for l in known_file.read_text().splitlines() if l.strip() and not l.startswith("#")}
+want_uids = {"patroni-cluster.json": "patroni-raft-cluster", "patroni-raft.json": "patroni-raft-raft"}
+DS = "${datasource}"
+errors, nexpr = [], 0
+# identifiers followed by '{', '[', ')' ,' ' ... that look like metric names; label names inside
+# {...} and by(...)/without(...) lists are excluded by stripping those parts first.
+def metrics_in(expr):
+    e = re.sub(r'\{[^}]*\}', '{}', expr)
+    e = re.sub(r'\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)', '', e)
+    e = re.sub(r'"[^"]*"', '""', e)
+    return set(re.findall(r'\b(patroni_[a-zA-Z0-9_:]*)', e)) | ({"up"} if re.search(r'\bup\b', e) else set())
+for name, uid in want_uids.items():
+    f = out / name
+    try:
+        d = json.loads(f.read_text())
+    except Exception as ex:
+        errors.append(f"{f}: not valid JSON: {ex}"); continue
+    if d.get("uid") != uid:
+        errors.append(f"{name}: uid {d.get('uid')!r}, expected {uid!r}")
+    var_names = [v.get("name") for v in d.get("templating", {}).get("list", [])]
+    for v in ("datasource", "scope"):
+        if v not in var_names:
+            errors.append(f"{name}: template variable {v!r} missing")
+    panels = list(d.get("panels", []))
+    for p in list(panels):
+        panels.extend(p.get("panels", []) or [])
+    ids = [p.get("id") for p in panels]
+    if len(ids) != len(set(ids)):
+        errors.append(f"{name}: duplicate panel ids")
+    items = [(f"panel {p.get('id')} {p.get('title')!r}", p) for p in panels if p.get("type") != "row"]
+    items += [(f"annotation {a.get('name')!r}", a) for a in d.get("annotations", {}).get("list", [])]
+    for what, p in items:
+        if (p.get("datasource") or {}).get("uid") != DS:
+            errors.append(f"{name}: {what}: datasource is not {DS}")
+        exprs = [p["expr"]] if "expr" in p else []
+        for t in p.get("targets", []) or []:
+            if (t.get("datasource") or {}).get("uid") != DS:
+                errors.append(f"{name}: {what} target {t.get('refId')}: datasource is not {DS}")
+            exprs.append(t.get("expr", ""))
+        if p.get("type") not in (None, "row") and not exprs:
+            errors.append(f"{name}: {what}: no query")
+        for e in exprs:
+            nexpr += 1
+            if "$scope" not in e:
+                errors.append(f"{name}: {what}: expression ignores $scope: {e}")
+            for m in metrics_in(e) - known - {"up"}:
+                errors.append(f"{name}: {what}: unknown metric {m} in {e}")
+    for v in d.get("templating", {}).get("list", []):
+        q = v.get("query")
+        if isinstance(q, str) and v.get("type") == "query":
+            for m in metrics_in(q) - known:
+                errors.append(f"{name}: variable {v.get('name')}: unknown metric {m}")
+if errors:
+    print("\n".join("error: " + e for e in errors), file=sys.stderr); sys.exit(1)
+print(f"dashboards valid: {len(want_uids)} files, {nexpr} expressions, metric names all known")
+PYEOF
+
+if [ "$CHECK" = 1 ]; then
+  rc=0
+  for f in "$OUT"/*.json; do
+    b="dashboards/$(basename "$f")"
+    if ! cmp -s "$f" "$b"; then
+      echo "error: $b is not up to date with dashboards/src (run scripts/gen-dashboards.sh)" >&2
+      diff -u "$b" "$f" | head -20 >&2 || true
+      rc=1
+    fi
+  done
+  [ "$rc" = 0 ] && echo "dashboards/*.json up to date"
+  exit "$rc"
+fi

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# install-deps.sh - install what the end-to-end tests need on Debian 12 (idempotent).
+#
+# Usage: scripts/install-deps.sh [--patroni VERSION...] [--no-apt] [--no-venv] [-h]
+#
+#   --patroni V...  build only these Patroni venvs (default: all matrices, 3.3.8 4.1.5)
+#   --no-apt        skip the Debian packages
+#   --no-venv       skip the Python venvs
+#
+# Debian packages (installed only if missing; `apt-get update` only runs then):
+#   postgresql-15 (server binaries in /usr/lib/postgresql/15/bin), prometheus,
+#   prometheus-alertmanager (/usr/bin/{promtool,prometheus,prometheus-alertmanager,amtool}),
+#   jq, curl, iproute2 (ss),
+#   util-linux (setpriv), wrk, python3-venv.
+#   Services are not started by the install (temporary policy-rc.d); if the postgresql
+#   package still started Debian's default cluster, it is stopped again.
+# Python venvs (built from /usr/bin/python3, usable by an unprivileged user), one per matrix:
+#   $E2E_WORK/venv-3.3.8  <- tests/e2e/requirements-3.3.8.txt (patroni[raft] 3.3.8, pysyncobj 0.3.12)
+#   $E2E_WORK/venv-4.1.5  <- tests/e2e/requirements-4.1.5.txt (patroni[raft] 4.1.5, pysyncobj 0.3.17)
+#   E2E_WORK is <repo>/.work, or /var/tmp/patroni-raft-exporter when the checkout is not
+#   traversable by other users (see tests/e2e/paths.sh). A venv is rebuilt when its
+#   requirements file changed. Runs as root, or with sudo when available.
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=../tests/e2e/paths.sh
+source "$SCRIPT_DIR/../tests/e2e/paths.sh"
+
+APT_PACKAGES=(postgresql-15 prometheus prometheus-alertmanager jq curl iproute2 util-linux wrk python3-venv)
+PYTHON=/usr/bin/python3
+
+log() { printf '[install-deps] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+
+SUDO=()
+as_root() { "${SUDO[@]}" "$@"; }
+
+# ------------------------------------------------------------------ apt
+pkg_installed() {
+  [[ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" == installed ]]
+}
+
+install_apt() {
+  local missing=() p pg_new=0 policy_added=0
+  for p in "${APT_PACKAGES[@]}"; do pkg_installed "$p" || missing+=("$p"); done
+  if ((${#missing[@]} == 0)); then
+    log "apt: all present (${APT_PACKAGES[*]})"
+    return 0
+  fi
+  if [[ $EUID -ne 0 ]]; then
+    command -v sudo >/dev/null || die "not root and no sudo: install ${missing[*]} by hand"
+    SUDO=(sudo -n)
+  fi
+  for p in "${missing[@]}"; do [[ $p == postgresql-15 ]] && pg_new=1; done
+  # Keep the packages from starting their daemons (prometheus :9090, alertmanager :9093,
+  # Debian's default PostgreSQL cluster): a temporary policy-rc.d that denies every start.
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    log "apt: temporary /usr/sbin/policy-rc.d (no service starts during install)"
+    printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
+    as_root chmod 755 /usr/sbin/policy-rc.d
+    policy_added=1
+    trap 'as_root rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
+  log "apt: missing ${missing[*]} -> apt-get update + install"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  if ((policy_added)); then as_root rm -f /usr/sbin/policy-rc.d; trap - EXIT; fi
+  if ((pg_new)) && command -v pg_lsclusters >/dev/null; then
+    # the package creates (and may start) 15/main on 127.0.0.1:5432: we never use it
+    local ver name port status
+    while read -r ver name port status _; do
+      [[ $status == online ]] || continue
+      log "apt: stopping Debian's default cluster $ver/$name (port $port) and disabling autostart"
+      as_root pg_ctlcluster "$ver" "$name" stop || log "WARNING: could not stop $ver/$name"
+      if [[ -f /etc/postgresql/$ver/$name/start.conf ]]; then
+        echo manual | as_root tee "/etc/postgresql/$ver/$name/start.conf" >/dev/null
+      fi
+    done < <(pg_lsclusters --no-header 2>/dev/null || true)
+  fi
+  for p in "${missing[@]}"; do pkg_installed "$p" || die "apt: $p still not installed"; done
+  log "apt: installed ${missing[*]}"
+}
+
+# ------------------------------------------------------------------ venvs
+build_venv() {
+  local v=$1 req venv sum have
+  req="$E2E_REPO/tests/e2e/requirements-$v.txt"
+  venv=$(e2e_venv_dir "$v")
+  [[ -f $req ]] || die "no requirements file for Patroni $v ($req)"
+  sum=$(sha256sum "$req" | cut -d' ' -f1)
+  have=$(cat "$venv/.requirements.sha256" 2>/dev/null || true)
+  if [[ $have == "$sum" && -x $venv/bin/patroni && -x $venv/bin/syncobj_admin ]]; then
+    log "venv: $venv up to date (patroni $v)"
+    return 0
+  fi
+  [[ -x $PYTHON ]] || die "$PYTHON not found (Debian's python3 is required: a pyenv interpreter under a 0700 home is not executable by the unprivileged user)"
+  if [[ -e $venv ]]; then log "venv: $venv stale or incomplete -> rebuilding"; rm -rf "$venv"; fi
+  log "venv: creating $venv from $PYTHON"
+  "$PYTHON" -m venv "$venv"
+  log "venv: pip install -r ${req#"$E2E_REPO"/}"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
+  "$venv/bin/patroni" --version >/dev/null || die "venv $venv: patroni does not run"
+  chmod -R a+rX "$venv"
+  echo "$sum" > "$venv/.requirements.sha256"
+  log "venv: $venv ready ($("$venv/bin/patroni" --version), pysyncobj $("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("pysyncobj"))'))"
+}
+
+# ------------------------------------------------------------------ main
+main() {
+  local versions=() do_apt=1 do_venv=1 v t0
+  while (($#)); do
+    case $1 in
+      --patroni) shift; while (($#)) && [[ $1 != -* ]]; do versions+=("$1"); shift; done
+                 ((${#versions[@]})) || die "--patroni needs at least one version" ;;
+      --no-apt)  do_apt=0; shift ;;
+      --no-venv) do_venv=0; shift ;;
+      -h|--help) usage; exit 0 ;;
+      *) usage >&2; exit 2 ;;
+    esac
+  done
+  ((${#versions[@]})) || read -r -a versions <<<"$E2E_PATRONI_VERSIONS"
+  t0=$(date +%s.%N)
+  ((do_apt)) && install_apt
+  if ((do_venv)); then
+    pkg_installed python3-venv || "$PYTHON" -c 'import ensurepip' 2>/dev/null \
+      || die "python3-venv missing (run without --no-apt)"
+    mkdir -p "$E2E_WORK"
+    chmod 755 "$E2E_WORK"
+    log "work dir: $E2E_WORK"
+    for v in "${versions[@]}"; do build_venv "$v"; done
+  fi
+  log "done in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')s"
+}
+
+main "$@"

@@ -1,0 +1,185 @@
+//! The command line, in the dotted style of Prometheus exporters (`--web.listen-address`).
+//!
+//! Secrets are never flag values: only paths to files that hold them.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use url::Url;
+
+use crate::config::{ClusterConfig, ClusterEntry, ConfigFile, Defaults};
+
+/// Prometheus exporter for Patroni clusters on the Raft (pysyncobj) DCS.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "patroni-raft-exporter", version, about, long_about = None)]
+pub struct Args {
+    /// REST base URL of a member, e.g. http://10.0.0.1:8008 (repeatable). GET /cluster is
+    /// asked of the first that answers; more members are learned from their api_url.
+    #[arg(long = "patroni.url", value_name = "URL")]
+    pub patroni_urls: Vec<Url>,
+
+    /// Expected cluster name (scope); a /cluster answer naming another cluster is an error.
+    #[arg(long = "patroni.scope", value_name = "NAME")]
+    pub patroni_scope: Option<String>,
+
+    /// Patroni's own YAML (e.g. Charmed PostgreSQL's patroni.yaml): supplies the REST URL,
+    /// the CA, the Raft partners and the Raft password when not given otherwise.
+    #[arg(long = "patroni.config-file", value_name = "FILE")]
+    pub patroni_config_file: Option<PathBuf>,
+
+    /// PEM CA bundle trusted for https member URLs (in addition to the system roots).
+    #[arg(long = "patroni.ca-file", value_name = "FILE")]
+    pub patroni_ca_file: Option<PathBuf>,
+
+    /// Accept any TLS certificate from members (insecure; logged as a warning).
+    #[arg(long = "patroni.insecure-skip-verify")]
+    pub patroni_insecure_skip_verify: bool,
+
+    /// Raft node to query, host:port (repeatable). Default: the member hosts on --raft.port.
+    #[arg(long = "raft.node", value_name = "HOST:PORT")]
+    pub raft_nodes: Vec<String>,
+
+    /// Port of the Raft nodes found through the member hosts.
+    #[arg(long = "raft.port", default_value_t = 2222)]
+    pub raft_port: u16,
+
+    /// File holding the Raft password (Patroni's raft.password).
+    #[arg(long = "raft.password-file", value_name = "FILE", env = "PATRONI_RAFT_EXPORTER_RAFT_PASSWORD_FILE")]
+    pub raft_password_file: Option<PathBuf>,
+
+    /// Query Raft nodes by running this program instead of the native client, e.g.
+    /// "charmed-postgresql.syncobj-admin". See docs/raft-command.md for its arguments.
+    #[arg(long = "raft.command", value_name = "PROGRAM")]
+    pub raft_command: Option<String>,
+
+    /// Do not query Raft at all (REST view only).
+    #[arg(long = "raft.disabled")]
+    pub raft_disabled: bool,
+
+    /// How often each cluster is polled.
+    #[arg(long = "poll.interval", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub poll_interval: Duration,
+
+    /// Deadline of each request to a member or a Raft node.
+    #[arg(long = "poll.timeout", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub poll_timeout: Duration,
+
+    /// Largest REST response body accepted, in bytes.
+    #[arg(long = "poll.max-body-bytes", default_value_t = 4 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// Address to serve metrics on.
+    #[arg(long = "web.listen-address", default_value = ":9393")]
+    pub listen_address: String,
+
+    /// Path under which to expose metrics.
+    #[arg(long = "web.telemetry-path", default_value = "/metrics")]
+    pub telemetry_path: String,
+
+    /// YAML file listing clusters to watch (overrides --patroni.url and the Raft flags).
+    #[arg(long = "config.file", value_name = "FILE")]
+    pub config_file: Option<PathBuf>,
+
+    /// Log level: error, warn, info, debug, trace (or a tracing filter).
+    #[arg(long = "log.level", default_value = "info")]
+    pub log_level: String,
+
+    /// Log format.
+    #[arg(long = "log.format", value_enum, default_value_t = LogFormat::Logfmt)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Logfmt,
+    Json,
+}
+
+impl Args {
+    /// The clusters to watch, resolved from `--config.file` or from the flags.
+    ///
+    /// # Errors
+    /// When the config file or a secret file cannot be read, or no URL is given.
+    pub fn clusters(&self) -> anyhow::Result<Vec<ClusterConfig>> {
+        let defaults = Defaults {
+            poll_interval: self.poll_interval,
+            poll_timeout: self.poll_timeout,
+            max_body_bytes: self.max_body_bytes,
+            raft_port: self.raft_port,
+            raft_enabled: !self.raft_disabled,
+        };
+        let entries = match &self.config_file {
+            Some(path) => ConfigFile::load(path)?.clusters,
+            None => vec![ClusterEntry {
+                scope: self.patroni_scope.clone(),
+                patroni_urls: self.patroni_urls.clone(),
+                patroni_config_file: self.patroni_config_file.clone(),
+                poll_interval: None,
+                poll_timeout: None,
+                ca_file: self.patroni_ca_file.clone(),
+                insecure_skip_verify: Some(self.patroni_insecure_skip_verify),
+                raft_enabled: None,
+                raft_nodes: self.raft_nodes.clone(),
+                raft_port: None,
+                raft_password_file: self.raft_password_file.clone(),
+                raft_command: self.raft_command.clone(),
+            }],
+        };
+        entries.iter().map(|entry| entry.resolve(&defaults)).collect()
+    }
+
+    /// `--web.listen-address`, where `:9393` means every interface, as in Go exporters.
+    ///
+    /// # Errors
+    /// When the address cannot be parsed.
+    pub fn listen_address(&self) -> anyhow::Result<SocketAddr> {
+        let address = if self.listen_address.starts_with(':') {
+            format!("[::]{}", self.listen_address)
+        } else {
+            self.listen_address.clone()
+        };
+        address
+            .parse()
+            .map_err(|error| anyhow::anyhow!("invalid --web.listen-address {:?}: {error}", self.listen_address))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dotted_flags_parse() {
+        let args = Args::try_parse_from([
+            "patroni-raft-exporter",
+            "--patroni.url",
+            "http://127.0.0.11:8008",
+            "--patroni.url",
+            "http://127.0.0.12:8008",
+            "--poll.interval",
+            "10s",
+            "--web.listen-address",
+            "127.0.0.1:9393",
+        ])
+        .unwrap();
+        assert_eq!(args.patroni_urls.len(), 2);
+        assert_eq!(args.poll_interval, Duration::from_secs(10));
+        assert_eq!(args.listen_address().unwrap().to_string(), "127.0.0.1:9393");
+        let clusters = args.clusters().unwrap();
+        assert_eq!(clusters.len(), 1);
+        assert_eq!(clusters[0].raft.as_ref().unwrap().port, 2222);
+    }
+
+    #[test]
+    fn default_listen_address_is_every_interface() {
+        let args = Args::try_parse_from(["patroni-raft-exporter", "--patroni.url", "http://x:8008"]).unwrap();
+        assert_eq!(args.listen_address().unwrap().port(), 9393);
+    }
+
+    #[test]
+    fn there_is_no_password_flag() {
+        assert!(Args::try_parse_from(["x", "--raft.password", "secret"]).is_err());
+    }
+}

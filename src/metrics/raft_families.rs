@@ -1,0 +1,215 @@
+//! Families from the Raft status of each pysyncobj node, and the quorum judged from them.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::families::{flag, FamilyWriter};
+use super::labels::{NodeLabels, NodeLeaderLabels, NodePartnerLabels, NodeStateLabels, NodeVersionLabels, ScopeLabels};
+use crate::raft::RaftStatus;
+use crate::snapshot::{ClusterSnapshot, RaftNodeSnapshot};
+
+const RAFT_STATES: &[&str] = &["follower", "candidate", "leader"];
+
+pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
+    let raft = || snapshots.iter().filter(|s| s.raft_enabled);
+    writer.cached_gauge(
+        "patroni_raft_cluster_quorum",
+        "1 when the exporter confirms a Raft quorum: a reachable leader with has_quorum, or a majority of voters reporting has_quorum. 0 otherwise, including when no node answers.",
+        raft().map(|s| (scope(s), flag(s.quorum.confirmed))),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_voters",
+        "Voters in the Raft configuration: partners + 1, the largest any reachable node reports.",
+        raft().filter(|s| s.quorum.voters > 0).map(|s| (scope(s), s.quorum.voters as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_cluster_leaders",
+        "Raft nodes currently in state leader (more than 1 for long: split leadership).",
+        raft().map(|s| (scope(s), s.quorum.leaders_claiming as f64)),
+    )?;
+    writer.counter(
+        "patroni_raft_leader_changes",
+        "Raft leader changes seen by the poller (a different quorum-holding leader).",
+        raft().map(|s| (scope(s), s.counters.raft_leader_changes)),
+    )?;
+    writer.counter(
+        "patroni_raft_quorum_losses",
+        "Transitions of patroni_raft_cluster_quorum from 1 to 0 seen by the poller.",
+        raft().map(|s| (scope(s), s.counters.raft_quorum_losses)),
+    )?;
+    encode_nodes(writer, snapshots)
+}
+
+fn scope(snapshot: &ClusterSnapshot) -> ScopeLabels<'_> {
+    ScopeLabels { scope: &snapshot.scope }
+}
+
+fn node_labels<'a>(snapshot: &'a ClusterSnapshot, node: &'a RaftNodeSnapshot) -> NodeLabels<'a> {
+    NodeLabels {
+        scope: &snapshot.scope,
+        node: &node.node,
+    }
+}
+
+fn encode_nodes(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
+    let nodes = || {
+        snapshots
+            .iter()
+            .flat_map(|s| s.raft_nodes.iter().map(move |node| (s.as_ref(), node)))
+    };
+    let answered = || nodes().filter_map(|(s, node)| Some((s, node, node.status.as_ref().ok()?)));
+    let number = |value: fn(&RaftStatus) -> Option<f64>| {
+        answered().filter_map(move |(s, node, status)| Some((node_labels(s, node), value(status)?)))
+    };
+
+    writer.cached_gauge(
+        "patroni_raft_up",
+        "1 if the node's Raft status query succeeded in the last poll.",
+        nodes().map(|(s, node)| (node_labels(s, node), flag(node.status.is_ok()))),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_has_quorum",
+        "The node's has_quorum: it is connected to a majority of voters (derived from partner statuses for pysyncobj < 0.3.11).",
+        number(|status| Some(flag(status.has_quorum))),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_state",
+        "1 for the node's Raft state (follower, candidate, leader), 0 for the others.",
+        answered().flat_map(|(s, node, status)| {
+            let actual = status.state.as_str();
+            let extra = (!RAFT_STATES.contains(&actual)).then_some((actual, 1.0));
+            RAFT_STATES
+                .iter()
+                .map(move |&state| (state, flag(state == actual)))
+                .chain(extra)
+                .map(move |(state, value)| {
+                    (
+                        NodeStateLabels {
+                            scope: &s.scope,
+                            node: &node.node,
+                            state,
+                        },
+                        value,
+                    )
+                })
+        }),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_term",
+        "The node's current Raft term (raft_term).",
+        number(|status| Some(status.raft_term as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_commit_index",
+        "The node's Raft commit index (commit_idx).",
+        number(|status| Some(status.commit_idx as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_last_applied_index",
+        "The node's last applied Raft log index (last_applied).",
+        number(|status| Some(status.last_applied as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_leader_commit_index",
+        "The leader's commit index as last heard by the node (leader_commit_idx); absent before it heard from a leader.",
+        number(|status| status.leader_commit_idx.map(|index| index as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_log_entries",
+        "Entries in the node's Raft log after compaction (log_len).",
+        number(|status| Some(status.log_len as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_partners",
+        "Other voting nodes in the node's configuration (partner_nodes_count).",
+        number(|status| Some(status.partner_nodes_count as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_readonly_nodes",
+        "Read-only nodes connected to the node (readonly_nodes_count).",
+        number(|status| Some(status.readonly_nodes_count as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_uptime_seconds",
+        "Seconds since the node's Raft object was created.",
+        number(|status| Some(status.uptime_seconds as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_self_code_version",
+        "Highest replicated code version in the node's code (self_code_version).",
+        number(|status| Some(status.self_code_version as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_enabled_code_version",
+        "Cluster-wide enabled code version (enabled_code_version).",
+        number(|status| Some(status.enabled_code_version as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_partner_connected",
+        "1 when the node has a TCP connection to the partner (partner_node_status 2). TCP state, not liveness: a hung partner can stay connected.",
+        answered().flat_map(|(s, node, status)| {
+            status.partners.iter().map(move |partner| {
+                (
+                    NodePartnerLabels {
+                        scope: &s.scope,
+                        node: &node.node,
+                        partner: &partner.node,
+                    },
+                    flag(partner.connected()),
+                )
+            })
+        }),
+    )?;
+    let per_partner = |select: fn(&RaftStatus) -> &[(String, i64)]| {
+        answered().flat_map(move |(s, node, status)| {
+            select(status).iter().map(move |(partner, index)| {
+                (
+                    NodePartnerLabels {
+                        scope: &s.scope,
+                        node: &node.node,
+                        partner,
+                    },
+                    *index as f64,
+                )
+            })
+        })
+    };
+    writer.cached_gauge(
+        "patroni_raft_match_index",
+        "Highest log index known replicated to the partner (match_idx). Filled when the node becomes leader and never cleared: stale on an ex-leader.",
+        per_partner(|status| &status.match_idx),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_next_index",
+        "Next log index to send to the partner (next_node_idx). Filled when the node becomes leader and never cleared: stale on an ex-leader.",
+        per_partner(|status| &status.next_idx),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_leader",
+        "1 for the node this node believes leads; absent when it knows none. An isolated follower can keep naming a dead leader.",
+        answered().filter_map(|(s, node, status)| {
+            Some((
+                NodeLeaderLabels {
+                    scope: &s.scope,
+                    node: &node.node,
+                    leader: status.leader.as_deref()?,
+                },
+                1.0,
+            ))
+        }),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_info",
+        "1 per reachable node, labelled with its pysyncobj version.",
+        answered().map(|(s, node, status)| {
+            (
+                NodeVersionLabels {
+                    scope: &s.scope,
+                    node: &node.node,
+                    version: &status.version,
+                },
+                1.0,
+            )
+        }),
+    )
+}

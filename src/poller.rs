@@ -1,0 +1,396 @@
+//! One background task per cluster: ask the sources, build a [`ClusterSnapshot`], publish it.
+//!
+//! Why a task per cluster: every request is bounded by the cluster's timeout, but a cluster
+//! whose members all hang still takes that long; polling clusters independently keeps one
+//! dead cluster from delaying another. Within a poll, `/cluster` is asked first (it names
+//! the members and their hosts), then every member's `/patroni`, `/history` and every Raft
+//! node are asked concurrently, so a poll costs about two request round trips.
+//!
+//! The poller is also the only place with memory across polls: the URLs learned from
+//! `api_url`s, the last known scope and member hosts (so Raft nodes are still queried when
+//! no REST member answers), and the counters of leader changes and quorum losses.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::future::join_all;
+use tokio::sync::watch;
+use tokio::time::MissedTickBehavior;
+use url::Url;
+
+use crate::config::{ClusterConfig, RaftSettings};
+use crate::patroni::{self, ClientSettings, ClusterView, PatroniClient, PatroniError};
+use crate::raft::{self, QueryLimits, RaftKey, RaftStatus};
+use crate::snapshot::{
+    effective_raft_leader, ClusterSnapshot, Counters, Failure, MemberSnapshot, QuorumAssessment,
+    RaftNodeSnapshot, SnapshotStore, Source,
+};
+
+/// How one cluster's Raft nodes are asked for their status.
+#[derive(Clone)]
+enum RaftQuery {
+    /// The native client, with the key derived once from the password.
+    Native { key: Option<Arc<RaftKey>>, limits: QueryLimits },
+    /// An external program (`--raft.command`), for sites that allow only the packaged tool.
+    Command { argv: Vec<String>, password: Option<crate::secret::Secret>, timeout: Duration },
+}
+
+impl RaftQuery {
+    async fn status(&self, node: &str) -> Result<RaftStatus, raft::RaftError> {
+        match self {
+            RaftQuery::Native { key, limits } => raft::query_status(node, key.as_deref(), limits).await,
+            RaftQuery::Command { argv, password, timeout } => {
+                raft::run_status_command(argv, node, password.as_ref().map(|p| p.expose().as_bytes()), *timeout).await
+            }
+        }
+    }
+}
+
+/// What carries over from one poll to the next.
+#[derive(Debug, Default)]
+struct PollMemory {
+    /// The base URL that answered `/cluster` last; asked first next time.
+    preferred_url: Option<Url>,
+    /// REST bases learned from the members' `api_url`s.
+    learned_urls: Vec<Url>,
+    scope: Option<String>,
+    /// Hosts of the members in the last `/cluster` answer.
+    member_hosts: Vec<String>,
+    /// Raft nodes named as partners in the last poll.
+    raft_partners: BTreeSet<String>,
+    leader: Option<String>,
+    raft_leader: Option<String>,
+    quorum: Option<bool>,
+    counters: Counters,
+    /// The last error kind per target, to log changes rather than every failure.
+    failing: BTreeMap<String, &'static str>,
+}
+
+/// The poller of one cluster.
+pub struct ClusterPoller {
+    slot: usize,
+    config: ClusterConfig,
+    client: PatroniClient,
+    raft: Option<RaftQuery>,
+    store: Arc<SnapshotStore>,
+    memory: PollMemory,
+}
+
+impl ClusterPoller {
+    /// Prepares the poller of the cluster in `slot`: builds its HTTP client and derives its
+    /// Raft key (PBKDF2, ~0.1 s, done once here rather than per query).
+    ///
+    /// # Errors
+    /// When the HTTP client cannot be built (e.g. an unreadable CA file).
+    pub async fn new(slot: usize, config: ClusterConfig, store: Arc<SnapshotStore>) -> anyhow::Result<ClusterPoller> {
+        let client = PatroniClient::new(ClientSettings {
+            timeout: config.poll_timeout,
+            max_body_bytes: config.max_body_bytes,
+            ca_file: config.ca_file.clone(),
+            insecure_skip_verify: config.insecure_skip_verify,
+        })?;
+        let raft = match &config.raft {
+            None => None,
+            Some(settings) => Some(raft_query(settings, config.poll_timeout).await?),
+        };
+        Ok(ClusterPoller {
+            slot,
+            config,
+            client,
+            raft,
+            store,
+            memory: PollMemory::default(),
+        })
+    }
+
+    /// Polls every interval until `shutdown` turns true. A poll never overlaps the previous
+    /// one: a poll that overruns makes the next start late, and the missed ticks are counted.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let interval = self.config.poll_interval;
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                _ = shutdown.changed() => return,
+            }
+            let snapshot = self.poll_once().await;
+            let overrun = snapshot.poll_duration.as_secs_f64() / interval.as_secs_f64();
+            if overrun >= 1.0 {
+                self.memory.counters.polls_skipped += overrun.floor() as u64;
+            }
+            self.store.publish(self.slot, snapshot);
+        }
+    }
+
+    /// One complete poll of the cluster.
+    pub async fn poll_once(&mut self) -> ClusterSnapshot {
+        let started = Instant::now();
+        let (cluster, cluster_failure) = self.fetch_cluster().await;
+
+        let members = cluster.as_ref().map(|view| view.members.clone()).unwrap_or_default();
+        let history_base = self.memory.preferred_url.clone();
+        let raft_nodes = self.raft_targets(cluster.as_ref());
+
+        let member_views = join_all(members.iter().map(|member| self.fetch_member(member)));
+        let history = async {
+            match (&cluster, &history_base) {
+                (Some(_), Some(base)) => Some(self.client.history(base).await),
+                _ => None,
+            }
+        };
+        let raft_answers = join_all(raft_nodes.iter().map(|node| self.query_raft(node)));
+        let (member_views, history, raft_answers) = tokio::join!(member_views, history, raft_answers);
+
+        let members: Vec<MemberSnapshot> = members
+            .into_iter()
+            .zip(member_views)
+            .map(|(member, own_view)| MemberSnapshot { member, own_view })
+            .collect();
+        for snapshot in &members {
+            let target = format!("member {}", snapshot.member.name);
+            self.note(Source::Member, &target, snapshot.own_view.as_ref().err());
+        }
+        let history = match history {
+            Some(Ok(entries)) => {
+                self.note(Source::History, "history", None);
+                Some(entries)
+            }
+            Some(Err(error)) => {
+                self.note(Source::History, "history", Some(&Failure::from(&error)));
+                None
+            }
+            None => None,
+        };
+        let raft_nodes: Vec<RaftNodeSnapshot> = raft_nodes
+            .into_iter()
+            .zip(raft_answers)
+            .map(|(node, status)| RaftNodeSnapshot { node, status })
+            .collect();
+        for node in &raft_nodes {
+            let target = format!("raft {}", node.node);
+            self.note(Source::Raft, &target, node.status.as_ref().err());
+        }
+        self.remember(cluster.as_ref(), &raft_nodes);
+        let quorum = QuorumAssessment::assess(&raft_nodes);
+        self.count_changes(cluster.as_ref(), &raft_nodes, &quorum);
+
+        ClusterSnapshot {
+            scope: self.scope(),
+            polled_at_seconds: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or_default(),
+            poll_duration: started.elapsed(),
+            cluster,
+            cluster_failure,
+            members,
+            history,
+            raft_nodes,
+            raft_enabled: self.raft.is_some(),
+            quorum,
+            counters: self.memory.counters.clone(),
+        }
+    }
+
+    /// The `scope` label: what Patroni said last, else what was configured, else the first URL.
+    fn scope(&self) -> String {
+        self.memory
+            .scope
+            .clone()
+            .or_else(|| self.config.expected_scope.clone())
+            .unwrap_or_else(|| self.config.patroni_urls[0].to_string())
+    }
+
+    /// Asks `/cluster` of the URLs in turn (the last one that answered first) until one answers.
+    async fn fetch_cluster(&mut self) -> (Option<ClusterView>, Option<Failure>) {
+        let mut candidates: Vec<Url> = Vec::new();
+        let preferred = self.memory.preferred_url.iter();
+        for url in preferred.chain(&self.config.patroni_urls).chain(&self.memory.learned_urls) {
+            if !candidates.contains(url) {
+                candidates.push(url.clone());
+            }
+        }
+        let mut last_failure = None;
+        for url in candidates {
+            let target = format!("cluster {url}");
+            let answer = self.client.cluster(&url).await.and_then(|view| self.check_scope(view));
+            match answer {
+                Ok(view) => {
+                    self.note(Source::Cluster, &target, None);
+                    self.memory.preferred_url = Some(url);
+                    return (Some(view), None);
+                }
+                Err(error) => {
+                    let failure = Failure::from(&error);
+                    self.note(Source::Cluster, &target, Some(&failure));
+                    last_failure = Some(failure);
+                }
+            }
+        }
+        self.memory.preferred_url = None;
+        (None, last_failure)
+    }
+
+    /// A `/cluster` that names another cluster is an error, never a silent mix of two clusters.
+    fn check_scope(&self, view: ClusterView) -> Result<ClusterView, PatroniError> {
+        match (&self.config.expected_scope, &view.scope) {
+            (Some(expected), Some(got)) if expected != got => Err(PatroniError::ScopeMismatch {
+                expected: expected.clone(),
+                got: got.clone(),
+            }),
+            _ => Ok(view),
+        }
+    }
+
+    async fn fetch_member(&self, member: &patroni::Member) -> Result<patroni::MemberStatus, Failure> {
+        let Some(api_url) = member.api_url.as_deref().and_then(|url| Url::parse(url).ok()) else {
+            return Err(Failure {
+                kind: "decode",
+                message: format!("member {} has no valid api_url", member.name),
+            });
+        };
+        self.client.member_status(&api_url).await.map_err(|error| Failure::from(&error))
+    }
+
+    async fn query_raft(&self, node: &str) -> Result<RaftStatus, Failure> {
+        let Some(query) = &self.raft else {
+            return Err(Failure {
+                kind: "disabled",
+                message: "raft disabled".into(),
+            });
+        };
+        query.status(node).await.map_err(|error| Failure::from(&error))
+    }
+
+    /// The Raft nodes to ask: the configured ones, else the member hosts on the Raft port;
+    /// plus every partner a node named last time (which finds voters whose REST API is down).
+    fn raft_targets(&self, cluster: Option<&ClusterView>) -> Vec<String> {
+        let Some(settings) = &self.config.raft else { return Vec::new() };
+        let mut nodes: BTreeSet<String> = settings.nodes.iter().cloned().collect();
+        if nodes.is_empty() {
+            let hosts: Vec<String> = match cluster {
+                Some(view) => view.members.iter().filter_map(|m| m.host.clone()).collect(),
+                None => self.memory.member_hosts.clone(),
+            };
+            nodes.extend(hosts.iter().map(|host| join_host_port(host, settings.port)));
+        }
+        nodes.extend(self.memory.raft_partners.iter().cloned());
+        nodes.into_iter().collect()
+    }
+
+    fn remember(&mut self, cluster: Option<&ClusterView>, raft_nodes: &[RaftNodeSnapshot]) {
+        if let Some(view) = cluster {
+            if let Some(scope) = &view.scope {
+                self.memory.scope = Some(scope.clone());
+            }
+            self.memory.member_hosts = view.members.iter().filter_map(|m| m.host.clone()).collect();
+            self.memory.learned_urls = view
+                .members
+                .iter()
+                .filter_map(|m| m.api_url.as_deref().and_then(|url| Url::parse(url).ok()))
+                .map(|url| patroni::base_of(&url))
+                .collect();
+        }
+        let partners: BTreeSet<String> = raft_nodes
+            .iter()
+            .filter_map(|node| node.status.as_ref().ok())
+            .flat_map(|status| status.partners.iter().map(|partner| partner.node.clone()))
+            .collect();
+        // Keep the previous partners when no node answered, so a cluster that comes back is
+        // still found through them.
+        if !partners.is_empty() {
+            self.memory.raft_partners = partners;
+        }
+    }
+
+    fn count_changes(&mut self, cluster: Option<&ClusterView>, raft_nodes: &[RaftNodeSnapshot], quorum: &QuorumAssessment) {
+        let memory = &mut self.memory;
+        if let Some(view) = cluster {
+            let leaders: Vec<&str> = view.leaders().map(|m| m.name.as_str()).collect();
+            if let [leader] = leaders[..] {
+                if memory.leader.as_deref().is_some_and(|previous| previous != leader) {
+                    memory.counters.leader_changes += 1;
+                }
+                memory.leader = Some(leader.to_owned());
+            }
+        }
+        if self.raft.is_some() {
+            if let Some(leader) = effective_raft_leader(raft_nodes) {
+                if memory.raft_leader.as_deref().is_some_and(|previous| previous != leader) {
+                    memory.counters.raft_leader_changes += 1;
+                }
+                memory.raft_leader = Some(leader.to_owned());
+            }
+            if memory.quorum == Some(true) && !quorum.confirmed {
+                memory.counters.raft_quorum_losses += 1;
+            }
+            memory.quorum = Some(quorum.confirmed);
+        }
+    }
+
+    /// Counts a failure and logs when a target starts failing, changes its error or recovers.
+    fn note(&mut self, source: Source, target: &str, failure: Option<&Failure>) {
+        let scope = self.scope();
+        match failure {
+            Some(failure) => {
+                *self.memory.counters.poll_errors.entry((source, failure.kind)).or_default() += 1;
+                let previous = self.memory.failing.insert(target.to_owned(), failure.kind);
+                if previous != Some(failure.kind) {
+                    tracing::warn!(%scope, source = source.as_str(), %target, kind = failure.kind, error = %failure.message, "poll failed");
+                }
+            }
+            None => {
+                if self.memory.failing.remove(target).is_some() {
+                    tracing::info!(%scope, source = source.as_str(), %target, "recovered");
+                }
+            }
+        }
+    }
+}
+
+async fn raft_query(settings: &RaftSettings, timeout: Duration) -> anyhow::Result<RaftQuery> {
+    if let Some(argv) = &settings.command {
+        return Ok(RaftQuery::Command {
+            argv: argv.clone(),
+            password: settings.password.clone(),
+            timeout,
+        });
+    }
+    let key = match &settings.password {
+        Some(password) => {
+            let password = password.clone();
+            let key = tokio::task::spawn_blocking(move || RaftKey::derive(password.expose().as_bytes())).await?;
+            Some(Arc::new(key))
+        }
+        None => None,
+    };
+    Ok(RaftQuery::Native {
+        key,
+        limits: QueryLimits {
+            timeout,
+            ..QueryLimits::default()
+        },
+    })
+}
+
+/// `host:port`, with brackets for IPv6 literals.
+fn join_host_port(host: &str, port: u16) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_port() {
+        assert_eq!(join_host_port("127.0.0.11", 2222), "127.0.0.11:2222");
+        assert_eq!(join_host_port("::1", 2222), "[::1]:2222");
+    }
+}

@@ -1,0 +1,324 @@
+//! An in-process fake pysyncobj node (server side of the utility protocol), for tests and
+//! benchmarks of this crate. Not part of the exporter's runtime behaviour.
+//!
+//! Like pysyncobj, it closes the connection silently when it cannot decode the client's
+//! first frame (wrong or missing password), never closes a connection itself after
+//! replying, and binds its reply to the client's random key. Its Fernet timestamps go
+//! *backwards* (1000, then 5) to prove the client applies no timestamp checks.
+//! [`Behaviour`] selects the status reply or a misbehaviour.
+
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::{JoinHandle, JoinSet};
+
+use super::client::{decode_payload, encode_payload};
+use super::pickle::Value;
+use super::request::PickleWriter;
+use super::{fernet, frame, zlib, QueryLimits, RaftKey};
+
+/// What the fake node does.
+#[derive(Debug, Clone)]
+pub enum Behaviour {
+    /// Answer the status request with this status-dict pickle (a plain `PROTO 2 … STOP`
+    /// pickle of the dict, e.g. a captured `s2c_frame1.pickle` of a no-password case, or
+    /// [`unwrap_captured_reply`] of a keyed capture). With a key it is wrapped as
+    /// `(client_key, dict)` like pysyncobj does.
+    Serve(Vec<u8>),
+    /// Read the first frame and close without replying (what a wrong password causes).
+    CloseAfterFirstFrame,
+    /// Accept and read, but never answer.
+    NeverAnswer,
+    /// With a key: answer the key exchange, then stall. Without: stall after the request.
+    HandshakeThenStall,
+    /// Answer the status request with a frame of non-decodable bytes.
+    Garbage,
+    /// Answer like an HTTP server would (not a Raft port).
+    NonRaft,
+    /// Answer with a frame header announcing 2^31-1 bytes.
+    HugeLength,
+    /// Announce a 1000-byte frame, send 10 bytes, then reset the connection.
+    ResetMidFrame,
+    /// Answer with a zlib stream that inflates to 256 MiB.
+    ZlibBomb,
+    /// Answer with a valid reply whose Fernet HMAC is corrupted (keyed only; without a
+    /// key this is [`Behaviour::Garbage`]).
+    BadHmac,
+    /// Answer with these raw pickle bytes (not wrapped in the key tuple), e.g. a pickle
+    /// naming `os system` or a deeply nested one.
+    RawReply(Vec<u8>),
+}
+
+/// A running fake node; dropping it stops the server and all its connections.
+#[derive(Debug)]
+pub struct FakeRaftNode {
+    addr: String,
+    received: Arc<Mutex<Vec<Value>>>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for FakeRaftNode {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FakeRaftNode {
+    /// Starts a fake node on 127.0.0.1 (random port). `key` is the cluster key, `None`
+    /// for a cluster without password. Returns the `host:port` address and the handle.
+    pub async fn start(
+        behaviour: Behaviour,
+        key: Option<RaftKey>,
+    ) -> std::io::Result<(String, FakeRaftNode)> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?.to_string();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let behaviour = Arc::new(behaviour);
+        let key = key.map(Arc::new);
+        let rec = received.clone();
+        let task = tokio::spawn(async move {
+            let mut conns = JoinSet::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                conns.spawn(serve_connection(
+                    stream,
+                    behaviour.clone(),
+                    key.clone(),
+                    rec.clone(),
+                ));
+                while conns.try_join_next().is_some() {}
+            }
+        });
+        Ok((
+            addr.clone(),
+            FakeRaftNode {
+                addr,
+                received,
+                task,
+            },
+        ))
+    }
+
+    /// The `host:port` the node listens on.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Every message the node decoded from clients, in order (keyed messages unwrapped
+    /// from nothing: the handshake key, then the `(node_key, command)` tuple).
+    pub fn received(&self) -> Vec<Value> {
+        self.received.lock().expect("not poisoned").clone()
+    }
+}
+
+/// Turns a captured keyed reply pickle `(client_key, status_dict)` into a plain
+/// status-dict pickle usable with [`Behaviour::Serve`]. Relies on the fixed layout
+/// Python's pickler gives the key part (`_codecs.encode` + memo puts).
+pub fn unwrap_captured_reply(wrapped: &[u8]) -> Option<Vec<u8>> {
+    let p = wrapped;
+    let mut i = 2;
+    if p.get(..2)? != [0x80, 0x02] {
+        return None;
+    }
+    let skip_put = |i: &mut usize| match p.get(*i) {
+        Some(b'q') => *i += 2,
+        Some(b'r') => *i += 5,
+        _ => {}
+    };
+    let expect = |i: &mut usize, what: &[u8]| -> Option<()> {
+        (p.get(*i..*i + what.len())? == what).then(|| *i += what.len())
+    };
+    expect(&mut i, b"c_codecs\nencode\n")?;
+    skip_put(&mut i);
+    expect(&mut i, b"X")?;
+    let n = u32::from_le_bytes(p.get(i..i + 4)?.try_into().ok()?) as usize;
+    i += 4 + n;
+    skip_put(&mut i);
+    expect(&mut i, b"X\x06\x00\x00\x00latin1")?;
+    skip_put(&mut i);
+    expect(&mut i, b"\x86")?;
+    skip_put(&mut i);
+    expect(&mut i, b"R")?;
+    skip_put(&mut i);
+    let n = p.len();
+    if n < i + 4 || p[n - 1] != b'.' || p[n - 3] != b'q' || p[n - 4] != 0x86 {
+        return None;
+    }
+    let mut out = vec![0x80, 0x02];
+    out.extend_from_slice(&p[i..n - 4]);
+    out.push(b'.');
+    Some(out)
+}
+
+/// A zlib stream that inflates to `mib` MiB of zeros, built cheaply by repeating one
+/// flushed deflate block (each block only references the all-zero window).
+pub fn zlib_bomb(mib: usize) -> Vec<u8> {
+    use flate2::{Compress, Compression, FlushCompress};
+    let zeros = vec![0u8; 1 << 20];
+    let mut c = Compress::new(Compression::best(), true);
+    let block = |c: &mut Compress| {
+        let mut out = Vec::with_capacity(8192);
+        c.compress_vec(&zeros, &mut out, FlushCompress::Sync)
+            .expect("in-memory deflate");
+        out
+    };
+    let mut out = block(&mut c);
+    let repeat = block(&mut c);
+    for _ in 1..mib {
+        out.extend_from_slice(&repeat);
+    }
+    out
+}
+
+async fn send_payload(s: &mut TcpStream, payload: &[u8]) -> std::io::Result<()> {
+    frame::write_frame(s, payload).await
+}
+
+async fn hold_open(mut s: TcpStream) {
+    // pysyncobj never closes a utility connection itself: wait for the client.
+    let mut sink = [0u8; 1024];
+    while let Ok(n) = s.read(&mut sink).await {
+        if n == 0 {
+            break;
+        }
+    }
+}
+
+async fn serve_connection(
+    mut s: TcpStream,
+    behaviour: Arc<Behaviour>,
+    key: Option<Arc<RaftKey>>,
+    received: Arc<Mutex<Vec<Value>>>,
+) {
+    let limits = QueryLimits::default();
+    let key = key.as_deref();
+    let Ok(first) = frame::read_frame(&mut s, limits.max_frame_bytes).await else {
+        return;
+    };
+    let Ok(msg) = decode_payload(&first, key, &limits) else {
+        return; // like pysyncobj: silently close on any decode error
+    };
+    received.lock().expect("not poisoned").push(msg.clone());
+    match &*behaviour {
+        Behaviour::CloseAfterFirstFrame => return,
+        Behaviour::NeverAnswer => return hold_open(s).await,
+        _ => {}
+    }
+    let mut client_key: Option<Vec<u8>> = None;
+    if let Some(k) = key {
+        let Value::Bytes(ck) = msg else { return };
+        let mut nk = [0u8; 32];
+        if getrandom::fill(&mut nk).is_err() {
+            return;
+        }
+        let reply = PickleWriter::new().bytes(&ck).bytes(&nk).tuple2().finish();
+        let Ok(payload) = encode_payload(&reply, Some(k), 1000) else {
+            return;
+        };
+        if send_payload(&mut s, &payload).await.is_err() {
+            return;
+        }
+        if matches!(&*behaviour, Behaviour::HandshakeThenStall) {
+            return hold_open(s).await;
+        }
+        let Ok(second) = frame::read_frame(&mut s, limits.max_frame_bytes).await else {
+            return;
+        };
+        let Ok(msg2) = decode_payload(&second, Some(k), &limits) else {
+            return;
+        };
+        received.lock().expect("not poisoned").push(msg2.clone());
+        let Value::Tuple(t) = msg2 else { return };
+        if t.len() != 2 || t[0] != Value::bytes(&nk) || !is_status_command(&t[1]) {
+            return;
+        }
+        client_key = Some(ck.to_vec());
+    } else {
+        if !is_status_command(&msg) {
+            return;
+        }
+        if matches!(&*behaviour, Behaviour::HandshakeThenStall) {
+            return hold_open(s).await;
+        }
+    }
+    let wrap = |dict_pickle: &[u8]| -> Vec<u8> {
+        match &client_key {
+            Some(ck) if dict_pickle.len() >= 3 => PickleWriter::new()
+                .bytes(ck)
+                .raw(&dict_pickle[2..dict_pickle.len() - 1])
+                .tuple2()
+                .finish(),
+            _ => dict_pickle.to_vec(),
+        }
+    };
+    let result = match &*behaviour {
+        Behaviour::Serve(dict) => match encode_payload(&wrap(dict), key, 5) {
+            Ok(p) => send_payload(&mut s, &p).await,
+            Err(_) => return,
+        },
+        Behaviour::RawReply(p) => match encode_payload(p, key, 5) {
+            Ok(p) => send_payload(&mut s, &p).await,
+            Err(_) => return,
+        },
+        Behaviour::Garbage => {
+            send_payload(&mut s, b"\x00\x01garbage, not zlib nor fernet\xff").await
+        }
+        Behaviour::BadHmac if key.is_none() => send_payload(&mut s, b"garbage").await,
+        Behaviour::BadHmac => {
+            let k = key.expect("checked");
+            let inner = zlib::compress(&wrap(b"\x80\x02}."));
+            let Ok(token) = fernet::encrypt(k, &inner, 5) else {
+                return;
+            };
+            // Flip one bit of the HMAC (last 32 raw bytes) in the base64 text: change a
+            // character near the end that is not padding.
+            let mut token = token;
+            let pos = token
+                .iter()
+                .rposition(|&c| c != b'=')
+                .unwrap_or(0)
+                .saturating_sub(2);
+            token[pos] = if token[pos] == b'A' { b'B' } else { b'A' };
+            send_payload(&mut s, &token).await
+        }
+        Behaviour::NonRaft => {
+            s.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                .await
+        }
+        Behaviour::HugeLength => {
+            let _ = s.write_all(&0x7fff_ffffi32.to_le_bytes()).await;
+            let _ = s.write_all(b"some bytes").await;
+            return hold_open(s).await;
+        }
+        Behaviour::ResetMidFrame => {
+            let _ = s.write_all(&1000i32.to_le_bytes()).await;
+            let _ = s.write_all(b"0123456789").await;
+            let _ = s.flush().await;
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            let _ = s.set_zero_linger();
+            drop(s); // RST
+            return;
+        }
+        Behaviour::ZlibBomb => {
+            let bomb = zlib_bomb(256);
+            let payload = match key {
+                Some(k) => match fernet::encrypt(k, &bomb, 5) {
+                    Ok(t) => t,
+                    Err(_) => return,
+                },
+                None => bomb,
+            };
+            send_payload(&mut s, &payload).await
+        }
+        Behaviour::CloseAfterFirstFrame
+        | Behaviour::NeverAnswer
+        | Behaviour::HandshakeThenStall => Ok(()),
+    };
+    if result.is_ok() {
+        hold_open(s).await;
+    }
+}
+
+fn is_status_command(v: &Value) -> bool {
+    matches!(v, Value::List(items) if items.first() == Some(&Value::str("status")))
+}

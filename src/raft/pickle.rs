@@ -1,0 +1,726 @@
+//! A small unpickler for the pickles pysyncobj sends (protocol 2), safe on hostile input.
+//!
+//! Why hand-written rather than `serde-pickle`:
+//! * On a leader, the status dict's `leader` is a `BINGET` of the memoized `self`
+//!   instance. serde-pickle memoizes the NEWOBJ stand-in and does not update the memo on
+//!   BUILD, so the aliased `leader` decodes to `{}` instead of the node (protocol notes
+//!   §6.2). Here objects live in an arena and BUILD mutates the shared object, so every
+//!   alias sees the built state.
+//! * A general unpickler is a remote-code-execution surface (`GLOBAL os system` +
+//!   `REDUCE`). This one knows exactly two callables: `_codecs.encode` (how protocol 2
+//!   writes `bytes`) and the `pysyncobj.node` classes `TCPNode`/`Node`, which are never
+//!   called but only recorded as [`Value::Object`]. Every other global is an error.
+//! * It is bounded: an item budget (objects, container entries, memo entries, marks), a
+//!   nesting depth limit applied while building the result (which also cuts reference
+//!   cycles built through the memo), and no recursion except that depth-bounded one.
+//!
+//! Supported opcodes: `PROTO STOP MARK EMPTY_DICT EMPTY_LIST EMPTY_TUPLE SETITEM SETITEMS
+//! APPEND APPENDS TUPLE TUPLE1 TUPLE2 TUPLE3 BINUNICODE BININT1 BININT2 BININT LONG1
+//! NEWTRUE NEWFALSE NONE BINPUT LONG_BINPUT BINGET LONG_BINGET GLOBAL REDUCE NEWOBJ BUILD`.
+//! That is every opcode seen in captures of pysyncobj 0.3.12/0.3.17 and Patroni, plus the
+//! few a larger cluster or other values could produce. Anything else is a decode error.
+//!
+//! Python dict semantics are kept loosely: a dict is a list of `(key, value)` pairs in
+//! insertion order; [`Value::get`] returns the *last* value for a key, as a Python dict
+//! would hold after duplicate `SETITEM`s. (No hashing while decoding keeps hostile input
+//! from costing quadratic time.)
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::RaftError;
+
+/// Hard cap on nesting depth, whatever the caller's limit: result building and dropping
+/// recurse once per level.
+pub const HARD_MAX_DEPTH: usize = 256;
+
+/// The Python classes this decoder accepts as instances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeClass {
+    /// `pysyncobj.node.TCPNode`
+    TcpNode,
+    /// `pysyncobj.node.Node`
+    Node,
+}
+
+/// A decoded pickle value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    None,
+    Bool(bool),
+    Int(i64),
+    Str(Arc<str>),
+    Bytes(Arc<[u8]>),
+    List(Vec<Value>),
+    Tuple(Vec<Value>),
+    Dict(Vec<(Value, Value)>),
+    /// An instance of a pysyncobj node class with its `__dict__` (from BUILD).
+    Object {
+        class: NodeClass,
+        state: Vec<(Value, Value)>,
+    },
+}
+
+impl Value {
+    /// Builds a `Str`.
+    pub fn str(s: &str) -> Value {
+        Value::Str(Arc::from(s))
+    }
+
+    /// Builds a `Bytes`.
+    pub fn bytes(b: &[u8]) -> Value {
+        Value::Bytes(Arc::from(b))
+    }
+
+    /// The string, if this is a `Str`.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// For a `Dict` or an `Object`'s state: the last value stored under the string `key`.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        let pairs = match self {
+            Value::Dict(p) => p,
+            Value::Object { state, .. } => state,
+            _ => return None,
+        };
+        pairs
+            .iter()
+            .rev()
+            .find(|(k, _)| k.as_str() == Some(key))
+            .map(|(_, v)| v)
+    }
+
+    /// A short type name for error messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::None => "None",
+            Value::Bool(_) => "bool",
+            Value::Int(_) => "int",
+            Value::Str(_) => "str",
+            Value::Bytes(_) => "bytes",
+            Value::List(_) => "list",
+            Value::Tuple(_) => "tuple",
+            Value::Dict(_) => "dict",
+            Value::Object { .. } => "object",
+        }
+    }
+}
+
+/// Limits for [`decode`].
+#[derive(Debug, Clone, Copy)]
+pub struct PickleLimits {
+    pub max_depth: usize,
+    pub max_items: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Global {
+    CodecsEncode,
+    Class(NodeClass),
+}
+
+#[derive(Debug)]
+enum Obj {
+    None,
+    Bool(bool),
+    Int(i64),
+    Str(Arc<str>),
+    Bytes(Arc<[u8]>),
+    List(Vec<usize>),
+    Tuple(Vec<usize>),
+    Dict(Vec<(usize, usize)>),
+    Global(Global),
+    Instance {
+        class: NodeClass,
+        states: Vec<usize>,
+    },
+}
+
+struct Machine<'a> {
+    data: &'a [u8],
+    pos: usize,
+    arena: Vec<Obj>,
+    stack: Vec<usize>,
+    marks: Vec<usize>,
+    memo: HashMap<u32, usize>,
+    items: usize,
+    max_items: usize,
+}
+
+fn err(msg: impl Into<String>) -> RaftError {
+    RaftError::decode(format!("pickle: {}", msg.into()))
+}
+
+impl<'a> Machine<'a> {
+    fn charge(&mut self, n: usize) -> Result<(), RaftError> {
+        self.items = self.items.saturating_add(n);
+        if self.items > self.max_items {
+            return Err(err(format!("more than {} items", self.max_items)));
+        }
+        Ok(())
+    }
+
+    fn alloc(&mut self, obj: Obj) -> Result<usize, RaftError> {
+        self.charge(1)?;
+        self.arena.push(obj);
+        Ok(self.arena.len() - 1)
+    }
+
+    fn push_new(&mut self, obj: Obj) -> Result<(), RaftError> {
+        let id = self.alloc(obj)?;
+        self.stack.push(id);
+        Ok(())
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], RaftError> {
+        if self.data.len() - self.pos < n {
+            return Err(err("truncated input"));
+        }
+        let s = &self.data[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    fn u8(&mut self) -> Result<u8, RaftError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, RaftError> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    fn u32(&mut self) -> Result<u32, RaftError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn line(&mut self) -> Result<&'a str, RaftError> {
+        const MAX_LINE: usize = 256;
+        let rest = &self.data[self.pos..];
+        let end = rest
+            .iter()
+            .take(MAX_LINE)
+            .position(|&c| c == b'\n')
+            .ok_or_else(|| err("GLOBAL name too long or unterminated"))?;
+        self.pos += end + 1;
+        std::str::from_utf8(&rest[..end]).map_err(|_| err("GLOBAL name is not UTF-8"))
+    }
+
+    fn pop(&mut self) -> Result<usize, RaftError> {
+        if self.marks.last().is_some_and(|&m| m >= self.stack.len()) {
+            return Err(err("stack underflow (at mark)"));
+        }
+        self.stack.pop().ok_or_else(|| err("stack underflow"))
+    }
+
+    fn top(&self) -> Result<usize, RaftError> {
+        if self.marks.last().is_some_and(|&m| m >= self.stack.len()) {
+            return Err(err("stack underflow (at mark)"));
+        }
+        self.stack
+            .last()
+            .copied()
+            .ok_or_else(|| err("stack underflow"))
+    }
+
+    fn pop_mark(&mut self) -> Result<Vec<usize>, RaftError> {
+        let m = self
+            .marks
+            .pop()
+            .ok_or_else(|| err("no MARK on the stack"))?;
+        Ok(self.stack.split_off(m))
+    }
+
+    fn memo_put(&mut self, idx: u32) -> Result<(), RaftError> {
+        let top = self.top()?;
+        if self.memo.insert(idx, top).is_none() {
+            self.charge(1)?;
+        }
+        Ok(())
+    }
+
+    fn memo_get(&mut self, idx: u32) -> Result<(), RaftError> {
+        let id = *self
+            .memo
+            .get(&idx)
+            .ok_or_else(|| err(format!("memo key {idx} not found")))?;
+        self.stack.push(id);
+        Ok(())
+    }
+
+    fn tuple_of(&mut self, n: usize) -> Result<(), RaftError> {
+        let mut items = Vec::with_capacity(n);
+        for _ in 0..n {
+            items.push(self.pop()?);
+        }
+        items.reverse();
+        self.charge(n)?;
+        self.push_new(Obj::Tuple(items))
+    }
+
+    fn extend_list(&mut self, items: Vec<usize>) -> Result<(), RaftError> {
+        self.charge(items.len())?;
+        let target = self.top()?;
+        match &mut self.arena[target] {
+            Obj::List(l) => {
+                l.extend(items);
+                Ok(())
+            }
+            _ => Err(err("APPEND(S) target is not a list")),
+        }
+    }
+
+    fn extend_dict(&mut self, items: Vec<usize>) -> Result<(), RaftError> {
+        if items.len() % 2 != 0 {
+            return Err(err("SETITEMS with an odd number of items"));
+        }
+        self.charge(items.len() / 2)?;
+        let target = self.top()?;
+        match &mut self.arena[target] {
+            Obj::Dict(d) => {
+                d.extend(items.chunks_exact(2).map(|kv| (kv[0], kv[1])));
+                Ok(())
+            }
+            _ => Err(err("SETITEM(S) target is not a dict")),
+        }
+    }
+
+    fn global(&mut self) -> Result<(), RaftError> {
+        let module = self.line()?;
+        let name = self.line()?;
+        let g = match (module, name) {
+            ("_codecs", "encode") => Global::CodecsEncode,
+            ("pysyncobj.node", "TCPNode") => Global::Class(NodeClass::TcpNode),
+            ("pysyncobj.node", "Node") => Global::Class(NodeClass::Node),
+            _ => {
+                let shown: String = format!("{module}.{name}").chars().take(80).collect();
+                return Err(err(format!("forbidden global {shown:?}")));
+            }
+        };
+        self.push_new(Obj::Global(g))
+    }
+
+    fn reduce(&mut self) -> Result<(), RaftError> {
+        let args = self.pop()?;
+        let func = self.pop()?;
+        if !matches!(self.arena[func], Obj::Global(Global::CodecsEncode)) {
+            return Err(err("REDUCE of something other than _codecs.encode"));
+        }
+        let (text, encoding) = match &self.arena[args] {
+            Obj::Tuple(t) if t.len() == 2 => match (&self.arena[t[0]], &self.arena[t[1]]) {
+                (Obj::Str(s), Obj::Str(e)) => (s.clone(), e.clone()),
+                _ => return Err(err("_codecs.encode arguments are not (str, str)")),
+            },
+            _ => return Err(err("_codecs.encode needs a 2-tuple")),
+        };
+        if !matches!(
+            &*encoding,
+            "latin1" | "latin-1" | "latin_1" | "iso-8859-1" | "iso8859-1"
+        ) {
+            return Err(err("_codecs.encode with an encoding other than latin1"));
+        }
+        let bytes = text
+            .chars()
+            .map(|c| u8::try_from(u32::from(c)).map_err(|_| err("non-latin1 character in bytes")))
+            .collect::<Result<Vec<u8>, _>>()?;
+        self.push_new(Obj::Bytes(bytes.into()))
+    }
+
+    fn newobj(&mut self) -> Result<(), RaftError> {
+        let args = self.pop()?;
+        let cls = self.pop()?;
+        let class = match self.arena[cls] {
+            Obj::Global(Global::Class(c)) => c,
+            _ => return Err(err("NEWOBJ of something other than a pysyncobj node class")),
+        };
+        match &self.arena[args] {
+            Obj::Tuple(t) if t.is_empty() => {}
+            _ => return Err(err("NEWOBJ with arguments")),
+        }
+        self.push_new(Obj::Instance {
+            class,
+            states: Vec::new(),
+        })
+    }
+
+    fn build(&mut self) -> Result<(), RaftError> {
+        let state = self.pop()?;
+        if !matches!(self.arena[state], Obj::Dict(_)) {
+            return Err(err("BUILD state is not a dict"));
+        }
+        let target = self.top()?;
+        self.charge(1)?;
+        match &mut self.arena[target] {
+            // Mutate the shared instance: memo aliases (leader = BINGET self) see it.
+            Obj::Instance { states, .. } => {
+                states.push(state);
+                Ok(())
+            }
+            _ => Err(err("BUILD target is not a node instance")),
+        }
+    }
+
+    fn run(&mut self) -> Result<usize, RaftError> {
+        loop {
+            let at = self.pos;
+            let op = self.u8().map_err(|_| err("missing STOP"))?;
+            match op {
+                0x80 => {
+                    let v = self.u8()?;
+                    if v > 5 {
+                        return Err(err(format!("unsupported protocol {v}")));
+                    }
+                }
+                b'.' => return self.pop(),
+                b'(' => {
+                    self.charge(1)?;
+                    self.marks.push(self.stack.len());
+                }
+                b'}' => self.push_new(Obj::Dict(Vec::new()))?,
+                b']' => self.push_new(Obj::List(Vec::new()))?,
+                b')' => self.push_new(Obj::Tuple(Vec::new()))?,
+                b's' => {
+                    let v = self.pop()?;
+                    let k = self.pop()?;
+                    self.extend_dict(vec![k, v])?;
+                }
+                b'u' => {
+                    let items = self.pop_mark()?;
+                    self.extend_dict(items)?;
+                }
+                b'a' => {
+                    let v = self.pop()?;
+                    self.extend_list(vec![v])?;
+                }
+                b'e' => {
+                    let items = self.pop_mark()?;
+                    self.extend_list(items)?;
+                }
+                b't' => {
+                    let items = self.pop_mark()?;
+                    self.charge(items.len())?;
+                    self.push_new(Obj::Tuple(items))?;
+                }
+                0x85 => self.tuple_of(1)?,
+                0x86 => self.tuple_of(2)?,
+                0x87 => self.tuple_of(3)?,
+                b'X' => {
+                    let n = self.u32()? as usize;
+                    let raw = self.take(n)?;
+                    let s = std::str::from_utf8(raw).map_err(|_| err("BINUNICODE is not UTF-8"))?;
+                    self.push_new(Obj::Str(Arc::from(s)))?;
+                }
+                b'K' => {
+                    let v = self.u8()?;
+                    self.push_new(Obj::Int(i64::from(v)))?;
+                }
+                b'M' => {
+                    let v = self.u16()?;
+                    self.push_new(Obj::Int(i64::from(v)))?;
+                }
+                b'J' => {
+                    let v = self.u32()? as i32;
+                    self.push_new(Obj::Int(i64::from(v)))?;
+                }
+                0x8a => {
+                    let n = usize::from(self.u8()?);
+                    let raw = self.take(n)?;
+                    if n > 8 {
+                        return Err(err(format!("LONG1 of {n} bytes does not fit in i64")));
+                    }
+                    let v = if n == 0 {
+                        0
+                    } else {
+                        let fill = if raw[n - 1] & 0x80 != 0 { 0xff } else { 0 };
+                        let mut b = [fill; 8];
+                        b[..n].copy_from_slice(raw);
+                        i64::from_le_bytes(b)
+                    };
+                    self.push_new(Obj::Int(v))?;
+                }
+                0x88 => self.push_new(Obj::Bool(true))?,
+                0x89 => self.push_new(Obj::Bool(false))?,
+                b'N' => self.push_new(Obj::None)?,
+                b'q' => {
+                    let i = u32::from(self.u8()?);
+                    self.memo_put(i)?;
+                }
+                b'r' => {
+                    let i = self.u32()?;
+                    self.memo_put(i)?;
+                }
+                b'h' => {
+                    let i = u32::from(self.u8()?);
+                    self.memo_get(i)?;
+                }
+                b'j' => {
+                    let i = self.u32()?;
+                    self.memo_get(i)?;
+                }
+                b'c' => self.global()?,
+                b'R' => self.reduce()?,
+                0x81 => self.newobj()?,
+                b'b' => self.build()?,
+                other => {
+                    return Err(err(format!(
+                        "unsupported opcode {other:#04x} at offset {at}"
+                    )));
+                }
+            }
+        }
+    }
+}
+
+struct Builder<'m> {
+    arena: &'m [Obj],
+    budget: usize,
+    max_depth: usize,
+}
+
+impl Builder<'_> {
+    fn spend(&mut self, n: usize) -> Result<(), RaftError> {
+        self.budget = self.budget.checked_sub(n).ok_or_else(|| {
+            err("result too large (shared references expand past the item limit)")
+        })?;
+        Ok(())
+    }
+
+    fn value(&mut self, id: usize, depth: usize) -> Result<Value, RaftError> {
+        if depth > self.max_depth {
+            return Err(err(format!(
+                "nesting deeper than {} (or a reference cycle)",
+                self.max_depth
+            )));
+        }
+        self.spend(1)?;
+        Ok(match &self.arena[id] {
+            Obj::None => Value::None,
+            Obj::Bool(b) => Value::Bool(*b),
+            Obj::Int(i) => Value::Int(*i),
+            Obj::Str(s) => Value::Str(s.clone()),
+            Obj::Bytes(b) => Value::Bytes(b.clone()),
+            Obj::List(items) => Value::List(self.seq(items, depth)?),
+            Obj::Tuple(items) => Value::Tuple(self.seq(items, depth)?),
+            Obj::Dict(pairs) => Value::Dict(self.pairs(pairs, depth)?),
+            Obj::Global(_) => return Err(err("a bare global in the result")),
+            Obj::Instance { class, states } => {
+                let mut state = Vec::new();
+                for &s in states {
+                    if let Obj::Dict(pairs) = &self.arena[s] {
+                        state.extend(self.pairs(pairs, depth)?);
+                    }
+                }
+                Value::Object {
+                    class: *class,
+                    state,
+                }
+            }
+        })
+    }
+
+    fn seq(&mut self, items: &[usize], depth: usize) -> Result<Vec<Value>, RaftError> {
+        self.spend(items.len())?;
+        items.iter().map(|&i| self.value(i, depth + 1)).collect()
+    }
+
+    fn pairs(
+        &mut self,
+        pairs: &[(usize, usize)],
+        depth: usize,
+    ) -> Result<Vec<(Value, Value)>, RaftError> {
+        self.spend(pairs.len())?;
+        pairs
+            .iter()
+            .map(|&(k, v)| Ok((self.value(k, depth + 1)?, self.value(v, depth + 1)?)))
+            .collect()
+    }
+}
+
+/// Decodes one pickle. Bytes after `STOP` are ignored, as `pickle.loads` does.
+pub fn decode(data: &[u8], limits: PickleLimits) -> Result<Value, RaftError> {
+    let mut m = Machine {
+        data,
+        pos: 0,
+        arena: Vec::new(),
+        stack: Vec::new(),
+        marks: Vec::new(),
+        memo: HashMap::new(),
+        items: 0,
+        max_items: limits.max_items,
+    };
+    let root = m.run()?;
+    let mut b = Builder {
+        arena: &m.arena,
+        budget: limits.max_items,
+        max_depth: limits.max_depth.min(HARD_MAX_DEPTH),
+    };
+    b.value(root, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lim() -> PickleLimits {
+        PickleLimits {
+            max_depth: 32,
+            max_items: 10_000,
+        }
+    }
+
+    #[test]
+    fn simple_values() {
+        // ['status']
+        let p = b"\x80\x02]q\x00X\x06\x00\x00\x00statusq\x01a.";
+        assert_eq!(
+            decode(p, lim()).unwrap(),
+            Value::List(vec![Value::str("status")])
+        );
+        // ints of every width
+        let p = b"\x80\x02(K\x05M\x00\x01J\xff\xff\xff\xff\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f\x8a\x00\x8a\x02\xff\x00\x8a\x01\xfft.";
+        assert_eq!(
+            decode(p, lim()).unwrap(),
+            Value::Tuple(vec![
+                Value::Int(5),
+                Value::Int(256),
+                Value::Int(-1),
+                Value::Int(i64::MAX),
+                Value::Int(0),
+                Value::Int(255),
+                Value::Int(-1)
+            ])
+        );
+        let p = b"\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01.";
+        assert_eq!(decode(p, lim()).unwrap_err().kind(), "decode");
+    }
+
+    #[test]
+    fn codecs_bytes() {
+        let p = b"\x80\x02c_codecs\nencode\nq\x00X\x04\x00\x00\x00a\xc3\xbf\x00q\x01X\x06\x00\x00\x00latin1q\x02\x86q\x03Rq\x04.";
+        assert_eq!(decode(p, lim()).unwrap(), Value::bytes(&[b'a', 0xff, 0]));
+        // a code point above 255 is not latin-1
+        let p = b"\x80\x02c_codecs\nencode\nX\x02\x00\x00\x00\xc4\x80X\x06\x00\x00\x00latin1\x86R.";
+        assert_eq!(decode(p, lim()).unwrap_err().kind(), "decode");
+    }
+
+    #[test]
+    fn forbidden_globals() {
+        for g in [
+            &b"cos\nsystem\n"[..],
+            b"cbuiltins\neval\n",
+            b"c__builtin__\nbytes\n",
+            b"cposix\nsystem\n",
+        ] {
+            let mut p = b"\x80\x02".to_vec();
+            p.extend_from_slice(g);
+            p.extend_from_slice(b"X\x02\x00\x00\x00id\x85R.");
+            let e = decode(&p, lim()).unwrap_err();
+            assert_eq!(e.kind(), "decode");
+            assert!(e.to_string().contains("forbidden global"), "{e}");
+        }
+        // REDUCE of a node class (calling it) is refused too
+        let p = b"\x80\x02cpysyncobj.node\nTCPNode\n)R.";
+        assert_eq!(decode(p, lim()).unwrap_err().kind(), "decode");
+    }
+
+    #[test]
+    fn build_mutates_alias() {
+        // d = {}; n = TCPNode(); d['self'] = n; d['leader'] = n (BINGET)
+        let p = b"\x80\x02}q\x00(X\x04\x00\x00\x00selfcpysyncobj.node\nTCPNode\n)\x81q\x01}(X\x03\x00\x00\x00_idX\x03\x00\x00\x00a:1ubX\x06\x00\x00\x00leaderh\x01u.";
+        let v = decode(p, lim()).unwrap();
+        let s = v.get("self").unwrap();
+        assert_eq!(s.get("_id").and_then(Value::as_str), Some("a:1"));
+        assert_eq!(v.get("leader"), Some(s));
+    }
+
+    #[test]
+    fn cycles_and_depth() {
+        // l = []; l.append(l)
+        let p = b"\x80\x02]q\x00h\x00a.";
+        assert!(decode(p, lim()).unwrap_err().to_string().contains("deeper"));
+        // 100 nested lists
+        let mut p = b"\x80\x02".to_vec();
+        p.extend(vec![b']'; 100]);
+        p.extend(vec![b'a'; 99]);
+        p.push(b'.');
+        assert!(decode(&p, lim())
+            .unwrap_err()
+            .to_string()
+            .contains("deeper"));
+        let v = decode(
+            &p,
+            PickleLimits {
+                max_depth: 200,
+                max_items: 10_000,
+            },
+        )
+        .unwrap();
+        assert!(matches!(v, Value::List(_)));
+    }
+
+    #[test]
+    fn exponential_sharing_is_bounded() {
+        // a = []; then 40 times: a = [a, a]
+        let mut p = b"\x80\x02]q\x00".to_vec();
+        for _ in 0..40 {
+            p.extend_from_slice(b"](h\x00h\x00eq\x00");
+        }
+        p.push(b'.');
+        let e = decode(
+            &p,
+            PickleLimits {
+                max_depth: 64,
+                max_items: 10_000,
+            },
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("item limit"), "{e}");
+    }
+
+    #[test]
+    fn malformed() {
+        for p in [
+            &b""[..],
+            b"\x80\x02",
+            b"\x80\x02.",
+            b"\x80\x02a.",
+            b"\x80\x02}K\x01s.",
+            b"\x80\x02(K\x01u.",
+            b"\x80\x02h\x05.",
+            b"\x80\x02X\xff\xff\xff\xff.",
+            b"\x80\x02X\x02\x00\x00\x00\xff\xfe.",
+            b"\x80\x02c_codecs\nencode\n.",
+            b"\x80\x02K\x01b.",
+            b"\x80\x06N.",
+            b"\x80\x02(.",
+            b"\x80\x02}(K\x01u\x94.",
+            b"cos\nsystem",
+        ] {
+            assert_eq!(decode(p, lim()).unwrap_err().kind(), "decode", "{p:?}");
+        }
+    }
+
+    #[test]
+    fn item_limit() {
+        let mut p = b"\x80\x02](".to_vec();
+        for _ in 0..1000 {
+            p.extend_from_slice(b"K\x01");
+        }
+        p.extend_from_slice(b"e.");
+        assert!(decode(&p, lim()).is_ok());
+        let e = decode(
+            &p,
+            PickleLimits {
+                max_depth: 32,
+                max_items: 500,
+            },
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("items"), "{e}");
+    }
+}

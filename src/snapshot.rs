@@ -1,0 +1,329 @@
+//! The immutable result of one poll of one cluster, and the store `/metrics` reads it from.
+//!
+//! Why snapshots: a scrape must never wait for a slow member, and a member that left the
+//! cluster must vanish from the output. So the poller builds a complete [`ClusterSnapshot`]
+//! off to the side and swaps it in whole; the encoder reads whatever is current. Nothing in
+//! a snapshot changes after it is published, so no lock is held while encoding.
+//!
+//! The judgements an operator cares about (is there a quorum, does a member contradict the
+//! DCS view) are computed here as pure functions of the snapshot, so they are tested without
+//! networks and the encoder only maps values to metric names.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use crate::patroni::{is_leader_role, ClusterView, HistoryEntry, Member, MemberStatus, PatroniError};
+use crate::raft::{RaftState, RaftStatus};
+
+/// Which source a poll error came from: the `source` label of
+/// `patroni_exporter_poll_errors_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Source {
+    Cluster,
+    Member,
+    History,
+    Raft,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Cluster => "cluster",
+            Source::Member => "member",
+            Source::History => "history",
+            Source::Raft => "raft",
+        }
+    }
+}
+
+/// A failed request, reduced to what is exported and logged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    /// The error kind label (`connect`, `timeout`, ...).
+    pub kind: &'static str,
+    /// The human-readable cause, for logs and the status command.
+    pub message: String,
+}
+
+impl From<&PatroniError> for Failure {
+    fn from(error: &PatroniError) -> Failure {
+        Failure {
+            kind: error.kind(),
+            message: error.to_string(),
+        }
+    }
+}
+
+impl From<&crate::raft::RaftError> for Failure {
+    fn from(error: &crate::raft::RaftError) -> Failure {
+        Failure {
+            kind: error.kind(),
+            message: error.to_string(),
+        }
+    }
+}
+
+/// A member as `/cluster` lists it, with the answer of its own `/patroni`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemberSnapshot {
+    pub member: Member,
+    /// The member's own view; `Err` when it did not answer (or has no usable `api_url`).
+    pub own_view: Result<MemberStatus, Failure>,
+}
+
+impl MemberSnapshot {
+    /// Whether the member's own view contradicts `/cluster`: a leader in `/cluster` that does
+    /// not say `primary` (or `standby_leader`) itself, or a non-leader that says `primary`.
+    ///
+    /// `None` when the member did not answer: no view, no contradiction to judge.
+    pub fn role_mismatch(&self) -> Option<bool> {
+        let own = self.own_view.as_ref().ok()?;
+        let reported = own.role.as_deref()?;
+        let dcs_says_leader = is_leader_role(&self.member.role);
+        let says_leader = match self.member.role.as_str() {
+            "standby_leader" => reported == "standby_leader",
+            _ => reported == "primary",
+        };
+        let says_any_leader = reported == "primary" || reported == "standby_leader";
+        Some(if dcs_says_leader { !says_leader } else { says_any_leader })
+    }
+}
+
+/// The answer (or failure) of one Raft node's status query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RaftNodeSnapshot {
+    /// The address queried, `host:port`: the `node` label.
+    pub node: String,
+    pub status: Result<RaftStatus, Failure>,
+}
+
+/// What the exporter can say about the Raft quorum from the nodes it reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QuorumAssessment {
+    /// Voters in the configuration: partners + 1, the largest any reachable node reports.
+    pub voters: u64,
+    /// Reachable nodes that report `has_quorum`.
+    pub nodes_with_quorum: u64,
+    /// Nodes in state leader.
+    pub leaders_claiming: u64,
+    /// A reachable leader with `has_quorum`, or a majority of voters reporting `has_quorum`.
+    pub confirmed: bool,
+}
+
+impl QuorumAssessment {
+    /// Judges the quorum from the node answers of one poll.
+    ///
+    /// Only positive evidence counts: a node that does not answer is not assumed to have a
+    /// quorum, so when no node answers the quorum is not confirmed. Counting `has_quorum`
+    /// alone could be fooled by an isolated pair in a 5-node cluster, so a majority of the
+    /// configured voters is required unless a leader itself says it holds a quorum.
+    pub fn assess(nodes: &[RaftNodeSnapshot]) -> QuorumAssessment {
+        let reachable: Vec<&RaftStatus> = nodes.iter().filter_map(|node| node.status.as_ref().ok()).collect();
+        let voters = reachable
+            .iter()
+            .map(|status| status.partner_nodes_count.max(0) as u64 + 1)
+            .max()
+            .unwrap_or(0);
+        let nodes_with_quorum = reachable.iter().filter(|status| status.has_quorum).count() as u64;
+        let leaders: Vec<&&RaftStatus> = reachable
+            .iter()
+            .filter(|status| status.state == RaftState::Leader)
+            .collect();
+        let leader_with_quorum = leaders.iter().any(|status| status.has_quorum);
+        let majority = voters > 0 && nodes_with_quorum * 2 > voters;
+        QuorumAssessment {
+            voters,
+            nodes_with_quorum,
+            leaders_claiming: leaders.len() as u64,
+            confirmed: leader_with_quorum || majority,
+        }
+    }
+}
+
+/// The Raft leader the exporter believes in: the single node in state leader that has a
+/// quorum. `None` while there is none (or, transiently, several).
+pub fn effective_raft_leader(nodes: &[RaftNodeSnapshot]) -> Option<&str> {
+    let mut leaders = nodes.iter().filter(|node| {
+        node.status
+            .as_ref()
+            .is_ok_and(|status| status.state == RaftState::Leader && status.has_quorum)
+    });
+    let leader = leaders.next()?;
+    if leaders.next().is_some() {
+        return None;
+    }
+    Some(node_identity(leader))
+}
+
+/// A node's own id (`self`), falling back to the address queried.
+fn node_identity(node: &RaftNodeSnapshot) -> &str {
+    match &node.status {
+        Ok(status) if !status.self_node.is_empty() => &status.self_node,
+        _ => &node.node,
+    }
+}
+
+/// Counters kept by the poller across polls and copied into every snapshot.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Counters {
+    /// Leader changes seen in `/cluster` (a different member holding the leader key).
+    pub leader_changes: u64,
+    /// Raft leader changes (a different node as the quorum-holding leader).
+    pub raft_leader_changes: u64,
+    /// Transitions from a confirmed Raft quorum to none.
+    pub raft_quorum_losses: u64,
+    /// Failed requests by source and error kind.
+    pub poll_errors: BTreeMap<(Source, &'static str), u64>,
+    /// Polls that could not start on time because the previous one was still running.
+    pub polls_skipped: u64,
+}
+
+/// Everything one poll of one cluster learned. Immutable once published.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterSnapshot {
+    /// The `scope` label: what `/cluster` reported, else the configured or last known name.
+    pub scope: String,
+    /// Unix time at which the poll finished.
+    pub polled_at_seconds: f64,
+    pub poll_duration: Duration,
+    /// `/cluster` as answered in this poll; `None` when no member answered it.
+    pub cluster: Option<ClusterView>,
+    /// Why `/cluster` could not be read from any member (the last error), when it could not.
+    pub cluster_failure: Option<Failure>,
+    /// The members of `cluster`, in its order, with their own views.
+    pub members: Vec<MemberSnapshot>,
+    /// `/history`; `None` when it was not read.
+    pub history: Option<Vec<HistoryEntry>>,
+    /// Raft nodes queried in this poll, sorted by address.
+    pub raft_nodes: Vec<RaftNodeSnapshot>,
+    /// Whether Raft was polled at all (a cluster may be configured without it).
+    pub raft_enabled: bool,
+    pub quorum: QuorumAssessment,
+    pub counters: Counters,
+}
+
+impl ClusterSnapshot {
+    /// The member names holding the leader key in `/cluster`.
+    pub fn leader_names(&self) -> Vec<&str> {
+        self.members
+            .iter()
+            .filter(|m| m.member.is_leader())
+            .map(|m| m.member.name.as_str())
+            .collect()
+    }
+
+    /// Unix time of the newest `/history` entry.
+    pub fn last_failover_seconds(&self) -> Option<f64> {
+        self.history.as_ref()?.iter().filter_map(|entry| entry.timestamp_seconds).reduce(f64::max)
+    }
+}
+
+/// The latest snapshot of every configured cluster, one slot per cluster.
+///
+/// A slot is replaced whole (an `Arc` swap under a short write lock); readers clone the
+/// `Arc`s and encode without holding any lock.
+#[derive(Debug)]
+pub struct SnapshotStore {
+    slots: Vec<RwLock<Option<Arc<ClusterSnapshot>>>>,
+}
+
+impl SnapshotStore {
+    pub fn new(clusters: usize) -> SnapshotStore {
+        SnapshotStore {
+            slots: (0..clusters).map(|_| RwLock::new(None)).collect(),
+        }
+    }
+
+    /// Publishes the newest snapshot of cluster `slot`.
+    pub fn publish(&self, slot: usize, snapshot: ClusterSnapshot) {
+        let snapshot = Arc::new(snapshot);
+        // A poisoned lock only means a reader panicked; the data (an Arc) is still whole.
+        let mut guard = self.slots[slot].write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        *guard = Some(snapshot);
+    }
+
+    /// The current snapshots, in configuration order; clusters not yet polled are skipped.
+    pub fn current(&self) -> Vec<Arc<ClusterSnapshot>> {
+        self.slots
+            .iter()
+            .filter_map(|slot| slot.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone())
+            .collect()
+    }
+
+    /// True once every cluster has been polled at least once.
+    pub fn all_polled(&self) -> bool {
+        self.slots
+            .iter()
+            .all(|slot| slot.read().unwrap_or_else(|poisoned| poisoned.into_inner()).is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::raft::parse_admin_text;
+
+    fn node(addr: &str, text: &str) -> RaftNodeSnapshot {
+        RaftNodeSnapshot {
+            node: addr.to_owned(),
+            status: Ok(parse_admin_text(text).unwrap()),
+        }
+    }
+
+    fn down(addr: &str) -> RaftNodeSnapshot {
+        RaftNodeSnapshot {
+            node: addr.to_owned(),
+            status: Err(Failure {
+                kind: "connect",
+                message: "refused".into(),
+            }),
+        }
+    }
+
+    fn fixture(path: &str) -> String {
+        std::fs::read_to_string(format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    }
+
+    #[test]
+    fn healthy_cluster_has_quorum() {
+        let nodes: Vec<_> = (0..3)
+            .map(|i| {
+                node(
+                    &format!("127.0.0.1{}:2222", i + 1),
+                    &fixture(&format!("patroni-3.3.8/syncobj_admin-status-m{i}.txt")),
+                )
+            })
+            .collect();
+        let quorum = QuorumAssessment::assess(&nodes);
+        assert_eq!(quorum.voters, 3);
+        assert_eq!(quorum.nodes_with_quorum, 3);
+        assert_eq!(quorum.leaders_claiming, 1);
+        assert!(quorum.confirmed);
+        assert!(effective_raft_leader(&nodes).is_some());
+    }
+
+    #[test]
+    fn stale_leader_without_quorum_is_not_a_quorum() {
+        // The survivor 3 s after two of three members died still calls itself leader.
+        let nodes = vec![
+            down("127.0.0.11:2222"),
+            node(
+                "127.0.0.12:2222",
+                &fixture("patroni-4.1.5/03-syncobj_admin-status-survivor-t+3s.txt"),
+            ),
+            down("127.0.0.13:2222"),
+        ];
+        let quorum = QuorumAssessment::assess(&nodes);
+        assert_eq!(quorum.voters, 3);
+        assert!(!quorum.confirmed);
+        assert_eq!(effective_raft_leader(&nodes), None);
+    }
+
+    #[test]
+    fn nothing_reachable_is_not_a_quorum() {
+        let quorum = QuorumAssessment::assess(&[down("a:1"), down("b:1")]);
+        assert!(!quorum.confirmed);
+        assert_eq!(quorum.voters, 0);
+    }
+}

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# cluster-selftest.sh - exercise tests/e2e/cluster.sh against a real cluster (~2-3 min).
+#
+# Usage: tests/e2e/cluster-selftest.sh [VERSION...]    (default: 3.3.8 4.1.5)
+#
+# Per Patroni version (VENV from scripts/install-deps.sh): up --sync, status, raft 0,
+# kill 0 + start 0 + wait --sync, quorum loss for QUORUM_LOSS_S=25 s (kill 1, kill 2: raft 0
+# has_quorum False, member 0 demotes itself; start 1, start 2, wait --sync), down (no process
+# left, ports free), up again, down --fast.
+# Prints the timings and 'N passed, N failed'; rc 1 if anything failed.
+set -euo pipefail
+
+E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib.sh
+source "$E2E_DIR/lib.sh"
+C=$E2E_CLUSTER
+TIMINGS=()
+QUORUM_LOSS_S="${QUORUM_LOSS_S:-25}"   # how long members 1 and 2 stay dead
+
+timed() { # timed LABEL CMD...: run CMD, record its duration; rc of CMD
+  local label=$1 t0 rc=0
+  shift
+  t0=$(e2e_now)
+  "$@" || rc=$?
+  TIMINGS+=("$(printf '%-48s %6ss rc=%s' "$label" "$(e2e_since "$t0")" "$rc")")
+  return "$rc"
+}
+raft_field() { # raft_field N FIELD -> value from syncobj_admin -status (empty if none)
+  "$C" raft "$1" 2>/dev/null | awk -v f="$2:" '$1 == f { print $2 }' || true
+}
+no_leftovers() { # nothing runs from DATA_DIR and our ports are free
+  local data=${DATA_DIR:-$E2E_WORK/cluster} p cwd n st
+  for p in /proc/[0-9]*; do
+    cwd=$(readlink "$p/cwd" 2>/dev/null) || continue
+    [[ $cwd == "$data" || $cwd == "$data"/* ]] || continue
+    st=$(awk '$1 == "State:" { print $2 }' "$p/status" 2>/dev/null) || continue
+    if [[ -n $st && $st != Z && $st != X ]]; then
+      e2e_log "leftover process ${p#/proc/} (cwd $cwd)"
+      return 1
+    fi
+  done
+  for n in 8008 2222 5432; do
+    if ss -Hltn "sport = :$n" | grep -qE '127\.0\.0\.1[123]:'; then e2e_log "port $n still bound"; return 1; fi
+  done
+}
+
+selftest() {
+  local v=$1 t0 i q role
+  export PATRONI_VERSION=$v
+  unset VENV
+  eval "$("$C" env)"
+  e2e_log "===== Patroni $v"
+  if [[ -d ${DATA_DIR:-$E2E_WORK/cluster} ]]; then timed "$v: down (leftover from before)" "$C" down || true; fi
+
+  if ! timed "$v: up --sync" "$C" up --sync; then fail "$v: up --sync"; dump_logs; return 1; fi
+  pass "$v: up --sync"
+  check "$v: status" "$C" status >/dev/null
+  check "$v: raft 0 has_quorum True" [ "$(raft_field 0 has_quorum)" = True ]
+  check "$v: ctl list" "$C" ctl list >/dev/null
+
+  timed "$v: kill 0" "$C" kill 0
+  check "$v: member 0 gone after kill" bash -c "! '$C' pids | grep -q 'postgresql-0 patroni=[0-9]'"
+  timed "$v: start 0" "$C" start 0
+  check "$v: kill 0 + start 0 -> wait --sync" timed "$v: start 0 -> healthy (sync)" "$C" wait --sync
+
+  # quorum loss: member 0 alone
+  t0=$(e2e_now)
+  "$C" kill 1 && "$C" kill 2
+  q=""
+  for i in $(seq 1 20); do q=$(raft_field 0 has_quorum); [[ $q == False ]] && break; sleep 0.5; done
+  TIMINGS+=("$(printf '%-48s %6ss' "$v: kill 1,2 -> raft 0 has_quorum False" "$(e2e_since "$t0")")")
+  check "$v: quorum loss: raft 0 has_quorum False (got '${q}')" [ "$q" = False ]
+  check "$v: quorum loss: raft 1 gives no status" bash -c "! '$C' raft 1 >/dev/null 2>&1"
+  # the survivor cannot write to the DCS and demotes itself after ~retry_timeout
+  for i in $(seq 1 $((QUORUM_LOSS_S * 2))); do
+    role=$(curl -sf -m 2 "$MEMBER0_REST/patroni" | jq -r .role 2>/dev/null || true)
+    [[ $role == replica ]] && break
+    sleep 0.5
+  done
+  TIMINGS+=("$(printf '%-48s %6ss' "$v: kill 1,2 -> survivor demoted (/patroni role)" "$(e2e_since "$t0")")")
+  check "$v: quorum loss: survivor demoted to replica (role '$role')" [ "$role" = replica ]
+  check "$v: quorum loss: survivor GET /cluster still 200 (stale)" curl -sf -m 3 -o /dev/null "$MEMBER0_REST/cluster"
+  # hold the quorum loss for QUORUM_LOSS_S in total
+  sleep "$(awk -v q="$QUORUM_LOSS_S" -v e="$(e2e_since "$t0")" 'BEGIN { x = q - e; print (x > 0) ? x : 0 }')"
+  t0=$(e2e_now)
+  "$C" start 1 && "$C" start 2
+  for i in $(seq 1 40); do q=$(raft_field 0 has_quorum); [[ $q == True ]] && break; sleep 0.5; done
+  TIMINGS+=("$(printf '%-48s %6ss' "$v: start 1,2 -> raft 0 has_quorum True" "$(e2e_since "$t0")")")
+  check "$v: recovery: raft 0 has_quorum True" [ "$q" = True ]
+  check "$v: recovery: wait --sync" timed "$v: start 1,2 -> healthy (sync)" "$C" wait --sync
+  TIMINGS+=("$(printf '%-48s %6ss' "$v: quorum loss total (kill .. healthy)" "$(e2e_since "$t0")")")
+
+  check "$v: down" timed "$v: down" "$C" down
+  check "$v: no leftover process / port after down" no_leftovers
+  check "$v: second up after down" timed "$v: second up --sync" "$C" up --sync
+  check "$v: second down --fast" timed "$v: second down --fast" "$C" down --fast
+  check "$v: no leftover process / port after second down" no_leftovers
+}
+
+main() {
+  local versions=("$@") v
+  ((${#versions[@]})) || read -r -a versions <<<"$E2E_PATRONI_VERSIONS"
+  for v in "${versions[@]}"; do
+    selftest "$v" || true
+  done
+  echo "---- timings"
+  printf '%s\n' "${TIMINGS[@]}"
+  e2e_summary
+}
+
+main "$@"

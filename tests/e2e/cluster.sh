@@ -1,0 +1,601 @@
+#!/usr/bin/env bash
+# cluster.sh - a REAL 3-member Patroni cluster on the Raft DCS (pysyncobj), on loopback,
+# laid out like Charmed PostgreSQL (machine charm): member N (0..2) is "postgresql-N" with
+#   REST API  http://127.0.0.1{1,2,3}:8008  (basic auth patroni/patroni-pass for writes)
+#   Raft      127.0.0.1{1,2,3}:2222         (password raft-pass)
+#   Postgres  127.0.0.1{1,2,3}:5432         (own unix socket dir; synchronous_mode on)
+# If 127.0.0.1x cannot be bound, everything runs on 127.0.0.1 with REST 8008+N,
+# Raft 2222+N, Postgres 5432+N (force with ADDR_MODE=single).
+#
+# Usage: tests/e2e/cluster.sh COMMAND [ARGS]
+#   up [--sync]          write configs, start 3 members, wait for leader + 2 streaming
+#                        (--sync: and both replicas sync_standby); restarts a kept cluster
+#   down [--keep] [--fast]  stop everything (bounded, ~10 s: a sync standby waits for the
+#                        primary to release it), then rm -rf DATA_DIR (--keep: keep it;
+#                        --fast: SIGKILL patroni + immediate postgres shutdown, < 1 s)
+#   status [N]           PIDs + roles, GET /cluster (JSON on stdout) from the first member
+#                        that answers (N: from member N)
+#   wait [--sync]        bounded wait (UP_TIMEOUT) until healthy again
+#   kill N [--patroni-only]  crash member N: SIGKILL patroni + immediate shutdown (SIGQUIT)
+#                        of its postmaster (--patroni-only: postgres keeps running)
+#   stop N               graceful: SIGTERM patroni (it stops postgres), SIGKILL after STOP_TIMEOUT
+#   start N              start member N again (no-op when running)
+#   raft N               syncobj_admin -status of member N; rc 1 if it gave no status
+#   ctl ARGS...          patronictl -c <member 0 config> ARGS (timeout 60 s)
+#   psql N [ARGS...]     psql as superuser over member N's unix socket
+#   logs N [LINES]       tail of member N's patroni.log (default 50 lines)
+#   pids                 patroni and postmaster PID of each member
+#   env                  shell-evaluable KEY='value' lines (addresses, credentials, paths)
+#
+# Environment:
+#   PATRONI_VERSION  matrix, 3.3.8 or 4.1.5 (default 4.1.5) -> VENV=$E2E_WORK/venv-VERSION
+#   VENV             venv with patroni[raft] (built by scripts/install-deps.sh)
+#   DATA_DIR         runtime data (default $E2E_WORK/cluster, E2E_WORK = <repo>/.work)
+#   UP_TIMEOUT=120   STOP_TIMEOUT=45   ADDR_MODE=auto|multi|single   PG_OS_USER=pgtest
+#   SCOPE=pg-test    REST_USER=patroni REST_PASS=patroni-pass  RAFT_PASS=raft-pass
+#   LOOP_WAIT=10 TTL=30 RETRY_TIMEOUT=10 SYNC_NODE_COUNT=2
+#
+# Every wait is bounded. Only processes whose PID is in DATA_DIR/postgresql-N/patroni.pid or
+# pgdata/postmaster.pid AND whose /proc/PID/cmdline names that member's config / data
+# directory are ever signalled. As root, Patroni (and thus Postgres) runs as the
+# unprivileged user PG_OS_USER (created once), via setsid + setpriv.
+set -euo pipefail
+
+E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=paths.sh
+source "$E2E_DIR/paths.sh"
+
+PATRONI_VERSION="${PATRONI_VERSION:-4.1.5}"
+VENV="${VENV:-$(e2e_venv_dir "$PATRONI_VERSION")}"
+DATA="${DATA_DIR:-$E2E_WORK/cluster}"
+PGBIN="${PGBIN:-/usr/lib/postgresql/15/bin}"
+OS_USER="${PG_OS_USER:-pgtest}"
+SCOPE="${SCOPE:-pg-test}"
+NAMESPACE="${NAMESPACE:-/db/}"
+NMEMBERS=3
+BOOTSTRAP_MEMBER="${BOOTSTRAP_MEMBER:-0}"   # only this member gets a bootstrap: section
+REST_USER="${REST_USER:-patroni}"
+REST_PASS="${REST_PASS:-patroni-pass}"
+RAFT_PASS="${RAFT_PASS:-raft-pass}"
+SU_USER=operator      SU_PASS="${SU_PASS:-operator-pass}"
+REPL_USER=replication REPL_PASS="${REPL_PASS:-replication-pass}"
+REWIND_USER=rewind    REWIND_PASS="${REWIND_PASS:-rewind-pass}"
+LOOP_WAIT="${LOOP_WAIT:-10}"
+TTL="${TTL:-30}"
+RETRY_TIMEOUT="${RETRY_TIMEOUT:-10}"
+SYNC_NODE_COUNT="${SYNC_NODE_COUNT:-2}"     # Charmed default "all" == units - 1
+UP_TIMEOUT="${UP_TIMEOUT:-120}"
+STOP_TIMEOUT="${STOP_TIMEOUT:-45}"
+ADDR_MODE="${ADDR_MODE:-auto}"
+
+# resolve symlinks: the unprivileged user must be able to traverse the real path
+VENV="$(readlink -f "$VENV" 2>/dev/null || echo "$VENV")"
+PATRONI="$VENV/bin/patroni"
+PATRONICTL="$VENV/bin/patronictl"
+SYNCOBJ_ADMIN="$VENV/bin/syncobj_admin"
+MARKER=".e2e-cluster"                       # DATA_DIR is only ever rm -rf'ed when it has this
+
+log()     { printf '[cluster.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die()     { log "ERROR: $*"; exit 1; }
+now()     { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
+usage()   { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+members() { seq 0 $((NMEMBERS - 1)); }
+
+# ------------------------------------------------------------------ addressing
+resolve_mode() {
+  if [[ -f $DATA/.addr_mode ]]; then MODE=$(<"$DATA/.addr_mode"); return 0; fi
+  case $ADDR_MODE in
+    multi|single) MODE=$ADDR_MODE ;;
+    auto)
+      if timeout 5 python3 -c '
+import socket
+for a in ("127.0.0.11", "127.0.0.12", "127.0.0.13"):
+    s = socket.socket(); s.bind((a, 0)); s.close()' 2>/dev/null
+      then MODE=multi; else MODE=single; fi ;;
+    *) die "ADDR_MODE must be auto, multi or single" ;;
+  esac
+}
+ip_of()     { if [[ $MODE == multi ]]; then echo "127.0.0.$((11 + $1))"; else echo 127.0.0.1; fi; }
+rest_port() { if [[ $MODE == multi ]]; then echo 8008; else echo $((8008 + $1)); fi; }
+raft_port() { if [[ $MODE == multi ]]; then echo 2222; else echo $((2222 + $1)); fi; }
+pg_port()   { if [[ $MODE == multi ]]; then echo 5432; else echo $((5432 + $1)); fi; }
+rest_url()  { echo "http://$(ip_of "$1"):$(rest_port "$1")"; }
+raft_addr() { echo "$(ip_of "$1"):$(raft_port "$1")"; }
+name_of()   { echo "postgresql-$1"; }
+mdir()      { echo "$DATA/postgresql-$1"; }
+cfg_of()    { echo "$(mdir "$1")/patroni.yml"; }
+pgdata_of() { echo "$(mdir "$1")/pgdata"; }
+check_n()   { [[ ${1:-} =~ ^[0-9]+$ ]] && (($1 < NMEMBERS)) || die "member index must be 0..$((NMEMBERS - 1)) (got '${1:-}')"; }
+
+# ------------------------------------------------------------------ processes
+# alive PID: exists and is not a zombie (killed daemons are reparented to init, which may
+# reap them late, so /proc/PID alone is not enough)
+alive() {
+  local st
+  [[ -r /proc/$1/stat ]] || return 1
+  st=$(sed -E 's/.*\) ([A-Za-z]) .*/\1/' "/proc/$1/stat" 2>/dev/null) || return 1
+  [[ -n $st && $st != Z && $st != X ]]
+}
+# pid_matches PID SUBSTRING: alive and its cmdline contains SUBSTRING
+pid_matches() {
+  [[ $1 =~ ^[0-9]+$ ]] && alive "$1" || return 1
+  tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$2"
+}
+wait_gone() { # wait_gone PID SECONDS
+  local end=$(($(date +%s) + $2))
+  while alive "$1" && (($(date +%s) < end)); do sleep 0.1; done
+  ! alive "$1"
+}
+patroni_pid() { # patroni_pid N -> PID of our patroni for member N
+  local f pid
+  f="$(mdir "$1")/patroni.pid"
+  [[ -f $f ]] || return 1
+  pid=$(head -n1 "$f" 2>/dev/null) || return 1
+  pid_matches "$pid" "$(cfg_of "$1")" && pid_matches "$pid" patroni || return 1
+  echo "$pid"
+}
+postmaster_pid() { # postmaster_pid N -> PID of member N's postmaster
+  local f pid
+  f="$(pgdata_of "$1")/postmaster.pid"
+  [[ -f $f ]] || return 1
+  pid=$(head -n1 "$f" 2>/dev/null) || return 1
+  pid_matches "$pid" "$(pgdata_of "$1")" || return 1
+  echo "$pid"
+}
+# leftover_pids: any live process whose cwd is inside DATA (patroni runs in its member dir,
+# postgres and all its children in pgdata). Used to verify `down`; never signalled.
+leftover_pids() {
+  local p cwd
+  for p in /proc/[0-9]*; do
+    cwd=$(readlink "$p/cwd" 2>/dev/null) || continue
+    [[ $cwd == "$DATA" || $cwd == "$DATA"/* ]] || continue
+    alive "${p#/proc/}" && echo "${p#/proc/}"
+  done
+  return 0
+}
+
+# ------------------------------------------------------------------ prerequisites
+RUN_AS=()
+OS_HOME=
+setup_user() {
+  if ((EUID == 0)); then
+    if ! id "$OS_USER" >/dev/null 2>&1; then
+      log "creating unprivileged user $OS_USER (postgres refuses to run as root)"
+      useradd -m -s /bin/bash "$OS_USER" || die "useradd $OS_USER failed"
+    fi
+    command -v setpriv >/dev/null || die "setpriv (util-linux) required"
+    # setpriv execs in place (runuser forks a watching parent), so PIDs stay exact
+    RUN_AS=(setpriv --reuid="$(id -u "$OS_USER")" --regid="$(id -g "$OS_USER")" --init-groups)
+    OS_HOME=$(getent passwd "$OS_USER" | cut -d: -f6)
+  else
+    OS_USER=$(id -un); OS_HOME=$HOME; RUN_AS=()
+  fi
+}
+check_prereqs() {
+  local c
+  [[ -x $PATRONI && -x $PATRONICTL && -x $SYNCOBJ_ADMIN ]] \
+    || die "patroni not found in $VENV: run scripts/install-deps.sh --patroni $PATRONI_VERSION"
+  [[ -x $PGBIN/postgres && -x $PGBIN/initdb ]] || die "postgres binaries not found in $PGBIN (scripts/install-deps.sh)"
+  for c in curl jq ss setsid timeout; do command -v "$c" >/dev/null || die "$c required (scripts/install-deps.sh)"; done
+  setup_user
+  if ((EUID == 0)); then
+    # a venv built from a pyenv python under /root (0700) is not executable by $OS_USER
+    timeout 30 "${RUN_AS[@]}" env -i "$PATRONI" --version >/dev/null 2>&1 \
+      || die "$OS_USER cannot run $PATRONI (interpreter $(readlink -f "$VENV/bin/python3")); build the venv with /usr/bin/python3 in a directory other users can traverse"
+    [[ -d $DATA ]] && ! timeout 10 "${RUN_AS[@]}" test -x "$DATA" \
+      && die "$OS_USER cannot traverse $DATA: use a DATA_DIR whose parents are world-executable"
+  fi
+  return 0
+}
+own() { if ((EUID == 0)); then chown -R "$OS_USER:" "$@"; fi; }
+
+# ------------------------------------------------------------------ config
+write_config() {
+  local n=$1 d ip partners="" j
+  d=$(mdir "$n"); ip=$(ip_of "$n")
+  for j in $(members); do
+    ((j == n)) || partners+="  - '$(raft_addr "$j")'"$'\n'
+  done
+  mkdir -p "$d/raft" "$d/sock"
+  chmod 700 "$d/sock"
+  {
+    cat <<EOF
+# generated by tests/e2e/cluster.sh -- $(name_of "$n")
+scope: $SCOPE
+namespace: $NAMESPACE
+name: $(name_of "$n")
+
+log:
+  level: INFO
+  dateformat: "%Y-%m-%d %H:%M:%S %Z"
+  format: "%(asctime)s [%(process)d]: %(levelname)s: %(message)s "
+
+restapi:
+  listen: '$ip:$(rest_port "$n")'
+  connect_address: '$ip:$(rest_port "$n")'
+  authentication:
+    username: $REST_USER
+    password: $REST_PASS
+
+raft:
+  data_dir: $d/raft
+  self_addr: '$(raft_addr "$n")'
+  # pysyncobj binds 0.0.0.0:<port> unless bind_addr is set: with 3 members on one host only
+  # the first could bind and the others would hang silently in Raft init.
+  bind_addr: '$(raft_addr "$n")'
+  password: $RAFT_PASS
+  partner_addrs:
+$partners
+EOF
+    # only the bootstrap member may initdb: deterministic first leader postgresql-0
+    if ((n == BOOTSTRAP_MEMBER)); then
+      cat <<EOF
+bootstrap:
+  dcs:
+    ttl: $TTL
+    loop_wait: $LOOP_WAIT
+    retry_timeout: $RETRY_TIMEOUT
+    maximum_lag_on_failover: 1048576
+    synchronous_mode: true
+    synchronous_mode_strict: false
+    synchronous_node_count: $SYNC_NODE_COUNT
+    postgresql:
+      use_pg_rewind: true
+      remove_data_directory_on_rewind_failure: false
+      remove_data_directory_on_diverged_timelines: false
+      parameters:
+        archive_mode: 'on'
+        archive_command: /bin/true
+        wal_level: logical
+        max_connections: 100
+        shared_buffers: 32MB
+        fsync: true
+        full_page_writes: true
+        log_checkpoints: 'on'
+        log_replication_commands: 'on'
+        logging_collector: 'on'
+        log_directory: log
+        log_filename: 'postgresql-%a.log'
+  initdb:
+  - encoding: UTF8
+  - data-checksums
+  - locale: C.UTF-8
+
+EOF
+    fi
+    cat <<EOF
+postgresql:
+  listen: '$ip:$(pg_port "$n")'
+  connect_address: '$ip:$(pg_port "$n")'
+  bin_dir: $PGBIN
+  data_dir: $(pgdata_of "$n")
+  pgpass: $d/pgpass
+  parameters:
+    unix_socket_directories: '$d/sock'
+    archive_command: /bin/true
+  pg_hba:
+  - local all all trust
+  - host replication $REPL_USER 127.0.0.0/8 scram-sha-256
+  - host all all 127.0.0.0/8 scram-sha-256
+  authentication:
+    superuser:
+      username: $SU_USER
+      password: $SU_PASS
+    replication:
+      username: $REPL_USER
+      password: $REPL_PASS
+    rewind:
+      username: $REWIND_USER
+      password: $REWIND_PASS
+use_unix_socket: true
+EOF
+  } >"$(cfg_of "$n")"
+  chmod 600 "$(cfg_of "$n")"
+  own "$d"
+}
+
+# ------------------------------------------------------------------ start / stop
+start_member() {
+  local n=$1 d pid pidfile logf i
+  d=$(mdir "$n"); pidfile="$d/patroni.pid"; logf="$d/patroni.log"
+  if pid=$(patroni_pid "$n"); then log "$(name_of "$n") already running (patroni pid $pid)"; return 0; fi
+  [[ -f $(cfg_of "$n") ]] || write_config "$n"
+  rm -f "$pidfile"
+  own "$d"
+  # setsid: own session (survives us, escapes a caller's `timeout`); env -i: no PATRONI_*
+  # variables of the caller leak into the configuration; the inner sh writes its own PID
+  # and execs patroni, so the PID file is exact.
+  (cd "$d" && exec setsid "${RUN_AS[@]}" env -i HOME="$OS_HOME" USER="$OS_USER" LOGNAME="$OS_USER" \
+    LANG=C.UTF-8 PATH="$VENV/bin:$PGBIN:/usr/local/bin:/usr/bin:/bin" \
+    /bin/sh -c 'echo $$ > "$0"; exec "$1" "$2"' "$pidfile" "$PATRONI" "$(cfg_of "$n")" \
+    </dev/null >>"$logf" 2>&1) &
+  for i in $(seq 1 50); do
+    if pid=$(patroni_pid "$n"); then log "started $(name_of "$n") patroni pid $pid (log $logf)"; return 0; fi
+    sleep 0.1
+  done
+  log "WARNING: $(name_of "$n") did not come up; last log lines:"
+  tail -n 20 "$logf" >&2 || true
+  return 1
+}
+
+# stop_member N MODE   term: SIGTERM patroni (it stops postgres), SIGKILL after STOP_TIMEOUT
+#                      kill: SIGKILL patroni + immediate shutdown (SIGQUIT) of its postmaster
+#                      patroni-only: SIGKILL patroni, postgres keeps running
+stop_member() {
+  local n=$1 mode=$2 pid ppid
+  if pid=$(patroni_pid "$n"); then
+    if [[ $mode == term ]]; then
+      kill -TERM "$pid" 2>/dev/null || true
+      if wait_gone "$pid" "$STOP_TIMEOUT"; then
+        log "$(name_of "$n") patroni $pid stopped (SIGTERM)"
+      else
+        log "$(name_of "$n") patroni $pid still alive after ${STOP_TIMEOUT}s -> SIGKILL"
+        kill -KILL "$pid" 2>/dev/null || true
+        wait_gone "$pid" 5 || log "WARNING: patroni $pid survived SIGKILL"
+      fi
+    else
+      kill -KILL "$pid" 2>/dev/null || true
+      wait_gone "$pid" 5 || log "WARNING: patroni $pid survived SIGKILL"
+      log "$(name_of "$n") patroni $pid killed (SIGKILL)"
+    fi
+  else
+    log "$(name_of "$n") patroni not running"
+  fi
+  [[ $mode == patroni-only ]] && return 0
+  if ppid=$(postmaster_pid "$n"); then
+    # left behind by a SIGKILLed patroni (or one that failed to stop it): immediate shutdown
+    kill -QUIT "$ppid" 2>/dev/null || true
+    if wait_gone "$ppid" 15; then
+      log "$(name_of "$n") postmaster $ppid stopped (SIGQUIT, immediate)"
+    else
+      kill -KILL "$ppid" 2>/dev/null || true
+      wait_gone "$ppid" 5 || true
+      log "$(name_of "$n") postmaster $ppid SIGKILLed"
+    fi
+  fi
+  return 0
+}
+
+# ------------------------------------------------------------------ health
+cluster_json() { # prints "N<TAB>json" of GET /cluster from the first member that answers
+  local n out
+  for n in $(members); do
+    if out=$(curl -sf -m 3 "$(rest_url "$n")/cluster" 2>/dev/null) && [[ -n $out ]]; then
+      printf '%s\t%s\n' "$n" "$out"
+      return 0
+    fi
+  done
+  return 1
+}
+summary() { jq -c '[.members[] | {name, role, state, timeline, lag}]'; }
+
+# members_agree JSON WANT_SYNC: every member's own GET /patroni confirms the (possibly stale:
+# keys of a dead member live until ttl) GET /cluster view: the leader is primary/running
+# ("master" on 3.x), the others stream (and are sync_standby with WANT_SYNC=1)
+members_agree() {
+  local js=$1 want_sync=$2 n role mine
+  for n in $(members); do
+    role=$(jq -r --arg m "$(name_of "$n")" '.members[] | select(.name == $m) | .role' <<<"$js")
+    mine=$(curl -sf -m 3 "$(rest_url "$n")/patroni" 2>/dev/null) || return 1
+    if [[ $role == leader ]]; then
+      jq -e '(.role == "primary" or .role == "master") and .state == "running"' <<<"$mine" >/dev/null || return 1
+    else
+      jq -e --argjson s "$want_sync" '.state == "running" and .replication_state == "streaming"
+        and ($s == 0 or .sync_standby == true)' <<<"$mine" >/dev/null || return 1
+    fi
+  done
+}
+
+# wait_healthy [--sync]: 1 leader running + NMEMBERS-1 streaming (+ all sync_standby)
+wait_healthy() {
+  local want_sync=0 t0 deadline line js leaders streaming syncs n running
+  [[ ${1:-} == --sync ]] && want_sync=1
+  t0=$(now); deadline=$(($(date +%s) + UP_TIMEOUT))
+  while (($(date +%s) < deadline)); do
+    running=0
+    for n in $(members); do patroni_pid "$n" >/dev/null && running=$((running + 1)); done
+    if line=$(cluster_json); then
+      js=${line#*$'\t'}
+      read -r leaders streaming syncs < <(jq -r '[
+          ([.members[] | select(.role == "leader" and .state == "running")] | length),
+          ([.members[] | select(.role != "leader" and .state == "streaming")] | length),
+          ([.members[] | select(.role == "sync_standby" and .state == "streaming")] | length)
+        ] | @tsv' <<<"$js" 2>/dev/null || echo "0 0 0")
+      if ((leaders == 1 && streaming == NMEMBERS - 1)) && ((want_sync == 0 || syncs == NMEMBERS - 1)) \
+        && members_agree "$js" "$want_sync"; then
+        log "cluster healthy$( ((want_sync)) && echo ' (sync)') after $(elapsed "$t0")s: $(summary <<<"$js")"
+        return 0
+      fi
+    fi
+    ((running == 0)) && { log "no patroni process alive"; return 1; }
+    sleep 1
+  done
+  log "TIMEOUT after ${UP_TIMEOUT}s waiting for a healthy cluster$( ((want_sync)) && echo ' (sync)')"
+  if line=$(cluster_json); then summary <<<"${line#*$'\t'}" >&2; fi
+  return 1
+}
+
+# ports_busy: our REST/Raft/PG addresses already bound by something (members not running)
+ports_busy() {
+  local n p busy=""
+  for n in $(members); do
+    patroni_pid "$n" >/dev/null && continue
+    for p in "$(ip_of "$n"):$(rest_port "$n")" "$(raft_addr "$n")" "$(ip_of "$n"):$(pg_port "$n")"; do
+      if ss -Hltn "sport = :${p##*:}" 2>/dev/null | awk '{print $4}' \
+        | grep -qE "^(${p%:*}|0\.0\.0\.0|\*|\[::\]):${p##*:}$"; then busy+=" $p"; fi
+    done
+  done
+  echo "$busy"
+}
+
+# ------------------------------------------------------------------ commands
+cmd_up() {
+  local t0 n busy
+  t0=$(now)
+  check_prereqs
+  if [[ -f $DATA/.venv && $(<"$DATA/.venv") != "$VENV" ]]; then
+    die "$DATA was created with $(<"$DATA/.venv"), not $VENV: run '$0 down' first"
+  fi
+  mkdir -p "$DATA"
+  chmod 755 "$DATA"
+  touch "$DATA/$MARKER"
+  echo "$VENV" >"$DATA/.venv"
+  resolve_mode
+  echo "$MODE" >"$DATA/.addr_mode"
+  log "patroni $("$PATRONI" --version | awk '{print $2}') from $VENV; data $DATA; address mode $MODE"
+  busy=$(ports_busy)
+  [[ -z $busy ]] || die "ports already in use:$busy"
+  own "$DATA"
+  for n in $(members); do [[ -f $(cfg_of "$n") ]] || write_config "$n"; done
+  start_member "$BOOTSTRAP_MEMBER" || die "failed to start the bootstrap member"
+  for n in $(members); do
+    ((n == BOOTSTRAP_MEMBER)) || start_member "$n" || die "failed to start member $n"
+  done
+  if wait_healthy "$@"; then
+    log "up finished in $(elapsed "$t0")s"
+  else
+    log "up FAILED after $(elapsed "$t0")s; log tails:"
+    for n in $(members); do echo "--- $(name_of "$n")" >&2; tail -n 15 "$(mdir "$n")/patroni.log" >&2 || true; done
+    return 1
+  fi
+}
+
+cmd_down() {
+  local keep=0 mode=term n t0 left busy a
+  for a in "$@"; do
+    case $a in
+      --keep) keep=1 ;;
+      --fast) mode=kill ;;
+      *) die "down: unknown option $a" ;;
+    esac
+  done
+  [[ -d $DATA ]] || { log "nothing to do ($DATA absent)"; return 0; }
+  [[ -f $DATA/$MARKER ]] || die "$DATA has no $MARKER marker: not a cluster.sh data dir, refusing"
+  t0=$(now)
+  resolve_mode
+  for n in $(members); do stop_member "$n" "$mode" & done
+  wait
+  for n in $(members); do
+    if patroni_pid "$n" >/dev/null || postmaster_pid "$n" >/dev/null; then stop_member "$n" kill; fi
+  done
+  # postgres children exit shortly after their postmaster; give them a bounded moment
+  for _ in $(seq 1 50); do left=$(leftover_pids); [[ -z $left ]] && break; sleep 0.1; done
+  if [[ -n $left ]]; then
+    log "ERROR: processes still running in $DATA, not removing it:"
+    ps -o pid,user,stat,args -p "$(tr '\n' ',' <<<"$left" | sed 's/,$//')" >&2 || true
+    return 1
+  fi
+  busy=$(ports_busy)
+  [[ -z $busy ]] || log "WARNING: ports still bound after down:$busy"
+  if ((keep)); then
+    log "down in $(elapsed "$t0")s; kept $DATA"
+  else
+    rm -rf "$DATA"
+    log "down in $(elapsed "$t0")s; removed $DATA"
+  fi
+}
+
+cmd_status() {
+  local n line
+  resolve_mode
+  if [[ -n ${1:-} ]]; then
+    check_n "$1"
+    curl -sf -m 5 "$(rest_url "$1")/cluster" | jq . || { log "$(name_of "$1") did not answer"; return 1; }
+    return 0
+  fi
+  for n in $(members); do
+    printf '%s patroni=%s postmaster=%s rest=%s raft=%s\n' "$(name_of "$n")" "$(patroni_pid "$n" || echo -)" \
+      "$(postmaster_pid "$n" || echo -)" "$(rest_url "$n")" "$(raft_addr "$n")" >&2
+  done
+  if line=$(cluster_json); then
+    log "GET /cluster answered by $(name_of "${line%%$'\t'*}"): $(summary <<<"${line#*$'\t'}")"
+    jq . <<<"${line#*$'\t'}"
+  else
+    log "no member answered GET /cluster"
+    return 1
+  fi
+}
+
+cmd_pids() {
+  local n
+  resolve_mode
+  for n in $(members); do
+    echo "$(name_of "$n") patroni=$(patroni_pid "$n" || echo -) postmaster=$(postmaster_pid "$n" || echo -)"
+  done
+}
+
+cmd_raft() {
+  local out rc=0
+  check_n "${1:-}"
+  resolve_mode
+  [[ -x $SYNCOBJ_ADMIN ]] || die "$SYNCOBJ_ADMIN missing"
+  # syncobj_admin exits 0 even on failure ("connection lost": dead node, wrong password)
+  # and hangs (900 s) on a port that is not Raft: bound it and parse the output.
+  out=$(timeout 20 "$SYNCOBJ_ADMIN" -conn "$(raft_addr "$1")" -pass "$RAFT_PASS" -status 2>&1) || rc=$?
+  printf '%s\n' "$out"
+  ((rc == 0)) || { log "syncobj_admin rc=$rc (124 = timed out)"; return "$rc"; }
+  grep -q '^has_quorum:' <<<"$out" || { log "no Raft status from $(raft_addr "$1")"; return 1; }
+}
+
+cmd_ctl() {
+  local n cfg=""
+  resolve_mode
+  for n in $(members); do [[ -f $(cfg_of "$n") ]] && { cfg=$(cfg_of "$n"); break; }; done
+  [[ -n $cfg ]] || die "no config found; run up first"
+  # patronictl waits forever for a Raft leader without quorum: always bounded
+  timeout 60 "$PATRONICTL" -c "$cfg" "$@"
+}
+
+cmd_psql() {
+  local n
+  check_n "${1:-}"
+  n=$1; shift
+  resolve_mode
+  setup_user
+  timeout 30 "${RUN_AS[@]}" env PGPASSWORD="$SU_PASS" "$PGBIN/psql" -h "$(mdir "$n")/sock" \
+    -p "$(pg_port "$n")" -U "$SU_USER" -d postgres "$@"
+}
+
+# kv KEY VALUE...: shell-evaluable KEY='VALUE' lines
+kv() { while (($# >= 2)); do printf "%s='%s'\n" "$1" "${2//\'/\'\\\'\'}"; shift 2; done; }
+cmd_env() {
+  local n
+  resolve_mode
+  kv PATRONI_VERSION "$PATRONI_VERSION" VENV "$VENV" DATA_DIR "$DATA" SCOPE "$SCOPE" \
+    NAMESPACE "$NAMESPACE" ADDR_MODE "$MODE" REST_USER "$REST_USER" REST_PASS "$REST_PASS" \
+    RAFT_PASS "$RAFT_PASS" \
+    REST_URLS "$(for n in $(members); do rest_url "$n"; done | paste -sd,)" \
+    RAFT_ADDRS "$(for n in $(members); do raft_addr "$n"; done | paste -sd,)"
+  for n in $(members); do
+    kv "MEMBER${n}_NAME" "$(name_of "$n")" "MEMBER${n}_REST" "$(rest_url "$n")" \
+      "MEMBER${n}_RAFT" "$(raft_addr "$n")" "MEMBER${n}_PG" "$(ip_of "$n"):$(pg_port "$n")" \
+      "MEMBER${n}_CONFIG" "$(cfg_of "$n")" "MEMBER${n}_LOG" "$(mdir "$n")/patroni.log"
+  done
+}
+
+main() {
+  local cmd=${1:-help}
+  shift || true
+  case $cmd in
+    up)     cmd_up "$@" ;;
+    down)   cmd_down "$@" ;;
+    status) cmd_status "$@" ;;
+    wait)   resolve_mode; wait_healthy "$@" ;;
+    kill)   check_n "${1:-}"; resolve_mode
+            if [[ ${2:-} == --patroni-only ]]; then stop_member "$1" patroni-only; else stop_member "$1" kill; fi ;;
+    stop)   check_n "${1:-}"; resolve_mode; stop_member "$1" term ;;
+    start)  check_n "${1:-}"; [[ -f $(cfg_of "$1") ]] || die "no config for member $1; run up first"
+            check_prereqs; resolve_mode; start_member "$1" ;;
+    raft)   cmd_raft "$@" ;;
+    ctl)    cmd_ctl "$@" ;;
+    psql)   cmd_psql "$@" ;;
+    logs)   check_n "${1:-}"; tail -n "${2:-50}" "$(mdir "$1")/patroni.log" ;;
+    pids)   cmd_pids ;;
+    env)    cmd_env ;;
+    help|-h|--help) usage ;;
+    *)      usage >&2; exit 2 ;;
+  esac
+}
+
+main "$@"

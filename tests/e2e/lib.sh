@@ -1,0 +1,254 @@
+# shellcheck shell=bash
+# lib.sh - helpers for end-to-end scenario scripts. Source it:
+#   source "$(dirname "$0")/lib.sh"
+#
+# Metrics (the exporter's Prometheus text format, fetched from EXPORTER_URL, default
+# http://127.0.0.1:9393/metrics; file:///path works too):
+#   metric_value NAME [LABELS]       print the value of the one sample NAME{LABELS};
+#                                    rc 1 if absent, 2 if ambiguous or on a fetch error.
+#                                    LABELS: 'a="x",b="y"' matched exactly (values compared
+#                                    verbatim) and order-independently against the sample's
+#                                    whole label set; end it with ',...' (or use '...') to
+#                                    allow further labels. '' = no labels.
+#   metric_lines NAME [LABELS]       print the matching sample lines (all of NAME without LABELS)
+#   wait_for_metric NAME LABELS OP VALUE TIMEOUT_S
+#                                    poll (every WAIT_INTERVAL=0.5 s) until the value OP VALUE;
+#                                    OP: == != < <= > >= (numeric; +Inf/-Inf/NaN understood),
+#                                    absent, present (VALUE ignored, e.g. '-'). On success prints
+#                                    the elapsed seconds and sets E2E_ELAPSED; on timeout prints
+#                                    expected vs seen and the NAME lines to stderr, rc 1.
+#   METRICS_TEXT                     fetch_metrics stores the last body here
+# Results:
+#   pass MSG / fail MSG              record a result (and print it)
+#   check MSG CMD...                 run CMD: pass MSG if rc 0, else fail MSG
+#   e2e_summary                      list the results, print 'N passed, N failed'; rc 1 if any failed
+# Diagnostics:
+#   dump_logs [EXPORTER_LOG]         tail (DUMP_LINES=40) of each member's patroni.log and of
+#                                    EXPORTER_LOG (default $EXPORTER_LOG if set)
+# Timing:
+#   e2e_now / e2e_since T0           epoch seconds (float) / seconds since T0 ("%.1f")
+
+_E2E_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=paths.sh
+source "$_E2E_LIB_DIR/paths.sh"
+
+EXPORTER_URL="${EXPORTER_URL:-http://127.0.0.1:9393/metrics}"
+WAIT_INTERVAL="${WAIT_INTERVAL:-0.5}"
+DUMP_LINES="${DUMP_LINES:-40}"
+E2E_CLUSTER="$_E2E_LIB_DIR/cluster.sh"
+METRICS_TEXT=""
+E2E_ELAPSED=""
+E2E_PASSED=0
+E2E_FAILED=0
+E2E_RESULTS=()
+
+e2e_log()   { printf '[e2e %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+e2e_now()   { date +%s.%N; }
+e2e_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# ------------------------------------------------------------------ metrics
+fetch_metrics() { # -> METRICS_TEXT; rc != 0 when the endpoint does not answer 2xx
+  METRICS_TEXT=$(curl -sf -m "${FETCH_TIMEOUT:-5}" "$EXPORTER_URL" 2>/dev/null) || { METRICS_TEXT=""; return 1; }
+}
+
+# _metric_select MODE NAME LABELS   (reads the exposition text on stdin)
+#   MODE value: print the value of each matching sample; MODE lines: print matching lines
+# Parses the Prometheus text format: name{k="v",...} value [timestamp]; label values may hold
+# escaped quotes/backslashes, commas and braces. Plain POSIX awk (Debian's mawk).
+_metric_select() {
+  # strings go through ENVIRON: awk -v would interpret the backslash escapes in label values
+  _M_MODE=$1 _M_NAME=$2 _M_LABELS=$3 awk '
+    # parse_labels(s, K, V): fills K[i], V[i] (values kept verbatim, escapes included);
+    # returns the count, or -1 on a syntax error
+    function parse_labels(s, K, V,    n, i, c, L, key, val) {
+      n = 0; i = 1; L = length(s)
+      while (i <= L) {
+        c = substr(s, i, 1)
+        if (c == " " || c == "," || c == "\t") { i++; continue }
+        key = ""
+        while (i <= L && (c = substr(s, i, 1)) != "=" && c != " ") { key = key c; i++ }
+        while (i <= L && substr(s, i, 1) == " ") i++
+        if (substr(s, i, 1) != "=") return -1
+        i++
+        while (i <= L && substr(s, i, 1) == " ") i++
+        if (substr(s, i, 1) != "\"") return -1
+        i++; val = ""
+        while (i <= L) {
+          c = substr(s, i, 1)
+          if (c == "\\") { val = val c substr(s, i + 1, 1); i += 2; continue }
+          if (c == "\"") break
+          val = val c; i++
+        }
+        if (i > L) return -1
+        i++
+        n++; K[n] = key; V[n] = val
+      }
+      return n
+    }
+    BEGIN {
+      mode = ENVIRON["_M_MODE"]; want_name = ENVIRON["_M_NAME"]; want_labels = ENVIRON["_M_LABELS"]
+      subset = 0; any_labels = 0
+      if (want_labels == "*") any_labels = 1
+      else {
+        w = want_labels
+        if (w == "...") { subset = 1; w = "" }
+        else if (w ~ /,[ \t]*\.\.\.[ \t]*$/) { subset = 1; sub(/,[ \t]*\.\.\.[ \t]*$/, "", w) }
+        nw = parse_labels(w, WK, WV)
+        if (nw < 0) { print "metric: cannot parse labels: " want_labels > "/dev/stderr"; exit 3 }
+        for (j = 1; j <= nw; j++) WANT[WK[j]] = WV[j]
+      }
+    }
+    /^[ \t]*#/ || /^[ \t]*$/ { next }
+    {
+      line = $0
+      if (!match(line, /^[a-zA-Z_:][a-zA-Z0-9_:]*/)) next
+      name = substr(line, 1, RLENGTH)
+      if (name != want_name) next
+      rest = substr(line, RLENGTH + 1)
+      sub(/^[ \t]+/, "", rest)
+      labels = ""
+      if (substr(rest, 1, 1) == "{") {
+        # find the closing brace outside of quoted values
+        L = length(rest); q = 0; k = 2
+        while (k <= L) {
+          c = substr(rest, k, 1)
+          if (q && c == "\\") { k += 2; continue }
+          if (c == "\"") q = !q
+          else if (!q && c == "}") break
+          k++
+        }
+        if (k > L) next
+        labels = substr(rest, 2, k - 2)
+        rest = substr(rest, k + 1)
+      }
+      sub(/^[ \t]+/, "", rest)
+      split(rest, F, /[ \t]+/)
+      value = F[1]
+      if (!any_labels) {
+        split("", SK); split("", SV)
+        ns = parse_labels(labels, SK, SV)
+        if (ns < 0) next
+        if (!subset && ns != nw) next
+        ok = 1; found = 0
+        for (j = 1; j <= ns; j++) {
+          if (SK[j] in WANT) { found++; if (WANT[SK[j]] != SV[j]) { ok = 0; break } }
+          else if (!subset) { ok = 0; break }
+        }
+        if (!ok || found != nw) next
+      }
+      print (mode == "value") ? value : line
+    }'
+}
+
+metric_lines() { # metric_lines NAME [LABELS]   (uses METRICS_TEXT when FETCH=0)
+  local name=$1 labels=${2-*}
+  [[ ${FETCH:-1} == 0 ]] || fetch_metrics || { e2e_log "metrics: $EXPORTER_URL did not answer"; return 2; }
+  printf '%s\n' "$METRICS_TEXT" | _metric_select lines "$name" "$labels"
+}
+
+metric_value() { # metric_value NAME [LABELS]
+  local name=$1 labels=${2-} out n
+  [[ ${FETCH:-1} == 0 ]] || fetch_metrics || { e2e_log "metrics: $EXPORTER_URL did not answer"; return 2; }
+  out=$(printf '%s\n' "$METRICS_TEXT" | _metric_select value "$name" "$labels") || return 2
+  n=$(grep -c . <<<"$out" || true)
+  if ((n == 0)); then return 1; fi
+  if ((n > 1)); then
+    e2e_log "metric_value: $n samples match $name{$labels}:"
+    printf '%s\n' "$METRICS_TEXT" | _metric_select lines "$name" "$labels" >&2
+    return 2
+  fi
+  printf '%s\n' "$out"
+}
+
+# _compare SEEN OP WANT -> rc 0 if true
+_compare() {
+  awk -v a="$1" -v op="$2" -v b="$3" '
+    function num(s) {
+      if (s ~ /^\+?[Ii]nf$/) return 1e308 * 10
+      if (s ~ /^-[Ii]nf$/) return -1e308 * 10
+      return s + 0
+    }
+    BEGIN {
+      if (a == "NaN" || b == "NaN") { exit !((op == "==" && a == b) || (op == "!=" && a != b)) }
+      x = num(a); y = num(b)
+      if (op == "==") r = (x == y); else if (op == "!=") r = (x != y)
+      else if (op == "<") r = (x < y); else if (op == "<=") r = (x <= y)
+      else if (op == ">") r = (x > y); else if (op == ">=") r = (x >= y)
+      else { print "wait_for_metric: unknown operator " op > "/dev/stderr"; exit 2 }
+      exit !r
+    }'
+}
+
+wait_for_metric() { # wait_for_metric NAME LABELS OP VALUE TIMEOUT_S
+  local name=$1 labels=$2 op=$3 want=$4 timeout_s=$5 t0 deadline seen rc ok
+  t0=$(e2e_now)
+  deadline=$(awk -v t="$t0" -v d="$timeout_s" 'BEGIN { printf "%.3f", t + d }')
+  E2E_ELAPSED=""
+  while :; do
+    ok=1; rc=0; seen=""
+    # fetch here, not inside $(...): METRICS_TEXT must survive for the failure report
+    if fetch_metrics; then
+      seen=$(FETCH=0 metric_value "$name" "$labels" 2>/dev/null) || rc=$?
+    else
+      rc=3
+    fi
+    case $op in
+      absent)  ((rc == 1)) && ok=0 ;;
+      present) ((rc == 0)) && ok=0 ;;
+      *)       ((rc == 0)) && _compare "$seen" "$op" "$want" && ok=0 ;;
+    esac
+    if ((ok == 0)); then
+      E2E_ELAPSED=$(e2e_since "$t0")
+      echo "$E2E_ELAPSED"
+      e2e_log "$name{$labels} $op ${want} after ${E2E_ELAPSED}s (value ${seen:-none})"
+      return 0
+    fi
+    if awk -v d="$deadline" -v n="$(e2e_now)" 'BEGIN { exit !(n >= d) }'; then break; fi
+    sleep "$WAIT_INTERVAL"
+  done
+  case $rc in
+    1) seen="<absent>" ;;
+    2) seen="<ambiguous: several samples match, or unparsable labels>" ;;
+    3) seen="<no answer from $EXPORTER_URL>" ;;
+  esac
+  {
+    e2e_log "TIMEOUT after ${timeout_s}s waiting for $name{$labels}"
+    echo "  expected: $op $want"
+    echo "  seen:     $seen"
+    echo "  samples of $name:"
+    if [[ -n $METRICS_TEXT ]]; then
+      printf '%s\n' "$METRICS_TEXT" | _metric_select lines "$name" '*' | sed 's/^/    /'
+    fi
+  } >&2
+  return 1
+}
+
+# ------------------------------------------------------------------ results
+pass() { E2E_PASSED=$((E2E_PASSED + 1)); E2E_RESULTS+=("PASS  $*"); e2e_log "PASS: $*"; }
+fail() { E2E_FAILED=$((E2E_FAILED + 1)); E2E_RESULTS+=("FAIL  $*"); e2e_log "FAIL: $*"; }
+check() { # check MSG CMD...
+  local msg=$1; shift
+  if "$@"; then pass "$msg"; else fail "$msg"; fi
+}
+e2e_summary() {
+  local r
+  echo "---- e2e results"
+  for r in "${E2E_RESULTS[@]}"; do echo "$r"; done
+  echo "$E2E_PASSED passed, $E2E_FAILED failed"
+  ((E2E_FAILED == 0))
+}
+
+# ------------------------------------------------------------------ diagnostics
+dump_logs() { # dump_logs [EXPORTER_LOG]
+  local exporter_log=${1:-${EXPORTER_LOG:-}} data f n
+  data=${DATA_DIR:-$E2E_WORK/cluster}
+  for n in 0 1 2; do
+    f="$data/postgresql-$n/patroni.log"
+    echo "===== postgresql-$n: $f (last $DUMP_LINES lines)"
+    if [[ -f $f ]]; then tail -n "$DUMP_LINES" "$f"; else echo "(missing)"; fi
+  done
+  if [[ -n $exporter_log ]]; then
+    echo "===== exporter: $exporter_log (last $DUMP_LINES lines)"
+    if [[ -f $exporter_log ]]; then tail -n "$DUMP_LINES" "$exporter_log"; else echo "(missing)"; fi
+  fi
+}

@@ -1,0 +1,40 @@
+# shellcheck shell=bash
+# paths.sh - where the e2e harness keeps its venvs and cluster data.
+# Sourced by scripts/install-deps.sh, tests/e2e/cluster.sh and tests/e2e/lib.sh.
+#
+# Sets (unless already set in the environment):
+#   E2E_REPO   repository root
+#   E2E_WORK   work root: $E2E_REPO/.work when every parent directory is traversable by
+#              other users, else /var/tmp/patroni-raft-exporter. Patroni and Postgres run as
+#              an unprivileged user when we are root (Postgres refuses root), and that user
+#              must reach the venv's interpreter and the data directories: a checkout under
+#              /root (mode 0700) would fail with "Permission denied".
+#   E2E_PATRONI_VERSIONS  the supported version matrices ("3.3.8 4.1.5")
+# Functions:
+#   e2e_venv_dir VERSION   -> $E2E_WORK/venv-VERSION
+#   e2e_traversable DIR    -> 0 if every existing ancestor of DIR (and DIR) is o+x
+
+E2E_REPO="${E2E_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+E2E_PATRONI_VERSIONS="3.3.8 4.1.5"
+
+e2e_traversable() {
+  local d=$1 mode
+  while :; do
+    if [[ -d $d ]]; then
+      mode=$(stat -L -c %A "$d" 2>/dev/null) || return 1
+      [[ ${mode:9:1} == [xt] ]] || return 1
+    fi
+    [[ $d == / ]] && return 0
+    d=$(dirname "$d")
+  done
+}
+
+if [[ -z "${E2E_WORK:-}" ]]; then
+  if [[ $EUID -ne 0 ]] || e2e_traversable "$E2E_REPO"; then
+    E2E_WORK="$E2E_REPO/.work"
+  else
+    E2E_WORK=/var/tmp/patroni-raft-exporter
+  fi
+fi
+
+e2e_venv_dir() { echo "$E2E_WORK/venv-$1"; }

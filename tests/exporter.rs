@@ -1,0 +1,316 @@
+//! The whole exporter in-process against fake members and Raft nodes that answer with real
+//! captures: a golden file of the complete `/metrics` output, hostile peers, and the HTTP
+//! endpoints.
+//!
+//! `UPDATE_GOLDEN=1 cargo test --test exporter` rewrites `tests/golden/metrics.txt`.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use patroni_raft_exporter::metrics::exposition::Format;
+use patroni_raft_exporter::poller::ClusterPoller;
+use patroni_raft_exporter::server::{self, AppState};
+use patroni_raft_exporter::snapshot::SnapshotStore;
+use support::fake_patroni::{FakePatroni, Reply};
+use support::*;
+
+const GOLDEN: &str = "tests/golden/metrics.txt";
+
+/// Three clusters in one exporter: a healthy Patroni 3.3.8 cluster with Raft, Patroni 4.1.5
+/// right after a switchover, and a 4.1.5 survivor 60 s after losing Raft quorum.
+async fn golden_output(format: Format) -> String {
+    let mut addresses = Addresses::default();
+
+    let healthy = FakeCluster::start(
+        "healthy-3-3-8",
+        &fixture("patroni-3.3.8/cluster.json"),
+        [
+            Some(fixture("patroni-3.3.8/patroni-m0.json")),
+            Some(fixture("patroni-3.3.8/patroni-m1.json")),
+            Some(fixture("patroni-3.3.8/patroni-m2.json")),
+        ],
+        &fixture("patroni-3.3.8/history.json"),
+    )
+    .await;
+    let leader = raft_node_from_vector("enc_leader_0.3.12", "s3cret").await;
+    let follower = raft_node_from_vector("enc_follower_0.3.12", "s3cret").await;
+    let unreachable = dead_address().await;
+    addresses.add(leader.addr(), "127.0.0.1:6003");
+    addresses.add(follower.addr(), "127.0.0.1:6001");
+    addresses.add(unreachable.clone(), "127.0.0.1:6002");
+
+    let switchover = FakeCluster::start(
+        "switchover-4-1-5",
+        &fixture("patroni-4.1.5/02-cluster-right-after-switchover.json"),
+        [
+            Some(fixture("patroni-4.1.5/02-patroni-after-switchover-m0.json")),
+            Some(fixture("patroni-4.1.5/02-patroni-after-switchover-m1.json")),
+            Some(fixture("patroni-4.1.5/02-patroni-after-switchover-m2.json")),
+        ],
+        &fixture("patroni-4.1.5/02-history-after-switchover.json"),
+    )
+    .await;
+
+    let survivor_cluster = FakeCluster::start(
+        "quorum-lost-4-1-5",
+        &fixture("patroni-4.1.5/03-cluster-survivor-t+60s.json"),
+        [None, Some(fixture("patroni-4.1.5/03-patroni-survivor-t+60s.json")), None],
+        &fixture("patroni-4.1.5/02-history-after-switchover.json"),
+    )
+    .await;
+    let survivor = raft_node_from_vector("enc_noquorum_stale_leader_0.3.12", "s3cret").await;
+    let dead_a = dead_address().await;
+    let dead_b = dead_address().await;
+    addresses.add(survivor.addr(), "127.0.0.12:2222");
+    addresses.add(dead_a.clone(), "127.0.0.11:2222");
+    addresses.add(dead_b.clone(), "127.0.0.13:2222");
+
+    let configs = vec![
+        cluster_config(
+            healthy.urls(),
+            Some((vec![leader.addr().to_owned(), follower.addr().to_owned(), unreachable], Some("s3cret"))),
+        ),
+        cluster_config(switchover.urls(), None),
+        cluster_config(
+            // The first URL is a dead member: the next one must be asked in the same poll.
+            vec![url::Url::parse(&format!("http://{}", dead_address().await)).unwrap(), survivor_cluster.urls()[1].clone()],
+            Some((vec![dead_a, survivor.addr().to_owned(), dead_b], Some("s3cret"))),
+        ),
+    ];
+    let output = poll_and_render(configs, format).await;
+    let output = healthy.addresses.normalize(&output);
+    let output = switchover.addresses.normalize(&output);
+    let output = survivor_cluster.addresses.normalize(&output);
+    normalize_volatile(&addresses.normalize(&output))
+}
+
+#[tokio::test]
+async fn golden_metrics_output() {
+    let output = golden_output(Format::PrometheusText).await;
+    let path = format!("{}/{GOLDEN}", env!("CARGO_MANIFEST_DIR"));
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(std::path::Path::new(&path).parent().unwrap()).unwrap();
+        std::fs::write(&path, &output).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path).expect("golden file missing: run with UPDATE_GOLDEN=1");
+    if output != expected {
+        let actual_path = format!("{}/target/metrics.actual.txt", env!("CARGO_MANIFEST_DIR"));
+        std::fs::write(&actual_path, &output).unwrap();
+        panic!("/metrics differs from {GOLDEN}; see {actual_path} (UPDATE_GOLDEN=1 rewrites the golden file)");
+    }
+}
+
+#[tokio::test]
+async fn golden_output_says_what_an_operator_needs() {
+    // Independent of the golden file: the facts the exporter exists for.
+    let output = golden_output(Format::PrometheusText).await;
+    let has = |line: &str| output.lines().any(|l| l == line);
+    assert!(has("patroni_raft_cluster_quorum{scope=\"healthy-3-3-8\"} 1"), "{output}");
+    assert!(has("patroni_raft_cluster_quorum{scope=\"quorum-lost-4-1-5\"} 0"));
+    assert!(has("patroni_raft_has_quorum{scope=\"quorum-lost-4-1-5\",node=\"127.0.0.12:2222\"} 0"));
+    assert!(has("patroni_raft_up{scope=\"quorum-lost-4-1-5\",node=\"127.0.0.11:2222\"} 0"));
+    // /cluster still shows a leader, but the survivor says it is a replica.
+    assert!(has("patroni_cluster_leaders{scope=\"quorum-lost-4-1-5\"} 1"));
+    assert!(has("patroni_member_role_mismatch{scope=\"quorum-lost-4-1-5\",member=\"postgresql-1\"} 1"));
+    assert!(has("patroni_member_api_up{scope=\"quorum-lost-4-1-5\",member=\"postgresql-0\"} 0"));
+    assert!(has("patroni_member_role_mismatch{scope=\"healthy-3-3-8\",member=\"postgresql-0\"} 0"));
+    assert!(has("patroni_member_reported_role{scope=\"healthy-3-3-8\",member=\"postgresql-0\",role=\"primary\"} 1"));
+    // During the switchover the stopped old leader has no timeline and no lag series.
+    assert!(has("patroni_member_state{scope=\"switchover-4-1-5\",member=\"postgresql-0\",state=\"stopped\"} 1"));
+    assert!(!output.contains("patroni_member_timeline{scope=\"switchover-4-1-5\",member=\"postgresql-0\"}"));
+    assert!(!output.contains("patroni_member_lag_bytes{scope=\"switchover-4-1-5\",member=\"postgresql-0\"}"));
+    assert!(has("patroni_up{scope=\"switchover-4-1-5\"} 1"));
+}
+
+#[tokio::test]
+async fn openmetrics_output_ends_with_eof_and_counters_are_typed_without_total() {
+    let output = golden_output(Format::OpenMetrics).await;
+    assert!(output.ends_with("# EOF\n"));
+    assert!(output.contains("# TYPE patroni_cluster_leader_changes counter\n"));
+    assert!(output.contains("patroni_cluster_leader_changes_total{scope=\"healthy-3-3-8\"} 0\n"));
+}
+
+async fn single_member_output(reply: Reply) -> (String, Duration) {
+    let member = FakePatroni::start("127.0.0.1").await;
+    member.route("/cluster", reply);
+    let started = Instant::now();
+    let output = poll_and_render(
+        vec![cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None)],
+        Format::PrometheusText,
+    )
+    .await;
+    (output, started.elapsed())
+}
+
+fn error_count(output: &str, source: &str, kind: &str) -> u64 {
+    let prefix = "patroni_exporter_poll_errors_total{";
+    output
+        .lines()
+        .filter(|line| line.starts_with(prefix))
+        .filter(|line| line.contains(&format!("source=\"{source}\",kind=\"{kind}\"")))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn hostile_members_give_the_right_error_kind_quickly() {
+    let huge = {
+        let mut body = b"{\"members\": [], \"scope\": \"".to_vec();
+        body.extend(std::iter::repeat_n(b'x', 50 * 1024 * 1024));
+        body.extend_from_slice(b"\"}");
+        body
+    };
+    let deep = "[".repeat(100_000).into_bytes();
+    let cases: Vec<(&str, Reply, &str)> = vec![
+        ("500", Reply::Status(500), "http_status"),
+        ("hang", Reply::Hang, "timeout"),
+        ("endless body", Reply::EndlessBody, "body_too_large"),
+        ("1 byte per second", Reply::SlowBody, "timeout"),
+        ("invalid json", Reply::Json(b"<html>".to_vec()), "decode"),
+        ("invalid utf-8", Reply::Json(b"{\"scope\": \"\xff\xfe\", \"members\": []}".to_vec()), "decode"),
+        ("wrong types", Reply::Json(br#"{"members": [{"name": 1}]}"#.to_vec()), "decode"),
+        ("out of range", Reply::Json(br#"{"members": [{"name":"a","role":"leader","state":"running","timeline": 1e999}]}"#.to_vec()), "decode"),
+        ("nested 100k deep", Reply::Json(deep), "decode"),
+        ("50 MB body", Reply::Json(huge), "body_too_large"),
+        ("redirect", Reply::Redirect("http://127.0.0.1:1/cluster".into()), "http_status"),
+    ];
+    for (name, reply, kind) in cases {
+        let (output, elapsed) = single_member_output(reply).await;
+        assert!(output.contains("patroni_up{scope=\""), "{name}: {output}");
+        assert!(output.lines().any(|l| l.starts_with("patroni_up{") && l.ends_with(" 0")), "{name}: {output}");
+        assert_eq!(error_count(&output, "cluster", kind), 1, "{name}: expected kind {kind}:\n{output}");
+        assert!(elapsed < Duration::from_secs(3), "{name}: took {elapsed:?}");
+    }
+}
+
+#[tokio::test]
+async fn endless_headers_fail_within_the_timeout() {
+    let (output, elapsed) = single_member_output(Reply::EndlessHeaders).await;
+    assert!(output.lines().any(|l| l.starts_with("patroni_up{") && l.ends_with(" 0")));
+    assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
+}
+
+#[tokio::test]
+async fn scope_mismatch_is_an_error_not_a_mix() {
+    let member = FakePatroni::start("127.0.0.1").await;
+    member.route("/cluster", Reply::Json(fixture("patroni-3.3.8/cluster.json")));
+    let mut config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
+    config.expected_scope = Some("other-cluster".into());
+    let output = poll_and_render(vec![config], Format::PrometheusText).await;
+    assert!(output.contains("patroni_up{scope=\"other-cluster\"} 0"), "{output}");
+    assert_eq!(error_count(&output, "cluster", "scope_mismatch"), 1);
+    assert!(!output.contains("pg-test"));
+}
+
+#[tokio::test]
+async fn members_that_leave_vanish_from_the_output() {
+    let member = FakePatroni::start("127.0.0.1").await;
+    let three = String::from_utf8(fixture("patroni-3.3.8/cluster.json")).unwrap();
+    member.route("/cluster", Reply::Json(three.clone().into_bytes()));
+    let store = Arc::new(SnapshotStore::new(1));
+    let config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
+    let mut poller = ClusterPoller::new(0, config, store.clone()).await.unwrap();
+    store.publish(0, poller.poll_once().await);
+    let registry = patroni_raft_exporter::metrics::registry(store.clone());
+    let before = patroni_raft_exporter::metrics::exposition::render(&registry, Format::PrometheusText);
+    assert!(before.contains("member=\"postgresql-2\""));
+
+    let mut view: serde_json::Value = serde_json::from_str(&three).unwrap();
+    view["members"].as_array_mut().unwrap().pop();
+    member.route("/cluster", Reply::Json(serde_json::to_vec(&view).unwrap()));
+    store.publish(0, poller.poll_once().await);
+    let after = patroni_raft_exporter::metrics::exposition::render(&registry, Format::PrometheusText);
+    assert!(!after.contains("member=\"postgresql-2\""), "{after}");
+    assert!(after.contains("patroni_cluster_members{scope=\"pg-test\"} 2"));
+}
+
+#[tokio::test]
+async fn leader_changes_are_counted() {
+    let member = FakePatroni::start("127.0.0.1").await;
+    member.route("/cluster", Reply::Json(fixture("patroni-4.1.5/01-cluster-from-m0.json")));
+    let store = Arc::new(SnapshotStore::new(1));
+    let config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
+    let mut poller = ClusterPoller::new(0, config, store.clone()).await.unwrap();
+    assert_eq!(poller.poll_once().await.counters.leader_changes, 0);
+    member.route("/cluster", Reply::Json(fixture("patroni-4.1.5/02-cluster-after-switchover.json")));
+    assert_eq!(poller.poll_once().await.counters.leader_changes, 1);
+    // A transient without a leader does not count, nor does the same leader again.
+    member.route("/cluster", Reply::Json(br#"{"scope":"pg-test","members":[]}"#.to_vec()));
+    assert_eq!(poller.poll_once().await.counters.leader_changes, 1);
+    member.route("/cluster", Reply::Json(fixture("patroni-4.1.5/02-cluster-after-switchover.json")));
+    assert_eq!(poller.poll_once().await.counters.leader_changes, 1);
+}
+
+#[tokio::test]
+async fn http_endpoints() {
+    let store = Arc::new(SnapshotStore::new(1));
+    let state = Arc::new(AppState {
+        registry: patroni_raft_exporter::metrics::registry(store.clone()),
+        store: store.clone(),
+        telemetry_path: "/metrics".into(),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(server::serve(listener, state, async move {
+        let _ = stopped.await;
+    }));
+    let client = reqwest::Client::new();
+    let get = |path: &str| client.get(format!("http://{addr}{path}")).send();
+
+    assert_eq!(get("/-/healthy").await.unwrap().status(), 200);
+    assert_eq!(get("/-/ready").await.unwrap().status(), 503);
+    let landing = get("/").await.unwrap().text().await.unwrap();
+    assert!(landing.contains("href=\"/metrics\""));
+
+    let member = FakePatroni::start("127.0.0.1").await;
+    member.route("/cluster", Reply::Json(fixture("patroni-3.3.8/cluster.json")));
+    let config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
+    let mut poller = ClusterPoller::new(0, config, store.clone()).await.unwrap();
+    store.publish(0, poller.poll_once().await);
+    assert_eq!(get("/-/ready").await.unwrap().status(), 200);
+
+    let text = get("/metrics").await.unwrap();
+    assert_eq!(text.headers()["content-type"], "text/plain; version=0.0.4; charset=utf-8");
+    assert!(text.text().await.unwrap().contains("patroni_cluster_members{scope=\"pg-test\"} 3"));
+    let openmetrics = client
+        .get(format!("http://{addr}/metrics"))
+        .header("accept", "application/openmetrics-text; version=1.0.0")
+        .send()
+        .await
+        .unwrap();
+    assert!(openmetrics.headers()["content-type"].to_str().unwrap().starts_with("application/openmetrics-text"));
+    assert!(openmetrics.text().await.unwrap().ends_with("# EOF\n"));
+
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), server).await.unwrap().unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_hanging_cluster_never_delays_metrics_or_another_cluster() {
+    let hanging = FakePatroni::start("127.0.0.1").await;
+    hanging.route("/cluster", Reply::Hang);
+    let healthy = FakePatroni::start("127.0.0.1").await;
+    healthy.route("/cluster", Reply::Json(fixture("patroni-3.3.8/cluster.json")));
+    let store = Arc::new(SnapshotStore::new(2));
+    let (_stop, shutdown) = tokio::sync::watch::channel(false);
+    let mut slow = cluster_config(vec![url::Url::parse(&hanging.url()).unwrap()], None);
+    slow.poll_timeout = Duration::from_secs(30);
+    slow.expected_scope = Some("hanging".into());
+    let mut fast = cluster_config(vec![url::Url::parse(&healthy.url()).unwrap()], None);
+    fast.poll_interval = Duration::from_millis(200);
+    let slow = ClusterPoller::new(0, slow, store.clone()).await.unwrap();
+    let fast = ClusterPoller::new(1, fast, store.clone()).await.unwrap();
+    tokio::spawn(slow.run(shutdown.clone()));
+    tokio::spawn(fast.run(shutdown));
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let registry = patroni_raft_exporter::metrics::registry(store.clone());
+    let started = Instant::now();
+    let output = patroni_raft_exporter::metrics::exposition::render(&registry, Format::PrometheusText);
+    assert!(started.elapsed() < Duration::from_millis(100));
+    assert!(output.contains("patroni_cluster_members{scope=\"pg-test\"} 3"), "{output}");
+    assert!(!output.contains("scope=\"hanging\""));
+    assert!(!store.all_polled());
+}

@@ -1,0 +1,173 @@
+//! Shared helpers of the integration tests: fake members built from real captures, fake Raft
+//! nodes, and an exporter wired to them in-process.
+
+#![allow(dead_code)]
+
+pub mod fake_patroni;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use patroni_raft_exporter::config::{ClusterConfig, RaftSettings};
+use patroni_raft_exporter::metrics::exposition::{render, Format};
+use patroni_raft_exporter::poller::ClusterPoller;
+use patroni_raft_exporter::raft::fake::{unwrap_captured_reply, Behaviour, FakeRaftNode};
+use patroni_raft_exporter::raft::RaftKey;
+use patroni_raft_exporter::secret::Secret;
+use patroni_raft_exporter::snapshot::SnapshotStore;
+use url::Url;
+
+use fake_patroni::{FakePatroni, Reply};
+
+pub fn fixture(path: &str) -> Vec<u8> {
+    let full = format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&full).unwrap_or_else(|error| panic!("{full}: {error}"))
+}
+
+/// Address substitutions that make output independent of the random ports of the fakes.
+#[derive(Default)]
+pub struct Addresses {
+    pairs: Vec<(String, String)>,
+}
+
+impl Addresses {
+    pub fn add(&mut self, actual: impl Into<String>, stable: impl Into<String>) {
+        self.pairs.push((actual.into(), stable.into()));
+    }
+
+    /// Replaces every actual address (followed by a delimiter) with its stable name.
+    pub fn normalize(&self, text: &str) -> String {
+        let mut text = text.to_owned();
+        for (actual, stable) in &self.pairs {
+            for delimiter in ['"', '/', ',', '}', ' ', '\n'] {
+                text = text.replace(&format!("{actual}{delimiter}"), &format!("{stable}{delimiter}"));
+            }
+        }
+        text
+    }
+}
+
+/// A fake 3-member cluster answering with captured documents.
+pub struct FakeCluster {
+    pub members: Vec<FakePatroni>,
+    pub addresses: Addresses,
+}
+
+impl FakeCluster {
+    /// Starts three members. `cluster` is the captured `/cluster` body, whose `api_url`s
+    /// (`http://127.0.0.1N:8008`) are rewritten to the fakes and whose scope becomes `scope`.
+    /// `own[i]` is member i's `/patroni` (None: its API is down, as for a dead member).
+    pub async fn start(scope: &str, cluster: &[u8], own: [Option<Vec<u8>>; 3], history: &[u8]) -> FakeCluster {
+        let mut members = Vec::new();
+        let mut addresses = Addresses::default();
+        for _ in 0..3 {
+            members.push(FakePatroni::start("127.0.0.1").await);
+        }
+        let mut cluster = String::from_utf8(cluster.to_vec()).unwrap();
+        cluster = cluster
+            .replace("\"scope\": \"pg-test\"", &format!("\"scope\": \"{scope}\""))
+            .replace("\"scope\":\"pg-test\"", &format!("\"scope\":\"{scope}\""));
+        for (index, member) in members.iter().enumerate() {
+            let original = format!("http://127.0.0.1{}:8008", index + 1);
+            cluster = cluster.replace(&original, &member.url());
+            addresses.add(member.url(), original);
+        }
+        for (index, (member, own)) in members.iter().zip(own).enumerate() {
+            member.route("/cluster", Reply::Json(cluster.clone().into_bytes()));
+            member.route("/history", Reply::Json(history.to_vec()));
+            match own {
+                Some(body) => member.route("/patroni", Reply::Json(body)),
+                None => {
+                    // A dead member: nothing listens at its address any more.
+                    let _ = index;
+                    member.route("/patroni", Reply::Status(503));
+                }
+            }
+        }
+        FakeCluster { members, addresses }
+    }
+
+    pub fn urls(&self) -> Vec<Url> {
+        self.members.iter().map(|m| Url::parse(&m.url()).unwrap()).collect()
+    }
+}
+
+/// A fake Raft node serving the reply of a captured keyed vector (`enc_*` cases).
+pub async fn raft_node_from_vector(case: &str, password: &str) -> FakeRaftNode {
+    let wrapped = fixture(&format!("pysyncobj/{case}/s2c_frame2.pickle"));
+    let reply = unwrap_captured_reply(&wrapped).expect("captured keyed reply");
+    let (_, node) = FakeRaftNode::start(Behaviour::Serve(reply), Some(RaftKey::derive(password.as_bytes())))
+        .await
+        .unwrap();
+    node
+}
+
+/// A `host:port` where nothing listens.
+pub async fn dead_address() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    drop(listener);
+    addr
+}
+
+pub fn cluster_config(urls: Vec<Url>, raft_nodes: Option<(Vec<String>, Option<&str>)>) -> ClusterConfig {
+    ClusterConfig {
+        expected_scope: None,
+        patroni_urls: urls,
+        poll_interval: Duration::from_secs(5),
+        poll_timeout: Duration::from_millis(800),
+        max_body_bytes: 4 * 1024 * 1024,
+        ca_file: None,
+        insecure_skip_verify: false,
+        raft: raft_nodes.map(|(nodes, password)| RaftSettings {
+            nodes,
+            port: 2222,
+            password: password.map(Secret::new),
+            command: None,
+        }),
+    }
+}
+
+/// Polls each cluster once, publishes, and renders `/metrics` in `format`.
+pub async fn poll_and_render(configs: Vec<ClusterConfig>, format: Format) -> String {
+    let store = Arc::new(SnapshotStore::new(configs.len()));
+    for (slot, config) in configs.into_iter().enumerate() {
+        let mut poller = ClusterPoller::new(slot, config, store.clone()).await.unwrap();
+        let snapshot = poller.poll_once().await;
+        store.publish(slot, snapshot);
+    }
+    let registry = patroni_raft_exporter::metrics::registry(store);
+    render(&registry, format)
+}
+
+/// Replaces the values that change from run to run (poll timing, build revision), and
+/// sorts the samples of each family (Raft nodes are ordered by their random fake ports).
+pub fn normalize_volatile(text: &str) -> String {
+    let lines: Vec<String> = text
+        .lines()
+        .map(|line| {
+            if line.starts_with("patroni_exporter_poll_duration_seconds{")
+                || line.starts_with("patroni_exporter_last_poll_timestamp_seconds{")
+            {
+                let (series, _) = line.rsplit_once(' ').unwrap();
+                format!("{series} <varies>")
+            } else if line.starts_with("patroni_exporter_build_info{") {
+                "patroni_exporter_build_info{version=\"<version>\",revision=\"<revision>\"} 1".to_owned()
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect();
+    let mut output = String::new();
+    for block in lines.chunk_by(|a, b| a.starts_with('#') == b.starts_with('#')) {
+        let mut block = block.to_vec();
+        if !block[0].starts_with('#') {
+            block.sort();
+        }
+        for line in block {
+            output.push_str(&line);
+            output.push('\n');
+        }
+    }
+    output
+}
