@@ -1,0 +1,26 @@
+# The two commands of the README, and their parts.
+.PHONY: test test-fast demo demo-stop build release e2e golden
+
+test:            ## every check: fmt, clippy, unit/integration tests, promtool, e2e on both Patroni matrices
+	scripts/test.sh
+
+test-fast:       ## the same without the real-cluster scenarios
+	scripts/test.sh --no-e2e
+
+demo:            ## a real local Patroni + Raft cluster, the exporter, Prometheus and Alertmanager
+	scripts/demo.sh up
+
+demo-stop:       ## stop everything the demo started
+	scripts/demo.sh down
+
+build:
+	cargo build --bin patroni-raft-exporter
+
+release:
+	cargo build --release --bin patroni-raft-exporter
+
+e2e: build       ## only the real-cluster scenarios (E2E_MATRICES="3.3.8 4.1.5")
+	for v in $${E2E_MATRICES:-3.3.8 4.1.5}; do tests/e2e/scenarios.sh $$v || exit 1; done
+
+golden:          ## rewrite tests/golden/metrics.txt after an intended change of the output
+	UPDATE_GOLDEN=1 cargo test --test exporter golden

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# demo.sh - the real thing on one machine: a 3-member Patroni + Raft cluster on loopback,
+# the exporter, Prometheus with the project's alert rules, and Alertmanager.
+#
+# Usage: scripts/demo.sh up | down | status
+#   PATRONI_VERSION=3.3.8 (default, what Charmed PostgreSQL ships) or 4.1.5
+#
+# Then break things and watch:  tests/e2e/cluster.sh kill 1; tests/e2e/cluster.sh kill 2
+# (quorum lost: PatroniRaftQuorumLost fires after 1m), and tests/e2e/cluster.sh start 1 2.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=../tests/e2e/paths.sh
+source "$REPO/tests/e2e/paths.sh"
+export PATRONI_VERSION="${PATRONI_VERSION:-3.3.8}"
+DEMO="$E2E_WORK/demo"
+export DATA_DIR="$E2E_WORK/cluster-demo"
+CLUSTER="$REPO/tests/e2e/cluster.sh"
+EXPORTER_ADDR=127.0.0.1:9393
+PROMETHEUS_ADDR=127.0.0.1:9090
+ALERTMANAGER_ADDR=127.0.0.1:9093
+
+log() { printf '[demo %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# start NAME CMD...: run in the background, remember the PID, log to $DEMO/NAME.log
+start() {
+  local name=$1; shift
+  "$@" >"$DEMO/$name.log" 2>&1 &
+  echo $! >"$DEMO/$name.pid"
+  log "$name started (pid $!, log $DEMO/$name.log)"
+}
+
+# stop NAME: only the PID we started, and only if it still runs the expected program.
+stop() {
+  local name=$1 pid
+  [[ -f $DEMO/$name.pid ]] || return 0
+  pid=$(cat "$DEMO/$name.pid")
+  if kill -0 "$pid" 2>/dev/null && grep -qa -- "$2" "/proc/$pid/cmdline" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    log "$name stopped"
+  fi
+  rm -f "$DEMO/$name.pid"
+}
+
+wait_http() { # wait_http URL SECONDS
+  local deadline=$(( $(date +%s) + $2 ))
+  until curl -fsS -o /dev/null --max-time 2 "$1"; do
+    (( $(date +%s) < deadline )) || { log "no answer from $1"; return 1; }
+    sleep 0.5
+  done
+}
+
+up() {
+  "$REPO/scripts/install-deps.sh" --patroni "$PATRONI_VERSION"
+  (cd "$REPO" && cargo build --release --bin patroni-raft-exporter)
+  mkdir -p "$DEMO"
+  "$CLUSTER" up --sync
+
+  ( umask 077; printf 'raft-pass\n' >"$DEMO/raft-password" )
+  stop exporter patroni-raft-exporter
+  start exporter "$REPO/target/release/patroni-raft-exporter" \
+    --patroni.url http://127.0.0.11:8008 --patroni.url http://127.0.0.12:8008 --patroni.url http://127.0.0.13:8008 \
+    --patroni.scope pg-test --raft.password-file "$DEMO/raft-password" \
+    --web.listen-address "$EXPORTER_ADDR"
+
+  cat >"$DEMO/prometheus.yml" <<EOF
+global:
+  scrape_interval: 5s
+  evaluation_interval: 5s
+rule_files:
+  - $REPO/alerts/patroni-raft.rules.yml
+alerting:
+  alertmanagers:
+    - static_configs:
+        - targets: ['$ALERTMANAGER_ADDR']
+scrape_configs:
+  - job_name: patroni-raft-exporter
+    static_configs:
+      - targets: ['$EXPORTER_ADDR']
+EOF
+  cat >"$DEMO/alertmanager.yml" <<EOF
+route:
+  receiver: log
+  group_by: [alertname, scope]
+  group_wait: 10s
+receivers:
+  - name: log
+EOF
+  stop prometheus "$DEMO/prometheus.yml"
+  start prometheus prometheus --config.file "$DEMO/prometheus.yml" --storage.tsdb.path "$DEMO/prometheus-data" \
+    --web.listen-address "$PROMETHEUS_ADDR"
+  stop alertmanager "$DEMO/alertmanager.yml"
+  start alertmanager prometheus-alertmanager --config.file "$DEMO/alertmanager.yml" \
+    --storage.path "$DEMO/alertmanager-data" --web.listen-address "$ALERTMANAGER_ADDR" --cluster.listen-address=
+
+  wait_http "http://$EXPORTER_ADDR/-/ready" 30
+  wait_http "http://$PROMETHEUS_ADDR/-/ready" 60
+  wait_http "http://$ALERTMANAGER_ADDR/-/ready" 60
+  cat <<EOF
+
+Demo is running (Patroni $PATRONI_VERSION):
+  exporter      http://$EXPORTER_ADDR/metrics
+  Prometheus    http://$PROMETHEUS_ADDR/alerts      (rules: alerts/patroni-raft.rules.yml)
+  Alertmanager  http://$ALERTMANAGER_ADDR/
+  Patroni REST  http://127.0.0.11:8008/cluster  (.12, .13)
+Try:  target/release/patroni-raft-exporter --help
+      tests/e2e/cluster.sh kill 1 && tests/e2e/cluster.sh kill 2   # lose Raft quorum
+      curl -s http://$EXPORTER_ADDR/metrics | grep -E 'raft_cluster_quorum|role_mismatch'
+      tests/e2e/cluster.sh start 1 && tests/e2e/cluster.sh start 2 # recover
+Stop: make demo-stop
+EOF
+}
+
+down() {
+  stop alertmanager "$DEMO/alertmanager.yml"
+  stop prometheus "$DEMO/prometheus.yml"
+  stop exporter patroni-raft-exporter
+  "$CLUSTER" down
+  rm -rf "$DEMO"
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  status) "$CLUSTER" status; for n in exporter prometheus alertmanager; do [[ -f $DEMO/$n.pid ]] && echo "$n pid $(cat "$DEMO/$n.pid")"; done ;;
+  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+esac

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# test.sh - every check of the project, in order, with a summary at the end.
+# This is what `make test` and CI (.ci/run) run. It installs what it needs (Debian
+# packages, the Patroni venvs, promtool) through scripts/install-deps.sh.
+#
+# Usage: scripts/test.sh [--no-e2e]
+#   E2E_MATRICES="3.3.8 4.1.5"   which Patroni versions the end-to-end scenarios run on
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+RUN_E2E=1
+[[ ${1:-} == --no-e2e ]] && RUN_E2E=0
+E2E_MATRICES="${E2E_MATRICES:-3.3.8 4.1.5}"
+RESULTS=()
+FAILED=0
+START=$(date +%s)
+
+step() { # step NAME CMD...
+  local name=$1; shift
+  local t0=$(date +%s)
+  printf '\n\033[1m==> %s\033[0m\n' "$name"
+  if "$@"; then
+    RESULTS+=("$(printf 'PASS  %-48s %4ss' "$name" $(( $(date +%s) - t0 )))")
+  else
+    RESULTS+=("$(printf 'FAIL  %-48s %4ss' "$name" $(( $(date +%s) - t0 )))")
+    FAILED=$(( FAILED + 1 ))
+  fi
+}
+
+# The golden file marks run-dependent values as <varies>; promtool needs numbers.
+golden_promtool() { sed 's/ <varies>$/ 0/' tests/golden/metrics.txt | promtool check metrics; }
+
+step "install dependencies (apt, Patroni venvs, promtool)" scripts/install-deps.sh
+step "rustfmt --check" cargo fmt --all -- --check
+step "clippy -D warnings" cargo clippy --all-targets --locked -- -D warnings
+step "cargo test" cargo test --locked
+step "promtool check metrics (golden /metrics)" golden_promtool
+step "alert rules: promtool check/test, amtool" scripts/check-alerts.sh
+step "dashboards up to date and valid" scripts/gen-dashboards.sh --check
+if (( RUN_E2E )); then
+  step "cargo build (exporter binary for e2e)" cargo build --locked --bin patroni-raft-exporter
+  for version in $E2E_MATRICES; do
+    step "e2e scenarios, Patroni $version" tests/e2e/scenarios.sh "$version"
+  done
+fi
+
+printf '\n\033[1mSummary\033[0m (%ss)\n' $(( $(date +%s) - START ))
+printf '  %s\n' "${RESULTS[@]}"
+(( FAILED == 0 )) && echo "all checks passed" || echo "$FAILED check(s) failed"
+exit $(( FAILED > 0 ))

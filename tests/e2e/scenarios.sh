@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# scenarios.sh - the exporter against a REAL Patroni + Raft cluster, asserting on /metrics.
+#
+# Usage: tests/e2e/scenarios.sh [PATRONI_VERSION]     (3.3.8 or 4.1.5; default 4.1.5)
+#
+#   5. started before the cluster, first --patroni.url dead: recovers by itself
+#   1. healthy: 1 leader, 2 sync standbys, equal timelines, lag, Raft quorum on 3 nodes
+#   2. switchover via POST /switchover: leader moves, timeline +1, leader_changes_total +1
+#   3. failover: SIGKILL the leader's Patroni and Postgres: new leader, dead API down, rejoin
+#   4. quorum loss: kill 2 of 3: cluster_quorum 0 and survivor has_quorum 0 within two poll
+#      intervals while /cluster still shows a leader; role_mismatch on the demoted survivor;
+#      recovery back to healthy
+#
+# Environment: EXPORTER_BIN (default target/debug/patroni-raft-exporter), POLL_INTERVAL (2),
+# EXPORTER_PORT (9394). Prints detection timings and a summary; rc 1 if anything failed.
+set -euo pipefail
+
+E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib.sh
+source "$E2E_DIR/lib.sh"
+
+export PATRONI_VERSION="${1:-${PATRONI_VERSION:-4.1.5}}"
+POLL_INTERVAL="${POLL_INTERVAL:-2}"
+EXPORTER_PORT="${EXPORTER_PORT:-9394}"
+EXPORTER_BIN="${EXPORTER_BIN:-$E2E_REPO/target/debug/patroni-raft-exporter}"
+RUN_DIR="$E2E_WORK/e2e-$PATRONI_VERSION"
+export EXPORTER_URL="http://127.0.0.1:$EXPORTER_PORT/metrics"
+export EXPORTER_LOG="$RUN_DIR/exporter.log"
+export DATA_DIR="$E2E_WORK/cluster-$PATRONI_VERSION"
+CLUSTER="$E2E_DIR/cluster.sh"
+S='scope="pg-test"'
+TIMINGS=()
+EXPORTER_PID=""
+
+[[ -x $EXPORTER_BIN ]] || { echo "no exporter binary at $EXPORTER_BIN (cargo build first)" >&2; exit 2; }
+mkdir -p "$RUN_DIR"
+eval "$("$CLUSTER" env)"   # MEMBERn_REST, MEMBERn_RAFT, REST_USER, REST_PASS, RAFT_PASS, ...
+
+cleanup() {
+  local rc=$?
+  if [[ -n $EXPORTER_PID ]] && kill -0 "$EXPORTER_PID" 2>/dev/null; then
+    kill -TERM "$EXPORTER_PID" 2>/dev/null || true
+    wait "$EXPORTER_PID" 2>/dev/null || true
+  fi
+  "$CLUSTER" down --fast >/dev/null 2>&1 || true
+  exit "$rc"
+}
+trap cleanup EXIT
+
+timing() { TIMINGS+=("$(printf '%-55s %6ss' "$1" "$2")"); e2e_log "timing: $1: $2 s"; }
+
+# on_fail MSG: record the failure with the relevant logs, and stop this matrix (later
+# scenarios build on the state this one should have reached).
+on_fail() {
+  fail "$1"
+  dump_logs "$EXPORTER_LOG" >&2 || true
+  e2e_summary || true
+  exit 1
+}
+
+expect() { # expect DESCRIPTION NAME LABELS OP VALUE TIMEOUT
+  local what=$1; shift
+  if wait_for_metric "$@" >/dev/null; then pass "$what (${E2E_ELAPSED}s)"; else on_fail "$what"; fi
+}
+
+leader_name() { # the member whose role is leader in the exporter's view
+  fetch_metrics >/dev/null 2>&1 || return 1
+  metric_lines patroni_member_role "$S"',role="leader",...' | awk '/ 1$/ { match($0, /member="[^"]*"/); print substr($0, RSTART + 8, RLENGTH - 9); exit }'
+}
+
+member_index() { echo "${1##*-}"; }
+
+start_exporter() {
+  local password_file="$RUN_DIR/raft-password"
+  ( umask 077; printf '%s\n' "$RAFT_PASS" > "$password_file" )
+  # The first URL is a member address nothing listens on: the exporter must move on.
+  "$EXPORTER_BIN" \
+    --patroni.url "http://127.0.0.19:8008" \
+    --patroni.url "$MEMBER0_REST" --patroni.url "$MEMBER1_REST" --patroni.url "$MEMBER2_REST" \
+    --patroni.scope pg-test \
+    --raft.password-file "$password_file" \
+    --poll.interval "${POLL_INTERVAL}s" --poll.timeout 1s \
+    --web.listen-address "127.0.0.1:$EXPORTER_PORT" \
+    --log.level info >"$EXPORTER_LOG" 2>&1 &
+  EXPORTER_PID=$!
+  e2e_log "exporter pid $EXPORTER_PID on :$EXPORTER_PORT (log $EXPORTER_LOG)"
+}
+
+e2e_log "=== matrix Patroni $PATRONI_VERSION ($("$VENV/bin/pip" show pysyncobj 2>/dev/null | awk '/^Version/ {print "pysyncobj " $2}'))"
+"$CLUSTER" down --fast >/dev/null 2>&1 || true
+
+# ---------------------------------------------------------------- 5. exporter first
+start_exporter
+expect "5: exporter ready and serving before the cluster exists" patroni_up "$S" == 0 15
+expect "5: Raft quorum reported as 0 while no node answers" patroni_raft_cluster_quorum "$S" == 0 5
+grep -q "raft.password\|raft-pass" <(ps -o args= -p "$EXPORTER_PID") && on_fail "5: the Raft password appears in argv"
+grep -q "$RAFT_PASS" "$EXPORTER_LOG" && on_fail "5: the Raft password appears in the log"
+"$CLUSTER" up --sync >&2 || on_fail "cluster up"
+expect "5: recovers by itself: patroni_up 1" patroni_up "$S" == 1 30
+
+# ---------------------------------------------------------------- 1. healthy
+expect "1: three members" patroni_cluster_members "$S" == 3 30
+expect "1: one leader" patroni_cluster_leaders "$S" == 1 10
+expect "1: two sync standbys" patroni_cluster_sync_standbys "$S" == 2 30
+expect "1: Raft cluster quorum" patroni_raft_cluster_quorum "$S" == 1 10
+expect "1: three Raft voters" patroni_raft_voters "$S" == 3 10
+expect "1: one Raft leader" patroni_raft_cluster_leaders "$S" == 1 10
+for i in 0 1 2; do
+  eval "raft=\$MEMBER${i}_RAFT"
+  expect "1: node $raft up" patroni_raft_up "$S,node=\"$raft\"" == 1 10
+  expect "1: node $raft has quorum" patroni_raft_has_quorum "$S,node=\"$raft\"" == 1 10
+  expect "1: member postgresql-$i API up" patroni_member_api_up "$S,member=\"postgresql-$i\"" == 1 10
+  expect "1: member postgresql-$i no role mismatch" patroni_member_role_mismatch "$S,member=\"postgresql-$i\"" == 0 10
+done
+fetch_metrics >/dev/null
+timeline=$(metric_value patroni_cluster_timeline "$S") || on_fail "1: cluster timeline present"
+for i in 0 1 2; do
+  expect "1: postgresql-$i on the leader's timeline $timeline" patroni_member_timeline "$S,member=\"postgresql-$i\"" == "$timeline" 20
+done
+old_leader=$(leader_name) || on_fail "1: a leader in metrics"
+for i in 0 1 2; do
+  [[ postgresql-$i == "$old_leader" ]] && continue
+  expect "1: replica postgresql-$i reports lag" patroni_member_lag_bytes "$S,member=\"postgresql-$i\"" present - 10
+done
+expect "1: the exporter reports its own build" patroni_exporter_build_info '...' present - 5
+
+# ---------------------------------------------------------------- 2. switchover
+fetch_metrics >/dev/null
+changes=$(metric_value patroni_cluster_leader_changes_total "$S")
+candidate=postgresql-$(( ( $(member_index "$old_leader") + 1 ) % 3 ))
+eval "leader_url=\$MEMBER$(member_index "$old_leader")_REST"
+e2e_log "switchover $old_leader -> $candidate"
+t0=$(e2e_now)
+code=$(curl -s -o "$RUN_DIR/switchover.txt" -w '%{http_code}' --max-time 60 -u "$REST_USER:$REST_PASS" \
+  -X POST -d "{\"leader\":\"$old_leader\",\"candidate\":\"$candidate\"}" "$leader_url/switchover") || true
+[[ $code == 200 ]] && pass "2: POST /switchover answered 200" || on_fail "2: POST /switchover answered $code: $(cat "$RUN_DIR/switchover.txt")"
+expect "2: $candidate is leader in metrics" patroni_member_role "$S,member=\"$candidate\",role=\"leader\"" == 1 30
+timing "switchover: POST to new leader in metrics" "$(e2e_since "$t0")"
+expect "2: leader_changes_total went up" patroni_cluster_leader_changes_total "$S" '>' "$changes" 10
+expect "2: timeline went up by one" patroni_cluster_timeline "$S" == $(( timeline + 1 )) 30
+expect "2: healthy again: two sync standbys" patroni_cluster_sync_standbys "$S" == 2 60
+expect "2: exporter still answering, quorum kept" patroni_raft_cluster_quorum "$S" == 1 10
+timeline=$(( timeline + 1 ))
+
+# ---------------------------------------------------------------- 3. failover
+victim=$(leader_name) || on_fail "3: a leader in metrics"
+victim_index=$(member_index "$victim")
+e2e_log "failover: SIGKILL $victim"
+t0=$(e2e_now)
+"$CLUSTER" kill "$victim_index" >&2
+expect "3: killed leader's API reported down" patroni_member_api_up "$S,member=\"$victim\"" == 0 "$(( POLL_INTERVAL * 2 + 2 ))"
+timing "failover: kill to dead API in metrics" "$(e2e_since "$t0")"
+new_leader=""
+deadline=$(( $(date +%s) + 90 ))
+while (( $(date +%s) < deadline )); do
+  new_leader=$(leader_name || true)
+  [[ -n $new_leader && $new_leader != "$victim" ]] && break
+  sleep 0.5
+done
+[[ -n $new_leader && $new_leader != "$victim" ]] && pass "3: new leader $new_leader in metrics" || on_fail "3: no new leader within 90 s (saw '${new_leader}')"
+timing "failover: leader kill to new leader in metrics" "$(e2e_since "$t0")"
+"$CLUSTER" start "$victim_index" >&2
+expect "3: old leader's API back" patroni_member_api_up "$S,member=\"$victim\"" == 1 60
+expect "3: old leader rejoined as a streaming replica" patroni_member_state "$S,member=\"$victim\",state=\"streaming\"" == 1 90
+expect "3: healthy again: two sync standbys" patroni_cluster_sync_standbys "$S" == 2 60
+
+# ---------------------------------------------------------------- 4. quorum loss
+survivor=$(leader_name) || on_fail "4: a leader in metrics"
+survivor_index=$(member_index "$survivor")
+eval "survivor_raft=\$MEMBER${survivor_index}_RAFT"
+fetch_metrics >/dev/null
+losses=$(metric_value patroni_raft_quorum_losses_total "$S")
+e2e_log "quorum loss: killing both members other than $survivor"
+t0=$(e2e_now)
+for i in 0 1 2; do
+  (( i == survivor_index )) || "$CLUSTER" kill "$i" >&2
+done
+within=$(( POLL_INTERVAL * 2 ))
+expect "4: patroni_raft_cluster_quorum 0 within two poll intervals" patroni_raft_cluster_quorum "$S" == 0 "$within"
+timing "quorum loss: kill to patroni_raft_cluster_quorum 0" "$(e2e_since "$t0")"
+expect "4: survivor $survivor_raft has_quorum 0" patroni_raft_has_quorum "$S,node=\"$survivor_raft\"" == 0 "$within"
+expect "4: /cluster still shows a leader (frozen view)" patroni_cluster_leaders "$S" == 1 5
+expect "4: quorum_losses_total went up" patroni_raft_quorum_losses_total "$S" '>' "$losses" 5
+expect "4: role mismatch on the survivor that demoted itself" patroni_member_role_mismatch "$S,member=\"$survivor\"" == 1 60
+timing "quorum loss: kill to role_mismatch 1 (survivor demoted)" "$(e2e_since "$t0")"
+t0=$(e2e_now)
+for i in 0 1 2; do
+  (( i == survivor_index )) || "$CLUSTER" start "$i" >&2
+done
+expect "4: recovery: patroni_raft_cluster_quorum 1" patroni_raft_cluster_quorum "$S" == 1 60
+timing "recovery: restart to patroni_raft_cluster_quorum 1" "$(e2e_since "$t0")"
+expect "4: recovery: no role mismatch on $survivor" patroni_member_role_mismatch "$S,member=\"$survivor\"" == 0 60
+expect "4: recovery: one leader" patroni_cluster_leaders "$S" == 1 30
+expect "4: recovery: two sync standbys" patroni_cluster_sync_standbys "$S" == 2 90
+for i in 0 1 2; do
+  eval "raft=\$MEMBER${i}_RAFT"
+  expect "4: recovery: node $raft has quorum" patroni_raft_has_quorum "$S,node=\"$raft\"" == 1 30
+done
+
+# ---------------------------------------------------------------- exporter survived it all
+kill -0 "$EXPORTER_PID" 2>/dev/null && pass "exporter process still running" || on_fail "exporter process died"
+grep -q panicked "$EXPORTER_LOG" && on_fail "exporter log shows a panic"
+
+echo
+echo "Detection timings (Patroni $PATRONI_VERSION, poll interval ${POLL_INTERVAL}s):"
+printf '  %s\n' "${TIMINGS[@]}"
+e2e_summary
