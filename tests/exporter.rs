@@ -314,3 +314,19 @@ async fn a_hanging_cluster_never_delays_metrics_or_another_cluster() {
     assert!(!output.contains("scope=\"hanging\""));
     assert!(!store.all_polled());
 }
+
+#[test]
+fn every_exported_family_is_documented() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let golden = std::fs::read_to_string(format!("{root}/{GOLDEN}")).unwrap();
+    let docs = std::fs::read_to_string(format!("{root}/docs/metrics.md")).unwrap();
+    let exported: Vec<&str> = golden
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.split(' ').next())
+        .collect();
+    assert!(exported.len() > 40);
+    for name in exported {
+        assert!(docs.contains(&format!("`{name}{{")), "{name} is not in docs/metrics.md");
+    }
+}

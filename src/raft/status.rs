@@ -3,7 +3,7 @@
 //!
 //! Both sources, the binary reply ([`status_from_value`]) and `syncobj_admin -status`
 //! text ([`super::parse_admin_text`]), are first flattened into the same key → field map
-//! and then go through the one [`Fields::build`], so the two can only disagree where the
+//! and then go through the one `Fields::build`, so the two can only disagree where the
 //! sources do.
 
 use std::collections::BTreeMap;

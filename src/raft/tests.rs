@@ -769,3 +769,19 @@ mod fuzz {
         }
     }
 }
+
+#[test]
+fn public_futures_and_types_are_send() {
+    fn assert_send<T: Send>(_: &T) {}
+    fn assert_send_sync<T: Send + Sync>() {}
+    let limits = QueryLimits::default();
+    let key = RaftKey::from_raw([0u8; 32]);
+    let q = query_status("127.0.0.1:1", Some(&key), &limits);
+    assert_send(&q);
+    let argv = vec!["true".to_string()];
+    let c = super::run_status_command(&argv, "h:1", Some(b"x"), Duration::from_secs(1));
+    assert_send(&c);
+    assert_send_sync::<RaftKey>();
+    assert_send_sync::<RaftStatus>();
+    assert_send_sync::<super::RaftError>();
+}
