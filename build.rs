@@ -5,8 +5,14 @@ fn main() {
     let revision = std::env::var("PATRONI_RAFT_EXPORTER_REVISION")
         .ok()
         .or_else(|| {
-            let output = Command::new("git").args(["rev-parse", "--short=12", "HEAD"]).output().ok()?;
-            output.status.success().then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+            let output = Command::new("git")
+                .args(["rev-parse", "--short=12", "HEAD"])
+                .output()
+                .ok()?;
+            output
+                .status
+                .success()
+                .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
         })
         .filter(|revision| !revision.is_empty())
         .unwrap_or_else(|| "unknown".to_owned());

@@ -23,10 +23,18 @@ pub fn init_logging(args: &Args) {
     let registry = tracing_subscriber::registry().with(filter);
     match args.log_format {
         LogFormat::Json => registry
-            .with(tracing_subscriber::fmt::layer().json().with_writer(std::io::stderr))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .with_writer(std::io::stderr),
+            )
             .init(),
         LogFormat::Logfmt => registry
-            .with(tracing_logfmt::builder().layer().with_writer(std::io::stderr))
+            .with(
+                tracing_logfmt::builder()
+                    .layer()
+                    .with_writer(std::io::stderr),
+            )
             .init(),
     }
 }
@@ -66,7 +74,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
 /// Runs the poller of one cluster, and starts it again if it ever panics (it should not):
 /// one cluster's bug must not silence the others, nor this one for good.
-async fn supervise(slot: usize, config: ClusterConfig, store: Arc<SnapshotStore>, shutdown: watch::Receiver<bool>) {
+async fn supervise(
+    slot: usize,
+    config: ClusterConfig,
+    store: Arc<SnapshotStore>,
+    shutdown: watch::Receiver<bool>,
+) {
     loop {
         let poller = match ClusterPoller::new(slot, config.clone(), store.clone()).await {
             Ok(poller) => poller,
@@ -107,13 +120,14 @@ async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(signal) => signal,
-            Err(_) => {
-                let _ = interrupt.await;
-                return;
-            }
-        };
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(_) => {
+                    let _ = interrupt.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = interrupt => {}
             _ = terminate.recv() => {}

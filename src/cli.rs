@@ -46,11 +46,17 @@ pub struct Args {
     pub raft_port: u16,
 
     /// File holding the Raft password (Patroni's raft.password).
-    #[arg(long = "raft.password-file", value_name = "FILE", env = "PATRONI_RAFT_EXPORTER_RAFT_PASSWORD_FILE")]
+    #[arg(
+        long = "raft.password-file",
+        value_name = "FILE",
+        env = "PATRONI_RAFT_EXPORTER_RAFT_PASSWORD_FILE"
+    )]
     pub raft_password_file: Option<PathBuf>,
 
     /// Query Raft nodes by running this program instead of the native client, e.g.
-    /// "charmed-postgresql.syncobj-admin". See docs/raft-command.md for its arguments.
+    /// "charmed-postgresql.syncobj-admin". `{addr}` in an argument is replaced by the node
+    /// address, else `-conn ADDR -status` is appended; the password is passed in the
+    /// environment variable SYNCOBJ_PASSWORD, never in argv.
     #[arg(long = "raft.command", value_name = "PROGRAM")]
     pub raft_command: Option<String>,
 
@@ -127,7 +133,10 @@ impl Args {
                 raft_command: self.raft_command.clone(),
             }],
         };
-        entries.iter().map(|entry| entry.resolve(&defaults)).collect()
+        entries
+            .iter()
+            .map(|entry| entry.resolve(&defaults))
+            .collect()
     }
 
     /// `--web.listen-address`, where `:9393` means every interface, as in Go exporters.
@@ -140,9 +149,12 @@ impl Args {
         } else {
             self.listen_address.clone()
         };
-        address
-            .parse()
-            .map_err(|error| anyhow::anyhow!("invalid --web.listen-address {:?}: {error}", self.listen_address))
+        address.parse().map_err(|error| {
+            anyhow::anyhow!(
+                "invalid --web.listen-address {:?}: {error}",
+                self.listen_address
+            )
+        })
     }
 }
 
@@ -174,7 +186,9 @@ mod tests {
 
     #[test]
     fn default_listen_address_is_every_interface() {
-        let args = Args::try_parse_from(["patroni-raft-exporter", "--patroni.url", "http://x:8008"]).unwrap();
+        let args =
+            Args::try_parse_from(["patroni-raft-exporter", "--patroni.url", "http://x:8008"])
+                .unwrap();
         assert_eq!(args.listen_address().unwrap().port(), 9393);
     }
 

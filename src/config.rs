@@ -148,15 +148,19 @@ impl PatroniYaml {
     /// # Errors
     /// When the file cannot be read or parsed. Errors never quote the file's content.
     pub fn load(path: &Path) -> anyhow::Result<PatroniYaml> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|error| anyhow::anyhow!("reading Patroni config {}: {error}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            anyhow::anyhow!("reading Patroni config {}: {error}", path.display())
+        })?;
         serde_yaml_ng::from_str(&text).map_err(|error| {
             // serde_yaml's messages can quote a value; keep only the position.
             let position = error
                 .location()
                 .map(|l| format!("line {} column {}", l.line(), l.column()))
                 .unwrap_or_default();
-            anyhow::anyhow!("parsing Patroni config {}: invalid YAML {position}", path.display())
+            anyhow::anyhow!(
+                "parsing Patroni config {}: invalid YAML {position}",
+                path.display()
+            )
         })
     }
 
@@ -164,15 +168,28 @@ impl PatroniYaml {
     /// certificate is configured.
     pub fn rest_url(&self) -> Option<Url> {
         let restapi = self.restapi.as_ref()?;
-        let address = restapi.connect_address.as_deref().or(restapi.listen.as_deref())?;
-        let scheme = if restapi.certfile.is_some() { "https" } else { "http" };
+        let address = restapi
+            .connect_address
+            .as_deref()
+            .or(restapi.listen.as_deref())?;
+        let scheme = if restapi.certfile.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         Url::parse(&format!("{scheme}://{address}")).ok()
     }
 
     /// All Raft voters this member knows: itself and its partners.
     pub fn raft_nodes(&self) -> Vec<String> {
-        let Some(raft) = &self.raft else { return Vec::new() };
-        raft.self_addr.iter().chain(raft.partner_addrs.iter()).cloned().collect()
+        let Some(raft) = &self.raft else {
+            return Vec::new();
+        };
+        raft.self_addr
+            .iter()
+            .chain(raft.partner_addrs.iter())
+            .cloned()
+            .collect()
     }
 }
 
@@ -213,12 +230,19 @@ impl ClusterEntry {
         let raft = if self.raft_enabled.unwrap_or(defaults.raft_enabled) {
             let password = match (&self.raft_password_file, &patroni_yaml) {
                 (Some(path), _) => Some(Secret::from_file(path)?),
-                (None, Some(yaml)) => yaml.raft.as_ref().and_then(|raft| raft.password.clone()).map(Secret::new),
+                (None, Some(yaml)) => yaml
+                    .raft
+                    .as_ref()
+                    .and_then(|raft| raft.password.clone())
+                    .map(Secret::new),
                 (None, None) => None,
             };
             let mut nodes = self.raft_nodes.clone();
             if nodes.is_empty() {
-                nodes = patroni_yaml.as_ref().map(PatroniYaml::raft_nodes).unwrap_or_default();
+                nodes = patroni_yaml
+                    .as_ref()
+                    .map(PatroniYaml::raft_nodes)
+                    .unwrap_or_default();
             }
             Some(RaftSettings {
                 nodes,
@@ -251,7 +275,9 @@ mod humantime_serde_option {
 
     use serde::{Deserialize, Deserializer};
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Duration>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Duration>, D::Error> {
         let text: Option<String> = Option::deserialize(deserializer)?;
         text.map(|text| humantime::parse_duration(&text).map_err(serde::de::Error::custom))
             .transpose()
@@ -291,7 +317,10 @@ mod tests {
         assert_eq!(a.expected_scope.as_deref(), Some("a"));
         assert_eq!(a.poll_interval, Duration::from_secs(10));
         assert_eq!(a.poll_timeout, Duration::from_secs(2));
-        assert_eq!(a.raft.as_ref().unwrap().password.as_ref().unwrap().expose(), "raft-pass");
+        assert_eq!(
+            a.raft.as_ref().unwrap().password.as_ref().unwrap().expose(),
+            "raft-pass"
+        );
         let b = file.clusters[1].resolve(&defaults()).unwrap();
         assert_eq!(b.patroni_urls.len(), 2);
         assert!(b.raft.is_none());
@@ -322,7 +351,10 @@ mod tests {
         assert_eq!(config.patroni_urls[0].as_str(), "https://10.1.2.3:8008/");
         assert_eq!(config.expected_scope.as_deref(), Some("postgresql"));
         let raft = config.raft.unwrap();
-        assert_eq!(raft.nodes, ["10.1.2.3:2222", "10.1.2.4:2222", "10.1.2.5:2222"]);
+        assert_eq!(
+            raft.nodes,
+            ["10.1.2.3:2222", "10.1.2.4:2222", "10.1.2.5:2222"]
+        );
         assert_eq!(raft.password.unwrap().expose(), "raft-secret");
         assert!(config.ca_file.is_some());
         // The password never shows in Debug output of the resolved settings.

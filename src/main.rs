@@ -7,7 +7,10 @@ use patroni_raft_exporter::{app, cli::Args};
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
     app::init_logging(&args);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             tracing::error!(%error, "cannot start the async runtime");

@@ -31,17 +31,36 @@ use crate::snapshot::{
 #[derive(Clone)]
 enum RaftQuery {
     /// The native client, with the key derived once from the password.
-    Native { key: Option<Arc<RaftKey>>, limits: QueryLimits },
+    Native {
+        key: Option<Arc<RaftKey>>,
+        limits: QueryLimits,
+    },
     /// An external program (`--raft.command`), for sites that allow only the packaged tool.
-    Command { argv: Vec<String>, password: Option<crate::secret::Secret>, timeout: Duration },
+    Command {
+        argv: Vec<String>,
+        password: Option<crate::secret::Secret>,
+        timeout: Duration,
+    },
 }
 
 impl RaftQuery {
     async fn status(&self, node: &str) -> Result<RaftStatus, raft::RaftError> {
         match self {
-            RaftQuery::Native { key, limits } => raft::query_status(node, key.as_deref(), limits).await,
-            RaftQuery::Command { argv, password, timeout } => {
-                raft::run_status_command(argv, node, password.as_ref().map(|p| p.expose().as_bytes()), *timeout).await
+            RaftQuery::Native { key, limits } => {
+                raft::query_status(node, key.as_deref(), limits).await
+            }
+            RaftQuery::Command {
+                argv,
+                password,
+                timeout,
+            } => {
+                raft::run_status_command(
+                    argv,
+                    node,
+                    password.as_ref().map(|p| p.expose().as_bytes()),
+                    *timeout,
+                )
+                .await
             }
         }
     }
@@ -83,7 +102,11 @@ impl ClusterPoller {
     ///
     /// # Errors
     /// When the HTTP client cannot be built (e.g. an unreadable CA file).
-    pub async fn new(slot: usize, config: ClusterConfig, store: Arc<SnapshotStore>) -> anyhow::Result<ClusterPoller> {
+    pub async fn new(
+        slot: usize,
+        config: ClusterConfig,
+        store: Arc<SnapshotStore>,
+    ) -> anyhow::Result<ClusterPoller> {
         let client = PatroniClient::new(ClientSettings {
             timeout: config.poll_timeout,
             max_body_bytes: config.max_body_bytes,
@@ -129,7 +152,10 @@ impl ClusterPoller {
         let started = Instant::now();
         let (cluster, cluster_failure) = self.fetch_cluster().await;
 
-        let members = cluster.as_ref().map(|view| view.members.clone()).unwrap_or_default();
+        let members = cluster
+            .as_ref()
+            .map(|view| view.members.clone())
+            .unwrap_or_default();
         let history_base = self.memory.preferred_url.clone();
         let raft_nodes = self.raft_targets(cluster.as_ref());
 
@@ -141,7 +167,8 @@ impl ClusterPoller {
             }
         };
         let raft_answers = join_all(raft_nodes.iter().map(|node| self.query_raft(node)));
-        let (member_views, history, raft_answers) = tokio::join!(member_views, history, raft_answers);
+        let (member_views, history, raft_answers) =
+            tokio::join!(member_views, history, raft_answers);
 
         let members: Vec<MemberSnapshot> = members
             .into_iter()
@@ -207,7 +234,10 @@ impl ClusterPoller {
     async fn fetch_cluster(&mut self) -> (Option<ClusterView>, Option<Failure>) {
         let mut candidates: Vec<Url> = Vec::new();
         let preferred = self.memory.preferred_url.iter();
-        for url in preferred.chain(&self.config.patroni_urls).chain(&self.memory.learned_urls) {
+        for url in preferred
+            .chain(&self.config.patroni_urls)
+            .chain(&self.memory.learned_urls)
+        {
             if !candidates.contains(url) {
                 candidates.push(url.clone());
             }
@@ -215,7 +245,11 @@ impl ClusterPoller {
         let mut last_failure = None;
         for url in candidates {
             let target = format!("cluster {url}");
-            let answer = self.client.cluster(&url).await.and_then(|view| self.check_scope(view));
+            let answer = self
+                .client
+                .cluster(&url)
+                .await
+                .and_then(|view| self.check_scope(view));
             match answer {
                 Ok(view) => {
                     self.note(Source::Cluster, &target, None);
@@ -244,14 +278,24 @@ impl ClusterPoller {
         }
     }
 
-    async fn fetch_member(&self, member: &patroni::Member) -> Result<patroni::MemberStatus, Failure> {
-        let Some(api_url) = member.api_url.as_deref().and_then(|url| Url::parse(url).ok()) else {
+    async fn fetch_member(
+        &self,
+        member: &patroni::Member,
+    ) -> Result<patroni::MemberStatus, Failure> {
+        let Some(api_url) = member
+            .api_url
+            .as_deref()
+            .and_then(|url| Url::parse(url).ok())
+        else {
             return Err(Failure {
                 kind: "decode",
                 message: format!("member {} has no valid api_url", member.name),
             });
         };
-        self.client.member_status(&api_url).await.map_err(|error| Failure::from(&error))
+        self.client
+            .member_status(&api_url)
+            .await
+            .map_err(|error| Failure::from(&error))
     }
 
     async fn query_raft(&self, node: &str) -> Result<RaftStatus, Failure> {
@@ -261,13 +305,18 @@ impl ClusterPoller {
                 message: "raft disabled".into(),
             });
         };
-        query.status(node).await.map_err(|error| Failure::from(&error))
+        query
+            .status(node)
+            .await
+            .map_err(|error| Failure::from(&error))
     }
 
     /// The Raft nodes to ask: the configured ones, else the member hosts on the Raft port;
     /// plus every partner a node named last time (which finds voters whose REST API is down).
     fn raft_targets(&self, cluster: Option<&ClusterView>) -> Vec<String> {
-        let Some(settings) = &self.config.raft else { return Vec::new() };
+        let Some(settings) = &self.config.raft else {
+            return Vec::new();
+        };
         let mut nodes: BTreeSet<String> = settings.nodes.iter().cloned().collect();
         if nodes.is_empty() {
             let hosts: Vec<String> = match cluster {
@@ -305,12 +354,21 @@ impl ClusterPoller {
         }
     }
 
-    fn count_changes(&mut self, cluster: Option<&ClusterView>, raft_nodes: &[RaftNodeSnapshot], quorum: &QuorumAssessment) {
+    fn count_changes(
+        &mut self,
+        cluster: Option<&ClusterView>,
+        raft_nodes: &[RaftNodeSnapshot],
+        quorum: &QuorumAssessment,
+    ) {
         let memory = &mut self.memory;
         if let Some(view) = cluster {
             let leaders: Vec<&str> = view.leaders().map(|m| m.name.as_str()).collect();
             if let [leader] = leaders[..] {
-                if memory.leader.as_deref().is_some_and(|previous| previous != leader) {
+                if memory
+                    .leader
+                    .as_deref()
+                    .is_some_and(|previous| previous != leader)
+                {
                     memory.counters.leader_changes += 1;
                 }
                 memory.leader = Some(leader.to_owned());
@@ -318,7 +376,11 @@ impl ClusterPoller {
         }
         if self.raft.is_some() {
             if let Some(leader) = effective_raft_leader(raft_nodes) {
-                if memory.raft_leader.as_deref().is_some_and(|previous| previous != leader) {
+                if memory
+                    .raft_leader
+                    .as_deref()
+                    .is_some_and(|previous| previous != leader)
+                {
                     memory.counters.raft_leader_changes += 1;
                 }
                 memory.raft_leader = Some(leader.to_owned());
@@ -335,7 +397,12 @@ impl ClusterPoller {
         let scope = self.scope();
         match failure {
             Some(failure) => {
-                *self.memory.counters.poll_errors.entry((source, failure.kind)).or_default() += 1;
+                *self
+                    .memory
+                    .counters
+                    .poll_errors
+                    .entry((source, failure.kind))
+                    .or_default() += 1;
                 let previous = self.memory.failing.insert(target.to_owned(), failure.kind);
                 if previous != Some(failure.kind) {
                     tracing::warn!(%scope, source = source.as_str(), %target, kind = failure.kind, error = %failure.message, "poll failed");
@@ -361,7 +428,9 @@ async fn raft_query(settings: &RaftSettings, timeout: Duration) -> anyhow::Resul
     let key = match &settings.password {
         Some(password) => {
             let password = password.clone();
-            let key = tokio::task::spawn_blocking(move || RaftKey::derive(password.expose().as_bytes())).await?;
+            let key =
+                tokio::task::spawn_blocking(move || RaftKey::derive(password.expose().as_bytes()))
+                    .await?;
             Some(Arc::new(key))
         }
         None => None,

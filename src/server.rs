@@ -39,12 +39,20 @@ pub fn router(state: Arc<AppState>) -> Router {
 ///
 /// # Errors
 /// When the server fails (not on shutdown).
-pub async fn serve(listener: TcpListener, state: Arc<AppState>, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    let accept = headers.get(header::ACCEPT).and_then(|value| value.to_str().ok());
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|value| value.to_str().ok());
     let format = Format::negotiate(accept);
     let body = render(&state.registry, format);
     ([(header::CONTENT_TYPE, format.content_type())], body).into_response()
@@ -54,7 +62,11 @@ async fn ready(State(state): State<Arc<AppState>>) -> Response {
     if state.store.all_polled() {
         (StatusCode::OK, "Ready\n").into_response()
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "Not ready: first poll not finished\n").into_response()
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Not ready: first poll not finished\n",
+        )
+            .into_response()
     }
 }
 
@@ -72,5 +84,8 @@ async fn landing_page(State(state): State<Arc<AppState>>) -> Html<String> {
 }
 
 fn html_escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }

@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use crate::patroni::{is_leader_role, ClusterView, HistoryEntry, Member, MemberStatus, PatroniError};
+use crate::patroni::{
+    is_leader_role, ClusterView, HistoryEntry, Member, MemberStatus, PatroniError,
+};
 use crate::raft::{RaftState, RaftStatus};
 
 /// Which source a poll error came from: the `source` label of
@@ -86,7 +88,11 @@ impl MemberSnapshot {
             _ => reported == "primary",
         };
         let says_any_leader = reported == "primary" || reported == "standby_leader";
-        Some(if dcs_says_leader { !says_leader } else { says_any_leader })
+        Some(if dcs_says_leader {
+            !says_leader
+        } else {
+            says_any_leader
+        })
     }
 }
 
@@ -119,7 +125,10 @@ impl QuorumAssessment {
     /// alone could be fooled by an isolated pair in a 5-node cluster, so a majority of the
     /// configured voters is required unless a leader itself says it holds a quorum.
     pub fn assess(nodes: &[RaftNodeSnapshot]) -> QuorumAssessment {
-        let reachable: Vec<&RaftStatus> = nodes.iter().filter_map(|node| node.status.as_ref().ok()).collect();
+        let reachable: Vec<&RaftStatus> = nodes
+            .iter()
+            .filter_map(|node| node.status.as_ref().ok())
+            .collect();
         let voters = reachable
             .iter()
             .map(|status| status.partner_nodes_count.max(0) as u64 + 1)
@@ -215,7 +224,11 @@ impl ClusterSnapshot {
 
     /// Unix time of the newest `/history` entry.
     pub fn last_failover_seconds(&self) -> Option<f64> {
-        self.history.as_ref()?.iter().filter_map(|entry| entry.timestamp_seconds).reduce(f64::max)
+        self.history
+            .as_ref()?
+            .iter()
+            .filter_map(|entry| entry.timestamp_seconds)
+            .reduce(f64::max)
     }
 }
 
@@ -239,7 +252,9 @@ impl SnapshotStore {
     pub fn publish(&self, slot: usize, snapshot: ClusterSnapshot) {
         let snapshot = Arc::new(snapshot);
         // A poisoned lock only means a reader panicked; the data (an Arc) is still whole.
-        let mut guard = self.slots[slot].write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut guard = self.slots[slot]
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         *guard = Some(snapshot);
     }
 
@@ -247,15 +262,21 @@ impl SnapshotStore {
     pub fn current(&self) -> Vec<Arc<ClusterSnapshot>> {
         self.slots
             .iter()
-            .filter_map(|slot| slot.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone())
+            .filter_map(|slot| {
+                slot.read()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .clone()
+            })
             .collect()
     }
 
     /// True once every cluster has been polled at least once.
     pub fn all_polled(&self) -> bool {
-        self.slots
-            .iter()
-            .all(|slot| slot.read().unwrap_or_else(|poisoned| poisoned.into_inner()).is_some())
+        self.slots.iter().all(|slot| {
+            slot.read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .is_some()
+        })
     }
 }
 
@@ -282,7 +303,11 @@ mod tests {
     }
 
     fn fixture(path: &str) -> String {
-        std::fs::read_to_string(format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+        std::fs::read_to_string(format!(
+            "{}/tests/fixtures/{path}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
     }
 
     #[test]

@@ -56,7 +56,11 @@ async fn golden_output(format: Format) -> String {
     let survivor_cluster = FakeCluster::start(
         "quorum-lost-4-1-5",
         &fixture("patroni-4.1.5/03-cluster-survivor-t+60s.json"),
-        [None, Some(fixture("patroni-4.1.5/03-patroni-survivor-t+60s.json")), None],
+        [
+            None,
+            Some(fixture("patroni-4.1.5/03-patroni-survivor-t+60s.json")),
+            None,
+        ],
         &fixture("patroni-4.1.5/02-history-after-switchover.json"),
     )
     .await;
@@ -70,13 +74,26 @@ async fn golden_output(format: Format) -> String {
     let configs = vec![
         cluster_config(
             healthy.urls(),
-            Some((vec![leader.addr().to_owned(), follower.addr().to_owned(), unreachable], Some("s3cret"))),
+            Some((
+                vec![
+                    leader.addr().to_owned(),
+                    follower.addr().to_owned(),
+                    unreachable,
+                ],
+                Some("s3cret"),
+            )),
         ),
         cluster_config(switchover.urls(), None),
         cluster_config(
             // The first URL is a dead member: the next one must be asked in the same poll.
-            vec![url::Url::parse(&format!("http://{}", dead_address().await)).unwrap(), survivor_cluster.urls()[1].clone()],
-            Some((vec![dead_a, survivor.addr().to_owned(), dead_b], Some("s3cret"))),
+            vec![
+                url::Url::parse(&format!("http://{}", dead_address().await)).unwrap(),
+                survivor_cluster.urls()[1].clone(),
+            ],
+            Some((
+                vec![dead_a, survivor.addr().to_owned(), dead_b],
+                Some("s3cret"),
+            )),
         ),
     ];
     let output = poll_and_render(configs, format).await;
@@ -94,7 +111,8 @@ async fn golden_metrics_output() {
         std::fs::create_dir_all(std::path::Path::new(&path).parent().unwrap()).unwrap();
         std::fs::write(&path, &output).unwrap();
     }
-    let expected = std::fs::read_to_string(&path).expect("golden file missing: run with UPDATE_GOLDEN=1");
+    let expected =
+        std::fs::read_to_string(&path).expect("golden file missing: run with UPDATE_GOLDEN=1");
     if output != expected {
         let actual_path = format!("{}/target/metrics.actual.txt", env!("CARGO_MANIFEST_DIR"));
         std::fs::write(&actual_path, &output).unwrap();
@@ -107,20 +125,39 @@ async fn golden_output_says_what_an_operator_needs() {
     // Independent of the golden file: the facts the exporter exists for.
     let output = golden_output(Format::PrometheusText).await;
     let has = |line: &str| output.lines().any(|l| l == line);
-    assert!(has("patroni_raft_cluster_quorum{scope=\"healthy-3-3-8\"} 1"), "{output}");
-    assert!(has("patroni_raft_cluster_quorum{scope=\"quorum-lost-4-1-5\"} 0"));
-    assert!(has("patroni_raft_has_quorum{scope=\"quorum-lost-4-1-5\",node=\"127.0.0.12:2222\"} 0"));
-    assert!(has("patroni_raft_up{scope=\"quorum-lost-4-1-5\",node=\"127.0.0.11:2222\"} 0"));
+    assert!(
+        has("patroni_raft_cluster_quorum{scope=\"healthy-3-3-8\"} 1"),
+        "{output}"
+    );
+    assert!(has(
+        "patroni_raft_cluster_quorum{scope=\"quorum-lost-4-1-5\"} 0"
+    ));
+    assert!(has(
+        "patroni_raft_has_quorum{scope=\"quorum-lost-4-1-5\",node=\"127.0.0.12:2222\"} 0"
+    ));
+    assert!(has(
+        "patroni_raft_up{scope=\"quorum-lost-4-1-5\",node=\"127.0.0.11:2222\"} 0"
+    ));
     // /cluster still shows a leader, but the survivor says it is a replica.
-    assert!(has("patroni_cluster_leaders{scope=\"quorum-lost-4-1-5\"} 1"));
-    assert!(has("patroni_member_role_mismatch{scope=\"quorum-lost-4-1-5\",member=\"postgresql-1\"} 1"));
-    assert!(has("patroni_member_api_up{scope=\"quorum-lost-4-1-5\",member=\"postgresql-0\"} 0"));
-    assert!(has("patroni_member_role_mismatch{scope=\"healthy-3-3-8\",member=\"postgresql-0\"} 0"));
+    assert!(has(
+        "patroni_cluster_leaders{scope=\"quorum-lost-4-1-5\"} 1"
+    ));
+    assert!(has(
+        "patroni_member_role_mismatch{scope=\"quorum-lost-4-1-5\",member=\"postgresql-1\"} 1"
+    ));
+    assert!(has(
+        "patroni_member_api_up{scope=\"quorum-lost-4-1-5\",member=\"postgresql-0\"} 0"
+    ));
+    assert!(has(
+        "patroni_member_role_mismatch{scope=\"healthy-3-3-8\",member=\"postgresql-0\"} 0"
+    ));
     assert!(has("patroni_member_reported_role{scope=\"healthy-3-3-8\",member=\"postgresql-0\",role=\"primary\"} 1"));
     // During the switchover the stopped old leader has no timeline and no lag series.
     assert!(has("patroni_member_state{scope=\"switchover-4-1-5\",member=\"postgresql-0\",state=\"stopped\"} 1"));
-    assert!(!output.contains("patroni_member_timeline{scope=\"switchover-4-1-5\",member=\"postgresql-0\"}"));
-    assert!(!output.contains("patroni_member_lag_bytes{scope=\"switchover-4-1-5\",member=\"postgresql-0\"}"));
+    assert!(!output
+        .contains("patroni_member_timeline{scope=\"switchover-4-1-5\",member=\"postgresql-0\"}"));
+    assert!(!output
+        .contains("patroni_member_lag_bytes{scope=\"switchover-4-1-5\",member=\"postgresql-0\"}"));
     assert!(has("patroni_up{scope=\"switchover-4-1-5\"} 1"));
 }
 
@@ -137,7 +174,10 @@ async fn single_member_output(reply: Reply) -> (String, Duration) {
     member.route("/cluster", reply);
     let started = Instant::now();
     let output = poll_and_render(
-        vec![cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None)],
+        vec![cluster_config(
+            vec![url::Url::parse(&member.url()).unwrap()],
+            None,
+        )],
         Format::PrometheusText,
     )
     .await;
@@ -179,8 +219,17 @@ async fn hostile_members_give_the_right_error_kind_quickly() {
     for (name, reply, kind) in cases {
         let (output, elapsed) = single_member_output(reply).await;
         assert!(output.contains("patroni_up{scope=\""), "{name}: {output}");
-        assert!(output.lines().any(|l| l.starts_with("patroni_up{") && l.ends_with(" 0")), "{name}: {output}");
-        assert_eq!(error_count(&output, "cluster", kind), 1, "{name}: expected kind {kind}:\n{output}");
+        assert!(
+            output
+                .lines()
+                .any(|l| l.starts_with("patroni_up{") && l.ends_with(" 0")),
+            "{name}: {output}"
+        );
+        assert_eq!(
+            error_count(&output, "cluster", kind),
+            1,
+            "{name}: expected kind {kind}:\n{output}"
+        );
         assert!(elapsed < Duration::from_secs(3), "{name}: took {elapsed:?}");
     }
 }
@@ -188,18 +237,26 @@ async fn hostile_members_give_the_right_error_kind_quickly() {
 #[tokio::test]
 async fn endless_headers_fail_within_the_timeout() {
     let (output, elapsed) = single_member_output(Reply::EndlessHeaders).await;
-    assert!(output.lines().any(|l| l.starts_with("patroni_up{") && l.ends_with(" 0")));
+    assert!(output
+        .lines()
+        .any(|l| l.starts_with("patroni_up{") && l.ends_with(" 0")));
     assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
 }
 
 #[tokio::test]
 async fn scope_mismatch_is_an_error_not_a_mix() {
     let member = FakePatroni::start("127.0.0.1").await;
-    member.route("/cluster", Reply::Json(fixture("patroni-3.3.8/cluster.json")));
+    member.route(
+        "/cluster",
+        Reply::Json(fixture("patroni-3.3.8/cluster.json")),
+    );
     let mut config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
     config.expected_scope = Some("other-cluster".into());
     let output = poll_and_render(vec![config], Format::PrometheusText).await;
-    assert!(output.contains("patroni_up{scope=\"other-cluster\"} 0"), "{output}");
+    assert!(
+        output.contains("patroni_up{scope=\"other-cluster\"} 0"),
+        "{output}"
+    );
     assert_eq!(error_count(&output, "cluster", "scope_mismatch"), 1);
     assert!(!output.contains("pg-test"));
 }
@@ -214,14 +271,16 @@ async fn members_that_leave_vanish_from_the_output() {
     let mut poller = ClusterPoller::new(0, config, store.clone()).await.unwrap();
     store.publish(0, poller.poll_once().await);
     let registry = patroni_raft_exporter::metrics::registry(store.clone());
-    let before = patroni_raft_exporter::metrics::exposition::render(&registry, Format::PrometheusText);
+    let before =
+        patroni_raft_exporter::metrics::exposition::render(&registry, Format::PrometheusText);
     assert!(before.contains("member=\"postgresql-2\""));
 
     let mut view: serde_json::Value = serde_json::from_str(&three).unwrap();
     view["members"].as_array_mut().unwrap().pop();
     member.route("/cluster", Reply::Json(serde_json::to_vec(&view).unwrap()));
     store.publish(0, poller.poll_once().await);
-    let after = patroni_raft_exporter::metrics::exposition::render(&registry, Format::PrometheusText);
+    let after =
+        patroni_raft_exporter::metrics::exposition::render(&registry, Format::PrometheusText);
     assert!(!after.contains("member=\"postgresql-2\""), "{after}");
     assert!(after.contains("patroni_cluster_members{scope=\"pg-test\"} 2"));
 }
@@ -229,17 +288,29 @@ async fn members_that_leave_vanish_from_the_output() {
 #[tokio::test]
 async fn leader_changes_are_counted() {
     let member = FakePatroni::start("127.0.0.1").await;
-    member.route("/cluster", Reply::Json(fixture("patroni-4.1.5/01-cluster-from-m0.json")));
+    member.route(
+        "/cluster",
+        Reply::Json(fixture("patroni-4.1.5/01-cluster-from-m0.json")),
+    );
     let store = Arc::new(SnapshotStore::new(1));
     let config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
     let mut poller = ClusterPoller::new(0, config, store.clone()).await.unwrap();
     assert_eq!(poller.poll_once().await.counters.leader_changes, 0);
-    member.route("/cluster", Reply::Json(fixture("patroni-4.1.5/02-cluster-after-switchover.json")));
+    member.route(
+        "/cluster",
+        Reply::Json(fixture("patroni-4.1.5/02-cluster-after-switchover.json")),
+    );
     assert_eq!(poller.poll_once().await.counters.leader_changes, 1);
     // A transient without a leader does not count, nor does the same leader again.
-    member.route("/cluster", Reply::Json(br#"{"scope":"pg-test","members":[]}"#.to_vec()));
+    member.route(
+        "/cluster",
+        Reply::Json(br#"{"scope":"pg-test","members":[]}"#.to_vec()),
+    );
     assert_eq!(poller.poll_once().await.counters.leader_changes, 1);
-    member.route("/cluster", Reply::Json(fixture("patroni-4.1.5/02-cluster-after-switchover.json")));
+    member.route(
+        "/cluster",
+        Reply::Json(fixture("patroni-4.1.5/02-cluster-after-switchover.json")),
+    );
     assert_eq!(poller.poll_once().await.counters.leader_changes, 1);
 }
 
@@ -266,26 +337,43 @@ async fn http_endpoints() {
     assert!(landing.contains("href=\"/metrics\""));
 
     let member = FakePatroni::start("127.0.0.1").await;
-    member.route("/cluster", Reply::Json(fixture("patroni-3.3.8/cluster.json")));
+    member.route(
+        "/cluster",
+        Reply::Json(fixture("patroni-3.3.8/cluster.json")),
+    );
     let config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
     let mut poller = ClusterPoller::new(0, config, store.clone()).await.unwrap();
     store.publish(0, poller.poll_once().await);
     assert_eq!(get("/-/ready").await.unwrap().status(), 200);
 
     let text = get("/metrics").await.unwrap();
-    assert_eq!(text.headers()["content-type"], "text/plain; version=0.0.4; charset=utf-8");
-    assert!(text.text().await.unwrap().contains("patroni_cluster_members{scope=\"pg-test\"} 3"));
+    assert_eq!(
+        text.headers()["content-type"],
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    assert!(text
+        .text()
+        .await
+        .unwrap()
+        .contains("patroni_cluster_members{scope=\"pg-test\"} 3"));
     let openmetrics = client
         .get(format!("http://{addr}/metrics"))
         .header("accept", "application/openmetrics-text; version=1.0.0")
         .send()
         .await
         .unwrap();
-    assert!(openmetrics.headers()["content-type"].to_str().unwrap().starts_with("application/openmetrics-text"));
+    assert!(openmetrics.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("application/openmetrics-text"));
     assert!(openmetrics.text().await.unwrap().ends_with("# EOF\n"));
 
     stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(5), server).await.unwrap().unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
 }
 
 #[tokio::test]
@@ -293,7 +381,10 @@ async fn a_hanging_cluster_never_delays_metrics_or_another_cluster() {
     let hanging = FakePatroni::start("127.0.0.1").await;
     hanging.route("/cluster", Reply::Hang);
     let healthy = FakePatroni::start("127.0.0.1").await;
-    healthy.route("/cluster", Reply::Json(fixture("patroni-3.3.8/cluster.json")));
+    healthy.route(
+        "/cluster",
+        Reply::Json(fixture("patroni-3.3.8/cluster.json")),
+    );
     let store = Arc::new(SnapshotStore::new(2));
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     let mut slow = cluster_config(vec![url::Url::parse(&hanging.url()).unwrap()], None);
@@ -308,9 +399,13 @@ async fn a_hanging_cluster_never_delays_metrics_or_another_cluster() {
     tokio::time::sleep(Duration::from_millis(700)).await;
     let registry = patroni_raft_exporter::metrics::registry(store.clone());
     let started = Instant::now();
-    let output = patroni_raft_exporter::metrics::exposition::render(&registry, Format::PrometheusText);
+    let output =
+        patroni_raft_exporter::metrics::exposition::render(&registry, Format::PrometheusText);
     assert!(started.elapsed() < Duration::from_millis(100));
-    assert!(output.contains("patroni_cluster_members{scope=\"pg-test\"} 3"), "{output}");
+    assert!(
+        output.contains("patroni_cluster_members{scope=\"pg-test\"} 3"),
+        "{output}"
+    );
     assert!(!output.contains("scope=\"hanging\""));
     assert!(!store.all_polled());
 }
@@ -327,6 +422,9 @@ fn every_exported_family_is_documented() {
         .collect();
     assert!(exported.len() > 40);
     for name in exported {
-        assert!(docs.contains(&format!("`{name}{{")), "{name} is not in docs/metrics.md");
+        assert!(
+            docs.contains(&format!("`{name}{{")),
+            "{name} is not in docs/metrics.md"
+        );
     }
 }

@@ -94,9 +94,14 @@ mod tests {
     fn negotiation() {
         assert_eq!(Format::negotiate(None), Format::PrometheusText);
         assert_eq!(
-            Format::negotiate(Some("application/openmetrics-text;version=1.0.0,text/plain;q=0.5")),
+            Format::negotiate(Some(
+                "application/openmetrics-text;version=1.0.0,text/plain;q=0.5"
+            )),
             Format::OpenMetrics
         );
-        assert_eq!(Format::negotiate(Some("text/plain")), Format::PrometheusText);
+        assert_eq!(
+            Format::negotiate(Some("text/plain")),
+            Format::PrometheusText
+        );
     }
 }

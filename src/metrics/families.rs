@@ -6,7 +6,8 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet}
 use prometheus_client::metrics::MetricType;
 
 /// Appended to every help text: values come from the last poll, not from this scrape.
-const CACHED: &str = " Cached: value as of the last poll (see patroni_exporter_last_poll_timestamp_seconds).";
+const CACHED: &str =
+    " Cached: value as of the last poll (see patroni_exporter_last_poll_timestamp_seconds).";
 
 /// Writes families through a prometheus-client [`DescriptorEncoder`].
 pub struct FamilyWriter<'e> {
@@ -30,7 +31,9 @@ impl<'e> FamilyWriter<'e> {
         if samples.peek().is_none() {
             return Ok(());
         }
-        let mut metric = self.encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+        let mut metric = self
+            .encoder
+            .encode_descriptor(name, help, None, MetricType::Gauge)?;
         for (labels, value) in samples {
             let mut sample = metric.encode_family(&labels)?;
             if value.fract() == 0.0 && value.abs() < 9.0e15 {
@@ -65,7 +68,9 @@ impl<'e> FamilyWriter<'e> {
             return Ok(());
         }
         let help = cached_help(help);
-        let mut metric = self.encoder.encode_descriptor(name, &help, None, MetricType::Counter)?;
+        let mut metric = self
+            .encoder
+            .encode_descriptor(name, &help, None, MetricType::Counter)?;
         for (labels, value) in samples {
             metric
                 .encode_family(&labels)?

@@ -50,12 +50,21 @@ impl Collector for SnapshotCollector {
 }
 
 /// Writes every family for the given snapshots.
-pub fn encode_snapshots(encoder: DescriptorEncoder, snapshots: &[Arc<ClusterSnapshot>]) -> Result<(), std::fmt::Error> {
+pub fn encode_snapshots(
+    encoder: DescriptorEncoder,
+    snapshots: &[Arc<ClusterSnapshot>],
+) -> Result<(), std::fmt::Error> {
     let mut writer = FamilyWriter::new(encoder);
     writer.gauge(
         "patroni_exporter_build_info",
         "A metric with a constant '1' labelled by the exporter's version and git revision.",
-        [(BuildLabels { version: VERSION, revision: REVISION }, 1.0)],
+        [(
+            BuildLabels {
+                version: VERSION,
+                revision: REVISION,
+            },
+            1.0,
+        )],
     )?;
     patroni_families::encode(&mut writer, snapshots)?;
     raft_families::encode(&mut writer, snapshots)?;

@@ -5,15 +5,21 @@ use std::sync::Arc;
 
 use super::families::{flag, FamilyWriter};
 use super::labels::{
-    MemberInfoLabels, MemberLabels, MemberRoleLabels, MemberStateLabels, MemberVersionLabels, MemberWalLabels,
-    PollErrorLabels, ScopeLabels,
+    MemberInfoLabels, MemberLabels, MemberRoleLabels, MemberStateLabels, MemberVersionLabels,
+    MemberWalLabels, PollErrorLabels, ScopeLabels,
 };
 use crate::patroni::{is_sync_role, Lag};
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
 
 /// Roles always exported (as 0 when not the member's), so that a role change is a value
 /// change of existing series. A role outside this list is exported as seen, with value 1.
-const KNOWN_ROLES: &[&str] = &["leader", "standby_leader", "sync_standby", "quorum_standby", "replica"];
+const KNOWN_ROLES: &[&str] = &[
+    "leader",
+    "standby_leader",
+    "sync_standby",
+    "quorum_standby",
+    "replica",
+];
 
 /// States always exported, the common ones; rarer states (`initdb failed`, ...) are exported
 /// as seen when they occur, so nothing is hidden and the series count stays small.
@@ -41,10 +47,15 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
 }
 
 fn scope(snapshot: &ClusterSnapshot) -> ScopeLabels<'_> {
-    ScopeLabels { scope: &snapshot.scope }
+    ScopeLabels {
+        scope: &snapshot.scope,
+    }
 }
 
-fn member_labels<'a>(snapshot: &'a ClusterSnapshot, member: &'a MemberSnapshot) -> MemberLabels<'a> {
+fn member_labels<'a>(
+    snapshot: &'a ClusterSnapshot,
+    member: &'a MemberSnapshot,
+) -> MemberLabels<'a> {
     MemberLabels {
         scope: &snapshot.scope,
         member: &member.member.name,
@@ -52,17 +63,24 @@ fn member_labels<'a>(snapshot: &'a ClusterSnapshot, member: &'a MemberSnapshot) 
 }
 
 /// Every (snapshot, member) pair, for per-member families.
-fn all_members(snapshots: &[Arc<ClusterSnapshot>]) -> impl Iterator<Item = (&ClusterSnapshot, &MemberSnapshot)> {
-    snapshots
-        .iter()
-        .flat_map(|snapshot| snapshot.members.iter().map(move |member| (snapshot.as_ref(), member)))
+fn all_members(
+    snapshots: &[Arc<ClusterSnapshot>],
+) -> impl Iterator<Item = (&ClusterSnapshot, &MemberSnapshot)> {
+    snapshots.iter().flat_map(|snapshot| {
+        snapshot
+            .members
+            .iter()
+            .map(move |member| (snapshot.as_ref(), member))
+    })
 }
 
 fn encode_exporter(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
     writer.gauge(
         "patroni_exporter_poll_duration_seconds",
         "How long the last poll of the cluster took.",
-        snapshots.iter().map(|s| (scope(s), s.poll_duration.as_secs_f64())),
+        snapshots
+            .iter()
+            .map(|s| (scope(s), s.poll_duration.as_secs_f64())),
     )?;
     writer.gauge(
         "patroni_exporter_last_poll_timestamp_seconds",
@@ -73,22 +91,27 @@ fn encode_exporter(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]
         "patroni_exporter_poll_errors",
         "Failed requests while polling, by source (cluster, member, history, raft) and error kind.",
         snapshots.iter().flat_map(|s| {
-            s.counters.poll_errors.iter().map(move |((source, kind), count)| {
-                (
-                    PollErrorLabels {
-                        scope: &s.scope,
-                        source: source.as_str(),
-                        kind,
-                    },
-                    *count,
-                )
-            })
+            s.counters
+                .poll_errors
+                .iter()
+                .map(move |((source, kind), count)| {
+                    (
+                        PollErrorLabels {
+                            scope: &s.scope,
+                            source: source.as_str(),
+                            kind,
+                        },
+                        *count,
+                    )
+                })
         }),
     )?;
     writer.counter(
         "patroni_exporter_polls_skipped",
         "Poll intervals skipped because the previous poll was still running.",
-        snapshots.iter().map(|s| (scope(s), s.counters.polls_skipped)),
+        snapshots
+            .iter()
+            .map(|s| (scope(s), s.counters.polls_skipped)),
     )
 }
 
@@ -96,9 +119,15 @@ fn encode_cluster(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>])
     writer.cached_gauge(
         "patroni_up",
         "1 if GET /cluster was answered by some member in the last poll.",
-        snapshots.iter().map(|s| (scope(s), flag(s.cluster.is_some()))),
+        snapshots
+            .iter()
+            .map(|s| (scope(s), flag(s.cluster.is_some()))),
     )?;
-    let answered = || snapshots.iter().filter_map(|s| s.cluster.as_ref().map(|view| (s.as_ref(), view)));
+    let answered = || {
+        snapshots
+            .iter()
+            .filter_map(|s| s.cluster.as_ref().map(|view| (s.as_ref(), view)))
+    };
     writer.cached_gauge(
         "patroni_cluster_members",
         "Members listed by GET /cluster.",
@@ -112,7 +141,15 @@ fn encode_cluster(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>])
     writer.cached_gauge(
         "patroni_cluster_sync_standbys",
         "Members whose role in GET /cluster is sync_standby or quorum_standby.",
-        answered().map(|(s, view)| (scope(s), view.members.iter().filter(|m| is_sync_role(&m.role)).count() as f64)),
+        answered().map(|(s, view)| {
+            (
+                scope(s),
+                view.members
+                    .iter()
+                    .filter(|m| is_sync_role(&m.role))
+                    .count() as f64,
+            )
+        }),
     )?;
     writer.cached_gauge(
         "patroni_cluster_paused",
@@ -132,17 +169,23 @@ fn encode_cluster(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>])
     writer.counter(
         "patroni_cluster_leader_changes",
         "Leader changes seen by the poller in GET /cluster.",
-        snapshots.iter().map(|s| (scope(s), s.counters.leader_changes)),
+        snapshots
+            .iter()
+            .map(|s| (scope(s), s.counters.leader_changes)),
     )?;
     writer.cached_gauge(
         "patroni_cluster_last_failover_timestamp_seconds",
         "Unix time of the newest GET /history entry (switchover, failover or re-promotion).",
-        snapshots.iter().filter_map(|s| Some((scope(s), s.last_failover_seconds()?))),
+        snapshots
+            .iter()
+            .filter_map(|s| Some((scope(s), s.last_failover_seconds()?))),
     )?;
     writer.cached_gauge(
         "patroni_cluster_history_entries",
         "Entries in GET /history (timeline switches, trimmed by Patroni to max_timelines_history).",
-        snapshots.iter().filter_map(|s| Some((scope(s), s.history.as_ref()?.len() as f64))),
+        snapshots
+            .iter()
+            .filter_map(|s| Some((scope(s), s.history.as_ref()?.len() as f64))),
     )
 }
 
@@ -197,10 +240,13 @@ fn encode_members(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>])
     writer.cached_gauge(
         "patroni_member_timeline",
         "The member's timeline in GET /cluster; absent when not reported (e.g. stopped).",
-        all_members(snapshots).filter_map(|(s, m)| Some((member_labels(s, m), m.member.timeline? as f64))),
+        all_members(snapshots)
+            .filter_map(|(s, m)| Some((member_labels(s, m), m.member.timeline? as f64))),
     )?;
     let lag = |select: fn(&crate::patroni::Member) -> Option<&Lag>| {
-        all_members(snapshots).filter_map(move |(s, m)| Some((member_labels(s, m), select(&m.member)?.bytes()? as f64)))
+        all_members(snapshots).filter_map(move |(s, m)| {
+            Some((member_labels(s, m), select(&m.member)?.bytes()? as f64))
+        })
     };
     writer.cached_gauge(
         "patroni_member_lag_bytes",
@@ -221,21 +267,27 @@ fn encode_members(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>])
         "patroni_member_pending_restart",
         "1 when the member needs a restart to apply configuration changes.",
         all_members(snapshots).map(|(s, m)| {
-            let own = m.own_view.as_ref().map(|v| v.pending_restart).unwrap_or(false);
+            let own = m
+                .own_view
+                .as_ref()
+                .map(|v| v.pending_restart)
+                .unwrap_or(false);
             (member_labels(s, m), flag(m.member.pending_restart || own))
         }),
     )
 }
 
-fn encode_member_own_views(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
+fn encode_member_own_views(
+    writer: &mut FamilyWriter,
+    snapshots: &[Arc<ClusterSnapshot>],
+) -> fmt::Result {
     writer.cached_gauge(
         "patroni_member_api_up",
         "1 if the member's own GET /patroni answered in the last poll.",
         all_members(snapshots).map(|(s, m)| (member_labels(s, m), flag(m.own_view.is_ok()))),
     )?;
-    let own_views = || {
-        all_members(snapshots).filter_map(|(s, m)| Some((s, m, m.own_view.as_ref().ok()?)))
-    };
+    let own_views =
+        || all_members(snapshots).filter_map(|(s, m)| Some((s, m, m.own_view.as_ref().ok()?)));
     writer.cached_gauge(
         "patroni_member_reported_role",
         "1 for the role the member reports about itself in GET /patroni (master is reported as primary), 0 for the other known roles.",
@@ -262,7 +314,9 @@ fn encode_member_own_views(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSn
     writer.cached_gauge(
         "patroni_member_postmaster_start_time_seconds",
         "Unix time at which the member's Postgres started.",
-        own_views().filter_map(|(s, m, own)| Some((member_labels(s, m), own.postmaster_start_time_seconds?))),
+        own_views().filter_map(|(s, m, own)| {
+            Some((member_labels(s, m), own.postmaster_start_time_seconds?))
+        }),
     )?;
     writer.cached_gauge(
         "patroni_member_wal_position_bytes",
@@ -289,7 +343,8 @@ fn encode_member_own_views(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSn
     writer.cached_gauge(
         "patroni_member_replayed_timestamp_seconds",
         "Unix time of the last transaction replayed by a replica.",
-        own_views().filter_map(|(s, m, own)| Some((member_labels(s, m), own.replayed_timestamp_seconds?))),
+        own_views()
+            .filter_map(|(s, m, own)| Some((member_labels(s, m), own.replayed_timestamp_seconds?))),
     )?;
     writer.cached_gauge(
         "patroni_member_dcs_last_seen_timestamp_seconds",
@@ -299,7 +354,8 @@ fn encode_member_own_views(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSn
     writer.cached_gauge(
         "patroni_member_server_version",
         "The member's Postgres server version number (e.g. 150018).",
-        own_views().filter_map(|(s, m, own)| Some((member_labels(s, m), own.server_version? as f64))),
+        own_views()
+            .filter_map(|(s, m, own)| Some((member_labels(s, m), own.server_version? as f64))),
     )?;
     writer.cached_gauge(
         "patroni_member_reported_timeline",
@@ -324,7 +380,10 @@ fn encode_member_own_views(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSn
 
 /// `(value, 1)` for `actual` and `(known, 0)` for every other known value; an unknown
 /// `actual` is added, so a value never seen before is exported rather than dropped.
-fn one_hot<'a>(actual: &'a str, known: &'static [&'static str]) -> impl Iterator<Item = (&'a str, f64)> {
+fn one_hot<'a>(
+    actual: &'a str,
+    known: &'static [&'static str],
+) -> impl Iterator<Item = (&'a str, f64)> {
     let extra = (!known.contains(&actual)).then_some((actual, 1.0));
     known
         .iter()

@@ -4,7 +4,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::families::{flag, FamilyWriter};
-use super::labels::{NodeLabels, NodeLeaderLabels, NodePartnerLabels, NodeStateLabels, NodeVersionLabels, ScopeLabels};
+use super::labels::{
+    NodeLabels, NodeLeaderLabels, NodePartnerLabels, NodeStateLabels, NodeVersionLabels,
+    ScopeLabels,
+};
 use crate::raft::RaftStatus;
 use crate::snapshot::{ClusterSnapshot, RaftNodeSnapshot};
 
@@ -20,7 +23,9 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
     writer.cached_gauge(
         "patroni_raft_voters",
         "Voters in the Raft configuration: partners + 1, the largest any reachable node reports.",
-        raft().filter(|s| s.quorum.voters > 0).map(|s| (scope(s), s.quorum.voters as f64)),
+        raft()
+            .filter(|s| s.quorum.voters > 0)
+            .map(|s| (scope(s), s.quorum.voters as f64)),
     )?;
     writer.cached_gauge(
         "patroni_raft_cluster_leaders",
@@ -41,7 +46,9 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
 }
 
 fn scope(snapshot: &ClusterSnapshot) -> ScopeLabels<'_> {
-    ScopeLabels { scope: &snapshot.scope }
+    ScopeLabels {
+        scope: &snapshot.scope,
+    }
 }
 
 fn node_labels<'a>(snapshot: &'a ClusterSnapshot, node: &'a RaftNodeSnapshot) -> NodeLabels<'a> {

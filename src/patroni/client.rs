@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use url::Url;
 
-use super::model::{parse_cluster, parse_history, parse_member_status, ClusterView, HistoryEntry, MemberStatus};
+use super::model::{
+    parse_cluster, parse_history, parse_member_status, ClusterView, HistoryEntry, MemberStatus,
+};
 use super::PatroniError;
 
 /// How requests to one cluster's members are made.
@@ -60,7 +62,8 @@ impl PatroniClient {
             .no_proxy()
             .user_agent(concat!("patroni-raft-exporter/", env!("CARGO_PKG_VERSION")));
         if let Some(path) = &settings.ca_file {
-            let pem = std::fs::read(path).map_err(|error| anyhow::anyhow!("reading CA file {}: {error}", path.display()))?;
+            let pem = std::fs::read(path)
+                .map_err(|error| anyhow::anyhow!("reading CA file {}: {error}", path.display()))?;
             for certificate in reqwest::Certificate::from_pem_bundle(&pem)? {
                 builder = builder.add_root_certificate(certificate);
             }
@@ -123,11 +126,18 @@ impl PatroniClient {
             return Err(PatroniError::HttpStatus(status.as_u16()));
         }
         let cap = self.settings.max_body_bytes;
-        if response.content_length().is_some_and(|length| length > cap as u64) {
+        if response
+            .content_length()
+            .is_some_and(|length| length > cap as u64)
+        {
             return Err(PatroniError::BodyTooLarge(cap));
         }
         let mut body = Vec::with_capacity(4096);
-        while let Some(chunk) = response.chunk().await.map_err(|error| self.classify(&error))? {
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|error| self.classify(&error))?
+        {
             if body.len() + chunk.len() > cap {
                 return Err(PatroniError::BodyTooLarge(cap));
             }
@@ -141,7 +151,11 @@ impl PatroniClient {
             return PatroniError::Timeout(self.settings.timeout);
         }
         let chain = error_chain(error);
-        if chain.contains("certificate") || chain.contains("tls") || chain.contains("TLS") || chain.contains("handshake") {
+        if chain.contains("certificate")
+            || chain.contains("tls")
+            || chain.contains("TLS")
+            || chain.contains("handshake")
+        {
             return PatroniError::Tls(chain);
         }
         if error.is_connect() {
@@ -195,7 +209,10 @@ mod tests {
     #[test]
     fn join_handles_trailing_slashes_and_prefixes() {
         let base = Url::parse("http://127.0.0.11:8008").unwrap();
-        assert_eq!(join(&base, "cluster").as_str(), "http://127.0.0.11:8008/cluster");
+        assert_eq!(
+            join(&base, "cluster").as_str(),
+            "http://127.0.0.11:8008/cluster"
+        );
         let base = Url::parse("https://proxy/pg/").unwrap();
         assert_eq!(join(&base, "history").as_str(), "https://proxy/pg/history");
     }

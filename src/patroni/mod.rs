@@ -11,8 +11,8 @@ mod model;
 
 pub use client::{base_of, install_crypto_provider, ClientSettings, PatroniClient};
 pub use model::{
-    is_leader_role, is_sync_role, parse_cluster, parse_history, parse_member_status, parse_timestamp,
-    ClusterView, HistoryEntry, Lag, Member, MemberStatus,
+    is_leader_role, is_sync_role, parse_cluster, parse_history, parse_member_status,
+    parse_timestamp, ClusterView, HistoryEntry, Lag, Member, MemberStatus,
 };
 
 /// Why a Patroni REST request gave no usable document.

@@ -265,7 +265,10 @@ pub fn parse_member_status(body: &[u8]) -> Result<MemberStatus, PatroniError> {
         role: raw.role.map(normalize_reported_role),
         server_version: raw.server_version,
         timeline: raw.timeline,
-        postmaster_start_time_seconds: raw.postmaster_start_time.as_deref().and_then(parse_timestamp),
+        postmaster_start_time_seconds: raw
+            .postmaster_start_time
+            .as_deref()
+            .and_then(parse_timestamp),
         wal_flush_bytes: xlog.location,
         wal_received_bytes: xlog.received_location,
         wal_replayed_bytes: xlog.replayed_location,
@@ -312,7 +315,9 @@ fn parse_history_row(row: &[serde_json::Value]) -> Result<HistoryEntry, PatroniE
     let reason = row[2].as_str().ok_or_else(invalid)?.to_owned();
     let timestamp_seconds = match row.get(3) {
         None | Some(serde_json::Value::Null) => None,
-        Some(value) => Some(parse_timestamp(value.as_str().ok_or_else(invalid)?).ok_or_else(invalid)?),
+        Some(value) => {
+            Some(parse_timestamp(value.as_str().ok_or_else(invalid)?).ok_or_else(invalid)?)
+        }
     };
     let new_leader = match row.get(4) {
         None | Some(serde_json::Value::Null) => None,
@@ -355,14 +360,20 @@ mod tests {
         let view = parse_cluster(&fixture("patroni-3.3.8/cluster.json")).unwrap();
         assert_eq!(view.scope.as_deref(), Some("pg-test"));
         assert_eq!(view.members.len(), 3);
-        assert_eq!(view.leaders().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["postgresql-0"]);
+        assert_eq!(
+            view.leaders().map(|m| m.name.as_str()).collect::<Vec<_>>(),
+            ["postgresql-0"]
+        );
         assert_eq!(view.leader_timeline(), Some(1));
         let replica = &view.members[1];
         assert_eq!(replica.role, "sync_standby");
         assert_eq!(replica.state, "streaming");
         assert_eq!(replica.lag, Some(Lag::Bytes(0)));
         assert_eq!(replica.receive_lag, None);
-        assert_eq!(replica.api_url.as_deref(), Some("http://127.0.0.12:8008/patroni"));
+        assert_eq!(
+            replica.api_url.as_deref(),
+            Some("http://127.0.0.12:8008/patroni")
+        );
         assert!(view.members[0].lag.is_none());
         assert!(!view.pause);
     }
@@ -378,7 +389,10 @@ mod tests {
 
     #[test]
     fn cluster_during_switchover_has_unknown_lag_and_no_timeline() {
-        let view = parse_cluster(&fixture("patroni-4.1.5/02-cluster-right-after-switchover.json")).unwrap();
+        let view = parse_cluster(&fixture(
+            "patroni-4.1.5/02-cluster-right-after-switchover.json",
+        ))
+        .unwrap();
         let old_leader = &view.members[0];
         assert_eq!(old_leader.role, "replica");
         assert_eq!(old_leader.state, "stopped");
@@ -403,7 +417,8 @@ mod tests {
                     let view = parse_cluster(&body).unwrap_or_else(|e| panic!("{name}: {e}"));
                     assert!(!view.members.is_empty(), "{name}");
                 } else if name.contains("patroni") {
-                    let status = parse_member_status(&body).unwrap_or_else(|e| panic!("{name}: {e}"));
+                    let status =
+                        parse_member_status(&body).unwrap_or_else(|e| panic!("{name}: {e}"));
                     assert!(status.role.is_some(), "{name}");
                 } else if name.contains("history") {
                     parse_history(&body).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -416,10 +431,15 @@ mod tests {
     fn quorum_loss_view_is_frozen_but_member_tells_the_truth() {
         // The survivor 60 s after losing quorum: /cluster still shows it as leader...
         let view = parse_cluster(&fixture("patroni-4.1.5/03-cluster-survivor-t+60s.json")).unwrap();
-        let survivor = view.members.iter().find(|m| m.name == "postgresql-1").unwrap();
+        let survivor = view
+            .members
+            .iter()
+            .find(|m| m.name == "postgresql-1")
+            .unwrap();
         assert!(survivor.is_leader());
         // ...while its own /patroni says it demoted itself.
-        let own = parse_member_status(&fixture("patroni-4.1.5/03-patroni-survivor-t+60s.json")).unwrap();
+        let own =
+            parse_member_status(&fixture("patroni-4.1.5/03-patroni-survivor-t+60s.json")).unwrap();
         assert_eq!(own.role.as_deref(), Some("replica"));
         assert!(!own.reports_primary());
     }
@@ -460,14 +480,17 @@ mod tests {
 
     #[test]
     fn history_after_recovery() {
-        let history = parse_history(&fixture("patroni-4.1.5/04-history-after-recovery.json")).unwrap();
+        let history =
+            parse_history(&fixture("patroni-4.1.5/04-history-after-recovery.json")).unwrap();
         assert_eq!(history.len(), 2);
         assert_eq!(history[1].timeline, 2);
         assert_eq!(history[1].switch_lsn, 100663456);
         assert_eq!(history[1].new_leader.as_deref(), Some("postgresql-1"));
         // 2026-11-22T01:47:58.846824+00:00
         assert!((history[1].timestamp_seconds.unwrap() - 1_795_312_078.846_824).abs() < 1e-3);
-        assert!(parse_history(&fixture("patroni-3.3.8/history.json")).unwrap().is_empty());
+        assert!(parse_history(&fixture("patroni-3.3.8/history.json"))
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
@@ -492,7 +515,8 @@ mod tests {
             b"not json".to_vec(),
             b"\xff\xfe{}".to_vec(),
             br#"{"members": "nope"}"#.to_vec(),
-            br#"{"members":[{"name":"a","role":"leader","state":"running","timeline":-1}]}"#.to_vec(),
+            br#"{"members":[{"name":"a","role":"leader","state":"running","timeline":-1}]}"#
+                .to_vec(),
             br#"{"members":[{"name":"a","role":"leader","state":"running","lag":1e400}]}"#.to_vec(),
             br#"{"members":[{"name":"a","role":7,"state":"running"}]}"#.to_vec(),
             deep.into_bytes(),

@@ -16,7 +16,9 @@
 //!   The address is passed as a positional parameter, never spliced into the script.
 //!   Note that `syncobj_admin`'s own argv then holds the password, visible to local users
 //!   for the ~0.1 s it runs; the native client ([`super::query_status`]) avoids that.
-//! * The child runs in its own process group with stdin closed. On timeout the whole
+//! * The child inherits the exporter's environment (a packaged admin tool may need
+//!   `PATH`, `SNAP_*`, `PYTHONPATH`, …) and runs in its own process group with stdin
+//!   closed. On timeout the whole
 //!   group is killed with SIGKILL (so a `sh -c` wrapper's `syncobj_admin` dies too,
 //!   rather than hanging for its 900 s internal deadline); `kill_on_drop` covers
 //!   cancellation.
@@ -114,11 +116,8 @@ pub async fn run_status_command(
         .process_group(0);
     match password {
         Some(p) => {
-            #[cfg(unix)]
-            {
-                use std::os::unix::ffi::OsStrExt;
-                cmd.env(PASSWORD_ENV, std::ffi::OsStr::from_bytes(p));
-            }
+            use std::os::unix::ffi::OsStrExt;
+            cmd.env(PASSWORD_ENV, std::ffi::OsStr::from_bytes(p));
         }
         None => {
             cmd.env_remove(PASSWORD_ENV);

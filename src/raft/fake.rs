@@ -71,6 +71,10 @@ impl FakeRaftNode {
         behaviour: Behaviour,
         key: Option<RaftKey>,
     ) -> std::io::Result<(String, FakeRaftNode)> {
+        if matches!(behaviour, Behaviour::ZlibBomb) {
+            // Build it now, not while the client's deadline runs.
+            cached_bomb();
+        }
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?.to_string();
         let received = Arc::new(Mutex::new(Vec::new()));
@@ -168,6 +172,11 @@ pub fn zlib_bomb(mib: usize) -> Vec<u8> {
         out.extend_from_slice(&repeat);
     }
     out
+}
+
+fn cached_bomb() -> &'static [u8] {
+    static BOMB: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    BOMB.get_or_init(|| zlib_bomb(256))
 }
 
 async fn send_payload(s: &mut TcpStream, payload: &[u8]) -> std::io::Result<()> {
@@ -300,13 +309,13 @@ async fn serve_connection(
             return;
         }
         Behaviour::ZlibBomb => {
-            let bomb = zlib_bomb(256);
+            let bomb = cached_bomb();
             let payload = match key {
-                Some(k) => match fernet::encrypt(k, &bomb, 5) {
+                Some(k) => match fernet::encrypt(k, bomb, 5) {
                     Ok(t) => t,
                     Err(_) => return,
                 },
-                None => bomb,
+                None => bomb.to_vec(),
             };
             send_payload(&mut s, &payload).await
         }

@@ -230,12 +230,11 @@ fn raw_frames_decode_like_the_captured_intermediates() {
             );
             let v = decode_payload(payload, key.as_ref(), &limits()).unwrap();
             assert_eq!(v, pickle::decode(&pickled, plim()).unwrap());
-            if let Some(k) = &key {
+            if key.is_some() {
                 // a wrong key fails on the HMAC, before any decryption
                 let other = RaftKey::from_raw([9u8; 32]);
                 let e = fernet::decrypt(&other, payload).unwrap_err();
                 assert!(e.to_string().contains("HMAC"), "{e}");
-                let _ = k;
             }
         }
         assert_eq!(frames, if c.password.is_some() { 4 } else { 2 }, "{name}");
@@ -348,10 +347,7 @@ async fn wrong_or_missing_password_is_auth() {
     let serve = Behaviour::Serve(good());
     // wrong password: the fake fails the HMAC of the first frame and closes
     let msg = expect_kind(serve.clone(), Some(k.clone()), Some(other), "auth").await;
-    assert!(
-        !msg.contains("wrong") || msg.contains("wrong or missing"),
-        "{msg}"
-    );
+    assert!(msg.contains("wrong or missing password"), "{msg}");
     // no password against an encrypted node
     expect_kind(serve.clone(), Some(k.clone()), None, "auth").await;
     // password against a node without one

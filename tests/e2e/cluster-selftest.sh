@@ -88,7 +88,7 @@ selftest() {
   TIMINGS+=("$(printf '%-48s %6ss' "$v: start 1,2 -> raft 0 has_quorum True" "$(e2e_since "$t0")")")
   check "$v: recovery: raft 0 has_quorum True" [ "$q" = True ]
   check "$v: recovery: wait --sync" timed "$v: start 1,2 -> healthy (sync)" "$C" wait --sync
-  TIMINGS+=("$(printf '%-48s %6ss' "$v: quorum loss total (kill .. healthy)" "$(e2e_since "$t0")")")
+  TIMINGS+=("$(printf '%-48s %6ss' "$v: start 1,2 -> healthy (sync), total" "$(e2e_since "$t0")")")
 
   check "$v: down" timed "$v: down" "$C" down
   check "$v: no leftover process / port after down" no_leftovers

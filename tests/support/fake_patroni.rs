@@ -45,7 +45,9 @@ impl FakePatroni {
         let shared = routes.clone();
         let task = tokio::spawn(async move {
             loop {
-                let Ok((stream, _)) = listener.accept().await else { return };
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
                 let routes = shared.clone();
                 tokio::spawn(async move {
                     let _ = answer(stream, routes).await;
@@ -71,7 +73,10 @@ impl Drop for FakePatroni {
     }
 }
 
-async fn answer(mut stream: TcpStream, routes: Arc<Mutex<HashMap<String, Reply>>>) -> std::io::Result<()> {
+async fn answer(
+    mut stream: TcpStream,
+    routes: Arc<Mutex<HashMap<String, Reply>>>,
+) -> std::io::Result<()> {
     let mut request = Vec::new();
     let mut buffer = [0u8; 1024];
     while !request.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -83,7 +88,12 @@ async fn answer(mut stream: TcpStream, routes: Arc<Mutex<HashMap<String, Reply>>
     }
     let text = String::from_utf8_lossy(&request);
     let path = text.split_whitespace().nth(1).unwrap_or("/").to_owned();
-    let reply = routes.lock().unwrap().get(&path).cloned().unwrap_or(Reply::Status(404));
+    let reply = routes
+        .lock()
+        .unwrap()
+        .get(&path)
+        .cloned()
+        .unwrap_or(Reply::Status(404));
     match reply {
         Reply::Json(body) => {
             stream
@@ -93,21 +103,30 @@ async fn answer(mut stream: TcpStream, routes: Arc<Mutex<HashMap<String, Reply>>
         }
         Reply::Status(code) => {
             stream
-                .write_all(format!("HTTP/1.0 {code} Error\r\nContent-Type: text/plain\r\n\r\nerror {code}").as_bytes())
+                .write_all(
+                    format!(
+                        "HTTP/1.0 {code} Error\r\nContent-Type: text/plain\r\n\r\nerror {code}"
+                    )
+                    .as_bytes(),
+                )
                 .await?;
         }
         Reply::Hang => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
         Reply::EndlessBody => {
-            stream.write_all(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n[").await?;
+            stream
+                .write_all(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n[")
+                .await?;
             let chunk = vec![b' '; 64 * 1024];
             loop {
                 stream.write_all(&chunk).await?;
             }
         }
         Reply::SlowBody => {
-            stream.write_all(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n").await?;
+            stream
+                .write_all(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n")
+                .await?;
             loop {
                 stream.write_all(b" ").await?;
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -116,7 +135,9 @@ async fn answer(mut stream: TcpStream, routes: Arc<Mutex<HashMap<String, Reply>>
         Reply::EndlessHeaders => {
             stream.write_all(b"HTTP/1.0 200 OK\r\n").await?;
             loop {
-                stream.write_all(b"X-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n").await?;
+                stream
+                    .write_all(b"X-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n")
+                    .await?;
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
         }

@@ -40,7 +40,10 @@ impl Addresses {
         let mut text = text.to_owned();
         for (actual, stable) in &self.pairs {
             for delimiter in ['"', '/', ',', '}', ' ', '\n'] {
-                text = text.replace(&format!("{actual}{delimiter}"), &format!("{stable}{delimiter}"));
+                text = text.replace(
+                    &format!("{actual}{delimiter}"),
+                    &format!("{stable}{delimiter}"),
+                );
             }
         }
         text
@@ -57,7 +60,12 @@ impl FakeCluster {
     /// Starts three members. `cluster` is the captured `/cluster` body, whose `api_url`s
     /// (`http://127.0.0.1N:8008`) are rewritten to the fakes and whose scope becomes `scope`.
     /// `own[i]` is member i's `/patroni` (None: its API is down, as for a dead member).
-    pub async fn start(scope: &str, cluster: &[u8], own: [Option<Vec<u8>>; 3], history: &[u8]) -> FakeCluster {
+    pub async fn start(
+        scope: &str,
+        cluster: &[u8],
+        own: [Option<Vec<u8>>; 3],
+        history: &[u8],
+    ) -> FakeCluster {
         let mut members = Vec::new();
         let mut addresses = Addresses::default();
         for _ in 0..3 {
@@ -88,7 +96,10 @@ impl FakeCluster {
     }
 
     pub fn urls(&self) -> Vec<Url> {
-        self.members.iter().map(|m| Url::parse(&m.url()).unwrap()).collect()
+        self.members
+            .iter()
+            .map(|m| Url::parse(&m.url()).unwrap())
+            .collect()
     }
 }
 
@@ -96,9 +107,12 @@ impl FakeCluster {
 pub async fn raft_node_from_vector(case: &str, password: &str) -> FakeRaftNode {
     let wrapped = fixture(&format!("pysyncobj/{case}/s2c_frame2.pickle"));
     let reply = unwrap_captured_reply(&wrapped).expect("captured keyed reply");
-    let (_, node) = FakeRaftNode::start(Behaviour::Serve(reply), Some(RaftKey::derive(password.as_bytes())))
-        .await
-        .unwrap();
+    let (_, node) = FakeRaftNode::start(
+        Behaviour::Serve(reply),
+        Some(RaftKey::derive(password.as_bytes())),
+    )
+    .await
+    .unwrap();
     node
 }
 
@@ -110,7 +124,10 @@ pub async fn dead_address() -> String {
     addr
 }
 
-pub fn cluster_config(urls: Vec<Url>, raft_nodes: Option<(Vec<String>, Option<&str>)>) -> ClusterConfig {
+pub fn cluster_config(
+    urls: Vec<Url>,
+    raft_nodes: Option<(Vec<String>, Option<&str>)>,
+) -> ClusterConfig {
     ClusterConfig {
         expected_scope: None,
         patroni_urls: urls,
@@ -132,7 +149,9 @@ pub fn cluster_config(urls: Vec<Url>, raft_nodes: Option<(Vec<String>, Option<&s
 pub async fn poll_and_render(configs: Vec<ClusterConfig>, format: Format) -> String {
     let store = Arc::new(SnapshotStore::new(configs.len()));
     for (slot, config) in configs.into_iter().enumerate() {
-        let mut poller = ClusterPoller::new(slot, config, store.clone()).await.unwrap();
+        let mut poller = ClusterPoller::new(slot, config, store.clone())
+            .await
+            .unwrap();
         let snapshot = poller.poll_once().await;
         store.publish(slot, snapshot);
     }
@@ -152,7 +171,8 @@ pub fn normalize_volatile(text: &str) -> String {
                 let (series, _) = line.rsplit_once(' ').unwrap();
                 format!("{series} <varies>")
             } else if line.starts_with("patroni_exporter_build_info{") {
-                "patroni_exporter_build_info{version=\"<version>\",revision=\"<revision>\"} 1".to_owned()
+                "patroni_exporter_build_info{version=\"<version>\",revision=\"<revision>\"} 1"
+                    .to_owned()
             } else {
                 line.to_owned()
             }
