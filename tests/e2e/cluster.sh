@@ -34,6 +34,7 @@
 #   UP_TIMEOUT=120   STOP_TIMEOUT=45   ADDR_MODE=auto|multi|single   PG_OS_USER=pgtest
 #   SCOPE=pg-test    REST_USER=patroni REST_PASS=patroni-pass  RAFT_PASS=raft-pass
 #   LOOP_WAIT=10 TTL=30 RETRY_TIMEOUT=10 SYNC_NODE_COUNT=2
+#   WAL_SEGSIZE      initdb --wal-segsize in MB (default 16; 1 = less WAL to write and delete)
 #
 # Every wait is bounded. Only processes whose PID is in DATA_DIR/postgresql-N/patroni.pid or
 # pgdata/postmaster.pid AND whose /proc/PID/cmdline names that member's config / data
@@ -65,6 +66,7 @@ TTL="${TTL:-30}"
 RETRY_TIMEOUT="${RETRY_TIMEOUT:-10}"
 SYNC_NODE_COUNT="${SYNC_NODE_COUNT:-2}"     # Charmed default "all" == units - 1
 UP_TIMEOUT="${UP_TIMEOUT:-120}"
+WAL_SEGSIZE="${WAL_SEGSIZE:-}"              # MB; empty = initdb default 16 (as the charm)
 STOP_TIMEOUT="${STOP_TIMEOUT:-45}"
 ADDR_MODE="${ADDR_MODE:-auto}"
 
@@ -261,6 +263,7 @@ bootstrap:
   - encoding: UTF8
   - data-checksums
   - locale: C.UTF-8
+$([[ -n $WAL_SEGSIZE ]] && echo "  - wal-segsize: $WAL_SEGSIZE")
 
 EOF
     fi

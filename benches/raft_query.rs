@@ -1,0 +1,57 @@
+//! Latency of one Raft status query with a warm key, against a real pysyncobj node.
+//!
+//! ```sh
+//! RAFT_NODE=127.0.0.11:2222 RAFT_PASSWORD_FILE=pw cargo bench --bench raft_query
+//! ```
+//! Compare with `hyperfine "syncobj_admin -conn 127.0.0.11:2222 -pass ... -status"`.
+//! Without `RAFT_NODE` it measures against the in-process fake node (captured reply).
+
+use std::time::{Duration, Instant};
+
+use patroni_raft_exporter::raft::fake::{unwrap_captured_reply, Behaviour, FakeRaftNode};
+use patroni_raft_exporter::raft::{query_status, QueryLimits, RaftKey};
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let iterations: usize = std::env::var("ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(500);
+        let (node, key, _fake) = match std::env::var("RAFT_NODE") {
+            Ok(node) => {
+                let password = std::env::var("RAFT_PASSWORD_FILE")
+                    .map(|path| std::fs::read_to_string(path).unwrap().trim_end().to_owned())
+                    .ok();
+                (node, password.map(|p| RaftKey::derive(p.as_bytes())), None)
+            }
+            Err(_) => {
+                let root = env!("CARGO_MANIFEST_DIR");
+                let wrapped = std::fs::read(format!("{root}/tests/fixtures/pysyncobj/enc_leader_0.3.12/s2c_frame2.pickle")).unwrap();
+                let reply = unwrap_captured_reply(&wrapped).unwrap();
+                let key = RaftKey::derive(b"s3cret");
+                let (addr, fake) = FakeRaftNode::start(Behaviour::Serve(reply), Some(key.clone())).await.unwrap();
+                (addr, Some(key), Some(fake))
+            }
+        };
+        let started = Instant::now();
+        let _ = RaftKey::derive(b"key derivation, measured once");
+        let derive = started.elapsed();
+        let limits = QueryLimits::default();
+        let mut samples: Vec<Duration> = Vec::with_capacity(iterations);
+        for _ in 0..iterations {
+            let started = Instant::now();
+            query_status(&node, key.as_ref(), &limits).await.expect("status query");
+            samples.push(started.elapsed());
+        }
+        samples.sort();
+        let mean = samples.iter().sum::<Duration>() / iterations as u32;
+        let pct = |p: f64| samples[((iterations as f64 * p) as usize).min(iterations - 1)];
+        println!(
+            "raft status query against {node}: {iterations} queries, mean {mean:?}, p50 {:?}, p99 {:?}, max {:?}; key derivation (once per password) {derive:?}",
+            pct(0.5),
+            pct(0.99),
+            samples[iterations - 1]
+        );
+    });
+}
