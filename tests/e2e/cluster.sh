@@ -15,7 +15,8 @@
 #                        --fast: SIGKILL patroni + immediate postgres shutdown, < 1 s)
 #   status [N]           PIDs + roles, GET /cluster (JSON on stdout) from the first member
 #                        that answers (N: from member N)
-#   wait [--sync]        bounded wait (UP_TIMEOUT) until healthy again
+#   wait [--sync]        bounded wait (UP_TIMEOUT) until healthy again; fails at once if a
+#                        member's patroni is not running
 #   kill N [--patroni-only]  crash member N: SIGKILL patroni + immediate shutdown (SIGQUIT)
 #                        of its postmaster (--patroni-only: postgres keeps running)
 #   stop N               graceful: SIGTERM patroni (it stops postgres), SIGKILL after STOP_TIMEOUT
@@ -263,7 +264,7 @@ bootstrap:
   - encoding: UTF8
   - data-checksums
   - locale: C.UTF-8
-$([[ -n $WAL_SEGSIZE ]] && echo "  - wal-segsize: $WAL_SEGSIZE")
+$([[ -n $WAL_SEGSIZE ]] && echo "  - wal-segsize: '$WAL_SEGSIZE'")
 
 EOF
     fi
@@ -392,12 +393,18 @@ members_agree() {
 
 # wait_healthy [--sync]: 1 leader running + NMEMBERS-1 streaming (+ all sync_standby)
 wait_healthy() {
-  local want_sync=0 t0 deadline line js leaders streaming syncs n running
+  local want_sync=0 t0 deadline line js leaders streaming syncs n
   [[ ${1:-} == --sync ]] && want_sync=1
   t0=$(now); deadline=$(($(date +%s) + UP_TIMEOUT))
   while (($(date +%s) < deadline)); do
-    running=0
-    for n in $(members); do patroni_pid "$n" >/dev/null && running=$((running + 1)); done
+    # a member whose patroni is not running can never become healthy: fail fast
+    for n in $(members); do
+      if ! patroni_pid "$n" >/dev/null; then
+        log "$(name_of "$n"): patroni is not running (start it, or see its log below)"
+        tail -n 20 "$(mdir "$n")/patroni.log" >&2 2>/dev/null || true
+        return 1
+      fi
+    done
     if line=$(cluster_json); then
       js=${line#*$'\t'}
       read -r leaders streaming syncs < <(jq -r '[
@@ -411,7 +418,6 @@ wait_healthy() {
         return 0
       fi
     fi
-    ((running == 0)) && { log "no patroni process alive"; return 1; }
     sleep 1
   done
   log "TIMEOUT after ${UP_TIMEOUT}s waiting for a healthy cluster$( ((want_sync)) && echo ' (sync)')"
