@@ -37,6 +37,43 @@ pub struct Args {
     #[arg(long = "patroni.insecure-skip-verify")]
     pub patroni_insecure_skip_verify: bool,
 
+    /// PEM client certificate for members with `verify_client: required` (with --patroni.key-file).
+    #[arg(long = "patroni.cert-file", value_name = "FILE")]
+    pub patroni_cert_file: Option<PathBuf>,
+
+    /// PEM private key of --patroni.cert-file (PKCS#8, PKCS#1 or SEC1; may be encrypted).
+    #[arg(long = "patroni.key-file", value_name = "FILE")]
+    pub patroni_key_file: Option<PathBuf>,
+
+    /// File holding the passphrase of an encrypted --patroni.key-file.
+    #[arg(
+        long = "patroni.key-password-file",
+        value_name = "FILE",
+        env = "PATRONI_RAFT_EXPORTER_KEY_PASSWORD_FILE"
+    )]
+    pub patroni_key_password_file: Option<PathBuf>,
+
+    /// User for HTTP basic auth on every GET (only where a site protects reads).
+    #[arg(long = "patroni.username", value_name = "USER")]
+    pub patroni_username: Option<String>,
+
+    /// File holding the basic auth password of --patroni.username.
+    #[arg(
+        long = "patroni.password-file",
+        value_name = "FILE",
+        env = "PATRONI_RAFT_EXPORTER_PATRONI_PASSWORD_FILE"
+    )]
+    pub patroni_password_file: Option<PathBuf>,
+
+    /// Hosts whose member api_urls may be followed besides the configured REST and Raft
+    /// hosts: a name, an IP, a CIDR (10.0.0.0/24) or * (repeatable or comma-separated).
+    #[arg(
+        long = "patroni.allow-api-url-hosts",
+        value_name = "HOSTS",
+        value_delimiter = ','
+    )]
+    pub patroni_allow_api_url_hosts: Vec<String>,
+
     /// Raft node to query, host:port (repeatable). Default: the member hosts on --raft.port.
     #[arg(long = "raft.node", value_name = "HOST:PORT")]
     pub raft_nodes: Vec<String>,
@@ -76,6 +113,10 @@ pub struct Args {
     #[arg(long = "poll.max-body-bytes", default_value_t = 4 * 1024 * 1024)]
     pub max_body_bytes: usize,
 
+    /// Requests of one cluster's poll in flight at once (REST and Raft together).
+    #[arg(long = "poll.max-concurrency", default_value_t = crate::config::DEFAULT_MAX_CONCURRENCY)]
+    pub max_concurrency: usize,
+
     /// Address to serve metrics on.
     #[arg(long = "web.listen-address", default_value = ":9393")]
     pub listen_address: String,
@@ -83,6 +124,11 @@ pub struct Args {
     /// Path under which to expose metrics.
     #[arg(long = "web.telemetry-path", default_value = "/metrics")]
     pub telemetry_path: String,
+
+    /// Exporter-toolkit web configuration (TLS and basic auth of this endpoint); re-read on
+    /// SIGHUP. Without it, plain http.
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    pub web_config_file: Option<PathBuf>,
 
     /// YAML file listing clusters to watch (overrides --patroni.url and the Raft flags).
     #[arg(long = "config.file", value_name = "FILE")]
@@ -115,6 +161,7 @@ impl Args {
             max_body_bytes: self.max_body_bytes,
             raft_port: self.raft_port,
             raft_enabled: !self.raft_disabled,
+            max_concurrency: self.max_concurrency,
         };
         let entries = match &self.config_file {
             Some(path) => ConfigFile::load(path)?.clusters,
@@ -125,12 +172,19 @@ impl Args {
                 poll_interval: None,
                 poll_timeout: None,
                 ca_file: self.patroni_ca_file.clone(),
-                insecure_skip_verify: Some(self.patroni_insecure_skip_verify),
+                insecure_skip_verify: self.patroni_insecure_skip_verify.then_some(true),
                 raft_enabled: None,
                 raft_nodes: self.raft_nodes.clone(),
                 raft_port: None,
                 raft_password_file: self.raft_password_file.clone(),
                 raft_command: self.raft_command.clone(),
+                cert_file: self.patroni_cert_file.clone(),
+                key_file: self.patroni_key_file.clone(),
+                key_password_file: self.patroni_key_password_file.clone(),
+                username: self.patroni_username.clone(),
+                password_file: self.patroni_password_file.clone(),
+                allow_api_url_hosts: self.patroni_allow_api_url_hosts.clone(),
+                max_concurrency: None,
             }],
         };
         entries
@@ -195,5 +249,49 @@ mod tests {
     #[test]
     fn there_is_no_password_flag() {
         assert!(Args::try_parse_from(["x", "--raft.password", "secret"]).is_err());
+        assert!(Args::try_parse_from(["x", "--patroni.password", "secret"]).is_err());
+    }
+
+    #[test]
+    fn credentials_and_tls_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let password = dir.path().join("rest-pw");
+        std::fs::write(&password, "rest-secret\n").unwrap();
+        let args = Args::try_parse_from([
+            "x",
+            "--patroni.url",
+            "https://10.0.0.1:8008",
+            "--patroni.username",
+            "watcher",
+            "--patroni.password-file",
+            password.to_str().unwrap(),
+            "--patroni.allow-api-url-hosts",
+            "10.0.0.0/24,db.example",
+            "--poll.max-concurrency",
+            "3",
+        ])
+        .unwrap();
+        let cluster = args.clusters().unwrap().remove(0);
+        let auth = cluster.basic_auth.as_ref().unwrap();
+        assert_eq!(auth.username, "watcher");
+        assert_eq!(auth.password.expose(), "rest-secret");
+        assert_eq!(cluster.max_concurrency, 3);
+        assert!(!format!("{cluster:?}").contains("rest-secret"));
+        let policy = crate::config::ApiUrlPolicy::for_cluster(&cluster).unwrap();
+        assert!(policy.allows_url(&Url::parse("https://10.0.0.7:8008/patroni").unwrap()));
+        assert!(policy.allows_url(&Url::parse("https://DB.example:8008/patroni").unwrap()));
+        // https configured: no downgrade to http, even to an allowed host.
+        assert!(!policy.allows_url(&Url::parse("http://10.0.0.7:8008/patroni").unwrap()));
+        assert!(!policy.allows_url(&Url::parse("https://10.0.1.7:8008/patroni").unwrap()));
+        // A username without a password file is an error, not an unauthenticated client.
+        let args = Args::try_parse_from([
+            "x",
+            "--patroni.url",
+            "http://x:8008",
+            "--patroni.username",
+            "u",
+        ])
+        .unwrap();
+        assert!(args.clusters().is_err());
     }
 }

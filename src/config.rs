@@ -6,13 +6,19 @@
 //! already in `/var/snap/charmed-postgresql/current/etc/patroni/patroni.yaml`, so reading it
 //! avoids copying a secret. All three resolve to the same [`ClusterConfig`].
 
+use std::collections::BTreeSet;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
 use url::Url;
 
+use crate::patroni::BasicAuth;
 use crate::secret::Secret;
+
+/// Default bound on the requests one cluster's poll has in flight at once.
+pub const DEFAULT_MAX_CONCURRENCY: usize = 8;
 
 /// Everything the poller of one cluster needs. Built once at start (and on reload).
 #[derive(Debug, Clone)]
@@ -28,8 +34,187 @@ pub struct ClusterConfig {
     pub max_body_bytes: usize,
     pub ca_file: Option<PathBuf>,
     pub insecure_skip_verify: bool,
+    /// Client certificate and key for members with `verify_client: required`.
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    /// Passphrase of an encrypted key file.
+    pub key_password: Option<Secret>,
+    /// Basic auth for every GET, for sites that protect reads (Patroni itself does not).
+    pub basic_auth: Option<BasicAuth>,
+    /// Hosts (names, IPs, CIDRs, or `*`) whose `api_url`s may be followed besides the
+    /// configured ones; see [`ApiUrlPolicy`].
+    pub allow_api_url_hosts: Vec<String>,
+    /// Requests of one poll in flight at once (REST and Raft together).
+    pub max_concurrency: usize,
     /// `None` when Raft is not polled for this cluster.
     pub raft: Option<RaftSettings>,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            expected_scope: None,
+            patroni_urls: Vec::new(),
+            poll_interval: Duration::from_secs(5),
+            poll_timeout: Duration::from_secs(2),
+            max_body_bytes: 4 * 1024 * 1024,
+            ca_file: None,
+            insecure_skip_verify: false,
+            cert_file: None,
+            key_file: None,
+            key_password: None,
+            basic_auth: None,
+            allow_api_url_hosts: Vec::new(),
+            max_concurrency: DEFAULT_MAX_CONCURRENCY,
+            raft: None,
+        }
+    }
+}
+
+/// Which member `api_url`s the exporter follows.
+///
+/// `/cluster` is a document a member sends; if the exporter followed every `api_url` in it,
+/// a compromised or confused member could make it send GETs (with the client certificate and
+/// any basic auth) to any host it can reach. So an `api_url` is followed only when its host
+/// is one the operator named: the host of a configured REST URL, of a configured Raft node
+/// (flags, `--config.file`, or Patroni's `raft.self_addr`/`partner_addrs`, which on Charmed
+/// PostgreSQL list every member's IP), or an entry of `--patroni.allow-api-url-hosts`
+/// (a host name, an IP, a CIDR such as `10.0.0.0/24`, or `*` for any host). The member
+/// `host` fields of `/cluster` are not trusted: they come from the same document.
+/// When any configured URL is https, http `api_url`s are refused (no downgrade).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApiUrlPolicy {
+    any_host: bool,
+    names: BTreeSet<String>,
+    addresses: BTreeSet<IpAddr>,
+    networks: Vec<(IpAddr, u8)>,
+    https_only: bool,
+}
+
+impl ApiUrlPolicy {
+    /// The policy of a cluster: its configured hosts plus its allow list.
+    ///
+    /// # Errors
+    /// When an allow-list entry is not a host, an IP, a CIDR or `*`.
+    pub fn for_cluster(config: &ClusterConfig) -> anyhow::Result<ApiUrlPolicy> {
+        let mut policy = ApiUrlPolicy::default();
+        for url in &config.patroni_urls {
+            if let Some(host) = url.host_str() {
+                policy.add_host(host);
+            }
+            if url.scheme() == "https" {
+                policy.https_only = true;
+            }
+        }
+        if let Some(raft) = &config.raft {
+            for node in &raft.nodes {
+                policy.add_host(host_of(node));
+            }
+        }
+        for entry in &config.allow_api_url_hosts {
+            policy.add_entry(entry)?;
+        }
+        Ok(policy)
+    }
+
+    /// Adds one allow-list entry: `*`, a CIDR, an IP or a host name.
+    ///
+    /// # Errors
+    /// When a CIDR is malformed or the entry is empty or contains a scheme, path or port.
+    pub fn add_entry(&mut self, entry: &str) -> anyhow::Result<()> {
+        let entry = entry.trim();
+        if entry == "*" {
+            self.any_host = true;
+            return Ok(());
+        }
+        if let Some((address, prefix)) = entry.split_once('/') {
+            let address: IpAddr = address
+                .trim_matches(['[', ']'])
+                .parse()
+                .map_err(|_| anyhow::anyhow!("allow-api-url-hosts: invalid CIDR {entry:?}"))?;
+            let max = if address.is_ipv4() { 32 } else { 128 };
+            let prefix: u8 = prefix
+                .parse()
+                .ok()
+                .filter(|prefix| *prefix <= max)
+                .ok_or_else(|| anyhow::anyhow!("allow-api-url-hosts: invalid CIDR {entry:?}"))?;
+            self.networks.push((address, prefix));
+            return Ok(());
+        }
+        if entry.is_empty() || entry.contains(['/', '@', ' ']) || entry.contains("://") {
+            anyhow::bail!("allow-api-url-hosts: {entry:?} is not a host, an IP, a CIDR or *");
+        }
+        self.add_host(entry);
+        Ok(())
+    }
+
+    fn add_host(&mut self, host: &str) {
+        let host = host.trim_matches(['[', ']']);
+        match host.parse::<IpAddr>() {
+            Ok(address) => {
+                self.addresses.insert(address);
+            }
+            Err(_) => {
+                self.names.insert(host.to_ascii_lowercase());
+            }
+        }
+    }
+
+    /// Whether a host (name or IP, IPv6 with or without brackets) may be contacted.
+    pub fn allows_host(&self, host: &str) -> bool {
+        if self.any_host {
+            return true;
+        }
+        let host = host.trim_matches(['[', ']']);
+        match host.parse::<IpAddr>() {
+            Ok(address) => {
+                self.addresses.contains(&address)
+                    || self
+                        .networks
+                        .iter()
+                        .any(|(network, prefix)| in_network(address, *network, *prefix))
+            }
+            Err(_) => self.names.contains(&host.to_ascii_lowercase()),
+        }
+    }
+
+    /// Whether an `api_url` may be followed: http(s), no credentials in it, an allowed host,
+    /// and https when the configured URLs are.
+    pub fn allows_url(&self, url: &Url) -> bool {
+        let scheme_ok = match url.scheme() {
+            "https" => true,
+            "http" => !self.https_only,
+            _ => false,
+        };
+        scheme_ok
+            && url.username().is_empty()
+            && url.password().is_none()
+            && url.host_str().is_some_and(|host| self.allows_host(host))
+    }
+}
+
+fn in_network(address: IpAddr, network: IpAddr, prefix: u8) -> bool {
+    match (address, network) {
+        (IpAddr::V4(a), IpAddr::V4(n)) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+            u32::from(a) & mask == u32::from(n) & mask
+        }
+        (IpAddr::V6(a), IpAddr::V6(n)) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
+            u128::from(a) & mask == u128::from(n) & mask
+        }
+        _ => false,
+    }
+}
+
+/// The host of `host:port` (`[v6]:port` too).
+pub fn host_of(node: &str) -> &str {
+    match node.rsplit_once(':') {
+        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) && !host.is_empty() => {
+            host.trim_matches(['[', ']'])
+        }
+        _ => node,
+    }
 }
 
 /// How the Raft nodes of a cluster are found and queried.
@@ -52,6 +237,7 @@ pub struct Defaults {
     pub max_body_bytes: usize,
     pub raft_port: u16,
     pub raft_enabled: bool,
+    pub max_concurrency: usize,
 }
 
 /// One cluster as written in `--config.file` or assembled from flags. Every field is
@@ -83,6 +269,25 @@ pub struct ClusterEntry {
     pub raft_password_file: Option<PathBuf>,
     #[serde(default)]
     pub raft_command: Option<String>,
+    /// PEM client certificate and key (for `verify_client: required`).
+    #[serde(default)]
+    pub cert_file: Option<PathBuf>,
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+    /// File holding the passphrase of an encrypted key file.
+    #[serde(default)]
+    pub key_password_file: Option<PathBuf>,
+    /// Basic auth user for GETs; the password is read from `password_file`.
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub password_file: Option<PathBuf>,
+    /// Extra hosts whose `api_url`s may be followed (names, IPs, CIDRs, `*`).
+    #[serde(default)]
+    pub allow_api_url_hosts: Vec<String>,
+    /// Requests of one poll in flight at once.
+    #[serde(default)]
+    pub max_concurrency: Option<usize>,
 }
 
 /// The `--config.file` document.
@@ -117,7 +322,24 @@ pub struct PatroniYaml {
     #[serde(default)]
     pub restapi: Option<PatroniRestApi>,
     #[serde(default)]
+    pub ctl: Option<PatroniCtl>,
+    #[serde(default)]
     pub raft: Option<PatroniRaft>,
+}
+
+/// Patroni's `ctl` section: how patronictl (a client, like the exporter) talks to the API.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PatroniCtl {
+    #[serde(default)]
+    pub insecure: Option<bool>,
+    #[serde(default)]
+    pub cacert: Option<PathBuf>,
+    #[serde(default)]
+    pub certfile: Option<PathBuf>,
+    #[serde(default)]
+    pub keyfile: Option<PathBuf>,
+    #[serde(default)]
+    pub keyfile_password: Option<Secret>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -129,7 +351,14 @@ pub struct PatroniRestApi {
     #[serde(default)]
     pub certfile: Option<PathBuf>,
     #[serde(default)]
+    pub keyfile: Option<PathBuf>,
+    #[serde(default)]
+    pub keyfile_password: Option<Secret>,
+    #[serde(default)]
     pub cafile: Option<PathBuf>,
+    /// `none`, `optional` or `required`: whether members ask for a client certificate.
+    #[serde(default)]
+    pub verify_client: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -139,7 +368,7 @@ pub struct PatroniRaft {
     #[serde(default)]
     pub partner_addrs: Vec<String>,
     #[serde(default)]
-    pub password: Option<String>,
+    pub password: Option<Secret>,
 }
 
 impl PatroniYaml {
@@ -178,6 +407,30 @@ impl PatroniYaml {
             "http"
         };
         Url::parse(&format!("{scheme}://{address}")).ok()
+    }
+
+    /// The client certificate, key and key passphrase to present, as Patroni's own clients
+    /// (patronictl, member-to-member requests) choose them: the `ctl` section, else the
+    /// REST server's own certificate. The latter only when the members ask for a client
+    /// certificate (`verify_client`), so an exporter that cannot read the server key is not
+    /// broken on sites that do not need it.
+    pub fn client_identity(&self) -> Option<(PathBuf, PathBuf, Option<Secret>)> {
+        if let Some(ctl) = &self.ctl {
+            if let (Some(cert), Some(key)) = (&ctl.certfile, &ctl.keyfile) {
+                return Some((cert.clone(), key.clone(), ctl.keyfile_password.clone()));
+            }
+        }
+        let restapi = self.restapi.as_ref()?;
+        let asks = matches!(
+            restapi.verify_client.as_deref(),
+            Some("required") | Some("optional")
+        );
+        match (asks, &restapi.certfile, &restapi.keyfile) {
+            (true, Some(cert), Some(key)) => {
+                Some((cert.clone(), key.clone(), restapi.keyfile_password.clone()))
+            }
+            _ => None,
+        }
     }
 
     /// All Raft voters this member knows: itself and its partners.
@@ -221,20 +474,66 @@ impl ClusterEntry {
             .scope
             .clone()
             .or_else(|| patroni_yaml.as_ref().and_then(|yaml| yaml.scope.clone()));
-        let ca_file = self.ca_file.clone().or_else(|| {
-            patroni_yaml
-                .as_ref()
-                .and_then(|yaml| yaml.restapi.as_ref())
-                .and_then(|restapi| restapi.cafile.clone())
-        });
+        let ctl = patroni_yaml.as_ref().and_then(|yaml| yaml.ctl.as_ref());
+        let ca_file = self
+            .ca_file
+            .clone()
+            .or_else(|| ctl.and_then(|ctl| ctl.cacert.clone()))
+            .or_else(|| {
+                patroni_yaml
+                    .as_ref()
+                    .and_then(|yaml| yaml.restapi.as_ref())
+                    .and_then(|restapi| restapi.cafile.clone())
+            });
+        let insecure_skip_verify = self
+            .insecure_skip_verify
+            .or_else(|| ctl.and_then(|ctl| ctl.insecure))
+            .unwrap_or(false);
+        let (cert_file, key_file, key_password) = match (&self.cert_file, &self.key_file) {
+            (Some(cert), Some(key)) => {
+                let password = match &self.key_password_file {
+                    Some(path) => Some(Secret::from_file(path)?),
+                    None => None,
+                };
+                (Some(cert.clone()), Some(key.clone()), password)
+            }
+            (None, None) => match patroni_yaml.as_ref().and_then(PatroniYaml::client_identity) {
+                Some((cert, key, password)) => (Some(cert), Some(key), password),
+                None => (None, None, None),
+            },
+            _ => anyhow::bail!(
+                "cluster {}: cert_file and key_file go together",
+                self.scope.as_deref().unwrap_or("<unnamed>")
+            ),
+        };
+        let basic_auth = match (&self.username, &self.password_file) {
+            (Some(username), Some(path)) => Some(BasicAuth {
+                username: username.clone(),
+                password: Secret::from_file(path)?,
+            }),
+            (None, None) => None,
+            _ => anyhow::bail!(
+                "cluster {}: a REST username needs a password file and vice versa",
+                self.scope.as_deref().unwrap_or("<unnamed>")
+            ),
+        };
+        // Raft addresses from Patroni's YAML are configured hosts even when Raft is not polled.
+        let mut allow_api_url_hosts = self.allow_api_url_hosts.clone();
+        if let Some(yaml) = &patroni_yaml {
+            allow_api_url_hosts.extend(
+                yaml.raft_nodes()
+                    .iter()
+                    .map(|node| host_of(node).to_owned()),
+            );
+        }
+        let mut check = ApiUrlPolicy::default();
+        for entry in &allow_api_url_hosts {
+            check.add_entry(entry)?;
+        }
         let raft = if self.raft_enabled.unwrap_or(defaults.raft_enabled) {
             let password = match (&self.raft_password_file, &patroni_yaml) {
                 (Some(path), _) => Some(Secret::from_file(path)?),
-                (None, Some(yaml)) => yaml
-                    .raft
-                    .as_ref()
-                    .and_then(|raft| raft.password.clone())
-                    .map(Secret::new),
+                (None, Some(yaml)) => yaml.raft.as_ref().and_then(|raft| raft.password.clone()),
                 (None, None) => None,
             };
             let mut nodes = self.raft_nodes.clone();
@@ -263,7 +562,16 @@ impl ClusterEntry {
             poll_timeout: self.poll_timeout.unwrap_or(defaults.poll_timeout),
             max_body_bytes: defaults.max_body_bytes,
             ca_file,
-            insecure_skip_verify: self.insecure_skip_verify.unwrap_or(false),
+            insecure_skip_verify,
+            cert_file,
+            key_file,
+            key_password,
+            basic_auth,
+            allow_api_url_hosts,
+            max_concurrency: self
+                .max_concurrency
+                .unwrap_or(defaults.max_concurrency)
+                .max(1),
             raft,
         })
     }
@@ -295,6 +603,7 @@ mod tests {
             max_body_bytes: 1 << 22,
             raft_port: 2222,
             raft_enabled: true,
+            max_concurrency: DEFAULT_MAX_CONCURRENCY,
         }
     }
 
@@ -369,6 +678,98 @@ mod tests {
             password: Some(Secret::new("raft-secret")),
             command: None,
         }
+    }
+
+    #[test]
+    fn patroni_yaml_client_certificate_only_when_members_ask_for_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("patroni.yaml");
+        let base = "scope: pg\nrestapi:\n  connect_address: 10.1.2.3:8008\n  certfile: /etc/p/cert.pem\n  keyfile: /etc/p/key.pem\n  keyfile_password: key-secret\n  cafile: /etc/p/ca.pem\n";
+        let entry = ClusterEntry {
+            patroni_config_file: Some(path.clone()),
+            raft_enabled: Some(false),
+            ..ClusterEntry::default()
+        };
+        std::fs::write(&path, base).unwrap();
+        let config = entry.resolve(&defaults()).unwrap();
+        assert!(config.cert_file.is_none() && config.key_password.is_none());
+        std::fs::write(&path, format!("{base}  verify_client: required\n")).unwrap();
+        let config = entry.resolve(&defaults()).unwrap();
+        assert_eq!(
+            config.cert_file.as_deref(),
+            Some(Path::new("/etc/p/cert.pem"))
+        );
+        assert_eq!(
+            config.key_file.as_deref(),
+            Some(Path::new("/etc/p/key.pem"))
+        );
+        assert_eq!(config.key_password.as_ref().unwrap().expose(), "key-secret");
+        assert!(!format!("{config:?}").contains("key-secret"));
+        // patronictl's own section wins, as in Patroni.
+        std::fs::write(
+            &path,
+            format!("{base}  verify_client: required\nctl:\n  certfile: /etc/p/ctl.pem\n  keyfile: /etc/p/ctl.key\n  cacert: /etc/p/ctl-ca.pem\n  insecure: true\n"),
+        )
+        .unwrap();
+        let config = entry.resolve(&defaults()).unwrap();
+        assert_eq!(
+            config.cert_file.as_deref(),
+            Some(Path::new("/etc/p/ctl.pem"))
+        );
+        assert_eq!(
+            config.ca_file.as_deref(),
+            Some(Path::new("/etc/p/ctl-ca.pem"))
+        );
+        assert!(config.key_password.is_none());
+        assert!(config.insecure_skip_verify);
+    }
+
+    #[test]
+    fn api_url_policy() {
+        let config = ClusterConfig {
+            patroni_urls: vec![Url::parse("http://10.0.0.1:8008").unwrap()],
+            raft: Some(RaftSettings {
+                nodes: vec!["10.0.0.2:2222".into(), "[fd00::3]:2222".into()],
+                port: 2222,
+                password: None,
+                command: None,
+            }),
+            allow_api_url_hosts: vec!["192.168.0.0/16".into(), "Member-4.example".into()],
+            ..ClusterConfig::default()
+        };
+        let policy = ApiUrlPolicy::for_cluster(&config).unwrap();
+        for allowed in [
+            "http://10.0.0.1:8008/patroni",
+            "http://10.0.0.2:8008/patroni",
+            "http://[fd00::3]:8008/patroni",
+            "http://192.168.7.9:8008/patroni",
+            "https://member-4.example:8008/patroni",
+        ] {
+            assert!(
+                policy.allows_url(&Url::parse(allowed).unwrap()),
+                "{allowed}"
+            );
+        }
+        for refused in [
+            "http://10.0.0.9:8008/patroni",
+            "http://169.254.169.254/latest/meta-data",
+            "http://user:pw@10.0.0.1:8008/patroni",
+            "ftp://10.0.0.1/patroni",
+            "http://member-5.example:8008/patroni",
+        ] {
+            assert!(
+                !policy.allows_url(&Url::parse(refused).unwrap()),
+                "{refused}"
+            );
+        }
+        let mut any = ApiUrlPolicy::default();
+        any.add_entry("*").unwrap();
+        assert!(any.allows_host("anything"));
+        for bad in ["10.0.0.0/33", "http://x", "", "a/b"] {
+            assert!(ApiUrlPolicy::default().add_entry(bad).is_err(), "{bad}");
+        }
+        assert_eq!(host_of("[::1]:2222"), "::1");
+        assert_eq!(host_of("10.0.0.1:2222"), "10.0.0.1");
     }
 
     #[test]

@@ -34,3 +34,4 @@ pub mod raft;
 pub mod secret;
 pub mod server;
 pub mod snapshot;
+pub mod tls;

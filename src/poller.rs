@@ -15,17 +15,21 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::future::join_all;
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 use tokio::time::MissedTickBehavior;
 use url::Url;
 
-use crate::config::{ClusterConfig, RaftSettings};
+use crate::config::{ApiUrlPolicy, ClusterConfig, RaftSettings};
 use crate::patroni::{self, ClientSettings, ClusterView, PatroniClient, PatroniError};
 use crate::raft::{self, QueryLimits, RaftKey, RaftStatus};
 use crate::snapshot::{
     effective_raft_leader, ClusterSnapshot, Counters, Failure, MemberSnapshot, QuorumAssessment,
     RaftNodeSnapshot, SnapshotStore, Source,
 };
+
+/// More members than this in `/cluster` is not a Patroni cluster (real ones have a handful):
+/// the document is refused rather than fanned out into thousands of requests.
+pub const MAX_MEMBERS: usize = 128;
 
 /// How one cluster's Raft nodes are asked for their status.
 #[derive(Clone)]
@@ -94,6 +98,10 @@ pub struct ClusterPoller {
     raft: Option<RaftQuery>,
     store: Arc<SnapshotStore>,
     memory: PollMemory,
+    /// Which `api_url`s (and member hosts) may be contacted.
+    policy: ApiUrlPolicy,
+    /// Bounds the requests of a poll in flight at once (`max_concurrency`).
+    permits: Arc<Semaphore>,
 }
 
 impl ClusterPoller {
@@ -107,12 +115,18 @@ impl ClusterPoller {
         config: ClusterConfig,
         store: Arc<SnapshotStore>,
     ) -> anyhow::Result<ClusterPoller> {
+        let policy = ApiUrlPolicy::for_cluster(&config)?;
         let client = PatroniClient::new(ClientSettings {
             timeout: config.poll_timeout,
             max_body_bytes: config.max_body_bytes,
             ca_file: config.ca_file.clone(),
             insecure_skip_verify: config.insecure_skip_verify,
+            cert_file: config.cert_file.clone(),
+            key_file: config.key_file.clone(),
+            key_password: config.key_password.clone(),
+            basic_auth: config.basic_auth.clone(),
         })?;
+        let permits = Arc::new(Semaphore::new(config.max_concurrency.max(1)));
         let raft = match &config.raft {
             None => None,
             Some(settings) => Some(raft_query(settings, config.poll_timeout).await?),
@@ -124,19 +138,44 @@ impl ClusterPoller {
             raft,
             store,
             memory: PollMemory::default(),
+            policy,
+            permits,
         })
+    }
+
+    /// A poller for a new configuration of the same cluster (SIGHUP): new clients and keys,
+    /// but the counters carry over so `*_total` series do not reset on a reload.
+    ///
+    /// # Errors
+    /// As [`ClusterPoller::new`]; the caller keeps the old poller then.
+    pub async fn reconfigured(&self, config: ClusterConfig) -> anyhow::Result<ClusterPoller> {
+        let mut poller = ClusterPoller::new(self.slot, config, self.store.clone()).await?;
+        poller.memory.counters = self.memory.counters.clone();
+        Ok(poller)
     }
 
     /// Polls every interval until `shutdown` turns true. A poll never overlaps the previous
     /// one: a poll that overruns makes the next start late, and the missed ticks are counted.
-    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        self.run_until(async move {
+            let _ = shutdown.changed().await;
+        })
+        .await;
+    }
+
+    /// Polls every interval until `stop` completes (checked between polls; a poll is bounded
+    /// by its timeouts), then gives the poller back, e.g. to be [`reconfigured`].
+    ///
+    /// [`reconfigured`]: ClusterPoller::reconfigured
+    pub async fn run_until(mut self, stop: impl std::future::Future<Output = ()>) -> ClusterPoller {
         let interval = self.config.poll_interval;
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        tokio::pin!(stop);
         loop {
             tokio::select! {
                 _ = ticker.tick() => {}
-                _ = shutdown.changed() => return,
+                _ = &mut stop => return self,
             }
             let snapshot = self.poll_once().await;
             let overrun = snapshot.poll_duration.as_secs_f64() / interval.as_secs_f64();
@@ -162,7 +201,10 @@ impl ClusterPoller {
         let member_views = join_all(members.iter().map(|member| self.fetch_member(member)));
         let history = async {
             match (&cluster, &history_base) {
-                (Some(_), Some(base)) => Some(self.client.history(base).await),
+                (Some(_), Some(base)) => {
+                    let _permit = self.permits.acquire().await;
+                    Some(self.client.history(base).await)
+                }
                 _ => None,
             }
         };
@@ -249,7 +291,8 @@ impl ClusterPoller {
                 .client
                 .cluster(&url)
                 .await
-                .and_then(|view| self.check_scope(view));
+                .and_then(|view| self.check_scope(view))
+                .and_then(check_member_count);
             match answer {
                 Ok(view) => {
                     self.note(Source::Cluster, &target, None);
@@ -292,6 +335,13 @@ impl ClusterPoller {
                 message: format!("member {} has no valid api_url", member.name),
             });
         };
+        if !self.policy.allows_url(&api_url) {
+            return Err(Failure::from(&PatroniError::ApiUrlNotAllowed(format!(
+                "{api_url} of member {} (allow its host with --patroni.allow-api-url-hosts)",
+                member.name
+            ))));
+        }
+        let _permit = self.permits.acquire().await;
         self.client
             .member_status(&api_url)
             .await
@@ -305,6 +355,7 @@ impl ClusterPoller {
                 message: "raft disabled".into(),
             });
         };
+        let _permit = self.permits.acquire().await;
         query
             .status(node)
             .await
@@ -319,14 +370,21 @@ impl ClusterPoller {
         };
         let mut nodes: BTreeSet<String> = settings.nodes.iter().cloned().collect();
         if nodes.is_empty() {
+            // Member hosts come from a member's document: only allowed hosts are asked.
             let hosts: Vec<String> = match cluster {
                 Some(view) => view.members.iter().filter_map(|m| m.host.clone()).collect(),
                 None => self.memory.member_hosts.clone(),
             };
+            let hosts: Vec<String> = hosts
+                .into_iter()
+                .filter(|host| self.policy.allows_host(host))
+                .collect();
             nodes.extend(hosts.iter().map(|host| join_host_port(host, settings.port)));
         }
         nodes.extend(self.memory.raft_partners.iter().cloned());
-        nodes.into_iter().collect()
+        // Partners are named by nodes (authenticated when the cluster has a password); the
+        // bound keeps a hostile reply from fanning out into thousands of connections.
+        nodes.into_iter().take(MAX_MEMBERS).collect()
     }
 
     fn remember(&mut self, cluster: Option<&ClusterView>, raft_nodes: &[RaftNodeSnapshot]) {
@@ -339,6 +397,7 @@ impl ClusterPoller {
                 .members
                 .iter()
                 .filter_map(|m| m.api_url.as_deref().and_then(|url| Url::parse(url).ok()))
+                .filter(|url| self.policy.allows_url(url))
                 .map(|url| patroni::base_of(&url))
                 .collect();
         }
@@ -346,6 +405,7 @@ impl ClusterPoller {
             .iter()
             .filter_map(|node| node.status.as_ref().ok())
             .flat_map(|status| status.partners.iter().map(|partner| partner.node.clone()))
+            .filter(|node| self.policy.allows_host(crate::config::host_of(node)))
             .collect();
         // Keep the previous partners when no node answered, so a cluster that comes back is
         // still found through them.
@@ -442,6 +502,17 @@ async fn raft_query(settings: &RaftSettings, timeout: Duration) -> anyhow::Resul
             ..QueryLimits::default()
         },
     })
+}
+
+/// A `/cluster` with more than [`MAX_MEMBERS`] members is refused.
+fn check_member_count(view: ClusterView) -> Result<ClusterView, PatroniError> {
+    if view.members.len() > MAX_MEMBERS {
+        return Err(PatroniError::Decode(format!(
+            "/cluster lists {} members, more than {MAX_MEMBERS}",
+            view.members.len()
+        )));
+    }
+    Ok(view)
 }
 
 /// `host:port`, with brackets for IPv6 literals.

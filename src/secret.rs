@@ -16,18 +16,36 @@ impl Secret {
     }
 
     /// Reads a secret from a file, without its trailing newline (as `echo pw > file` writes it).
+    /// Files larger than 64 KiB are refused (a password file is a line).
     ///
     /// # Errors
-    /// When the file cannot be read. The error names the file, never its content.
+    /// When the file cannot be read, is too large or is not UTF-8. The error names the file,
+    /// never its content.
     pub fn from_file(path: &Path) -> anyhow::Result<Secret> {
-        let text = std::fs::read_to_string(path)
+        use std::io::Read;
+        const MAX: u64 = 64 * 1024;
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|file| file.take(MAX + 1).read_to_end(&mut bytes))
             .map_err(|error| anyhow::anyhow!("reading secret file {}: {error}", path.display()))?;
+        if bytes.len() as u64 > MAX {
+            anyhow::bail!("secret file {} is larger than {MAX} bytes", path.display());
+        }
+        let text = String::from_utf8(bytes)
+            .map_err(|_| anyhow::anyhow!("secret file {} is not UTF-8", path.display()))?;
         Ok(Secret(text.trim_end_matches(['\n', '\r']).to_owned()))
     }
 
     /// The secret itself, for the one place that must use it.
     pub fn expose(&self) -> &str {
         &self.0
+    }
+}
+
+/// Read from YAML as a plain string (Patroni's `raft.password`), kept wrapped from then on.
+impl<'de> serde::Deserialize<'de> for Secret {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Secret, D::Error> {
+        String::deserialize(deserializer).map(Secret)
     }
 }
 

@@ -14,6 +14,7 @@ use super::model::{
     parse_cluster, parse_history, parse_member_status, ClusterView, HistoryEntry, MemberStatus,
 };
 use super::PatroniError;
+use crate::secret::Secret;
 
 /// How requests to one cluster's members are made.
 #[derive(Debug, Clone)]
@@ -26,6 +27,21 @@ pub struct ClientSettings {
     pub ca_file: Option<std::path::PathBuf>,
     /// Accept any server certificate (logged once as a warning by the caller).
     pub insecure_skip_verify: bool,
+    /// PEM client certificate (chain), for members with `verify_client: required`.
+    pub cert_file: Option<std::path::PathBuf>,
+    /// PEM private key of `cert_file`.
+    pub key_file: Option<std::path::PathBuf>,
+    /// Passphrase of an encrypted `key_file` (Patroni's `keyfile_password`).
+    pub key_password: Option<Secret>,
+    /// HTTP basic auth sent with every GET, for sites that protect reads.
+    pub basic_auth: Option<BasicAuth>,
+}
+
+/// A user name and password for HTTP basic auth. `Debug` never shows the password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BasicAuth {
+    pub username: String,
+    pub password: Secret,
 }
 
 impl Default for ClientSettings {
@@ -35,6 +51,10 @@ impl Default for ClientSettings {
             max_body_bytes: 4 * 1024 * 1024,
             ca_file: None,
             insecure_skip_verify: false,
+            cert_file: None,
+            key_file: None,
+            key_password: None,
+            basic_auth: None,
         }
     }
 }
@@ -50,9 +70,9 @@ impl PatroniClient {
     /// Builds the client.
     ///
     /// # Errors
-    /// When the CA file cannot be read or parsed.
+    /// When the CA file, the client certificate or its key cannot be read or parsed.
     pub fn new(settings: ClientSettings) -> anyhow::Result<PatroniClient> {
-        install_crypto_provider();
+        crate::tls::install_crypto_provider();
         let mut builder = reqwest::Client::builder()
             .connect_timeout(settings.timeout)
             .timeout(settings.timeout)
@@ -62,11 +82,31 @@ impl PatroniClient {
             .no_proxy()
             .user_agent(concat!("patroni-raft-exporter/", env!("CARGO_PKG_VERSION")));
         if let Some(path) = &settings.ca_file {
-            let pem = std::fs::read(path)
-                .map_err(|error| anyhow::anyhow!("reading CA file {}: {error}", path.display()))?;
-            for certificate in reqwest::Certificate::from_pem_bundle(&pem)? {
-                builder = builder.add_root_certificate(certificate);
+            // Parsed by rustls-pki-types first: reqwest's own parser accepts a file with no
+            // certificate at all, which would silently trust nothing extra.
+            for certificate in crate::tls::load_certificates(path, "CA file")? {
+                builder =
+                    builder.add_root_certificate(reqwest::Certificate::from_der(&certificate)?);
             }
+        }
+        match (&settings.cert_file, &settings.key_file) {
+            (Some(cert_file), Some(key_file)) => {
+                let mut pem = crate::tls::read_pem_file(cert_file, "client certificate")?;
+                crate::tls::load_certificates(cert_file, "client certificate")?;
+                let key = crate::tls::load_private_key(key_file, settings.key_password.as_ref())?;
+                pem.push(b'\n');
+                pem.extend_from_slice(crate::tls::private_key_pem(&key)?.as_bytes());
+                let identity = reqwest::Identity::from_pem(&pem).map_err(|_| {
+                    anyhow::anyhow!(
+                        "client certificate {} and key {} do not form a usable identity",
+                        cert_file.display(),
+                        key_file.display()
+                    )
+                })?;
+                builder = builder.identity(identity);
+            }
+            (None, None) => {}
+            _ => anyhow::bail!("a client certificate needs both a certificate file and a key file"),
         }
         if settings.insecure_skip_verify {
             builder = builder.danger_accept_invalid_certs(true);
@@ -115,9 +155,11 @@ impl PatroniClient {
     }
 
     async fn get_unbounded(&self, url: &Url) -> Result<Vec<u8>, PatroniError> {
-        let mut response = self
-            .http
-            .get(url.clone())
+        let mut request = self.http.get(url.clone());
+        if let Some(auth) = &self.settings.basic_auth {
+            request = request.basic_auth(&auth.username, Some(auth.password.expose()));
+        }
+        let mut response = request
             .send()
             .await
             .map_err(|error| self.classify(&error))?;
@@ -195,12 +237,7 @@ pub fn base_of(api_url: &Url) -> Url {
     base
 }
 
-/// rustls needs one process-wide crypto provider; the build uses ring, which compiles without
-/// cmake or a C++ toolchain (unlike the default aws-lc-rs).
-pub fn install_crypto_provider() {
-    // Err means another provider is installed already, which is fine.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
+pub use crate::tls::install_crypto_provider;
 
 #[cfg(test)]
 mod tests {

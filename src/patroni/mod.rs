@@ -9,7 +9,7 @@
 mod client;
 mod model;
 
-pub use client::{base_of, install_crypto_provider, ClientSettings, PatroniClient};
+pub use client::{base_of, install_crypto_provider, BasicAuth, ClientSettings, PatroniClient};
 pub use model::{
     is_leader_role, is_sync_role, parse_cluster, parse_history, parse_member_status,
     parse_timestamp, ClusterView, HistoryEntry, Lag, Member, MemberStatus,
@@ -42,6 +42,10 @@ pub enum PatroniError {
     /// Any other transport failure (reset mid-body, malformed HTTP).
     #[error("transport: {0}")]
     Transport(String),
+    /// A member's `api_url` points off the hosts the exporter may talk to
+    /// (`--patroni.allow-api-url-hosts`), or downgrades https to http.
+    #[error("api_url {0} not allowed")]
+    ApiUrlNotAllowed(String),
 }
 
 impl PatroniError {
@@ -56,6 +60,7 @@ impl PatroniError {
             PatroniError::Decode(_) => "decode",
             PatroniError::ScopeMismatch { .. } => "scope_mismatch",
             PatroniError::Transport(_) => "transport",
+            PatroniError::ApiUrlNotAllowed(_) => "api_url_not_allowed",
         }
     }
 }

@@ -134,14 +134,13 @@ pub fn cluster_config(
         poll_interval: Duration::from_secs(5),
         poll_timeout: Duration::from_millis(800),
         max_body_bytes: 4 * 1024 * 1024,
-        ca_file: None,
-        insecure_skip_verify: false,
         raft: raft_nodes.map(|(nodes, password)| RaftSettings {
             nodes,
             port: 2222,
             password: password.map(Secret::new),
             command: None,
         }),
+        ..ClusterConfig::default()
     }
 }
 
