@@ -1,6 +1,11 @@
 //! Wires the parts together for the binary: pollers, the snapshot store, the HTTP server,
 //! signals. Kept out of `main.rs` so the binary stays a thin shell over the library.
+//!
+//! SIGHUP re-reads everything that comes from files: `--config.file`, Patroni's YAML,
+//! password, key and certificate files, and `--web.config.file`. A configuration that
+//! does not load is logged and the running one stays in force.
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +21,7 @@ use crate::config::ClusterConfig;
 use crate::poller::ClusterPoller;
 use crate::server::{self, AppState};
 use crate::snapshot::SnapshotStore;
+use crate::web::WebState;
 
 /// Sets up `tracing` from `--log.level` and `--log.format`, writing to stderr.
 pub fn init_logging(args: &Args) {
@@ -39,64 +45,225 @@ pub fn init_logging(args: &Args) {
     }
 }
 
-/// Runs the exporter until SIGINT or SIGTERM.
+/// Runs the exporter until SIGINT or SIGTERM; SIGHUP re-reads the configuration.
 ///
 /// # Errors
 /// When the configuration is invalid or the listen address cannot be bound.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let clusters = args.clusters()?;
     let listen_address = args.listen_address()?;
+    let web = Arc::new(WebState::load(args.web_config_file.as_deref())?);
     let store = Arc::new(SnapshotStore::new(clusters.len()));
     let (shutdown_sender, shutdown) = watch::channel(false);
-
-    for (slot, config) in clusters.into_iter().enumerate() {
-        if config.insecure_skip_verify {
-            tracing::warn!(urls = ?config.patroni_urls, "TLS certificate verification of members is disabled");
-        }
-        tokio::spawn(supervise(slot, config, store.clone(), shutdown.clone()));
-    }
+    let mut fleet = Fleet::default();
+    fleet.start(clusters, &store, &shutdown);
 
     let listener = bind(listen_address).await?;
-    tracing::info!(address = %listener.local_addr()?, path = %args.telemetry_path, version = crate::metrics::VERSION, "listening");
+    let current_web = web.current();
+    tracing::info!(address = %listener.local_addr()?, path = %args.telemetry_path, version = crate::metrics::VERSION,
+        tls = current_web.tls.is_some(), basic_auth = current_web.users.is_some(), "listening");
     let state = Arc::new(AppState {
         registry: crate::metrics::registry(store.clone()),
-        store,
+        store: store.clone(),
         telemetry_path: args.telemetry_path.clone(),
     });
-    server::serve(listener, state, async move {
+    let router = crate::web::protect(server::router(state), web.clone());
+    let reloader = tokio::spawn(reload_on_hangup(args, fleet, store, web.clone(), shutdown));
+    crate::web::serve(listener, router, web, async move {
         shutdown_signal().await;
         tracing::info!("shutting down");
         let _ = shutdown_sender.send(true);
     })
     .await?;
+    reloader.abort();
     Ok(())
 }
 
-/// Runs the poller of one cluster, and starts it again if it ever panics (it should not):
-/// one cluster's bug must not silence the others, nor this one for good.
+/// The running pollers, one per cluster, each fed its configuration through a channel so a
+/// reload reaches it without restarting its task.
+#[derive(Default)]
+struct Fleet {
+    slots: Vec<(watch::Sender<ClusterConfig>, tokio::task::JoinHandle<()>)>,
+    /// Clusters already warned about `insecure_skip_verify` (warned once, not per reload).
+    warned_insecure: HashSet<String>,
+}
+
+impl Fleet {
+    fn start(
+        &mut self,
+        clusters: Vec<ClusterConfig>,
+        store: &Arc<SnapshotStore>,
+        shutdown: &watch::Receiver<bool>,
+    ) {
+        for (slot, config) in clusters.into_iter().enumerate() {
+            self.warn_insecure(&config);
+            let (sender, receiver) = watch::channel(config);
+            let task = tokio::spawn(supervise(slot, receiver, store.clone(), shutdown.clone()));
+            self.slots.push((sender, task));
+        }
+    }
+
+    fn warn_insecure(&mut self, config: &ClusterConfig) {
+        let key = format!("{:?}", config.patroni_urls);
+        if config.insecure_skip_verify && self.warned_insecure.insert(key) {
+            tracing::warn!(urls = ?config.patroni_urls, "TLS certificate verification of members is disabled");
+        }
+    }
+
+    /// Applies a new list of clusters: same number, each poller is reconfigured in place
+    /// (counters kept); another number, every poller is replaced (counters restart).
+    async fn apply(
+        &mut self,
+        clusters: Vec<ClusterConfig>,
+        store: &Arc<SnapshotStore>,
+        shutdown: &watch::Receiver<bool>,
+    ) {
+        if clusters.len() == self.slots.len() {
+            for (config, (sender, _)) in clusters.into_iter().zip(&self.slots) {
+                let key = format!("{:?}", config.patroni_urls);
+                if config.insecure_skip_verify && !self.warned_insecure.contains(&key) {
+                    self.warned_insecure.insert(key);
+                    tracing::warn!(urls = ?config.patroni_urls, "TLS certificate verification of members is disabled");
+                }
+                let _ = sender.send(config);
+            }
+            return;
+        }
+        for (_, task) in self.slots.drain(..) {
+            task.abort();
+            let _ = task.await;
+        }
+        store.reset(clusters.len());
+        self.start(clusters, store, shutdown);
+    }
+}
+
+async fn reload_on_hangup(
+    args: Args,
+    mut fleet: Fleet,
+    store: Arc<SnapshotStore>,
+    web: Arc<WebState>,
+    shutdown: watch::Receiver<bool>,
+) {
+    #[cfg(unix)]
+    {
+        let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        {
+            Ok(signal) => signal,
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGHUP; reloading is disabled");
+                std::future::pending::<()>().await;
+                return;
+            }
+        };
+        while hangup.recv().await.is_some() {
+            tracing::info!("SIGHUP: reloading the configuration and secret files");
+            if let Err(error) = web.reload() {
+                tracing::error!(error = format!("{error:#}"), "web config not reloaded");
+            }
+            match args.clusters() {
+                Ok(clusters) => {
+                    let count = clusters.len();
+                    fleet.apply(clusters, &store, &shutdown).await;
+                    tracing::info!(clusters = count, "reloaded");
+                }
+                Err(error) => tracing::error!(
+                    error = format!("{error:#}"),
+                    "configuration not reloaded; the previous one stays in force"
+                ),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (args, &mut fleet, store, web, shutdown);
+        std::future::pending::<()>().await;
+    }
+}
+
+/// How long a panicked task waits before it is started again.
+const RESTART_DELAY: Duration = Duration::from_secs(1);
+
+/// Runs the poller of one cluster, reconfiguring it when a new configuration arrives, and
+/// starts it again if it ever panics (it should not): one cluster's bug must not silence
+/// the others, nor this one for good.
 async fn supervise(
     slot: usize,
-    config: ClusterConfig,
+    configs: watch::Receiver<ClusterConfig>,
     store: Arc<SnapshotStore>,
     shutdown: watch::Receiver<bool>,
 ) {
+    let name = format!("poller of cluster {slot}");
+    restart_on_panic(&name, RESTART_DELAY, || {
+        run_cluster(slot, configs.clone(), store.clone(), shutdown.clone())
+    })
+    .await;
+}
+
+/// Runs `make()`'s future as its own task and starts a new one each time it panics; returns
+/// when a run ends normally or is cancelled.
+pub async fn restart_on_panic<F, Fut>(name: &str, delay: Duration, mut make: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     loop {
-        let poller = match ClusterPoller::new(slot, config.clone(), store.clone()).await {
-            Ok(poller) => poller,
-            Err(error) => {
-                tracing::error!(error = format!("{error:#}"), urls = ?config.patroni_urls, "cannot set up the poller; retrying in 30s");
-                tokio::time::sleep(Duration::from_secs(30)).await;
-                continue;
-            }
-        };
-        let task = tokio::spawn(poller.run(shutdown.clone()));
-        match task.await {
+        match tokio::spawn(make()).await {
             Ok(()) => return,
             Err(error) if error.is_panic() => {
-                tracing::error!(urls = ?config.patroni_urls, "poller panicked; restarting it");
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                tracing::error!(task = name, "task panicked; restarting it");
+                tokio::time::sleep(delay).await;
             }
             Err(_) => return,
+        }
+    }
+}
+
+async fn run_cluster(
+    slot: usize,
+    mut configs: watch::Receiver<ClusterConfig>,
+    store: Arc<SnapshotStore>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut poller = loop {
+        let config = configs.borrow_and_update().clone();
+        match ClusterPoller::new(slot, config.clone(), store.clone()).await {
+            Ok(poller) => break poller,
+            Err(error) => {
+                tracing::error!(error = format!("{error:#}"), urls = ?config.patroni_urls, "cannot set up the poller; retrying in 30s or on reload");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(30)) => {}
+                    _ = configs.changed() => {}
+                    _ = shutdown.changed() => return,
+                }
+            }
+        }
+    };
+    loop {
+        let mut next_config = configs.clone();
+        let mut stop = shutdown.clone();
+        poller = poller
+            .run_until(async move {
+                tokio::select! {
+                    _ = next_config.changed() => {}
+                    _ = stop.changed() => {}
+                }
+            })
+            .await;
+        if *shutdown.borrow() || shutdown.has_changed().is_err() || configs.has_changed().is_err() {
+            return;
+        }
+        let config = configs.borrow_and_update().clone();
+        match poller.reconfigured(config).await {
+            Ok(new) => {
+                poller = new;
+                tracing::info!(slot, "poller reconfigured");
+            }
+            Err(error) => tracing::error!(
+                error = format!("{error:#}"),
+                slot,
+                "new configuration not applied; polling with the previous one"
+            ),
         }
     }
 }
@@ -135,4 +302,30 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = interrupt.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test]
+    async fn a_panicking_task_is_restarted() {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counter = runs.clone();
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            restart_on_panic("test task", Duration::from_millis(5), move || {
+                let counter = counter.clone();
+                async move {
+                    if counter.fetch_add(1, Ordering::SeqCst) < 2 {
+                        panic!("deliberate test panic");
+                    }
+                }
+            }),
+        )
+        .await
+        .expect("the third run returns normally");
+        assert_eq!(runs.load(Ordering::SeqCst), 3);
+    }
 }

@@ -21,6 +21,8 @@
 //!   mismatch), and the store the encoder reads.
 //! * [`metrics`]: encodes snapshots with prometheus-client; names are the public interface.
 //! * [`server`]: axum: `/metrics`, `/`, `/-/healthy`, `/-/ready`.
+//! * [`web`]: `--web.config.file` (TLS and basic auth of the endpoint) and the bounded
+//!   listener; [`tls`]: PEM certificates and (encrypted) keys for both TLS sides.
 //! * [`config`], [`cli`], [`secret`]: what to watch, from flags and files; secrets stay in files.
 //! * [`app`]: wires it together for the binary.
 
@@ -35,3 +37,4 @@ pub mod secret;
 pub mod server;
 pub mod snapshot;
 pub mod tls;
+pub mod web;

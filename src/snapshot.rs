@@ -235,48 +235,61 @@ impl ClusterSnapshot {
 /// The latest snapshot of every configured cluster, one slot per cluster.
 ///
 /// A slot is replaced whole (an `Arc` swap under a short write lock); readers clone the
-/// `Arc`s and encode without holding any lock.
+/// `Arc`s and encode without holding any lock. The number of slots changes only when a
+/// reload (SIGHUP) changes the number of clusters.
 #[derive(Debug)]
 pub struct SnapshotStore {
-    slots: Vec<RwLock<Option<Arc<ClusterSnapshot>>>>,
+    slots: RwLock<Vec<Option<Arc<ClusterSnapshot>>>>,
 }
 
 impl SnapshotStore {
     pub fn new(clusters: usize) -> SnapshotStore {
         SnapshotStore {
-            slots: (0..clusters).map(|_| RwLock::new(None)).collect(),
+            slots: RwLock::new(vec![None; clusters]),
         }
     }
 
-    /// Publishes the newest snapshot of cluster `slot`.
+    /// Publishes the newest snapshot of cluster `slot`; ignored for a slot that a reload
+    /// removed.
     pub fn publish(&self, slot: usize, snapshot: ClusterSnapshot) {
         let snapshot = Arc::new(snapshot);
-        // A poisoned lock only means a reader panicked; the data (an Arc) is still whole.
-        let mut guard = self.slots[slot]
+        // A poisoned lock only means a reader panicked; the data (Arcs) is still whole.
+        let mut slots = self
+            .slots
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        *guard = Some(snapshot);
+        if let Some(entry) = slots.get_mut(slot) {
+            *entry = Some(snapshot);
+        }
+    }
+
+    /// Sets the number of clusters after a reload; every slot starts empty again.
+    pub fn reset(&self, clusters: usize) {
+        let mut slots = self
+            .slots
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *slots = vec![None; clusters];
     }
 
     /// The current snapshots, in configuration order; clusters not yet polled are skipped.
     pub fn current(&self) -> Vec<Arc<ClusterSnapshot>> {
         self.slots
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
             .iter()
-            .filter_map(|slot| {
-                slot.read()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .clone()
-            })
+            .flatten()
+            .cloned()
             .collect()
     }
 
     /// True once every cluster has been polled at least once.
     pub fn all_polled(&self) -> bool {
-        self.slots.iter().all(|slot| {
-            slot.read()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .is_some()
-        })
+        self.slots
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .iter()
+            .all(Option::is_some)
     }
 }
 

@@ -193,10 +193,13 @@ impl PatroniClient {
             return PatroniError::Timeout(self.settings.timeout);
         }
         let chain = error_chain(error);
-        if chain.contains("certificate")
-            || chain.contains("tls")
-            || chain.contains("TLS")
-            || chain.contains("handshake")
+        // rustls' messages: "invalid peer certificate: UnknownIssuer", "received fatal
+        // alert: CertificateRequired" (TLS 1.3 refuses a missing client certificate after
+        // the handshake, so it surfaces on the first read), "HandshakeFailure".
+        let lower = chain.to_ascii_lowercase();
+        if ["certificate", "tls", "handshake", "fatal alert"]
+            .iter()
+            .any(|needle| lower.contains(needle))
         {
             return PatroniError::Tls(chain);
         }

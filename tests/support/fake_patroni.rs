@@ -4,11 +4,12 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 
 /// How the fake answers a request for a path.
 #[derive(Clone, Debug)]
@@ -29,36 +30,81 @@ pub enum Reply {
     Redirect(String),
 }
 
+/// What the fake saw: each request's head, and how many were in flight at most.
+#[derive(Default)]
+pub struct Seen {
+    pub requests: Mutex<Vec<String>>,
+    in_flight: AtomicUsize,
+    pub max_in_flight: AtomicUsize,
+}
+
 /// A running fake member. Dropping it stops the listener.
 pub struct FakePatroni {
     pub addr: SocketAddr,
     routes: Arc<Mutex<HashMap<String, Reply>>>,
+    pub seen: Arc<Seen>,
+    scheme: &'static str,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl FakePatroni {
     /// Starts a fake on `ip` (any port) with no routes (every path answers 404).
     pub async fn start(ip: &str) -> FakePatroni {
+        FakePatroni::start_with(ip, None).await
+    }
+
+    /// Starts a fake that speaks https with `tls` (e.g. requiring client certificates).
+    pub async fn start_tls(ip: &str, tls: Arc<rustls::ServerConfig>) -> FakePatroni {
+        FakePatroni::start_with(ip, Some(tls)).await
+    }
+
+    async fn start_with(ip: &str, tls: Option<Arc<rustls::ServerConfig>>) -> FakePatroni {
         let listener = TcpListener::bind((ip, 0)).await.expect("bind fake patroni");
         let addr = listener.local_addr().unwrap();
         let routes: Arc<Mutex<HashMap<String, Reply>>> = Arc::default();
+        let seen: Arc<Seen> = Arc::default();
         let shared = routes.clone();
+        let shared_seen = seen.clone();
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
                 let routes = shared.clone();
+                let seen = shared_seen.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
-                    let _ = answer(stream, routes).await;
+                    match tls {
+                        None => {
+                            let _ = answer(stream, routes, seen).await;
+                        }
+                        Some(config) => {
+                            let acceptor = tokio_rustls::TlsAcceptor::from(config);
+                            if let Ok(stream) = acceptor.accept(stream).await {
+                                let _ = answer(stream, routes, seen).await;
+                            }
+                        }
+                    }
                 });
             }
         });
-        FakePatroni { addr, routes, task }
+        FakePatroni {
+            addr,
+            routes,
+            seen,
+            scheme,
+            task,
+        }
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
+    }
+
+    /// The request heads received so far.
+    pub fn requests(&self) -> Vec<String> {
+        self.seen.requests.lock().unwrap().clone()
     }
 
     /// Sets the reply for `path` (e.g. `/cluster`).
@@ -73,9 +119,22 @@ impl Drop for FakePatroni {
     }
 }
 
-async fn answer(
-    mut stream: TcpStream,
+async fn answer<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
     routes: Arc<Mutex<HashMap<String, Reply>>>,
+    seen: Arc<Seen>,
+) -> std::io::Result<()> {
+    let now = seen.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    seen.max_in_flight.fetch_max(now, Ordering::SeqCst);
+    let result = answer_inner(&mut stream, routes, &seen).await;
+    seen.in_flight.fetch_sub(1, Ordering::SeqCst);
+    result
+}
+
+async fn answer_inner<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    routes: Arc<Mutex<HashMap<String, Reply>>>,
+    seen: &Seen,
 ) -> std::io::Result<()> {
     let mut request = Vec::new();
     let mut buffer = [0u8; 1024];
@@ -87,6 +146,7 @@ async fn answer(
         request.extend_from_slice(&buffer[..read]);
     }
     let text = String::from_utf8_lossy(&request);
+    seen.requests.lock().unwrap().push(text.to_string());
     let path = text.split_whitespace().nth(1).unwrap_or("/").to_owned();
     let reply = routes
         .lock()
@@ -112,7 +172,12 @@ async fn answer(
                 .await?;
         }
         Reply::Hang => {
-            tokio::time::sleep(Duration::from_secs(3600)).await;
+            // Never answer, but notice when the client gives up (so `in_flight` is exact).
+            let mut sink = [0u8; 256];
+            let _ = tokio::time::timeout(Duration::from_secs(3600), async {
+                while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+            })
+            .await;
         }
         Reply::EndlessBody => {
             stream

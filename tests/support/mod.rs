@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod fake_patroni;
+pub mod pki;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,0 +1,836 @@
+//! Security and robustness of the whole exporter, in-process: TLS to members (self-signed CA,
+//! client certificates), basic auth and where it is sent, the `api_url` host policy, the
+//! exporter's own endpoint behind TLS and basic auth, and a fleet of hostile REST members and
+//! Raft nodes polled at once while `/metrics` must keep answering fast and memory stays
+//! bounded.
+
+mod support;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use patroni_raft_exporter::config::ClusterConfig;
+use patroni_raft_exporter::metrics::exposition::Format;
+use patroni_raft_exporter::patroni::BasicAuth;
+use patroni_raft_exporter::poller::ClusterPoller;
+use patroni_raft_exporter::raft::fake::{Behaviour, FakeRaftNode};
+use patroni_raft_exporter::raft::RaftKey;
+use patroni_raft_exporter::secret::Secret;
+use patroni_raft_exporter::server::{self, AppState};
+use patroni_raft_exporter::snapshot::SnapshotStore;
+use patroni_raft_exporter::web::{self, WebState};
+use support::fake_patroni::{FakePatroni, Reply};
+use support::pki::Pki;
+use support::*;
+use url::Url;
+
+/// Tests that measure the process's RSS run alone: the others (scrypt key encryption,
+/// TLS, big bodies) would otherwise show up in their numbers.
+static MEMORY: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+fn url(text: &str) -> Url {
+    Url::parse(text).unwrap()
+}
+
+/// `patroni_exporter_poll_errors_total` for one scope, source and kind.
+fn errors(output: &str, scope: &str, source: &str, kind: &str) -> u64 {
+    let labels = format!("{{scope=\"{scope}\",source=\"{source}\",kind=\"{kind}\"}}");
+    output
+        .lines()
+        .filter(|line| line.starts_with("patroni_exporter_poll_errors_total{"))
+        .filter(|line| line.contains(&labels))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+fn has(output: &str, line: &str) -> bool {
+    output.lines().any(|l| l == line)
+}
+
+/// A one-member `/cluster` whose member's `api_url` is `api` (and host `host`).
+fn one_member_cluster(scope: &str, api: &str, host: &str) -> Vec<u8> {
+    format!(
+        r#"{{"scope":"{scope}","members":[{{"name":"m0","role":"leader","state":"running","api_url":"{api}/patroni","host":"{host}","port":5432,"timeline":1}}]}}"#
+    )
+    .into_bytes()
+}
+
+// ------------------------------------------------------------------ TLS to members
+
+#[tokio::test]
+async fn https_members_with_a_private_ca_and_client_certificates() {
+    let _shared = MEMORY.read().await;
+    let pki = Pki::new();
+    let member = FakePatroni::start_tls("127.0.0.1", pki.server_config(true)).await;
+    member.route(
+        "/cluster",
+        Reply::Json(one_member_cluster("tls", &member.url(), "127.0.0.1")),
+    );
+    member.route(
+        "/patroni",
+        Reply::Json(fixture("patroni-3.3.8/patroni-m0.json")),
+    );
+    let base = ClusterConfig {
+        expected_scope: Some("tls".into()),
+        patroni_urls: vec![url(&member.url())],
+        poll_timeout: Duration::from_secs(2),
+        ..ClusterConfig::default()
+    };
+    let with_identity = ClusterConfig {
+        ca_file: Some(pki.ca.clone()),
+        cert_file: Some(pki.client_cert.clone()),
+        key_file: Some(pki.client_key.clone()),
+        ..base.clone()
+    };
+
+    let output = poll_and_render(vec![with_identity.clone()], Format::PrometheusText).await;
+    assert!(has(&output, "patroni_up{scope=\"tls\"} 1"), "{output}");
+    assert!(has(
+        &output,
+        "patroni_member_api_up{scope=\"tls\",member=\"m0\"} 1"
+    ));
+
+    // verify_client: required, and no client certificate: a TLS error, not a hang.
+    let no_identity = ClusterConfig {
+        ca_file: Some(pki.ca.clone()),
+        ..base.clone()
+    };
+    let output = poll_and_render(vec![no_identity], Format::PrometheusText).await;
+    assert!(has(&output, "patroni_up{scope=\"tls\"} 0"), "{output}");
+    assert_eq!(errors(&output, "tls", "cluster", "tls"), 1, "{output}");
+
+    // A CA that did not sign the member's certificate.
+    let wrong_ca = ClusterConfig {
+        ca_file: Some(pki.other_ca.clone()),
+        ..with_identity.clone()
+    };
+    let output = poll_and_render(vec![wrong_ca], Format::PrometheusText).await;
+    assert_eq!(errors(&output, "tls", "cluster", "tls"), 1, "{output}");
+
+    // No CA at all but insecure_skip_verify: accepted (and warned about by the binary).
+    let insecure = ClusterConfig {
+        ca_file: None,
+        insecure_skip_verify: true,
+        ..with_identity.clone()
+    };
+    let output = poll_and_render(vec![insecure], Format::PrometheusText).await;
+    assert!(has(&output, "patroni_up{scope=\"tls\"} 1"), "{output}");
+
+    // Plain http to an https member is a transport error, promptly.
+    let plain = ClusterConfig {
+        patroni_urls: vec![url(&member.url().replace("https://", "http://"))],
+        ..with_identity
+    };
+    let started = Instant::now();
+    let output = poll_and_render(vec![plain], Format::PrometheusText).await;
+    assert!(has(&output, "patroni_up{scope=\"tls\"} 0"), "{output}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn an_encrypted_client_key_is_decrypted_with_its_password_file() {
+    let _shared = MEMORY.read().await;
+    let pki = Pki::new();
+    let member = FakePatroni::start_tls("127.0.0.1", pki.server_config(true)).await;
+    member.route(
+        "/cluster",
+        Reply::Json(one_member_cluster("tls", &member.url(), "127.0.0.1")),
+    );
+    let key_pem = std::fs::read_to_string(&pki.client_key).unwrap();
+    let (_, der) = pkcs8_decode(&key_pem);
+    let encrypted = pkcs8::PrivateKeyInfo::try_from(der.as_slice())
+        .unwrap()
+        .encrypt(pkcs8::rand_core::OsRng, b"client-key-pass")
+        .unwrap()
+        .to_pem("ENCRYPTED PRIVATE KEY", pkcs8::LineEnding::LF)
+        .unwrap();
+    let encrypted_path = pki.dir.path().join("client-key-encrypted.pem");
+    std::fs::write(&encrypted_path, encrypted.as_bytes()).unwrap();
+    let config = ClusterConfig {
+        expected_scope: Some("tls".into()),
+        patroni_urls: vec![url(&member.url())],
+        ca_file: Some(pki.ca.clone()),
+        cert_file: Some(pki.client_cert.clone()),
+        key_file: Some(encrypted_path.clone()),
+        key_password: Some(Secret::new("client-key-pass")),
+        ..ClusterConfig::default()
+    };
+    let output = poll_and_render(vec![config.clone()], Format::PrometheusText).await;
+    assert!(has(&output, "patroni_up{scope=\"tls\"} 1"), "{output}");
+    // A wrong password is a setup error naming the file, never the password.
+    let store = Arc::new(SnapshotStore::new(1));
+    let wrong = ClusterConfig {
+        key_password: Some(Secret::new("not-the-pass")),
+        ..config
+    };
+    let error = match ClusterPoller::new(0, wrong, store).await {
+        Ok(_) => panic!("a wrong key password must fail"),
+        Err(error) => format!("{error:#}"),
+    };
+    assert!(error.contains("cannot decrypt"), "{error}");
+    assert!(!error.contains("not-the-pass") && !error.contains("client-key-pass"));
+}
+
+fn pkcs8_decode(pem: &str) -> (String, Vec<u8>) {
+    let (label, der) = pkcs8::der::pem::decode_vec(pem.as_bytes()).unwrap();
+    (label.to_owned(), der)
+}
+
+// ------------------------------------------------------------------ credentials and api_url
+
+#[tokio::test]
+async fn basic_auth_is_sent_and_api_urls_off_the_configured_hosts_are_not_followed() {
+    let _shared = MEMORY.read().await;
+    // The configured member on 127.0.0.1 names a second member on 127.0.0.2, a host the
+    // operator did not configure.
+    let configured = FakePatroni::start("127.0.0.1").await;
+    let elsewhere = FakePatroni::start("127.0.0.2").await;
+    let cluster = format!(
+        r#"{{"scope":"auth","members":[
+            {{"name":"m0","role":"leader","state":"running","api_url":"{}/patroni","host":"127.0.0.1","timeline":1}},
+            {{"name":"m1","role":"replica","state":"streaming","api_url":"{}/patroni","host":"127.0.0.2","timeline":1,"lag":0}}]}}"#,
+        configured.url(),
+        elsewhere.url()
+    );
+    for member in [&configured, &elsewhere] {
+        member.route("/cluster", Reply::Json(cluster.clone().into_bytes()));
+        member.route("/history", Reply::Json(b"[]".to_vec()));
+    }
+    configured.route(
+        "/patroni",
+        Reply::Json(fixture("patroni-3.3.8/patroni-m0.json")),
+    );
+    elsewhere.route(
+        "/patroni",
+        Reply::Json(fixture("patroni-3.3.8/patroni-m1.json")),
+    );
+    let config = ClusterConfig {
+        expected_scope: Some("auth".into()),
+        patroni_urls: vec![url(&configured.url())],
+        basic_auth: Some(BasicAuth {
+            username: "watcher".into(),
+            password: Secret::new("rest-read-pass"),
+        }),
+        ..ClusterConfig::default()
+    };
+    let output = poll_and_render(vec![config.clone()], Format::PrometheusText).await;
+    assert!(has(
+        &output,
+        "patroni_member_api_up{scope=\"auth\",member=\"m0\"} 1"
+    ));
+    assert!(has(
+        &output,
+        "patroni_member_api_up{scope=\"auth\",member=\"m1\"} 0"
+    ));
+    assert_eq!(
+        errors(&output, "auth", "member", "api_url_not_allowed"),
+        1,
+        "{output}"
+    );
+    assert!(
+        elsewhere.requests().is_empty(),
+        "{:?}",
+        elsewhere.requests()
+    );
+    // base64("watcher:rest-read-pass")
+    let expected = "authorization: Basic d2F0Y2hlcjpyZXN0LXJlYWQtcGFzcw==";
+    let requests = configured.requests();
+    assert!(!requests.is_empty());
+    for request in &requests {
+        assert!(request.starts_with("GET "), "{request}");
+        assert!(
+            request
+                .to_ascii_lowercase()
+                .contains(&expected.to_ascii_lowercase()),
+            "{request}"
+        );
+    }
+    assert!(!output.contains("rest-read-pass"));
+
+    // Allowed explicitly: followed, with the credentials.
+    let allowed = ClusterConfig {
+        allow_api_url_hosts: vec!["127.0.0.2".into()],
+        ..config
+    };
+    let output = poll_and_render(vec![allowed], Format::PrometheusText).await;
+    assert!(
+        has(
+            &output,
+            "patroni_member_api_up{scope=\"auth\",member=\"m1\"} 1"
+        ),
+        "{output}"
+    );
+    assert_eq!(elsewhere.requests().len(), 1);
+    assert!(elsewhere.requests()[0].starts_with("GET /patroni "));
+}
+
+#[tokio::test]
+async fn https_is_never_downgraded_by_an_api_url() {
+    let _shared = MEMORY.read().await;
+    let pki = Pki::new();
+    let member = FakePatroni::start_tls("127.0.0.1", pki.server_config(false)).await;
+    let plain = FakePatroni::start("127.0.0.1").await;
+    member.route(
+        "/cluster",
+        Reply::Json(one_member_cluster("tls", &plain.url(), "127.0.0.1")),
+    );
+    let config = ClusterConfig {
+        expected_scope: Some("tls".into()),
+        patroni_urls: vec![url(&member.url())],
+        ca_file: Some(pki.ca.clone()),
+        ..ClusterConfig::default()
+    };
+    let output = poll_and_render(vec![config], Format::PrometheusText).await;
+    assert!(has(&output, "patroni_up{scope=\"tls\"} 1"), "{output}");
+    assert_eq!(errors(&output, "tls", "member", "api_url_not_allowed"), 1);
+    assert!(plain.requests().is_empty());
+}
+
+// ------------------------------------------------------------------ limits
+
+#[tokio::test]
+async fn requests_in_flight_are_bounded_per_cluster() {
+    let _shared = MEMORY.read().await;
+    let members = FakePatroni::start("127.0.0.1").await;
+    let list: Vec<String> = (0..20)
+        .map(|i| {
+            format!(
+                r#"{{"name":"m{i}","role":"replica","state":"streaming","api_url":"{}/patroni","host":"127.0.0.1"}}"#,
+                members.url()
+            )
+        })
+        .collect();
+    members.route(
+        "/cluster",
+        Reply::Json(format!(r#"{{"scope":"wide","members":[{}]}}"#, list.join(",")).into_bytes()),
+    );
+    members.route("/patroni", Reply::Hang);
+    let config = ClusterConfig {
+        patroni_urls: vec![url(&members.url())],
+        poll_timeout: Duration::from_millis(300),
+        max_concurrency: 3,
+        ..ClusterConfig::default()
+    };
+    let started = Instant::now();
+    let output = poll_and_render(vec![config], Format::PrometheusText).await;
+    // 20 hanging members, 3 at a time, 300 ms each: 7 rounds (without the bound: one).
+    assert!(
+        started.elapsed() >= Duration::from_millis(1800),
+        "{:?}",
+        started.elapsed()
+    );
+    // Seen from the member: a connection the exporter gave up on may still be counted
+    // for a moment after the next one opens, hence the small slack above 3.
+    let max = members.seen.max_in_flight.load(Ordering::SeqCst);
+    assert!((2..=6).contains(&max), "max in flight {max}");
+    assert!(output.contains("patroni_cluster_members{scope=\"wide\"} 20"));
+}
+
+#[tokio::test]
+async fn a_slow_poll_is_skipped_and_counted_never_stacked() {
+    let _shared = MEMORY.read().await;
+    let member = FakePatroni::start("127.0.0.1").await;
+    member.route("/cluster", Reply::Hang);
+    let store = Arc::new(SnapshotStore::new(1));
+    let config = ClusterConfig {
+        patroni_urls: vec![url(&member.url())],
+        poll_interval: Duration::from_millis(100),
+        poll_timeout: Duration::from_millis(450),
+        ..ClusterConfig::default()
+    };
+    let poller = ClusterPoller::new(0, config, store.clone()).await.unwrap();
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(poller.run(shutdown));
+    tokio::time::sleep(Duration::from_millis(1700)).await;
+    stop.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(member.seen.max_in_flight.load(Ordering::SeqCst), 1);
+    let polls = member.requests().len();
+    let snapshot = store.current().pop().unwrap();
+    // Polls start on 100 ms ticks and last 450 ms: at most ceil(1.7 / 0.45) + 1 of them.
+    assert!(
+        (2..=5).contains(&polls),
+        "{polls} polls in 1.7 s: {:?} {:?}",
+        snapshot.counters,
+        snapshot.poll_duration
+    );
+    // Each 450 ms poll overruns the 100 ms interval by 4 ticks; the published snapshot
+    // counts the skips of the polls before it.
+    assert!(
+        snapshot.counters.polls_skipped >= 4,
+        "{:?}",
+        snapshot.counters
+    );
+}
+
+#[tokio::test]
+async fn a_reload_keeps_the_counters() {
+    let _shared = MEMORY.read().await;
+    let member = FakePatroni::start("127.0.0.1").await;
+    member.route(
+        "/cluster",
+        Reply::Json(fixture("patroni-4.1.5/01-cluster-from-m0.json")),
+    );
+    let store = Arc::new(SnapshotStore::new(1));
+    let config = cluster_config(vec![url(&member.url())], None);
+    let mut poller = ClusterPoller::new(0, config.clone(), store.clone())
+        .await
+        .unwrap();
+    poller.poll_once().await;
+    member.route(
+        "/cluster",
+        Reply::Json(fixture("patroni-4.1.5/02-cluster-after-switchover.json")),
+    );
+    let before = poller.poll_once().await.counters;
+    assert_eq!(before.leader_changes, 1);
+    // The fake has no /patroni nor /history: every poll counts the same http_status errors.
+    let errors_per_poll: u64 = before.poll_errors.values().sum::<u64>() / 2;
+    assert!(errors_per_poll > 0);
+    let reloaded = ClusterConfig {
+        poll_timeout: Duration::from_millis(500),
+        ..config
+    };
+    let mut poller = poller.reconfigured(reloaded).await.unwrap();
+    let after = poller.poll_once().await.counters;
+    assert_eq!(after.leader_changes, 1);
+    assert_eq!(
+        after.poll_errors.values().sum::<u64>(),
+        before.poll_errors.values().sum::<u64>() + errors_per_poll
+    );
+}
+
+#[test]
+fn a_gigabyte_zlib_bomb_is_refused_fast_with_bounded_memory() {
+    let _alone = MEMORY.blocking_write();
+    // ~1 MiB of deflate that inflates to 1 GiB: larger than the default frame cap (so a
+    // node cannot even send it), and cut at the decompression cap when fed directly.
+    let bomb = patroni_raft_exporter::raft::fake::zlib_bomb(1024);
+    let limits = patroni_raft_exporter::raft::QueryLimits::default();
+    assert!(bomb.len() > limits.max_frame_bytes, "{}", bomb.len());
+    let before = rss_kib();
+    let started = Instant::now();
+    let error = patroni_raft_exporter::raft::zlib::decompress(&bomb, limits.max_decompressed_bytes)
+        .unwrap_err();
+    assert_eq!(error.kind(), "decode");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let growth = rss_kib().saturating_sub(before);
+    eprintln!("1 GiB zlib bomb: RSS growth {growth} KiB");
+    assert!(growth < 64 * 1024, "{growth} KiB");
+}
+
+// ------------------------------------------------------------------ the exporter's endpoint
+
+fn bcrypt_hash(password: &str) -> String {
+    bcrypt::hash(password, 4).unwrap()
+}
+
+async fn start_endpoint(
+    web: Arc<WebState>,
+) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    let store = Arc::new(SnapshotStore::new(0));
+    let state = Arc::new(AppState {
+        registry: patroni_raft_exporter::metrics::registry(store.clone()),
+        store,
+        telemetry_path: "/metrics".into(),
+    });
+    let router = web::protect(server::router(state), web.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(web::serve(listener, router, web, async move {
+        let _ = stopped.await;
+    }));
+    (addr, stop)
+}
+
+#[tokio::test]
+async fn the_endpoint_behind_tls_client_certificates_and_basic_auth() {
+    let _shared = MEMORY.read().await;
+    let pki = Pki::new();
+    let web_config = pki.dir.path().join("web.yml");
+    let write_config = |user: &str, password: &str| {
+        std::fs::write(
+            &web_config,
+            format!(
+                "tls_server_config:\n  cert_file: server.pem\n  key_file: server-key.pem\n  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.pem\n  min_version: TLS12\nbasic_auth_users:\n  {user}: {}\n",
+                bcrypt_hash(password)
+            ),
+        )
+        .unwrap();
+    };
+    write_config("prometheus", "scrape-pass");
+    let web = Arc::new(WebState::load(Some(&web_config)).unwrap());
+    let (addr, _stop) = start_endpoint(web.clone()).await;
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(&pki.ca).unwrap()).unwrap();
+    let mut identity = std::fs::read(&pki.client_cert).unwrap();
+    identity.extend(std::fs::read(&pki.client_key).unwrap());
+    let client = reqwest::Client::builder()
+        .add_root_certificate(ca.clone())
+        .identity(reqwest::Identity::from_pem(&identity).unwrap())
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let metrics = format!("https://127.0.0.1:{}/metrics", addr.port());
+
+    let anonymous = client.get(&metrics).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    assert_eq!(anonymous.headers()["www-authenticate"], "Basic");
+    let wrong = client
+        .get(&metrics)
+        .basic_auth("prometheus", Some("nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let ok = client
+        .get(&metrics)
+        .basic_auth("prometheus", Some("scrape-pass"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    assert!(ok
+        .text()
+        .await
+        .unwrap()
+        .contains("patroni_exporter_build_info"));
+
+    // No client certificate: the handshake is refused.
+    let no_identity = reqwest::Client::builder()
+        .add_root_certificate(ca)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    assert!(no_identity
+        .get(&metrics)
+        .basic_auth("prometheus", Some("scrape-pass"))
+        .send()
+        .await
+        .is_err());
+    // Plain http to the TLS port gets nothing.
+    assert!(reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{}/metrics", addr.port()))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .map(|response| response.status() != 200)
+        .unwrap_or(true));
+
+    // SIGHUP path: a rotated password applies without a restart.
+    write_config("prometheus", "rotated-pass");
+    web.reload().unwrap();
+    let old = client
+        .get(&metrics)
+        .basic_auth("prometheus", Some("scrape-pass"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(old.status(), 401);
+    let new = client
+        .get(&metrics)
+        .basic_auth("prometheus", Some("rotated-pass"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(new.status(), 200);
+    // A broken file on reload keeps the running settings.
+    std::fs::write(&web_config, "basic_auth_users: [").unwrap();
+    assert!(web.reload().is_err());
+    let still = client
+        .get(&metrics)
+        .basic_auth("prometheus", Some("rotated-pass"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(still.status(), 200);
+}
+
+#[tokio::test]
+async fn the_endpoint_bounds_idle_connections_and_answers_others() {
+    let _shared = MEMORY.read().await;
+    // A peer that connects and sends nothing must not block anyone else.
+    let web = Arc::new(WebState::load(None).unwrap());
+    let (addr, _stop) = start_endpoint(web).await;
+    let mut idle = Vec::new();
+    for _ in 0..50 {
+        idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    let started = Instant::now();
+    let response = reqwest::Client::new()
+        .get(format!("http://{addr}/-/healthy"))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(started.elapsed() < Duration::from_millis(500));
+}
+
+// ------------------------------------------------------------------ hostile fleet
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|line| line.starts_with("VmRSS:"))
+                .and_then(|line| line.split_whitespace().nth(1))
+                .and_then(|kib| kib.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Every hostile peer of the issue at once, each its own cluster, polled continuously by
+/// running pollers while `/metrics` is scraped: each scrape answers within 100 ms, every
+/// target is down with the right error kind, and RSS stays bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_of_hostile_peers() {
+    let _alone = MEMORY.write().await;
+    let deep = "[".repeat(100_000).into_bytes();
+    let many_members = {
+        let members: Vec<String> = (0..1000)
+            .map(|i| format!(r#"{{"name":"m{i}","role":"replica","state":"streaming"}}"#))
+            .collect();
+        format!(
+            r#"{{"scope":"too-many-members","members":[{}]}}"#,
+            members.join(",")
+        )
+        .into_bytes()
+    };
+    // (scope, reply to /cluster, expected kind of the cluster source)
+    let rest_cases: Vec<(&str, Reply, &str)> = vec![
+        ("hang", Reply::Hang, "timeout"),
+        ("endless-body", Reply::EndlessBody, "body_too_large"),
+        ("one-byte-per-second", Reply::SlowBody, "timeout"),
+        ("endless-headers", Reply::EndlessHeaders, "timeout"),
+        (
+            "invalid-utf8",
+            Reply::Json(b"{\"scope\": \"\xff\xfe\", \"members\": []}".to_vec()),
+            "decode",
+        ),
+        ("nested-100k", Reply::Json(deep), "decode"),
+        (
+            "out-of-range",
+            Reply::Json(
+                br#"{"members":[{"name":"a","role":"leader","state":"running","timeline":18446744073709551616}]}"#
+                    .to_vec(),
+            ),
+            "decode",
+        ),
+        (
+            "wrong-types",
+            Reply::Json(br#"{"members":[{"name":["a"],"role":"leader","state":"running"}]}"#.to_vec()),
+            "decode",
+        ),
+        (
+            "duplicate-keys",
+            Reply::Json(br#"{"scope":"duplicate-keys","members":[],"members":[]}"#.to_vec()),
+            "decode",
+        ),
+        ("too-many-members", Reply::Json(many_members), "decode"),
+        (
+            "redirect",
+            Reply::Redirect("http://169.254.169.254/latest/meta-data".into()),
+            "http_status",
+        ),
+    ];
+    let mut fakes = Vec::new();
+    let mut configs = Vec::new();
+    let mut expectations: Vec<(String, &str, &str)> = Vec::new();
+    for (scope, reply, kind) in rest_cases {
+        let member = FakePatroni::start("127.0.0.1").await;
+        member.route("/cluster", reply);
+        configs.push(ClusterConfig {
+            expected_scope: Some(scope.into()),
+            patroni_urls: vec![url(&member.url())],
+            poll_interval: Duration::from_millis(500),
+            poll_timeout: Duration::from_millis(800),
+            ..ClusterConfig::default()
+        });
+        expectations.push((scope.into(), "cluster", kind));
+        fakes.push(member);
+    }
+    // An api_url pointing elsewhere (a metadata service address): refused, never asked.
+    let pointing = FakePatroni::start("127.0.0.1").await;
+    pointing.route(
+        "/cluster",
+        Reply::Json(one_member_cluster(
+            "api-url-elsewhere",
+            "http://169.254.169.254",
+            "169.254.169.254",
+        )),
+    );
+    configs.push(ClusterConfig {
+        expected_scope: Some("api-url-elsewhere".into()),
+        patroni_urls: vec![url(&pointing.url())],
+        poll_interval: Duration::from_millis(500),
+        poll_timeout: Duration::from_millis(800),
+        raft: Some(patroni_raft_exporter::config::RaftSettings {
+            nodes: Vec::new(),
+            port: 2222,
+            password: None,
+            command: None,
+        }),
+        ..ClusterConfig::default()
+    });
+    expectations.push(("api-url-elsewhere".into(), "member", "api_url_not_allowed"));
+    fakes.push(pointing);
+
+    // Raft: each case its own cluster whose REST side is dead; the node is configured.
+    let key = RaftKey::derive(b"s3cret");
+    let raft_cases: Vec<(&str, Behaviour, &str)> = vec![
+        ("raft-never-answers", Behaviour::NeverAnswer, "timeout"),
+        (
+            "raft-handshake-then-stall",
+            Behaviour::HandshakeThenStall,
+            "timeout",
+        ),
+        ("raft-bad-hmac", Behaviour::BadHmac, "decode"),
+        ("raft-zlib-bomb", Behaviour::ZlibBomb, "decode"),
+        ("raft-huge-length", Behaviour::HugeLength, "protocol"),
+        ("raft-garbage", Behaviour::Garbage, "decode"),
+        (
+            "raft-wrong-password",
+            Behaviour::CloseAfterFirstFrame,
+            "auth",
+        ),
+        ("raft-not-raft", Behaviour::NonRaft, "protocol"),
+    ];
+    let mut nodes = Vec::new();
+    for (scope, behaviour, kind) in raft_cases {
+        let (addr, node) = FakeRaftNode::start(behaviour, Some(key.clone()))
+            .await
+            .unwrap();
+        configs.push(ClusterConfig {
+            expected_scope: Some(scope.into()),
+            patroni_urls: vec![url(&format!("http://{}", dead_address().await))],
+            poll_interval: Duration::from_millis(500),
+            poll_timeout: Duration::from_millis(800),
+            raft: Some(patroni_raft_exporter::config::RaftSettings {
+                nodes: vec![addr],
+                port: 2222,
+                password: Some(Secret::new("s3cret")),
+                command: None,
+            }),
+            ..ClusterConfig::default()
+        });
+        expectations.push((scope.into(), "raft", kind));
+        nodes.push(node);
+    }
+    // Timestamps going backwards (the fake stamps the key exchange 1000 and the reply 5):
+    // accepted by design, pysyncobj >= 0.3.12 stamps tokens with a monotonic clock.
+    let backwards = raft_node_from_vector("enc_leader_0.3.12", "s3cret").await;
+    configs.push(ClusterConfig {
+        expected_scope: Some("raft-timestamp-backwards".into()),
+        patroni_urls: vec![url(&format!("http://{}", dead_address().await))],
+        poll_interval: Duration::from_millis(500),
+        poll_timeout: Duration::from_millis(800),
+        raft: Some(patroni_raft_exporter::config::RaftSettings {
+            nodes: vec![backwards.addr().to_owned()],
+            port: 2222,
+            password: Some(Secret::new("s3cret")),
+            command: None,
+        }),
+        ..ClusterConfig::default()
+    });
+
+    let rss_before = rss_kib();
+    let store = Arc::new(SnapshotStore::new(configs.len()));
+    let (_stop, shutdown) = tokio::sync::watch::channel(false);
+    for (slot, config) in configs.into_iter().enumerate() {
+        let poller = ClusterPoller::new(slot, config, store.clone())
+            .await
+            .unwrap();
+        tokio::spawn(poller.run(shutdown.clone()));
+    }
+    let state = Arc::new(AppState {
+        registry: patroni_raft_exporter::metrics::registry(store.clone()),
+        store: store.clone(),
+        telemetry_path: "/metrics".into(),
+    });
+    let web = Arc::new(WebState::load(None).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = web::protect(server::router(state), web.clone());
+    tokio::spawn(web::serve(listener, router, web, std::future::pending()));
+    let client = reqwest::Client::new();
+
+    // Scrape throughout six poll rounds; every scrape must be fast. RSS is sampled after
+    // the first second (allocator arenas warmed up) and at the end: it must not keep growing.
+    let mut slowest = Duration::ZERO;
+    let mut output = String::new();
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(3000);
+    let mut rss_warm = None;
+    while Instant::now() < deadline {
+        if rss_warm.is_none() && started.elapsed() > Duration::from_millis(1000) {
+            rss_warm = Some(rss_kib());
+        }
+        let started = Instant::now();
+        let response = client
+            .get(format!("http://{addr}/metrics"))
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        output = response.text().await.unwrap();
+        slowest = slowest.max(started.elapsed());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        slowest < Duration::from_millis(100),
+        "slowest scrape {slowest:?}"
+    );
+
+    for (scope, source, kind) in &expectations {
+        assert!(
+            errors(&output, scope, source, kind) >= 1,
+            "{scope}: expected {source} errors of kind {kind}:\n{}",
+            output
+                .lines()
+                .filter(|line| line.contains(&format!("scope=\"{scope}\"")))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        if *source == "cluster" {
+            assert!(has(&output, &format!("patroni_up{{scope=\"{scope}\"}} 0")));
+        }
+        if *source == "raft" {
+            assert!(
+                output.lines().any(|line| line
+                    .starts_with(&format!("patroni_raft_up{{scope=\"{scope}\""))
+                    && line.ends_with(" 0")),
+                "{scope}"
+            );
+        }
+    }
+    assert!(has(
+        &output,
+        "patroni_member_api_up{scope=\"api-url-elsewhere\",member=\"m0\"} 0"
+    ));
+    // The member host 169.254.169.254 is not allowed either: no Raft query goes there.
+    assert!(!output.contains("169.254.169.254:2222"), "{output}");
+    assert!(output.lines().any(|line| line
+        .starts_with("patroni_raft_up{scope=\"raft-timestamp-backwards\"")
+        && line.ends_with(" 1")));
+    let rss_end = rss_kib();
+    let rss_warm = rss_warm.unwrap();
+    eprintln!(
+        "hostile fleet: slowest scrape {slowest:?}; RSS before {rss_before} KiB, after 1 s {rss_warm} KiB, after 3 s {rss_end} KiB"
+    );
+    assert!(
+        rss_end.saturating_sub(rss_warm) < 128 * 1024,
+        "RSS kept growing: {rss_warm} -> {rss_end} KiB"
+    );
+    assert!(
+        rss_end.saturating_sub(rss_before) < 512 * 1024,
+        "RSS grew by {} KiB",
+        rss_end - rss_before
+    );
+}
