@@ -535,4 +535,131 @@ mod tests {
         let body = br#"{"members":[],"members":[]}"#;
         assert!(parse_cluster(body).is_err());
     }
+
+    /// Property tests of every Patroni decoder (a bounded number of cases, run in CI; the
+    /// `fuzz/` targets run the same decoders for longer). Whatever the bytes, a parser
+    /// returns a value or a `Decode` error: it never panics, and never takes long.
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        fn fixtures() -> Vec<Vec<u8>> {
+            let mut all = Vec::new();
+            for dir in ["patroni-3.3.8", "patroni-4.1.5"] {
+                let base = format!("{}/tests/fixtures/{dir}", env!("CARGO_MANIFEST_DIR"));
+                let mut paths: Vec<_> = std::fs::read_dir(&base)
+                    .unwrap()
+                    .map(|entry| entry.unwrap().path())
+                    .filter(|path| path.extension().is_some_and(|e| e == "json"))
+                    .collect();
+                paths.sort();
+                all.extend(paths.iter().map(|path| std::fs::read(path).unwrap()));
+            }
+            all
+        }
+
+        fn all_parsers(body: &[u8]) {
+            for result in [
+                parse_cluster(body).map(|_| ()),
+                parse_member_status(body).map(|_| ()),
+                parse_history(body).map(|_| ()),
+            ] {
+                if let Err(error) = result {
+                    assert!(matches!(error, PatroniError::Decode(_)), "{error:?}");
+                }
+            }
+        }
+
+        /// Any JSON value, a few levels deep, with the keys Patroni uses.
+        fn json() -> impl Strategy<Value = serde_json::Value> {
+            let key = prop_oneof![
+                Just("members".to_owned()),
+                Just("name".to_owned()),
+                Just("role".to_owned()),
+                Just("state".to_owned()),
+                Just("timeline".to_owned()),
+                Just("lag".to_owned()),
+                Just("api_url".to_owned()),
+                Just("xlog".to_owned()),
+                Just("location".to_owned()),
+                Just("patroni".to_owned()),
+                Just("postmaster_start_time".to_owned()),
+                "[a-z_]{1,12}",
+            ];
+            let leaf = prop_oneof![
+                Just(serde_json::Value::Null),
+                any::<bool>().prop_map(serde_json::Value::from),
+                any::<i64>().prop_map(serde_json::Value::from),
+                any::<u64>().prop_map(serde_json::Value::from),
+                any::<f64>().prop_map(serde_json::Value::from),
+                ".{0,24}".prop_map(serde_json::Value::from),
+                Just(serde_json::Value::from("2026-11-22 01:46:11.074677+00:00")),
+            ];
+            leaf.prop_recursive(4, 64, 8, move |inner| {
+                prop_oneof![
+                    proptest::collection::vec(inner.clone(), 0..6)
+                        .prop_map(serde_json::Value::Array),
+                    proptest::collection::btree_map(key.clone(), inner, 0..8)
+                        .prop_map(|map| serde_json::Value::Object(map.into_iter().collect())),
+                ]
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn random_bytes_never_panic(body in proptest::collection::vec(any::<u8>(), 0..512)) {
+                all_parsers(&body);
+            }
+
+            #[test]
+            fn mutated_captures_never_panic(
+                index in any::<usize>(),
+                edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8),
+                cut in any::<usize>(),
+            ) {
+                let all = fixtures();
+                let mut body = all[index % all.len()].clone();
+                for (position, byte) in edits {
+                    let position = position % body.len();
+                    body[position] = byte;
+                }
+                let cut = cut % (body.len() + 1);
+                all_parsers(&body);
+                all_parsers(&body[..cut]);
+            }
+
+            #[test]
+            fn arbitrary_json_never_panics(value in json()) {
+                all_parsers(&serde_json::to_vec(&value).unwrap());
+                let wrapped = serde_json::json!({"scope": "s", "members": [value]});
+                all_parsers(&serde_json::to_vec(&wrapped).unwrap());
+            }
+
+            #[test]
+            fn timestamps_never_panic(text in ".{0,40}") {
+                let _ = parse_timestamp(&text);
+            }
+
+            #[test]
+            fn valid_members_round_trip(
+                name in "[a-z0-9-]{1,20}",
+                role in "[a-z_]{1,16}",
+                state in "[a-z ]{1,16}",
+                timeline in proptest::option::of(any::<u64>()),
+                lag in proptest::option::of(any::<u64>()),
+            ) {
+                let body = serde_json::json!({"scope": "s", "members": [
+                    {"name": name, "role": role, "state": state, "timeline": timeline, "lag": lag}
+                ]});
+                let view = parse_cluster(&serde_json::to_vec(&body).unwrap()).unwrap();
+                let member = &view.members[0];
+                prop_assert_eq!(&member.name, &name);
+                prop_assert_eq!(&member.role, &role);
+                prop_assert_eq!(member.timeline, timeline);
+                prop_assert_eq!(member.lag.as_ref().and_then(Lag::bytes), lag);
+            }
+        }
+    }
 }

@@ -36,6 +36,13 @@
 #   SCOPE=pg-test    REST_USER=patroni REST_PASS=patroni-pass  RAFT_PASS=raft-pass
 #   LOOP_WAIT=10 TTL=30 RETRY_TIMEOUT=10 SYNC_NODE_COUNT=2
 #   WAL_SEGSIZE      initdb --wal-segsize in MB (default 16; 1 = less WAL to write and delete)
+#   TLS=1            (at `up`; remembered in DATA_DIR) the REST API on https with a fresh
+#                    self-signed CA and `verify_client: required`, as Charmed PostgreSQL with a
+#                    TLS relation. Made with openssl in DATA_DIR/tls: ca.pem, member-N.pem/-key
+#                    (serverAuth+clientAuth, SAN = member IP), client.pem/-key (patronictl's
+#                    `ctl` section), exporter-client.pem + exporter-client-key.pem (encrypted
+#                    PKCS#8, passphrase in exporter-key-pass), exporter-server.pem/-key
+#                    (127.0.0.1, for the exporter's own endpoint). `env` prints the paths.
 #
 # Every wait is bounded. Only processes whose PID is in DATA_DIR/postgresql-N/patroni.pid or
 # pgdata/postmaster.pid AND whose /proc/PID/cmdline names that member's config / data
@@ -77,6 +84,10 @@ PATRONI="$VENV/bin/patroni"
 PATRONICTL="$VENV/bin/patronictl"
 SYNCOBJ_ADMIN="$VENV/bin/syncobj_admin"
 MARKER=".e2e-cluster"                       # DATA_DIR is only ever rm -rf'ed when it has this
+TLS_DIR="$DATA/tls"
+KEY_PASS="${KEY_PASS:-tls-key-passphrase}"   # not a substring of any path (argv is checked for it)
+REST_SCHEME=http
+CURL_TLS=()
 
 log()     { printf '[cluster.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die()     { log "ERROR: $*"; exit 1; }
@@ -103,13 +114,77 @@ ip_of()     { if [[ $MODE == multi ]]; then echo "127.0.0.$((11 + $1))"; else ec
 rest_port() { if [[ $MODE == multi ]]; then echo 8008; else echo $((8008 + $1)); fi; }
 raft_port() { if [[ $MODE == multi ]]; then echo 2222; else echo $((2222 + $1)); fi; }
 pg_port()   { if [[ $MODE == multi ]]; then echo 5432; else echo $((5432 + $1)); fi; }
-rest_url()  { echo "http://$(ip_of "$1"):$(rest_port "$1")"; }
+rest_url()  { echo "$REST_SCHEME://$(ip_of "$1"):$(rest_port "$1")"; }
 raft_addr() { echo "$(ip_of "$1"):$(raft_port "$1")"; }
 name_of()   { echo "postgresql-$1"; }
 mdir()      { echo "$DATA/postgresql-$1"; }
 cfg_of()    { echo "$(mdir "$1")/patroni.yml"; }
 pgdata_of() { echo "$(mdir "$1")/pgdata"; }
 check_n()   { [[ ${1:-} =~ ^[0-9]+$ ]] && (($1 < NMEMBERS)) || die "member index must be 0..$((NMEMBERS - 1)) (got '${1:-}')"; }
+
+# ------------------------------------------------------------------ TLS
+# resolve_tls: TLS on when DATA_DIR says so (set at `up` from TLS=1)
+resolve_tls() {
+  if [[ -f $DATA/.tls ]]; then
+    REST_SCHEME=https
+    CURL_TLS=(--cacert "$TLS_DIR/ca.pem" --cert "$TLS_DIR/client.pem" --key "$TLS_DIR/client-key.pem")
+  fi
+}
+# tls_leaf NAME CN EKU [IP]: a key and a certificate signed by the test CA
+tls_leaf() {
+  local name=$1 cn=$2 eku=$3 ip=${4:-} ext
+  ext="basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=$eku"
+  [[ -n $ip ]] && ext+=$'\n'"subjectAltName=IP:$ip,DNS:localhost"
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -keyout "$TLS_DIR/$name-key.pem" -out "$TLS_DIR/$name.csr" -subj "/CN=$cn" 2>/dev/null
+  openssl x509 -req -in "$TLS_DIR/$name.csr" -CA "$TLS_DIR/ca.pem" -CAkey "$TLS_DIR/ca-key.pem" \
+    -CAcreateserial -days 7 -sha256 -out "$TLS_DIR/$name.pem" -extfile <(printf '%s\n' "$ext") 2>/dev/null
+  rm -f "$TLS_DIR/$name.csr"
+}
+gen_tls() {
+  local n
+  [[ -f $TLS_DIR/ca.pem ]] && return 0
+  command -v openssl >/dev/null || die "openssl required for TLS=1"
+  mkdir -p "$TLS_DIR"
+  ( umask 077
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 7 \
+      -keyout "$TLS_DIR/ca-key.pem" -out "$TLS_DIR/ca.pem" -subj "/CN=e2e test CA" 2>/dev/null
+    for n in $(members); do
+      tls_leaf "member-$n" "$(name_of "$n")" serverAuth,clientAuth "$(ip_of "$n")"
+    done
+    tls_leaf client patronictl clientAuth
+    tls_leaf exporter-client patroni-raft-exporter clientAuth
+    tls_leaf exporter-server patroni-raft-exporter serverAuth 127.0.0.1
+    printf '%s\n' "$KEY_PASS" >"$TLS_DIR/exporter-key-pass"
+    openssl pkcs8 -topk8 -v2 aes-256-cbc -in "$TLS_DIR/exporter-client-key.pem" \
+      -out "$TLS_DIR/exporter-client-key.enc.pem" -passout "file:$TLS_DIR/exporter-key-pass"
+    mv "$TLS_DIR/exporter-client-key.enc.pem" "$TLS_DIR/exporter-client-key.pem"
+  ) || die "generating the test certificates failed"
+  # members (run as $OS_USER) read their own certificates and keys; the CA key and the
+  # exporter's files stay private to us
+  chmod 755 "$TLS_DIR"
+  chmod 644 "$TLS_DIR"/*.pem
+  chmod 600 "$TLS_DIR"/*-key.pem "$TLS_DIR"/exporter-key-pass
+  own "$TLS_DIR"
+  log "TLS: test CA and certificates in $TLS_DIR"
+}
+# the REST API's TLS settings (and patronictl's client certificate) for member N
+tls_config() {
+  [[ -f $DATA/.tls ]] || return 0
+  cat <<EOF
+  certfile: $TLS_DIR/member-$1.pem
+  keyfile: $TLS_DIR/member-$1-key.pem
+  cafile: $TLS_DIR/ca.pem
+  verify_client: required
+
+ctl:
+  certfile: $TLS_DIR/client.pem
+  keyfile: $TLS_DIR/client-key.pem
+  cacert: $TLS_DIR/ca.pem
+EOF
+}
 
 # ------------------------------------------------------------------ processes
 # alive PID: exists and is not a zombie (killed daemons are reparented to init, which may
@@ -220,6 +295,7 @@ restapi:
   authentication:
     username: $REST_USER
     password: $REST_PASS
+$(tls_config "$n")
 
 raft:
   data_dir: $d/raft
@@ -365,7 +441,7 @@ stop_member() {
 cluster_json() { # prints "N<TAB>json" of GET /cluster from the first member that answers
   local n out
   for n in $(members); do
-    if out=$(curl -sf -m 3 "$(rest_url "$n")/cluster" 2>/dev/null) && [[ -n $out ]]; then
+    if out=$(curl -sf -m 3 "${CURL_TLS[@]}" "$(rest_url "$n")/cluster" 2>/dev/null) && [[ -n $out ]]; then
       printf '%s\t%s\n' "$n" "$out"
       return 0
     fi
@@ -381,7 +457,7 @@ members_agree() {
   local js=$1 want_sync=$2 n role mine
   for n in $(members); do
     role=$(jq -r --arg m "$(name_of "$n")" '.members[] | select(.name == $m) | .role' <<<"$js")
-    mine=$(curl -sf -m 3 "$(rest_url "$n")/patroni" 2>/dev/null) || return 1
+    mine=$(curl -sf -m 3 "${CURL_TLS[@]}" "$(rest_url "$n")/patroni" 2>/dev/null) || return 1
     if [[ $role == leader ]]; then
       jq -e '(.role == "primary" or .role == "master") and .state == "running"' <<<"$mine" >/dev/null || return 1
     else
@@ -452,6 +528,8 @@ cmd_up() {
   echo "$VENV" >"$DATA/.venv"
   resolve_mode
   echo "$MODE" >"$DATA/.addr_mode"
+  if [[ ${TLS:-0} == 1 ]]; then touch "$DATA/.tls"; gen_tls; fi
+  resolve_tls
   log "patroni $("$PATRONI" --version | awk '{print $2}') from $VENV; data $DATA; address mode $MODE"
   busy=$(ports_busy)
   [[ -z $busy ]] || die "ports already in use:$busy"
@@ -510,7 +588,7 @@ cmd_status() {
   resolve_mode
   if [[ -n ${1:-} ]]; then
     check_n "$1"
-    curl -sf -m 5 "$(rest_url "$1")/cluster" | jq . || { log "$(name_of "$1") did not answer"; return 1; }
+    curl -sf -m 5 "${CURL_TLS[@]}" "$(rest_url "$1")/cluster" | jq . || { log "$(name_of "$1") did not answer"; return 1; }
     return 0
   fi
   for n in $(members); do
@@ -573,7 +651,7 @@ cmd_env() {
   resolve_mode
   kv PATRONI_VERSION "$PATRONI_VERSION" VENV "$VENV" DATA_DIR "$DATA" SCOPE "$SCOPE" \
     NAMESPACE "$NAMESPACE" ADDR_MODE "$MODE" REST_USER "$REST_USER" REST_PASS "$REST_PASS" \
-    RAFT_PASS "$RAFT_PASS" \
+    RAFT_PASS "$RAFT_PASS" REST_SCHEME "$REST_SCHEME" \
     REST_URLS "$(for n in $(members); do rest_url "$n"; done | paste -sd,)" \
     RAFT_ADDRS "$(for n in $(members); do raft_addr "$n"; done | paste -sd,)"
   for n in $(members); do
@@ -581,11 +659,19 @@ cmd_env() {
       "MEMBER${n}_RAFT" "$(raft_addr "$n")" "MEMBER${n}_PG" "$(ip_of "$n"):$(pg_port "$n")" \
       "MEMBER${n}_CONFIG" "$(cfg_of "$n")" "MEMBER${n}_LOG" "$(mdir "$n")/patroni.log"
   done
+  if [[ -f $DATA/.tls ]]; then
+    kv TLS_DIR "$TLS_DIR" TLS_CA "$TLS_DIR/ca.pem" \
+      TLS_CLIENT_CERT "$TLS_DIR/client.pem" TLS_CLIENT_KEY "$TLS_DIR/client-key.pem" \
+      EXPORTER_CLIENT_CERT "$TLS_DIR/exporter-client.pem" EXPORTER_CLIENT_KEY "$TLS_DIR/exporter-client-key.pem" \
+      EXPORTER_KEY_PASS_FILE "$TLS_DIR/exporter-key-pass" KEY_PASS "$(cat "$TLS_DIR/exporter-key-pass")" \
+      EXPORTER_SERVER_CERT "$TLS_DIR/exporter-server.pem" EXPORTER_SERVER_KEY "$TLS_DIR/exporter-server-key.pem"
+  fi
 }
 
 main() {
   local cmd=${1:-help}
   shift || true
+  resolve_tls
   case $cmd in
     up)     cmd_up "$@" ;;
     down)   cmd_down "$@" ;;

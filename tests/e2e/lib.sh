@@ -3,7 +3,8 @@
 #   source "$(dirname "$0")/lib.sh"
 #
 # Metrics (the exporter's Prometheus text format, fetched from EXPORTER_URL, default
-# http://127.0.0.1:9393/metrics; file:///path works too):
+# http://127.0.0.1:9393/metrics; file:///path works too; EXPORTER_CURL_CONFIG names a curl
+# config file with the CA and credentials of an https endpoint):
 #   metric_value NAME [LABELS]       print the value of the one sample NAME{LABELS};
 #                                    rc 1 if absent, 2 if ambiguous or on a fetch error.
 #                                    LABELS: 'a="x",b="y"' matched exactly (values compared
@@ -48,7 +49,9 @@ e2e_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a 
 
 # ------------------------------------------------------------------ metrics
 fetch_metrics() { # -> METRICS_TEXT; rc != 0 when the endpoint does not answer 2xx
-  METRICS_TEXT=$(curl -sf -m "${FETCH_TIMEOUT:-5}" "$EXPORTER_URL" 2>/dev/null) || { METRICS_TEXT=""; return 1; }
+  # EXPORTER_CURL_CONFIG: a curl config file (-K) for an https endpoint with basic auth,
+  # so no credential is ever in curl's argv
+  METRICS_TEXT=$(curl -sf -m "${FETCH_TIMEOUT:-5}" ${EXPORTER_CURL_CONFIG:+-K "$EXPORTER_CURL_CONFIG"} "$EXPORTER_URL" 2>/dev/null) || { METRICS_TEXT=""; return 1; }
 }
 
 # _metric_select MODE NAME LABELS   (reads the exposition text on stdin)

@@ -200,6 +200,14 @@ done
 # ---------------------------------------------------------------- exporter survived it all
 kill -0 "$EXPORTER_PID" 2>/dev/null && pass "exporter process still running" || on_fail "exporter process died"
 grep -q panicked "$EXPORTER_LOG" && on_fail "exporter log shows a panic"
+# the Raft password, used for the whole run, is in neither the log nor the metrics
+fetch_metrics || on_fail "final scrape"
+printf '%s\n' "$METRICS_TEXT" >"$RUN_DIR/metrics-final.txt"
+[[ -s $EXPORTER_LOG && -s $RUN_DIR/metrics-final.txt ]] || on_fail "empty log or metrics: the secret check would prove nothing"
+if grep -qF -- "$RAFT_PASS" "$EXPORTER_LOG" "$RUN_DIR/metrics-final.txt"; then
+  on_fail "the Raft password appears in the exporter's log or /metrics"
+fi
+pass "no secret in the exporter's log ($(wc -l <"$EXPORTER_LOG") lines) or /metrics"
 
 echo
 echo "Detection timings (Patroni $PATRONI_VERSION, poll interval ${POLL_INTERVAL}s):"

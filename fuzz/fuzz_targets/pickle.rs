@@ -1,0 +1,18 @@
+//! The hostile-input-safe unpickler on arbitrary bytes, with the production limits.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use patroni_raft_exporter::raft::pickle::{decode, PickleLimits};
+use patroni_raft_exporter::raft::status_from_value;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(value) = decode(
+        data,
+        PickleLimits {
+            max_depth: 32,
+            max_items: 100_000,
+        },
+    ) {
+        let _ = status_from_value(&value);
+    }
+});
