@@ -484,6 +484,31 @@ mod tests {
         assert!(Users::new(BTreeMap::from([("u".to_owned(), "plain".to_owned())])).is_err());
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Whatever a client sends as `Authorization`, the check answers no (the hash is of
+        /// a password the generator cannot produce) and never panics.
+        #[test]
+        fn arbitrary_authorization_headers_are_refused(value in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            let users = test_users();
+            if let Ok(header) = HeaderValue::from_bytes(&value) {
+                proptest::prop_assert!(!users.check(Some(&header)));
+            }
+            let token = base64::engine::general_purpose::STANDARD.encode(&value);
+            let header = HeaderValue::from_str(&format!("Basic {token}")).unwrap();
+            proptest::prop_assert!(!users.check(Some(&header)));
+        }
+    }
+
+    fn test_users() -> &'static Users {
+        static USERS: OnceLock<Users> = OnceLock::new();
+        USERS.get_or_init(|| {
+            let hash = bcrypt::hash("correct horse battery staple", 4).unwrap();
+            Users::new(BTreeMap::from([("prom".to_owned(), hash)])).unwrap()
+        })
+    }
+
     #[test]
     fn unsupported_settings_are_errors() {
         let dir = tempfile::tempdir().unwrap();
