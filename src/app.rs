@@ -201,14 +201,23 @@ async fn supervise(
 }
 
 /// Runs `make()`'s future as its own task and starts a new one each time it panics; returns
-/// when a run ends normally or is cancelled.
+/// when a run ends normally or is cancelled. Dropping (or aborting) this future aborts the
+/// running task too, so a reload that replaces a poller never leaves the old one running.
 pub async fn restart_on_panic<F, Fut>(name: &str, delay: Duration, mut make: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
+    struct AbortOnDrop(tokio::task::AbortHandle);
+    impl Drop for AbortOnDrop {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
     loop {
-        match tokio::spawn(make()).await {
+        let task = tokio::spawn(make());
+        let _abort = AbortOnDrop(task.abort_handle());
+        match task.await {
             Ok(()) => return,
             Err(error) if error.is_panic() => {
                 tracing::error!(task = name, "task panicked; restarting it");
@@ -327,5 +336,31 @@ mod tests {
         .await
         .expect("the third run returns normally");
         assert_eq!(runs.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn aborting_the_supervisor_stops_its_task() {
+        let ticks = Arc::new(AtomicUsize::new(0));
+        let counter = ticks.clone();
+        let supervisor = tokio::spawn(async move {
+            restart_on_panic("ticker", Duration::from_millis(5), move || {
+                let counter = counter.clone();
+                async move {
+                    loop {
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                }
+            })
+            .await;
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        supervisor.abort();
+        let _ = supervisor.await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let after_abort = ticks.load(Ordering::SeqCst);
+        assert!(after_abort > 0);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(ticks.load(Ordering::SeqCst), after_abort);
     }
 }
