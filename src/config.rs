@@ -303,9 +303,8 @@ impl ConfigFile {
     /// # Errors
     /// When the file cannot be read or is not the documented YAML.
     pub fn load(path: &Path) -> anyhow::Result<ConfigFile> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|error| anyhow::anyhow!("reading config file {}: {error}", path.display()))?;
-        let file: ConfigFile = serde_yaml_ng::from_str(&text)
+        let text = crate::tls::read_pem_file(path, "config file")?;
+        let file: ConfigFile = serde_yaml_ng::from_slice(&text)
             .map_err(|error| anyhow::anyhow!("parsing config file {}: {error}", path.display()))?;
         if file.clusters.is_empty() {
             anyhow::bail!("config file {} lists no clusters", path.display());
@@ -377,10 +376,8 @@ impl PatroniYaml {
     /// # Errors
     /// When the file cannot be read or parsed. Errors never quote the file's content.
     pub fn load(path: &Path) -> anyhow::Result<PatroniYaml> {
-        let text = std::fs::read_to_string(path).map_err(|error| {
-            anyhow::anyhow!("reading Patroni config {}: {error}", path.display())
-        })?;
-        serde_yaml_ng::from_str(&text).map_err(|error| {
+        let text = crate::tls::read_pem_file(path, "Patroni config")?;
+        serde_yaml_ng::from_slice(&text).map_err(|error| {
             // serde_yaml's messages can quote a value; keep only the position.
             let position = error
                 .location()

@@ -17,10 +17,11 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 use crate::secret::Secret;
 
-/// PEM files larger than this are refused (a certificate chain is a few KiB).
+/// PEM and YAML files larger than this are refused (a certificate chain or a configuration
+/// is a few KiB).
 pub const MAX_PEM_BYTES: u64 = 1 << 20;
 
-/// Reads a file of at most [`MAX_PEM_BYTES`].
+/// Reads a file of at most [`MAX_PEM_BYTES`] (certificates, keys, the YAML files).
 ///
 /// # Errors
 /// When the file cannot be read or is larger than the cap.
