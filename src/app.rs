@@ -19,7 +19,13 @@ use crate::snapshot::SnapshotStore;
 
 /// Sets up `tracing` from `--log.level` and `--log.format`, writing to stderr.
 pub fn init_logging(args: &Args) {
-    let filter = EnvFilter::try_new(&args.log_level).unwrap_or_else(|_| EnvFilter::new("info"));
+    let default_level = if args.command.is_some() {
+        "error"
+    } else {
+        "info"
+    };
+    let level = args.log_level.as_deref().unwrap_or(default_level);
+    let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new(default_level));
     let registry = tracing_subscriber::registry().with(filter);
     match args.log_format {
         LogFormat::Json => registry
@@ -44,7 +50,7 @@ pub fn init_logging(args: &Args) {
 /// # Errors
 /// When the configuration is invalid or the listen address cannot be bound.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let clusters = args.clusters()?;
+    let clusters = args.cluster.clusters()?;
     let listen_address = args.listen_address()?;
     let store = Arc::new(SnapshotStore::new(clusters.len()));
     let (shutdown_sender, shutdown) = watch::channel(false);

@@ -23,6 +23,7 @@
 //! * [`server`]: axum: `/metrics`, `/`, `/-/healthy`, `/-/ready`.
 //! * [`config`], [`cli`], [`secret`]: what to watch, from flags and files; secrets stay in files.
 //! * [`app`]: wires it together for the binary.
+//! * [`status`]: the `status` subcommand: one poll, judged and printed, with Nagios exit codes.
 
 pub mod app;
 pub mod cli;
@@ -34,3 +35,4 @@ pub mod raft;
 pub mod secret;
 pub mod server;
 pub mod snapshot;
+pub mod status;
