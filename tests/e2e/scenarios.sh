@@ -35,6 +35,9 @@ TIMINGS=()
 EXPORTER_PID=""
 
 [[ -x $EXPORTER_BIN ]] || { echo "no exporter binary at $EXPORTER_BIN (cargo build first)" >&2; exit 2; }
+# One real cluster per machine (it owns 127.0.0.11-13:8008/2222/5432): wait for any other user.
+exec 9>/tmp/real-cluster.lock
+flock -w 900 9 || { echo "another real cluster is running (lock /tmp/real-cluster.lock)" >&2; exit 2; }
 mkdir -p "$RUN_DIR"
 eval "$("$CLUSTER" env)"   # MEMBERn_REST, MEMBERn_RAFT, REST_USER, REST_PASS, RAFT_PASS, ...
 
@@ -87,7 +90,7 @@ start_exporter() {
     --raft.password-file "$password_file" \
     --poll.interval "${POLL_INTERVAL}s" --poll.timeout 1s \
     --web.listen-address "127.0.0.1:$EXPORTER_PORT" \
-    --log.level info >"$EXPORTER_LOG" 2>&1 &
+    --log.level info >"$EXPORTER_LOG" 2>&1 9>&- &
   EXPORTER_PID=$!
   e2e_log "exporter pid $EXPORTER_PID on :$EXPORTER_PORT (log $EXPORTER_LOG)"
 }
