@@ -30,6 +30,8 @@ export EXPORTER_URL="http://127.0.0.1:$EXPORTER_PORT/metrics"
 export EXPORTER_LOG="$RUN_DIR/exporter.log"
 export DATA_DIR="$E2E_WORK/cluster-$PATRONI_VERSION"
 CLUSTER="$E2E_DIR/cluster.sh"
+# The cluster's daemons must not inherit the lock descriptor (fd 9), or it would outlive us.
+cluster() { "$CLUSTER" "$@" 9>&-; }
 S='scope="pg-test"'
 TIMINGS=()
 EXPORTER_PID=""
@@ -39,7 +41,7 @@ EXPORTER_PID=""
 exec 9>/tmp/real-cluster.lock
 flock -w 900 9 || { echo "another real cluster is running (lock /tmp/real-cluster.lock)" >&2; exit 2; }
 mkdir -p "$RUN_DIR"
-eval "$("$CLUSTER" env)"   # MEMBERn_REST, MEMBERn_RAFT, REST_USER, REST_PASS, RAFT_PASS, ...
+eval "$(cluster env)"   # MEMBERn_REST, MEMBERn_RAFT, REST_USER, REST_PASS, RAFT_PASS, ...
 
 cleanup() {
   local rc=$?
@@ -47,7 +49,7 @@ cleanup() {
     kill -TERM "$EXPORTER_PID" 2>/dev/null || true
     wait "$EXPORTER_PID" 2>/dev/null || true
   fi
-  "$CLUSTER" down --fast >/dev/null 2>&1 || true
+  cluster down --fast >/dev/null 2>&1 || true
   exit "$rc"
 }
 trap cleanup EXIT
@@ -116,7 +118,7 @@ status_check() {
 }
 
 e2e_log "=== matrix Patroni $PATRONI_VERSION ($("$VENV/bin/pip" show pysyncobj 2>/dev/null | awk '/^Version/ {print "pysyncobj " $2}'))"
-"$CLUSTER" down --fast >/dev/null 2>&1 || true
+cluster down --fast >/dev/null 2>&1 || true
 
 # ---------------------------------------------------------------- 5. exporter first
 start_exporter
@@ -124,7 +126,7 @@ expect "5: exporter ready and serving before the cluster exists" patroni_up "$S"
 expect "5: Raft quorum reported as 0 while no node answers" patroni_raft_cluster_quorum "$S" == 0 5
 grep -qF -- "$RAFT_PASS" "/proc/$EXPORTER_PID/cmdline" && on_fail "5: the Raft password appears in argv"
 grep -qF -- "$RAFT_PASS" "$EXPORTER_LOG" && on_fail "5: the Raft password appears in the log"
-"$CLUSTER" up --sync >&2 || on_fail "cluster up"
+cluster up --sync >&2 || on_fail "cluster up"
 expect "5: recovers by itself: patroni_up 1" patroni_up "$S" == 1 30
 
 # ---------------------------------------------------------------- 1. healthy
@@ -178,7 +180,7 @@ victim=$(leader_name) || on_fail "3: a leader in metrics"
 victim_index=$(member_index "$victim")
 e2e_log "failover: SIGKILL $victim"
 t0=$(e2e_now)
-"$CLUSTER" kill "$victim_index" >&2
+cluster kill "$victim_index" >&2
 expect "3: killed leader's API reported down" patroni_member_api_up "$S,member=\"$victim\"" == 0 "$(( POLL_INTERVAL * 2 + 2 ))"
 timing "failover: kill to dead API in metrics" "$(e2e_since "$t0")"
 new_leader=""
@@ -190,7 +192,7 @@ while (( $(date +%s) < deadline )); do
 done
 [[ -n $new_leader && $new_leader != "$victim" ]] && pass "3: new leader $new_leader in metrics" || on_fail "3: no new leader within 90 s (saw '${new_leader}')"
 timing "failover: leader kill to new leader in metrics" "$(e2e_since "$t0")"
-"$CLUSTER" start "$victim_index" >&2
+cluster start "$victim_index" >&2
 expect "3: old leader's API back" patroni_member_api_up "$S,member=\"$victim\"" == 1 60
 expect "3: old leader rejoined as a streaming replica" patroni_member_state "$S,member=\"$victim\",state=\"streaming\"" == 1 90
 expect "3: healthy again: two sync standbys" patroni_cluster_sync_standbys "$S" == 2 60
@@ -204,7 +206,7 @@ losses=$(metric_value patroni_raft_quorum_losses_total "$S")
 e2e_log "quorum loss: killing both members other than $survivor"
 t0=$(e2e_now)
 for i in 0 1 2; do
-  (( i == survivor_index )) || "$CLUSTER" kill "$i" >&2
+  (( i == survivor_index )) || cluster kill "$i" >&2
 done
 within=$(( POLL_INTERVAL * 2 ))
 expect "4: patroni_raft_cluster_quorum 0 within two poll intervals" patroni_raft_cluster_quorum "$S" == 0 "$within"
@@ -217,7 +219,7 @@ expect "4: role mismatch on the survivor that demoted itself" patroni_member_rol
 timing "quorum loss: kill to role_mismatch 1 (survivor demoted)" "$(e2e_since "$t0")"
 t0=$(e2e_now)
 for i in 0 1 2; do
-  (( i == survivor_index )) || "$CLUSTER" start "$i" >&2
+  (( i == survivor_index )) || cluster start "$i" >&2
 done
 expect "4: recovery: patroni_raft_cluster_quorum 1" patroni_raft_cluster_quorum "$S" == 1 60
 timing "recovery: restart to patroni_raft_cluster_quorum 1" "$(e2e_since "$t0")"
