@@ -42,6 +42,7 @@ if (( RUN_E2E )); then
   for version in $E2E_MATRICES; do
     step "e2e scenarios, Patroni $version" tests/e2e/scenarios.sh "$version"
   done
+  step "e2e alerting: real Prometheus + Alertmanager page on quorum loss" tests/e2e/alerting.sh 3.3.8
 fi
 
 printf '\n\033[1mSummary\033[0m (%ss)\n' $(( $(date +%s) - START ))
