@@ -2,11 +2,13 @@
 # demo.sh - the real thing on one machine: a 3-member Patroni + Raft cluster on loopback,
 # the exporter, Prometheus with the project's alert rules, and Alertmanager.
 #
-# Usage: scripts/demo.sh up | down | status
+# Usage: scripts/demo.sh up | down | status | kill N | start N | cluster ARGS...
 #   PATRONI_VERSION=3.3.8 (default, what Charmed PostgreSQL ships) or 4.1.5
+#   EXPORTER_BIN=path   use this exporter binary instead of building the release one
+#   EXPORTER_ADDR, PROMETHEUS_ADDR, ALERTMANAGER_ADDR   (127.0.0.1:9393, :9090, :9093)
 #
-# Then break things and watch:  tests/e2e/cluster.sh kill 1; tests/e2e/cluster.sh kill 2
-# (quorum lost: PatroniRaftQuorumLost fires after 1m), and tests/e2e/cluster.sh start 1 2.
+# Then break things and watch: scripts/demo.sh kill 1; scripts/demo.sh kill 2 (Raft quorum
+# lost: PatroniRaftQuorumLost reaches Alertmanager after about 70 s), scripts/demo.sh start 1 ...
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -16,9 +18,10 @@ export PATRONI_VERSION="${PATRONI_VERSION:-3.3.8}"
 DEMO="$E2E_WORK/demo"
 export DATA_DIR="$E2E_WORK/cluster-demo"
 CLUSTER="$REPO/tests/e2e/cluster.sh"
-EXPORTER_ADDR=127.0.0.1:9393
-PROMETHEUS_ADDR=127.0.0.1:9090
-ALERTMANAGER_ADDR=127.0.0.1:9093
+EXPORTER_ADDR="${EXPORTER_ADDR:-127.0.0.1:9393}"
+PROMETHEUS_ADDR="${PROMETHEUS_ADDR:-127.0.0.1:9090}"
+ALERTMANAGER_ADDR="${ALERTMANAGER_ADDR:-127.0.0.1:9093}"
+EXPORTER_BIN="${EXPORTER_BIN:-}"
 
 log() { printf '[demo %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -46,7 +49,7 @@ stop() {
 
 wait_http() { # wait_http URL SECONDS
   local deadline=$(( $(date +%s) + $2 ))
-  until curl -fsS -o /dev/null --max-time 2 "$1"; do
+  until curl -fs -o /dev/null --max-time 2 "$1"; do
     (( $(date +%s) < deadline )) || { log "no answer from $1"; return 1; }
     sleep 0.5
   done
@@ -54,13 +57,16 @@ wait_http() { # wait_http URL SECONDS
 
 up() {
   "$REPO/scripts/install-deps.sh" --patroni "$PATRONI_VERSION"
-  (cd "$REPO" && cargo build --release --bin patroni-raft-exporter)
+  if [[ -z $EXPORTER_BIN ]]; then
+    (cd "$REPO" && cargo build --release --bin patroni-raft-exporter)
+    EXPORTER_BIN="$REPO/target/release/patroni-raft-exporter"
+  fi
   mkdir -p "$DEMO"
   "$CLUSTER" up --sync
 
   ( umask 077; printf 'raft-pass\n' >"$DEMO/raft-password" )
   stop exporter patroni-raft-exporter
-  start exporter "$REPO/target/release/patroni-raft-exporter" \
+  start exporter "$EXPORTER_BIN" \
     --patroni.url http://127.0.0.11:8008 --patroni.url http://127.0.0.12:8008 --patroni.url http://127.0.0.13:8008 \
     --patroni.scope pg-test --raft.password-file "$DEMO/raft-password" \
     --web.listen-address "$EXPORTER_ADDR"
@@ -96,6 +102,9 @@ EOF
     --storage.path "$DEMO/alertmanager-data" --web.listen-address "$ALERTMANAGER_ADDR" --cluster.listen-address=
 
   wait_http "http://$EXPORTER_ADDR/-/ready" 30
+  for name in exporter prometheus alertmanager; do
+    kill -0 "$(cat "$DEMO/$name.pid")" 2>/dev/null || { log "$name exited: $(tail -3 "$DEMO/$name.log")"; return 1; }
+  done
   wait_http "http://$PROMETHEUS_ADDR/-/ready" 60
   wait_http "http://$ALERTMANAGER_ADDR/-/ready" 60
   cat <<EOF
@@ -105,10 +114,10 @@ Demo is running (Patroni $PATRONI_VERSION):
   Prometheus    http://$PROMETHEUS_ADDR/alerts      (rules: alerts/patroni-raft.rules.yml)
   Alertmanager  http://$ALERTMANAGER_ADDR/
   Patroni REST  http://127.0.0.11:8008/cluster  (.12, .13)
-Try:  target/release/patroni-raft-exporter --help
-      tests/e2e/cluster.sh kill 1 && tests/e2e/cluster.sh kill 2   # lose Raft quorum
+Try:  scripts/demo.sh kill 1; scripts/demo.sh kill 2      # lose Raft quorum
       curl -s http://$EXPORTER_ADDR/metrics | grep -E 'raft_cluster_quorum|role_mismatch'
-      tests/e2e/cluster.sh start 1 && tests/e2e/cluster.sh start 2 # recover
+      $EXPORTER_BIN status --patroni.url http://127.0.0.11:8008 --raft.password-file $DEMO/raft-password
+      scripts/demo.sh start 1; scripts/demo.sh start 2    # recover
 Stop: make demo-stop
 EOF
 }
@@ -125,5 +134,7 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   status) "$CLUSTER" status; for n in exporter prometheus alertmanager; do [[ -f $DEMO/$n.pid ]] && echo "$n pid $(cat "$DEMO/$n.pid")"; done ;;
-  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+  kill|start) "$CLUSTER" "$1" "${2:?member number 0-2}" ;;
+  cluster) shift; "$CLUSTER" "$@" ;;
+  *) echo "usage: $0 up|down|status|kill N|start N|cluster ARGS..." >&2; exit 2 ;;
 esac

@@ -25,7 +25,13 @@ use crate::web::WebState;
 
 /// Sets up `tracing` from `--log.level` and `--log.format`, writing to stderr.
 pub fn init_logging(args: &Args) {
-    let filter = EnvFilter::try_new(&args.log_level).unwrap_or_else(|_| EnvFilter::new("info"));
+    let default_level = if args.command.is_some() {
+        "error"
+    } else {
+        "info"
+    };
+    let level = args.log_level.as_deref().unwrap_or(default_level);
+    let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new(default_level));
     let registry = tracing_subscriber::registry().with(filter);
     match args.log_format {
         LogFormat::Json => registry
@@ -50,7 +56,7 @@ pub fn init_logging(args: &Args) {
 /// # Errors
 /// When the configuration is invalid or the listen address cannot be bound.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let clusters = args.clusters()?;
+    let clusters = args.cluster.clusters()?;
     let listen_address = args.listen_address()?;
     let web = Arc::new(WebState::load(args.web_config_file.as_deref())?);
     let store = Arc::new(SnapshotStore::new(clusters.len()));
@@ -161,7 +167,7 @@ async fn reload_on_hangup(
             if let Err(error) = web.reload() {
                 tracing::error!(error = format!("{error:#}"), "web config not reloaded");
             }
-            match args.clusters() {
+            match args.cluster.clusters() {
                 Ok(clusters) => {
                     let count = clusters.len();
                     fleet.apply(clusters, &store, &shutdown).await;

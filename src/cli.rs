@@ -6,15 +6,55 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::{Args as ClapArgs, Parser, Subcommand, ValueEnum};
 use url::Url;
 
 use crate::config::{ClusterConfig, ClusterEntry, ConfigFile, Defaults};
+use crate::status::StatusArgs;
 
 /// Prometheus exporter for Patroni clusters on the Raft (pysyncobj) DCS.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "patroni-raft-exporter", version, about, long_about = None)]
 pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// Address to serve metrics on.
+    #[arg(long = "web.listen-address", default_value = ":9393")]
+    pub listen_address: String,
+
+    /// Path under which to expose metrics.
+    #[arg(long = "web.telemetry-path", default_value = "/metrics")]
+    pub telemetry_path: String,
+
+    /// Exporter-toolkit web configuration (TLS and basic auth of this endpoint); re-read on
+    /// SIGHUP. Without it, plain http.
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    pub web_config_file: Option<PathBuf>,
+
+    /// Log level: error, warn, info, debug, trace (or a tracing filter). Default: info for
+    /// the exporter, error for `status` (whose output already lists the problems).
+    #[arg(long = "log.level", global = true)]
+    pub log_level: Option<String>,
+
+    /// Log format.
+    #[arg(long = "log.format", value_enum, default_value_t = LogFormat::Logfmt, global = true)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Poll once and print the clusters' state and problems; exit 0 OK, 1 WARNING,
+    /// 2 CRITICAL, 3 UNKNOWN (Nagios plugin convention). Never hangs (--timeout).
+    Status(StatusArgs),
+}
+
+/// What to watch and how to reach it: shared by the exporter and `status`.
+#[derive(Debug, Clone, ClapArgs)]
+pub struct ClusterArgs {
     /// REST base URL of a member, e.g. http://10.0.0.1:8008 (repeatable). GET /cluster is
     /// asked of the first that answers; more members are learned from their api_url.
     #[arg(long = "patroni.url", value_name = "URL")]
@@ -117,30 +157,9 @@ pub struct Args {
     #[arg(long = "poll.max-concurrency", default_value_t = crate::config::DEFAULT_MAX_CONCURRENCY)]
     pub max_concurrency: usize,
 
-    /// Address to serve metrics on.
-    #[arg(long = "web.listen-address", default_value = ":9393")]
-    pub listen_address: String,
-
-    /// Path under which to expose metrics.
-    #[arg(long = "web.telemetry-path", default_value = "/metrics")]
-    pub telemetry_path: String,
-
-    /// Exporter-toolkit web configuration (TLS and basic auth of this endpoint); re-read on
-    /// SIGHUP. Without it, plain http.
-    #[arg(long = "web.config.file", value_name = "FILE")]
-    pub web_config_file: Option<PathBuf>,
-
     /// YAML file listing clusters to watch (overrides --patroni.url and the Raft flags).
     #[arg(long = "config.file", value_name = "FILE")]
     pub config_file: Option<PathBuf>,
-
-    /// Log level: error, warn, info, debug, trace (or a tracing filter).
-    #[arg(long = "log.level", default_value = "info")]
-    pub log_level: String,
-
-    /// Log format.
-    #[arg(long = "log.format", value_enum, default_value_t = LogFormat::Logfmt)]
-    pub log_format: LogFormat,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -149,7 +168,7 @@ pub enum LogFormat {
     Json,
 }
 
-impl Args {
+impl ClusterArgs {
     /// The clusters to watch, resolved from `--config.file` or from the flags.
     ///
     /// # Errors
@@ -192,7 +211,9 @@ impl Args {
             .map(|entry| entry.resolve(&defaults))
             .collect()
     }
+}
 
+impl Args {
     /// `--web.listen-address`, where `:9393` means every interface, as in Go exporters.
     ///
     /// # Errors
@@ -230,10 +251,10 @@ mod tests {
             "127.0.0.1:9393",
         ])
         .unwrap();
-        assert_eq!(args.patroni_urls.len(), 2);
-        assert_eq!(args.poll_interval, Duration::from_secs(10));
+        assert_eq!(args.cluster.patroni_urls.len(), 2);
+        assert_eq!(args.cluster.poll_interval, Duration::from_secs(10));
         assert_eq!(args.listen_address().unwrap().to_string(), "127.0.0.1:9393");
-        let clusters = args.clusters().unwrap();
+        let clusters = args.cluster.clusters().unwrap();
         assert_eq!(clusters.len(), 1);
         assert_eq!(clusters[0].raft.as_ref().unwrap().port, 2222);
     }
@@ -244,6 +265,26 @@ mod tests {
             Args::try_parse_from(["patroni-raft-exporter", "--patroni.url", "http://x:8008"])
                 .unwrap();
         assert_eq!(args.listen_address().unwrap().port(), 9393);
+    }
+
+    #[test]
+    fn status_takes_the_same_cluster_flags() {
+        let args = Args::try_parse_from([
+            "patroni-raft-exporter",
+            "status",
+            "--patroni.url",
+            "http://127.0.0.11:8008",
+            "--output",
+            "json",
+            "--timeout",
+            "3s",
+        ])
+        .unwrap();
+        let Some(Command::Status(status)) = args.command else {
+            panic!("no status command")
+        };
+        assert_eq!(status.cluster.patroni_urls.len(), 1);
+        assert_eq!(status.timeout, Duration::from_secs(3));
     }
 
     #[test]
@@ -271,7 +312,7 @@ mod tests {
             "3",
         ])
         .unwrap();
-        let cluster = args.clusters().unwrap().remove(0);
+        let cluster = args.cluster.clusters().unwrap().remove(0);
         let auth = cluster.basic_auth.as_ref().unwrap();
         assert_eq!(auth.username, "watcher");
         assert_eq!(auth.password.expose(), "rest-secret");
@@ -292,6 +333,6 @@ mod tests {
             "u",
         ])
         .unwrap();
-        assert!(args.clusters().is_err());
+        assert!(args.cluster.clusters().is_err());
     }
 }

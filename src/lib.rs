@@ -25,6 +25,7 @@
 //!   listener; [`tls`]: PEM certificates and (encrypted) keys for both TLS sides.
 //! * [`config`], [`cli`], [`secret`]: what to watch, from flags and files; secrets stay in files.
 //! * [`app`]: wires it together for the binary.
+//! * [`status`]: the `status` subcommand: one poll, judged and printed, with Nagios exit codes.
 
 pub mod app;
 pub mod cli;
@@ -36,5 +37,6 @@ pub mod raft;
 pub mod secret;
 pub mod server;
 pub mod snapshot;
+pub mod status;
 pub mod tls;
 pub mod web;

@@ -2,7 +2,8 @@
 
 use clap::Parser;
 
-use patroni_raft_exporter::{app, cli::Args};
+use patroni_raft_exporter::cli::{Args, Command};
+use patroni_raft_exporter::{app, status};
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
@@ -17,11 +18,20 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(app::run(args)) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(error) => {
-            tracing::error!(error = format!("{error:#}"), "exiting");
-            std::process::ExitCode::FAILURE
-        }
+    match args.command.clone() {
+        Some(Command::Status(status_args)) => match runtime.block_on(status::run(status_args)) {
+            Ok(code) => std::process::ExitCode::from(code),
+            Err(error) => {
+                eprintln!("UNKNOWN: {error:#}");
+                std::process::ExitCode::from(3)
+            }
+        },
+        None => match runtime.block_on(app::run(args)) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(error) => {
+                tracing::error!(error = format!("{error:#}"), "exiting");
+                std::process::ExitCode::FAILURE
+            }
+        },
     }
 }

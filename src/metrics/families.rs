@@ -92,3 +92,16 @@ pub fn flag(value: bool) -> f64 {
         0.0
     }
 }
+
+/// `(value, 1)` for `actual` and `(known, 0)` for every other known value; an unknown
+/// `actual` is added, so a value never seen before is exported rather than dropped.
+pub fn one_hot<'a>(
+    actual: &'a str,
+    known: &'static [&'static str],
+) -> impl Iterator<Item = (&'a str, f64)> {
+    let extra = (!known.contains(&actual)).then_some((actual, 1.0));
+    known
+        .iter()
+        .map(move |&value| (value, flag(value == actual)))
+        .chain(extra)
+}

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::families::{flag, FamilyWriter};
+use super::families::{flag, one_hot, FamilyWriter};
 use super::labels::{
     MemberInfoLabels, MemberLabels, MemberRoleLabels, MemberStateLabels, MemberVersionLabels,
     MemberWalLabels, PollErrorLabels, ScopeLabels,
@@ -376,17 +376,4 @@ fn encode_member_own_views(
             ))
         }),
     )
-}
-
-/// `(value, 1)` for `actual` and `(known, 0)` for every other known value; an unknown
-/// `actual` is added, so a value never seen before is exported rather than dropped.
-fn one_hot<'a>(
-    actual: &'a str,
-    known: &'static [&'static str],
-) -> impl Iterator<Item = (&'a str, f64)> {
-    let extra = (!known.contains(&actual)).then_some((actual, 1.0));
-    known
-        .iter()
-        .map(move |&value| (value, flag(value == actual)))
-        .chain(extra)
 }

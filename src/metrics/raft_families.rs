@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::families::{flag, FamilyWriter};
+use super::families::{flag, one_hot, FamilyWriter};
 use super::labels::{
     NodeLabels, NodeLeaderLabels, NodePartnerLabels, NodeStateLabels, NodeVersionLabels,
     ScopeLabels,
@@ -83,22 +83,16 @@ fn encode_nodes(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -
         "patroni_raft_state",
         "1 for the node's Raft state (follower, candidate, leader), 0 for the others.",
         answered().flat_map(|(s, node, status)| {
-            let actual = status.state.as_str();
-            let extra = (!RAFT_STATES.contains(&actual)).then_some((actual, 1.0));
-            RAFT_STATES
-                .iter()
-                .map(move |&state| (state, flag(state == actual)))
-                .chain(extra)
-                .map(move |(state, value)| {
-                    (
-                        NodeStateLabels {
-                            scope: &s.scope,
-                            node: &node.node,
-                            state,
-                        },
-                        value,
-                    )
-                })
+            one_hot(status.state.as_str(), RAFT_STATES).map(move |(state, value)| {
+                (
+                    NodeStateLabels {
+                        scope: &s.scope,
+                        node: &node.node,
+                        state,
+                    },
+                    value,
+                )
+            })
         }),
     )?;
     writer.cached_gauge(

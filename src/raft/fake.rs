@@ -71,11 +71,21 @@ impl FakeRaftNode {
         behaviour: Behaviour,
         key: Option<RaftKey>,
     ) -> std::io::Result<(String, FakeRaftNode)> {
+        Self::start_on("127.0.0.1:0", behaviour, key).await
+    }
+
+    /// Like [`FakeRaftNode::start`], listening on `bind` (e.g. `127.0.0.12:0`, so that
+    /// several fakes sort in a known order by address).
+    pub async fn start_on(
+        bind: &str,
+        behaviour: Behaviour,
+        key: Option<RaftKey>,
+    ) -> std::io::Result<(String, FakeRaftNode)> {
         if matches!(behaviour, Behaviour::ZlibBomb) {
             // Build it now, not while the client's deadline runs.
             cached_bomb();
         }
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let listener = TcpListener::bind(bind).await?;
         let addr = listener.local_addr()?.to_string();
         let received = Arc::new(Mutex::new(Vec::new()));
         let behaviour = Arc::new(behaviour);

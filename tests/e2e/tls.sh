@@ -45,6 +45,11 @@ EXPORTER_PID=""
 PLAIN_PID=""
 
 [[ -x $EXPORTER_BIN ]] || { echo "no exporter binary at $EXPORTER_BIN (cargo build first)" >&2; exit 2; }
+# One real cluster per machine (it owns 127.0.0.11-13:8008/2222/5432): wait for any other user.
+exec 9>/tmp/real-cluster.lock
+flock -w 900 9 || { echo "another real cluster is running (lock /tmp/real-cluster.lock)" >&2; exit 2; }
+# The cluster's daemons and the exporters must not inherit the lock descriptor (fd 9).
+cluster() { "$CLUSTER" "$@" 9>&-; }
 rm -rf "$RUN_DIR"
 mkdir -p "$RUN_DIR"
 chmod 700 "$RUN_DIR"
@@ -61,7 +66,7 @@ cleanup() {
   local rc=$?
   stop_pid "$EXPORTER_PID"
   stop_pid "$PLAIN_PID"
-  "$CLUSTER" down --fast >/dev/null 2>&1 || true
+  cluster down --fast >/dev/null 2>&1 || true
   exit "$rc"
 }
 trap cleanup EXIT
@@ -109,11 +114,11 @@ http_code() { # http_code CURL_ARGS... -> the status code (000: no HTTP answer)
 }
 
 e2e_log "=== TLS matrix Patroni $PATRONI_VERSION"
-"$CLUSTER" down --fast >/dev/null 2>&1 || true
+cluster down --fast >/dev/null 2>&1 || true
 
 # ---------------------------------------------------------------- 1. cluster on https
-TLS=1 "$CLUSTER" up >&2 || on_fail "TLS cluster up"
-eval "$("$CLUSTER" env)"   # MEMBERn_*, REST_*, RAFT_PASS, TLS_CA, EXPORTER_CLIENT_*, KEY_PASS, ...
+TLS=1 cluster up >&2 || on_fail "TLS cluster up"
+eval "$(cluster env)"   # MEMBERn_*, REST_*, RAFT_PASS, TLS_CA, EXPORTER_CLIENT_*, KEY_PASS, ...
 [[ $REST_SCHEME == https ]] || on_fail "cluster is not on https"
 pass "1: cluster up on https with verify_client: required"
 code=$(http_code --cacert "$TLS_CA" "$MEMBER0_REST/cluster")
@@ -129,7 +134,7 @@ write_web_config "$WEB_PASS"
   --patroni.key-password-file "$EXPORTER_KEY_PASS_FILE" \
   --patroni.username "$REST_USER" --patroni.password-file "$RUN_DIR/rest-secret" \
   --web.config.file "$RUN_DIR/web.yml" --web.listen-address "127.0.0.1:$EXPORTER_PORT" \
-  --poll.interval 2s --poll.timeout 1s --log.level debug >"$EXPORTER_LOG" 2>&1 &
+  --poll.interval 2s --poll.timeout 1s --log.level debug >"$EXPORTER_LOG" 2>&1 9>&- &
 EXPORTER_PID=$!
 e2e_log "exporter pid $EXPORTER_PID on https://127.0.0.1:$EXPORTER_PORT (log $EXPORTER_LOG)"
 grep -q 'BEGIN ENCRYPTED PRIVATE KEY' "$EXPORTER_CLIENT_KEY" && pass "2: the exporter's client key is encrypted" \
@@ -160,7 +165,7 @@ expect "4: no TLS errors" patroni_exporter_poll_errors_total "$S,source=\"cluste
 # ---------------------------------------------------------------- 5. no client certificate
 "$EXPORTER_BIN" --patroni.url "$MEMBER0_REST" --patroni.ca-file "$TLS_CA" --patroni.scope pg-test \
   --raft.disabled --poll.interval 1s --poll.timeout 1s \
-  --web.listen-address "127.0.0.1:$PLAIN_PORT" --log.level debug >"$PLAIN_LOG" 2>&1 &
+  --web.listen-address "127.0.0.1:$PLAIN_PORT" --log.level debug >"$PLAIN_LOG" 2>&1 9>&- &
 PLAIN_PID=$!
 if EXPORTER_URL="http://127.0.0.1:$PLAIN_PORT/metrics" EXPORTER_CURL_CONFIG="" \
   wait_for_metric patroni_exporter_poll_errors_total "$S,source=\"cluster\",kind=\"tls\"" '>=' 1 20 >/dev/null; then

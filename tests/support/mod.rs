@@ -26,7 +26,7 @@ pub fn fixture(path: &str) -> Vec<u8> {
 }
 
 /// Address substitutions that make output independent of the random ports of the fakes.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Addresses {
     pairs: Vec<(String, String)>,
 }
@@ -40,7 +40,7 @@ impl Addresses {
     pub fn normalize(&self, text: &str) -> String {
         let mut text = text.to_owned();
         for (actual, stable) in &self.pairs {
-            for delimiter in ['"', '/', ',', '}', ' ', '\n'] {
+            for delimiter in ['"', '/', ',', '}', ' ', '\n', ':', ')'] {
                 text = text.replace(
                     &format!("{actual}{delimiter}"),
                     &format!("{stable}{delimiter}"),
@@ -53,15 +53,30 @@ impl Addresses {
 
 /// A fake 3-member cluster answering with captured documents.
 pub struct FakeCluster {
-    pub members: Vec<FakePatroni>,
+    /// The members still running (a dead member's fake is stopped: its address refuses).
+    pub members: Vec<Option<FakePatroni>>,
+    urls: Vec<Url>,
     pub addresses: Addresses,
 }
 
 impl FakeCluster {
-    /// Starts three members. `cluster` is the captured `/cluster` body, whose `api_url`s
-    /// (`http://127.0.0.1N:8008`) are rewritten to the fakes and whose scope becomes `scope`.
-    /// `own[i]` is member i's `/patroni` (None: its API is down, as for a dead member).
+    /// Starts three members on 127.0.0.1. See [`FakeCluster::start_on`].
     pub async fn start(
+        scope: &str,
+        cluster: &[u8],
+        own: [Option<Vec<u8>>; 3],
+        history: &[u8],
+    ) -> FakeCluster {
+        Self::start_on(["127.0.0.1"; 3], scope, cluster, own, history).await
+    }
+
+    /// Starts three members on `ips`. `cluster` is the captured `/cluster` body, whose
+    /// `api_url`s (`http://127.0.0.1N:8008`) are rewritten to the fakes and whose scope
+    /// becomes `scope`. `own[i]` is member i's `/patroni`; `None` makes member i dead (nothing
+    /// listens at its address any more), while the others still list it, as a frozen DCS
+    /// view does.
+    pub async fn start_on(
+        ips: [&str; 3],
         scope: &str,
         cluster: &[u8],
         own: [Option<Vec<u8>>; 3],
@@ -69,8 +84,8 @@ impl FakeCluster {
     ) -> FakeCluster {
         let mut members = Vec::new();
         let mut addresses = Addresses::default();
-        for _ in 0..3 {
-            members.push(FakePatroni::start("127.0.0.1").await);
+        for ip in ips {
+            members.push(FakePatroni::start(ip).await);
         }
         let mut cluster = String::from_utf8(cluster.to_vec()).unwrap();
         cluster = cluster
@@ -81,34 +96,45 @@ impl FakeCluster {
             cluster = cluster.replace(&original, &member.url());
             addresses.add(member.url(), original);
         }
-        for (index, (member, own)) in members.iter().zip(own).enumerate() {
-            member.route("/cluster", Reply::Json(cluster.clone().into_bytes()));
-            member.route("/history", Reply::Json(history.to_vec()));
-            match own {
-                Some(body) => member.route("/patroni", Reply::Json(body)),
-                None => {
-                    // A dead member: nothing listens at its address any more.
-                    let _ = index;
-                    member.route("/patroni", Reply::Status(503));
-                }
-            }
-        }
-        FakeCluster { members, addresses }
-    }
-
-    pub fn urls(&self) -> Vec<Url> {
-        self.members
+        let urls = members
             .iter()
             .map(|m| Url::parse(&m.url()).unwrap())
-            .collect()
+            .collect();
+        let members = members
+            .into_iter()
+            .zip(own)
+            .map(|(member, own)| {
+                let body = own?;
+                member.route("/cluster", Reply::Json(cluster.clone().into_bytes()));
+                member.route("/history", Reply::Json(history.to_vec()));
+                member.route("/patroni", Reply::Json(body));
+                Some(member)
+            })
+            .collect();
+        FakeCluster {
+            members,
+            urls,
+            addresses,
+        }
+    }
+
+    /// The REST URLs of all three members, dead ones included.
+    pub fn urls(&self) -> Vec<Url> {
+        self.urls.clone()
     }
 }
 
 /// A fake Raft node serving the reply of a captured keyed vector (`enc_*` cases).
 pub async fn raft_node_from_vector(case: &str, password: &str) -> FakeRaftNode {
+    raft_node_on("127.0.0.1:0", case, password).await
+}
+
+/// Like [`raft_node_from_vector`], listening on `bind`.
+pub async fn raft_node_on(bind: &str, case: &str, password: &str) -> FakeRaftNode {
     let wrapped = fixture(&format!("pysyncobj/{case}/s2c_frame2.pickle"));
     let reply = unwrap_captured_reply(&wrapped).expect("captured keyed reply");
-    let (_, node) = FakeRaftNode::start(
+    let (_, node) = FakeRaftNode::start_on(
+        bind,
         Behaviour::Serve(reply),
         Some(RaftKey::derive(password.as_bytes())),
     )
@@ -119,7 +145,12 @@ pub async fn raft_node_from_vector(case: &str, password: &str) -> FakeRaftNode {
 
 /// A `host:port` where nothing listens.
 pub async fn dead_address() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    dead_address_on("127.0.0.1").await
+}
+
+/// A `host:port` on `ip` where nothing listens.
+pub async fn dead_address_on(ip: &str) -> String {
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     drop(listener);
     addr

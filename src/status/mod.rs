@@ -1,0 +1,130 @@
+//! `patroni-raft-exporter status`: one poll, printed for a human (or a script, or Nagios),
+//! that never hangs.
+//!
+//! Why: the operator's own tools hang or lie exactly when they are needed. `patronictl list`
+//! waits for ever when the Raft node it asks has no leader; `syncobj_admin` can wait 15
+//! minutes and exits 0 on errors; `/cluster` is frozen without quorum. This command runs the
+//! exporter's poll (the same sources and judgements as the metrics) under one total deadline
+//! and says what is wrong in plain words, with the Nagios exit codes.
+
+pub mod render;
+pub mod report;
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Args as ClapArgs, ValueEnum};
+use futures::future::join_all;
+
+use crate::cli::ClusterArgs;
+use crate::config::ClusterConfig;
+use crate::poller::ClusterPoller;
+use crate::snapshot::SnapshotStore;
+use render::Colour;
+use report::{ClusterReport, Level, Problem};
+
+/// Options of the `status` subcommand.
+#[derive(Debug, Clone, ClapArgs)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+
+    /// Refresh every --poll.interval until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+
+    /// Total deadline of one run; never exceeded.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+}
+
+/// Polls every cluster once, concurrently, within `deadline`.
+///
+/// Each request's timeout is shrunk so that trying every configured URL in turn still fits
+/// in the deadline; the deadline itself is enforced around the whole poll, so a cluster that
+/// does not finish in time is reported as UNKNOWN rather than waited for.
+pub async fn collect(clusters: Vec<ClusterConfig>, deadline: Duration) -> Vec<ClusterReport> {
+    let started = Instant::now();
+    let polls = clusters.into_iter().map(|mut config| async move {
+        let attempts = config.patroni_urls.len() as u32 + 2;
+        config.poll_timeout = config.poll_timeout.min(deadline / attempts);
+        let fallback_scope = config
+            .expected_scope
+            .clone()
+            .unwrap_or_else(|| config.patroni_urls[0].to_string());
+        let remaining = deadline.saturating_sub(started.elapsed());
+        let poll = async {
+            let mut poller = ClusterPoller::new(0, config, Arc::new(SnapshotStore::new(1))).await?;
+            anyhow::Ok(poller.poll_once().await)
+        };
+        match tokio::time::timeout(remaining, poll).await {
+            Ok(Ok(snapshot)) => ClusterReport::from_snapshot(&snapshot),
+            Ok(Err(error)) => unknown(fallback_scope, format!("cannot poll: {error:#}")),
+            Err(_) => unknown(
+                fallback_scope,
+                format!("no complete answer within the deadline of {deadline:?}"),
+            ),
+        }
+    });
+    join_all(polls).await
+}
+
+fn unknown(scope: String, message: String) -> ClusterReport {
+    ClusterReport {
+        scope,
+        level: Level::Unknown,
+        rest_reachable: false,
+        leaders: Vec::new(),
+        timeline: None,
+        paused: false,
+        raft_quorum: None,
+        raft_voters: 0,
+        quorum_confirmed_by: Vec::new(),
+        members: Vec::new(),
+        raft_nodes: Vec::new(),
+        problems: vec![Problem {
+            level: Level::Unknown,
+            message,
+        }],
+    }
+}
+
+/// Runs the subcommand; returns the Nagios exit code of the (last) run.
+///
+/// # Errors
+/// When the configuration cannot be resolved.
+pub async fn run(args: StatusArgs) -> anyhow::Result<u8> {
+    let clusters = args.cluster.clusters()?;
+    let terminal = std::io::stdout().is_terminal();
+    let colour = Colour(terminal && std::env::var_os("NO_COLOR").is_none());
+    loop {
+        let reports = collect(clusters.clone(), args.timeout).await;
+        let output = match args.output {
+            Output::Table => render::text(&reports, colour),
+            Output::Json => render::json(&reports),
+        };
+        if args.watch && terminal {
+            print!("\x1b[2J\x1b[H");
+        }
+        print!("{output}");
+        let level = report::overall(&reports);
+        if !args.watch {
+            return Ok(level.exit_code());
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(args.cluster.poll_interval) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(level.exit_code()),
+        }
+    }
+}

@@ -1,0 +1,390 @@
+//! The judgement of one poll, for humans and scripts: what is wrong, in plain words, and
+//! how bad it is (Nagios plugin levels).
+//!
+//! Pure functions of a [`ClusterSnapshot`], so every wording and every exit code is tested
+//! on fake clusters without a network.
+
+use serde::{Deserialize, Serialize};
+
+use crate::patroni::{is_leader_role, Lag};
+use crate::raft::RaftState;
+use crate::snapshot::{ClusterSnapshot, MemberSnapshot, RaftNodeSnapshot};
+
+/// Nagios plugin levels, ordered by how bad they are for the exit code (UNKNOWN is worse
+/// than OK and WARNING but, by convention, less than CRITICAL for the exit status 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Level {
+    Ok,
+    Warning,
+    Unknown,
+    Critical,
+}
+
+impl Level {
+    /// The exit status of the Nagios plugin convention.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Level::Ok => 0,
+            Level::Warning => 1,
+            Level::Critical => 2,
+            Level::Unknown => 3,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Ok => "OK",
+            Level::Warning => "WARNING",
+            Level::Critical => "CRITICAL",
+            Level::Unknown => "UNKNOWN",
+        }
+    }
+}
+
+/// One problem, in plain words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Problem {
+    pub level: Level,
+    pub message: String,
+}
+
+/// A member row, like the cluster CLI's `list`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberRow {
+    pub member: String,
+    pub host: Option<String>,
+    /// Role in `/cluster` (the DCS view).
+    pub role: String,
+    pub state: String,
+    pub timeline: Option<u64>,
+    /// Lag in MiB rounded, as patronictl's "Lag in MB"; `None` for the leader.
+    pub lag_mb: Option<LagCell>,
+    /// Whether the member's own `/patroni` answered.
+    pub api_up: bool,
+    /// Why it did not.
+    pub api_error: Option<String>,
+    /// The role the member reports itself, when it contradicts the DCS view.
+    pub reported_role_mismatch: Option<String>,
+}
+
+/// A lag cell: MiB, or `unknown`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum LagCell {
+    MiB(u64),
+    Unknown(String),
+}
+
+/// A Raft node row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RaftRow {
+    pub node: String,
+    pub reachable: bool,
+    pub error: Option<String>,
+    pub state: Option<String>,
+    pub term: Option<i64>,
+    pub has_quorum: Option<bool>,
+    pub leader: Option<String>,
+    pub commit_index: Option<i64>,
+    pub applied_index: Option<i64>,
+    pub partners_connected: Option<usize>,
+    pub partners: Option<i64>,
+}
+
+/// Everything `status` says about one cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClusterReport {
+    pub scope: String,
+    pub level: Level,
+    pub rest_reachable: bool,
+    pub leaders: Vec<String>,
+    pub timeline: Option<u64>,
+    pub paused: bool,
+    /// `None` when Raft is not polled.
+    pub raft_quorum: Option<bool>,
+    pub raft_voters: u64,
+    /// Nodes that report `has_quorum`.
+    pub quorum_confirmed_by: Vec<String>,
+    pub members: Vec<MemberRow>,
+    pub raft_nodes: Vec<RaftRow>,
+    pub problems: Vec<Problem>,
+}
+
+impl ClusterReport {
+    /// Builds the report of one poll.
+    pub fn from_snapshot(snapshot: &ClusterSnapshot) -> ClusterReport {
+        let members: Vec<MemberRow> = snapshot.members.iter().map(member_row).collect();
+        let raft_nodes: Vec<RaftRow> = snapshot.raft_nodes.iter().map(raft_row).collect();
+        let quorum_confirmed_by = snapshot
+            .raft_nodes
+            .iter()
+            .filter(|node| node.status.as_ref().is_ok_and(|status| status.has_quorum))
+            .map(|node| node.node.clone())
+            .collect();
+        let problems = problems(snapshot);
+        let level = problems
+            .iter()
+            .map(|problem| problem.level)
+            .max()
+            .unwrap_or(Level::Ok);
+        ClusterReport {
+            scope: snapshot.scope.clone(),
+            level,
+            rest_reachable: snapshot.cluster.is_some(),
+            leaders: snapshot
+                .leader_names()
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+            timeline: snapshot
+                .cluster
+                .as_ref()
+                .and_then(|view| view.leader_timeline()),
+            paused: snapshot.cluster.as_ref().is_some_and(|view| view.pause),
+            raft_quorum: snapshot.raft_enabled.then_some(snapshot.quorum.confirmed),
+            raft_voters: snapshot.quorum.voters,
+            quorum_confirmed_by,
+            members,
+            raft_nodes,
+            problems,
+        }
+    }
+}
+
+fn member_row(member: &MemberSnapshot) -> MemberRow {
+    let m = &member.member;
+    let lag_mb = if m.is_leader() {
+        None
+    } else {
+        m.lag.as_ref().map(|lag| match lag {
+            Lag::Bytes(bytes) => LagCell::MiB(((*bytes as f64) / 1024.0 / 1024.0).round() as u64),
+            Lag::Text(text) => LagCell::Unknown(text.clone()),
+        })
+    };
+    MemberRow {
+        member: m.name.clone(),
+        host: m.host.clone(),
+        role: m.role.clone(),
+        state: m.state.clone(),
+        timeline: m.timeline,
+        lag_mb,
+        api_up: member.own_view.is_ok(),
+        api_error: member
+            .own_view
+            .as_ref()
+            .err()
+            .map(|failure| failure.kind.to_owned()),
+        reported_role_mismatch: match member.role_mismatch() {
+            Some(true) => member
+                .own_view
+                .as_ref()
+                .ok()
+                .and_then(|own| own.role.clone()),
+            _ => None,
+        },
+    }
+}
+
+fn raft_row(node: &RaftNodeSnapshot) -> RaftRow {
+    match &node.status {
+        Ok(status) => RaftRow {
+            node: node.node.clone(),
+            reachable: true,
+            error: None,
+            state: Some(status.state.as_str().to_owned()),
+            term: Some(status.raft_term),
+            has_quorum: Some(status.has_quorum),
+            leader: status.leader.clone(),
+            commit_index: Some(status.commit_idx),
+            applied_index: Some(status.last_applied),
+            partners_connected: Some(status.partners.iter().filter(|p| p.connected()).count()),
+            partners: Some(status.partner_nodes_count),
+        },
+        Err(failure) => RaftRow {
+            node: node.node.clone(),
+            reachable: false,
+            error: Some(failure.kind.to_owned()),
+            state: None,
+            term: None,
+            has_quorum: None,
+            leader: None,
+            commit_index: None,
+            applied_index: None,
+            partners_connected: None,
+            partners: None,
+        },
+    }
+}
+
+/// States of a member that are not a problem.
+fn healthy_state(role: &str, state: &str) -> bool {
+    if is_leader_role(role) {
+        state == "running"
+    } else {
+        matches!(state, "streaming" | "running" | "in archive recovery")
+    }
+}
+
+fn problems(snapshot: &ClusterSnapshot) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let mut say = |level: Level, message: String| problems.push(Problem { level, message });
+    let reachable_raft = snapshot
+        .raft_nodes
+        .iter()
+        .filter(|node| node.status.is_ok())
+        .count();
+
+    match &snapshot.cluster {
+        None => {
+            let why = snapshot
+                .cluster_failure
+                .as_ref()
+                .map(|failure| format!(" (last error: {})", failure.message))
+                .unwrap_or_default();
+            if reachable_raft == 0 {
+                // Nothing answered: from here the cluster cannot be told apart from a network
+                // problem of the checker's own, so nothing more is claimed.
+                say(Level::Unknown, format!("nothing reachable: no member answered GET /cluster{why} and no Raft node answered"));
+                return problems;
+            } else {
+                say(
+                    Level::Critical,
+                    format!("no member answered GET /cluster{why}"),
+                );
+            }
+        }
+        Some(view) => {
+            let leaders = snapshot.leader_names();
+            match leaders.len() {
+                0 => say(Level::Critical, "no leader in the DCS view".to_owned()),
+                1 => {}
+                n => say(
+                    Level::Critical,
+                    format!("{n} leaders in the DCS view: {}", leaders.join(", ")),
+                ),
+            }
+            if view.pause {
+                say(
+                    Level::Warning,
+                    "maintenance mode: automatic failover is paused".to_owned(),
+                );
+            }
+        }
+    }
+
+    if snapshot.raft_enabled {
+        let quorum = &snapshot.quorum;
+        if !quorum.confirmed {
+            let voters = if quorum.voters > 0 {
+                quorum.voters.to_string()
+            } else {
+                "?".to_owned()
+            };
+            say(
+                Level::Critical,
+                format!(
+                    "Raft quorum lost: {reachable_raft} of {voters} voters reachable, {} report has_quorum",
+                    quorum.nodes_with_quorum
+                ),
+            );
+        }
+        if quorum.confirmed && quorum.leaders_claiming == 0 {
+            // has_quorum is TCP connectivity to a majority, not an elected leader: without a
+            // leader, Patroni's DCS writes fail although the voters are connected.
+            say(
+                Level::Critical,
+                "no Raft leader: the voters are connected but none leads, DCS writes fail"
+                    .to_owned(),
+            );
+        }
+        if quorum.leaders_claiming > 1 {
+            let claimants: Vec<&str> = snapshot
+                .raft_nodes
+                .iter()
+                .filter(|node| {
+                    node.status
+                        .as_ref()
+                        .is_ok_and(|status| status.state == RaftState::Leader)
+                })
+                .map(|node| node.node.as_str())
+                .collect();
+            say(
+                Level::Critical,
+                format!(
+                    "split Raft leadership: {} claim to lead",
+                    claimants.join(", ")
+                ),
+            );
+        }
+        for node in &snapshot.raft_nodes {
+            match &node.status {
+                Err(failure) => say(
+                    Level::Warning,
+                    format!("Raft node {} unreachable: {}", node.node, failure.message),
+                ),
+                Ok(status) if quorum.confirmed && !status.has_quorum => {
+                    say(
+                        Level::Warning,
+                        format!(
+                            "Raft node {} reports no quorum while the cluster has one",
+                            node.node
+                        ),
+                    );
+                }
+                Ok(_) => {}
+            }
+        }
+    }
+
+    let leader_timeline = snapshot
+        .cluster
+        .as_ref()
+        .and_then(|view| view.leader_timeline());
+    for member in &snapshot.members {
+        let m = &member.member;
+        if let (Some(true), Ok(own)) = (member.role_mismatch(), &member.own_view) {
+            let reported = own.role.as_deref().unwrap_or("?");
+            let message = if m.is_leader() {
+                format!("{} is {} in the DCS view but reports itself as {reported}: the DCS view is frozen", m.name, m.role)
+            } else {
+                format!(
+                    "{} is {} in the DCS view but reports itself as {reported}",
+                    m.name, m.role
+                )
+            };
+            say(Level::Warning, message);
+        }
+        if let Err(failure) = &member.own_view {
+            say(
+                Level::Warning,
+                format!("{} API unreachable: {}", m.name, failure.message),
+            );
+        }
+        if !healthy_state(&m.role, &m.state) {
+            say(Level::Warning, format!("{} is {}", m.name, m.state));
+        }
+        if let (Some(expected), Some(timeline)) = (leader_timeline, m.timeline) {
+            if timeline != expected {
+                say(
+                    Level::Warning,
+                    format!(
+                        "{} is on timeline {timeline}, the leader on {expected}",
+                        m.name
+                    ),
+                );
+            }
+        }
+    }
+    problems.sort_by_key(|problem| std::cmp::Reverse(problem.level));
+    problems
+}
+
+/// The worst level of several clusters.
+pub fn overall(reports: &[ClusterReport]) -> Level {
+    reports
+        .iter()
+        .map(|report| report.level)
+        .max()
+        .unwrap_or(Level::Unknown)
+}

@@ -1,0 +1,262 @@
+//! `patroni-raft-exporter status` on fake clusters built from real captures: golden text and
+//! JSON output, and the Nagios exit codes.
+//!
+//! `UPDATE_GOLDEN=1 cargo test --test status` rewrites `tests/golden/status-*`.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use patroni_raft_exporter::config::ClusterConfig;
+use patroni_raft_exporter::status::render::{self, Colour};
+use patroni_raft_exporter::status::report::{overall, ClusterReport, Level};
+use patroni_raft_exporter::status::{self as status_command};
+use support::fake_patroni::{FakePatroni, Reply};
+use support::*;
+
+/// One fake cluster with its Raft nodes, and the substitutions that make output stable.
+struct Case {
+    _cluster: FakeCluster,
+    _raft: Vec<patroni_raft_exporter::raft::fake::FakeRaftNode>,
+    config: ClusterConfig,
+    addresses: Vec<Addresses>,
+}
+
+/// Raft nodes on 127.0.0.21-23 (so that they sort like the members), from captured vectors;
+/// `None` is a dead node.
+async fn raft_nodes(
+    cases: [Option<&str>; 3],
+) -> (
+    Vec<String>,
+    Vec<patroni_raft_exporter::raft::fake::FakeRaftNode>,
+    Addresses,
+) {
+    let mut nodes = Vec::new();
+    let mut fakes = Vec::new();
+    let mut addresses = Addresses::default();
+    for (index, case) in cases.into_iter().enumerate() {
+        let ip = format!("127.0.0.2{}", index + 1);
+        let addr = match case {
+            Some(case) => {
+                let fake = raft_node_on(&format!("{ip}:0"), case, "s3cret").await;
+                let addr = fake.addr().to_owned();
+                fakes.push(fake);
+                addr
+            }
+            None => dead_address_on(&ip).await,
+        };
+        addresses.add(addr.clone(), format!("127.0.0.1{}:2222", index + 1));
+        nodes.push(addr);
+    }
+    (nodes, fakes, addresses)
+}
+
+async fn case(
+    cluster_json: &str,
+    own: [Option<&str>; 3],
+    history: &str,
+    raft: [Option<&str>; 3],
+) -> Case {
+    let cluster = FakeCluster::start_on(
+        ["127.0.0.31", "127.0.0.32", "127.0.0.33"],
+        "pg-test",
+        &fixture(cluster_json),
+        own.map(|path| path.map(fixture)),
+        &fixture(history),
+    )
+    .await;
+    let (nodes, fakes, raft_addresses) = raft_nodes(raft).await;
+    let config = cluster_config(cluster.urls(), Some((nodes, Some("s3cret"))));
+    let addresses = vec![cluster.addresses.clone(), raft_addresses];
+    Case {
+        _cluster: cluster,
+        _raft: fakes,
+        config,
+        addresses,
+    }
+}
+
+async fn healthy() -> Case {
+    case(
+        "patroni-3.3.8/cluster.json",
+        [
+            Some("patroni-3.3.8/patroni-m0.json"),
+            Some("patroni-3.3.8/patroni-m1.json"),
+            Some("patroni-3.3.8/patroni-m2.json"),
+        ],
+        "patroni-3.3.8/history.json",
+        [
+            Some("enc_leader_0.3.12"),
+            Some("enc_follower_0.3.12"),
+            Some("enc_follower_0.3.12"),
+        ],
+    )
+    .await
+}
+
+async fn switchover_in_progress() -> Case {
+    case(
+        "patroni-4.1.5/02-cluster-right-after-switchover.json",
+        [
+            Some("patroni-4.1.5/02-patroni-after-switchover-m0.json"),
+            Some("patroni-4.1.5/02-patroni-after-switchover-m1.json"),
+            Some("patroni-4.1.5/02-patroni-after-switchover-m2.json"),
+        ],
+        "patroni-4.1.5/02-history-after-switchover.json",
+        [
+            Some("enc_follower_0.3.12"),
+            Some("enc_leader_0.3.12"),
+            Some("enc_follower_0.3.12"),
+        ],
+    )
+    .await
+}
+
+async fn quorum_lost() -> Case {
+    case(
+        "patroni-4.1.5/03-cluster-survivor-t+60s.json",
+        [
+            None,
+            Some("patroni-4.1.5/03-patroni-survivor-t+60s.json"),
+            None,
+        ],
+        "patroni-4.1.5/02-history-after-switchover.json",
+        [None, Some("enc_noquorum_stale_leader_0.3.12"), None],
+    )
+    .await
+}
+
+async fn member_down() -> Case {
+    case(
+        "patroni-3.3.8/cluster.json",
+        [
+            Some("patroni-3.3.8/patroni-m0.json"),
+            Some("patroni-3.3.8/patroni-m1.json"),
+            None,
+        ],
+        "patroni-3.3.8/history.json",
+        [Some("enc_leader_0.3.12"), Some("enc_follower_0.3.12"), None],
+    )
+    .await
+}
+
+async fn reports(case: &Case) -> Vec<ClusterReport> {
+    status_command::collect(vec![case.config.clone()], Duration::from_secs(10)).await
+}
+
+fn normalize(case: &Case, text: &str) -> String {
+    case.addresses
+        .iter()
+        .fold(text.to_owned(), |text, addresses| {
+            addresses.normalize(&text)
+        })
+}
+
+/// The reports with the fakes' random addresses replaced by the captured ones, before
+/// rendering, so that table widths do not depend on port numbers.
+fn normalized(case: &Case, reports: &[ClusterReport]) -> Vec<ClusterReport> {
+    let json = serde_json::to_string(reports).unwrap();
+    serde_json::from_str(&normalize(case, &json)).unwrap()
+}
+
+fn check_golden(name: &str, actual: &str) {
+    let path = format!("{}/tests/golden/{name}", env!("CARGO_MANIFEST_DIR"));
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("{path} missing: run with UPDATE_GOLDEN=1"));
+    assert_eq!(
+        actual, expected,
+        "{name} differs from the golden file (UPDATE_GOLDEN=1 rewrites it)"
+    );
+}
+
+async fn golden(name: &str, case: Case, level: Level) {
+    let reports = normalized(&case, &reports(&case).await);
+    assert_eq!(overall(&reports), level, "{name}: {reports:#?}");
+    check_golden(
+        &format!("status-{name}.txt"),
+        &render::text(&reports, Colour(false)),
+    );
+    check_golden(&format!("status-{name}.json"), &render::json(&reports));
+}
+
+#[tokio::test]
+async fn healthy_cluster_is_ok() {
+    golden("healthy", healthy().await, Level::Ok).await;
+}
+
+#[tokio::test]
+async fn switchover_in_progress_is_a_warning() {
+    golden("switchover", switchover_in_progress().await, Level::Warning).await;
+}
+
+#[tokio::test]
+async fn quorum_lost_is_critical_and_says_so() {
+    let case = quorum_lost().await;
+    let reports = reports(&case).await;
+    let text = render::text(&reports, Colour(false));
+    assert!(
+        text.contains("CRITICAL Raft quorum lost: 1 of 3 voters reachable, 0 report has_quorum"),
+        "{text}"
+    );
+    assert!(text.contains(
+        "postgresql-1 is leader in the DCS view but reports itself as replica: the DCS view is frozen"
+    ));
+    assert_eq!(overall(&reports).exit_code(), 2);
+    golden("quorum-lost", case, Level::Critical).await;
+}
+
+#[tokio::test]
+async fn member_down_is_a_warning() {
+    golden("member-down", member_down().await, Level::Warning).await;
+}
+
+#[tokio::test]
+async fn nothing_reachable_is_unknown() {
+    let dead = dead_address().await;
+    let config = cluster_config(
+        vec![url::Url::parse(&format!("http://{dead}")).unwrap()],
+        Some((vec![dead], None)),
+    );
+    let reports = status_command::collect(vec![config], Duration::from_secs(5)).await;
+    assert_eq!(overall(&reports), Level::Unknown);
+    assert_eq!(overall(&reports).exit_code(), 3);
+}
+
+#[tokio::test]
+async fn the_deadline_is_never_exceeded() {
+    // Every member hangs; three URLs would take 3 × 2 s with the configured timeout.
+    let mut hanging = Vec::new();
+    for _ in 0..3 {
+        let member = FakePatroni::start("127.0.0.1").await;
+        member.route("/cluster", Reply::Hang);
+        hanging.push(member);
+    }
+    let mut config = cluster_config(
+        hanging
+            .iter()
+            .map(|m| url::Url::parse(&m.url()).unwrap())
+            .collect(),
+        None,
+    );
+    config.poll_timeout = Duration::from_secs(2);
+    let started = Instant::now();
+    let reports = status_command::collect(vec![config], Duration::from_millis(1500)).await;
+    let elapsed = started.elapsed();
+    assert!(elapsed < Duration::from_millis(1800), "took {elapsed:?}");
+    assert_eq!(overall(&reports), Level::Unknown, "{reports:#?}");
+}
+
+#[tokio::test]
+async fn several_clusters_take_the_worst_level() {
+    let ok = healthy().await;
+    let critical = quorum_lost().await;
+    let mut configs = vec![ok.config.clone(), critical.config.clone()];
+    configs[1].expected_scope = Some("pg-test".into());
+    let reports = status_command::collect(configs, Duration::from_secs(10)).await;
+    assert_eq!(reports[0].level, Level::Ok);
+    assert_eq!(reports[1].level, Level::Critical);
+    assert_eq!(overall(&reports), Level::Critical);
+}
