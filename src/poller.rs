@@ -173,9 +173,11 @@ impl ClusterPoller {
         ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
         tokio::pin!(stop);
         loop {
+            // Stop (shutdown or reload) wins over a tick that is due at the same moment.
             tokio::select! {
-                _ = ticker.tick() => {}
+                biased;
                 _ = &mut stop => return self,
+                _ = ticker.tick() => {}
             }
             let snapshot = self.poll_once().await;
             let overrun = snapshot.poll_duration.as_secs_f64() / interval.as_secs_f64();
