@@ -426,13 +426,7 @@ async fn raft_query(settings: &RaftSettings, timeout: Duration) -> anyhow::Resul
         });
     }
     let key = match &settings.password {
-        Some(password) => {
-            let password = password.clone();
-            let key =
-                tokio::task::spawn_blocking(move || RaftKey::derive(password.expose().as_bytes()))
-                    .await?;
-            Some(Arc::new(key))
-        }
+        Some(password) => Some(shared_key(password).await?),
         None => None,
     };
     Ok(RaftQuery::Native {
@@ -442,6 +436,46 @@ async fn raft_query(settings: &RaftSettings, timeout: Duration) -> anyhow::Resul
             ..QueryLimits::default()
         },
     })
+}
+
+/// The derived key of `password`, shared by every cluster with the same password.
+///
+/// Deriving costs 100 000 PBKDF2 rounds (~20 ms of CPU); a fleet of 1000 clusters sharing
+/// one password would otherwise spend ~20 s of CPU at start (and on every reload). Clusters
+/// starting together wait for the one derivation in progress. Entries are found by the
+/// SHA-256 of the password (no further copy of the secret is kept) and dropped once no
+/// poller uses their key any more.
+async fn shared_key(password: &crate::secret::Secret) -> anyhow::Result<Arc<RaftKey>> {
+    use sha2::{Digest, Sha256};
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    use tokio::sync::OnceCell;
+
+    type Slot = Arc<OnceCell<Arc<RaftKey>>>;
+    static KEYS: OnceLock<Mutex<HashMap<[u8; 32], Slot>>> = OnceLock::new();
+
+    let digest: [u8; 32] = Sha256::digest(password.expose().as_bytes()).into();
+    let slot = {
+        let mut keys = KEYS
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Forget keys no poller holds any more (e.g. a password changed on reload).
+        keys.retain(|_, slot| {
+            Arc::strong_count(slot) > 1 || slot.get().is_some_and(|key| Arc::strong_count(key) > 1)
+        });
+        keys.entry(digest).or_default().clone()
+    };
+    let key = slot
+        .get_or_try_init(|| async {
+            let password = password.clone();
+            let key =
+                tokio::task::spawn_blocking(move || RaftKey::derive(password.expose().as_bytes()))
+                    .await?;
+            anyhow::Ok(Arc::new(key))
+        })
+        .await?;
+    Ok(key.clone())
 }
 
 /// `host:port`, with brackets for IPv6 literals.
@@ -456,6 +490,21 @@ fn join_host_port(host: &str, port: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn one_derivation_per_password() {
+        let a = crate::secret::Secret::new("one-password");
+        let b = crate::secret::Secret::new("another-password");
+        let (first, second, other) = tokio::join!(shared_key(&a), shared_key(&a), shared_key(&b));
+        let (first, second, other) = (first.unwrap(), second.unwrap(), other.unwrap());
+        assert!(Arc::ptr_eq(&first, &second));
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert_eq!(
+            format!("{:?}", first.as_ref()),
+            "RaftKey(<redacted>)",
+            "the key never shows"
+        );
+    }
 
     #[test]
     fn host_port() {
