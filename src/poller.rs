@@ -90,7 +90,7 @@ struct PollMemory {
 pub struct ClusterPoller {
     slot: usize,
     config: ClusterConfig,
-    client: PatroniClient,
+    client: Arc<PatroniClient>,
     raft: Option<RaftQuery>,
     store: Arc<SnapshotStore>,
     memory: PollMemory,
@@ -107,7 +107,7 @@ impl ClusterPoller {
         config: ClusterConfig,
         store: Arc<SnapshotStore>,
     ) -> anyhow::Result<ClusterPoller> {
-        let client = PatroniClient::new(ClientSettings {
+        let client = shared_client(ClientSettings {
             timeout: config.poll_timeout,
             max_body_bytes: config.max_body_bytes,
             ca_file: config.ca_file.clone(),
@@ -129,14 +129,22 @@ impl ClusterPoller {
 
     /// Polls every interval until `shutdown` turns true. A poll never overlaps the previous
     /// one: a poll that overruns makes the next start late, and the missed ticks are counted.
+    ///
+    /// The first poll starts at once; the second after between half and one and a half
+    /// intervals, at a phase that depends on the slot ([`phase`]), so that the polls of a
+    /// large fleet are spread evenly over the interval instead of all starting together.
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
         let interval = self.config.poll_interval;
-        let mut ticker = tokio::time::interval(interval);
+        let second = tokio::time::Instant::now() + interval.mul_f64(0.5 + phase(self.slot));
+        let mut ticker = tokio::time::interval_at(second, interval);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        let mut first = true;
         loop {
-            tokio::select! {
-                _ = ticker.tick() => {}
-                _ = shutdown.changed() => return,
+            if !std::mem::take(&mut first) {
+                tokio::select! {
+                    _ = ticker.tick() => {}
+                    _ = shutdown.changed() => return,
+                }
             }
             let snapshot = self.poll_once().await;
             let overrun = snapshot.poll_duration.as_secs_f64() / interval.as_secs_f64();
@@ -438,6 +446,55 @@ async fn raft_query(settings: &RaftSettings, timeout: Duration) -> anyhow::Resul
     })
 }
 
+/// The fraction of the interval at which the cluster in `slot` polls: the golden-ratio
+/// sequence, which spreads any number of consecutive slots evenly over [0, 1).
+fn phase(slot: usize) -> f64 {
+    const GOLDEN: f64 = 0.618_033_988_749_895;
+    (slot as f64 * GOLDEN).fract()
+}
+
+/// The REST client for `settings`, shared by every cluster with the same settings.
+///
+/// Building a client builds its TLS verifier, which loads and parses the system's root
+/// certificates: about 1 ms of CPU and a few hundred KiB per client, so 1000 clusters with
+/// one client each cost a second at start and a large part of the RSS. Clients are told
+/// apart by timeout, body cap, the *content* of the CA file (a changed file on reload gets
+/// a new client) and insecure mode, and dropped once no poller uses them.
+fn shared_client(settings: ClientSettings) -> anyhow::Result<Arc<PatroniClient>> {
+    use sha2::{Digest, Sha256};
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+
+    type Key = (Duration, usize, Option<[u8; 32]>, bool);
+    static CLIENTS: OnceLock<Mutex<HashMap<Key, Arc<PatroniClient>>>> = OnceLock::new();
+
+    let ca_digest = match &settings.ca_file {
+        Some(path) => {
+            let pem = std::fs::read(path)
+                .map_err(|error| anyhow::anyhow!("reading CA file {}: {error}", path.display()))?;
+            Some(Sha256::digest(&pem).into())
+        }
+        None => None,
+    };
+    let key: Key = (
+        settings.timeout,
+        settings.max_body_bytes,
+        ca_digest,
+        settings.insecure_skip_verify,
+    );
+    let mut clients = CLIENTS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    clients.retain(|_, client| Arc::strong_count(client) > 1);
+    if let Some(client) = clients.get(&key) {
+        return Ok(client.clone());
+    }
+    let client = Arc::new(PatroniClient::new(settings)?);
+    clients.insert(key, client.clone());
+    Ok(client)
+}
+
 /// The derived key of `password`, shared by every cluster with the same password.
 ///
 /// Deriving costs 100 000 PBKDF2 rounds (~20 ms of CPU); a fleet of 1000 clusters sharing
@@ -504,6 +561,31 @@ mod tests {
             "RaftKey(<redacted>)",
             "the key never shows"
         );
+    }
+
+    #[test]
+    fn phases_spread_evenly() {
+        let mut phases: Vec<f64> = (0..1000).map(phase).collect();
+        phases.sort_by(f64::total_cmp);
+        let widest_gap = phases
+            .windows(2)
+            .map(|pair| pair[1] - pair[0])
+            .fold(phases[0], f64::max);
+        assert!(phases.iter().all(|p| (0.0..1.0).contains(p)));
+        assert!(widest_gap < 3.0 / 1000.0, "{widest_gap}");
+    }
+
+    #[test]
+    fn clients_are_shared_by_settings() {
+        let settings = |timeout| ClientSettings {
+            timeout: Duration::from_millis(timeout),
+            ..ClientSettings::default()
+        };
+        let a = shared_client(settings(1234)).unwrap();
+        let b = shared_client(settings(1234)).unwrap();
+        let c = shared_client(settings(4321)).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &c));
     }
 
     #[test]
