@@ -93,6 +93,12 @@ wrk_run() {
     END { printf "%s %s %s %s\n", rps + 0, p50 + 0, p99 + 0, bad + 0 }' "$file"
 }
 
+# encode_stats < log: "p50_ms max_ms count" of the render cache's encode_seconds.
+encode_stats() {
+  { grep -o 'encode_seconds=[0-9.e-]*' || true; } | cut -d= -f2 | sort -g |
+    awk '{ v[NR] = $1 } END { if (NR) printf "%.2f %.2f %d\n", v[int((NR + 1) / 2)] * 1000, v[NR] * 1000, NR; else print "0 0 0" }'
+}
+
 # ---------------------------------------------------------------------------------------
 fleet_one() {
   local n=$1 dir="$OUT/fleet-$n"
@@ -128,6 +134,7 @@ fleet_one() {
     curl -fsS -o /dev/null "http://127.0.0.1:$PORT/metrics"
   done
   t1=$(date +%s.%N); c1=$(cpu_ticks "$exporter")
+  local steady_log_lines; steady_log_lines=$(wc -l <"$dir/exporter.log")
   local rss hwm
   rss=$(rss_kib "$exporter")
 
@@ -154,10 +161,11 @@ fleet_one() {
   wrk_gzip=$(wrk_run "http://127.0.0.1:$PORT/metrics" "$dir/wrk-gzip.txt" -H 'Accept-Encoding: gzip')
   hwm=$(hwm_kib "$exporter")
 
-  # Encode times logged by the render cache during the whole run (text format).
-  local encode
-  encode=$({ grep -o 'encode_seconds=[0-9.e-]*' "$dir/exporter.log" || true; } | cut -d= -f2 | sort -g |
-    awk '{ v[NR] = $1 } END { if (NR) printf "%.2f %.2f %d\n", v[int((NR + 1) / 2)] * 1000, v[NR] * 1000, NR; else print "0 0 0" }')
+  # Encode times logged by the render cache: while scraped once per interval (steady), and
+  # under the concurrent scrapers (load: competing with wrk and gzip for the 2 cores).
+  local encode encode_load
+  encode=$(head -n "$steady_log_lines" "$dir/exporter.log" | encode_stats)
+  encode_load=$(tail -n +"$((steady_log_lines + 1))" "$dir/exporter.log" | encode_stats)
 
   cleanup
 
@@ -175,17 +183,20 @@ fleet_one() {
   local rps_gz=$1 p50_gz=$2 p99_gz=$3
   # shellcheck disable=SC2086
   set -- $encode
-  local enc_p50=$1 enc_max=$2 renders=$3
+  local enc_p50=$1 enc_max=$2
+  # shellcheck disable=SC2086
+  set -- $encode_load
+  local enc_load_p50=$1 enc_load_max=$2 renders=$3
   local row
   row=$(awk -v n="$n" -v cpu="$cpu_s" -v el="$elapsed" -v iv="$INTERVAL" -v rss="$rss" -v hwm="$hwm" \
     -v pm="$poll_mean" -v px="$poll_max" -v sk="$skipped" -v er="$errors" -v up="$up" -v ru="$raft_up" -v q="$quorum" \
-    -v se="$series" -v by="$bytes" -v gz="$gz_bytes" -v e50="$enc_p50" -v emax="$enc_max" -v rn="$renders" \
+    -v se="$series" -v by="$bytes" -v gz="$gz_bytes" -v e50="$enc_p50" -v emax="$enc_max" -v el50="$enc_load_p50" -v elmax="$enc_load_max" -v rn="$renders" \
     -v rps="$rps" -v p50="$p50" -v p99="$p99" -v bad="$non2xx" -v rpsg="$rps_gz" -v p50g="$p50_gz" -v p99g="$p99_gz" \
     -v ready="$ready_secs" -v sc="$start_cpu" -v h="$CLK_TCK" \
     'BEGIN { cycles = el / iv;
-      printf "%d,%.3f,%.4f,%.1f,%.1f,%.1f,%.4f,%.4f,%d,%d,%d,%d,%d,%d,%d,%d,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.2f\n",
+      printf "%d,%.3f,%.4f,%.1f,%.1f,%.1f,%.4f,%.4f,%d,%d,%d,%d,%d,%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.2f\n",
         n, cpu, cpu / cycles, 100 * cpu / el, rss / 1024, hwm / 1024, pm, px, sk, er, up, ru, q,
-        se, by, gz, e50, emax, rn, rps, p50, p99, bad, rpsg, p50g, p99g, ready, sc / h }')
+        se, by, gz, e50, emax, el50, elmax, rn, rps, p50, p99, bad, rpsg, p50g, p99g, ready, sc / h }')
   echo "$row" >>"$OUT/fleet.csv"
   log "N=$n: $row"
 }
@@ -194,7 +205,7 @@ fleet() {
   ensure_release
   ulimit -n "$(ulimit -Hn)"
   log "file descriptor limit $(ulimit -n); CPUs $(nproc)"
-  echo "clusters,cpu_seconds,cpu_seconds_per_cycle,cpu_percent_of_one_core,rss_mib,peak_rss_mib,poll_mean_s,poll_max_s,polls_skipped,poll_errors,patroni_up,raft_up,raft_quorum,series,metrics_bytes,metrics_gzip_bytes,encode_p50_ms,encode_max_ms,renders,wrk_rps,wrk_p50_ms,wrk_p99_ms,wrk_non2xx,wrk_gzip_rps,wrk_gzip_p50_ms,wrk_gzip_p99_ms,ready_seconds,startup_cpu_seconds" >"$OUT/fleet.csv"
+  echo "clusters,cpu_seconds,cpu_seconds_per_cycle,cpu_percent_of_one_core,rss_mib,peak_rss_mib,poll_mean_s,poll_max_s,polls_skipped,poll_errors,patroni_up,raft_up,raft_quorum,series,metrics_bytes,metrics_gzip_bytes,encode_p50_ms,encode_max_ms,encode_under_load_p50_ms,encode_under_load_max_ms,renders_under_load,wrk_rps,wrk_p50_ms,wrk_p99_ms,wrk_non2xx,wrk_gzip_rps,wrk_gzip_p50_ms,wrk_gzip_p99_ms,ready_seconds,startup_cpu_seconds" >"$OUT/fleet.csv"
   local n
   for n in $SIZES; do
     fleet_one "$n"

@@ -5,6 +5,7 @@ use clap::Parser;
 use patroni_raft_exporter::{app, cli::Args};
 
 fn main() -> std::process::ExitCode {
+    tune_allocator();
     let args = Args::parse();
     app::init_logging(&args);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -23,5 +24,23 @@ fn main() -> std::process::ExitCode {
             tracing::error!(error = format!("{error:#}"), "exiting");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// Keeps glibc's malloc from holding on to memory the exporter no longer uses.
+///
+/// A fleet's `/metrics` is megabytes, built in a fresh buffer on a blocking-pool thread. By
+/// default glibc raises its mmap threshold after the first such buffer is freed, so later
+/// ones come from a heap arena that is rarely given back, and every thread may get its own
+/// arena: measured with 1000 clusters, RSS kept growing by tens of MiB per concurrent render.
+/// A fixed 1 MiB threshold returns big buffers to the system when freed, and two arenas are
+/// plenty for two to four busy threads.
+fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; it is called before any other thread
+    // exists, and invalid values are refused by returning 0, which is ignored here.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+        libc::mallopt(libc::M_ARENA_MAX, 2);
     }
 }

@@ -20,7 +20,7 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
 use crate::metrics::cache::{accepts_gzip, gzip, RenderCache};
-use crate::metrics::exposition::{render, Format};
+use crate::metrics::exposition::{render_sized, Format};
 use crate::snapshot::SnapshotStore;
 
 /// What the handlers share.
@@ -63,8 +63,8 @@ async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Resp
     let shared = state.clone();
     let rendered = state
         .render_cache
-        .get(&state.store, format, move |format| {
-            render(&shared.registry, format)
+        .get(&state.store, format, move |format, capacity| {
+            render_sized(&shared.registry, format, capacity)
         })
         .await;
     if !accepts_gzip(header_str(&headers, header::ACCEPT_ENCODING)) {

@@ -72,11 +72,14 @@ impl RenderCache {
     /// A rendering in `format` at least as fresh as `store` is now: the cached one when no
     /// cluster published since it was started, else a new one made by `render` (on the
     /// blocking pool). Concurrent callers wait for the rendering in progress and share it.
+    ///
+    /// `render` gets the format and a buffer capacity to start with: the previous size plus
+    /// an eighth.
     pub async fn get(
         &self,
         store: &SnapshotStore,
         format: Format,
-        render: impl FnOnce(Format) -> String + Send + 'static,
+        render: impl FnOnce(Format, usize) -> String + Send + 'static,
     ) -> Arc<Rendered> {
         let arrived = store.generation();
         let slot = match format {
@@ -89,9 +92,12 @@ impl RenderCache {
                 return rendered.clone();
             }
         }
+        let capacity = slot.as_ref().map_or(64 * 1024, |previous| {
+            previous.body.len() + previous.body.len() / 8
+        });
         let generation = store.generation();
         let started = Instant::now();
-        let body = match tokio::task::spawn_blocking(move || render(format)).await {
+        let body = match tokio::task::spawn_blocking(move || render(format, capacity)).await {
             Ok(body) => body,
             Err(error) => std::panic::resume_unwind(error.into_panic()),
         };
@@ -177,7 +183,7 @@ mod tests {
         let cache = RenderCache::new();
         let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let render = |counter: Arc<std::sync::atomic::AtomicUsize>| {
-            move |_| {
+            move |_, _| {
                 counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 "x 1\n".to_owned()
             }
