@@ -220,9 +220,10 @@ real() {
   export DATA_DIR="${DATA_DIR:-$E2E_WORK/cluster-bench}"
   export PATRONI_VERSION="${PATRONI_VERSION:-4.1.5}"
   local cluster="$ROOT/tests/e2e/cluster.sh" dir="$OUT/real"
-  local venv="${VENV:-$E2E_WORK/venv-$PATRONI_VERSION}"
   rm -rf "$dir"; mkdir -p "$dir"
 
+  log "building the raft_query benchmark"
+  timeout 900 cargo bench --bench raft_query --no-run >"$dir/raft-bench-build.log" 2>&1
   exec 9>/tmp/real-cluster.lock
   log "waiting for the real-cluster lock"
   timeout 1800 flock 9 || { log "lock not obtained"; return 1; }
@@ -235,10 +236,13 @@ real() {
   "$cluster" up >"$dir/cluster-up.log" 2>&1 || { tail -30 "$dir/cluster-up.log" >&2; return 1; }
   eval "$("$cluster" env)"
   local password_file="$dir/raft-password"
-  (umask 077; printf '%s\n' "${RAFT_PASS:-raft-pass}" >"$password_file")
+  (umask 077; printf '%s\n' "$RAFT_PASS" >"$password_file")
 
-  "$EXPORTER" --patroni.url http://127.0.0.11:8008 --patroni.url http://127.0.0.12:8008 \
-    --patroni.url http://127.0.0.13:8008 --raft.password-file "$password_file" \
+  local urls=() url
+  IFS=, read -ra urls <<<"$REST_URLS"
+  local url_flags=()
+  for url in "${urls[@]}"; do url_flags+=(--patroni.url "$url"); done
+  "$EXPORTER" "${url_flags[@]}" --raft.password-file "$password_file" \
     --poll.interval "${INTERVAL}s" --web.listen-address "127.0.0.1:$PORT" --log.level warn \
     2>"$dir/exporter.log" &
   local exporter=$!
@@ -246,17 +250,17 @@ real() {
   wait_for 60 curl -fsS "http://127.0.0.1:$PORT/-/ready" || { log "exporter not ready"; return 1; }
   sleep "$INTERVAL"
   curl -fsS "http://127.0.0.1:$PORT/metrics" >"$dir/exporter-metrics.txt"
-  curl -fsS "http://127.0.0.11:8008/metrics" >"$dir/patroni-metrics.txt"
+  curl -fsS "${MEMBER0_REST%/}/metrics" >"$dir/patroni-metrics.txt"
   local exporter_wrk patroni_wrk rss
   exporter_wrk=$(wrk_run "http://127.0.0.1:$PORT/metrics" "$dir/wrk-exporter.txt")
-  patroni_wrk=$(wrk_run "http://127.0.0.11:8008/metrics" "$dir/wrk-patroni.txt")
+  patroni_wrk=$(wrk_run "${MEMBER0_REST%/}/metrics" "$dir/wrk-patroni.txt")
   rss=$(rss_kib "$exporter")
   log "exporter /metrics: $exporter_wrk (rps p50 p99 non2xx); patroni /metrics: $patroni_wrk; exporter RSS ${rss} KiB"
 
   log "Raft status query: native client (cargo bench --bench raft_query)"
-  RAFT_NODE=127.0.0.11:2222 RAFT_PASSWORD_FILE="$password_file" ITERATIONS=500 \
+  RAFT_NODE="$MEMBER0_RAFT" RAFT_PASSWORD_FILE="$password_file" ITERATIONS=500 \
     timeout 900 cargo bench --bench raft_query 2>"$dir/raft-bench.err" | tee "$dir/raft-bench.txt" >&2
-  local admin=("$venv/bin/syncobj_admin" -conn 127.0.0.11:2222 -pass "${RAFT_PASS:-raft-pass}" -status)
+  local admin=("$VENV/bin/syncobj_admin" -conn "$MEMBER0_RAFT" -pass "$RAFT_PASS" -status)
   if command -v hyperfine >/dev/null; then
     timeout 600 hyperfine -N --warmup 3 --runs 30 --export-json "$dir/syncobj_admin.json" \
       "${admin[*]}" >"$dir/syncobj_admin.txt" 2>&1 || true
