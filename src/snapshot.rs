@@ -244,14 +244,23 @@ impl ClusterSnapshot {
 pub struct SnapshotStore {
     slots: Vec<RwLock<Option<Arc<ClusterSnapshot>>>>,
     generation: AtomicU64,
+    id: u64,
 }
 
 impl SnapshotStore {
     pub fn new(clusters: usize) -> SnapshotStore {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         SnapshotStore {
             slots: (0..clusters).map(|_| RwLock::new(None)).collect(),
             generation: AtomicU64::new(0),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         }
+    }
+
+    /// Tells this store from any other of the process (e.g. one built on a reload), whose
+    /// generations start again from 0.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// How many snapshots have been published so far. It only grows; a rendering made after

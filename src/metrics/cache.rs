@@ -28,6 +28,8 @@ use crate::snapshot::SnapshotStore;
 /// One rendering of the exposition, with its gzip form made on first demand.
 #[derive(Debug)]
 pub struct Rendered {
+    /// The store it was rendered from ([`SnapshotStore::id`]).
+    pub store: u64,
     /// The store generation read just before encoding started.
     pub generation: u64,
     pub body: Bytes,
@@ -37,8 +39,9 @@ pub struct Rendered {
 }
 
 impl Rendered {
-    pub fn new(generation: u64, body: String, encode_time: Duration) -> Rendered {
+    pub fn new(store: u64, generation: u64, body: String, encode_time: Duration) -> Rendered {
         Rendered {
+            store,
             generation,
             body: Bytes::from(body),
             encode_time,
@@ -88,7 +91,7 @@ impl RenderCache {
         };
         let mut slot = slot.lock().await;
         if let Some(rendered) = slot.as_ref() {
-            if rendered.generation >= arrived {
+            if rendered.store == store.id() && rendered.generation >= arrived {
                 return rendered.clone();
             }
         }
@@ -101,7 +104,12 @@ impl RenderCache {
             Ok(body) => body,
             Err(error) => std::panic::resume_unwind(error.into_panic()),
         };
-        let rendered = Arc::new(Rendered::new(generation, body, started.elapsed()));
+        let rendered = Arc::new(Rendered::new(
+            store.id(),
+            generation,
+            body,
+            started.elapsed(),
+        ));
         tracing::debug!(
             format = ?format,
             generation,
@@ -201,5 +209,12 @@ mod tests {
             .get(&store, Format::OpenMetrics, render(counter.clone()))
             .await;
         assert_eq!(counter.load(std::sync::atomic::Ordering::SeqCst), 2);
+        // Another store (e.g. after a reload) is never served an old rendering, although
+        // its generations start from 0 again.
+        let reloaded = SnapshotStore::new(1);
+        cache
+            .get(&reloaded, Format::PrometheusText, render(counter.clone()))
+            .await;
+        assert_eq!(counter.load(std::sync::atomic::Ordering::SeqCst), 3);
     }
 }
