@@ -1,6 +1,6 @@
 """Plot the exporter's cost against the number of clusters from scripts/bench.sh's fleet.csv.
 
-Usage: python plot-bench.py fleet.csv out.png
+Usage: python plot-bench.py fleet.csv out.png [another-run.csv ...]
 """
 import csv
 import sys
@@ -11,13 +11,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def main(source, target):
+def load(source):
     with open(source, newline="") as handle:
-        rows = list(csv.DictReader(handle))
+        return list(csv.DictReader(handle))
+
+
+def main(source, target, *more):
+    rows = load(source)
+    others = [load(path) for path in more]
     n = [int(r["clusters"]) for r in rows]
 
-    def col(name):
-        return [float(r[name]) for r in rows]
+    def col(name, table=None):
+        return [float(r[name]) for r in (table or rows)]
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 8))
     panels = [
@@ -28,7 +33,9 @@ def main(source, target):
     ]
     for ax, name, title, target_value, target_label in panels:
         values = col(name)
-        ax.loglog(n, values, "o-", label="measured")
+        ax.loglog(n, values, "o-", label="measured" if not others else "run 1")
+        for index, table in enumerate(others, start=2):
+            ax.loglog([int(r["clusters"]) for r in table], col(name, table), "s--", label=f"run {index}")
         # Linear reference through the largest fleet: cost proportional to clusters (not for
         # the poll duration, a per-cluster quantity that should not grow at all).
         if values[-1] > 0 and name != "poll_max_s":
@@ -45,4 +52,4 @@ def main(source, target):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:])

@@ -35,10 +35,14 @@ pub struct AppState {
 /// The router, separate from [`serve`] so tests can drive it directly.
 pub fn router(state: Arc<AppState>) -> Router {
     let telemetry_path = state.telemetry_path.clone();
-    Router::new()
+    let mut router = Router::new()
         .route("/", get(landing_page))
-        .route(&telemetry_path, get(metrics))
-        .route("/probe", get(probe))
+        .route(&telemetry_path, get(metrics));
+    // A telemetry path of /probe wins (axum refuses two routes on one path).
+    if telemetry_path != "/probe" {
+        router = router.route("/probe", get(probe));
+    }
+    router
         .route("/-/healthy", get(|| async { "Healthy\n" }))
         .route("/-/ready", get(ready))
         .with_state(state)

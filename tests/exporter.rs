@@ -522,3 +522,16 @@ fn every_exported_family_is_documented() {
         );
     }
 }
+
+#[test]
+fn a_telemetry_path_of_probe_is_not_a_conflict() {
+    let store = Arc::new(SnapshotStore::new(1));
+    let state = Arc::new(AppState {
+        registry: patroni_raft_exporter::metrics::registry(store.clone()),
+        store,
+        telemetry_path: "/probe".into(),
+        render_cache: Default::default(),
+    });
+    // axum panics on two routes for one path.
+    let _router = server::router(state);
+}
