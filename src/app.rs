@@ -68,6 +68,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         registry: crate::metrics::registry(store.clone()),
         store,
         telemetry_path: args.telemetry_path.clone(),
+        render_cache: Default::default(),
     });
     server::serve(listener, state, async move {
         shutdown_signal().await;

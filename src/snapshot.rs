@@ -10,6 +10,7 @@
 //! networks and the encoder only maps values to metric names.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -236,16 +237,47 @@ impl ClusterSnapshot {
 ///
 /// A slot is replaced whole (an `Arc` swap under a short write lock); readers clone the
 /// `Arc`s and encode without holding any lock.
+///
+/// The store also counts publications ([`SnapshotStore::generation`]), so that a rendering
+/// of every snapshot can be reused until any cluster publishes again.
 #[derive(Debug)]
 pub struct SnapshotStore {
     slots: Vec<RwLock<Option<Arc<ClusterSnapshot>>>>,
+    generation: AtomicU64,
+    id: u64,
 }
 
 impl SnapshotStore {
     pub fn new(clusters: usize) -> SnapshotStore {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         SnapshotStore {
             slots: (0..clusters).map(|_| RwLock::new(None)).collect(),
+            generation: AtomicU64::new(0),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         }
+    }
+
+    /// Tells this store from any other of the process (e.g. one built on a reload), whose
+    /// generations start again from 0.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// How many snapshots have been published so far. It only grows; a rendering made after
+    /// reading generation `g` contains every snapshot published before `g` was read.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The current snapshot of the cluster whose `scope` label is `scope`, if polled.
+    pub fn by_scope(&self, scope: &str) -> Option<Arc<ClusterSnapshot>> {
+        self.slots.iter().find_map(|slot| {
+            slot.read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .as_ref()
+                .filter(|snapshot| snapshot.scope == scope)
+                .cloned()
+        })
     }
 
     /// Publishes the newest snapshot of cluster `slot`.
@@ -256,6 +288,9 @@ impl SnapshotStore {
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         *guard = Some(snapshot);
+        drop(guard);
+        // After the swap: whoever reads the new generation also sees the new snapshot.
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The current snapshots, in configuration order; clusters not yet polled are skipped.
