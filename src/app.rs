@@ -72,6 +72,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         registry: crate::metrics::registry(store.clone()),
         store: store.clone(),
         telemetry_path: args.telemetry_path.clone(),
+        render_cache: Default::default(),
     });
     let router = crate::web::protect(server::router(state), web.clone());
     let reloader = tokio::spawn(reload_on_hangup(args, fleet, store, web.clone(), shutdown));

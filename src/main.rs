@@ -6,8 +6,10 @@ use patroni_raft_exporter::cli::{Args, Command};
 use patroni_raft_exporter::{app, status};
 
 fn main() -> std::process::ExitCode {
+    tune_allocator();
     let args = Args::parse();
     app::init_logging(&args);
+    raise_open_files_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -33,5 +35,56 @@ fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         },
+    }
+}
+
+/// Keeps glibc's malloc from holding on to memory the exporter no longer uses.
+///
+/// A fleet's `/metrics` is megabytes, built in a fresh buffer on a blocking-pool thread. By
+/// default glibc raises its mmap threshold after the first such buffer is freed, so later
+/// ones come from a heap arena that is rarely given back, and every thread may get its own
+/// arena. A fixed 1 MiB threshold returns big buffers to the system when freed, and two
+/// arenas are plenty for two to four busy threads. Measured with 1000 clusters: RSS 138 →
+/// about 115 MiB, peak under 50 concurrent scrapers 240 → about 140 MiB (docs/performance.md).
+fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; it is called before any other thread
+    // exists, and invalid values are refused by returning 0, which is ignored here.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
+/// Raises the soft limit of open files to the hard limit, as Go's runtime does for Go
+/// exporters: each cluster uses up to 8 sockets during a poll, and the first polls of every
+/// cluster start together. Measured with 1000 clusters under the usual soft limit of 1024:
+/// 4941 `connect` errors in the first polls; none with the limit raised.
+fn raise_open_files_limit() {
+    #[cfg(unix)]
+    {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit/setrlimit only read and write the struct passed by reference.
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+                return;
+            }
+            let previous = limit.rlim_cur;
+            if previous >= limit.rlim_max.min(1 << 20) {
+                return;
+            }
+            // An unlimited hard limit is still capped by the kernel's nr_open.
+            limit.rlim_cur = limit.rlim_max.min(1 << 20);
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                tracing::debug!(
+                    from = previous,
+                    to = limit.rlim_cur,
+                    "raised the open files limit"
+                );
+            }
+        }
     }
 }

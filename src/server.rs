@@ -1,12 +1,17 @@
-//! The HTTP endpoint: `/metrics`, a landing page, `/-/healthy` and `/-/ready`.
+//! The HTTP endpoint: `/metrics`, `/probe?scope=NAME`, a landing page, `/-/healthy` and
+//! `/-/ready`.
 //!
 //! Serving never touches the network: it encodes the snapshots already in memory, so a
-//! scrape answers at once even while every member of every cluster hangs.
+//! scrape answers at once even while every member of every cluster hangs. `/metrics` reuses
+//! the latest rendering while no cluster published ([`RenderCache`]); both endpoints send
+//! gzip to scrapers that accept it (Prometheus does). `/probe?scope=NAME` serves one
+//! cluster, so that Prometheus can shard a large fleet by target (see docs/scaling.md).
 
 use std::future::Future;
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::body::Bytes;
+use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
@@ -14,7 +19,8 @@ use axum::Router;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
-use crate::metrics::exposition::{render, Format};
+use crate::metrics::cache::{accepts_gzip, gzip, RenderCache};
+use crate::metrics::exposition::{render_sized, Format};
 use crate::snapshot::SnapshotStore;
 
 /// What the handlers share.
@@ -22,14 +28,21 @@ pub struct AppState {
     pub registry: Registry,
     pub store: Arc<SnapshotStore>,
     pub telemetry_path: String,
+    /// The latest `/metrics` rendering per format.
+    pub render_cache: RenderCache,
 }
 
 /// The router, separate from [`serve`] so tests can drive it directly.
 pub fn router(state: Arc<AppState>) -> Router {
     let telemetry_path = state.telemetry_path.clone();
-    Router::new()
+    let mut router = Router::new()
         .route("/", get(landing_page))
-        .route(&telemetry_path, get(metrics))
+        .route(&telemetry_path, get(metrics));
+    // A telemetry path of /probe wins (axum refuses two routes on one path).
+    if telemetry_path != "/probe" {
+        router = router.route("/probe", get(probe));
+    }
+    router
         .route("/-/healthy", get(|| async { "Healthy\n" }))
         .route("/-/ready", get(ready))
         .with_state(state)
@@ -50,12 +63,83 @@ pub async fn serve(
 }
 
 async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    let accept = headers
-        .get(header::ACCEPT)
-        .and_then(|value| value.to_str().ok());
-    let format = Format::negotiate(accept);
-    let body = render(&state.registry, format);
-    ([(header::CONTENT_TYPE, format.content_type())], body).into_response()
+    let format = Format::negotiate(header_str(&headers, header::ACCEPT));
+    let shared = state.clone();
+    let rendered = state
+        .render_cache
+        .get(&state.store, format, move |format, capacity| {
+            render_sized(&shared.registry, format, capacity)
+        })
+        .await;
+    if !accepts_gzip(header_str(&headers, header::ACCEPT_ENCODING)) {
+        return exposition_response(format, rendered.body.clone(), false);
+    }
+    let body = if rendered.has_gzip() {
+        rendered.gzip()
+    } else {
+        let rendered = rendered.clone();
+        match tokio::task::spawn_blocking(move || rendered.gzip()).await {
+            Ok(body) => body,
+            Err(error) => std::panic::resume_unwind(error.into_panic()),
+        }
+    };
+    exposition_response(format, body, true)
+}
+
+/// The query of `/probe`.
+#[derive(Debug, serde::Deserialize)]
+struct ProbeParams {
+    scope: Option<String>,
+}
+
+/// `/probe?scope=NAME`: the families of one cluster (and the exporter's build info), as
+/// of its last poll. 400 without a scope, 404 for a scope not configured or not yet polled.
+async fn probe(
+    State(state): State<Arc<AppState>>,
+    Query(params): Query<ProbeParams>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(scope) = params.scope.filter(|scope| !scope.is_empty()) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "missing parameter: /probe?scope=NAME\n",
+        )
+            .into_response();
+    };
+    let Some(snapshot) = state.store.by_scope(&scope) else {
+        return (
+            StatusCode::NOT_FOUND,
+            "no such scope (not configured, or not polled yet)\n",
+        )
+            .into_response();
+    };
+    let format = Format::negotiate(header_str(&headers, header::ACCEPT));
+    let body = crate::metrics::render_snapshots(vec![snapshot], format);
+    if accepts_gzip(header_str(&headers, header::ACCEPT_ENCODING)) {
+        exposition_response(format, gzip(body.as_bytes()), true)
+    } else {
+        exposition_response(format, Bytes::from(body), false)
+    }
+}
+
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+    headers.get(name).and_then(|value| value.to_str().ok())
+}
+
+fn exposition_response(format: Format, body: Bytes, gzipped: bool) -> Response {
+    let mut response = ([(header::CONTENT_TYPE, format.content_type())], body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::VARY,
+        header::HeaderValue::from_static("Accept-Encoding"),
+    );
+    if gzipped {
+        headers.insert(
+            header::CONTENT_ENCODING,
+            header::HeaderValue::from_static("gzip"),
+        );
+    }
+    response
 }
 
 async fn ready(State(state): State<Arc<AppState>>) -> Response {

@@ -10,6 +10,7 @@
 //! networks and the encoder only maps values to metric names.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -237,30 +238,69 @@ impl ClusterSnapshot {
 /// A slot is replaced whole (an `Arc` swap under a short write lock); readers clone the
 /// `Arc`s and encode without holding any lock. The number of slots changes only when a
 /// reload (SIGHUP) changes the number of clusters.
+///
+/// The store also counts publications ([`SnapshotStore::generation`]), so that a rendering
+/// of every snapshot can be reused until any cluster publishes again (or a reload resets it).
 #[derive(Debug)]
 pub struct SnapshotStore {
     slots: RwLock<Vec<Option<Arc<ClusterSnapshot>>>>,
+    generation: AtomicU64,
+    id: u64,
 }
 
 impl SnapshotStore {
     pub fn new(clusters: usize) -> SnapshotStore {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         SnapshotStore {
             slots: RwLock::new(vec![None; clusters]),
+            generation: AtomicU64::new(0),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         }
+    }
+
+    /// Tells this store from any other of the process, whose generations start from 0 too.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// How many snapshots have been published (and resets made) so far. It only grows; a
+    /// rendering made after reading generation `g` contains every snapshot published before
+    /// `g` was read.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    fn slots(&self) -> std::sync::RwLockReadGuard<'_, Vec<Option<Arc<ClusterSnapshot>>>> {
+        // A poisoned lock only means a reader panicked; the data (Arcs) is still whole.
+        self.slots
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The current snapshot of the cluster whose `scope` label is `scope`, if polled.
+    pub fn by_scope(&self, scope: &str) -> Option<Arc<ClusterSnapshot>> {
+        self.slots()
+            .iter()
+            .flatten()
+            .find(|snapshot| snapshot.scope == scope)
+            .cloned()
     }
 
     /// Publishes the newest snapshot of cluster `slot`; ignored for a slot that a reload
     /// removed.
     pub fn publish(&self, slot: usize, snapshot: ClusterSnapshot) {
         let snapshot = Arc::new(snapshot);
-        // A poisoned lock only means a reader panicked; the data (Arcs) is still whole.
         let mut slots = self
             .slots
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(entry) = slots.get_mut(slot) {
-            *entry = Some(snapshot);
-        }
+        let Some(entry) = slots.get_mut(slot) else {
+            return;
+        };
+        *entry = Some(snapshot);
+        drop(slots);
+        // After the swap: whoever reads the new generation also sees the new snapshot.
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Sets the number of clusters after a reload; every slot starts empty again.
@@ -270,26 +310,18 @@ impl SnapshotStore {
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         *slots = vec![None; clusters];
+        drop(slots);
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The current snapshots, in configuration order; clusters not yet polled are skipped.
     pub fn current(&self) -> Vec<Arc<ClusterSnapshot>> {
-        self.slots
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .iter()
-            .flatten()
-            .cloned()
-            .collect()
+        self.slots().iter().flatten().cloned().collect()
     }
 
     /// True once every cluster has been polled at least once.
     pub fn all_polled(&self) -> bool {
-        self.slots
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .iter()
-            .all(Option::is_some)
+        self.slots().iter().all(Option::is_some)
     }
 }
 

@@ -321,6 +321,7 @@ async fn http_endpoints() {
         registry: patroni_raft_exporter::metrics::registry(store.clone()),
         store: store.clone(),
         telemetry_path: "/metrics".into(),
+        render_cache: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -367,6 +368,99 @@ async fn http_endpoints() {
         .unwrap()
         .starts_with("application/openmetrics-text"));
     assert!(openmetrics.text().await.unwrap().ends_with("# EOF\n"));
+
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
+
+/// `/probe?scope=NAME` serves one cluster; `/metrics` is reused until a cluster publishes,
+/// and both send gzip to a scraper that accepts it.
+#[tokio::test]
+async fn probe_cache_and_gzip() {
+    let store = Arc::new(SnapshotStore::new(2));
+    let state = Arc::new(AppState {
+        registry: patroni_raft_exporter::metrics::registry(store.clone()),
+        store: store.clone(),
+        telemetry_path: "/metrics".into(),
+        render_cache: Default::default(),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(server::serve(listener, state, async move {
+        let _ = stopped.await;
+    }));
+    let client = reqwest::Client::new();
+    let get = |path: &str| client.get(format!("http://{addr}{path}")).send();
+
+    assert_eq!(get("/probe").await.unwrap().status(), 400);
+    assert_eq!(get("/probe?scope=pg-test").await.unwrap().status(), 404);
+
+    let first = FakePatroni::start("127.0.0.1").await;
+    first.route(
+        "/cluster",
+        Reply::Json(fixture("patroni-3.3.8/cluster.json")),
+    );
+    let second = FakePatroni::start("127.0.0.1").await;
+    let other = String::from_utf8(fixture("patroni-4.1.5/01-cluster-from-m0.json"))
+        .unwrap()
+        .replace("\"pg-test\"", "\"other\"");
+    second.route("/cluster", Reply::Json(other.into_bytes()));
+    let mut pollers = Vec::new();
+    for (slot, member) in [&first, &second].into_iter().enumerate() {
+        let config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
+        let mut poller = ClusterPoller::new(slot, config, store.clone())
+            .await
+            .unwrap();
+        store.publish(slot, poller.poll_once().await);
+        pollers.push(poller);
+    }
+
+    let probe = get("/probe?scope=other").await.unwrap();
+    assert_eq!(probe.status(), 200);
+    let probe = probe.text().await.unwrap();
+    assert!(probe.contains("patroni_cluster_members{scope=\"other\"} 3"));
+    assert!(!probe.contains("pg-test"), "only the asked cluster");
+    assert!(probe.contains("patroni_exporter_build_info"));
+
+    let metrics = get("/metrics").await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("patroni_cluster_members{scope=\"other\"} 3"));
+    assert!(metrics.contains("patroni_cluster_members{scope=\"pg-test\"} 3"));
+    // Nothing published since: the same rendering.
+    assert_eq!(
+        get("/metrics").await.unwrap().text().await.unwrap(),
+        metrics
+    );
+    // A publication is seen by the next scrape.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    store.publish(0, pollers[0].poll_once().await);
+    let fresh = get("/metrics").await.unwrap().text().await.unwrap();
+    assert_ne!(fresh, metrics, "the new poll's timestamp must show");
+
+    for path in ["/metrics", "/probe?scope=pg-test"] {
+        let plain = get(path).await.unwrap().bytes().await.unwrap();
+        let gzipped = client
+            .get(format!("http://{addr}{path}"))
+            .header("accept-encoding", "gzip")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(gzipped.headers()["content-encoding"], "gzip", "{path}");
+        assert_eq!(gzipped.headers()["vary"], "Accept-Encoding", "{path}");
+        let compressed = gzipped.bytes().await.unwrap();
+        assert!(compressed.len() < plain.len() / 4, "{path}");
+        let mut unpacked = Vec::new();
+        std::io::Read::read_to_end(
+            &mut flate2::read::GzDecoder::new(&compressed[..]),
+            &mut unpacked,
+        )
+        .unwrap();
+        assert_eq!(unpacked, plain, "{path}");
+    }
 
     stop.send(()).unwrap();
     tokio::time::timeout(Duration::from_secs(5), server)
@@ -427,4 +521,17 @@ fn every_exported_family_is_documented() {
             "{name} is not in docs/metrics.md"
         );
     }
+}
+
+#[test]
+fn a_telemetry_path_of_probe_is_not_a_conflict() {
+    let store = Arc::new(SnapshotStore::new(1));
+    let state = Arc::new(AppState {
+        registry: patroni_raft_exporter::metrics::registry(store.clone()),
+        store,
+        telemetry_path: "/probe".into(),
+        render_cache: Default::default(),
+    });
+    // axum panics on two routes for one path.
+    let _router = server::router(state);
 }

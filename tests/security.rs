@@ -436,6 +436,7 @@ async fn start_endpoint(
         registry: patroni_raft_exporter::metrics::registry(store.clone()),
         store,
         telemetry_path: "/metrics".into(),
+        render_cache: Default::default(),
     });
     let router = web::protect(server::router(state), web.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -752,6 +753,7 @@ async fn a_fleet_of_hostile_peers() {
         registry: patroni_raft_exporter::metrics::registry(store.clone()),
         store: store.clone(),
         telemetry_path: "/metrics".into(),
+        render_cache: Default::default(),
     });
     let web = Arc::new(WebState::load(None).unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -35,12 +35,140 @@ impl Format {
 
 /// Encodes the registry in `format`.
 pub fn render(registry: &Registry, format: Format) -> String {
-    let mut openmetrics = String::with_capacity(64 * 1024);
+    render_sized(registry, format, 64 * 1024)
+}
+
+/// Encodes the registry in `format` into a buffer of `capacity` bytes to start with (e.g. the
+/// size of the previous rendering: a fleet's output is megabytes, and growing the buffer by
+/// doubling copies it several times).
+///
+/// The text format is converted while encoding ([`TextWriter`]), without an intermediate
+/// OpenMetrics copy of the whole output.
+pub fn render_sized(registry: &Registry, format: Format, capacity: usize) -> String {
+    let mut out = String::with_capacity(capacity);
     // Writing into a String cannot fail, and the collectors only fail on writer errors.
-    encode(&mut openmetrics, registry).expect("encoding into a String cannot fail");
     match format {
-        Format::OpenMetrics => openmetrics,
-        Format::PrometheusText => openmetrics_to_prometheus_text(&openmetrics),
+        Format::OpenMetrics => {
+            encode(&mut out, registry).expect("encoding into a String cannot fail");
+        }
+        Format::PrometheusText => {
+            let mut writer = TextWriter::new(&mut out);
+            encode(&mut writer, registry).expect("encoding into a String cannot fail");
+            writer.finish();
+        }
+    }
+    out
+}
+
+/// A [`fmt::Write`] that turns OpenMetrics as written by prometheus-client into the 0.0.4 text
+/// format on the fly, with the rules of [`openmetrics_to_prometheus_text`]. Sample lines
+/// (almost all the bytes) pass straight through; only `#` lines are held, one at a time,
+/// and a `# HELP` line until the `# TYPE` line after it says whether it is a counter.
+pub struct TextWriter<'a> {
+    out: &'a mut String,
+    /// The `#` line being received, without its newline.
+    comment: String,
+    in_comment: bool,
+    at_line_start: bool,
+    /// A complete `# HELP` line waiting for its `# TYPE`.
+    pending_help: Option<String>,
+}
+
+impl<'a> TextWriter<'a> {
+    pub fn new(out: &'a mut String) -> TextWriter<'a> {
+        TextWriter {
+            out,
+            comment: String::with_capacity(256),
+            in_comment: false,
+            at_line_start: true,
+            pending_help: None,
+        }
+    }
+
+    /// Writes what is still held (an unterminated line, a HELP without TYPE).
+    pub fn finish(mut self) {
+        if self.in_comment {
+            let line = std::mem::take(&mut self.comment);
+            self.comment_line(&line);
+        }
+        self.flush_help();
+    }
+
+    fn flush_help(&mut self) {
+        if let Some(help) = self.pending_help.take() {
+            self.out.push_str(&help);
+            self.out.push('\n');
+        }
+    }
+
+    fn comment_line(&mut self, line: &str) {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            return;
+        }
+        if line.starts_with("# HELP ") {
+            self.flush_help();
+            self.pending_help = Some(line.to_owned());
+            return;
+        }
+        if let (Some(kind), Some(help)) = (line.strip_prefix("# TYPE "), &self.pending_help) {
+            let name = help["# HELP ".len()..]
+                .split(' ')
+                .next()
+                .unwrap_or_default();
+            if kind.strip_prefix(name) == Some(" counter") {
+                let rest = &help["# HELP ".len() + name.len()..];
+                self.out.push_str("# HELP ");
+                self.out.push_str(name);
+                self.out.push_str("_total");
+                self.out.push_str(rest);
+                self.out.push_str("\n# TYPE ");
+                self.out.push_str(name);
+                self.out.push_str("_total counter\n");
+                self.pending_help = None;
+                return;
+            }
+        }
+        self.flush_help();
+        self.out.push_str(line);
+        self.out.push('\n');
+    }
+}
+
+impl std::fmt::Write for TextWriter<'_> {
+    fn write_str(&mut self, mut text: &str) -> std::fmt::Result {
+        while !text.is_empty() {
+            if self.at_line_start {
+                self.at_line_start = false;
+                self.in_comment = text.starts_with('#');
+                if !self.in_comment {
+                    self.flush_help();
+                }
+            }
+            let (chunk, rest, line_ends) = match text.find('\n') {
+                Some(end) => (&text[..end], &text[end + 1..], true),
+                None => (text, "", false),
+            };
+            if self.in_comment {
+                self.comment.push_str(chunk);
+                if line_ends {
+                    let line = std::mem::take(&mut self.comment);
+                    self.comment_line(&line);
+                    self.comment = line;
+                    self.comment.clear();
+                }
+            } else {
+                self.out.push_str(chunk);
+                if line_ends {
+                    self.out.push('\n');
+                }
+            }
+            if line_ends {
+                self.at_line_start = true;
+                self.in_comment = false;
+            }
+            text = rest;
+        }
+        Ok(())
     }
 }
 
@@ -88,6 +216,29 @@ mod tests {
             openmetrics_to_prometheus_text(om),
             "# HELP a_changes_total Changes.\n# TYPE a_changes_total counter\na_changes_total{scope=\"x\"} 3\n# HELP b Gauge.\n# TYPE b gauge\nb 1\n"
         );
+    }
+
+    #[test]
+    fn streaming_conversion_matches_the_whole_text_one() {
+        use std::fmt::Write;
+        let om = "# HELP a_changes Changes.\n# TYPE a_changes counter\n# UNIT a_changes changes\na_changes_total{scope=\"x\"} 3\n# HELP b Gauge.\n# TYPE b gauge\nb 1\nb{x=\"#\"} 2\n# HELP c_total Odd.\n# TYPE c_total gauge\nc_total 1\n# EOF\n";
+        let expected = openmetrics_to_prometheus_text(om);
+        // Whole, then cut at every position, then one byte at a time.
+        for cut in 0..=om.len() {
+            let mut out = String::new();
+            let mut writer = TextWriter::new(&mut out);
+            writer.write_str(&om[..cut]).unwrap();
+            writer.write_str(&om[cut..]).unwrap();
+            writer.finish();
+            assert_eq!(out, expected, "cut at {cut}");
+        }
+        let mut out = String::new();
+        let mut writer = TextWriter::new(&mut out);
+        for (i, _) in om.char_indices() {
+            writer.write_str(&om[i..i + 1]).unwrap();
+        }
+        writer.finish();
+        assert_eq!(out, expected);
     }
 
     #[test]

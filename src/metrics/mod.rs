@@ -8,8 +8,10 @@
 //! Layout: [`families`] is the small writer every family goes through; [`patroni_families`]
 //! and [`raft_families`] map the two sources' parts of a snapshot to metric names (the names
 //! are an interface: dashboards and alerts depend on them, see `docs/metrics.md`);
-//! [`exposition`] renders the registry in the format the scraper asked for.
+//! [`exposition`] renders the registry in the format the scraper asked for; [`cache`] keeps
+//! the latest rendering so that concurrent scrapes share one encoding.
 
+pub mod cache;
 pub mod exposition;
 mod families;
 pub mod labels;
@@ -76,4 +78,24 @@ pub fn registry(store: Arc<SnapshotStore>) -> Registry {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(SnapshotCollector::new(store)));
     registry
+}
+
+/// A collector over a fixed list of snapshots (e.g. one cluster for `/probe`).
+#[derive(Debug)]
+struct FixedSnapshots(Vec<Arc<ClusterSnapshot>>);
+
+impl Collector for FixedSnapshots {
+    fn encode(&self, encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        encode_snapshots(encoder, &self.0)
+    }
+}
+
+/// Renders only the given snapshots (plus the exporter's build info) in `format`.
+pub fn render_snapshots(
+    snapshots: Vec<Arc<ClusterSnapshot>>,
+    format: exposition::Format,
+) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(FixedSnapshots(snapshots)));
+    exposition::render(&registry, format)
 }

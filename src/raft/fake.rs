@@ -81,11 +81,21 @@ impl FakeRaftNode {
         behaviour: Behaviour,
         key: Option<RaftKey>,
     ) -> std::io::Result<(String, FakeRaftNode)> {
+        let listener = TcpListener::bind(bind).await?;
+        FakeRaftNode::serve(listener, behaviour, key)
+    }
+
+    /// Like [`FakeRaftNode::start`], on a listener the caller bound (e.g. a fleet simulator
+    /// that must know every address before it builds the replies naming them).
+    pub fn serve(
+        listener: TcpListener,
+        behaviour: Behaviour,
+        key: Option<RaftKey>,
+    ) -> std::io::Result<(String, FakeRaftNode)> {
         if matches!(behaviour, Behaviour::ZlibBomb) {
             // Build it now, not while the client's deadline runs.
             cached_bomb();
         }
-        let listener = TcpListener::bind(bind).await?;
         let addr = listener.local_addr()?.to_string();
         let received = Arc::new(Mutex::new(Vec::new()));
         let behaviour = Arc::new(behaviour);

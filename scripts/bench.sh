@@ -1,0 +1,301 @@
+#!/usr/bin/env bash
+# bench.sh - measure the release exporter against a simulated fleet, and side by side with a
+# real Patroni cluster. Results (CSV, raw wrk output, logs) go to $OUT; docs/performance.md
+# quotes them.
+#
+# Usage: scripts/bench.sh [fleet|real|plot|all]     (default: all)
+#   fleet   for N in $SIZES: fleet-sim with N clusters (3 members + 3 encrypted Raft nodes
+#           each), the exporter polling them every $INTERVAL s; reports exporter CPU seconds
+#           per poll cycle (/proc/PID/stat), RSS, poll durations (from /metrics), /metrics
+#           size, encode time (the exporter's debug log), and /metrics latency under
+#           $WRK_CONNS concurrent scrapers (wrk).
+#   real    a real 3-member Patroni + Raft cluster (tests/e2e/cluster.sh, locked with
+#           /tmp/real-cluster.lock): wrk on the exporter's /metrics vs Patroni's GET /metrics,
+#           and one Raft status query (cargo bench --bench raft_query) vs syncobj_admin -status
+#           (hyperfine when installed, else a timed loop).
+#   plot    docs/performance.png from $OUT/fleet.csv (matplotlib in a venv, $PLOT_VENV).
+#
+# Environment (defaults): SIZES="1 10 100 1000" INTERVAL=10 CYCLES=6 (poll cycles measured)
+#   WRK_CONNS=50 WRK_THREADS=2 WRK_DURATION=10s OUT=target/bench EXPORTER=target/release/...
+#   PORT=19393 (exporter, 127.0.0.1) E2E_WORK DATA_DIR PATRONI_VERSION=4.1.5
+#   PLOT_VENV=$E2E_WORK/venv-plot
+# Everything runs on 127.0.0.1/8, every wait is bounded, and only processes started here
+# are stopped (by PID).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+SIZES="${SIZES:-1 10 100 1000}"
+INTERVAL="${INTERVAL:-10}"
+CYCLES="${CYCLES:-6}"
+WRK_CONNS="${WRK_CONNS:-50}"
+WRK_THREADS="${WRK_THREADS:-2}"
+WRK_DURATION="${WRK_DURATION:-10s}"
+OUT="${OUT:-$ROOT/target/bench}"
+EXPORTER="${EXPORTER:-$ROOT/target/release/patroni-raft-exporter}"
+FLEET_SIM="${FLEET_SIM:-$ROOT/target/release/fleet-sim}"
+PORT="${PORT:-19393}"
+CLK_TCK="$(getconf CLK_TCK)"
+mkdir -p "$OUT"
+
+PIDS=()
+cleanup() {
+  # Newest first: the exporter stops before the peers it polls.
+  local i pid
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+    pid=${PIDS[i]}
+    kill "$pid" 2>/dev/null || true
+    timeout 10 tail --pid="$pid" -f /dev/null 2>/dev/null || kill -9 "$pid" 2>/dev/null || true
+  done
+  PIDS=()
+}
+trap cleanup EXIT
+
+log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# wait_for SECONDS COMMAND...: poll until COMMAND succeeds, or fail after SECONDS.
+wait_for() {
+  local deadline=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.5
+  done
+}
+
+# cpu_ticks PID: utime + stime in clock ticks (fields 14 and 15 of /proc/PID/stat).
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+hwm_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
+
+ensure_release() {
+  if [[ ! -x $EXPORTER || ! -x $FLEET_SIM ]]; then
+    log "building release binaries"
+    cargo build --release --bins
+  fi
+}
+
+# wrk_run URL FILE: wrk with latency distribution into FILE; prints "rps p50_ms p99_ms".
+wrk_run() {
+  local url=$1 file=$2
+  shift 2
+  timeout 120 wrk -t"$WRK_THREADS" -c"$WRK_CONNS" -d"$WRK_DURATION" --timeout 10s --latency "$@" "$url" >"$file" 2>&1 || true
+  awk '
+    function ms(v) {
+      if (v ~ /us$/) { sub(/us$/, "", v); return v / 1000 }
+      if (v ~ /ms$/) { sub(/ms$/, "", v); return v + 0 }
+      if (v ~ /s$/)  { sub(/s$/, "", v);  return v * 1000 }
+      return v
+    }
+    $1 == "50%" { p50 = ms($2) }
+    $1 == "99%" { p99 = ms($2) }
+    $1 == "Requests/sec:" { rps = $2 }
+    /Non-2xx/ { bad = $NF }
+    END { printf "%s %s %s %s\n", rps + 0, p50 + 0, p99 + 0, bad + 0 }' "$file"
+}
+
+# encode_stats < log: "p50_ms max_ms count" of the render cache's encode_seconds.
+encode_stats() {
+  { grep -o 'encode_seconds=[0-9.e-]*' || true; } | cut -d= -f2 | sort -g |
+    awk '{ v[NR] = $1 } END { if (NR) printf "%.2f %.2f %d\n", v[int((NR + 1) / 2)] * 1000, v[NR] * 1000, NR; else print "0 0 0" }'
+}
+
+# ---------------------------------------------------------------------------------------
+fleet_one() {
+  local n=$1 dir="$OUT/fleet-$n"
+  rm -rf "$dir"; mkdir -p "$dir"
+  local wrk_secs=${WRK_DURATION%s}
+  local run_for=$((60 + INTERVAL * (CYCLES + 3) + 3 * wrk_secs + 60))
+  log "N=$n: starting fleet-sim ($((n * 6)) listeners, runs at most ${run_for}s)"
+  "$FLEET_SIM" --clusters "$n" --duration "${run_for}s" --poll-interval "${INTERVAL}s" \
+    --config-out "$dir/exporter.yml" --password-file "$dir/raft-password" \
+    >"$dir/fleet-sim.out" 2>"$dir/fleet-sim.err" &
+  local sim=$!
+  PIDS+=("$sim")
+  wait_for 120 grep -q '^ready' "$dir/fleet-sim.out" || { log "fleet-sim not ready"; cat "$dir/fleet-sim.err" >&2; return 1; }
+
+  local started=$SECONDS
+  "$EXPORTER" --config.file "$dir/exporter.yml" --web.listen-address "127.0.0.1:$PORT" \
+    --log.level 'warn,patroni_raft_exporter::metrics::cache=debug' \
+    2>"$dir/exporter.log" &
+  local exporter=$!
+  PIDS+=("$exporter")
+  wait_for 120 curl -fsS "http://127.0.0.1:$PORT/-/ready" || { log "exporter not ready"; tail "$dir/exporter.log" >&2; return 1; }
+  local ready_secs=$((SECONDS - started))
+  local start_cpu; start_cpu=$(cpu_ticks "$exporter")
+  log "N=$n: exporter ready after ${ready_secs}s (startup CPU $(awk -v t="$start_cpu" -v h="$CLK_TCK" 'BEGIN{printf "%.2f", t/h}') s); settling one interval"
+  sleep "$INTERVAL"
+
+  # Steady state: CYCLES poll intervals, with one scrape per interval as a Prometheus would.
+  local t0 c0 t1 c1
+  t0=$(date +%s.%N); c0=$(cpu_ticks "$exporter")
+  local i
+  for ((i = 0; i < CYCLES; i++)); do
+    sleep "$INTERVAL"
+    curl -fsS -o /dev/null "http://127.0.0.1:$PORT/metrics"
+  done
+  t1=$(date +%s.%N); c1=$(cpu_ticks "$exporter")
+  local steady_log_lines; steady_log_lines=$(wc -l <"$dir/exporter.log")
+  local rss hwm
+  rss=$(rss_kib "$exporter")
+
+  # Size, poll durations, health of the fleet as the exporter sees it.
+  curl -fsS -o "$dir/metrics.txt" -w '%{time_total}\n' "http://127.0.0.1:$PORT/metrics" >"$dir/scrape-time.txt"
+  local gz_bytes
+  gz_bytes=$(curl -fsS -H 'Accept-Encoding: gzip' "http://127.0.0.1:$PORT/metrics" | wc -c)
+  local stats
+  stats=$(awk -v interval="$INTERVAL" '
+    /^patroni_exporter_poll_duration_seconds\{/ { d = $NF + 0; sum += d; k++; if (d > max) max = d }
+    /^patroni_exporter_polls_skipped_total\{/ { skipped += $NF }
+    /^patroni_exporter_poll_errors_total\{/ { errors += $NF }
+    /^patroni_up\{/ { up += $NF }
+    /^patroni_raft_up\{/ { raft_up += $NF }
+    /^patroni_raft_cluster_quorum\{/ { quorum += $NF }
+    END { printf "%.4f %.4f %d %d %d %d %d\n", (k ? sum / k : 0), max, skipped, errors, up, raft_up, quorum }' "$dir/metrics.txt")
+  local series bytes
+  series=$(grep -vc '^#' "$dir/metrics.txt")
+  bytes=$(wc -c <"$dir/metrics.txt")
+
+  # Latency under concurrent scrapers: plain, then gzip (as Prometheus asks).
+  local wrk_plain wrk_gzip
+  wrk_plain=$(wrk_run "http://127.0.0.1:$PORT/metrics" "$dir/wrk-plain.txt")
+  wrk_gzip=$(wrk_run "http://127.0.0.1:$PORT/metrics" "$dir/wrk-gzip.txt" -H 'Accept-Encoding: gzip')
+  hwm=$(hwm_kib "$exporter")
+
+  # Encode times logged by the render cache: while scraped once per interval (steady), and
+  # under the concurrent scrapers (load: competing with wrk and gzip for the 2 cores).
+  local encode encode_load
+  encode=$(head -n "$steady_log_lines" "$dir/exporter.log" | encode_stats)
+  encode_load=$(tail -n +"$((steady_log_lines + 1))" "$dir/exporter.log" | encode_stats)
+
+  cleanup
+
+  local cpu_s elapsed
+  elapsed=$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')
+  cpu_s=$(awk -v c="$((c1 - c0))" -v h="$CLK_TCK" 'BEGIN { print c / h }')
+  # shellcheck disable=SC2086
+  set -- $stats
+  local poll_mean=$1 poll_max=$2 skipped=$3 errors=$4 up=$5 raft_up=$6 quorum=$7
+  # shellcheck disable=SC2086
+  set -- $wrk_plain
+  local rps=$1 p50=$2 p99=$3 non2xx=$4
+  # shellcheck disable=SC2086
+  set -- $wrk_gzip
+  local rps_gz=$1 p50_gz=$2 p99_gz=$3
+  # shellcheck disable=SC2086
+  set -- $encode
+  local enc_p50=$1 enc_max=$2
+  # shellcheck disable=SC2086
+  set -- $encode_load
+  local enc_load_p50=$1 enc_load_max=$2 renders=$3
+  local row
+  row=$(awk -v n="$n" -v cpu="$cpu_s" -v el="$elapsed" -v iv="$INTERVAL" -v rss="$rss" -v hwm="$hwm" \
+    -v pm="$poll_mean" -v px="$poll_max" -v sk="$skipped" -v er="$errors" -v up="$up" -v ru="$raft_up" -v q="$quorum" \
+    -v se="$series" -v by="$bytes" -v gz="$gz_bytes" -v e50="$enc_p50" -v emax="$enc_max" -v el50="$enc_load_p50" -v elmax="$enc_load_max" -v rn="$renders" \
+    -v rps="$rps" -v p50="$p50" -v p99="$p99" -v bad="$non2xx" -v rpsg="$rps_gz" -v p50g="$p50_gz" -v p99g="$p99_gz" \
+    -v ready="$ready_secs" -v sc="$start_cpu" -v h="$CLK_TCK" \
+    'BEGIN { cycles = el / iv;
+      printf "%d,%.3f,%.4f,%.1f,%.1f,%.1f,%.4f,%.4f,%d,%d,%d,%d,%d,%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.2f\n",
+        n, cpu, cpu / cycles, 100 * cpu / el, rss / 1024, hwm / 1024, pm, px, sk, er, up, ru, q,
+        se, by, gz, e50, emax, el50, elmax, rn, rps, p50, p99, bad, rpsg, p50g, p99g, ready, sc / h }')
+  echo "$row" >>"$OUT/fleet.csv"
+  log "N=$n: $row"
+}
+
+fleet() {
+  ensure_release
+  ulimit -n "$(ulimit -Hn)"
+  log "file descriptor limit $(ulimit -n); CPUs $(nproc)"
+  echo "clusters,cpu_seconds,cpu_seconds_per_cycle,cpu_percent_of_one_core,rss_mib,peak_rss_mib,poll_mean_s,poll_max_s,polls_skipped,poll_errors,patroni_up,raft_up,raft_quorum,series,metrics_bytes,metrics_gzip_bytes,encode_p50_ms,encode_max_ms,encode_under_load_p50_ms,encode_under_load_max_ms,renders_under_load,wrk_rps,wrk_p50_ms,wrk_p99_ms,wrk_non2xx,wrk_gzip_rps,wrk_gzip_p50_ms,wrk_gzip_p99_ms,ready_seconds,startup_cpu_seconds" >"$OUT/fleet.csv"
+  local n
+  for n in $SIZES; do
+    fleet_one "$n"
+  done
+  column -s, -t <"$OUT/fleet.csv" >&2 || cat "$OUT/fleet.csv" >&2
+}
+
+# ---------------------------------------------------------------------------------------
+real() {
+  ensure_release
+  export E2E_WORK="${E2E_WORK:-$ROOT/.work}"
+  export DATA_DIR="${DATA_DIR:-$E2E_WORK/cluster-bench}"
+  export PATRONI_VERSION="${PATRONI_VERSION:-4.1.5}"
+  local cluster="$ROOT/tests/e2e/cluster.sh" dir="$OUT/real"
+  rm -rf "$dir"; mkdir -p "$dir"
+
+  log "building the raft_query benchmark"
+  timeout 900 cargo bench --bench raft_query --no-run >"$dir/raft-bench-build.log" 2>&1
+  exec 9>/tmp/real-cluster.lock
+  log "waiting for the real-cluster lock"
+  timeout 1800 flock 9 || { log "lock not obtained"; return 1; }
+  local deadline=$((SECONDS + 1800))
+  while ss -ltn | grep -q '127.0.0.11:8008'; do
+    ((SECONDS < deadline)) || { log "127.0.0.11:8008 stays busy"; return 1; }
+    sleep 5
+  done
+  trap 'cleanup; "$cluster" down --fast >/dev/null 2>&1 || true; flock -u 9' EXIT
+  "$cluster" up >"$dir/cluster-up.log" 2>&1 || { tail -30 "$dir/cluster-up.log" >&2; return 1; }
+  eval "$("$cluster" env)"
+  local password_file="$dir/raft-password"
+  (umask 077; printf '%s\n' "$RAFT_PASS" >"$password_file")
+
+  local urls=() url
+  IFS=, read -ra urls <<<"$REST_URLS"
+  local url_flags=()
+  for url in "${urls[@]}"; do url_flags+=(--patroni.url "$url"); done
+  "$EXPORTER" "${url_flags[@]}" --raft.password-file "$password_file" \
+    --poll.interval "${INTERVAL}s" --web.listen-address "127.0.0.1:$PORT" --log.level warn \
+    2>"$dir/exporter.log" &
+  local exporter=$!
+  PIDS+=("$exporter")
+  wait_for 60 curl -fsS "http://127.0.0.1:$PORT/-/ready" || { log "exporter not ready"; return 1; }
+  sleep "$INTERVAL"
+  curl -fsS "http://127.0.0.1:$PORT/metrics" >"$dir/exporter-metrics.txt"
+  curl -fsS "${MEMBER0_REST%/}/metrics" >"$dir/patroni-metrics.txt"
+  local exporter_wrk patroni_wrk rss
+  exporter_wrk=$(wrk_run "http://127.0.0.1:$PORT/metrics" "$dir/wrk-exporter.txt")
+  patroni_wrk=$(wrk_run "${MEMBER0_REST%/}/metrics" "$dir/wrk-patroni.txt")
+  rss=$(rss_kib "$exporter")
+  log "exporter /metrics: $exporter_wrk (rps p50 p99 non2xx); patroni /metrics: $patroni_wrk; exporter RSS ${rss} KiB"
+
+  log "Raft status query: native client (cargo bench --bench raft_query)"
+  RAFT_NODE="$MEMBER0_RAFT" RAFT_PASSWORD_FILE="$password_file" ITERATIONS=500 \
+    timeout 900 cargo bench --bench raft_query 2>"$dir/raft-bench.err" | tee "$dir/raft-bench.txt" >&2
+  local admin=("$VENV/bin/syncobj_admin" -conn "$MEMBER0_RAFT" -pass "$RAFT_PASS" -status)
+  if command -v hyperfine >/dev/null; then
+    timeout 600 hyperfine -N --warmup 3 --runs 30 --export-json "$dir/syncobj_admin.json" \
+      "${admin[*]}" >"$dir/syncobj_admin.txt" 2>&1 || true
+    cat "$dir/syncobj_admin.txt" >&2
+  else
+    local t0 t1 k
+    t0=$(date +%s.%N)
+    for ((k = 0; k < 30; k++)); do timeout 20 "${admin[@]}" >/dev/null; done
+    t1=$(date +%s.%N)
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "syncobj_admin -status: mean %.1f ms over 30 runs (timed loop)\n", (b - a) * 1000 / 30 }' | tee "$dir/syncobj_admin.txt" >&2
+  fi
+  printf 'exporter_rps,exporter_p50_ms,exporter_p99_ms,exporter_non2xx,patroni_rps,patroni_p50_ms,patroni_p99_ms,patroni_non2xx,exporter_rss_kib\n%s,%s,%s\n' \
+    "$(tr ' ' , <<<"$exporter_wrk")" "$(tr ' ' , <<<"$patroni_wrk")" "$rss" >"$OUT/real.csv"
+  cat "$OUT/real.csv" >&2
+  cleanup
+  "$cluster" down >"$dir/cluster-down.log" 2>&1 || "$cluster" down --fast >/dev/null 2>&1 || true
+  flock -u 9
+  trap cleanup EXIT
+}
+
+# ---------------------------------------------------------------------------------------
+plot() {
+  local venv="${PLOT_VENV:-${E2E_WORK:-$ROOT/.work}/venv-plot}"
+  if [[ ! -x $venv/bin/python ]]; then
+    log "creating $venv with matplotlib"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet 'matplotlib>=3.7,<4'
+  fi
+  "$venv/bin/python" "$ROOT/scripts/plot-bench.py" "$OUT/fleet.csv" "$ROOT/docs/performance.png"
+}
+
+case "${1:-all}" in
+  fleet) fleet ;;
+  real) real ;;
+  plot) plot ;;
+  all) fleet; real; plot ;;
+  *) sed -n '2,25p' "$0" >&2; exit 2 ;;
+esac
