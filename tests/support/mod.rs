@@ -145,15 +145,17 @@ pub async fn raft_node_on(bind: &str, case: &str, password: &str) -> FakeRaftNod
 
 /// A `host:port` where nothing listens.
 pub async fn dead_address() -> String {
-    dead_address_on("127.0.0.1").await
+    // A distinct loopback address per call, so that output normalisation can tell them apart.
+    static NEXT: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(200);
+    let host = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    dead_address_on(&format!("127.0.0.{host}")).await
 }
 
-/// A `host:port` on `ip` where nothing listens.
+/// A `host:port` on `ip` where nothing listens: port 1 (tcpmux), which nothing on a test
+/// machine serves. Not a port freed by closing a listener, which another process may take
+/// in the meantime (seen once: `timeout` instead of `connect`).
 pub async fn dead_address_on(ip: &str) -> String {
-    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    drop(listener);
-    addr
+    format!("{ip}:1")
 }
 
 pub fn cluster_config(
