@@ -188,10 +188,12 @@ impl ClusterPoller {
                     _ = ticker.tick() => {}
                 }
             }
-            let snapshot = self.poll_once().await;
+            let mut snapshot = self.poll_once().await;
             let overrun = snapshot.poll_duration.as_secs_f64() / interval.as_secs_f64();
             if overrun >= 1.0 {
+                // Counted into the snapshot of the poll that overran, not the next one.
                 self.memory.counters.polls_skipped += overrun.floor() as u64;
+                snapshot.counters.polls_skipped = self.memory.counters.polls_skipped;
             }
             self.store.publish(self.slot, snapshot);
         }

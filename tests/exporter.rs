@@ -314,12 +314,18 @@ async fn leader_changes_are_counted() {
     assert_eq!(poller.poll_once().await.counters.leader_changes, 1);
 }
 
-#[tokio::test]
-async fn http_endpoints() {
-    let store = Arc::new(SnapshotStore::new(1));
+/// The exporter's HTTP server over `store` on a free port: its address, the sender that
+/// stops it, and its task.
+async fn start_server(
+    store: Arc<SnapshotStore>,
+) -> (
+    std::net::SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+) {
     let state = Arc::new(AppState {
         registry: patroni_raft_exporter::metrics::registry(store.clone()),
-        store: store.clone(),
+        store,
         telemetry_path: "/metrics".into(),
         render_cache: Default::default(),
     });
@@ -329,6 +335,13 @@ async fn http_endpoints() {
     let server = tokio::spawn(server::serve(listener, state, async move {
         let _ = stopped.await;
     }));
+    (addr, stop, server)
+}
+
+#[tokio::test]
+async fn http_endpoints() {
+    let store = Arc::new(SnapshotStore::new(1));
+    let (addr, stop, server) = start_server(store.clone()).await;
     let client = reqwest::Client::new();
     let get = |path: &str| client.get(format!("http://{addr}{path}")).send();
 
@@ -382,18 +395,7 @@ async fn http_endpoints() {
 #[tokio::test]
 async fn probe_cache_and_gzip() {
     let store = Arc::new(SnapshotStore::new(2));
-    let state = Arc::new(AppState {
-        registry: patroni_raft_exporter::metrics::registry(store.clone()),
-        store: store.clone(),
-        telemetry_path: "/metrics".into(),
-        render_cache: Default::default(),
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(server::serve(listener, state, async move {
-        let _ = stopped.await;
-    }));
+    let (addr, stop, server) = start_server(store.clone()).await;
     let client = reqwest::Client::new();
     let get = |path: &str| client.get(format!("http://{addr}{path}")).send();
 
