@@ -56,18 +56,20 @@ route() { "$AMTOOL" config routes test --config.file="$AM" "$@" 2>/dev/null; }
 echo "routing: critical -> pager, warning -> not pager: OK"
 
 echo "== alert metadata, runbooks, test coverage, metric names"
-"$PY" - "$RUNBOOK" dashboards/src/known_metrics.txt "${RULES[@]}" -- "${TESTS[@]}" <<'PYEOF'
+"$PY" - "$RUNBOOK" "${RULES[@]}" -- "${TESTS[@]}" <<'PYEOF'
 import re, sys
+sys.path.insert(0, "scripts")
+from metric_names import exposed, used_in
 args = sys.argv[1:]
-runbook, known_file = args[0], args[1]
+runbook = args[0]
 sep = args.index("--")
-rules, tests = args[2:sep], args[sep + 1:]
+rules, tests = args[1:sep], args[sep + 1:]
 try:
     import yaml
 except ImportError:
     yaml = None
 BASE = "https://github.com/canonical/patroni-raft-exporter/blob/main/docs/runbooks.md#"
-known = {l.strip() for l in open(known_file) if l.strip() and not l.startswith("#")}
+known = exposed() | {"up"}
 headings = set(re.findall(r"^## (\S+)\s*$", open(runbook).read(), re.M))
 test_text = "".join(open(t).read() for t in tests)
 errors, alerts = [], []
@@ -92,10 +94,7 @@ for rf in rules:
                 errors.append(f"{a}: runbook_url must be {BASE + a.lower()}")
             if "$labels" not in str(ann.get("description", "")) or "$value" not in str(ann.get("description", "")):
                 errors.append(f"{a}: description must show labels and $value")
-            e = re.sub(r'\{[^}]*\}', '{}', r["expr"])
-            e = re.sub(r'\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)', '', e)
-            e = re.sub(r'"[^"]*"', '""', e)
-            for m in set(re.findall(r'\b(patroni_[a-zA-Z0-9_:]*)', e)) - known:
+            for m in used_in(r["expr"]) - known:
                 errors.append(f"{a}: unknown metric {m}")
         if a not in headings:
             errors.append(f"{a}: no '## {a}' section in {runbook}")

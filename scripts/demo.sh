@@ -59,16 +59,17 @@ up() {
   "$REPO/scripts/install-deps.sh" --patroni "$PATRONI_VERSION"
   if [[ -z $EXPORTER_BIN ]]; then
     (cd "$REPO" && cargo build --release --bin patroni-raft-exporter)
-    EXPORTER_BIN="$REPO/target/release/patroni-raft-exporter"
+    EXPORTER_BIN="$E2E_TARGET_DIR/release/patroni-raft-exporter"
   fi
   mkdir -p "$DEMO"
   "$CLUSTER" up --sync
 
   ( umask 077; printf 'raft-pass\n' >"$DEMO/raft-password" )
   stop exporter patroni-raft-exporter
+  # The README's quick start: one member's URL and the Raft password; the other members
+  # and Raft voters are found through the Raft status.
   start exporter "$EXPORTER_BIN" \
-    --patroni.url http://127.0.0.11:8008 --patroni.url http://127.0.0.12:8008 --patroni.url http://127.0.0.13:8008 \
-    --patroni.scope pg-test --raft.password-file "$DEMO/raft-password" \
+    --patroni.url http://127.0.0.11:8008 --raft.password-file "$DEMO/raft-password" \
     --web.listen-address "$EXPORTER_ADDR"
 
   cat >"$DEMO/prometheus.yml" <<EOF

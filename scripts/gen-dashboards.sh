@@ -41,21 +41,16 @@ fi
 
 # ---- validation: JSON parses, stable uid, variables, datasource on every panel/target/annotation,
 #      every metric name used in an expression is one the exporter exposes.
-"$VENV/bin/python" - "$OUT" dashboards/src/known_metrics.txt <<'PYEOF'
+"$VENV/bin/python" - "$OUT" <<'PYEOF'
 import json, re, sys
 from pathlib import Path
-out, known_file = Path(sys.argv[1]), Path(sys.argv[2])
-known = {l.strip() for l in known_file.read_text().splitlines() if l.strip() and not l.startswith("#")}
+sys.path.insert(0, "scripts")
+from metric_names import exposed, used_in as metrics_in
+out = Path(sys.argv[1])
+known = exposed()
 want_uids = {"patroni-cluster.json": "patroni-raft-cluster", "patroni-raft.json": "patroni-raft-raft"}
 DS = "${datasource}"
 errors, nexpr = [], 0
-# identifiers followed by '{', '[', ')' ,' ' ... that look like metric names; label names inside
-# {...} and by(...)/without(...) lists are excluded by stripping those parts first.
-def metrics_in(expr):
-    e = re.sub(r'\{[^}]*\}', '{}', expr)
-    e = re.sub(r'\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)', '', e)
-    e = re.sub(r'"[^"]*"', '""', e)
-    return set(re.findall(r'\b(patroni_[a-zA-Z0-9_:]*)', e)) | ({"up"} if re.search(r'\bup\b', e) else set())
 for name, uid in want_uids.items():
     f = out / name
     try:

@@ -142,11 +142,11 @@ pub struct ClusterArgs {
     pub raft_disabled: bool,
 
     /// How often each cluster is polled.
-    #[arg(long = "poll.interval", default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long = "poll.interval", default_value = "5s", value_parser = positive_duration)]
     pub poll_interval: Duration,
 
     /// Deadline of each request to a member or a Raft node.
-    #[arg(long = "poll.timeout", default_value = "2s", value_parser = humantime::parse_duration)]
+    #[arg(long = "poll.timeout", default_value = "2s", value_parser = positive_duration)]
     pub poll_timeout: Duration,
 
     /// Largest REST response body accepted, in bytes.
@@ -160,6 +160,16 @@ pub struct ClusterArgs {
     /// YAML file listing clusters to watch (overrides --patroni.url and the Raft flags).
     #[arg(long = "config.file", value_name = "FILE")]
     pub config_file: Option<PathBuf>,
+}
+
+/// A duration longer than zero (`5s`, `1m30s`): a zero interval would poll in a busy loop
+/// and a zero timeout would fail every request.
+pub fn positive_duration(text: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(text).map_err(|error| error.to_string())?;
+    if duration.is_zero() {
+        return Err("must be longer than 0 (e.g. 5s)".to_owned());
+    }
+    Ok(duration)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -71,17 +71,28 @@ impl Default for ClusterConfig {
     }
 }
 
-/// Which member `api_url`s the exporter follows.
+/// Which hosts the exporter contacts, and with what.
 ///
 /// `/cluster` is a document a member sends; if the exporter followed every `api_url` in it,
 /// a compromised or confused member could make it send GETs (with the client certificate and
-/// any basic auth) to any host it can reach. So an `api_url` is followed only when its host
-/// is one the operator named: the host of a configured REST URL, of a configured Raft node
-/// (flags, `--config.file`, or Patroni's `raft.self_addr`/`partner_addrs`, which on Charmed
-/// PostgreSQL list every member's IP), or an entry of `--patroni.allow-api-url-hosts`
-/// (a host name, an IP, a CIDR such as `10.0.0.0/24`, or `*` for any host). The member
-/// `host` fields of `/cluster` are not trusted: they come from the same document.
-/// When any configured URL is https, http `api_url`s are refused (no downgrade).
+/// any basic auth) to any host it can reach. So an `api_url` is followed only to hosts the
+/// exporter has reason to trust:
+///
+/// * hosts the operator named: a configured REST URL, a configured Raft node (flags,
+///   `--config.file`, or Patroni's `raft.self_addr`/`partner_addrs`), an entry of
+///   `--patroni.allow-api-url-hosts` (a host name, an IP, a CIDR such as `10.0.0.0/24`, or
+///   `*` for any host);
+/// * hosts of the Raft voters named in a status that was decrypted with the cluster's Raft
+///   password ([`ApiUrlPolicy::learn_raft_hosts`] with `authenticated`): only a holder of
+///   the password can produce it, so it is as trustworthy as the operator's configuration;
+/// * hosts of voters named in a plain-text status (a Raft without password), but only while
+///   the REST client carries no credentials (no basic auth, no client certificate): such a
+///   document can come from anyone on the path, so it may direct a credential-free GET, never
+///   a credential ([`ApiUrlPolicy::allows_url`]).
+///
+/// The member `host` fields of `/cluster` are never trusted by themselves: they come from the
+/// same document. When any configured URL is https, http `api_url`s are refused (no
+/// downgrade). The reasoning is in docs/security.md.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ApiUrlPolicy {
     any_host: bool,
@@ -89,6 +100,12 @@ pub struct ApiUrlPolicy {
     addresses: BTreeSet<IpAddr>,
     networks: Vec<(IpAddr, u8)>,
     https_only: bool,
+    /// Whether the REST client sends credentials (basic auth or a client certificate).
+    sends_credentials: bool,
+    /// Hosts of voters named in statuses decrypted with the Raft password.
+    raft_hosts_authenticated: BTreeSet<String>,
+    /// Hosts of voters named in plain-text statuses.
+    raft_hosts_plain: BTreeSet<String>,
 }
 
 impl ApiUrlPolicy {
@@ -114,7 +131,41 @@ impl ApiUrlPolicy {
         for entry in &config.allow_api_url_hosts {
             policy.add_entry(entry)?;
         }
+        policy.sends_credentials = config.basic_auth.is_some() || config.cert_file.is_some();
         Ok(policy)
+    }
+
+    /// Replaces the hosts learned from Raft statuses with the hosts of `nodes` (`host:port`),
+    /// as named by the statuses of one poll; `authenticated` when the statuses were
+    /// decrypted with the cluster's Raft password.
+    pub fn learn_raft_hosts<'a>(
+        &mut self,
+        nodes: impl IntoIterator<Item = &'a str>,
+        authenticated: bool,
+    ) {
+        let hosts: BTreeSet<String> = nodes
+            .into_iter()
+            .map(|node| normalize_host(host_of(node)))
+            .collect();
+        if authenticated {
+            self.raft_hosts_authenticated = hosts;
+            self.raft_hosts_plain.clear();
+        } else {
+            self.raft_hosts_plain = hosts;
+            self.raft_hosts_authenticated.clear();
+        }
+    }
+
+    /// Whether `host` may receive a Raft `status` query: the operator named it or a Raft
+    /// status did (with or without password). A host that only `/cluster` names is not
+    /// asked: that document would otherwise direct connections to any host on the Raft port.
+    pub fn allows_raft_query(&self, host: &str) -> bool {
+        self.allows_host(host) || self.named_in_plain_text(host)
+    }
+
+    /// Whether `host` was named by a Raft status without password.
+    fn named_in_plain_text(&self, host: &str) -> bool {
+        self.raft_hosts_plain.contains(&normalize_host(host))
     }
 
     /// Adds one allow-list entry: `*`, a CIDR, an IP or a host name.
@@ -160,9 +211,14 @@ impl ApiUrlPolicy {
         }
     }
 
-    /// Whether a host (name or IP, IPv6 with or without brackets) may be contacted.
+    /// Whether a host (name or IP, IPv6 with or without brackets) may be sent credentials:
+    /// the operator named it, or an authenticated Raft status did.
     pub fn allows_host(&self, host: &str) -> bool {
-        if self.any_host {
+        if self.any_host
+            || self
+                .raft_hosts_authenticated
+                .contains(&normalize_host(host))
+        {
             return true;
         }
         let host = host.trim_matches(['[', ']']);
@@ -178,8 +234,9 @@ impl ApiUrlPolicy {
         }
     }
 
-    /// Whether an `api_url` may be followed: http(s), no credentials in it, an allowed host,
-    /// and https when the configured URLs are.
+    /// Whether an `api_url` may be followed: http(s), no credentials in it, https when the
+    /// configured URLs are, and a host that [`allows_host`](Self::allows_host), or one that a
+    /// plain-text Raft status named when the client sends no credentials.
     pub fn allows_url(&self, url: &Url) -> bool {
         let scheme_ok = match url.scheme() {
             "https" => true,
@@ -189,7 +246,10 @@ impl ApiUrlPolicy {
         scheme_ok
             && url.username().is_empty()
             && url.password().is_none()
-            && url.host_str().is_some_and(|host| self.allows_host(host))
+            && url.host_str().is_some_and(|host| {
+                self.allows_host(host)
+                    || (!self.sends_credentials && self.named_in_plain_text(host))
+            })
     }
 }
 
@@ -204,6 +264,15 @@ fn in_network(address: IpAddr, network: IpAddr, prefix: u8) -> bool {
             u128::from(a) & mask == u128::from(n) & mask
         }
         _ => false,
+    }
+}
+
+/// A host as compared by the policy: no brackets, lower case, IPs in canonical form.
+fn normalize_host(host: &str) -> String {
+    let host = host.trim_matches(['[', ']']);
+    match host.parse::<IpAddr>() {
+        Ok(address) => address.to_string(),
+        Err(_) => host.to_ascii_lowercase(),
     }
 }
 
@@ -304,8 +373,13 @@ impl ConfigFile {
     /// When the file cannot be read or is not the documented YAML.
     pub fn load(path: &Path) -> anyhow::Result<ConfigFile> {
         let text = crate::tls::read_pem_file(path, "config file")?;
-        let file: ConfigFile = serde_yaml_ng::from_slice(&text)
-            .map_err(|error| anyhow::anyhow!("parsing config file {}: {error}", path.display()))?;
+        let file: ConfigFile = serde_yaml_ng::from_slice(&text).map_err(|error| {
+            anyhow::anyhow!(
+                "parsing config file {}: {}",
+                path.display(),
+                describe_yaml_error(&error)
+            )
+        })?;
         if file.clusters.is_empty() {
             anyhow::bail!("config file {} lists no clusters", path.display());
         }
@@ -378,14 +452,10 @@ impl PatroniYaml {
     pub fn load(path: &Path) -> anyhow::Result<PatroniYaml> {
         let text = crate::tls::read_pem_file(path, "Patroni config")?;
         serde_yaml_ng::from_slice(&text).map_err(|error| {
-            // serde_yaml's messages can quote a value; keep only the position.
-            let position = error
-                .location()
-                .map(|l| format!("line {} column {}", l.line(), l.column()))
-                .unwrap_or_default();
             anyhow::anyhow!(
-                "parsing Patroni config {}: invalid YAML {position}",
-                path.display()
+                "parsing Patroni config {}: {}",
+                path.display(),
+                describe_yaml_error(&error)
             )
         })
     }
@@ -552,11 +622,22 @@ impl ClusterEntry {
         } else {
             None
         };
+        let name = expected_scope.as_deref().unwrap_or("<unnamed>");
+        let poll_interval = self.poll_interval.unwrap_or(defaults.poll_interval);
+        let poll_timeout = self.poll_timeout.unwrap_or(defaults.poll_timeout);
+        let max_concurrency = self.max_concurrency.unwrap_or(defaults.max_concurrency);
+        check_limits(
+            name,
+            poll_interval,
+            poll_timeout,
+            defaults.max_body_bytes,
+            max_concurrency,
+        )?;
         Ok(ClusterConfig {
             expected_scope,
             patroni_urls,
-            poll_interval: self.poll_interval.unwrap_or(defaults.poll_interval),
-            poll_timeout: self.poll_timeout.unwrap_or(defaults.poll_timeout),
+            poll_interval,
+            poll_timeout,
             max_body_bytes: defaults.max_body_bytes,
             ca_file,
             insecure_skip_verify,
@@ -565,13 +646,95 @@ impl ClusterEntry {
             key_password,
             basic_auth,
             allow_api_url_hosts,
-            max_concurrency: self
-                .max_concurrency
-                .unwrap_or(defaults.max_concurrency)
-                .max(1),
+            max_concurrency,
             raft,
         })
     }
+}
+
+/// Refuses settings that cannot work, at start rather than as a poller that fails for ever:
+/// a zero interval (a busy loop), a zero timeout (every request fails), a timeout longer
+/// than the interval (a poll that asks a hanging member overruns every time: each request
+/// may take the whole timeout), and zero limits.
+///
+/// # Errors
+/// Naming the setting, its value and what would work.
+fn check_limits(
+    cluster: &str,
+    poll_interval: Duration,
+    poll_timeout: Duration,
+    max_body_bytes: usize,
+    max_concurrency: usize,
+) -> anyhow::Result<()> {
+    if poll_interval.is_zero() {
+        anyhow::bail!("cluster {cluster}: poll interval must be longer than 0 (e.g. 5s)");
+    }
+    if poll_timeout.is_zero() {
+        anyhow::bail!("cluster {cluster}: poll timeout must be longer than 0 (e.g. 2s)");
+    }
+    if poll_timeout > poll_interval {
+        anyhow::bail!(
+            "cluster {cluster}: poll timeout {} is longer than the poll interval {}: a hanging member would make every poll overrun; use a timeout of at most the interval",
+            humantime::format_duration(poll_timeout),
+            humantime::format_duration(poll_interval)
+        );
+    }
+    if max_body_bytes == 0 {
+        anyhow::bail!("cluster {cluster}: max body bytes must be at least 1 (default 4194304)");
+    }
+    if max_concurrency == 0 {
+        anyhow::bail!("cluster {cluster}: max concurrency must be at least 1 (default {DEFAULT_MAX_CONCURRENCY})");
+    }
+    Ok(())
+}
+
+/// A YAML error without the file's content: the kind of mistake and its line and column.
+///
+/// serde_yaml's messages quote the offending value (`invalid type: string "root:x:0:0:..."`):
+/// a file given by mistake (or a value holding a secret) would end up in the log. Only what
+/// the exporter's own schema says is kept: the text after "expected", which names our keys
+/// and types, never the user's.
+fn describe_yaml_error(error: &serde_yaml_ng::Error) -> String {
+    let message = error.to_string();
+    let kind = if message.contains("unknown field") {
+        "unknown key"
+    } else if message.contains("missing field") {
+        "missing key"
+    } else if message.contains("invalid type") {
+        "wrong type"
+    } else if message.contains("invalid value") || message.contains("invalid length") {
+        "invalid value"
+    } else if message.contains("duplicate") {
+        "duplicate key"
+    } else if message.contains("duration") || message.contains("time unit") {
+        "invalid duration (e.g. 5s, 1m30s)"
+    } else {
+        "invalid YAML"
+    };
+    let expected = message
+        .split_once(", expected ")
+        .map(|(_, expected)| {
+            let expected = expected.split(" at line ").next().unwrap_or(expected);
+            format!(", expected {expected}")
+        })
+        .unwrap_or_default();
+    let position = error
+        .location()
+        .map(|l| format!(" at line {} column {}", l.line(), l.column()))
+        .unwrap_or_default();
+    // The path of the value (`clusters[0].poll_interval: ...`) is made of our key names.
+    let path = message
+        .split_once(": ")
+        .map(|(path, _)| path)
+        .filter(|path| {
+            path.starts_with("clusters")
+                && path
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_.[]".contains(c))
+        })
+        .map(|path| format!("{path}: "))
+        .unwrap_or_default();
+    format!("{path}{kind}{expected}{position}")
 }
 
 /// `humantime` durations (`5s`, `1m30s`) for optional YAML fields.
@@ -772,5 +935,59 @@ mod tests {
     #[test]
     fn a_cluster_needs_a_url() {
         assert!(ClusterEntry::default().resolve(&defaults()).is_err());
+    }
+
+    #[test]
+    fn parse_errors_name_the_line_never_the_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases = [
+            (
+                "root:x:0:0:root:/root:/bin/bash\nhunter2:x:1:1::/:/bin/sh\n",
+                "wrong type",
+            ),
+            (
+                "clusters:\n  - scope: a\n    hunter2_key: hunter2\n",
+                "unknown key",
+            ),
+            (
+                "clusters:\n  - scope: a\n    poll_interval: hunter2\n",
+                "clusters[0]",
+            ),
+            ("clusters: [\"hunter2\"\n", "at line"),
+        ];
+        for (text, says) in cases {
+            let path = dir.path().join("exporter.yml");
+            std::fs::write(&path, text).unwrap();
+            let error = format!("{:#}", ConfigFile::load(&path).unwrap_err());
+            assert!(!error.contains("hunter2"), "{error}");
+            assert!(!error.contains("root:x"), "{error}");
+            assert!(error.contains("exporter.yml"), "{error}");
+            assert!(error.contains(says), "{error}");
+        }
+    }
+
+    #[test]
+    fn settings_that_cannot_work_are_refused() {
+        let entry = |interval: &str, timeout: &str, concurrency: usize| ClusterEntry {
+            patroni_urls: vec![Url::parse("http://10.0.0.1:8008").unwrap()],
+            poll_interval: Some(humantime::parse_duration(interval).unwrap()),
+            poll_timeout: Some(humantime::parse_duration(timeout).unwrap()),
+            max_concurrency: Some(concurrency),
+            ..ClusterEntry::default()
+        };
+        assert!(entry("5s", "2s", 8).resolve(&defaults()).is_ok());
+        assert!(entry("5s", "5s", 1).resolve(&defaults()).is_ok());
+        for (interval, timeout, concurrency, says) in [
+            ("0s", "0s", 8, "interval must be longer than 0"),
+            ("5s", "0s", 8, "timeout must be longer than 0"),
+            ("1s", "5s", 8, "longer than the poll interval"),
+            ("5s", "2s", 0, "concurrency must be at least 1"),
+        ] {
+            let error = entry(interval, timeout, concurrency)
+                .resolve(&defaults())
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(says), "{error}");
+        }
     }
 }

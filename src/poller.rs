@@ -24,7 +24,7 @@ use crate::patroni::{self, ClientSettings, ClusterView, PatroniClient, PatroniEr
 use crate::raft::{self, QueryLimits, RaftKey, RaftStatus};
 use crate::snapshot::{
     effective_raft_leader, ClusterSnapshot, Counters, Failure, MemberSnapshot, QuorumAssessment,
-    RaftNodeSnapshot, SnapshotStore, Source,
+    QuorumVerdict, RaftNodeSnapshot, SnapshotStore, Source,
 };
 
 /// More members than this in `/cluster` is not a Patroni cluster (real ones have a handful):
@@ -80,11 +80,15 @@ struct PollMemory {
     scope: Option<String>,
     /// Hosts of the members in the last `/cluster` answer.
     member_hosts: Vec<String>,
-    /// Raft nodes named as partners in the last poll.
+    /// Raft nodes named as partners in the last poll in which a node answered.
     raft_partners: BTreeSet<String>,
+    /// The voter set (each answering node and its partners) of the last poll in which a
+    /// node answered: what the quorum verdict judges when no node answers.
+    voters: BTreeSet<String>,
     leader: Option<String>,
     raft_leader: Option<String>,
-    quorum: Option<bool>,
+    /// The last verdict that was not `not visible`, to count losses of a confirmed quorum.
+    last_decisive_verdict: Option<QuorumVerdict>,
     counters: Counters,
     /// The last error kind per target, to log changes rather than every failure.
     failing: BTreeMap<String, &'static str>,
@@ -199,17 +203,41 @@ impl ClusterPoller {
         }
     }
 
-    /// One complete poll of the cluster.
+    /// One complete poll of the cluster, in two rounds of requests.
+    ///
+    /// Round one asks `/cluster` and, at the same time, the Raft nodes already known (the
+    /// configured ones, else the configured REST hosts on the Raft port, plus the member hosts
+    /// and partners remembered from the last poll). What they name is learned at once: the
+    /// partners of an authenticated status become trusted hosts ([`ApiUrlPolicy`]). Round two
+    /// asks every member's `/patroni`, `/history`, and the Raft nodes that round one named
+    /// for the first time. So one `--patroni.url` and the Raft password find every member
+    /// and every voter in the first poll.
     pub async fn poll_once(&mut self) -> ClusterSnapshot {
         let started = Instant::now();
-        let (cluster, cluster_failure) = self.fetch_cluster().await;
+        let first_targets = self.raft_targets_known();
+        let (cluster_answer, first_answers) = tokio::join!(
+            self.fetch_cluster_answer(),
+            join_all(first_targets.iter().map(|node| self.query_raft(node)))
+        );
+        let (cluster, cluster_failure) = self.settle_cluster(cluster_answer);
+        let mut raft_nodes: Vec<RaftNodeSnapshot> = first_targets
+            .into_iter()
+            .zip(first_answers)
+            .map(|(node, status)| RaftNodeSnapshot { node, status })
+            .collect();
+        self.learn_raft(&raft_nodes);
 
         let members = cluster
             .as_ref()
             .map(|view| view.members.clone())
             .unwrap_or_default();
         let history_base = self.memory.preferred_url.clone();
-        let raft_nodes = self.raft_targets(cluster.as_ref());
+        let second_targets: Vec<String> = self
+            .raft_targets_named(cluster.as_ref())
+            .into_iter()
+            .filter(|node| !raft_nodes.iter().any(|known| &known.node == node))
+            .take(MAX_MEMBERS.saturating_sub(raft_nodes.len()))
+            .collect();
 
         let member_views = join_all(members.iter().map(|member| self.fetch_member(member)));
         let history = async {
@@ -221,9 +249,9 @@ impl ClusterPoller {
                 _ => None,
             }
         };
-        let raft_answers = join_all(raft_nodes.iter().map(|node| self.query_raft(node)));
-        let (member_views, history, raft_answers) =
-            tokio::join!(member_views, history, raft_answers);
+        let second_answers = join_all(second_targets.iter().map(|node| self.query_raft(node)));
+        let (member_views, history, second_answers) =
+            tokio::join!(member_views, history, second_answers);
 
         let members: Vec<MemberSnapshot> = members
             .into_iter()
@@ -245,17 +273,23 @@ impl ClusterPoller {
             }
             None => None,
         };
-        let raft_nodes: Vec<RaftNodeSnapshot> = raft_nodes
-            .into_iter()
-            .zip(raft_answers)
-            .map(|(node, status)| RaftNodeSnapshot { node, status })
-            .collect();
+        raft_nodes.extend(
+            second_targets
+                .into_iter()
+                .zip(second_answers)
+                .map(|(node, status)| RaftNodeSnapshot { node, status }),
+        );
+        let raft_nodes = without_aliases(raft_nodes);
         for node in &raft_nodes {
             let target = format!("raft {}", node.node);
             self.note(Source::Raft, &target, node.status.as_ref().err());
         }
-        self.remember(cluster.as_ref(), &raft_nodes);
-        let quorum = QuorumAssessment::assess(&raft_nodes);
+        self.learn_raft(&raft_nodes);
+        self.remember(cluster.as_ref());
+        let quorum = QuorumAssessment::assess(&raft_nodes, &self.memory.voters);
+        if raft_nodes.iter().any(|node| node.status.is_ok()) {
+            self.memory.voters = quorum_voter_set(&raft_nodes);
+        }
         self.count_changes(cluster.as_ref(), &raft_nodes, &quorum);
 
         ClusterSnapshot {
@@ -285,8 +319,10 @@ impl ClusterPoller {
             .unwrap_or_else(|| self.config.patroni_urls[0].to_string())
     }
 
-    /// Asks `/cluster` of the URLs in turn (the last one that answered first) until one answers.
-    async fn fetch_cluster(&mut self) -> (Option<ClusterView>, Option<Failure>) {
+    /// Asks `/cluster` of the URLs in turn (the last one that answered first) until one
+    /// answers. Takes `&self` so that it runs alongside the first Raft queries; what it
+    /// learned is recorded by [`settle_cluster`](Self::settle_cluster).
+    async fn fetch_cluster_answer(&self) -> ClusterAnswer {
         let mut candidates: Vec<Url> = Vec::new();
         let preferred = self.memory.preferred_url.iter();
         for url in preferred
@@ -297,9 +333,8 @@ impl ClusterPoller {
                 candidates.push(url.clone());
             }
         }
-        let mut last_failure = None;
+        let mut attempts = Vec::new();
         for url in candidates {
-            let target = format!("cluster {url}");
             let answer = self
                 .client
                 .cluster(&url)
@@ -308,19 +343,38 @@ impl ClusterPoller {
                 .and_then(check_member_count);
             match answer {
                 Ok(view) => {
-                    self.note(Source::Cluster, &target, None);
-                    self.memory.preferred_url = Some(url);
-                    return (Some(view), None);
+                    return ClusterAnswer {
+                        attempts,
+                        answered: Some((url, view)),
+                    }
                 }
-                Err(error) => {
-                    let failure = Failure::from(&error);
-                    self.note(Source::Cluster, &target, Some(&failure));
-                    last_failure = Some(failure);
-                }
+                Err(error) => attempts.push((url, Failure::from(&error))),
             }
         }
-        self.memory.preferred_url = None;
-        (None, last_failure)
+        ClusterAnswer {
+            attempts,
+            answered: None,
+        }
+    }
+
+    /// Logs and counts the failed `/cluster` attempts and remembers who answered.
+    fn settle_cluster(&mut self, answer: ClusterAnswer) -> (Option<ClusterView>, Option<Failure>) {
+        let mut last_failure = None;
+        for (url, failure) in answer.attempts {
+            self.note(Source::Cluster, &format!("cluster {url}"), Some(&failure));
+            last_failure = Some(failure);
+        }
+        match answer.answered {
+            Some((url, view)) => {
+                self.note(Source::Cluster, &format!("cluster {url}"), None);
+                self.memory.preferred_url = Some(url);
+                (Some(view), None)
+            }
+            None => {
+                self.memory.preferred_url = None;
+                (None, last_failure)
+            }
+        }
     }
 
     /// A `/cluster` that names another cluster is an error, never a silent mix of two clusters.
@@ -362,6 +416,7 @@ impl ClusterPoller {
     }
 
     async fn query_raft(&self, node: &str) -> Result<RaftStatus, Failure> {
+        // Targets are only made when Raft is polled, so `raft` is set here.
         let Some(query) = &self.raft else {
             return Err(Failure {
                 kind: "disabled",
@@ -375,32 +430,84 @@ impl ClusterPoller {
             .map_err(|error| Failure::from(&error))
     }
 
-    /// The Raft nodes to ask: the configured ones, else the member hosts on the Raft port;
-    /// plus every partner a node named last time (which finds voters whose REST API is down).
-    fn raft_targets(&self, cluster: Option<&ClusterView>) -> Vec<String> {
+    /// The Raft nodes known before this poll's answers: the configured ones (then only
+    /// those: the operator's list is the word); else the hosts of the configured REST URLs
+    /// and the member hosts of the last `/cluster` on the Raft port, plus every voter the
+    /// answers of the last poll named (which finds voters whose REST API is down).
+    fn raft_targets_known(&self) -> Vec<String> {
         let Some(settings) = &self.config.raft else {
             return Vec::new();
         };
-        let mut nodes: BTreeSet<String> = settings.nodes.iter().cloned().collect();
-        if nodes.is_empty() {
-            // Member hosts come from a member's document: only allowed hosts are asked.
-            let hosts: Vec<String> = match cluster {
-                Some(view) => view.members.iter().filter_map(|m| m.host.clone()).collect(),
-                None => self.memory.member_hosts.clone(),
-            };
-            let hosts: Vec<String> = hosts
-                .into_iter()
-                .filter(|host| self.policy.allows_host(host))
-                .collect();
-            nodes.extend(hosts.iter().map(|host| join_host_port(host, settings.port)));
+        if !settings.nodes.is_empty() {
+            return settings.nodes.iter().take(MAX_MEMBERS).cloned().collect();
         }
+        let mut nodes: BTreeSet<String> = BTreeSet::new();
+        let configured = self.config.patroni_urls.iter().filter_map(Url::host_str);
+        nodes.extend(configured.map(|host| join_host_port(host, settings.port)));
+        nodes.extend(self.member_raft_nodes(&self.memory.member_hosts));
         nodes.extend(self.memory.raft_partners.iter().cloned());
-        // Partners are named by nodes (authenticated when the cluster has a password); the
-        // bound keeps a hostile reply from fanning out into thousands of connections.
+        // Bounded: a hostile reply must not fan out into thousands of connections.
         nodes.into_iter().take(MAX_MEMBERS).collect()
     }
 
-    fn remember(&mut self, cluster: Option<&ClusterView>, raft_nodes: &[RaftNodeSnapshot]) {
+    /// The Raft nodes this poll's answers named: the voters named by every status, and the
+    /// member hosts of this poll's `/cluster`; none when Raft nodes are configured.
+    fn raft_targets_named(&self, cluster: Option<&ClusterView>) -> Vec<String> {
+        let Some(settings) = &self.config.raft else {
+            return Vec::new();
+        };
+        if !settings.nodes.is_empty() {
+            return Vec::new();
+        }
+        let mut nodes: BTreeSet<String> = self.memory.raft_partners.iter().cloned().collect();
+        if let Some(view) = cluster {
+            let hosts: Vec<String> = view.members.iter().filter_map(|m| m.host.clone()).collect();
+            nodes.extend(self.member_raft_nodes(&hosts));
+        }
+        nodes.into_iter().take(MAX_MEMBERS).collect()
+    }
+
+    /// Member hosts (from a `/cluster` document) on the Raft port, only those that a
+    /// trusted source named as well ([`ApiUrlPolicy::allows_raft_query`]): `/cluster` alone
+    /// must not direct connections, and with a Raft password the query is encrypted with a
+    /// key derived from it, material for an offline guess in a stranger's hands.
+    fn member_raft_nodes(&self, hosts: &[String]) -> Vec<String> {
+        let Some(settings) = &self.config.raft else {
+            return Vec::new();
+        };
+        let with_password = settings.password.is_some();
+        hosts
+            .iter()
+            .filter(|host| {
+                if with_password {
+                    self.policy.allows_host(host)
+                } else {
+                    self.policy.allows_raft_query(host)
+                }
+            })
+            .map(|host| join_host_port(host, settings.port))
+            .collect()
+    }
+
+    /// Learns the voters the answering nodes name: they are queried from now on, and their
+    /// hosts join the policy (trusted when the statuses were decrypted with the password).
+    /// Kept when no node answered, so that a cluster that comes back is found through them.
+    fn learn_raft(&mut self, raft_nodes: &[RaftNodeSnapshot]) {
+        let named = quorum_voter_set(raft_nodes);
+        if named.is_empty() {
+            return;
+        }
+        let authenticated = self
+            .config
+            .raft
+            .as_ref()
+            .is_some_and(|settings| settings.password.is_some());
+        self.policy
+            .learn_raft_hosts(named.iter().map(String::as_str), authenticated);
+        self.memory.raft_partners = named.into_iter().take(MAX_MEMBERS).collect();
+    }
+
+    fn remember(&mut self, cluster: Option<&ClusterView>) {
         if let Some(view) = cluster {
             if let Some(scope) = &view.scope {
                 self.memory.scope = Some(scope.clone());
@@ -413,17 +520,6 @@ impl ClusterPoller {
                 .filter(|url| self.policy.allows_url(url))
                 .map(|url| patroni::base_of(&url))
                 .collect();
-        }
-        let partners: BTreeSet<String> = raft_nodes
-            .iter()
-            .filter_map(|node| node.status.as_ref().ok())
-            .flat_map(|status| status.partners.iter().map(|partner| partner.node.clone()))
-            .filter(|node| self.policy.allows_host(crate::config::host_of(node)))
-            .collect();
-        // Keep the previous partners when no node answered, so a cluster that comes back is
-        // still found through them.
-        if !partners.is_empty() {
-            self.memory.raft_partners = partners;
         }
     }
 
@@ -458,10 +554,15 @@ impl ClusterPoller {
                 }
                 memory.raft_leader = Some(leader.to_owned());
             }
-            if memory.quorum == Some(true) && !quorum.confirmed {
-                memory.counters.raft_quorum_losses += 1;
+            let verdict = quorum.verdict();
+            if verdict != QuorumVerdict::NotVisible {
+                if verdict == QuorumVerdict::Lost
+                    && memory.last_decisive_verdict == Some(QuorumVerdict::Confirmed)
+                {
+                    memory.counters.raft_quorum_losses += 1;
+                }
+                memory.last_decisive_verdict = Some(verdict);
             }
-            memory.quorum = Some(quorum.confirmed);
         }
     }
 
@@ -509,6 +610,44 @@ async fn raft_query(settings: &RaftSettings, timeout: Duration) -> anyhow::Resul
             ..QueryLimits::default()
         },
     })
+}
+
+/// What asking `/cluster` gave: the failed attempts in order, and who answered.
+struct ClusterAnswer {
+    attempts: Vec<(Url, Failure)>,
+    answered: Option<(Url, ClusterView)>,
+}
+
+/// Every voter the answering nodes name: each node itself and its partners.
+fn quorum_voter_set(raft_nodes: &[RaftNodeSnapshot]) -> BTreeSet<String> {
+    let mut voters = BTreeSet::new();
+    for status in raft_nodes
+        .iter()
+        .filter_map(|node| node.status.as_ref().ok())
+    {
+        if !status.self_node.is_empty() {
+            voters.insert(status.self_node.clone());
+        }
+        voters.extend(status.partners.iter().map(|partner| partner.node.clone()));
+    }
+    voters
+}
+
+/// Drops a node queried under another address (a configured REST host that is a VIP or a
+/// name) when the same node also answered under its own id, so that each voter appears
+/// once; sorted by address.
+fn without_aliases(mut raft_nodes: Vec<RaftNodeSnapshot>) -> Vec<RaftNodeSnapshot> {
+    let answered_ids: BTreeSet<String> = raft_nodes
+        .iter()
+        .filter(|node| node.status.as_ref().is_ok_and(|s| s.self_node == node.node))
+        .map(|node| node.node.clone())
+        .collect();
+    raft_nodes.retain(|node| match &node.status {
+        Ok(status) => status.self_node == node.node || !answered_ids.contains(&status.self_node),
+        Err(_) => true,
+    });
+    raft_nodes.sort_by(|a, b| a.node.cmp(&b.node));
+    raft_nodes
 }
 
 /// A `/cluster` with more than [`MAX_MEMBERS`] members is refused.

@@ -34,12 +34,18 @@ async fn golden_output(format: Format) -> String {
         &fixture("patroni-3.3.8/history.json"),
     )
     .await;
-    let leader = raft_node_from_vector("enc_leader_0.3.12", "s3cret").await;
-    let follower = raft_node_from_vector("enc_follower_0.3.12", "s3cret").await;
-    let unreachable = dead_address().await;
-    addresses.add(leader.addr(), "127.0.0.1:6003");
-    addresses.add(follower.addr(), "127.0.0.1:6001");
-    addresses.add(unreachable.clone(), "127.0.0.1:6002");
+    let (healthy_nodes, _healthy_raft) = raft_cluster(
+        [
+            ("127.0.0.41", Some("enc_leader_0.3.12")),
+            ("127.0.0.42", Some("enc_follower_0.3.12")),
+            ("127.0.0.43", None),
+        ],
+        "s3cret",
+    )
+    .await;
+    for (index, node) in healthy_nodes.iter().enumerate() {
+        addresses.add(node.clone(), format!("127.0.0.1{}:2222", index + 1));
+    }
 
     let switchover = FakeCluster::start(
         "switchover-4-1-5",
@@ -64,25 +70,21 @@ async fn golden_output(format: Format) -> String {
         &fixture("patroni-4.1.5/02-history-after-switchover.json"),
     )
     .await;
-    let survivor = raft_node_from_vector("enc_noquorum_stale_leader_0.3.12", "s3cret").await;
-    let dead_a = dead_address().await;
-    let dead_b = dead_address().await;
-    addresses.add(survivor.addr(), "127.0.0.12:2222");
-    addresses.add(dead_a.clone(), "127.0.0.11:2222");
-    addresses.add(dead_b.clone(), "127.0.0.13:2222");
+    let (survivor_nodes, _survivor_raft) = raft_cluster(
+        [
+            ("127.0.0.51", None),
+            ("127.0.0.52", Some("enc_noquorum_stale_leader_0.3.12")),
+            ("127.0.0.53", None),
+        ],
+        "s3cret",
+    )
+    .await;
+    for (index, node) in survivor_nodes.iter().enumerate() {
+        addresses.add(node.clone(), format!("127.0.0.1{}:2222", index + 1));
+    }
 
     let configs = vec![
-        cluster_config(
-            healthy.urls(),
-            Some((
-                vec![
-                    leader.addr().to_owned(),
-                    follower.addr().to_owned(),
-                    unreachable,
-                ],
-                Some("s3cret"),
-            )),
-        ),
+        cluster_config(healthy.urls(), Some((healthy_nodes, Some("s3cret")))),
         cluster_config(switchover.urls(), None),
         cluster_config(
             // The first URL is a dead member: the next one must be asked in the same poll.
@@ -90,10 +92,7 @@ async fn golden_output(format: Format) -> String {
                 url::Url::parse(&format!("http://{}", dead_address().await)).unwrap(),
                 survivor_cluster.urls()[1].clone(),
             ],
-            Some((
-                vec![dead_a, survivor.addr().to_owned(), dead_b],
-                Some("s3cret"),
-            )),
+            Some((survivor_nodes, Some("s3cret"))),
         ),
     ];
     let output = poll_and_render(configs, format).await;

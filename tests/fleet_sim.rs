@@ -99,7 +99,7 @@ async fn fleet_sim_serves_a_healthy_fleet() {
             "{:?}",
             snapshot.raft_nodes
         );
-        assert!(snapshot.quorum.confirmed);
+        assert!(snapshot.quorum.confirmed());
         assert_eq!(snapshot.quorum.leaders_claiming, 1);
         assert!(snapshot.counters.poll_errors.is_empty());
     }

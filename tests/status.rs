@@ -22,8 +22,8 @@ struct Case {
     addresses: Vec<Addresses>,
 }
 
-/// Raft nodes on 127.0.0.21-23 (so that they sort like the members), from captured vectors;
-/// `None` is a dead node.
+/// Raft nodes on 127.0.0.21-23 (so that they sort like the members), replaying captured
+/// statuses renamed to their addresses; `None` is a dead node.
 async fn raft_nodes(
     cases: [Option<&str>; 3],
 ) -> (
@@ -31,22 +31,18 @@ async fn raft_nodes(
     Vec<patroni_raft_exporter::raft::fake::FakeRaftNode>,
     Addresses,
 ) {
-    let mut nodes = Vec::new();
-    let mut fakes = Vec::new();
+    let (nodes, fakes) = raft_cluster(
+        [
+            ("127.0.0.21", cases[0]),
+            ("127.0.0.22", cases[1]),
+            ("127.0.0.23", cases[2]),
+        ],
+        "s3cret",
+    )
+    .await;
     let mut addresses = Addresses::default();
-    for (index, case) in cases.into_iter().enumerate() {
-        let ip = format!("127.0.0.2{}", index + 1);
-        let addr = match case {
-            Some(case) => {
-                let fake = raft_node_on(&format!("{ip}:0"), case, "s3cret").await;
-                let addr = fake.addr().to_owned();
-                fakes.push(fake);
-                addr
-            }
-            None => dead_address_on(&ip).await,
-        };
-        addresses.add(addr.clone(), format!("127.0.0.1{}:2222", index + 1));
-        nodes.push(addr);
+    for (index, node) in nodes.iter().enumerate() {
+        addresses.add(node.clone(), format!("127.0.0.1{}:2222", index + 1));
     }
     (nodes, fakes, addresses)
 }
@@ -198,7 +194,7 @@ async fn quorum_lost_is_critical_and_says_so() {
     let reports = reports(&case).await;
     let text = render::text(&reports, Colour(false));
     assert!(
-        text.contains("CRITICAL Raft quorum lost: 1 of 3 voters reachable, 0 report has_quorum"),
+        text.contains("CRITICAL Raft quorum lost: 1 of 3 voters answer, 0 report has_quorum; 2 refuse connections"),
         "{text}"
     );
     assert!(text.contains(

@@ -29,6 +29,14 @@ label_set!(
     ScopeLabels { scope }
 );
 label_set!(
+    /// A cluster and the evidence its quorum verdict rests on.
+    EvidenceLabels { scope, evidence }
+);
+label_set!(
+    /// A cluster and one reason why voters gave no status.
+    UnansweredLabels { scope, reason }
+);
+label_set!(
     /// A member of a cluster.
     MemberLabels { scope, member }
 );

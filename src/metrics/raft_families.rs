@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use super::families::{flag, one_hot, FamilyWriter};
 use super::labels::{
-    NodeLabels, NodeLeaderLabels, NodePartnerLabels, NodeStateLabels, NodeVersionLabels,
-    ScopeLabels,
+    EvidenceLabels, NodeLabels, NodeLeaderLabels, NodePartnerLabels, NodeStateLabels,
+    NodeVersionLabels, ScopeLabels, UnansweredLabels,
 };
 use crate::raft::RaftStatus;
-use crate::snapshot::{ClusterSnapshot, RaftNodeSnapshot};
+use crate::snapshot::{ClusterSnapshot, QuorumEvidence, RaftNodeSnapshot, Unanswered};
 
 const RAFT_STATES: &[&str] = &["follower", "candidate", "leader"];
 
@@ -17,15 +17,55 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
     let raft = || snapshots.iter().filter(|s| s.raft_enabled);
     writer.cached_gauge(
         "patroni_raft_cluster_quorum",
-        "1 when the exporter confirms a Raft quorum: a reachable leader with has_quorum, or a majority of voters reporting has_quorum. 0 otherwise, including when no node answers.",
-        raft().map(|s| (scope(s), flag(s.quorum.confirmed))),
+        "The quorum verdict: 1 confirmed (a leader or a majority of voters report has_quorum, or a follower does and is connected to its leader), 0 lost (every voter that answers reports no quorum, or a majority refuse connections), -1 not visible from this exporter (neither). The best of several exporters is their max.",
+        raft().map(|s| (scope(s), s.quorum.verdict().gauge_value())),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_quorum_evidence",
+        "1 for the evidence the quorum verdict rests on (leader, majority, follower: confirmed; no_quorum, refused: lost; not_visible), 0 for the others.",
+        raft().flat_map(|s| {
+            QuorumEvidence::ALL.into_iter().map(move |evidence| {
+                (
+                    EvidenceLabels {
+                        scope: &s.scope,
+                        evidence: evidence.as_str(),
+                    },
+                    flag(s.quorum.evidence == evidence),
+                )
+            })
+        }),
     )?;
     writer.cached_gauge(
         "patroni_raft_voters",
-        "Voters in the Raft configuration: partners + 1, the largest any reachable node reports.",
+        "Voters in the Raft configuration: the voters the answering nodes name (each itself and its partners), else those of the last poll with an answer, else the nodes queried.",
         raft()
             .filter(|s| s.quorum.voters > 0)
             .map(|s| (scope(s), s.quorum.voters as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_voters_answering",
+        "Voters whose Raft status the exporter read in the last poll.",
+        raft().map(|s| (scope(s), s.quorum.answering as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_voters_with_quorum",
+        "Answering voters that report has_quorum.",
+        raft().map(|s| (scope(s), s.quorum.with_quorum as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_voters_unanswered",
+        "Voters that gave no status in the last poll, by reason: refused (nothing listens: the process is down), timeout, auth (the Raft password was refused), error.",
+        raft().flat_map(|s| {
+            Unanswered::ALL.into_iter().map(move |reason| {
+                (
+                    UnansweredLabels {
+                        scope: &s.scope,
+                        reason: reason.as_str(),
+                    },
+                    s.quorum.unanswered(reason) as f64,
+                )
+            })
+        }),
     )?;
     writer.cached_gauge(
         "patroni_raft_cluster_leaders",
@@ -39,7 +79,7 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
     )?;
     writer.counter(
         "patroni_raft_quorum_losses",
-        "Transitions of patroni_raft_cluster_quorum from 1 to 0 seen by the poller.",
+        "Quorum verdicts of lost (0) that followed a confirmed one (1), not-visible polls in between ignored.",
         raft().map(|s| (scope(s), s.counters.raft_quorum_losses)),
     )?;
     encode_nodes(writer, snapshots)

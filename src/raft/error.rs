@@ -1,7 +1,7 @@
 //! The single error type of the Raft status client.
 //!
 //! Each variant maps to a coarse, stable [`RaftError::kind`] string meant for a metric
-//! label (e.g. `raft_scrape_errors_total{kind="auth"}`). Messages never contain the
+//! label (`patroni_exporter_poll_errors_total{source="raft",kind="auth"}`). Messages never contain the
 //! password: no variant stores it, and the command mode scrubs it from child output.
 
 use std::time::Duration;
@@ -40,9 +40,18 @@ pub enum RaftError {
 }
 
 impl RaftError {
-    /// One of `connect`, `timeout`, `auth`, `protocol`, `decode`, `command`.
+    /// One of `refused`, `connect`, `timeout`, `auth`, `protocol`, `decode`, `command`.
+    ///
+    /// `refused` (the node's host answered that nothing listens on the port) is told apart
+    /// from the other connect errors because it is evidence about the voter, not about the
+    /// path to it: the quorum verdict counts it (see `snapshot::quorum`).
     pub fn kind(&self) -> &'static str {
         match self {
+            RaftError::Connect { source, .. }
+                if source.kind() == std::io::ErrorKind::ConnectionRefused =>
+            {
+                "refused"
+            }
             RaftError::Connect { .. } => "connect",
             RaftError::Timeout { .. } => "timeout",
             RaftError::Auth { .. } => "auth",

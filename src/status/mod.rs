@@ -39,7 +39,7 @@ pub struct StatusArgs {
     pub watch: bool,
 
     /// Total deadline of one run; never exceeded.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::cli::positive_duration)]
     pub timeout: Duration,
 }
 
@@ -89,6 +89,7 @@ fn unknown(scope: String, message: String) -> ClusterReport {
         timeline: None,
         paused: false,
         raft_quorum: None,
+        raft_quorum_evidence: None,
         raft_voters: 0,
         quorum_confirmed_by: Vec::new(),
         members: Vec::new(),

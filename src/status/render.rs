@@ -44,15 +44,10 @@ fn cluster_text(out: &mut String, report: &ClusterReport, colour: Colour) {
         .timeline
         .map(|t| t.to_string())
         .unwrap_or_else(|| "-".into());
-    let quorum = match report.raft_quorum {
-        None => "not polled".to_owned(),
-        Some(true) => format!(
-            "yes ({} of {} voters confirm: {})",
-            report.quorum_confirmed_by.len(),
-            report.raft_voters,
-            report.quorum_confirmed_by.join(", ")
-        ),
-        Some(false) => "NO".to_owned(),
+    let quorum = match (&report.raft_quorum, &report.raft_quorum_evidence) {
+        (None, _) => "not polled".to_owned(),
+        (Some(verdict), Some(evidence)) => format!("{verdict}: {evidence}"),
+        (Some(verdict), None) => verdict.clone(),
     };
     let _ = writeln!(
         out,

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::patroni::{is_leader_role, Lag};
 use crate::raft::RaftState;
+use crate::snapshot::QuorumVerdict;
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot, RaftNodeSnapshot};
 
 /// Nagios plugin levels, ordered by how bad they are for the exit code (UNKNOWN is worse
@@ -101,8 +102,12 @@ pub struct ClusterReport {
     pub leaders: Vec<String>,
     pub timeline: Option<u64>,
     pub paused: bool,
-    /// `None` when Raft is not polled.
-    pub raft_quorum: Option<bool>,
+    /// The quorum verdict (`confirmed`, `lost`, `not visible`); `None` when Raft is not
+    /// polled.
+    pub raft_quorum: Option<String>,
+    /// The evidence of the verdict in words ("3 of 3 voters answer, 3 report has_quorum (a
+    /// leader reports has_quorum)").
+    pub raft_quorum_evidence: Option<String>,
     pub raft_voters: u64,
     /// Nodes that report `has_quorum`.
     pub quorum_confirmed_by: Vec<String>,
@@ -142,7 +147,10 @@ impl ClusterReport {
                 .as_ref()
                 .and_then(|view| view.leader_timeline()),
             paused: snapshot.cluster.as_ref().is_some_and(|view| view.pause),
-            raft_quorum: snapshot.raft_enabled.then_some(snapshot.quorum.confirmed),
+            raft_quorum: snapshot
+                .raft_enabled
+                .then(|| snapshot.quorum.verdict().as_str().to_owned()),
+            raft_quorum_evidence: snapshot.raft_enabled.then(|| snapshot.quorum.describe()),
             raft_voters: snapshot.quorum.voters,
             quorum_confirmed_by,
             members,
@@ -275,21 +283,22 @@ fn problems(snapshot: &ClusterSnapshot) -> Vec<Problem> {
 
     if snapshot.raft_enabled {
         let quorum = &snapshot.quorum;
-        if !quorum.confirmed {
-            let voters = if quorum.voters > 0 {
-                quorum.voters.to_string()
-            } else {
-                "?".to_owned()
-            };
-            say(
+        match quorum.verdict() {
+            QuorumVerdict::Confirmed => {}
+            QuorumVerdict::Lost => say(
                 Level::Critical,
+                format!("Raft quorum lost: {}", quorum.describe()),
+            ),
+            QuorumVerdict::NotVisible => say(
+                Level::Warning,
                 format!(
-                    "Raft quorum lost: {reachable_raft} of {voters} voters reachable, {} report has_quorum",
-                    quorum.nodes_with_quorum
+                    "Raft quorum not visible from here (neither confirmed nor lost): {}",
+                    quorum.describe()
                 ),
-            );
+            ),
         }
-        if quorum.confirmed && quorum.leaders_claiming == 0 {
+        // Only when every voter answers is "none leads" a fact rather than a blind spot.
+        if quorum.confirmed() && quorum.all_voters_answer() && quorum.leaders_claiming == 0 {
             // has_quorum is TCP connectivity to a majority, not an elected leader: without a
             // leader, Patroni's DCS writes fail although the voters are connected.
             say(
@@ -323,7 +332,7 @@ fn problems(snapshot: &ClusterSnapshot) -> Vec<Problem> {
                     Level::Warning,
                     format!("Raft node {} unreachable: {}", node.node, failure.message),
                 ),
-                Ok(status) if quorum.confirmed && !status.has_quorum => {
+                Ok(status) if quorum.confirmed() && !status.has_quorum => {
                     say(
                         Level::Warning,
                         format!(

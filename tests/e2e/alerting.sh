@@ -13,7 +13,7 @@ E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$E2E_DIR/lib.sh"
 
 export PATRONI_VERSION="${1:-${PATRONI_VERSION:-3.3.8}}"
-export EXPORTER_BIN="${EXPORTER_BIN:-$E2E_REPO/target/debug/patroni-raft-exporter}"
+export EXPORTER_BIN="${EXPORTER_BIN:-$E2E_TARGET_DIR/debug/patroni-raft-exporter}"
 export EXPORTER_ADDR=127.0.0.1:29393 PROMETHEUS_ADDR=127.0.0.1:29090 ALERTMANAGER_ADDR=127.0.0.1:29093
 export EXPORTER_URL="http://$EXPORTER_ADDR/metrics"
 DEMO="$E2E_REPO/scripts/demo.sh"

@@ -10,12 +10,16 @@
 #              must reach the venv's interpreter and the data directories: a checkout under
 #              /root (mode 0700) would fail with "Permission denied".
 #   E2E_PATRONI_VERSIONS  the supported version matrices ("3.3.8 4.1.5")
+#   E2E_TARGET_DIR  cargo's target directory: $CARGO_TARGET_DIR (relative to the repository
+#              when relative, as cargo takes it from there), else $E2E_REPO/target
 # Functions:
 #   e2e_venv_dir VERSION   -> $E2E_WORK/venv-VERSION
 #   e2e_traversable DIR    -> 0 if every existing ancestor of DIR (and DIR) is o+x
 
 E2E_REPO="${E2E_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 E2E_PATRONI_VERSIONS="3.3.8 4.1.5"
+E2E_TARGET_DIR="${CARGO_TARGET_DIR:-$E2E_REPO/target}"
+[[ $E2E_TARGET_DIR == /* ]] || E2E_TARGET_DIR="$E2E_REPO/$E2E_TARGET_DIR"
 
 e2e_traversable() {
   local d=$1 mode

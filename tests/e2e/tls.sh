@@ -29,7 +29,7 @@ source "$E2E_DIR/lib.sh"
 export PATRONI_VERSION="${1:-${PATRONI_VERSION:-3.3.8}}"
 EXPORTER_PORT="${EXPORTER_PORT:-9395}"
 PLAIN_PORT=$((EXPORTER_PORT + 1))
-EXPORTER_BIN="${EXPORTER_BIN:-$E2E_REPO/target/debug/patroni-raft-exporter}"
+EXPORTER_BIN="${EXPORTER_BIN:-$E2E_TARGET_DIR/debug/patroni-raft-exporter}"
 RUN_DIR="$E2E_WORK/e2e-tls-$PATRONI_VERSION"
 export DATA_DIR="${DATA_DIR:-$E2E_WORK/cluster-tls-$PATRONI_VERSION}"
 export EXPORTER_URL="https://127.0.0.1:$EXPORTER_PORT/metrics"

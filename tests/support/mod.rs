@@ -124,23 +124,145 @@ impl FakeCluster {
     }
 }
 
-/// A fake Raft node serving the reply of a captured keyed vector (`enc_*` cases).
+/// A fake Raft node serving the reply of a captured keyed vector (`enc_*` cases), as
+/// captured: it names the capture's own node ids (`127.0.0.1:600x`).
 pub async fn raft_node_from_vector(case: &str, password: &str) -> FakeRaftNode {
-    raft_node_on("127.0.0.1:0", case, password).await
-}
-
-/// Like [`raft_node_from_vector`], listening on `bind`.
-pub async fn raft_node_on(bind: &str, case: &str, password: &str) -> FakeRaftNode {
-    let wrapped = fixture(&format!("pysyncobj/{case}/s2c_frame2.pickle"));
-    let reply = unwrap_captured_reply(&wrapped).expect("captured keyed reply");
-    let (_, node) = FakeRaftNode::start_on(
-        bind,
+    let reply = captured_status(case);
+    let (_, node) = FakeRaftNode::start(
         Behaviour::Serve(reply),
         Some(RaftKey::derive(password.as_bytes())),
     )
     .await
     .unwrap();
     node
+}
+
+/// The status-dict pickle of a captured keyed vector.
+fn captured_status(case: &str) -> Vec<u8> {
+    let wrapped = fixture(&format!("pysyncobj/{case}/s2c_frame2.pickle"));
+    unwrap_captured_reply(&wrapped).expect("captured keyed reply")
+}
+
+/// `self`, `leader` and `state` of a captured status, from the case's `expected_admin.txt`.
+fn captured_identity(case: &str) -> (String, Option<String>, bool) {
+    let text = String::from_utf8(fixture(&format!("pysyncobj/{case}/expected_admin.txt"))).unwrap();
+    let field = |key: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(&format!("{key}: ")))
+            .map(str::to_owned)
+    };
+    let leader = field("leader").filter(|leader| leader != "None");
+    (
+        field("self").unwrap(),
+        leader,
+        field("state").as_deref() == Some("2"),
+    )
+}
+
+/// Three fake Raft nodes of one cluster, one per `(ip, case)`, `None` for a dead node (port
+/// 1 of that ip). Each replays a captured status whose node ids (`self`, `leader`, the
+/// partners) are renamed to the fakes' real addresses, so that the statuses name the nodes
+/// the exporter queries, as in a real cluster: the node's own id becomes its address, the
+/// leader it names becomes the address of the node serving a leader's capture, the other
+/// ids the remaining addresses in order.
+pub async fn raft_cluster(
+    nodes: [(&str, Option<&str>); 3],
+    password: &str,
+) -> (Vec<String>, Vec<FakeRaftNode>) {
+    let mut listeners = Vec::new();
+    let mut addresses = Vec::new();
+    for (ip, case) in nodes {
+        match case {
+            Some(_) => {
+                let listener = tokio::net::TcpListener::bind(format!("{ip}:0"))
+                    .await
+                    .unwrap();
+                addresses.push(listener.local_addr().unwrap().to_string());
+                listeners.push(Some(listener));
+            }
+            None => {
+                addresses.push(dead_address_on(ip).await);
+                listeners.push(None);
+            }
+        }
+    }
+    let leader_address = nodes
+        .iter()
+        .zip(&addresses)
+        .find(|((_, case), _)| case.is_some_and(|case| captured_identity(case).2))
+        .map(|(_, address)| address.clone());
+    let captured_ids = ["127.0.0.1:6001", "127.0.0.1:6002", "127.0.0.1:6003"];
+    let mut fakes = Vec::new();
+    for (index, ((_, case), listener)) in nodes.iter().zip(listeners).enumerate() {
+        let (Some(case), Some(listener)) = (case, listener) else {
+            continue;
+        };
+        let (own_id, leader_id, _) = captured_identity(case);
+        let mut renames = vec![(own_id.clone(), addresses[index].clone())];
+        if let (Some(leader_id), Some(leader_address)) = (&leader_id, &leader_address) {
+            if *leader_id != own_id {
+                renames.push((leader_id.clone(), leader_address.clone()));
+            }
+        }
+        let taken: Vec<String> = renames.iter().map(|(_, to)| to.clone()).collect();
+        let mut free_addresses = addresses.iter().filter(|address| !taken.contains(address));
+        for id in captured_ids {
+            if !renames.iter().any(|(from, _)| from == id) {
+                renames.push((id.to_owned(), free_addresses.next().unwrap().clone()));
+            }
+        }
+        let reply = rename_pickle_strings(&captured_status(case), &renames);
+        let (_, fake) = FakeRaftNode::serve(
+            listener,
+            Behaviour::Serve(reply),
+            Some(RaftKey::derive(password.as_bytes())),
+        )
+        .unwrap();
+        fakes.push(fake);
+    }
+    (addresses, fakes)
+}
+
+/// Replaces substrings inside the strings of a protocol-2 pickle. Python 3 writes every
+/// `str` there as BINUNICODE (`X`, a little-endian u32 length, UTF-8), so a string that
+/// contains one of the names is rewritten with its new length. Test data only: a byte `X`
+/// inside other data is taken for a string only when its length and UTF-8 check out and it
+/// contains a name.
+fn rename_pickle_strings(pickle: &[u8], renames: &[(String, String)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(pickle.len() + 256);
+    let mut i = 0;
+    while i < pickle.len() {
+        if pickle[i] == b'X' && i + 5 <= pickle.len() {
+            let length = u32::from_le_bytes(pickle[i + 1..i + 5].try_into().unwrap()) as usize;
+            if let Some(Ok(text)) = pickle.get(i + 5..i + 5 + length).map(std::str::from_utf8) {
+                if renames.iter().any(|(from, _)| text.contains(from.as_str())) {
+                    // One pass over the original text, so that a new name is never renamed again.
+                    let mut renamed = String::new();
+                    let mut rest = text;
+                    'scan: while !rest.is_empty() {
+                        for (from, to) in renames {
+                            if let Some(tail) = rest.strip_prefix(from.as_str()) {
+                                renamed.push_str(to);
+                                rest = tail;
+                                continue 'scan;
+                            }
+                        }
+                        let next = rest.chars().next().unwrap();
+                        renamed.push(next);
+                        rest = &rest[next.len_utf8()..];
+                    }
+                    out.push(b'X');
+                    out.extend_from_slice(&(renamed.len() as u32).to_le_bytes());
+                    out.extend_from_slice(renamed.as_bytes());
+                    i += 5 + length;
+                    continue;
+                }
+            }
+        }
+        out.push(pickle[i]);
+        i += 1;
+    }
+    out
 }
 
 /// A `host:port` where nothing listens.

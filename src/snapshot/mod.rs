@@ -19,6 +19,9 @@ use crate::patroni::{
 };
 use crate::raft::{RaftState, RaftStatus};
 
+mod quorum;
+pub use quorum::{QuorumAssessment, QuorumEvidence, QuorumVerdict, Unanswered};
+
 /// Which source a poll error came from: the `source` label of
 /// `patroni_exporter_poll_errors_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -105,52 +108,6 @@ pub struct RaftNodeSnapshot {
     pub status: Result<RaftStatus, Failure>,
 }
 
-/// What the exporter can say about the Raft quorum from the nodes it reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct QuorumAssessment {
-    /// Voters in the configuration: partners + 1, the largest any reachable node reports.
-    pub voters: u64,
-    /// Reachable nodes that report `has_quorum`.
-    pub nodes_with_quorum: u64,
-    /// Nodes in state leader.
-    pub leaders_claiming: u64,
-    /// A reachable leader with `has_quorum`, or a majority of voters reporting `has_quorum`.
-    pub confirmed: bool,
-}
-
-impl QuorumAssessment {
-    /// Judges the quorum from the node answers of one poll.
-    ///
-    /// Only positive evidence counts: a node that does not answer is not assumed to have a
-    /// quorum, so when no node answers the quorum is not confirmed. Counting `has_quorum`
-    /// alone could be fooled by an isolated pair in a 5-node cluster, so a majority of the
-    /// configured voters is required unless a leader itself says it holds a quorum.
-    pub fn assess(nodes: &[RaftNodeSnapshot]) -> QuorumAssessment {
-        let reachable: Vec<&RaftStatus> = nodes
-            .iter()
-            .filter_map(|node| node.status.as_ref().ok())
-            .collect();
-        let voters = reachable
-            .iter()
-            .map(|status| status.partner_nodes_count.max(0) as u64 + 1)
-            .max()
-            .unwrap_or(0);
-        let nodes_with_quorum = reachable.iter().filter(|status| status.has_quorum).count() as u64;
-        let leaders: Vec<&&RaftStatus> = reachable
-            .iter()
-            .filter(|status| status.state == RaftState::Leader)
-            .collect();
-        let leader_with_quorum = leaders.iter().any(|status| status.has_quorum);
-        let majority = voters > 0 && nodes_with_quorum * 2 > voters;
-        QuorumAssessment {
-            voters,
-            nodes_with_quorum,
-            leaders_claiming: leaders.len() as u64,
-            confirmed: leader_with_quorum || majority,
-        }
-    }
-}
-
 /// The Raft leader the exporter believes in: the single node in state leader that has a
 /// quorum. `None` while there is none (or, transiently, several).
 pub fn effective_raft_leader(nodes: &[RaftNodeSnapshot]) -> Option<&str> {
@@ -181,7 +138,8 @@ pub struct Counters {
     pub leader_changes: u64,
     /// Raft leader changes (a different node as the quorum-holding leader).
     pub raft_leader_changes: u64,
-    /// Transitions from a confirmed Raft quorum to none.
+    /// Verdicts of `lost` that followed a `confirmed` one (with any `not visible` polls in
+    /// between).
     pub raft_quorum_losses: u64,
     /// Failed requests by source and error kind.
     pub poll_errors: BTreeMap<(Source, &'static str), u64>,
@@ -329,6 +287,7 @@ impl SnapshotStore {
 mod tests {
     use super::*;
     use crate::raft::parse_admin_text;
+    use std::collections::BTreeSet;
 
     fn node(addr: &str, text: &str) -> RaftNodeSnapshot {
         RaftNodeSnapshot {
@@ -365,11 +324,11 @@ mod tests {
                 )
             })
             .collect();
-        let quorum = QuorumAssessment::assess(&nodes);
+        let quorum = QuorumAssessment::assess(&nodes, &BTreeSet::new());
         assert_eq!(quorum.voters, 3);
-        assert_eq!(quorum.nodes_with_quorum, 3);
+        assert_eq!(quorum.with_quorum, 3);
         assert_eq!(quorum.leaders_claiming, 1);
-        assert!(quorum.confirmed);
+        assert_eq!(quorum.evidence, QuorumEvidence::Leader);
         assert!(effective_raft_leader(&nodes).is_some());
     }
 
@@ -384,16 +343,19 @@ mod tests {
             ),
             down("127.0.0.13:2222"),
         ];
-        let quorum = QuorumAssessment::assess(&nodes);
+        let quorum = QuorumAssessment::assess(&nodes, &BTreeSet::new());
         assert_eq!(quorum.voters, 3);
-        assert!(!quorum.confirmed);
+        assert_eq!(quorum.evidence, QuorumEvidence::NoQuorum);
+        assert_eq!(quorum.verdict(), QuorumVerdict::Lost);
         assert_eq!(effective_raft_leader(&nodes), None);
     }
 
     #[test]
     fn nothing_reachable_is_not_a_quorum() {
-        let quorum = QuorumAssessment::assess(&[down("a:1"), down("b:1")]);
-        assert!(!quorum.confirmed);
-        assert_eq!(quorum.voters, 0);
+        // Nobody ever answered: refusals are no evidence (a wrong --raft.port looks alike).
+        let quorum = QuorumAssessment::assess(&[down("a:1"), down("b:1")], &BTreeSet::new());
+        assert_eq!(quorum.verdict(), QuorumVerdict::NotVisible);
+        assert_eq!(quorum.voters, 2);
+        assert_eq!(quorum.unanswered(Unanswered::Error), 2);
     }
 }
