@@ -10,7 +10,7 @@
 #           size, encode time (the exporter's debug log), and /metrics latency under
 #           $WRK_CONNS concurrent scrapers (wrk).
 #   real    a real 3-member Patroni + Raft cluster (tests/e2e/cluster.sh, locked with
-#           /tmp/real-cluster.lock): wrk on the exporter's /metrics vs Patroni's GET /metrics,
+#           the real-cluster lock): wrk on the exporter's /metrics vs Patroni's GET /metrics,
 #           and one Raft status query (cargo bench --bench raft_query) vs syncobj_admin -status
 #           (hyperfine when installed, else a timed loop).
 #   plot    docs/performance.png from $OUT/fleet.csv (matplotlib in a venv, $PLOT_VENV).
@@ -218,13 +218,15 @@ real() {
   ensure_release
   export E2E_WORK="${E2E_WORK:-$ROOT/.work}"
   export DATA_DIR="${DATA_DIR:-$E2E_WORK/cluster-bench}"
+  # shellcheck source=../tests/e2e/paths.sh
+  source "$ROOT/tests/e2e/paths.sh"   # E2E_CLUSTER_LOCK
   export PATRONI_VERSION="${PATRONI_VERSION:-4.1.5}"
   local cluster="$ROOT/tests/e2e/cluster.sh" dir="$OUT/real"
   rm -rf "$dir"; mkdir -p "$dir"
 
   log "building the raft_query benchmark"
   timeout 900 cargo bench --bench raft_query --no-run >"$dir/raft-bench-build.log" 2>&1
-  exec 9>/tmp/real-cluster.lock
+  exec 9>"$E2E_CLUSTER_LOCK"
   log "waiting for the real-cluster lock"
   timeout 1800 flock 9 || { log "lock not obtained"; return 1; }
   local deadline=$((SECONDS + 1800))

@@ -19,8 +19,8 @@ export EXPORTER_URL="http://$EXPORTER_ADDR/metrics"
 DEMO="$E2E_REPO/scripts/demo.sh"
 demo() { "$DEMO" "$@" 9>&-; }
 
-exec 9>/tmp/real-cluster.lock
-flock -w 900 9 || { echo "another real cluster is running (lock /tmp/real-cluster.lock)" >&2; exit 2; }
+exec 9>"$E2E_CLUSTER_LOCK"
+flock -w 900 9 || { echo "another real cluster is running (lock $E2E_CLUSTER_LOCK)" >&2; exit 2; }
 trap 'demo down >/dev/null 2>&1 || true' EXIT
 
 # alerts_firing [SEVERITY]: names of the alerts Alertmanager holds (active ones), sorted.

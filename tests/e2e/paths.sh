@@ -12,6 +12,9 @@
 #   E2E_PATRONI_VERSIONS  the supported version matrices ("3.3.8 4.1.5")
 #   E2E_TARGET_DIR  cargo's target directory: $CARGO_TARGET_DIR (relative to the repository
 #              when relative, as cargo takes it from there), else $E2E_REPO/target
+#   E2E_CLUSTER_LOCK  the lock a real cluster's user holds: the cluster owns fixed loopback
+#              addresses, so one per network namespace (/tmp/real-cluster-net<inode>.lock);
+#              a test in a namespace of its own does not wait for one on the host
 # Functions:
 #   e2e_venv_dir VERSION   -> $E2E_WORK/venv-VERSION
 #   e2e_traversable DIR    -> 0 if every existing ancestor of DIR (and DIR) is o+x
@@ -39,6 +42,11 @@ if [[ -z "${E2E_WORK:-}" ]]; then
   else
     E2E_WORK=/var/tmp/patroni-raft-exporter
   fi
+fi
+
+if [[ -z "${E2E_CLUSTER_LOCK:-}" ]]; then
+  E2E_NETNS_ID=$(readlink /proc/self/ns/net 2>/dev/null | tr -dc 0-9)
+  E2E_CLUSTER_LOCK="/tmp/real-cluster-net${E2E_NETNS_ID:-0}.lock"
 fi
 
 e2e_venv_dir() { echo "$E2E_WORK/venv-$1"; }

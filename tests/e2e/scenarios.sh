@@ -38,8 +38,8 @@ EXPORTER_PID=""
 
 [[ -x $EXPORTER_BIN ]] || { echo "no exporter binary at $EXPORTER_BIN (cargo build first)" >&2; exit 2; }
 # One real cluster per machine (it owns 127.0.0.11-13:8008/2222/5432): wait for any other user.
-exec 9>/tmp/real-cluster.lock
-flock -w 900 9 || { echo "another real cluster is running (lock /tmp/real-cluster.lock)" >&2; exit 2; }
+exec 9>"$E2E_CLUSTER_LOCK"
+flock -w 900 9 || { echo "another real cluster is running (lock $E2E_CLUSTER_LOCK)" >&2; exit 2; }
 mkdir -p "$RUN_DIR"
 eval "$(cluster env)"   # MEMBERn_REST, MEMBERn_RAFT, REST_USER, REST_PASS, RAFT_PASS, ...
 

@@ -46,8 +46,8 @@ PLAIN_PID=""
 
 [[ -x $EXPORTER_BIN ]] || { echo "no exporter binary at $EXPORTER_BIN (cargo build first)" >&2; exit 2; }
 # One real cluster per machine (it owns 127.0.0.11-13:8008/2222/5432): wait for any other user.
-exec 9>/tmp/real-cluster.lock
-flock -w 900 9 || { echo "another real cluster is running (lock /tmp/real-cluster.lock)" >&2; exit 2; }
+exec 9>"$E2E_CLUSTER_LOCK"
+flock -w 900 9 || { echo "another real cluster is running (lock $E2E_CLUSTER_LOCK)" >&2; exit 2; }
 # The cluster's daemons and the exporters must not inherit the lock descriptor (fd 9).
 cluster() { "$CLUSTER" "$@" 9>&-; }
 rm -rf "$RUN_DIR"
