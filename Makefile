@@ -1,5 +1,5 @@
 # The two commands of the README, and their parts.
-.PHONY: test test-fast demo demo-stop build release e2e golden
+.PHONY: test test-fast demo demo-stop build release deb e2e golden
 
 test:            ## every check: fmt, clippy, unit/integration tests, promtool, e2e on both Patroni matrices
 	scripts/test.sh
@@ -18,6 +18,9 @@ build:
 
 release:
 	cargo build --release --bin patroni-raft-exporter
+
+deb:             ## the Debian package in target/debian/ (needs cargo-deb: scripts/install-deps.sh)
+	scripts/build-deb.sh
 
 e2e: build       ## only the real-cluster scenarios (E2E_MATRICES="3.3.8 4.1.5")
 	for v in $${E2E_MATRICES:-3.3.8 4.1.5}; do tests/e2e/scenarios.sh $$v || exit 1; done

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # install-deps.sh - install what the end-to-end tests need on Debian 12 (idempotent).
 #
-# Usage: scripts/install-deps.sh [--patroni VERSION...] [--no-apt] [--no-venv] [-h]
+# Usage: scripts/install-deps.sh [--patroni VERSION...] [--no-apt] [--no-venv] [--no-cargo] [-h]
 #
 #   --patroni V...  build only these Patroni venvs (default: all matrices, 3.3.8 4.1.5)
 #   --no-apt        skip the Debian packages
 #   --no-venv       skip the Python venvs
+#   --no-cargo      skip the cargo tools (cargo-deb)
 #
 # Debian packages (installed only if missing; `apt-get update` only runs then):
 #   postgresql-15 (server binaries in /usr/lib/postgresql/15/bin), prometheus,
 #   prometheus-alertmanager (/usr/bin/{promtool,prometheus,prometheus-alertmanager,amtool}),
 #   jq, curl, iproute2 (ss),
-#   util-linux (setpriv), wrk, python3-venv, nftables (the partition lab).
+#   util-linux (setpriv), wrk, python3-venv, nftables (the partition lab),
+#   dpkg-dev (dpkg-shlibdeps for cargo-deb), lintian, adduser (the .deb's maintainer scripts).
 #   Services are not started by the install (temporary policy-rc.d); if the postgresql
 #   package still started Debian's default cluster, it is stopped again.
 # Python venvs (built from /usr/bin/python3, usable by an unprivileged user), one per matrix:
@@ -20,13 +22,18 @@
 #   E2E_WORK is <repo>/.work, or /var/tmp/patroni-raft-exporter when the checkout is not
 #   traversable by other users (see tests/e2e/paths.sh). A venv is rebuilt when its
 #   requirements file changed. Runs as root, or with sudo when available.
+# Cargo tools (`cargo install --locked`, pinned; reinstalled only when another version is found):
+#   cargo-deb 3.8.0 (`make deb`, tests/e2e/package.sh)
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../tests/e2e/paths.sh
 source "$SCRIPT_DIR/../tests/e2e/paths.sh"
 
-APT_PACKAGES=(postgresql-15 prometheus prometheus-alertmanager jq curl iproute2 util-linux wrk python3-venv nftables)
+APT_PACKAGES=(postgresql-15 prometheus prometheus-alertmanager jq curl iproute2 util-linux wrk python3-venv nftables
+              dpkg-dev lintian adduser)
+# Pinned: the .deb's layout comes from Cargo.toml [package.metadata.deb] as this version reads it.
+CARGO_DEB_VERSION=3.8.0
 PYTHON=/usr/bin/python3
 
 log() { printf '[install-deps] %s\n' "$*" >&2; }
@@ -106,15 +113,32 @@ build_venv() {
   log "venv: $venv ready ($("$venv/bin/patroni" --version), pysyncobj $("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("pysyncobj"))'))"
 }
 
+# ------------------------------------------------------------------ cargo tools
+install_cargo_deb() {
+  local have
+  have=$(cargo deb --version 2>/dev/null | awk '{print $NF}' || true)
+  if [[ $have == "$CARGO_DEB_VERSION" ]]; then
+    log "cargo: cargo-deb $have present"
+    return 0
+  fi
+  command -v cargo >/dev/null || die "cargo not found (install Rust first: https://rustup.rs)"
+  log "cargo: installing cargo-deb $CARGO_DEB_VERSION (found: ${have:-none}), ~2 min"
+  cargo install --locked --quiet cargo-deb --version "$CARGO_DEB_VERSION"
+  have=$(cargo deb --version 2>/dev/null | awk '{print $NF}' || true)
+  [[ $have == "$CARGO_DEB_VERSION" ]] || die "cargo-deb $CARGO_DEB_VERSION not usable after install (got: ${have:-nothing})"
+  log "cargo: cargo-deb $have installed"
+}
+
 # ------------------------------------------------------------------ main
 main() {
-  local versions=() do_apt=1 do_venv=1 v t0
+  local versions=() do_apt=1 do_venv=1 do_cargo=1 v t0
   while (($#)); do
     case $1 in
       --patroni) shift; while (($#)) && [[ $1 != -* ]]; do versions+=("$1"); shift; done
                  ((${#versions[@]})) || die "--patroni needs at least one version" ;;
       --no-apt)  do_apt=0; shift ;;
       --no-venv) do_venv=0; shift ;;
+      --no-cargo) do_cargo=0; shift ;;
       -h|--help) usage; exit 0 ;;
       *) usage >&2; exit 2 ;;
     esac
@@ -122,6 +146,7 @@ main() {
   ((${#versions[@]})) || read -r -a versions <<<"$E2E_PATRONI_VERSIONS"
   t0=$(date +%s.%N)
   ((do_apt)) && install_apt
+  ((do_cargo)) && install_cargo_deb
   if ((do_venv)); then
     pkg_installed python3-venv || "$PYTHON" -c 'import ensurepip' 2>/dev/null \
       || die "python3-venv missing (run without --no-apt)"

@@ -2,11 +2,12 @@
 //!
 //! Secrets are never flag values: only paths to files that hold them.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args as ClapArgs, Parser, Subcommand, ValueEnum};
+use clap::{Args as ClapArgs, CommandFactory, Parser, Subcommand, ValueEnum};
 use url::Url;
 
 use crate::config::{ClusterConfig, ClusterEntry, ConfigFile, Defaults};
@@ -43,6 +44,40 @@ pub struct Args {
     /// Log format.
     #[arg(long = "log.format", value_enum, default_value_t = LogFormat::Logfmt, global = true)]
     pub log_format: LogFormat,
+
+    /// Print the man page or a shell completion script to stdout and exit. For packagers
+    /// (`make deb`), so hidden: generated from these definitions, they never drift from them.
+    #[arg(long = "generate", value_enum, value_name = "WHAT", hide = true)]
+    pub generate: Option<Generated>,
+}
+
+/// What `--generate` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Generated {
+    /// man page, section 1 (roff)
+    Man,
+    CompleteBash,
+    CompleteZsh,
+    CompleteFish,
+}
+
+/// Writes the man page or a completion script of the whole command line (subcommands
+/// included) to `out`.
+///
+/// # Errors
+/// When `out` cannot be written.
+pub fn generate(what: Generated, out: &mut dyn Write) -> std::io::Result<()> {
+    use clap_complete::Shell;
+    let mut command = Args::command();
+    let name = command.get_name().to_owned();
+    let shell = match what {
+        Generated::Man => return clap_mangen::Man::new(command).render(out),
+        Generated::CompleteBash => Shell::Bash,
+        Generated::CompleteZsh => Shell::Zsh,
+        Generated::CompleteFish => Shell::Fish,
+    };
+    clap_complete::generate(shell, &mut command, name, out);
+    Ok(())
 }
 
 #[derive(Debug, Clone, Subcommand)]
@@ -295,6 +330,34 @@ mod tests {
         };
         assert_eq!(status.cluster.patroni_urls.len(), 1);
         assert_eq!(status.timeout, Duration::from_secs(3));
+    }
+
+    #[test]
+    fn generated_man_page_and_completions_name_the_flags() {
+        let render = |what| {
+            let mut out = Vec::new();
+            generate(what, &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let man = render(Generated::Man);
+        assert!(
+            man.starts_with(".ie"),
+            "not roff: {:?}",
+            &man[..40.min(man.len())]
+        );
+        assert!(man.contains(".TH patroni-raft-exporter 1"));
+        assert!(man.contains("raft.password\\-file"));
+        assert!(!man.contains("generate"), "the hidden flag is documented");
+        for what in [
+            Generated::CompleteBash,
+            Generated::CompleteZsh,
+            Generated::CompleteFish,
+        ] {
+            let script = render(what);
+            assert!(script.contains("raft.password-file"), "{what:?}");
+            assert!(script.contains("status"), "{what:?}: no subcommand");
+        }
+        assert!(render(Generated::CompleteZsh).starts_with("#compdef patroni-raft-exporter"));
     }
 
     #[test]

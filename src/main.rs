@@ -2,12 +2,21 @@
 
 use clap::Parser;
 
-use patroni_raft_exporter::cli::{Args, Command};
+use patroni_raft_exporter::cli::{self, Args, Command};
 use patroni_raft_exporter::{app, status};
 
 fn main() -> std::process::ExitCode {
     tune_allocator();
     let args = Args::parse();
+    if let Some(what) = args.generate {
+        return match cli::generate(what, &mut std::io::stdout().lock()) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("--generate: {error}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     app::init_logging(&args);
     raise_open_files_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
