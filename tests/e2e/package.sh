@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# package.sh - the Debian package installed on this machine like any exporter, and run the way
+# its systemd unit runs it, against a REAL Patroni + Raft cluster; then purged without a trace.
+#
+# Usage: tests/e2e/package.sh [PATRONI_VERSION]     (default 3.3.8)
+#
+#   1. `scripts/build-deb.sh` (release build, man page and completions, cargo-deb); lintian
+#      with no error (overrides, each with its reason: packaging/deb/lintian-overrides)
+#   2. `dpkg -i`: the system user (no shell, no home), /etc/patroni-raft-exporter
+#      root:patroni-raft-exporter 0750, the conffiles, every documented path
+#   3. the installed unit: `systemd-analyze verify`, and `systemd-analyze security` (score printed)
+#   4. the operator's two edits: the Raft password file (root:group 0640) and the example
+#      config's URL and scope pointed at the test cluster (nothing else of the file changes)
+#   5. the INSTALLED binary run with the installed unit's own ExecStart, $ARGS expanded from
+#      the installed /etc/default file as systemd does, in a clean environment, as the unit's
+#      User= (setpriv, no capabilities, no new privileges): the cluster's quorum is confirmed
+#      (`patroni_raft_cluster_quorum 1`), read as that user
+#   6. `dpkg --purge`: every path `dpkg -L` listed is gone (directories other packages own
+#      excepted), so are the config directory with the operator's files, the user, the group,
+#      and any file named after the package under /etc, /usr, /var/lib, /var/cache, /var/log
+#
+# Runs as root (dpkg). It enters a network namespace of its own (unshare -n) so that the
+# cluster's fixed loopback addresses and the exporter's port :9393 never meet another test's.
+# Refuses to run when the package or its user already exist (never touches an admin's
+# installation). rc 1 if anything failed.
+set -euo pipefail
+
+if [[ -z ${PACKAGE_TEST_NETNS:-} ]]; then
+  command -v unshare >/dev/null || { echo "unshare (util-linux) missing" >&2; exit 2; }
+  exec unshare -n env PACKAGE_TEST_NETNS=1 bash -c 'ip link set lo up && exec "$0" "$@"' "$0" "$@"
+fi
+
+E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib.sh
+source "$E2E_DIR/lib.sh"
+
+export PATRONI_VERSION="${1:-${PATRONI_VERSION:-3.3.8}}"
+PACKAGE=patroni-raft-exporter
+SERVICE_USER=patroni-raft-exporter
+UNIT=/usr/lib/systemd/system/$PACKAGE.service
+DEFAULT_FILE=/etc/default/$PACKAGE
+CONFIG_DIR=/etc/$PACKAGE
+CONFIG_FILE=$CONFIG_DIR/exporter.yml
+RUN_DIR="$E2E_WORK/e2e-package-$PATRONI_VERSION"
+export DATA_DIR="${DATA_DIR:-$E2E_WORK/cluster-package-$PATRONI_VERSION}"
+export EXPORTER_LOG="$RUN_DIR/exporter.log"
+export EXPORTER_URL="http://127.0.0.1:9393/metrics"   # the example's --web.listen-address=:9393
+CLUSTER="$E2E_DIR/cluster.sh"
+S='scope="pg-test"'
+EXPORTER_PID=""
+INSTALLED_BY_US=0
+
+[[ $EUID -eq 0 ]] || { echo "package.sh installs a .deb: run it as root" >&2; exit 2; }
+for tool in lintian dpkg-deb systemd-analyze setpriv cargo-deb; do
+  command -v "$tool" >/dev/null || { echo "$tool missing: run scripts/install-deps.sh" >&2; exit 2; }
+done
+if [[ $(dpkg-query -W -f='${db:Status-Status}' "$PACKAGE" 2>/dev/null || true) =~ ^(installed|config-files|half-.*|unpacked|triggers-.*)$ ]]; then
+  echo "$PACKAGE is already installed here (dpkg): not touching it" >&2; exit 2
+fi
+if getent passwd "$SERVICE_USER" >/dev/null || getent group "$SERVICE_USER" >/dev/null || [[ -e $CONFIG_DIR ]]; then
+  echo "user/group $SERVICE_USER or $CONFIG_DIR already exists: not touching it" >&2; exit 2
+fi
+
+# One real cluster per network namespace (this one is ours, but keep the protocol).
+exec 9>"$E2E_CLUSTER_LOCK"
+flock -w 900 9 || { echo "another real cluster is running (lock $E2E_CLUSTER_LOCK)" >&2; exit 2; }
+cluster() { "$CLUSTER" "$@" 9>&-; }
+rm -rf "$RUN_DIR"
+mkdir -p "$RUN_DIR"
+
+stop_pid() { # stop_pid PID: only our own children, by PID
+  local pid=$1
+  [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+cleanup() {
+  local rc=$?
+  stop_pid "$EXPORTER_PID"
+  cluster down --fast >/dev/null 2>&1 || true
+  if ((INSTALLED_BY_US)); then
+    e2e_log "cleanup: purging $PACKAGE (installed by this test)"
+    dpkg --purge "$PACKAGE" >/dev/null 2>&1 || true
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+on_fail() {
+  fail "$1"
+  [[ -f $EXPORTER_LOG ]] && dump_logs "$EXPORTER_LOG" >&2
+  e2e_summary || true
+  exit 1
+}
+
+e2e_log "=== Debian package, Patroni $PATRONI_VERSION"
+
+# ---------------------------------------------------------------- 1. build, lintian
+t0=$(e2e_now)
+deb=$("$E2E_REPO/scripts/build-deb.sh" | tail -n 1)
+[[ -f $deb ]] || on_fail "1: make deb produced no package"
+pass "1: built $(basename "$deb") ($(du -h "$deb" | cut -f1)) in $(e2e_since "$t0")s"
+lintian_out="$RUN_DIR/lintian.txt"
+if lintian --fail-on error "$deb" >"$lintian_out" 2>&1; then
+  pass "1: lintian: no error ($(grep -c '^W: ' "$lintian_out" || true) warning(s))"
+  sed 's/^/    lintian: /' "$lintian_out" | grep -v 'running with root privileges' >&2 || true
+else
+  cat "$lintian_out" >&2
+  on_fail "1: lintian reports errors"
+fi
+
+# ---------------------------------------------------------------- 2. dpkg -i
+INSTALLED_BY_US=1
+dpkg -i "$deb" >"$RUN_DIR/dpkg-install.log" 2>&1 || { cat "$RUN_DIR/dpkg-install.log" >&2; on_fail "2: dpkg -i"; }
+[[ $(dpkg-query -W -f='${db:Status-Status}' "$PACKAGE") == installed ]] || on_fail "2: dpkg does not list $PACKAGE as installed"
+mapfile -t installed_paths < <(dpkg -L "$PACKAGE")
+pass "2: dpkg -i: installed, ${#installed_paths[@]} paths"
+
+IFS=: read -r _ _ uid gid _ home shell < <(getent passwd "$SERVICE_USER") || on_fail "2: no user $SERVICE_USER"
+[[ $shell == /usr/sbin/nologin && $home == /nonexistent && ! -e /nonexistent ]] \
+  && pass "2: system user $SERVICE_USER (uid $uid, shell $shell, home $home not created)" \
+  || on_fail "2: user $SERVICE_USER: shell $shell, home $home"
+[[ $uid -lt 1000 && $(getent group "$SERVICE_USER" | cut -d: -f3) == "$gid" ]] \
+  || on_fail "2: $SERVICE_USER is not a system user with its own group (uid $uid gid $gid)"
+[[ $(stat -c '%U:%G %a' "$CONFIG_DIR") == "root:$SERVICE_USER 750" ]] \
+  && pass "2: $CONFIG_DIR root:$SERVICE_USER 0750" \
+  || on_fail "2: $CONFIG_DIR is $(stat -c '%U:%G %a' "$CONFIG_DIR")"
+conffiles=$(dpkg-query -W -f='${Conffiles}' "$PACKAGE" | awk 'NF { print $1 }' | sort | tr '\n' ' ')
+[[ $conffiles == "$DEFAULT_FILE $CONFIG_FILE " ]] && pass "2: conffiles: $conffiles" \
+  || on_fail "2: conffiles are: $conffiles"
+expected_paths=(
+  /usr/bin/$PACKAGE "$UNIT" "$DEFAULT_FILE" "$CONFIG_FILE"
+  /usr/share/$PACKAGE/alerts/patroni-raft.rules.yml /usr/share/$PACKAGE/alerts/alertmanager.example.yml
+  /usr/share/$PACKAGE/dashboards/patroni-cluster.json /usr/share/$PACKAGE/dashboards/patroni-raft.json
+  /usr/share/man/man1/$PACKAGE.1.gz /usr/share/bash-completion/completions/$PACKAGE
+  /usr/share/zsh/vendor-completions/_$PACKAGE /usr/share/fish/vendor_completions.d/$PACKAGE.fish
+  /usr/share/doc/$PACKAGE/copyright /usr/share/doc/$PACKAGE/changelog.Debian.gz
+  /usr/share/doc/$PACKAGE/README.md
+)
+missing=()
+for path in "${expected_paths[@]}"; do [[ -s $path ]] || missing+=("$path"); done
+((${#missing[@]} == 0)) && pass "2: the ${#expected_paths[@]} documented paths are there" \
+  || on_fail "2: missing: ${missing[*]}"
+# The generated man page and completions describe the installed binary's flags.
+zcat /usr/share/man/man1/$PACKAGE.1.gz | grep -q 'raft.password\\-file' \
+  && grep -q -- '--raft.password-file' /usr/share/bash-completion/completions/$PACKAGE \
+  && bash -n /usr/share/bash-completion/completions/$PACKAGE \
+  && pass "2: man page and completions name --raft.password-file; the bash completion parses" \
+  || on_fail "2: man page or completions"
+[[ $(/usr/bin/$PACKAGE --version) == "$PACKAGE 0.1.0"* ]] || on_fail "2: /usr/bin/$PACKAGE --version: $(/usr/bin/$PACKAGE --version)"
+
+# ---------------------------------------------------------------- 3. the unit
+if systemd-analyze verify "$UNIT" >"$RUN_DIR/verify.txt" 2>&1 && ! grep -q . "$RUN_DIR/verify.txt"; then
+  pass "3: systemd-analyze verify $UNIT: clean"
+else
+  cat "$RUN_DIR/verify.txt" >&2
+  on_fail "3: systemd-analyze verify"
+fi
+systemd-analyze security --offline=true "$UNIT" >"$RUN_DIR/security.txt" 2>&1 || true
+score=$(grep -o 'Overall exposure level for .*' "$RUN_DIR/security.txt" || true)
+[[ -n $score ]] && pass "3: systemd-analyze security: $score" \
+  || { cat "$RUN_DIR/security.txt" >&2; on_fail "3: systemd-analyze security printed no score"; }
+
+# ---------------------------------------------------------------- 4. the operator's edits
+cluster down --fast >/dev/null 2>&1 || true
+cluster up >&2 || on_fail "4: cluster up"
+eval "$(cluster env)"   # MEMBER0_REST, RAFT_PASS, SCOPE, ...
+# The password file as the example config's comment says to make it.
+install -m 0640 -o root -g "$SERVICE_USER" /dev/null "$CONFIG_DIR/raft-password"
+printf '%s\n' "$RAFT_PASS" >"$CONFIG_DIR/raft-password"
+cp "$CONFIG_FILE" "$RUN_DIR/exporter.yml.installed"
+sed -i -e "s#^\(    patroni_urls: \)\[http://192.0.2.10:8008\]#\1[$MEMBER0_REST]#" \
+       -e "s#^\(  - scope: \)pg-main #\1$SCOPE #" "$CONFIG_FILE"
+changed=$(diff "$RUN_DIR/exporter.yml.installed" "$CONFIG_FILE" | grep -c '^>' || true)
+[[ $changed -eq 2 ]] && pass "4: example config: URL -> $MEMBER0_REST, scope -> $SCOPE (2 lines), Raft password file 0640" \
+  || on_fail "4: editing the example config changed $changed lines (expected 2): has its example URL or scope changed?"
+
+# ---------------------------------------------------------------- 5. ExecStart as the unit runs it
+# The unit's ExecStart (continuation lines joined) and User=.
+exec_start=$(awk '/^ExecStart=/ { line = $0; while (line ~ /\\$/ && (getline next_line) > 0) { sub(/\\$/, "", line); line = line next_line } sub(/^ExecStart=/, "", line); print line }' "$UNIT")
+unit_user=$(sed -n 's/^User=//p' "$UNIT")
+[[ $(grep -c '^ExecStart=' "$UNIT") -eq 1 && -n $exec_start && $unit_user == "$SERVICE_USER" ]] \
+  || on_fail "5: unit: ExecStart '$exec_start', User '$unit_user'"
+[[ $exec_start != [-@:+!]* ]] || on_fail "5: ExecStart has a prefix this test does not model: $exec_start"
+# The environment systemd builds from EnvironmentFile=-/etc/default/...: KEY=VALUE lines,
+# comments and blank lines skipped, surrounding quotes removed.
+grep -q "^EnvironmentFile=-$DEFAULT_FILE\$" "$UNIT" || on_fail "5: the unit does not read $DEFAULT_FILE"
+declare -A unit_env=()
+while IFS= read -r line; do
+  [[ $line =~ ^[[:space:]]*(#|$) ]] && continue
+  [[ $line =~ ^([A-Za-z_][A-Za-z0-9_]*)=(.*)$ ]] || on_fail "5: $DEFAULT_FILE: not KEY=VALUE: $line"
+  key=${BASH_REMATCH[1]} value=${BASH_REMATCH[2]}
+  [[ $value =~ ^\"(.*)\"$ || $value =~ ^\'(.*)\'$ ]] && value=${BASH_REMATCH[1]}
+  unit_env[$key]=$value
+done <"$DEFAULT_FILE"
+# systemd.service(5): "$VAR" as a whole word is split at whitespace into words; "${VAR}"
+# inside a word is substituted as is.
+argv=()
+read -r -a words <<<"$exec_start"
+for word in "${words[@]}"; do
+  if [[ $word =~ ^\$([A-Za-z_][A-Za-z0-9_]*)$ ]]; then
+    read -r -a split <<<"${unit_env[${BASH_REMATCH[1]}]:-}"
+    argv+=("${split[@]}")
+  else
+    while [[ $word =~ \$\{([A-Za-z_][A-Za-z0-9_]*)\} ]]; do
+      word=${word/"${BASH_REMATCH[0]}"/"${unit_env[${BASH_REMATCH[1]}]:-}"}
+    done
+    argv+=("$word")
+  fi
+done
+[[ ${argv[0]} == /usr/bin/$PACKAGE && " ${argv[*]} " == *" --config.file=$CONFIG_FILE "* ]] \
+  || on_fail "5: ExecStart expands to: ${argv[*]}"
+pass "5: ExecStart expands to: ${argv[*]}"
+env_args=()
+for key in "${!unit_env[@]}"; do env_args+=("$key=${unit_env[$key]}"); done
+env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "${env_args[@]}" \
+  setpriv --reuid="$SERVICE_USER" --regid="$SERVICE_USER" --init-groups --no-new-privs \
+    --inh-caps=-all --bounding-set=-all -- "${argv[@]}" >"$EXPORTER_LOG" 2>&1 9>&- &
+EXPORTER_PID=$!
+e2e_log "installed exporter pid $EXPORTER_PID as $SERVICE_USER (log $EXPORTER_LOG)"
+if wait_for_metric patroni_raft_cluster_quorum "$S" == 1 60 >/dev/null; then
+  pass "5: patroni_raft_cluster_quorum{$S} 1 after ${E2E_ELAPSED}s"
+else
+  on_fail "5: the installed exporter never confirmed the cluster's quorum"
+fi
+metric_lines patroni_raft_cluster_quorum | sed 's/^/    /' >&2
+[[ $(metric_value patroni_up "$S,...") == 1 ]] && pass "5: patroni_up{$S} 1" || on_fail "5: patroni_up"
+[[ $(ps -o user= -p "$EXPORTER_PID") == "$SERVICE_USER" ]] \
+  && pass "5: the exporter runs as $SERVICE_USER" || on_fail "5: the exporter runs as $(ps -o user= -p "$EXPORTER_PID")"
+stop_pid "$EXPORTER_PID"
+EXPORTER_PID=""
+cluster down --fast >/dev/null 2>&1 || true
+
+# ---------------------------------------------------------------- 6. purge
+dpkg --purge "$PACKAGE" >"$RUN_DIR/dpkg-purge.log" 2>&1 || { cat "$RUN_DIR/dpkg-purge.log" >&2; on_fail "6: dpkg --purge"; }
+INSTALLED_BY_US=0
+status=$(dpkg-query -W -f='${db:Status-Status}' "$PACKAGE" 2>/dev/null || true)
+[[ -z $status || $status == not-installed ]] || on_fail "6: dpkg still lists $PACKAGE as $status"
+left=()
+for path in "${installed_paths[@]}"; do
+  [[ -e $path || -L $path ]] || continue
+  # A directory another package owns (/usr/bin, /etc/default, /usr/share/man/man1, ...) stays.
+  [[ -d $path && ! -L $path ]] && dpkg-query -S "$path" >/dev/null 2>&1 && continue
+  left+=("$path")
+done
+((${#left[@]} == 0)) && pass "6: dpkg --purge: none of the ${#installed_paths[@]} listed paths is left (shared directories aside)" \
+  || on_fail "6: left after purge: ${left[*]}"
+[[ ! -e $CONFIG_DIR ]] && pass "6: $CONFIG_DIR gone, with the operator's raft-password" || on_fail "6: $CONFIG_DIR left: $(ls -A "$CONFIG_DIR")"
+! getent passwd "$SERVICE_USER" >/dev/null && ! getent group "$SERVICE_USER" >/dev/null \
+  && pass "6: user and group $SERVICE_USER removed" || on_fail "6: user or group $SERVICE_USER left"
+mapfile -t stray < <(find /etc /usr /var/lib /var/cache /var/log -path /usr/local -prune -o -name "*$PACKAGE*" -print 2>/dev/null)
+((${#stray[@]} == 0)) && pass "6: no file named *$PACKAGE* under /etc /usr /var/lib /var/cache /var/log" \
+  || on_fail "6: left: ${stray[*]}"
+
+e2e_summary
