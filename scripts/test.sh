@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test.sh - every check of the project, in order, with a summary at the end.
 # This is what `make test` and CI (.ci/run) run. It installs what it needs (Debian
-# packages, the Patroni venvs, promtool) through scripts/install-deps.sh.
+# packages, the Patroni venvs, promtool, cargo-deb) through scripts/install-deps.sh.
 #
 # Usage: scripts/test.sh [--no-e2e]
 #   E2E_MATRICES="3.3.8 4.1.5"   which Patroni versions the end-to-end scenarios run on
@@ -27,16 +27,23 @@ step() { # step NAME CMD...
   fi
 }
 
+# dpkg -i needs root; CI runs as root, a developer's machine may have sudo.
+package_e2e() {
+  if ((EUID == 0)); then tests/e2e/package.sh 3.3.8; else sudo -n tests/e2e/package.sh 3.3.8; fi
+}
+
 # The golden file marks run-dependent values as <varies>; promtool needs numbers.
 golden_promtool() { sed 's/ <varies>$/ 0/' tests/golden/metrics.txt | promtool check metrics; }
 
-step "install dependencies (apt, Patroni venvs, promtool)" scripts/install-deps.sh
+step "install dependencies (apt, Patroni venvs, promtool, cargo-deb)" scripts/install-deps.sh
 step "rustfmt --check" cargo fmt --all -- --check
 step "clippy -D warnings" cargo clippy --all-targets --locked -- -D warnings
 step "cargo test" cargo test --locked
 step "promtool check metrics (golden /metrics)" golden_promtool
 step "alert rules: promtool check/test, amtool" scripts/check-alerts.sh
 step "dashboards up to date and valid" scripts/gen-dashboards.sh --check
+# The crate as crates.io would get it builds from its packaged files alone (Cargo.toml include)
+step "cargo publish --dry-run (packaged crate builds)" cargo publish --dry-run --locked --allow-dirty
 if (( RUN_E2E )); then
   step "cargo build (exporter binary for e2e)" cargo build --locked --bin patroni-raft-exporter
   for version in $E2E_MATRICES; do
@@ -46,6 +53,9 @@ if (( RUN_E2E )); then
   # https + verify_client + the exporter's own TLS and basic auth + no secret leaks: on the
   # version Charmed PostgreSQL ships only (one more cluster start, ~1 min)
   step "e2e TLS, auth and secrets, Patroni 3.3.8" tests/e2e/tls.sh 3.3.8
+  # make deb (release build), lintian, dpkg -i, the unit's ExecStart as its user against a
+  # real cluster, dpkg --purge leaves nothing (~2 min with the release build)
+  step "e2e Debian package: install, run as the unit does, purge" package_e2e
 fi
 
 printf '\n\033[1mSummary\033[0m (%ss)\n' $(( $(date +%s) - START ))
