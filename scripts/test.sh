@@ -39,6 +39,7 @@ step "alert rules: promtool check/test, amtool" scripts/check-alerts.sh
 step "dashboards up to date and valid" scripts/gen-dashboards.sh --check
 if (( RUN_E2E )); then
   step "cargo build (exporter binary for e2e)" cargo build --locked --bin patroni-raft-exporter
+  step "the exporter binary holds no test double" scripts/check-no-test-doubles.sh
   for version in $E2E_MATRICES; do
     step "e2e scenarios, Patroni $version" tests/e2e/scenarios.sh "$version"
   done

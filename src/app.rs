@@ -299,7 +299,8 @@ async fn bind(address: SocketAddr) -> anyhow::Result<TcpListener> {
     }
 }
 
-async fn shutdown_signal() {
+/// Resolves on SIGINT or SIGTERM: the exporter's (and fleet-sim's) cue to shut down.
+pub async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

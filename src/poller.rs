@@ -217,7 +217,7 @@ impl ClusterPoller {
         let first_targets = self.raft_targets_known();
         let (cluster_answer, first_answers) = tokio::join!(
             self.fetch_cluster_answer(),
-            join_all(first_targets.iter().map(|node| self.query_raft(node)))
+            join_all(self.raft_queries(&first_targets))
         );
         let (cluster, cluster_failure) = self.settle_cluster(cluster_answer);
         let mut raft_nodes: Vec<RaftNodeSnapshot> = first_targets
@@ -249,7 +249,7 @@ impl ClusterPoller {
                 _ => None,
             }
         };
-        let second_answers = join_all(second_targets.iter().map(|node| self.query_raft(node)));
+        let second_answers = join_all(self.raft_queries(&second_targets));
         let (member_views, history, second_answers) =
             tokio::join!(member_views, history, second_answers);
 
@@ -415,14 +415,20 @@ impl ClusterPoller {
             .map_err(|error| Failure::from(&error))
     }
 
-    async fn query_raft(&self, node: &str) -> Result<RaftStatus, Failure> {
-        // Targets are only made when Raft is polled, so `raft` is set here.
-        let Some(query) = &self.raft else {
-            return Err(Failure {
-                kind: "disabled",
-                message: "raft disabled".into(),
-            });
-        };
+    /// One status query per target. Targets exist only when Raft is polled (the target
+    /// lists are empty without Raft settings), so none is dropped.
+    fn raft_queries<'a>(
+        &'a self,
+        targets: &'a [String],
+    ) -> impl Iterator<Item = impl std::future::Future<Output = Result<RaftStatus, Failure>> + 'a>
+    {
+        let query = self.raft.as_ref();
+        targets
+            .iter()
+            .filter_map(move |node| Some(self.query_raft(query?, node)))
+    }
+
+    async fn query_raft(&self, query: &RaftQuery, node: &str) -> Result<RaftStatus, Failure> {
         let _permit = self.permits.acquire().await;
         query
             .status(node)

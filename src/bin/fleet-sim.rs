@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use patroni_raft_exporter::raft::fake::{Behaviour, FakeRaftNode};
+use patroni_raft_exporter::raft::fake::{healthy_status_pickle, Behaviour, FakeRaftNode};
 use patroni_raft_exporter::raft::RaftKey;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -108,7 +108,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             tokio::spawn(serve_rest(listener, Arc::new(routes)));
         }
         for (node, listener) in raft.into_iter().enumerate() {
-            let reply = status_pickle(node, &raft_addrs);
+            let reply = healthy_status_pickle(node, &raft_addrs);
             let (_, fake) =
                 FakeRaftNode::serve(listener, Behaviour::Serve(reply), Some(key.clone()))?;
             keep_alive.push(fake);
@@ -141,7 +141,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
 
     tokio::select! {
         _ = tokio::time::sleep(args.duration) => {}
-        _ = shutdown_signal() => {}
+        _ = patroni_raft_exporter::app::shutdown_signal() => {}
     }
     drop(keep_alive);
     Ok(())
@@ -252,122 +252,9 @@ async fn answer(mut stream: TcpStream, routes: &Routes) -> std::io::Result<()> {
     stream.shutdown().await
 }
 
-/// A protocol-2 pickle of pysyncobj 0.3.17's status dict for node `index` of `nodes`
-/// (node 0 leads), shaped like the captured `enc_leader_patroni_0.3.17` reply: `self` and
-/// `leader` are `pysyncobj.node.TCPNode` instances.
-fn status_pickle(index: usize, nodes: &[String]) -> Vec<u8> {
-    let mut p = Pickle(vec![0x80, 0x02, b'}', b'(']);
-    p.str("version");
-    p.str("0.3.17");
-    p.str("revision");
-    p.str("deprecated");
-    p.str("self");
-    p.tcp_node(&nodes[index]);
-    p.str("state");
-    p.int(if index == 0 { 2 } else { 0 });
-    p.str("leader");
-    p.tcp_node(&nodes[0]);
-    p.str("has_quorum");
-    p.0.push(0x88); // NEWTRUE
-    p.str("partner_nodes_count");
-    p.int(nodes.len() as i32 - 1);
-    for (other, addr) in nodes.iter().enumerate() {
-        if other != index {
-            p.str(&format!("partner_node_status_server_{addr}"));
-            p.int(2);
-        }
-    }
-    for (name, value) in [
-        ("readonly_nodes_count", 0),
-        ("log_len", 3),
-        ("last_applied", 1234),
-        ("commit_idx", 1234),
-        ("raft_term", 2),
-        ("next_node_idx_count", if index == 0 { 2 } else { 0 }),
-        ("match_idx_count", if index == 0 { 2 } else { 0 }),
-        ("leader_commit_idx", 1234),
-        ("uptime", 3600),
-        ("self_code_version", 0),
-        ("enabled_code_version", 0),
-    ] {
-        p.str(name);
-        p.int(value);
-    }
-    p.0.extend_from_slice(b"u."); // SETITEMS, STOP
-    p.0
-}
-
-struct Pickle(Vec<u8>);
-
-impl Pickle {
-    fn str(&mut self, s: &str) {
-        self.0.push(b'X');
-        self.0.extend_from_slice(&(s.len() as u32).to_le_bytes());
-        self.0.extend_from_slice(s.as_bytes());
-    }
-
-    fn int(&mut self, value: i32) {
-        self.0.push(b'J');
-        self.0.extend_from_slice(&value.to_le_bytes());
-    }
-
-    fn tcp_node(&mut self, addr: &str) {
-        let (host, port) = addr.rsplit_once(':').expect("host:port");
-        self.0
-            .extend_from_slice(b"cpysyncobj.node\nTCPNode\n)\x81}(");
-        self.str("_id");
-        self.str(addr);
-        self.str("_TCPNode__address");
-        self.str(addr);
-        self.str("_TCPNode__host");
-        self.str(host);
-        self.str("_TCPNode__port");
-        self.int(port.parse().expect("port"));
-        self.0.extend_from_slice(b"ub"); // SETITEMS, BUILD
-    }
-}
-
-async fn shutdown_signal() {
-    let mut terminate =
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(signal) => signal,
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                return;
-            }
-        };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use patroni_raft_exporter::raft::pickle::{decode, PickleLimits};
-    use patroni_raft_exporter::raft::{status_from_value, RaftState};
-
-    #[test]
-    fn status_pickle_decodes_like_a_real_reply() {
-        let nodes: Vec<String> = ["127.0.0.1:4001", "127.0.0.1:4002", "127.0.0.1:4003"]
-            .map(String::from)
-            .to_vec();
-        let limits = PickleLimits {
-            max_depth: 32,
-            max_items: 100_000,
-        };
-        let leader =
-            status_from_value(&decode(&status_pickle(0, &nodes), limits).unwrap()).unwrap();
-        assert_eq!(leader.state, RaftState::Leader);
-        assert_eq!(leader.self_node, "127.0.0.1:4001");
-        assert!(leader.has_quorum);
-        let follower =
-            status_from_value(&decode(&status_pickle(2, &nodes), limits).unwrap()).unwrap();
-        assert_eq!(follower.state, RaftState::Follower);
-        let partners: Vec<&str> = follower.partners.iter().map(|p| p.node.as_str()).collect();
-        assert_eq!(partners, ["127.0.0.1:4001", "127.0.0.1:4002"]);
-    }
 
     #[test]
     fn documents_carry_the_cluster_addresses() {

@@ -240,8 +240,6 @@ pub fn base_of(api_url: &Url) -> Url {
     base
 }
 
-pub use crate::tls::install_crypto_provider;
-
 #[cfg(test)]
 mod tests {
     use super::*;

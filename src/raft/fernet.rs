@@ -46,8 +46,8 @@ const B64: GeneralPurpose = GeneralPurpose::new(
 ///
 /// Deriving costs 100 000 PBKDF2 rounds (~15-20 ms optimised, ~1 s in an unoptimised
 /// build), so derive once per password and keep the value. The `Debug` output never shows
-/// key material.
-#[derive(Clone)]
+/// key material, and the key is wiped from memory when dropped.
+#[derive(Clone, zeroize::Zeroize, zeroize::ZeroizeOnDrop)]
 pub struct RaftKey {
     signing: [u8; 16],
     encryption: [u8; 16],
@@ -64,17 +64,18 @@ impl RaftKey {
     /// An empty password is a valid password: pysyncobj turns encryption on whenever a
     /// password is set at all.
     pub fn derive(password: &[u8]) -> RaftKey {
-        let mut raw = [0u8; 32];
-        pbkdf2::pbkdf2_hmac::<Sha256>(password, &SALT, PBKDF2_ITERATIONS, &mut raw);
-        Self::from_raw(raw)
+        let mut raw = zeroize::Zeroizing::new([0u8; 32]);
+        pbkdf2::pbkdf2_hmac::<Sha256>(password, &SALT, PBKDF2_ITERATIONS, &mut *raw);
+        Self::from_raw(*raw)
     }
 
     /// Builds the key from the raw 32 derived bytes (the decoded Fernet key).
-    pub fn from_raw(raw: [u8; 32]) -> RaftKey {
+    pub fn from_raw(mut raw: [u8; 32]) -> RaftKey {
         let mut signing = [0u8; 16];
         let mut encryption = [0u8; 16];
         signing.copy_from_slice(&raw[..16]);
         encryption.copy_from_slice(&raw[16..]);
+        zeroize::Zeroize::zeroize(&mut raw);
         RaftKey {
             signing,
             encryption,
@@ -164,7 +165,8 @@ pub fn decrypt(key: &RaftKey, token: &[u8]) -> Result<Vec<u8>, RaftError> {
     Ok(buf)
 }
 
-/// The timestamp of a token, without verifying it (diagnostics and tests).
+/// The timestamp of a token, without verifying it (tests).
+#[cfg(test)]
 pub fn token_timestamp(token: &[u8]) -> Option<u64> {
     let raw = B64.decode(token).ok()?;
     let ts: [u8; 8] = raw.get(1..9)?.try_into().ok()?;
