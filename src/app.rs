@@ -112,7 +112,7 @@ impl Fleet {
 
     fn warn_insecure(&mut self, config: &ClusterConfig) {
         let key = format!("{:?}", config.patroni_urls);
-        if config.insecure_skip_verify && self.warned_insecure.insert(key) {
+        if config.rest.insecure_skip_verify && self.warned_insecure.insert(key) {
             tracing::warn!(urls = ?config.patroni_urls, "TLS certificate verification of members is disabled");
         }
     }
@@ -128,7 +128,7 @@ impl Fleet {
         if clusters.len() == self.slots.len() {
             for (config, (sender, _)) in clusters.into_iter().zip(&self.slots) {
                 let key = format!("{:?}", config.patroni_urls);
-                if config.insecure_skip_verify && !self.warned_insecure.contains(&key) {
+                if config.rest.insecure_skip_verify && !self.warned_insecure.contains(&key) {
                     self.warned_insecure.insert(key);
                     tracing::warn!(urls = ?config.patroni_urls, "TLS certificate verification of members is disabled");
                 }
@@ -243,7 +243,7 @@ async fn run_cluster(
 ) {
     let mut poller = loop {
         let config = configs.borrow_and_update().clone();
-        match ClusterPoller::new(slot, config.clone(), store.clone()).await {
+        match ClusterPoller::new(slot, config.clone()).await {
             Ok(poller) => break poller,
             Err(error) => {
                 tracing::error!(error = format!("{error:#}"), urls = ?config.patroni_urls, "cannot set up the poller; retrying in 30s or on reload");
@@ -259,7 +259,7 @@ async fn run_cluster(
         let mut next_config = configs.clone();
         let mut stop = shutdown.clone();
         poller = poller
-            .run_until(async move {
+            .run_until(&store, async move {
                 tokio::select! {
                     _ = next_config.changed() => {}
                     _ = stop.changed() => {}

@@ -265,9 +265,9 @@ async fn members_that_leave_vanish_from_the_output() {
     let member = FakePatroni::start("127.0.0.1").await;
     let three = String::from_utf8(fixture("patroni-3.3.8/cluster.json")).unwrap();
     member.route("/cluster", Reply::Json(three.clone().into_bytes()));
-    let store = Arc::new(SnapshotStore::new(1));
     let config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
-    let mut poller = ClusterPoller::new(0, config, store.clone()).await.unwrap();
+    let store = Arc::new(SnapshotStore::new(1));
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
     store.publish(0, poller.poll_once().await);
     let registry = patroni_raft_exporter::metrics::registry(store.clone());
     let before =
@@ -291,9 +291,8 @@ async fn leader_changes_are_counted() {
         "/cluster",
         Reply::Json(fixture("patroni-4.1.5/01-cluster-from-m0.json")),
     );
-    let store = Arc::new(SnapshotStore::new(1));
     let config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
-    let mut poller = ClusterPoller::new(0, config, store.clone()).await.unwrap();
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
     assert_eq!(poller.poll_once().await.counters.leader_changes, 0);
     member.route(
         "/cluster",
@@ -355,7 +354,7 @@ async fn http_endpoints() {
         Reply::Json(fixture("patroni-3.3.8/cluster.json")),
     );
     let config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
-    let mut poller = ClusterPoller::new(0, config, store.clone()).await.unwrap();
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
     store.publish(0, poller.poll_once().await);
     assert_eq!(get("/-/ready").await.unwrap().status(), 200);
 
@@ -414,9 +413,7 @@ async fn probe_cache_and_gzip() {
     let mut pollers = Vec::new();
     for (slot, member) in [&first, &second].into_iter().enumerate() {
         let config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
-        let mut poller = ClusterPoller::new(slot, config, store.clone())
-            .await
-            .unwrap();
+        let mut poller = ClusterPoller::new(slot, config).await.unwrap();
         store.publish(slot, poller.poll_once().await);
         pollers.push(poller);
     }
@@ -483,14 +480,14 @@ async fn a_hanging_cluster_never_delays_metrics_or_another_cluster() {
     let store = Arc::new(SnapshotStore::new(2));
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     let mut slow = cluster_config(vec![url::Url::parse(&hanging.url()).unwrap()], None);
-    slow.poll_timeout = Duration::from_secs(30);
+    slow.poll.timeout = Duration::from_secs(30);
     slow.expected_scope = Some("hanging".into());
     let mut fast = cluster_config(vec![url::Url::parse(&healthy.url()).unwrap()], None);
-    fast.poll_interval = Duration::from_millis(200);
-    let slow = ClusterPoller::new(0, slow, store.clone()).await.unwrap();
-    let fast = ClusterPoller::new(1, fast, store.clone()).await.unwrap();
-    tokio::spawn(slow.run(shutdown.clone()));
-    tokio::spawn(fast.run(shutdown));
+    fast.poll.interval = Duration::from_millis(200);
+    let slow = ClusterPoller::new(0, slow).await.unwrap();
+    let fast = ClusterPoller::new(1, fast).await.unwrap();
+    tokio::spawn(slow.run(store.clone(), shutdown.clone()));
+    tokio::spawn(fast.run(store.clone(), shutdown));
     tokio::time::sleep(Duration::from_millis(700)).await;
     let registry = patroni_raft_exporter::metrics::registry(store.clone());
     let started = Instant::now();

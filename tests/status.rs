@@ -237,7 +237,7 @@ async fn the_deadline_is_never_exceeded() {
             .collect(),
         None,
     );
-    config.poll_timeout = Duration::from_secs(2);
+    config.poll.timeout = Duration::from_secs(2);
     let started = Instant::now();
     let reports = status_command::collect(vec![config], Duration::from_millis(1500)).await;
     let elapsed = started.elapsed();

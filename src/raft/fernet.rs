@@ -11,6 +11,8 @@
 use aes::cipher::{block_padding::Pkcs7, BlockDecryptMut, BlockEncryptMut, KeyIvInit};
 use base64::engine::{general_purpose::GeneralPurpose, DecodePaddingMode, GeneralPurposeConfig};
 use base64::{alphabet, Engine};
+use std::sync::Arc;
+
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
@@ -80,6 +82,49 @@ impl RaftKey {
             signing,
             encryption,
         }
+    }
+
+    /// The derived key of `password`, shared by every cluster with the same password.
+    ///
+    /// Deriving costs 100 000 PBKDF2 rounds (~10 ms of CPU); a fleet of 1000 clusters sharing
+    /// one password would otherwise spend ~10 s of CPU at start (and on every reload). Clusters
+    /// starting together wait for the one derivation in progress. Entries are found by the
+    /// SHA-256 of the password (no further copy of the secret is kept) and dropped once no
+    /// poller uses their key any more.
+    pub async fn shared(password: &[u8]) -> Result<Arc<RaftKey>, RaftError> {
+        use sha2::{Digest, Sha256};
+        use std::collections::HashMap;
+        use std::sync::{Mutex, OnceLock};
+        use tokio::sync::OnceCell;
+
+        type Slot = Arc<OnceCell<Arc<RaftKey>>>;
+        static KEYS: OnceLock<Mutex<HashMap<[u8; 32], Slot>>> = OnceLock::new();
+
+        let digest: [u8; 32] = Sha256::digest(password).into();
+        let slot = {
+            let mut keys = KEYS
+                .get_or_init(Mutex::default)
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            // Forget keys no poller holds any more (e.g. a password changed on reload).
+            keys.retain(|_, slot| {
+                Arc::strong_count(slot) > 1
+                    || slot.get().is_some_and(|key| Arc::strong_count(key) > 1)
+            });
+            keys.entry(digest).or_default().clone()
+        };
+        let key = slot
+            .get_or_try_init(|| async {
+                let password = zeroize::Zeroizing::new(password.to_vec());
+                let key = tokio::task::spawn_blocking(move || RaftKey::derive(&password))
+                    .await
+                    .map_err(|error| {
+                        RaftError::protocol(format!("key derivation failed: {error}"))
+                    })?;
+                Ok::<_, RaftError>(Arc::new(key))
+            })
+            .await?;
+        Ok(key.clone())
     }
 
     fn mac(&self) -> HmacSha256 {
@@ -217,5 +262,20 @@ mod tests {
             let tok = encrypt(&k, b"x", ts).unwrap();
             assert_eq!(decrypt(&k, &tok).unwrap(), b"x");
         }
+    }
+
+    #[tokio::test]
+    async fn one_derivation_per_password() {
+        let (a, b) = (b"one-password", b"another-password");
+        let (first, second, other) =
+            tokio::join!(RaftKey::shared(a), RaftKey::shared(a), RaftKey::shared(b));
+        let (first, second, other) = (first.unwrap(), second.unwrap(), other.unwrap());
+        assert!(std::sync::Arc::ptr_eq(&first, &second));
+        assert!(!std::sync::Arc::ptr_eq(&first, &other));
+        assert_eq!(
+            format!("{:?}", first.as_ref()),
+            "RaftKey(<redacted>)",
+            "the key never shows"
+        );
     }
 }

@@ -280,23 +280,35 @@ pub async fn dead_address_on(ip: &str) -> String {
     format!("{ip}:1")
 }
 
+/// The one way tests build a cluster's settings: the REST URLs and, optionally, the Raft
+/// nodes and password; the rest as the defaults, with a short request timeout. Adjust
+/// with [`Configure::with`].
 pub fn cluster_config(
     urls: Vec<Url>,
     raft_nodes: Option<(Vec<String>, Option<&str>)>,
 ) -> ClusterConfig {
     ClusterConfig {
-        expected_scope: None,
         patroni_urls: urls,
-        poll_interval: Duration::from_secs(5),
-        poll_timeout: Duration::from_millis(800),
-        max_body_bytes: 4 * 1024 * 1024,
         raft: raft_nodes.map(|(nodes, password)| RaftSettings {
             nodes,
-            port: 2222,
             password: password.map(Secret::new),
-            command: None,
+            ..RaftSettings::default()
         }),
         ..ClusterConfig::default()
+    }
+    .with(|config| config.poll.timeout = Duration::from_millis(800))
+}
+
+/// Changes settings in place and gives them back, so that a variant of a test cluster is
+/// one expression: `base.clone().with(|config| config.rest.ca_file = None)`.
+pub trait Configure {
+    fn with(self, change: impl FnOnce(&mut Self)) -> Self;
+}
+
+impl Configure for ClusterConfig {
+    fn with(mut self, change: impl FnOnce(&mut Self)) -> Self {
+        change(&mut self);
+        self
     }
 }
 
@@ -304,9 +316,7 @@ pub fn cluster_config(
 pub async fn poll_and_render(configs: Vec<ClusterConfig>, format: Format) -> String {
     let store = Arc::new(SnapshotStore::new(configs.len()));
     for (slot, config) in configs.into_iter().enumerate() {
-        let mut poller = ClusterPoller::new(slot, config, store.clone())
-            .await
-            .unwrap();
+        let mut poller = ClusterPoller::new(slot, config).await.unwrap();
         let snapshot = poller.poll_once().await;
         store.publish(slot, snapshot);
     }
