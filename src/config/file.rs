@@ -223,37 +223,62 @@ impl ClusterEntry {
     /// the Patroni YAML it names, then the defaults of the settings types.
     ///
     /// # Errors
-    /// When no REST URL is known, or a named file cannot be read.
+    /// When no REST URL is known, a named file cannot be read, settings go together but only
+    /// one is given, or a limit cannot work ([`check_limits`]).
     pub fn resolve(&self, inherited: &Inherited) -> anyhow::Result<ClusterConfig> {
-        let patroni_yaml = match &self.patroni_config_file {
+        let yaml = match &self.patroni_config_file {
             Some(path) => Some(PatroniYaml::load(path)?),
             None => None,
         };
-        let mut patroni_urls = self.patroni_urls.clone();
-        if patroni_urls.is_empty() {
-            if let Some(url) = patroni_yaml.as_ref().and_then(PatroniYaml::rest_url) {
-                patroni_urls.push(url);
-            }
-        }
-        if patroni_urls.is_empty() {
-            anyhow::bail!(
-                "cluster {}: no Patroni REST URL (give --patroni.url, patroni_urls, or a Patroni config file)",
-                self.scope.as_deref().unwrap_or("<unnamed>")
-            );
-        }
+        let yaml = yaml.as_ref();
         let expected_scope = self
             .scope
             .clone()
-            .or_else(|| patroni_yaml.as_ref().and_then(|yaml| yaml.scope.clone()));
-        let ctl = patroni_yaml.as_ref().and_then(|yaml| yaml.ctl.as_ref());
+            .or_else(|| yaml.and_then(|yaml| yaml.scope.clone()));
+        let name = expected_scope.as_deref().unwrap_or("<unnamed>").to_owned();
+        let patroni_urls = self.patroni_urls(yaml, &name)?;
+        let rest = self.rest_settings(yaml, inherited, &name)?;
+        let poll = self.poll_settings(inherited);
+        check_limits(&name, &poll, rest.max_body_bytes)?;
+        Ok(ClusterConfig {
+            expected_scope,
+            patroni_urls,
+            allow_api_url_hosts: self.allowed_hosts(yaml)?,
+            poll,
+            rest,
+            raft: self.raft_settings(yaml, inherited)?,
+        })
+    }
+
+    /// The configured REST URLs, else the one of Patroni's YAML; at least one.
+    fn patroni_urls(&self, yaml: Option<&PatroniYaml>, name: &str) -> anyhow::Result<Vec<Url>> {
+        let mut urls = self.patroni_urls.clone();
+        if urls.is_empty() {
+            urls.extend(yaml.and_then(PatroniYaml::rest_url));
+        }
+        if urls.is_empty() {
+            anyhow::bail!(
+                "cluster {name}: no Patroni REST URL (give --patroni.url, patroni_urls, or a Patroni config file)"
+            );
+        }
+        Ok(urls)
+    }
+
+    /// How requests to members are made: TLS as Patroni's own clients do it (the `ctl`
+    /// section, then the REST server's CA), the client identity, basic auth, the body cap.
+    fn rest_settings(
+        &self,
+        yaml: Option<&PatroniYaml>,
+        inherited: &Inherited,
+        name: &str,
+    ) -> anyhow::Result<ClientSettings> {
+        let ctl = yaml.and_then(|yaml| yaml.ctl.as_ref());
         let ca_file = self
             .ca_file
             .clone()
             .or_else(|| ctl.and_then(|ctl| ctl.cacert.clone()))
             .or_else(|| {
-                patroni_yaml
-                    .as_ref()
-                    .and_then(|yaml| yaml.restapi.as_ref())
+                yaml.and_then(|yaml| yaml.restapi.as_ref())
                     .and_then(|restapi| restapi.cafile.clone())
             });
         let insecure_skip_verify = self
@@ -268,14 +293,11 @@ impl ClusterEntry {
                 };
                 (Some(cert.clone()), Some(key.clone()), password)
             }
-            (None, None) => match patroni_yaml.as_ref().and_then(PatroniYaml::client_identity) {
+            (None, None) => match yaml.and_then(PatroniYaml::client_identity) {
                 Some((cert, key, password)) => (Some(cert), Some(key), password),
                 None => (None, None, None),
             },
-            _ => anyhow::bail!(
-                "cluster {}: cert_file and key_file go together",
-                self.scope.as_deref().unwrap_or("<unnamed>")
-            ),
+            _ => anyhow::bail!("cluster {name}: cert_file and key_file go together"),
         };
         let basic_auth = match (&self.username, &self.password_file) {
             (Some(username), Some(path)) => Some(BasicAuth {
@@ -284,54 +306,77 @@ impl ClusterEntry {
             }),
             (None, None) => None,
             _ => anyhow::bail!(
-                "cluster {}: a REST username needs a password file and vice versa",
-                self.scope.as_deref().unwrap_or("<unnamed>")
+                "cluster {name}: a REST username needs a password file and vice versa"
             ),
         };
-        // Raft addresses from Patroni's YAML are configured hosts even when Raft is not polled.
-        let mut allow_api_url_hosts = self.allow_api_url_hosts.clone();
-        if let Some(yaml) = &patroni_yaml {
-            allow_api_url_hosts.extend(
+        Ok(ClientSettings {
+            max_body_bytes: self
+                .max_body_bytes
+                .or(inherited.max_body_bytes)
+                .unwrap_or(ClientSettings::default().max_body_bytes),
+            ca_file,
+            insecure_skip_verify,
+            cert_file,
+            key_file,
+            key_password,
+            basic_auth,
+        })
+    }
+
+    /// The allow list, plus the Raft addresses of Patroni's YAML: configured hosts even
+    /// when Raft is not polled. Each entry is checked here, at start.
+    fn allowed_hosts(&self, yaml: Option<&PatroniYaml>) -> anyhow::Result<Vec<String>> {
+        let mut hosts = self.allow_api_url_hosts.clone();
+        if let Some(yaml) = yaml {
+            hosts.extend(
                 yaml.raft_nodes()
                     .iter()
                     .map(|node| host_of(node).to_owned()),
             );
         }
         let mut check = ApiUrlPolicy::default();
-        for entry in &allow_api_url_hosts {
+        for entry in &hosts {
             check.add_entry(entry)?;
         }
-        let raft = if self.raft_enabled.unwrap_or(!inherited.raft_disabled) {
-            let password = match (&self.raft_password_file, &patroni_yaml) {
-                (Some(path), _) => Some(Secret::from_file(path)?),
-                (None, Some(yaml)) => yaml.raft.as_ref().and_then(|raft| raft.password.clone()),
-                (None, None) => None,
-            };
-            let mut nodes = self.raft_nodes.clone();
-            if nodes.is_empty() {
-                nodes = patroni_yaml
-                    .as_ref()
-                    .map(PatroniYaml::raft_nodes)
-                    .unwrap_or_default();
-            }
-            Some(RaftSettings {
-                nodes,
-                port: self
-                    .raft_port
-                    .or(inherited.raft_port)
-                    .unwrap_or(RaftSettings::DEFAULT_PORT),
-                password,
-                command: self
-                    .raft_command
-                    .as_deref()
-                    .map(|command| command.split_whitespace().map(str::to_owned).collect()),
-            })
-        } else {
-            None
+        Ok(hosts)
+    }
+
+    /// How the Raft nodes are found and asked; `None` when Raft is not polled.
+    fn raft_settings(
+        &self,
+        yaml: Option<&PatroniYaml>,
+        inherited: &Inherited,
+    ) -> anyhow::Result<Option<RaftSettings>> {
+        if !self.raft_enabled.unwrap_or(!inherited.raft_disabled) {
+            return Ok(None);
+        }
+        let password = match (&self.raft_password_file, yaml) {
+            (Some(path), _) => Some(Secret::from_file(path)?),
+            (None, Some(yaml)) => yaml.raft.as_ref().and_then(|raft| raft.password.clone()),
+            (None, None) => None,
         };
-        let name = expected_scope.as_deref().unwrap_or("<unnamed>");
+        let mut nodes = self.raft_nodes.clone();
+        if nodes.is_empty() {
+            nodes = yaml.map(PatroniYaml::raft_nodes).unwrap_or_default();
+        }
+        Ok(Some(RaftSettings {
+            nodes,
+            port: self
+                .raft_port
+                .or(inherited.raft_port)
+                .unwrap_or(RaftSettings::DEFAULT_PORT),
+            password,
+            command: self
+                .raft_command
+                .as_deref()
+                .map(|command| command.split_whitespace().map(str::to_owned).collect()),
+        }))
+    }
+
+    /// The poll's rhythm and bounds.
+    fn poll_settings(&self, inherited: &Inherited) -> PollSettings {
         let defaults = PollSettings::default();
-        let poll = PollSettings {
+        PollSettings {
             interval: self
                 .poll_interval
                 .or(inherited.poll_interval)
@@ -344,28 +389,7 @@ impl ClusterEntry {
                 .max_concurrency
                 .or(inherited.max_concurrency)
                 .unwrap_or(defaults.max_concurrency),
-        };
-        let max_body_bytes = self
-            .max_body_bytes
-            .or(inherited.max_body_bytes)
-            .unwrap_or(ClientSettings::default().max_body_bytes);
-        check_limits(name, &poll, max_body_bytes)?;
-        Ok(ClusterConfig {
-            expected_scope,
-            patroni_urls,
-            allow_api_url_hosts,
-            poll,
-            rest: ClientSettings {
-                max_body_bytes,
-                ca_file,
-                insecure_skip_verify,
-                cert_file,
-                key_file,
-                key_password,
-                basic_auth,
-            },
-            raft,
-        })
+        }
     }
 }
 
