@@ -68,15 +68,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let current_web = web.current();
     tracing::info!(address = %listener.local_addr()?, path = %args.telemetry_path, version = crate::metrics::VERSION,
         tls = current_web.tls.is_some(), basic_auth = current_web.users.is_some(), "listening");
-    let state = Arc::new(AppState {
-        registry: crate::metrics::registry(store.clone()),
-        store: store.clone(),
-        telemetry_path: args.telemetry_path.clone(),
-        render_cache: Default::default(),
-    });
-    let router = crate::web::protect(server::router(state), web.clone());
+    let state = AppState::new(store.clone(), args.telemetry_path.clone());
     let reloader = tokio::spawn(reload_on_hangup(args, fleet, store, web.clone(), shutdown));
-    crate::web::serve(listener, router, web, async move {
+    server::serve(listener, state, web, async move {
         shutdown_signal().await;
         tracing::info!("shutting down");
         let _ = shutdown_sender.send(true);

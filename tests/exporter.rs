@@ -312,34 +312,14 @@ async fn leader_changes_are_counted() {
     assert_eq!(poller.poll_once().await.counters.leader_changes, 1);
 }
 
-/// The exporter's HTTP server over `store` on a free port: its address, the sender that
-/// stops it, and its task.
-async fn start_server(
-    store: Arc<SnapshotStore>,
-) -> (
-    std::net::SocketAddr,
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<std::io::Result<()>>,
-) {
-    let state = Arc::new(AppState {
-        registry: patroni_raft_exporter::metrics::registry(store.clone()),
-        store,
-        telemetry_path: "/metrics".into(),
-        render_cache: Default::default(),
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(server::serve(listener, state, async move {
-        let _ = stopped.await;
-    }));
-    (addr, stop, server)
-}
-
 #[tokio::test]
 async fn http_endpoints() {
     let store = Arc::new(SnapshotStore::new(1));
-    let (addr, stop, server) = start_server(store.clone()).await;
+    let Endpoint {
+        addr,
+        stop,
+        task: server,
+    } = start_endpoint(store.clone(), None).await;
     let client = reqwest::Client::new();
     let get = |path: &str| client.get(format!("http://{addr}{path}")).send();
 
@@ -393,7 +373,11 @@ async fn http_endpoints() {
 #[tokio::test]
 async fn probe_cache_and_gzip() {
     let store = Arc::new(SnapshotStore::new(2));
-    let (addr, stop, server) = start_server(store.clone()).await;
+    let Endpoint {
+        addr,
+        stop,
+        task: server,
+    } = start_endpoint(store.clone(), None).await;
     let client = reqwest::Client::new();
     let get = |path: &str| client.get(format!("http://{addr}{path}")).send();
 
@@ -524,12 +508,7 @@ fn every_exported_family_is_documented() {
 #[test]
 fn a_telemetry_path_of_probe_is_not_a_conflict() {
     let store = Arc::new(SnapshotStore::new(1));
-    let state = Arc::new(AppState {
-        registry: patroni_raft_exporter::metrics::registry(store.clone()),
-        store,
-        telemetry_path: "/probe".into(),
-        render_cache: Default::default(),
-    });
+    let state = AppState::new(store, "/probe");
     // axum panics on two routes for one path.
     let _router = server::router(state);
 }

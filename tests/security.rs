@@ -17,9 +17,8 @@ use patroni_raft_exporter::poller::ClusterPoller;
 use patroni_raft_exporter::raft::fake::{Behaviour, FakeRaftNode};
 use patroni_raft_exporter::raft::RaftKey;
 use patroni_raft_exporter::secret::Secret;
-use patroni_raft_exporter::server::{self, AppState};
 use patroni_raft_exporter::snapshot::SnapshotStore;
-use patroni_raft_exporter::web::{self, WebState};
+use patroni_raft_exporter::web::WebState;
 use support::fake_patroni::{FakePatroni, Reply};
 use support::pki::Pki;
 use support::*;
@@ -410,26 +409,6 @@ fn bcrypt_hash(password: &str) -> String {
     bcrypt::hash(password, 4).unwrap()
 }
 
-async fn start_endpoint(
-    web: Arc<WebState>,
-) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
-    let store = Arc::new(SnapshotStore::new(0));
-    let state = Arc::new(AppState {
-        registry: patroni_raft_exporter::metrics::registry(store.clone()),
-        store,
-        telemetry_path: "/metrics".into(),
-        render_cache: Default::default(),
-    });
-    let router = web::protect(server::router(state), web.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(web::serve(listener, router, web, async move {
-        let _ = stopped.await;
-    }));
-    (addr, stop)
-}
-
 #[tokio::test]
 async fn the_endpoint_behind_tls_client_certificates_and_basic_auth() {
     let _shared = MEMORY.read().await;
@@ -447,7 +426,9 @@ async fn the_endpoint_behind_tls_client_certificates_and_basic_auth() {
     };
     write_config("prometheus", "scrape-pass");
     let web = Arc::new(WebState::load(Some(&web_config)).unwrap());
-    let (addr, _stop) = start_endpoint(web.clone()).await;
+    let Endpoint {
+        addr, stop: _stop, ..
+    } = start_endpoint(Arc::new(SnapshotStore::new(0)), Some(web.clone())).await;
     let ca = reqwest::Certificate::from_pem(&std::fs::read(&pki.ca).unwrap()).unwrap();
     let mut identity = std::fs::read(&pki.client_cert).unwrap();
     identity.extend(std::fs::read(&pki.client_key).unwrap());
@@ -537,7 +518,9 @@ async fn the_endpoint_bounds_idle_connections_and_answers_others() {
     let _shared = MEMORY.read().await;
     // A peer that connects and sends nothing must not block anyone else.
     let web = Arc::new(WebState::load(None).unwrap());
-    let (addr, _stop) = start_endpoint(web).await;
+    let Endpoint {
+        addr, stop: _stop, ..
+    } = start_endpoint(Arc::new(SnapshotStore::new(0)), Some(web)).await;
     let mut idle = Vec::new();
     for _ in 0..50 {
         idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
@@ -727,17 +710,8 @@ async fn a_fleet_of_hostile_peers() {
         let poller = ClusterPoller::new(slot, config).await.unwrap();
         tokio::spawn(poller.run(store.clone(), shutdown.clone()));
     }
-    let state = Arc::new(AppState {
-        registry: patroni_raft_exporter::metrics::registry(store.clone()),
-        store: store.clone(),
-        telemetry_path: "/metrics".into(),
-        render_cache: Default::default(),
-    });
-    let web = Arc::new(WebState::load(None).unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let router = web::protect(server::router(state), web.clone());
-    tokio::spawn(web::serve(listener, router, web, std::future::pending()));
+    let endpoint = start_endpoint(store.clone(), None).await;
+    let addr = endpoint.addr;
     let client = reqwest::Client::new();
 
     // Scrape throughout six poll rounds; every scrape must be fast. RSS is sampled after
@@ -763,8 +737,11 @@ async fn a_fleet_of_hostile_peers() {
         slowest = slowest.max(started.elapsed());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // A scrape never waits for a poll: one that did would take the poll timeout (800 ms)
+    // of the hanging peers. The bound leaves room for a loaded CI machine (seen: 100+ ms
+    // with two other builds running on two cores); speed itself is the benchmark's job.
     assert!(
-        slowest < Duration::from_millis(100),
+        slowest < Duration::from_millis(500),
         "slowest scrape {slowest:?}"
     );
 

@@ -15,7 +15,9 @@ use patroni_raft_exporter::poller::ClusterPoller;
 use patroni_raft_exporter::raft::fake::{unwrap_captured_reply, Behaviour, FakeRaftNode};
 use patroni_raft_exporter::raft::RaftKey;
 use patroni_raft_exporter::secret::Secret;
+use patroni_raft_exporter::server::{self, AppState};
 use patroni_raft_exporter::snapshot::SnapshotStore;
+use patroni_raft_exporter::web::WebState;
 use url::Url;
 
 use fake_patroni::{FakePatroni, Reply};
@@ -355,4 +357,30 @@ pub fn normalize_volatile(text: &str) -> String {
         }
     }
     output
+}
+
+/// A running exporter endpoint for tests, on the production listener ([`server::serve`]).
+pub struct Endpoint {
+    pub addr: std::net::SocketAddr,
+    /// Stops the server when sent or dropped.
+    pub stop: tokio::sync::oneshot::Sender<()>,
+    pub task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Serves `store` on a free port of 127.0.0.1 under `/metrics`, behind `web` (TLS and basic
+/// auth as configured; `None`: plain http, no auth), as the binary does.
+pub async fn start_endpoint(store: Arc<SnapshotStore>, web: Option<Arc<WebState>>) -> Endpoint {
+    let web = web.unwrap_or_else(|| Arc::new(WebState::load(None).unwrap()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(server::serve(
+        listener,
+        AppState::new(store, "/metrics"),
+        web,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    Endpoint { addr, stop, task }
 }
