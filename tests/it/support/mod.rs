@@ -1,8 +1,6 @@
 //! Shared helpers of the integration tests: fake members built from real captures, fake Raft
 //! nodes, and an exporter wired to them in-process.
 
-#![allow(dead_code)]
-
 pub mod fake_patroni;
 pub mod pki;
 
@@ -55,8 +53,9 @@ impl Addresses {
 
 /// A fake 3-member cluster answering with captured documents.
 pub struct FakeCluster {
-    /// The members still running (a dead member's fake is stopped: its address refuses).
-    pub members: Vec<Option<FakePatroni>>,
+    /// Keeps the running members alive (a dead member's fake is stopped: its address
+    /// refuses).
+    _running: Vec<Option<FakePatroni>>,
     urls: Vec<Url>,
     pub addresses: Addresses,
 }
@@ -114,7 +113,7 @@ impl FakeCluster {
             })
             .collect();
         FakeCluster {
-            members,
+            _running: members,
             urls,
             addresses,
         }

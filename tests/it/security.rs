@@ -4,7 +4,7 @@
 //! Raft nodes polled at once while `/metrics` must keep answering fast and memory stays
 //! bounded.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -2,9 +2,9 @@
 //! captures: a golden file of the complete `/metrics` output, hostile peers, and the HTTP
 //! endpoints.
 //!
-//! `UPDATE_GOLDEN=1 cargo test --test exporter` rewrites `tests/golden/metrics.txt`.
+//! `UPDATE_GOLDEN=1 cargo test --test it exporter` rewrites `tests/golden/metrics.txt`.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,9 +1,9 @@
 //! `patroni-raft-exporter status` on fake clusters built from real captures: golden text and
 //! JSON output, and the Nagios exit codes.
 //!
-//! `UPDATE_GOLDEN=1 cargo test --test status` rewrites `tests/golden/status-*`.
+//! `UPDATE_GOLDEN=1 cargo test --test it status` rewrites `tests/golden/status-*`.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
