@@ -1,6 +1,7 @@
 //! fleet-sim: N fake Patroni clusters on loopback, for measuring the exporter at scale.
 //!
-//! Each cluster has 3 members serving `GET /cluster`, `/patroni` and `/history` the way
+//! Each cluster has 3 members ([`FakePatroni`], the fake the tests use) serving `GET /cluster`,
+//! `/patroni` and `/history` the way
 //! Patroni's REST server does (HTTP/1.0, no `Content-Length`, body ended by closing the
 //! connection), with documents taken from the real Patroni 4.1.5 captures in
 //! `tests/fixtures/` (scope and `api_url`s rewritten per cluster), and 3 fake pysyncobj
@@ -19,16 +20,15 @@
 //! ```
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
 use patroni_raft_exporter::raft::fake::{healthy_status_pickle, Behaviour, FakeRaftNode};
 use patroni_raft_exporter::raft::RaftKey;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 const CLUSTER: &str = include_str!("../../tests/fixtures/patroni-4.1.5/01-cluster-from-m0.json");
 const MEMBERS: [&str; 3] = [
@@ -83,6 +83,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     write_secret(&args.password_file, &args.password)?;
 
     let mut keep_alive: Vec<FakeRaftNode> = Vec::with_capacity(args.clusters * 3);
+    let mut members: Vec<FakePatroni> = Vec::with_capacity(args.clusters * 3);
     let mut yaml = String::from("# written by fleet-sim\nclusters:\n");
     for index in 0..args.clusters {
         let scope = format!("{}-{index:04}", args.prefix);
@@ -97,15 +98,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .map(|l| l.local_addr().map(|a| a.to_string()))
             .collect::<Result<_, _>>()?;
 
-        let cluster = Arc::<[u8]>::from(cluster_document(&scope, &rest_addrs)?);
-        let history = Arc::<[u8]>::from(HISTORY.as_bytes());
+        let cluster = cluster_document(&scope, &rest_addrs)?;
         for (member, listener) in rest.into_iter().enumerate() {
-            let routes = Routes {
-                cluster: cluster.clone(),
-                patroni: Arc::from(member_document(member, &scope)?),
-                history: history.clone(),
-            };
-            tokio::spawn(serve_rest(listener, Arc::new(routes)));
+            let fake = FakePatroni::serve(listener, None);
+            fake.route("/cluster", Reply::Json(cluster.clone()));
+            fake.route("/patroni", Reply::Json(member_document(member, &scope)?));
+            fake.route("/history", Reply::Json(HISTORY.as_bytes().to_vec()));
+            members.push(fake);
         }
         for (node, listener) in raft.into_iter().enumerate() {
             let reply = healthy_status_pickle(node, &raft_addrs);
@@ -144,6 +143,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         _ = patroni_raft_exporter::app::shutdown_signal() => {}
     }
     drop(keep_alive);
+    drop(members);
     Ok(())
 }
 
@@ -192,64 +192,6 @@ fn member_document(index: usize, scope: &str) -> anyhow::Result<Vec<u8>> {
     let mut doc: Value = serde_json::from_str(MEMBERS[index])?;
     doc["patroni"]["scope"] = Value::from(scope);
     Ok(serde_json::to_vec_pretty(&doc)?)
-}
-
-struct Routes {
-    cluster: Arc<[u8]>,
-    patroni: Arc<[u8]>,
-    history: Arc<[u8]>,
-}
-
-async fn serve_rest(listener: TcpListener, routes: Arc<Routes>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            // EMFILE and the like: back off instead of spinning.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let routes = routes.clone();
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(Duration::from_secs(10), answer(stream, &routes)).await;
-        });
-    }
-}
-
-/// Answers one request like Patroni's `BaseHTTPRequestHandler`: HTTP/1.0, then close.
-async fn answer(mut stream: TcpStream, routes: &Routes) -> std::io::Result<()> {
-    let mut request = Vec::with_capacity(512);
-    let mut buffer = [0u8; 1024];
-    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-        let read = stream.read(&mut buffer).await?;
-        if read == 0 || request.len() > 16 * 1024 {
-            return Ok(());
-        }
-        request.extend_from_slice(&buffer[..read]);
-    }
-    let path = request
-        .split(|&b| b == b' ')
-        .nth(1)
-        .map(|p| p.split(|&b| b == b'?').next().unwrap_or_default())
-        .unwrap_or_default();
-    let body: Option<&[u8]> = match path {
-        b"/cluster" => Some(&routes.cluster),
-        b"/patroni" | b"/" => Some(&routes.patroni),
-        b"/history" => Some(&routes.history),
-        _ => None,
-    };
-    match body {
-        Some(body) => {
-            stream
-                .write_all(b"HTTP/1.0 200 OK\r\nServer: BaseHTTP/0.6 Python/3.11.2\r\nContent-Type: application/json\r\n\r\n")
-                .await?;
-            stream.write_all(body).await?;
-        }
-        None => {
-            stream
-                .write_all(b"HTTP/1.0 404 Not Found\r\nContent-Type: text/plain\r\n\r\nnot found")
-                .await?;
-        }
-    }
-    stream.shutdown().await
 }
 
 #[cfg(test)]

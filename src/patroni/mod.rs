@@ -7,6 +7,8 @@
 //! [`kind`]: PatroniError::kind
 
 mod client;
+#[cfg(feature = "testkit")]
+pub mod fake;
 mod model;
 
 pub use client::{base_of, BasicAuth, ClientSettings, PatroniClient};

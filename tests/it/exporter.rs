@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use patroni_raft_exporter::metrics::exposition::Format;
+use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
 use patroni_raft_exporter::poller::ClusterPoller;
 use patroni_raft_exporter::server::{self, AppState};
 use patroni_raft_exporter::snapshot::SnapshotStore;
-use support::fake_patroni::{FakePatroni, Reply};
 use support::*;
 
 const GOLDEN: &str = "tests/golden/metrics.txt";

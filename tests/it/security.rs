@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use patroni_raft_exporter::config::ClusterConfig;
 use patroni_raft_exporter::metrics::exposition::Format;
+use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
 use patroni_raft_exporter::patroni::BasicAuth;
 use patroni_raft_exporter::poller::ClusterPoller;
 use patroni_raft_exporter::raft::fake::{Behaviour, FakeRaftNode};
@@ -19,7 +20,6 @@ use patroni_raft_exporter::raft::RaftKey;
 use patroni_raft_exporter::secret::Secret;
 use patroni_raft_exporter::snapshot::SnapshotStore;
 use patroni_raft_exporter::web::WebState;
-use support::fake_patroni::{FakePatroni, Reply};
 use support::pki::Pki;
 use support::*;
 use url::Url;

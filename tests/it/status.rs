@@ -8,10 +8,10 @@ use crate::support;
 use std::time::{Duration, Instant};
 
 use patroni_raft_exporter::config::ClusterConfig;
+use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
 use patroni_raft_exporter::status::render::{self, Colour};
 use patroni_raft_exporter::status::report::{overall, ClusterReport, Level};
 use patroni_raft_exporter::status::{self as status_command};
-use support::fake_patroni::{FakePatroni, Reply};
 use support::*;
 
 /// One fake cluster with its Raft nodes, and the substitutions that make output stable.

@@ -1,7 +1,6 @@
 //! Shared helpers of the integration tests: fake members built from real captures, fake Raft
 //! nodes, and an exporter wired to them in-process.
 
-pub mod fake_patroni;
 pub mod pki;
 
 use std::sync::Arc;
@@ -18,7 +17,7 @@ use patroni_raft_exporter::snapshot::SnapshotStore;
 use patroni_raft_exporter::web::WebState;
 use url::Url;
 
-use fake_patroni::{FakePatroni, Reply};
+use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
 
 pub fn fixture(path: &str) -> Vec<u8> {
     let full = format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
