@@ -26,4 +26,4 @@ e2e: build       ## only the real-cluster scenarios (E2E_MATRICES="3.3.8 4.1.5")
 	for v in $${E2E_MATRICES:-3.3.8 4.1.5}; do tests/e2e/scenarios.sh $$v || exit 1; done
 
 golden:          ## rewrite tests/golden/metrics.txt after an intended change of the output
-	UPDATE_GOLDEN=1 cargo test --test exporter golden
+	UPDATE_GOLDEN=1 cargo test --test it golden

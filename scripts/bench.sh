@@ -70,7 +70,9 @@ hwm_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
 ensure_release() {
   if [[ ! -x $EXPORTER || ! -x $FLEET_SIM ]]; then
     log "building release binaries"
-    cargo build --release --bins
+    # Two invocations: in one, cargo would unify features and build the exporter with the
+    # test doubles too; the exporter measured must be the one users run.
+    cargo build --release --bin patroni-raft-exporter && cargo build --release --features testkit --bin fleet-sim
   fi
 }
 

@@ -12,8 +12,9 @@
 #   postgresql-15 (server binaries in /usr/lib/postgresql/15/bin), prometheus,
 #   prometheus-alertmanager (/usr/bin/{promtool,prometheus,prometheus-alertmanager,amtool}),
 #   jq, curl, iproute2 (ss),
-#   util-linux (setpriv), wrk, python3-venv, nftables (the partition lab),
-#   dpkg-dev (dpkg-shlibdeps for cargo-deb), lintian, adduser (the .deb's maintainer scripts).
+#   util-linux (setpriv), wrk, python3-venv, nftables (the partition lab), binutils (nm:
+#   scripts/check-no-test-doubles.sh), dpkg-dev (dpkg-shlibdeps for cargo-deb), lintian,
+#   adduser (the .deb's maintainer scripts).
 #   Services are not started by the install (temporary policy-rc.d); if the postgresql
 #   package still started Debian's default cluster, it is stopped again.
 # Python venvs (built from /usr/bin/python3, usable by an unprivileged user), one per matrix:
@@ -30,7 +31,7 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../tests/e2e/paths.sh
 source "$SCRIPT_DIR/../tests/e2e/paths.sh"
 
-APT_PACKAGES=(postgresql-15 prometheus prometheus-alertmanager jq curl iproute2 util-linux wrk python3-venv nftables
+APT_PACKAGES=(postgresql-15 prometheus prometheus-alertmanager jq curl iproute2 util-linux wrk python3-venv nftables binutils
               dpkg-dev lintian adduser)
 # Pinned: the .deb's layout comes from Cargo.toml [package.metadata.deb] as this version reads it.
 CARGO_DEB_VERSION=3.8.0

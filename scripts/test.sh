@@ -46,6 +46,7 @@ step "dashboards up to date and valid" scripts/gen-dashboards.sh --check
 step "cargo publish --dry-run (packaged crate builds)" cargo publish --dry-run --locked --allow-dirty
 if (( RUN_E2E )); then
   step "cargo build (exporter binary for e2e)" cargo build --locked --bin patroni-raft-exporter
+  step "the exporter binary holds no test double" scripts/check-no-test-doubles.sh
   for version in $E2E_MATRICES; do
     step "e2e scenarios, Patroni $version" tests/e2e/scenarios.sh "$version"
   done

@@ -68,15 +68,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let current_web = web.current();
     tracing::info!(address = %listener.local_addr()?, path = %args.telemetry_path, version = crate::metrics::VERSION,
         tls = current_web.tls.is_some(), basic_auth = current_web.users.is_some(), "listening");
-    let state = Arc::new(AppState {
-        registry: crate::metrics::registry(store.clone()),
-        store: store.clone(),
-        telemetry_path: args.telemetry_path.clone(),
-        render_cache: Default::default(),
-    });
-    let router = crate::web::protect(server::router(state), web.clone());
+    let state = AppState::new(store.clone(), args.telemetry_path.clone());
     let reloader = tokio::spawn(reload_on_hangup(args, fleet, store, web.clone(), shutdown));
-    crate::web::serve(listener, router, web, async move {
+    server::serve(listener, state, web, async move {
         shutdown_signal().await;
         tracing::info!("shutting down");
         let _ = shutdown_sender.send(true);
@@ -112,7 +106,7 @@ impl Fleet {
 
     fn warn_insecure(&mut self, config: &ClusterConfig) {
         let key = format!("{:?}", config.patroni_urls);
-        if config.insecure_skip_verify && self.warned_insecure.insert(key) {
+        if config.rest.insecure_skip_verify && self.warned_insecure.insert(key) {
             tracing::warn!(urls = ?config.patroni_urls, "TLS certificate verification of members is disabled");
         }
     }
@@ -128,7 +122,7 @@ impl Fleet {
         if clusters.len() == self.slots.len() {
             for (config, (sender, _)) in clusters.into_iter().zip(&self.slots) {
                 let key = format!("{:?}", config.patroni_urls);
-                if config.insecure_skip_verify && !self.warned_insecure.contains(&key) {
+                if config.rest.insecure_skip_verify && !self.warned_insecure.contains(&key) {
                     self.warned_insecure.insert(key);
                     tracing::warn!(urls = ?config.patroni_urls, "TLS certificate verification of members is disabled");
                 }
@@ -243,7 +237,7 @@ async fn run_cluster(
 ) {
     let mut poller = loop {
         let config = configs.borrow_and_update().clone();
-        match ClusterPoller::new(slot, config.clone(), store.clone()).await {
+        match ClusterPoller::new(slot, config.clone()).await {
             Ok(poller) => break poller,
             Err(error) => {
                 tracing::error!(error = format!("{error:#}"), urls = ?config.patroni_urls, "cannot set up the poller; retrying in 30s or on reload");
@@ -259,7 +253,7 @@ async fn run_cluster(
         let mut next_config = configs.clone();
         let mut stop = shutdown.clone();
         poller = poller
-            .run_until(async move {
+            .run_until(&store, async move {
                 tokio::select! {
                     _ = next_config.changed() => {}
                     _ = stop.changed() => {}
@@ -299,7 +293,8 @@ async fn bind(address: SocketAddr) -> anyhow::Result<TcpListener> {
     }
 }
 
-async fn shutdown_signal() {
+/// Resolves on SIGINT or SIGTERM: the exporter's (and fleet-sim's) cue to shut down.
+pub async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

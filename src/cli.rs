@@ -5,13 +5,14 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+
 use std::time::Duration;
 
 use clap::{Args as ClapArgs, CommandFactory, Parser, Subcommand, ValueEnum};
-use url::Url;
 
-use crate::config::{ClusterConfig, ClusterEntry, ConfigFile, Defaults};
-use crate::status::StatusArgs;
+use crate::config::file::{positive_duration, Inherited};
+use crate::config::{ClusterConfig, ClusterEntry, ConfigFile};
+use crate::status::{Output, StatusOptions};
 
 /// Prometheus exporter for Patroni clusters on the Raft (pysyncobj) DCS.
 #[derive(Debug, Clone, Parser)]
@@ -87,124 +88,51 @@ pub enum Command {
     Status(StatusArgs),
 }
 
-/// What to watch and how to reach it: shared by the exporter and `status`.
+/// What to watch and how to reach it: shared by the exporter and `status`. One cluster by
+/// flags (the [`ClusterEntry`] flattened here), or many by `--config.file`, whose entries
+/// inherit the poll settings and the Raft port given by flags.
 #[derive(Debug, Clone, ClapArgs)]
 pub struct ClusterArgs {
-    /// REST base URL of a member, e.g. http://10.0.0.1:8008 (repeatable). GET /cluster is
-    /// asked of the first that answers; more members are learned from their api_url.
-    #[arg(long = "patroni.url", value_name = "URL")]
-    pub patroni_urls: Vec<Url>,
-
-    /// Expected cluster name (scope); a /cluster answer naming another cluster is an error.
-    #[arg(long = "patroni.scope", value_name = "NAME")]
-    pub patroni_scope: Option<String>,
-
-    /// Patroni's own YAML (e.g. Charmed PostgreSQL's patroni.yaml): supplies the REST URL,
-    /// the CA, the Raft partners and the Raft password when not given otherwise.
-    #[arg(long = "patroni.config-file", value_name = "FILE")]
-    pub patroni_config_file: Option<PathBuf>,
-
-    /// PEM CA bundle trusted for https member URLs (in addition to the system roots).
-    #[arg(long = "patroni.ca-file", value_name = "FILE")]
-    pub patroni_ca_file: Option<PathBuf>,
-
-    /// Accept any TLS certificate from members (insecure; logged as a warning).
-    #[arg(long = "patroni.insecure-skip-verify")]
-    pub patroni_insecure_skip_verify: bool,
-
-    /// PEM client certificate for members with `verify_client: required` (with --patroni.key-file).
-    #[arg(long = "patroni.cert-file", value_name = "FILE")]
-    pub patroni_cert_file: Option<PathBuf>,
-
-    /// PEM private key of --patroni.cert-file (PKCS#8, PKCS#1 or SEC1; may be encrypted).
-    #[arg(long = "patroni.key-file", value_name = "FILE")]
-    pub patroni_key_file: Option<PathBuf>,
-
-    /// File holding the passphrase of an encrypted --patroni.key-file.
-    #[arg(
-        long = "patroni.key-password-file",
-        value_name = "FILE",
-        env = "PATRONI_RAFT_EXPORTER_KEY_PASSWORD_FILE"
-    )]
-    pub patroni_key_password_file: Option<PathBuf>,
-
-    /// User for HTTP basic auth on every GET (only where a site protects reads).
-    #[arg(long = "patroni.username", value_name = "USER")]
-    pub patroni_username: Option<String>,
-
-    /// File holding the basic auth password of --patroni.username.
-    #[arg(
-        long = "patroni.password-file",
-        value_name = "FILE",
-        env = "PATRONI_RAFT_EXPORTER_PATRONI_PASSWORD_FILE"
-    )]
-    pub patroni_password_file: Option<PathBuf>,
-
-    /// Hosts whose member api_urls may be followed besides the configured REST and Raft
-    /// hosts: a name, an IP, a CIDR (10.0.0.0/24) or * (repeatable or comma-separated).
-    #[arg(
-        long = "patroni.allow-api-url-hosts",
-        value_name = "HOSTS",
-        value_delimiter = ','
-    )]
-    pub patroni_allow_api_url_hosts: Vec<String>,
-
-    /// Raft node to query, host:port (repeatable). Default: the member hosts on --raft.port.
-    #[arg(long = "raft.node", value_name = "HOST:PORT")]
-    pub raft_nodes: Vec<String>,
-
-    /// Port of the Raft nodes found through the member hosts.
-    #[arg(long = "raft.port", default_value_t = 2222)]
-    pub raft_port: u16,
-
-    /// File holding the Raft password (Patroni's raft.password).
-    #[arg(
-        long = "raft.password-file",
-        value_name = "FILE",
-        env = "PATRONI_RAFT_EXPORTER_RAFT_PASSWORD_FILE"
-    )]
-    pub raft_password_file: Option<PathBuf>,
-
-    /// Query Raft nodes by running this program instead of the native client, e.g.
-    /// "charmed-postgresql.syncobj-admin". `{addr}` in an argument is replaced by the node
-    /// address, else `-conn ADDR -status` is appended; the password is passed in the
-    /// environment variable SYNCOBJ_PASSWORD, never in argv.
-    #[arg(long = "raft.command", value_name = "PROGRAM")]
-    pub raft_command: Option<String>,
+    #[command(flatten)]
+    pub cluster: ClusterEntry,
 
     /// Do not query Raft at all (REST view only).
     #[arg(long = "raft.disabled")]
     pub raft_disabled: bool,
-
-    /// How often each cluster is polled.
-    #[arg(long = "poll.interval", default_value = "5s", value_parser = positive_duration)]
-    pub poll_interval: Duration,
-
-    /// Deadline of each request to a member or a Raft node.
-    #[arg(long = "poll.timeout", default_value = "2s", value_parser = positive_duration)]
-    pub poll_timeout: Duration,
-
-    /// Largest REST response body accepted, in bytes.
-    #[arg(long = "poll.max-body-bytes", default_value_t = 4 * 1024 * 1024)]
-    pub max_body_bytes: usize,
-
-    /// Requests of one cluster's poll in flight at once (REST and Raft together).
-    #[arg(long = "poll.max-concurrency", default_value_t = crate::config::DEFAULT_MAX_CONCURRENCY)]
-    pub max_concurrency: usize,
 
     /// YAML file listing clusters to watch (overrides --patroni.url and the Raft flags).
     #[arg(long = "config.file", value_name = "FILE")]
     pub config_file: Option<PathBuf>,
 }
 
-/// A duration longer than zero (`5s`, `1m30s`): a zero interval would poll in a busy loop
-/// and a zero timeout would fail every request.
-pub fn positive_duration(text: &str) -> Result<Duration, String> {
-    let duration = humantime::parse_duration(text).map_err(|error| error.to_string())?;
-    if duration.is_zero() {
-        return Err("must be longer than 0 (e.g. 5s)".to_owned());
+/// Options of the `status` subcommand.
+#[derive(Debug, Clone, ClapArgs)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+
+    /// Refresh every --poll.interval until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+
+    /// Total deadline of one run; never exceeded.
+    #[arg(long, default_value = "10s", value_parser = positive_duration)]
+    pub timeout: Duration,
+}
+
+impl StatusArgs {
+    /// How `status` runs.
+    pub fn options(&self) -> StatusOptions {
+        StatusOptions {
+            output: self.output,
+            watch: self.watch,
+            timeout: self.timeout,
+        }
     }
-    Ok(duration)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -219,42 +147,15 @@ impl ClusterArgs {
     /// # Errors
     /// When the config file or a secret file cannot be read, or no URL is given.
     pub fn clusters(&self) -> anyhow::Result<Vec<ClusterConfig>> {
-        let defaults = Defaults {
-            poll_interval: self.poll_interval,
-            poll_timeout: self.poll_timeout,
-            max_body_bytes: self.max_body_bytes,
-            raft_port: self.raft_port,
-            raft_enabled: !self.raft_disabled,
-            max_concurrency: self.max_concurrency,
-        };
-        let entries = match &self.config_file {
-            Some(path) => ConfigFile::load(path)?.clusters,
-            None => vec![ClusterEntry {
-                scope: self.patroni_scope.clone(),
-                patroni_urls: self.patroni_urls.clone(),
-                patroni_config_file: self.patroni_config_file.clone(),
-                poll_interval: None,
-                poll_timeout: None,
-                ca_file: self.patroni_ca_file.clone(),
-                insecure_skip_verify: self.patroni_insecure_skip_verify.then_some(true),
-                raft_enabled: None,
-                raft_nodes: self.raft_nodes.clone(),
-                raft_port: None,
-                raft_password_file: self.raft_password_file.clone(),
-                raft_command: self.raft_command.clone(),
-                cert_file: self.patroni_cert_file.clone(),
-                key_file: self.patroni_key_file.clone(),
-                key_password_file: self.patroni_key_password_file.clone(),
-                username: self.patroni_username.clone(),
-                password_file: self.patroni_password_file.clone(),
-                allow_api_url_hosts: self.patroni_allow_api_url_hosts.clone(),
-                max_concurrency: None,
-            }],
-        };
-        entries
-            .iter()
-            .map(|entry| entry.resolve(&defaults))
-            .collect()
+        let inherited = Inherited::from_flags(&self.cluster, self.raft_disabled);
+        match &self.config_file {
+            Some(path) => ConfigFile::load(path)?
+                .clusters
+                .iter()
+                .map(|entry| entry.resolve(&inherited))
+                .collect(),
+            None => Ok(vec![self.cluster.resolve(&inherited)?]),
+        }
     }
 }
 
@@ -281,6 +182,7 @@ impl Args {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use url::Url;
 
     #[test]
     fn dotted_flags_parse() {
@@ -296,8 +198,11 @@ mod tests {
             "127.0.0.1:9393",
         ])
         .unwrap();
-        assert_eq!(args.cluster.patroni_urls.len(), 2);
-        assert_eq!(args.cluster.poll_interval, Duration::from_secs(10));
+        assert_eq!(args.cluster.cluster.patroni_urls.len(), 2);
+        assert_eq!(
+            args.cluster.cluster.poll_interval,
+            Some(Duration::from_secs(10))
+        );
         assert_eq!(args.listen_address().unwrap().to_string(), "127.0.0.1:9393");
         let clusters = args.cluster.clusters().unwrap();
         assert_eq!(clusters.len(), 1);
@@ -328,7 +233,7 @@ mod tests {
         let Some(Command::Status(status)) = args.command else {
             panic!("no status command")
         };
-        assert_eq!(status.cluster.patroni_urls.len(), 1);
+        assert_eq!(status.cluster.cluster.patroni_urls.len(), 1);
         assert_eq!(status.timeout, Duration::from_secs(3));
     }
 
@@ -386,10 +291,10 @@ mod tests {
         ])
         .unwrap();
         let cluster = args.cluster.clusters().unwrap().remove(0);
-        let auth = cluster.basic_auth.as_ref().unwrap();
+        let auth = cluster.rest.basic_auth.as_ref().unwrap();
         assert_eq!(auth.username, "watcher");
         assert_eq!(auth.password.expose(), "rest-secret");
-        assert_eq!(cluster.max_concurrency, 3);
+        assert_eq!(cluster.poll.max_concurrency, 3);
         assert!(!format!("{cluster:?}").contains("rest-secret"));
         let policy = crate::config::ApiUrlPolicy::for_cluster(&cluster).unwrap();
         assert!(policy.allows_url(&Url::parse("https://10.0.0.7:8008/patroni").unwrap()));

@@ -30,8 +30,10 @@ fn main() -> std::process::ExitCode {
         }
     };
     match args.command.clone() {
-        Some(Command::Status(status_args)) => match runtime.block_on(status::run(status_args)) {
-            Ok(code) => std::process::ExitCode::from(code),
+        Some(Command::Status(status_args)) => match status_args.cluster.clusters() {
+            Ok(clusters) => std::process::ExitCode::from(
+                runtime.block_on(status::run(clusters, status_args.options())),
+            ),
             Err(error) => {
                 eprintln!("UNKNOWN: {error:#}");
                 std::process::ExitCode::from(3)

@@ -20,7 +20,7 @@ use tokio::time::MissedTickBehavior;
 use url::Url;
 
 use crate::config::{ApiUrlPolicy, ClusterConfig, RaftSettings};
-use crate::patroni::{self, ClientSettings, ClusterView, PatroniClient, PatroniError};
+use crate::patroni::{self, ClusterView, PatroniClient, PatroniError};
 use crate::raft::{self, QueryLimits, RaftKey, RaftStatus};
 use crate::snapshot::{
     effective_raft_leader, ClusterSnapshot, Counters, Failure, MemberSnapshot, QuorumAssessment,
@@ -100,7 +100,6 @@ pub struct ClusterPoller {
     config: ClusterConfig,
     client: Arc<PatroniClient>,
     raft: Option<RaftQuery>,
-    store: Arc<SnapshotStore>,
     memory: PollMemory,
     /// Which `api_url`s (and member hosts) may be contacted.
     policy: ApiUrlPolicy,
@@ -114,33 +113,19 @@ impl ClusterPoller {
     ///
     /// # Errors
     /// When the HTTP client cannot be built (e.g. an unreadable CA file).
-    pub async fn new(
-        slot: usize,
-        config: ClusterConfig,
-        store: Arc<SnapshotStore>,
-    ) -> anyhow::Result<ClusterPoller> {
+    pub async fn new(slot: usize, config: ClusterConfig) -> anyhow::Result<ClusterPoller> {
         let policy = ApiUrlPolicy::for_cluster(&config)?;
-        let client = shared_client(ClientSettings {
-            timeout: config.poll_timeout,
-            max_body_bytes: config.max_body_bytes,
-            ca_file: config.ca_file.clone(),
-            insecure_skip_verify: config.insecure_skip_verify,
-            cert_file: config.cert_file.clone(),
-            key_file: config.key_file.clone(),
-            key_password: config.key_password.clone(),
-            basic_auth: config.basic_auth.clone(),
-        })?;
-        let permits = Arc::new(Semaphore::new(config.max_concurrency.max(1)));
+        let client = PatroniClient::shared(&config.rest, config.poll.timeout)?;
+        let permits = Arc::new(Semaphore::new(config.poll.max_concurrency.max(1)));
         let raft = match &config.raft {
             None => None,
-            Some(settings) => Some(raft_query(settings, config.poll_timeout).await?),
+            Some(settings) => Some(raft_query(settings, config.poll.timeout).await?),
         };
         Ok(ClusterPoller {
             slot,
             config,
             client,
             raft,
-            store,
             memory: PollMemory::default(),
             policy,
             permits,
@@ -153,7 +138,7 @@ impl ClusterPoller {
     /// # Errors
     /// As [`ClusterPoller::new`]; the caller keeps the old poller then.
     pub async fn reconfigured(&self, config: ClusterConfig) -> anyhow::Result<ClusterPoller> {
-        let mut poller = ClusterPoller::new(self.slot, config, self.store.clone()).await?;
+        let mut poller = ClusterPoller::new(self.slot, config).await?;
         poller.memory.counters = self.memory.counters.clone();
         Ok(poller)
     }
@@ -164,20 +149,26 @@ impl ClusterPoller {
     /// The first poll starts at once; the second after between half and one and a half
     /// intervals, at a phase that depends on the slot ([`phase`]), so that the polls of a
     /// large fleet are spread evenly over the interval instead of all starting together.
-    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
-        self.run_until(async move {
+    pub async fn run(self, store: Arc<SnapshotStore>, mut shutdown: watch::Receiver<bool>) {
+        self.run_until(&store, async move {
             let _ = shutdown.changed().await;
         })
         .await;
     }
 
-    /// Polls as [`run`] does until `stop` completes (checked between polls; a poll is
-    /// bounded by its timeouts), then gives the poller back, e.g. to be [`reconfigured`].
+    /// Polls as [`run`] does, publishing each snapshot into `store`, until `stop` completes
+    /// (checked between polls; a poll is bounded by its timeouts), then gives the poller
+    /// back, e.g. to be [`reconfigured`]. One poll without a store: [`poll_once`].
     ///
     /// [`run`]: ClusterPoller::run
     /// [`reconfigured`]: ClusterPoller::reconfigured
-    pub async fn run_until(mut self, stop: impl std::future::Future<Output = ()>) -> ClusterPoller {
-        let interval = self.config.poll_interval;
+    /// [`poll_once`]: ClusterPoller::poll_once
+    pub async fn run_until(
+        mut self,
+        store: &SnapshotStore,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> ClusterPoller {
+        let interval = self.config.poll.interval;
         let second = tokio::time::Instant::now() + interval.mul_f64(0.5 + phase(self.slot));
         let mut ticker = tokio::time::interval_at(second, interval);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
@@ -199,7 +190,7 @@ impl ClusterPoller {
                 self.memory.counters.polls_skipped += overrun.floor() as u64;
                 snapshot.counters.polls_skipped = self.memory.counters.polls_skipped;
             }
-            self.store.publish(self.slot, snapshot);
+            store.publish(self.slot, snapshot);
         }
     }
 
@@ -217,7 +208,7 @@ impl ClusterPoller {
         let first_targets = self.raft_targets_known();
         let (cluster_answer, first_answers) = tokio::join!(
             self.fetch_cluster_answer(),
-            join_all(first_targets.iter().map(|node| self.query_raft(node)))
+            join_all(self.raft_queries(&first_targets))
         );
         let (cluster, cluster_failure) = self.settle_cluster(cluster_answer);
         let mut raft_nodes: Vec<RaftNodeSnapshot> = first_targets
@@ -249,7 +240,7 @@ impl ClusterPoller {
                 _ => None,
             }
         };
-        let second_answers = join_all(second_targets.iter().map(|node| self.query_raft(node)));
+        let second_answers = join_all(self.raft_queries(&second_targets));
         let (member_views, history, second_answers) =
             tokio::join!(member_views, history, second_answers);
 
@@ -415,14 +406,20 @@ impl ClusterPoller {
             .map_err(|error| Failure::from(&error))
     }
 
-    async fn query_raft(&self, node: &str) -> Result<RaftStatus, Failure> {
-        // Targets are only made when Raft is polled, so `raft` is set here.
-        let Some(query) = &self.raft else {
-            return Err(Failure {
-                kind: "disabled",
-                message: "raft disabled".into(),
-            });
-        };
+    /// One status query per target. Targets exist only when Raft is polled (the target
+    /// lists are empty without Raft settings), so none is dropped.
+    fn raft_queries<'a>(
+        &'a self,
+        targets: &'a [String],
+    ) -> impl Iterator<Item = impl std::future::Future<Output = Result<RaftStatus, Failure>> + 'a>
+    {
+        let query = self.raft.as_ref();
+        targets
+            .iter()
+            .filter_map(move |node| Some(self.query_raft(query?, node)))
+    }
+
+    async fn query_raft(&self, query: &RaftQuery, node: &str) -> Result<RaftStatus, Failure> {
         let _permit = self.permits.acquire().await;
         query
             .status(node)
@@ -600,7 +597,7 @@ async fn raft_query(settings: &RaftSettings, timeout: Duration) -> anyhow::Resul
         });
     }
     let key = match &settings.password {
-        Some(password) => Some(shared_key(password).await?),
+        Some(password) => Some(RaftKey::shared(password.expose().as_bytes()).await?),
         None => None,
     };
     Ok(RaftQuery::Native {
@@ -668,117 +665,6 @@ fn phase(slot: usize) -> f64 {
     (slot as f64 * GOLDEN).fract()
 }
 
-/// The REST client for `settings`, shared by every cluster with the same settings.
-///
-/// Building a client builds its TLS verifier, which loads and parses the system's root
-/// certificates: about 1 ms of CPU and 0.1 MiB per client, so 1000 clusters with one client
-/// each cost a second at start and 100 MiB of RSS (docs/performance.md). Clients are told
-/// apart by timeout, body cap, the *content* of the CA file (a changed file on reload gets
-/// a new client), insecure mode, and the credentials: the *content* of the client
-/// certificate and key, the key passphrase and the basic auth user and password, so that two
-/// clusters never share a client that would present one's credentials to the other. Only
-/// a SHA-256 of the credentials is kept as the key. Clients are dropped once no poller
-/// uses them.
-fn shared_client(settings: ClientSettings) -> anyhow::Result<Arc<PatroniClient>> {
-    use sha2::{Digest, Sha256};
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-
-    type Key = (Duration, usize, Option<[u8; 32]>, bool, [u8; 32]);
-    static CLIENTS: OnceLock<Mutex<HashMap<Key, Arc<PatroniClient>>>> = OnceLock::new();
-
-    let ca_digest = match &settings.ca_file {
-        Some(path) => Some(Sha256::digest(crate::tls::read_pem_file(path, "CA file")?).into()),
-        None => None,
-    };
-    // Length-prefixed parts, so that no two different settings hash alike.
-    let mut credentials = Sha256::new();
-    let mut part = |bytes: &[u8]| {
-        credentials.update((bytes.len() as u64).to_be_bytes());
-        credentials.update(bytes);
-    };
-    for file in [&settings.cert_file, &settings.key_file] {
-        match file {
-            Some(path) => part(&crate::tls::read_pem_file(
-                path,
-                "client certificate or key",
-            )?),
-            None => part(b"-"),
-        }
-    }
-    part(
-        settings
-            .key_password
-            .as_ref()
-            .map_or(&b"-"[..], |password| password.expose().as_bytes()),
-    );
-    match &settings.basic_auth {
-        Some(auth) => {
-            part(auth.username.as_bytes());
-            part(auth.password.expose().as_bytes());
-        }
-        None => part(b"-"),
-    }
-    let key: Key = (
-        settings.timeout,
-        settings.max_body_bytes,
-        ca_digest,
-        settings.insecure_skip_verify,
-        credentials.finalize().into(),
-    );
-    let mut clients = CLIENTS
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    clients.retain(|_, client| Arc::strong_count(client) > 1);
-    if let Some(client) = clients.get(&key) {
-        return Ok(client.clone());
-    }
-    let client = Arc::new(PatroniClient::new(settings)?);
-    clients.insert(key, client.clone());
-    Ok(client)
-}
-
-/// The derived key of `password`, shared by every cluster with the same password.
-///
-/// Deriving costs 100 000 PBKDF2 rounds (~10 ms of CPU); a fleet of 1000 clusters sharing
-/// one password would otherwise spend ~10 s of CPU at start (and on every reload). Clusters
-/// starting together wait for the one derivation in progress. Entries are found by the
-/// SHA-256 of the password (no further copy of the secret is kept) and dropped once no
-/// poller uses their key any more.
-async fn shared_key(password: &crate::secret::Secret) -> anyhow::Result<Arc<RaftKey>> {
-    use sha2::{Digest, Sha256};
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-    use tokio::sync::OnceCell;
-
-    type Slot = Arc<OnceCell<Arc<RaftKey>>>;
-    static KEYS: OnceLock<Mutex<HashMap<[u8; 32], Slot>>> = OnceLock::new();
-
-    let digest: [u8; 32] = Sha256::digest(password.expose().as_bytes()).into();
-    let slot = {
-        let mut keys = KEYS
-            .get_or_init(Mutex::default)
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        // Forget keys no poller holds any more (e.g. a password changed on reload).
-        keys.retain(|_, slot| {
-            Arc::strong_count(slot) > 1 || slot.get().is_some_and(|key| Arc::strong_count(key) > 1)
-        });
-        keys.entry(digest).or_default().clone()
-    };
-    let key = slot
-        .get_or_try_init(|| async {
-            let password = password.clone();
-            let key =
-                tokio::task::spawn_blocking(move || RaftKey::derive(password.expose().as_bytes()))
-                    .await?;
-            anyhow::Ok(Arc::new(key))
-        })
-        .await?;
-    Ok(key.clone())
-}
-
 /// `host:port`, with brackets for IPv6 literals.
 fn join_host_port(host: &str, port: u16) -> String {
     if host.contains(':') && !host.starts_with('[') {
@@ -792,21 +678,6 @@ fn join_host_port(host: &str, port: u16) -> String {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn one_derivation_per_password() {
-        let a = crate::secret::Secret::new("one-password");
-        let b = crate::secret::Secret::new("another-password");
-        let (first, second, other) = tokio::join!(shared_key(&a), shared_key(&a), shared_key(&b));
-        let (first, second, other) = (first.unwrap(), second.unwrap(), other.unwrap());
-        assert!(Arc::ptr_eq(&first, &second));
-        assert!(!Arc::ptr_eq(&first, &other));
-        assert_eq!(
-            format!("{:?}", first.as_ref()),
-            "RaftKey(<redacted>)",
-            "the key never shows"
-        );
-    }
-
     #[test]
     fn phases_spread_evenly() {
         let mut phases: Vec<f64> = (0..1000).map(phase).collect();
@@ -817,57 +688,6 @@ mod tests {
             .fold(phases[0], f64::max);
         assert!(phases.iter().all(|p| (0.0..1.0).contains(p)));
         assert!(widest_gap < 3.0 / 1000.0, "{widest_gap}");
-    }
-
-    #[test]
-    fn clients_are_shared_by_settings() {
-        let settings = |timeout| ClientSettings {
-            timeout: Duration::from_millis(timeout),
-            ..ClientSettings::default()
-        };
-        let a = shared_client(settings(1234)).unwrap();
-        let b = shared_client(settings(1234)).unwrap();
-        let c = shared_client(settings(4321)).unwrap();
-        assert!(Arc::ptr_eq(&a, &b));
-        assert!(!Arc::ptr_eq(&a, &c));
-    }
-
-    #[test]
-    fn clients_with_other_credentials_are_never_shared() {
-        use crate::patroni::BasicAuth;
-        use crate::secret::Secret;
-        let plain = ClientSettings {
-            timeout: Duration::from_millis(1234),
-            ..ClientSettings::default()
-        };
-        let with_auth = |password: &str| ClientSettings {
-            basic_auth: Some(BasicAuth {
-                username: "watcher".into(),
-                password: Secret::new(password),
-            }),
-            ..plain.clone()
-        };
-        let a = shared_client(plain.clone()).unwrap();
-        let b = shared_client(plain.clone()).unwrap();
-        assert!(Arc::ptr_eq(&a, &b));
-        let c = shared_client(with_auth("one")).unwrap();
-        let d = shared_client(with_auth("two")).unwrap();
-        let e = shared_client(with_auth("one")).unwrap();
-        assert!(!Arc::ptr_eq(&a, &c));
-        assert!(!Arc::ptr_eq(&c, &d));
-        assert!(Arc::ptr_eq(&c, &e));
-        let dir = tempfile::tempdir().unwrap();
-        let cert = rcgen::generate_simple_self_signed(vec!["x".into()]).unwrap();
-        let (cert_file, key_file) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
-        std::fs::write(&cert_file, cert.cert.pem()).unwrap();
-        std::fs::write(&key_file, cert.signing_key.serialize_pem()).unwrap();
-        let identity = ClientSettings {
-            cert_file: Some(cert_file),
-            key_file: Some(key_file),
-            ..plain.clone()
-        };
-        let f = shared_client(identity).unwrap();
-        assert!(!Arc::ptr_eq(&a, &f));
     }
 
     #[test]

@@ -1,13 +1,16 @@
 //! A wrapper for passwords that cannot leak through `Debug`, `Display` or logs.
 //!
 //! Secrets only ever come from files (a password file, or the Patroni YAML), never from a
-//! command-line value, because argv is world-readable in `/proc`.
+//! command-line value, because argv is world-readable in `/proc`. They are wiped from memory
+//! when dropped (`zeroize`), so that a core dump or a later heap read shows no old password.
 
 use std::fmt;
 use std::path::Path;
 
-/// A secret string. `Debug` prints `Secret(<redacted>)`; there is no `Display`.
-#[derive(Clone, PartialEq, Eq)]
+use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
+
+/// A secret string. `Debug` prints `Secret(<redacted>)`; there is no `Display`. Wiped on drop.
+#[derive(Clone, PartialEq, Eq, Zeroize, ZeroizeOnDrop)]
 pub struct Secret(String);
 
 impl Secret {
@@ -24,14 +27,14 @@ impl Secret {
     pub fn from_file(path: &Path) -> anyhow::Result<Secret> {
         use std::io::Read;
         const MAX: u64 = 64 * 1024;
-        let mut bytes = Vec::new();
+        let mut bytes = Zeroizing::new(Vec::new());
         std::fs::File::open(path)
             .and_then(|file| file.take(MAX + 1).read_to_end(&mut bytes))
             .map_err(|error| anyhow::anyhow!("reading secret file {}: {error}", path.display()))?;
         if bytes.len() as u64 > MAX {
             anyhow::bail!("secret file {} is larger than {MAX} bytes", path.display());
         }
-        let text = String::from_utf8(bytes)
+        let text = std::str::from_utf8(&bytes)
             .map_err(|_| anyhow::anyhow!("secret file {} is not UTF-8", path.display()))?;
         Ok(Secret(text.trim_end_matches(['\n', '\r']).to_owned()))
     }

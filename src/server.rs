@@ -22,6 +22,7 @@ use tokio::net::TcpListener;
 use crate::metrics::cache::{accepts_gzip, gzip, RenderCache};
 use crate::metrics::exposition::{render_sized, Format};
 use crate::snapshot::SnapshotStore;
+use crate::web::WebState;
 
 /// What the handlers share.
 pub struct AppState {
@@ -32,7 +33,19 @@ pub struct AppState {
     pub render_cache: RenderCache,
 }
 
-/// The router, separate from [`serve`] so tests can drive it directly.
+impl AppState {
+    /// The state of an exporter serving the snapshots of `store` under `telemetry_path`.
+    pub fn new(store: Arc<SnapshotStore>, telemetry_path: impl Into<String>) -> Arc<AppState> {
+        Arc::new(AppState {
+            registry: crate::metrics::registry(store.clone()),
+            store,
+            telemetry_path: telemetry_path.into(),
+            render_cache: RenderCache::default(),
+        })
+    }
+}
+
+/// The routes, without the listener ([`serve`] adds it with TLS and basic auth).
 pub fn router(state: Arc<AppState>) -> Router {
     let telemetry_path = state.telemetry_path.clone();
     let mut router = Router::new()
@@ -48,18 +61,20 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// Serves until `shutdown` completes, then lets in-flight requests finish.
+/// Serves the exporter on `listener` the one way it is served, in production and in tests:
+/// the routes behind the basic auth check, on the bounded (and, when configured, TLS)
+/// listener of [`crate::web`], until `shutdown` completes.
 ///
 /// # Errors
-/// When the server fails (not on shutdown).
+/// Only if accepting fails for good.
 pub async fn serve(
     listener: TcpListener,
     state: Arc<AppState>,
+    web: Arc<WebState>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let router = crate::web::protect(router(state), web.clone());
+    crate::web::serve(listener, router, web, shutdown).await
 }
 
 async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {

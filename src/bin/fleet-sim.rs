@@ -1,6 +1,7 @@
 //! fleet-sim: N fake Patroni clusters on loopback, for measuring the exporter at scale.
 //!
-//! Each cluster has 3 members serving `GET /cluster`, `/patroni` and `/history` the way
+//! Each cluster has 3 members ([`FakePatroni`], the fake the tests use) serving `GET /cluster`,
+//! `/patroni` and `/history` the way
 //! Patroni's REST server does (HTTP/1.0, no `Content-Length`, body ended by closing the
 //! connection), with documents taken from the real Patroni 4.1.5 captures in
 //! `tests/fixtures/` (scope and `api_url`s rewritten per cluster), and 3 fake pysyncobj
@@ -19,16 +20,15 @@
 //! ```
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use patroni_raft_exporter::raft::fake::{Behaviour, FakeRaftNode};
+use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
+use patroni_raft_exporter::raft::fake::{healthy_status_pickle, Behaviour, FakeRaftNode};
 use patroni_raft_exporter::raft::RaftKey;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 const CLUSTER: &str = include_str!("../../tests/fixtures/patroni-4.1.5/01-cluster-from-m0.json");
 const MEMBERS: [&str; 3] = [
@@ -83,6 +83,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     write_secret(&args.password_file, &args.password)?;
 
     let mut keep_alive: Vec<FakeRaftNode> = Vec::with_capacity(args.clusters * 3);
+    let mut members: Vec<FakePatroni> = Vec::with_capacity(args.clusters * 3);
     let mut yaml = String::from("# written by fleet-sim\nclusters:\n");
     for index in 0..args.clusters {
         let scope = format!("{}-{index:04}", args.prefix);
@@ -97,18 +98,16 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .map(|l| l.local_addr().map(|a| a.to_string()))
             .collect::<Result<_, _>>()?;
 
-        let cluster = Arc::<[u8]>::from(cluster_document(&scope, &rest_addrs)?);
-        let history = Arc::<[u8]>::from(HISTORY.as_bytes());
+        let cluster = cluster_document(&scope, &rest_addrs)?;
         for (member, listener) in rest.into_iter().enumerate() {
-            let routes = Routes {
-                cluster: cluster.clone(),
-                patroni: Arc::from(member_document(member, &scope)?),
-                history: history.clone(),
-            };
-            tokio::spawn(serve_rest(listener, Arc::new(routes)));
+            let fake = FakePatroni::serve(listener, None);
+            fake.route("/cluster", Reply::Json(cluster.clone()));
+            fake.route("/patroni", Reply::Json(member_document(member, &scope)?));
+            fake.route("/history", Reply::Json(HISTORY.as_bytes().to_vec()));
+            members.push(fake);
         }
         for (node, listener) in raft.into_iter().enumerate() {
-            let reply = status_pickle(node, &raft_addrs);
+            let reply = healthy_status_pickle(node, &raft_addrs);
             let (_, fake) =
                 FakeRaftNode::serve(listener, Behaviour::Serve(reply), Some(key.clone()))?;
             keep_alive.push(fake);
@@ -141,9 +140,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
 
     tokio::select! {
         _ = tokio::time::sleep(args.duration) => {}
-        _ = shutdown_signal() => {}
+        _ = patroni_raft_exporter::app::shutdown_signal() => {}
     }
     drop(keep_alive);
+    drop(members);
     Ok(())
 }
 
@@ -194,180 +194,9 @@ fn member_document(index: usize, scope: &str) -> anyhow::Result<Vec<u8>> {
     Ok(serde_json::to_vec_pretty(&doc)?)
 }
 
-struct Routes {
-    cluster: Arc<[u8]>,
-    patroni: Arc<[u8]>,
-    history: Arc<[u8]>,
-}
-
-async fn serve_rest(listener: TcpListener, routes: Arc<Routes>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            // EMFILE and the like: back off instead of spinning.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let routes = routes.clone();
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(Duration::from_secs(10), answer(stream, &routes)).await;
-        });
-    }
-}
-
-/// Answers one request like Patroni's `BaseHTTPRequestHandler`: HTTP/1.0, then close.
-async fn answer(mut stream: TcpStream, routes: &Routes) -> std::io::Result<()> {
-    let mut request = Vec::with_capacity(512);
-    let mut buffer = [0u8; 1024];
-    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-        let read = stream.read(&mut buffer).await?;
-        if read == 0 || request.len() > 16 * 1024 {
-            return Ok(());
-        }
-        request.extend_from_slice(&buffer[..read]);
-    }
-    let path = request
-        .split(|&b| b == b' ')
-        .nth(1)
-        .map(|p| p.split(|&b| b == b'?').next().unwrap_or_default())
-        .unwrap_or_default();
-    let body: Option<&[u8]> = match path {
-        b"/cluster" => Some(&routes.cluster),
-        b"/patroni" | b"/" => Some(&routes.patroni),
-        b"/history" => Some(&routes.history),
-        _ => None,
-    };
-    match body {
-        Some(body) => {
-            stream
-                .write_all(b"HTTP/1.0 200 OK\r\nServer: BaseHTTP/0.6 Python/3.11.2\r\nContent-Type: application/json\r\n\r\n")
-                .await?;
-            stream.write_all(body).await?;
-        }
-        None => {
-            stream
-                .write_all(b"HTTP/1.0 404 Not Found\r\nContent-Type: text/plain\r\n\r\nnot found")
-                .await?;
-        }
-    }
-    stream.shutdown().await
-}
-
-/// A protocol-2 pickle of pysyncobj 0.3.17's status dict for node `index` of `nodes`
-/// (node 0 leads), shaped like the captured `enc_leader_patroni_0.3.17` reply: `self` and
-/// `leader` are `pysyncobj.node.TCPNode` instances.
-fn status_pickle(index: usize, nodes: &[String]) -> Vec<u8> {
-    let mut p = Pickle(vec![0x80, 0x02, b'}', b'(']);
-    p.str("version");
-    p.str("0.3.17");
-    p.str("revision");
-    p.str("deprecated");
-    p.str("self");
-    p.tcp_node(&nodes[index]);
-    p.str("state");
-    p.int(if index == 0 { 2 } else { 0 });
-    p.str("leader");
-    p.tcp_node(&nodes[0]);
-    p.str("has_quorum");
-    p.0.push(0x88); // NEWTRUE
-    p.str("partner_nodes_count");
-    p.int(nodes.len() as i32 - 1);
-    for (other, addr) in nodes.iter().enumerate() {
-        if other != index {
-            p.str(&format!("partner_node_status_server_{addr}"));
-            p.int(2);
-        }
-    }
-    for (name, value) in [
-        ("readonly_nodes_count", 0),
-        ("log_len", 3),
-        ("last_applied", 1234),
-        ("commit_idx", 1234),
-        ("raft_term", 2),
-        ("next_node_idx_count", if index == 0 { 2 } else { 0 }),
-        ("match_idx_count", if index == 0 { 2 } else { 0 }),
-        ("leader_commit_idx", 1234),
-        ("uptime", 3600),
-        ("self_code_version", 0),
-        ("enabled_code_version", 0),
-    ] {
-        p.str(name);
-        p.int(value);
-    }
-    p.0.extend_from_slice(b"u."); // SETITEMS, STOP
-    p.0
-}
-
-struct Pickle(Vec<u8>);
-
-impl Pickle {
-    fn str(&mut self, s: &str) {
-        self.0.push(b'X');
-        self.0.extend_from_slice(&(s.len() as u32).to_le_bytes());
-        self.0.extend_from_slice(s.as_bytes());
-    }
-
-    fn int(&mut self, value: i32) {
-        self.0.push(b'J');
-        self.0.extend_from_slice(&value.to_le_bytes());
-    }
-
-    fn tcp_node(&mut self, addr: &str) {
-        let (host, port) = addr.rsplit_once(':').expect("host:port");
-        self.0
-            .extend_from_slice(b"cpysyncobj.node\nTCPNode\n)\x81}(");
-        self.str("_id");
-        self.str(addr);
-        self.str("_TCPNode__address");
-        self.str(addr);
-        self.str("_TCPNode__host");
-        self.str(host);
-        self.str("_TCPNode__port");
-        self.int(port.parse().expect("port"));
-        self.0.extend_from_slice(b"ub"); // SETITEMS, BUILD
-    }
-}
-
-async fn shutdown_signal() {
-    let mut terminate =
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(signal) => signal,
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                return;
-            }
-        };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use patroni_raft_exporter::raft::pickle::{decode, PickleLimits};
-    use patroni_raft_exporter::raft::{status_from_value, RaftState};
-
-    #[test]
-    fn status_pickle_decodes_like_a_real_reply() {
-        let nodes: Vec<String> = ["127.0.0.1:4001", "127.0.0.1:4002", "127.0.0.1:4003"]
-            .map(String::from)
-            .to_vec();
-        let limits = PickleLimits {
-            max_depth: 32,
-            max_items: 100_000,
-        };
-        let leader =
-            status_from_value(&decode(&status_pickle(0, &nodes), limits).unwrap()).unwrap();
-        assert_eq!(leader.state, RaftState::Leader);
-        assert_eq!(leader.self_node, "127.0.0.1:4001");
-        assert!(leader.has_quorum);
-        let follower =
-            status_from_value(&decode(&status_pickle(2, &nodes), limits).unwrap()).unwrap();
-        assert_eq!(follower.state, RaftState::Follower);
-        let partners: Vec<&str> = follower.partners.iter().map(|p| p.node.as_str()).collect();
-        assert_eq!(partners, ["127.0.0.1:4001", "127.0.0.1:4002"]);
-    }
 
     #[test]
     fn documents_carry_the_cluster_addresses() {

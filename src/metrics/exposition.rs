@@ -61,7 +61,8 @@ pub fn render_sized(registry: &Registry, format: Format, capacity: usize) -> Str
 }
 
 /// A [`fmt::Write`] that turns OpenMetrics as written by prometheus-client into the 0.0.4 text
-/// format on the fly, with the rules of [`openmetrics_to_prometheus_text`]. Sample lines
+/// format on the fly, with the rules of the whole-text conversion its tests compare it with
+/// (`openmetrics_to_prometheus_text`). Sample lines
 /// (almost all the bytes) pass straight through; only `#` lines are held, one at a time,
 /// and a `# HELP` line until the `# TYPE` line after it says whether it is a counter.
 pub struct TextWriter<'a> {
@@ -172,8 +173,11 @@ impl std::fmt::Write for TextWriter<'_> {
     }
 }
 
-/// Converts OpenMetrics text as written by prometheus-client into the 0.0.4 text format.
-pub fn openmetrics_to_prometheus_text(openmetrics: &str) -> String {
+/// Converts OpenMetrics text as written by prometheus-client into the 0.0.4 text format: the
+/// straightforward whole-text version, the oracle the streaming [`TextWriter`] is tested
+/// against.
+#[cfg(test)]
+fn openmetrics_to_prometheus_text(openmetrics: &str) -> String {
     let mut out = String::with_capacity(openmetrics.len());
     let mut lines = openmetrics.lines().peekable();
     while let Some(line) = lines.next() {

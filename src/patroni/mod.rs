@@ -7,9 +7,11 @@
 //! [`kind`]: PatroniError::kind
 
 mod client;
+#[cfg(feature = "testkit")]
+pub mod fake;
 mod model;
 
-pub use client::{base_of, install_crypto_provider, BasicAuth, ClientSettings, PatroniClient};
+pub use client::{base_of, BasicAuth, ClientSettings, PatroniClient};
 pub use model::{
     is_leader_role, is_sync_role, parse_cluster, parse_history, parse_member_status,
     parse_timestamp, ClusterView, HistoryEntry, Lag, Member, MemberStatus,

@@ -162,6 +162,7 @@ pub struct MemberStatus {
 
 impl MemberStatus {
     /// Whether the member says it is the writable primary.
+    #[cfg(test)]
     pub fn reports_primary(&self) -> bool {
         self.role.as_deref() == Some("primary")
     }

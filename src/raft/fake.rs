@@ -174,6 +174,52 @@ pub fn unwrap_captured_reply(wrapped: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// A protocol-2 pickle of pysyncobj 0.3.17's status dict for node `index` of `nodes`, all
+/// connected, with a quorum (node 0 leads), shaped like the captured
+/// `enc_leader_patroni_0.3.17` reply: `self` and `leader` are `pysyncobj.node.TCPNode`
+/// instances. For simulated fleets, whose addresses are known only at run time.
+pub fn healthy_status_pickle(index: usize, nodes: &[String]) -> Vec<u8> {
+    let mut pickle = PickleWriter::new();
+    pickle.begin_dict();
+    pickle.str("version").str("0.3.17");
+    pickle.str("revision").str("deprecated");
+    pickle.str("self").tcp_node(&nodes[index]);
+    pickle.str("state").int(if index == 0 { 2 } else { 0 });
+    pickle.str("leader").tcp_node(&nodes[0]);
+    pickle.str("has_quorum").true_value();
+    pickle
+        .str("partner_nodes_count")
+        .int(nodes.len() as i32 - 1);
+    for (other, addr) in nodes.iter().enumerate() {
+        if other != index {
+            pickle
+                .str(&format!("partner_node_status_server_{addr}"))
+                .int(2);
+        }
+    }
+    let leader_counts = if index == 0 {
+        nodes.len() as i32 - 1
+    } else {
+        0
+    };
+    for (name, value) in [
+        ("readonly_nodes_count", 0),
+        ("log_len", 3),
+        ("last_applied", 1234),
+        ("commit_idx", 1234),
+        ("raft_term", 2),
+        ("next_node_idx_count", leader_counts),
+        ("match_idx_count", leader_counts),
+        ("leader_commit_idx", 1234),
+        ("uptime", 3600),
+        ("self_code_version", 0),
+        ("enabled_code_version", 0),
+    ] {
+        pickle.str(name).int(value);
+    }
+    pickle.end_dict().finish()
+}
+
 /// A zlib stream that inflates to `mib` MiB of zeros, built cheaply by repeating one
 /// flushed deflate block (each block only references the all-zero window).
 pub fn zlib_bomb(mib: usize) -> Vec<u8> {
@@ -350,4 +396,32 @@ async fn serve_connection(
 
 fn is_status_command(v: &Value) -> bool {
     matches!(v, Value::List(items) if items.first() == Some(&Value::str("status")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::raft::pickle::{decode, PickleLimits};
+    use crate::raft::{status_from_value, RaftState};
+
+    #[test]
+    fn healthy_status_pickle_decodes_like_a_real_reply() {
+        let nodes: Vec<String> = ["127.0.0.1:4001", "127.0.0.1:4002", "127.0.0.1:4003"]
+            .map(String::from)
+            .to_vec();
+        let limits = PickleLimits {
+            max_depth: 32,
+            max_items: 100_000,
+        };
+        let leader =
+            status_from_value(&decode(&healthy_status_pickle(0, &nodes), limits).unwrap()).unwrap();
+        assert_eq!(leader.state, RaftState::Leader);
+        assert_eq!(leader.self_node, "127.0.0.1:4001");
+        assert!(leader.has_quorum);
+        let follower =
+            status_from_value(&decode(&healthy_status_pickle(2, &nodes), limits).unwrap()).unwrap();
+        assert_eq!(follower.state, RaftState::Follower);
+        let partners: Vec<&str> = follower.partners.iter().map(|p| p.node.as_str()).collect();
+        assert_eq!(partners, ["127.0.0.1:4001", "127.0.0.1:4002"]);
+    }
 }

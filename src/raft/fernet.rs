@@ -11,6 +11,8 @@
 use aes::cipher::{block_padding::Pkcs7, BlockDecryptMut, BlockEncryptMut, KeyIvInit};
 use base64::engine::{general_purpose::GeneralPurpose, DecodePaddingMode, GeneralPurposeConfig};
 use base64::{alphabet, Engine};
+use std::sync::Arc;
+
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
@@ -46,8 +48,8 @@ const B64: GeneralPurpose = GeneralPurpose::new(
 ///
 /// Deriving costs 100 000 PBKDF2 rounds (~15-20 ms optimised, ~1 s in an unoptimised
 /// build), so derive once per password and keep the value. The `Debug` output never shows
-/// key material.
-#[derive(Clone)]
+/// key material, and the key is wiped from memory when dropped.
+#[derive(Clone, zeroize::Zeroize, zeroize::ZeroizeOnDrop)]
 pub struct RaftKey {
     signing: [u8; 16],
     encryption: [u8; 16],
@@ -64,21 +66,65 @@ impl RaftKey {
     /// An empty password is a valid password: pysyncobj turns encryption on whenever a
     /// password is set at all.
     pub fn derive(password: &[u8]) -> RaftKey {
-        let mut raw = [0u8; 32];
-        pbkdf2::pbkdf2_hmac::<Sha256>(password, &SALT, PBKDF2_ITERATIONS, &mut raw);
-        Self::from_raw(raw)
+        let mut raw = zeroize::Zeroizing::new([0u8; 32]);
+        pbkdf2::pbkdf2_hmac::<Sha256>(password, &SALT, PBKDF2_ITERATIONS, &mut *raw);
+        Self::from_raw(*raw)
     }
 
     /// Builds the key from the raw 32 derived bytes (the decoded Fernet key).
-    pub fn from_raw(raw: [u8; 32]) -> RaftKey {
+    pub fn from_raw(mut raw: [u8; 32]) -> RaftKey {
         let mut signing = [0u8; 16];
         let mut encryption = [0u8; 16];
         signing.copy_from_slice(&raw[..16]);
         encryption.copy_from_slice(&raw[16..]);
+        zeroize::Zeroize::zeroize(&mut raw);
         RaftKey {
             signing,
             encryption,
         }
+    }
+
+    /// The derived key of `password`, shared by every cluster with the same password.
+    ///
+    /// Deriving costs 100 000 PBKDF2 rounds (~10 ms of CPU); a fleet of 1000 clusters sharing
+    /// one password would otherwise spend ~10 s of CPU at start (and on every reload). Clusters
+    /// starting together wait for the one derivation in progress. Entries are found by the
+    /// SHA-256 of the password (no further copy of the secret is kept) and dropped once no
+    /// poller uses their key any more.
+    pub async fn shared(password: &[u8]) -> Result<Arc<RaftKey>, RaftError> {
+        use sha2::{Digest, Sha256};
+        use std::collections::HashMap;
+        use std::sync::{Mutex, OnceLock};
+        use tokio::sync::OnceCell;
+
+        type Slot = Arc<OnceCell<Arc<RaftKey>>>;
+        static KEYS: OnceLock<Mutex<HashMap<[u8; 32], Slot>>> = OnceLock::new();
+
+        let digest: [u8; 32] = Sha256::digest(password).into();
+        let slot = {
+            let mut keys = KEYS
+                .get_or_init(Mutex::default)
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            // Forget keys no poller holds any more (e.g. a password changed on reload).
+            keys.retain(|_, slot| {
+                Arc::strong_count(slot) > 1
+                    || slot.get().is_some_and(|key| Arc::strong_count(key) > 1)
+            });
+            keys.entry(digest).or_default().clone()
+        };
+        let key = slot
+            .get_or_try_init(|| async {
+                let password = zeroize::Zeroizing::new(password.to_vec());
+                let key = tokio::task::spawn_blocking(move || RaftKey::derive(&password))
+                    .await
+                    .map_err(|error| {
+                        RaftError::protocol(format!("key derivation failed: {error}"))
+                    })?;
+                Ok::<_, RaftError>(Arc::new(key))
+            })
+            .await?;
+        Ok(key.clone())
     }
 
     fn mac(&self) -> HmacSha256 {
@@ -164,7 +210,8 @@ pub fn decrypt(key: &RaftKey, token: &[u8]) -> Result<Vec<u8>, RaftError> {
     Ok(buf)
 }
 
-/// The timestamp of a token, without verifying it (diagnostics and tests).
+/// The timestamp of a token, without verifying it (tests).
+#[cfg(test)]
 pub fn token_timestamp(token: &[u8]) -> Option<u64> {
     let raw = B64.decode(token).ok()?;
     let ts: [u8; 8] = raw.get(1..9)?.try_into().ok()?;
@@ -215,5 +262,20 @@ mod tests {
             let tok = encrypt(&k, b"x", ts).unwrap();
             assert_eq!(decrypt(&k, &tok).unwrap(), b"x");
         }
+    }
+
+    #[tokio::test]
+    async fn one_derivation_per_password() {
+        let (a, b) = (b"one-password", b"another-password");
+        let (first, second, other) =
+            tokio::join!(RaftKey::shared(a), RaftKey::shared(a), RaftKey::shared(b));
+        let (first, second, other) = (first.unwrap(), second.unwrap(), other.unwrap());
+        assert!(std::sync::Arc::ptr_eq(&first, &second));
+        assert!(!std::sync::Arc::ptr_eq(&first, &other));
+        assert_eq!(
+            format!("{:?}", first.as_ref()),
+            "RaftKey(<redacted>)",
+            "the key never shows"
+        );
     }
 }

@@ -16,12 +16,13 @@
 //! * [`admin_text`]: the same mapping from `syncobj_admin -status` text output;
 //! * [`client`]: [`query_status`], the network exchange and handshake;
 //! * [`command`]: [`run_status_command`], the `--raft.command` mode (external program);
-//! * [`fake`]: an in-process fake node for tests and benchmarks.
+//! * `fake` (feature `testkit` only): an in-process fake node for tests and benchmarks.
 //!
 //! Safety property: this module can only ever send the `['status']` utility command.
 //! Other utility commands (`add`, `remove`, `set_version`, `transfer`) change the
 //! cluster, and an *unknown* command kills the tick thread of pysyncobj <= 0.3.13. The
-//! only request constructors, in [`request`], take no command argument at all.
+//! only request constructors, in `request` (private to this module, like its pickle
+//! writer), take no command argument at all.
 //!
 //! Nothing in this module depends on the rest of the crate (only `std` and external
 //! crates), so it can be built and tested on its own.
@@ -30,12 +31,12 @@ pub mod admin_text;
 pub mod client;
 pub mod command;
 pub mod error;
-#[doc(hidden)]
+#[cfg(feature = "testkit")]
 pub mod fake;
 pub mod fernet;
 pub mod frame;
 pub mod pickle;
-pub mod request;
+mod request;
 pub mod status;
 pub mod zlib;
 

@@ -15,9 +15,11 @@
 const STATUS: &str = "status";
 
 /// A minimal protocol-2 pickle writer reproducing CPython's memo numbering for the
-/// shapes used in this protocol (bytes, str, one-level lists, 2-tuples).
+/// shapes used in this protocol (bytes, str, one-level lists, 2-tuples). Private to the Raft
+/// module: outside it, only the request constructors below can make a pickle to send.
+/// With the `testkit` feature it also writes the replies of the fake node.
 #[derive(Debug)]
-pub struct PickleWriter {
+pub(super) struct PickleWriter {
     out: Vec<u8>,
     next_memo: u32,
     codecs_encode: Option<u32>,
@@ -129,8 +131,60 @@ impl PickleWriter {
     }
 
     /// Appends raw opcodes (used by the fake node to splice a captured dict body).
+    #[cfg(feature = "testkit")]
     pub fn raw(&mut self, opcodes: &[u8]) -> &mut Self {
         self.out.extend_from_slice(opcodes);
+        self
+    }
+
+    /// An `int` (BININT).
+    #[cfg(feature = "testkit")]
+    pub fn int(&mut self, value: i32) -> &mut Self {
+        self.out.push(b'J');
+        self.out.extend_from_slice(&value.to_le_bytes());
+        self
+    }
+
+    /// `True` (NEWTRUE).
+    #[cfg(feature = "testkit")]
+    pub fn true_value(&mut self) -> &mut Self {
+        self.out.push(0x88);
+        self
+    }
+
+    /// Opens a dict for key/value pairs (`EMPTY_DICT`, memoized, `MARK`); [`Self::end_dict`]
+    /// closes it.
+    #[cfg(feature = "testkit")]
+    pub fn begin_dict(&mut self) -> &mut Self {
+        self.out.push(b'}');
+        self.put();
+        self.out.push(b'(');
+        self
+    }
+
+    /// Closes a dict opened by [`Self::begin_dict`] (`SETITEMS`).
+    #[cfg(feature = "testkit")]
+    pub fn end_dict(&mut self) -> &mut Self {
+        self.out.push(b'u');
+        self
+    }
+
+    /// A `pysyncobj.node.TCPNode` instance for `host:port`, as pysyncobj 0.3.17 puts
+    /// `self` and `leader` into its status.
+    #[cfg(feature = "testkit")]
+    pub fn tcp_node(&mut self, addr: &str) -> &mut Self {
+        let (host, port) = addr.rsplit_once(':').expect("host:port");
+        self.out.extend_from_slice(b"cpysyncobj.node\nTCPNode\n");
+        self.put();
+        self.out.extend_from_slice(b")\x81");
+        self.put();
+        self.begin_dict();
+        self.str("_id").str(addr);
+        self.str("_TCPNode__address").str(addr);
+        self.str("_TCPNode__host").str(host);
+        self.str("_TCPNode__port").int(port.parse().expect("port"));
+        self.end_dict();
+        self.out.push(b'b'); // BUILD
         self
     }
 

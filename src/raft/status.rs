@@ -33,6 +33,7 @@ impl RaftState {
     }
 
     /// The integer pysyncobj uses.
+    #[cfg(test)]
     pub fn code(&self) -> i64 {
         match self {
             RaftState::Follower => 0,

@@ -11,39 +11,27 @@ pub mod render;
 pub mod report;
 
 use std::io::IsTerminal;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::{Args as ClapArgs, ValueEnum};
 use futures::future::join_all;
 
-use crate::cli::ClusterArgs;
 use crate::config::ClusterConfig;
 use crate::poller::ClusterPoller;
-use crate::snapshot::SnapshotStore;
 use render::Colour;
 use report::{ClusterReport, Level, Problem};
 
-/// Options of the `status` subcommand.
-#[derive(Debug, Clone, ClapArgs)]
-pub struct StatusArgs {
-    #[command(flatten)]
-    pub cluster: ClusterArgs,
-
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Output::Table)]
+/// How `status` runs, besides the clusters it watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatusOptions {
     pub output: Output,
-
-    /// Refresh every --poll.interval until interrupted.
-    #[arg(long)]
+    /// Refresh every poll interval until interrupted.
     pub watch: bool,
-
     /// Total deadline of one run; never exceeded.
-    #[arg(long, default_value = "10s", value_parser = crate::cli::positive_duration)]
     pub timeout: Duration,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// The output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Output {
     Table,
     Json,
@@ -58,14 +46,14 @@ pub async fn collect(clusters: Vec<ClusterConfig>, deadline: Duration) -> Vec<Cl
     let started = Instant::now();
     let polls = clusters.into_iter().map(|mut config| async move {
         let attempts = config.patroni_urls.len() as u32 + 2;
-        config.poll_timeout = config.poll_timeout.min(deadline / attempts);
+        config.poll.timeout = config.poll.timeout.min(deadline / attempts);
         let fallback_scope = config
             .expected_scope
             .clone()
             .unwrap_or_else(|| config.patroni_urls[0].to_string());
         let remaining = deadline.saturating_sub(started.elapsed());
         let poll = async {
-            let mut poller = ClusterPoller::new(0, config, Arc::new(SnapshotStore::new(1))).await?;
+            let mut poller = ClusterPoller::new(0, config).await?;
             anyhow::Ok(poller.poll_once().await)
         };
         match tokio::time::timeout(remaining, poll).await {
@@ -101,12 +89,14 @@ fn unknown(scope: String, message: String) -> ClusterReport {
     }
 }
 
-/// Runs the subcommand; returns the Nagios exit code of the (last) run.
-///
-/// # Errors
-/// When the configuration cannot be resolved.
-pub async fn run(args: StatusArgs) -> anyhow::Result<u8> {
-    let clusters = args.cluster.clusters()?;
+/// Runs the subcommand on resolved `clusters`; returns the Nagios exit code of the (last) run.
+pub async fn run(clusters: Vec<ClusterConfig>, options: StatusOptions) -> u8 {
+    let args = options;
+    let watch_interval = clusters
+        .iter()
+        .map(|cluster| cluster.poll.interval)
+        .min()
+        .unwrap_or_default();
     let terminal = std::io::stdout().is_terminal();
     let colour = Colour(terminal && std::env::var_os("NO_COLOR").is_none());
     loop {
@@ -121,11 +111,11 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<u8> {
         print!("{output}");
         let level = report::overall(&reports);
         if !args.watch {
-            return Ok(level.exit_code());
+            return level.exit_code();
         }
         tokio::select! {
-            _ = tokio::time::sleep(args.cluster.poll_interval) => {}
-            _ = tokio::signal::ctrl_c() => return Ok(level.exit_code()),
+            _ = tokio::time::sleep(watch_interval) => {}
+            _ = tokio::signal::ctrl_c() => return level.exit_code(),
         }
     }
 }

@@ -57,89 +57,104 @@ fn cluster_text(out: &mut String, report: &ClusterReport, colour: Colour) {
         if report.paused { "  (paused)" } else { "" }
     );
 
-    if !report.members.is_empty() {
-        let mismatch_column = report
-            .members
-            .iter()
-            .any(|m| m.reported_role_mismatch.is_some());
-        let mut header = vec!["Member", "Host", "Role", "State", "TL", "Lag in MB", "API"];
-        if mismatch_column {
-            header.push("Reports itself");
-        }
-        let rows: Vec<Vec<String>> = report
-            .members
-            .iter()
-            .map(|m| {
-                let mut row = vec![
-                    m.member.clone(),
-                    m.host.clone().unwrap_or_default(),
-                    role_title(&m.role),
-                    m.state.clone(),
-                    m.timeline.map(|t| t.to_string()).unwrap_or_default(),
-                    match &m.lag_mb {
-                        None => String::new(),
-                        Some(LagCell::MiB(mib)) => mib.to_string(),
-                        Some(LagCell::Unknown(text)) => text.clone(),
-                    },
-                    match &m.api_error {
-                        None => "up".to_owned(),
-                        Some(kind) => format!("down ({kind})"),
-                    },
-                ];
-                if mismatch_column {
-                    row.push(m.reported_role_mismatch.clone().unwrap_or_default());
-                }
-                row
-            })
-            .collect();
-        out.push('\n');
-        table(out, &header, &rows);
-    }
+    member_table(out, report);
+    raft_table(out, report);
+    problem_list(out, report, colour);
+}
 
-    if !report.raft_nodes.is_empty() {
-        let header = [
-            "Raft node",
-            "State",
-            "Term",
-            "Quorum",
-            "Leader",
-            "Commit",
-            "Applied",
-            "Partners",
-        ];
-        let rows: Vec<Vec<String>> = report
-            .raft_nodes
-            .iter()
-            .map(|n| {
-                if !n.reachable {
-                    let error = n.error.clone().unwrap_or_default();
-                    return vec![n.node.clone(), format!("unreachable ({error})")];
-                }
-                let number = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
-                vec![
-                    n.node.clone(),
-                    n.state.clone().unwrap_or_default(),
-                    number(n.term),
-                    match n.has_quorum {
-                        Some(true) => "yes".into(),
-                        Some(false) => "no".into(),
-                        None => String::new(),
-                    },
-                    n.leader.clone().unwrap_or_else(|| "none".into()),
-                    number(n.commit_index),
-                    number(n.applied_index),
-                    format!(
-                        "{}/{} connected",
-                        n.partners_connected.unwrap_or_default(),
-                        n.partners.unwrap_or_default()
-                    ),
-                ]
-            })
-            .collect();
-        out.push('\n');
-        table(out, &header, &rows);
+/// The members, as the DCS view shows them, with what their own API says.
+fn member_table(out: &mut String, report: &ClusterReport) {
+    if report.members.is_empty() {
+        return;
     }
+    let mismatch_column = report
+        .members
+        .iter()
+        .any(|m| m.reported_role_mismatch.is_some());
+    let mut header = vec!["Member", "Host", "Role", "State", "TL", "Lag in MB", "API"];
+    if mismatch_column {
+        header.push("Reports itself");
+    }
+    let rows: Vec<Vec<String>> = report
+        .members
+        .iter()
+        .map(|m| {
+            let mut row = vec![
+                m.member.clone(),
+                m.host.clone().unwrap_or_default(),
+                role_title(&m.role),
+                m.state.clone(),
+                m.timeline.map(|t| t.to_string()).unwrap_or_default(),
+                match &m.lag_mb {
+                    None => String::new(),
+                    Some(LagCell::MiB(mib)) => mib.to_string(),
+                    Some(LagCell::Unknown(text)) => text.clone(),
+                },
+                match &m.api_error {
+                    None => "up".to_owned(),
+                    Some(kind) => format!("down ({kind})"),
+                },
+            ];
+            if mismatch_column {
+                row.push(m.reported_role_mismatch.clone().unwrap_or_default());
+            }
+            row
+        })
+        .collect();
+    out.push('\n');
+    table(out, &header, &rows);
+}
 
+/// The Raft nodes, one row each; an unreachable node says why.
+fn raft_table(out: &mut String, report: &ClusterReport) {
+    if report.raft_nodes.is_empty() {
+        return;
+    }
+    let header = [
+        "Raft node",
+        "State",
+        "Term",
+        "Quorum",
+        "Leader",
+        "Commit",
+        "Applied",
+        "Partners",
+    ];
+    let rows: Vec<Vec<String>> = report
+        .raft_nodes
+        .iter()
+        .map(|n| {
+            if !n.reachable {
+                let error = n.error.clone().unwrap_or_default();
+                return vec![n.node.clone(), format!("unreachable ({error})")];
+            }
+            let number = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
+            vec![
+                n.node.clone(),
+                n.state.clone().unwrap_or_default(),
+                number(n.term),
+                match n.has_quorum {
+                    Some(true) => "yes".into(),
+                    Some(false) => "no".into(),
+                    None => String::new(),
+                },
+                n.leader.clone().unwrap_or_else(|| "none".into()),
+                number(n.commit_index),
+                number(n.applied_index),
+                format!(
+                    "{}/{} connected",
+                    n.partners_connected.unwrap_or_default(),
+                    n.partners.unwrap_or_default()
+                ),
+            ]
+        })
+        .collect();
+    out.push('\n');
+    table(out, &header, &rows);
+}
+
+/// The problems, worst first, or that there is none.
+fn problem_list(out: &mut String, report: &ClusterReport, colour: Colour) {
     out.push('\n');
     if report.problems.is_empty() {
         let _ = writeln!(out, "No problems found.");

@@ -235,117 +235,139 @@ fn healthy_state(role: &str, state: &str) -> bool {
 }
 
 fn problems(snapshot: &ClusterSnapshot) -> Vec<Problem> {
-    let mut problems = Vec::new();
-    let mut say = |level: Level, message: String| problems.push(Problem { level, message });
-    let reachable_raft = snapshot
-        .raft_nodes
-        .iter()
-        .filter(|node| node.status.is_ok())
-        .count();
-
-    match &snapshot.cluster {
-        None => {
-            let why = snapshot
-                .cluster_failure
-                .as_ref()
-                .map(|failure| format!(" (last error: {})", failure.message))
-                .unwrap_or_default();
-            if reachable_raft == 0 {
-                // Nothing answered: from here the cluster cannot be told apart from a network
-                // problem of the checker's own, so nothing more is claimed.
-                say(Level::Unknown, format!("nothing reachable: no member answered GET /cluster{why} and no Raft node answered"));
-                return problems;
-            } else {
-                say(
-                    Level::Critical,
-                    format!("no member answered GET /cluster{why}"),
-                );
-            }
-        }
-        Some(view) => {
-            let leaders = snapshot.leader_names();
-            match leaders.len() {
-                0 => say(Level::Critical, "no leader in the DCS view".to_owned()),
-                1 => {}
-                n => say(
-                    Level::Critical,
-                    format!("{n} leaders in the DCS view: {}", leaders.join(", ")),
-                ),
-            }
-            if view.pause {
-                say(
-                    Level::Warning,
-                    "maintenance mode: automatic failover is paused".to_owned(),
-                );
-            }
-        }
+    let mut problems = Problems::default();
+    if rest_problems(snapshot, &mut problems).is_break() {
+        return problems.0;
     }
-
     if snapshot.raft_enabled {
-        let quorum = &snapshot.quorum;
-        match quorum.verdict() {
-            QuorumVerdict::Confirmed => {}
-            QuorumVerdict::Lost => say(
-                Level::Critical,
-                format!("Raft quorum lost: {}", quorum.describe()),
+        raft_problems(snapshot, &mut problems);
+    }
+    member_problems(snapshot, &mut problems);
+    problems
+        .0
+        .sort_by_key(|problem| std::cmp::Reverse(problem.level));
+    problems.0
+}
+
+/// The problems found so far.
+#[derive(Default)]
+struct Problems(Vec<Problem>);
+
+impl Problems {
+    fn say(&mut self, level: Level, message: impl Into<String>) {
+        self.0.push(Problem {
+            level,
+            message: message.into(),
+        });
+    }
+}
+
+/// What the DCS view (`/cluster`) says: no answer, no or several leaders, pause. Breaks when
+/// nothing at all answered: then nothing more is claimed.
+fn rest_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) -> std::ops::ControlFlow<()> {
+    let Some(view) = &snapshot.cluster else {
+        let why = snapshot
+            .cluster_failure
+            .as_ref()
+            .map(|failure| format!(" (last error: {})", failure.message))
+            .unwrap_or_default();
+        if snapshot.raft_nodes.iter().all(|node| node.status.is_err()) {
+            // From here the cluster cannot be told apart from a network problem of the
+            // checker's own.
+            problems.say(Level::Unknown, format!("nothing reachable: no member answered GET /cluster{why} and no Raft node answered"));
+            return std::ops::ControlFlow::Break(());
+        }
+        problems.say(
+            Level::Critical,
+            format!("no member answered GET /cluster{why}"),
+        );
+        return std::ops::ControlFlow::Continue(());
+    };
+    let leaders = snapshot.leader_names();
+    match leaders.len() {
+        0 => problems.say(Level::Critical, "no leader in the DCS view"),
+        1 => {}
+        n => problems.say(
+            Level::Critical,
+            format!("{n} leaders in the DCS view: {}", leaders.join(", ")),
+        ),
+    }
+    if view.pause {
+        problems.say(
+            Level::Warning,
+            "maintenance mode: automatic failover is paused",
+        );
+    }
+    std::ops::ControlFlow::Continue(())
+}
+
+/// What the Raft statuses say: the quorum verdict with its evidence, leadership, and each
+/// node that does not answer or has no quorum while the cluster has one.
+fn raft_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
+    let quorum = &snapshot.quorum;
+    match quorum.verdict() {
+        QuorumVerdict::Confirmed => {}
+        QuorumVerdict::Lost => problems.say(
+            Level::Critical,
+            format!("Raft quorum lost: {}", quorum.describe()),
+        ),
+        QuorumVerdict::NotVisible => problems.say(
+            Level::Warning,
+            format!(
+                "Raft quorum not visible from here (neither confirmed nor lost): {}",
+                quorum.describe()
             ),
-            QuorumVerdict::NotVisible => say(
+        ),
+    }
+    // Only when every voter answers is "none leads" a fact rather than a blind spot.
+    if quorum.confirmed() && quorum.all_voters_answer() && quorum.leaders_claiming == 0 {
+        // has_quorum is TCP connectivity to a majority, not an elected leader: without a
+        // leader, Patroni's DCS writes fail although the voters are connected.
+        problems.say(
+            Level::Critical,
+            "no Raft leader: the voters are connected but none leads, DCS writes fail",
+        );
+    }
+    if quorum.leaders_claiming > 1 {
+        let claimants: Vec<&str> = snapshot
+            .raft_nodes
+            .iter()
+            .filter(|node| {
+                node.status
+                    .as_ref()
+                    .is_ok_and(|status| status.state == RaftState::Leader)
+            })
+            .map(|node| node.node.as_str())
+            .collect();
+        problems.say(
+            Level::Critical,
+            format!(
+                "split Raft leadership: {} claim to lead",
+                claimants.join(", ")
+            ),
+        );
+    }
+    for node in &snapshot.raft_nodes {
+        match &node.status {
+            Err(failure) => problems.say(
+                Level::Warning,
+                format!("Raft node {} unreachable: {}", node.node, failure.message),
+            ),
+            Ok(status) if quorum.confirmed() && !status.has_quorum => problems.say(
                 Level::Warning,
                 format!(
-                    "Raft quorum not visible from here (neither confirmed nor lost): {}",
-                    quorum.describe()
+                    "Raft node {} reports no quorum while the cluster has one",
+                    node.node
                 ),
             ),
-        }
-        // Only when every voter answers is "none leads" a fact rather than a blind spot.
-        if quorum.confirmed() && quorum.all_voters_answer() && quorum.leaders_claiming == 0 {
-            // has_quorum is TCP connectivity to a majority, not an elected leader: without a
-            // leader, Patroni's DCS writes fail although the voters are connected.
-            say(
-                Level::Critical,
-                "no Raft leader: the voters are connected but none leads, DCS writes fail"
-                    .to_owned(),
-            );
-        }
-        if quorum.leaders_claiming > 1 {
-            let claimants: Vec<&str> = snapshot
-                .raft_nodes
-                .iter()
-                .filter(|node| {
-                    node.status
-                        .as_ref()
-                        .is_ok_and(|status| status.state == RaftState::Leader)
-                })
-                .map(|node| node.node.as_str())
-                .collect();
-            say(
-                Level::Critical,
-                format!(
-                    "split Raft leadership: {} claim to lead",
-                    claimants.join(", ")
-                ),
-            );
-        }
-        for node in &snapshot.raft_nodes {
-            match &node.status {
-                Err(failure) => say(
-                    Level::Warning,
-                    format!("Raft node {} unreachable: {}", node.node, failure.message),
-                ),
-                Ok(status) if quorum.confirmed() && !status.has_quorum => {
-                    say(
-                        Level::Warning,
-                        format!(
-                            "Raft node {} reports no quorum while the cluster has one",
-                            node.node
-                        ),
-                    );
-                }
-                Ok(_) => {}
-            }
+            Ok(_) => {}
         }
     }
+}
 
+/// What each member says of itself against the DCS view: a contradicted role, an API that
+/// does not answer, an unhealthy state, another timeline than the leader's.
+fn member_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
     let leader_timeline = snapshot
         .cluster
         .as_ref()
@@ -354,28 +376,31 @@ fn problems(snapshot: &ClusterSnapshot) -> Vec<Problem> {
         let m = &member.member;
         if let (Some(true), Ok(own)) = (member.role_mismatch(), &member.own_view) {
             let reported = own.role.as_deref().unwrap_or("?");
-            let message = if m.is_leader() {
-                format!("{} is {} in the DCS view but reports itself as {reported}: the DCS view is frozen", m.name, m.role)
+            let frozen = if m.is_leader() {
+                ": the DCS view is frozen"
             } else {
-                format!(
-                    "{} is {} in the DCS view but reports itself as {reported}",
-                    m.name, m.role
-                )
+                ""
             };
-            say(Level::Warning, message);
+            problems.say(
+                Level::Warning,
+                format!(
+                    "{} is {} in the DCS view but reports itself as {reported}{frozen}",
+                    m.name, m.role
+                ),
+            );
         }
         if let Err(failure) = &member.own_view {
-            say(
+            problems.say(
                 Level::Warning,
                 format!("{} API unreachable: {}", m.name, failure.message),
             );
         }
         if !healthy_state(&m.role, &m.state) {
-            say(Level::Warning, format!("{} is {}", m.name, m.state));
+            problems.say(Level::Warning, format!("{} is {}", m.name, m.state));
         }
         if let (Some(expected), Some(timeline)) = (leader_timeline, m.timeline) {
             if timeline != expected {
-                say(
+                problems.say(
                     Level::Warning,
                     format!(
                         "{} is on timeline {timeline}, the leader on {expected}",
@@ -385,8 +410,6 @@ fn problems(snapshot: &ClusterSnapshot) -> Vec<Problem> {
             }
         }
     }
-    problems.sort_by_key(|problem| std::cmp::Reverse(problem.level));
-    problems
 }
 
 /// The worst level of several clusters.

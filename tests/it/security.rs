@@ -4,7 +4,7 @@
 //! Raft nodes polled at once while `/metrics` must keep answering fast and memory stays
 //! bounded.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -12,15 +12,14 @@ use std::time::{Duration, Instant};
 
 use patroni_raft_exporter::config::ClusterConfig;
 use patroni_raft_exporter::metrics::exposition::Format;
+use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
 use patroni_raft_exporter::patroni::BasicAuth;
 use patroni_raft_exporter::poller::ClusterPoller;
 use patroni_raft_exporter::raft::fake::{Behaviour, FakeRaftNode};
 use patroni_raft_exporter::raft::RaftKey;
 use patroni_raft_exporter::secret::Secret;
-use patroni_raft_exporter::server::{self, AppState};
 use patroni_raft_exporter::snapshot::SnapshotStore;
-use patroni_raft_exporter::web::{self, WebState};
-use support::fake_patroni::{FakePatroni, Reply};
+use patroni_raft_exporter::web::WebState;
 use support::pki::Pki;
 use support::*;
 use url::Url;
@@ -71,18 +70,16 @@ async fn https_members_with_a_private_ca_and_client_certificates() {
         "/patroni",
         Reply::Json(fixture("patroni-3.3.8/patroni-m0.json")),
     );
-    let base = ClusterConfig {
-        expected_scope: Some("tls".into()),
-        patroni_urls: vec![url(&member.url())],
-        poll_timeout: Duration::from_secs(2),
-        ..ClusterConfig::default()
-    };
-    let with_identity = ClusterConfig {
-        ca_file: Some(pki.ca.clone()),
-        cert_file: Some(pki.client_cert.clone()),
-        key_file: Some(pki.client_key.clone()),
-        ..base.clone()
-    };
+    let base = ClusterConfig::default().with(|config| {
+        config.expected_scope = Some("tls".into());
+        config.patroni_urls = vec![url(&member.url())];
+        config.poll.timeout = Duration::from_secs(2);
+    });
+    let with_identity = base.clone().with(|config| {
+        config.rest.ca_file = Some(pki.ca.clone());
+        config.rest.cert_file = Some(pki.client_cert.clone());
+        config.rest.key_file = Some(pki.client_key.clone());
+    });
 
     let output = poll_and_render(vec![with_identity.clone()], Format::PrometheusText).await;
     assert!(has(&output, "patroni_up{scope=\"tls\"} 1"), "{output}");
@@ -92,36 +89,32 @@ async fn https_members_with_a_private_ca_and_client_certificates() {
     ));
 
     // verify_client: required, and no client certificate: a TLS error, not a hang.
-    let no_identity = ClusterConfig {
-        ca_file: Some(pki.ca.clone()),
-        ..base.clone()
-    };
+    let no_identity = base.clone().with(|config| {
+        config.rest.ca_file = Some(pki.ca.clone());
+    });
     let output = poll_and_render(vec![no_identity], Format::PrometheusText).await;
     assert!(has(&output, "patroni_up{scope=\"tls\"} 0"), "{output}");
     assert_eq!(errors(&output, "tls", "cluster", "tls"), 1, "{output}");
 
     // A CA that did not sign the member's certificate.
-    let wrong_ca = ClusterConfig {
-        ca_file: Some(pki.other_ca.clone()),
-        ..with_identity.clone()
-    };
+    let wrong_ca = with_identity.clone().with(|config| {
+        config.rest.ca_file = Some(pki.other_ca.clone());
+    });
     let output = poll_and_render(vec![wrong_ca], Format::PrometheusText).await;
     assert_eq!(errors(&output, "tls", "cluster", "tls"), 1, "{output}");
 
     // No CA at all but insecure_skip_verify: accepted (and warned about by the binary).
-    let insecure = ClusterConfig {
-        ca_file: None,
-        insecure_skip_verify: true,
-        ..with_identity.clone()
-    };
+    let insecure = with_identity.clone().with(|config| {
+        config.rest.ca_file = None;
+        config.rest.insecure_skip_verify = true;
+    });
     let output = poll_and_render(vec![insecure], Format::PrometheusText).await;
     assert!(has(&output, "patroni_up{scope=\"tls\"} 1"), "{output}");
 
     // Plain http to an https member is a transport error, promptly.
-    let plain = ClusterConfig {
-        patroni_urls: vec![url(&member.url().replace("https://", "http://"))],
-        ..with_identity
-    };
+    let plain = with_identity.with(|config| {
+        config.patroni_urls = vec![url(&member.url().replace("https://", "http://"))];
+    });
     let started = Instant::now();
     let output = poll_and_render(vec![plain], Format::PrometheusText).await;
     assert!(has(&output, "patroni_up{scope=\"tls\"} 0"), "{output}");
@@ -147,24 +140,21 @@ async fn an_encrypted_client_key_is_decrypted_with_its_password_file() {
         .unwrap();
     let encrypted_path = pki.dir.path().join("client-key-encrypted.pem");
     std::fs::write(&encrypted_path, encrypted.as_bytes()).unwrap();
-    let config = ClusterConfig {
-        expected_scope: Some("tls".into()),
-        patroni_urls: vec![url(&member.url())],
-        ca_file: Some(pki.ca.clone()),
-        cert_file: Some(pki.client_cert.clone()),
-        key_file: Some(encrypted_path.clone()),
-        key_password: Some(Secret::new("client-key-pass")),
-        ..ClusterConfig::default()
-    };
+    let config = ClusterConfig::default().with(|config| {
+        config.expected_scope = Some("tls".into());
+        config.patroni_urls = vec![url(&member.url())];
+        config.rest.ca_file = Some(pki.ca.clone());
+        config.rest.cert_file = Some(pki.client_cert.clone());
+        config.rest.key_file = Some(encrypted_path.clone());
+        config.rest.key_password = Some(Secret::new("client-key-pass"));
+    });
     let output = poll_and_render(vec![config.clone()], Format::PrometheusText).await;
     assert!(has(&output, "patroni_up{scope=\"tls\"} 1"), "{output}");
     // A wrong password is a setup error naming the file, never the password.
-    let store = Arc::new(SnapshotStore::new(1));
-    let wrong = ClusterConfig {
-        key_password: Some(Secret::new("not-the-pass")),
-        ..config
-    };
-    let error = match ClusterPoller::new(0, wrong, store).await {
+    let wrong = config.with(|config| {
+        config.rest.key_password = Some(Secret::new("not-the-pass"));
+    });
+    let error = match ClusterPoller::new(0, wrong).await {
         Ok(_) => panic!("a wrong key password must fail"),
         Err(error) => format!("{error:#}"),
     };
@@ -205,15 +195,14 @@ async fn basic_auth_is_sent_and_api_urls_off_the_configured_hosts_are_not_follow
         "/patroni",
         Reply::Json(fixture("patroni-3.3.8/patroni-m1.json")),
     );
-    let config = ClusterConfig {
-        expected_scope: Some("auth".into()),
-        patroni_urls: vec![url(&configured.url())],
-        basic_auth: Some(BasicAuth {
+    let config = ClusterConfig::default().with(|config| {
+        config.expected_scope = Some("auth".into());
+        config.patroni_urls = vec![url(&configured.url())];
+        config.rest.basic_auth = Some(BasicAuth {
             username: "watcher".into(),
             password: Secret::new("rest-read-pass"),
-        }),
-        ..ClusterConfig::default()
-    };
+        });
+    });
     let output = poll_and_render(vec![config.clone()], Format::PrometheusText).await;
     assert!(has(
         &output,
@@ -249,10 +238,9 @@ async fn basic_auth_is_sent_and_api_urls_off_the_configured_hosts_are_not_follow
     assert!(!output.contains("rest-read-pass"));
 
     // Allowed explicitly: followed, with the credentials.
-    let allowed = ClusterConfig {
-        allow_api_url_hosts: vec!["127.0.0.2".into()],
-        ..config
-    };
+    let allowed = config.with(|config| {
+        config.allow_api_url_hosts = vec!["127.0.0.2".into()];
+    });
     let output = poll_and_render(vec![allowed], Format::PrometheusText).await;
     assert!(
         has(
@@ -275,12 +263,11 @@ async fn https_is_never_downgraded_by_an_api_url() {
         "/cluster",
         Reply::Json(one_member_cluster("tls", &plain.url(), "127.0.0.1")),
     );
-    let config = ClusterConfig {
-        expected_scope: Some("tls".into()),
-        patroni_urls: vec![url(&member.url())],
-        ca_file: Some(pki.ca.clone()),
-        ..ClusterConfig::default()
-    };
+    let config = ClusterConfig::default().with(|config| {
+        config.expected_scope = Some("tls".into());
+        config.patroni_urls = vec![url(&member.url())];
+        config.rest.ca_file = Some(pki.ca.clone());
+    });
     let output = poll_and_render(vec![config], Format::PrometheusText).await;
     assert!(has(&output, "patroni_up{scope=\"tls\"} 1"), "{output}");
     assert_eq!(errors(&output, "tls", "member", "api_url_not_allowed"), 1);
@@ -306,12 +293,11 @@ async fn requests_in_flight_are_bounded_per_cluster() {
         Reply::Json(format!(r#"{{"scope":"wide","members":[{}]}}"#, list.join(",")).into_bytes()),
     );
     members.route("/patroni", Reply::Hang);
-    let config = ClusterConfig {
-        patroni_urls: vec![url(&members.url())],
-        poll_timeout: Duration::from_millis(300),
-        max_concurrency: 3,
-        ..ClusterConfig::default()
-    };
+    let config = ClusterConfig::default().with(|config| {
+        config.patroni_urls = vec![url(&members.url())];
+        config.poll.timeout = Duration::from_millis(300);
+        config.poll.max_concurrency = 3;
+    });
     let started = Instant::now();
     let output = poll_and_render(vec![config], Format::PrometheusText).await;
     // 20 hanging members, 3 at a time, 300 ms each: 7 rounds (without the bound: one).
@@ -332,16 +318,15 @@ async fn a_slow_poll_is_skipped_and_counted_never_stacked() {
     let _shared = MEMORY.read().await;
     let member = FakePatroni::start("127.0.0.1").await;
     member.route("/cluster", Reply::Hang);
-    let store = Arc::new(SnapshotStore::new(1));
-    let config = ClusterConfig {
-        patroni_urls: vec![url(&member.url())],
-        poll_interval: Duration::from_millis(100),
-        poll_timeout: Duration::from_millis(450),
-        ..ClusterConfig::default()
-    };
-    let poller = ClusterPoller::new(0, config, store.clone()).await.unwrap();
+    let config = ClusterConfig::default().with(|config| {
+        config.patroni_urls = vec![url(&member.url())];
+        config.poll.interval = Duration::from_millis(100);
+        config.poll.timeout = Duration::from_millis(450);
+    });
+    let poller = ClusterPoller::new(0, config).await.unwrap();
     let (stop, shutdown) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(poller.run(shutdown));
+    let store = Arc::new(SnapshotStore::new(1));
+    let task = tokio::spawn(poller.run(store.clone(), shutdown));
     tokio::time::sleep(Duration::from_millis(1700)).await;
     stop.send(true).unwrap();
     tokio::time::timeout(Duration::from_secs(5), task)
@@ -375,11 +360,8 @@ async fn a_reload_keeps_the_counters() {
         "/cluster",
         Reply::Json(fixture("patroni-4.1.5/01-cluster-from-m0.json")),
     );
-    let store = Arc::new(SnapshotStore::new(1));
     let config = cluster_config(vec![url(&member.url())], None);
-    let mut poller = ClusterPoller::new(0, config.clone(), store.clone())
-        .await
-        .unwrap();
+    let mut poller = ClusterPoller::new(0, config.clone()).await.unwrap();
     poller.poll_once().await;
     member.route(
         "/cluster",
@@ -390,10 +372,9 @@ async fn a_reload_keeps_the_counters() {
     // The fake has no /patroni nor /history: every poll counts the same http_status errors.
     let errors_per_poll: u64 = before.poll_errors.values().sum::<u64>() / 2;
     assert!(errors_per_poll > 0);
-    let reloaded = ClusterConfig {
-        poll_timeout: Duration::from_millis(500),
-        ..config
-    };
+    let reloaded = config.with(|config| {
+        config.poll.timeout = Duration::from_millis(500);
+    });
     let mut poller = poller.reconfigured(reloaded).await.unwrap();
     let after = poller.poll_once().await.counters;
     assert_eq!(after.leader_changes, 1);
@@ -428,26 +409,6 @@ fn bcrypt_hash(password: &str) -> String {
     bcrypt::hash(password, 4).unwrap()
 }
 
-async fn start_endpoint(
-    web: Arc<WebState>,
-) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
-    let store = Arc::new(SnapshotStore::new(0));
-    let state = Arc::new(AppState {
-        registry: patroni_raft_exporter::metrics::registry(store.clone()),
-        store,
-        telemetry_path: "/metrics".into(),
-        render_cache: Default::default(),
-    });
-    let router = web::protect(server::router(state), web.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(web::serve(listener, router, web, async move {
-        let _ = stopped.await;
-    }));
-    (addr, stop)
-}
-
 #[tokio::test]
 async fn the_endpoint_behind_tls_client_certificates_and_basic_auth() {
     let _shared = MEMORY.read().await;
@@ -465,7 +426,9 @@ async fn the_endpoint_behind_tls_client_certificates_and_basic_auth() {
     };
     write_config("prometheus", "scrape-pass");
     let web = Arc::new(WebState::load(Some(&web_config)).unwrap());
-    let (addr, _stop) = start_endpoint(web.clone()).await;
+    let Endpoint {
+        addr, stop: _stop, ..
+    } = start_endpoint(Arc::new(SnapshotStore::new(0)), Some(web.clone())).await;
     let ca = reqwest::Certificate::from_pem(&std::fs::read(&pki.ca).unwrap()).unwrap();
     let mut identity = std::fs::read(&pki.client_cert).unwrap();
     identity.extend(std::fs::read(&pki.client_key).unwrap());
@@ -555,7 +518,9 @@ async fn the_endpoint_bounds_idle_connections_and_answers_others() {
     let _shared = MEMORY.read().await;
     // A peer that connects and sends nothing must not block anyone else.
     let web = Arc::new(WebState::load(None).unwrap());
-    let (addr, _stop) = start_endpoint(web).await;
+    let Endpoint {
+        addr, stop: _stop, ..
+    } = start_endpoint(Arc::new(SnapshotStore::new(0)), Some(web)).await;
     let mut idle = Vec::new();
     for _ in 0..50 {
         idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
@@ -646,13 +611,12 @@ async fn a_fleet_of_hostile_peers() {
     for (scope, reply, kind) in rest_cases {
         let member = FakePatroni::start("127.0.0.1").await;
         member.route("/cluster", reply);
-        configs.push(ClusterConfig {
-            expected_scope: Some(scope.into()),
-            patroni_urls: vec![url(&member.url())],
-            poll_interval: Duration::from_millis(500),
-            poll_timeout: Duration::from_millis(800),
-            ..ClusterConfig::default()
-        });
+        configs.push(ClusterConfig::default().with(|config| {
+            config.expected_scope = Some(scope.into());
+            config.patroni_urls = vec![url(&member.url())];
+            config.poll.interval = Duration::from_millis(500);
+            config.poll.timeout = Duration::from_millis(800);
+        }));
         expectations.push((scope.into(), "cluster", kind));
         fakes.push(member);
     }
@@ -666,19 +630,18 @@ async fn a_fleet_of_hostile_peers() {
             "169.254.169.254",
         )),
     );
-    configs.push(ClusterConfig {
-        expected_scope: Some("api-url-elsewhere".into()),
-        patroni_urls: vec![url(&pointing.url())],
-        poll_interval: Duration::from_millis(500),
-        poll_timeout: Duration::from_millis(800),
-        raft: Some(patroni_raft_exporter::config::RaftSettings {
+    configs.push(ClusterConfig::default().with(|config| {
+        config.expected_scope = Some("api-url-elsewhere".into());
+        config.patroni_urls = vec![url(&pointing.url())];
+        config.poll.interval = Duration::from_millis(500);
+        config.poll.timeout = Duration::from_millis(800);
+        config.raft = Some(patroni_raft_exporter::config::RaftSettings {
             nodes: Vec::new(),
             port: 2222,
             password: None,
             command: None,
-        }),
-        ..ClusterConfig::default()
-    });
+        });
+    }));
     expectations.push(("api-url-elsewhere".into(), "member", "api_url_not_allowed"));
     fakes.push(pointing);
 
@@ -707,59 +670,48 @@ async fn a_fleet_of_hostile_peers() {
         let (addr, node) = FakeRaftNode::start(behaviour, Some(key.clone()))
             .await
             .unwrap();
-        configs.push(ClusterConfig {
-            expected_scope: Some(scope.into()),
-            patroni_urls: vec![url(&format!("http://{}", dead_address().await))],
-            poll_interval: Duration::from_millis(500),
-            poll_timeout: Duration::from_millis(800),
-            raft: Some(patroni_raft_exporter::config::RaftSettings {
+        let dead = url(&format!("http://{}", dead_address().await));
+        configs.push(ClusterConfig::default().with(|config| {
+            config.expected_scope = Some(scope.into());
+            config.patroni_urls = vec![dead];
+            config.poll.interval = Duration::from_millis(500);
+            config.poll.timeout = Duration::from_millis(800);
+            config.raft = Some(patroni_raft_exporter::config::RaftSettings {
                 nodes: vec![addr],
                 port: 2222,
                 password: Some(Secret::new("s3cret")),
                 command: None,
-            }),
-            ..ClusterConfig::default()
-        });
+            });
+        }));
         expectations.push((scope.into(), "raft", kind));
         nodes.push(node);
     }
     // Timestamps going backwards (the fake stamps the key exchange 1000 and the reply 5):
     // accepted by design, pysyncobj >= 0.3.12 stamps tokens with a monotonic clock.
     let backwards = raft_node_from_vector("enc_leader_0.3.12", "s3cret").await;
-    configs.push(ClusterConfig {
-        expected_scope: Some("raft-timestamp-backwards".into()),
-        patroni_urls: vec![url(&format!("http://{}", dead_address().await))],
-        poll_interval: Duration::from_millis(500),
-        poll_timeout: Duration::from_millis(800),
-        raft: Some(patroni_raft_exporter::config::RaftSettings {
+    let dead = url(&format!("http://{}", dead_address().await));
+    configs.push(ClusterConfig::default().with(|config| {
+        config.expected_scope = Some("raft-timestamp-backwards".into());
+        config.patroni_urls = vec![dead];
+        config.poll.interval = Duration::from_millis(500);
+        config.poll.timeout = Duration::from_millis(800);
+        config.raft = Some(patroni_raft_exporter::config::RaftSettings {
             nodes: vec![backwards.addr().to_owned()],
             port: 2222,
             password: Some(Secret::new("s3cret")),
             command: None,
-        }),
-        ..ClusterConfig::default()
-    });
+        });
+    }));
 
     let rss_before = rss_kib();
     let store = Arc::new(SnapshotStore::new(configs.len()));
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     for (slot, config) in configs.into_iter().enumerate() {
-        let poller = ClusterPoller::new(slot, config, store.clone())
-            .await
-            .unwrap();
-        tokio::spawn(poller.run(shutdown.clone()));
+        let poller = ClusterPoller::new(slot, config).await.unwrap();
+        tokio::spawn(poller.run(store.clone(), shutdown.clone()));
     }
-    let state = Arc::new(AppState {
-        registry: patroni_raft_exporter::metrics::registry(store.clone()),
-        store: store.clone(),
-        telemetry_path: "/metrics".into(),
-        render_cache: Default::default(),
-    });
-    let web = Arc::new(WebState::load(None).unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let router = web::protect(server::router(state), web.clone());
-    tokio::spawn(web::serve(listener, router, web, std::future::pending()));
+    let endpoint = start_endpoint(store.clone(), None).await;
+    let addr = endpoint.addr;
     let client = reqwest::Client::new();
 
     // Scrape throughout six poll rounds; every scrape must be fast. RSS is sampled after
@@ -785,8 +737,11 @@ async fn a_fleet_of_hostile_peers() {
         slowest = slowest.max(started.elapsed());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // A scrape never waits for a poll: one that did would take the poll timeout (800 ms)
+    // of the hanging peers. The bound leaves room for a loaded CI machine (seen: 100+ ms
+    // with two other builds running on two cores); speed itself is the benchmark's job.
     assert!(
-        slowest < Duration::from_millis(100),
+        slowest < Duration::from_millis(500),
         "slowest scrape {slowest:?}"
     );
 

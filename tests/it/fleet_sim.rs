@@ -5,12 +5,11 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
-use patroni_raft_exporter::config::{ConfigFile, Defaults};
+use patroni_raft_exporter::config::file::Inherited;
+use patroni_raft_exporter::config::ConfigFile;
 use patroni_raft_exporter::poller::ClusterPoller;
-use patroni_raft_exporter::snapshot::SnapshotStore;
 
 /// Kills the simulator when the test ends, however it ends.
 struct Child(std::process::Child);
@@ -53,14 +52,7 @@ async fn fleet_sim_serves_a_healthy_fleet() {
         "{ready}"
     );
 
-    let defaults = Defaults {
-        poll_interval: Duration::from_secs(5),
-        poll_timeout: Duration::from_secs(2),
-        max_body_bytes: 1 << 22,
-        raft_port: 2222,
-        raft_enabled: true,
-        max_concurrency: patroni_raft_exporter::config::DEFAULT_MAX_CONCURRENCY,
-    };
+    let defaults = Inherited::default();
     let clusters: Vec<_> = ConfigFile::load(&config)
         .unwrap()
         .clusters
@@ -68,13 +60,10 @@ async fn fleet_sim_serves_a_healthy_fleet() {
         .map(|entry| entry.resolve(&defaults).unwrap())
         .collect();
     assert_eq!(clusters.len(), 3);
-    assert_eq!(clusters[0].poll_interval, Duration::from_secs(10));
+    assert_eq!(clusters[0].poll.interval, Duration::from_secs(10));
 
-    let store = Arc::new(SnapshotStore::new(clusters.len()));
     for (slot, cluster) in clusters.into_iter().enumerate() {
-        let mut poller = ClusterPoller::new(slot, cluster, store.clone())
-            .await
-            .unwrap();
+        let mut poller = ClusterPoller::new(slot, cluster).await.unwrap();
         let snapshot = poller.poll_once().await;
         assert_eq!(snapshot.scope, format!("t-{slot:04}"));
         assert!(snapshot.cluster_failure.is_none(), "{snapshot:?}");

@@ -1,6 +1,7 @@
-//! An in-process fake Patroni REST member that answers like the real one: HTTP/1.0, no
-//! `Content-Length`, body delimited by closing the connection. It serves captured
-//! documents, or misbehaves on purpose.
+//! An in-process fake Patroni REST member (feature `testkit`) that answers like the real one:
+//! HTTP/1.0, no `Content-Length`, body delimited by closing the connection. It serves
+//! captured documents, or misbehaves on purpose. The one fake member of the project: the
+//! integration tests and `fleet-sim` (thousands of them) use it.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -10,6 +11,9 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
+
+/// The request heads a fake keeps (the latest ones).
+const MAX_RECORDED_REQUESTS: usize = 1000;
 
 /// How the fake answers a request for a path.
 #[derive(Clone, Debug)]
@@ -60,7 +64,13 @@ impl FakePatroni {
 
     async fn start_with(ip: &str, tls: Option<Arc<rustls::ServerConfig>>) -> FakePatroni {
         let listener = TcpListener::bind((ip, 0)).await.expect("bind fake patroni");
-        let addr = listener.local_addr().unwrap();
+        FakePatroni::serve(listener, tls)
+    }
+
+    /// A fake on a listener the caller bound (e.g. a simulator that must know every
+    /// address before it writes the documents naming them); https when `tls` is given.
+    pub fn serve(listener: TcpListener, tls: Option<Arc<rustls::ServerConfig>>) -> FakePatroni {
+        let addr = listener.local_addr().expect("bound listener");
         let routes: Arc<Mutex<HashMap<String, Reply>>> = Arc::default();
         let seen: Arc<Seen> = Arc::default();
         let shared = routes.clone();
@@ -68,8 +78,13 @@ impl FakePatroni {
         let scheme = if tls.is_some() { "https" } else { "http" };
         let task = tokio::spawn(async move {
             loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
+                let stream = match listener.accept().await {
+                    Ok((stream, _)) => stream,
+                    Err(_) => {
+                        // EMFILE and the like (a simulated fleet): back off, do not spin.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
                 };
                 let routes = shared.clone();
                 let seen = shared_seen.clone();
@@ -146,8 +161,16 @@ async fn answer_inner<S: AsyncRead + AsyncWrite + Unpin>(
         request.extend_from_slice(&buffer[..read]);
     }
     let text = String::from_utf8_lossy(&request);
-    seen.requests.lock().unwrap().push(text.to_string());
-    let path = text.split_whitespace().nth(1).unwrap_or("/").to_owned();
+    {
+        let mut requests = seen.requests.lock().unwrap();
+        // Bounded: a simulated fleet answers for hours.
+        if requests.len() >= MAX_RECORDED_REQUESTS {
+            requests.remove(0);
+        }
+        requests.push(text.to_string());
+    }
+    let target = text.split_whitespace().nth(1).unwrap_or("/");
+    let path = target.split('?').next().unwrap_or("/").to_owned();
     let reply = routes
         .lock()
         .unwrap()

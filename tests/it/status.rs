@@ -1,17 +1,17 @@
 //! `patroni-raft-exporter status` on fake clusters built from real captures: golden text and
 //! JSON output, and the Nagios exit codes.
 //!
-//! `UPDATE_GOLDEN=1 cargo test --test status` rewrites `tests/golden/status-*`.
+//! `UPDATE_GOLDEN=1 cargo test --test it status` rewrites `tests/golden/status-*`.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
 use patroni_raft_exporter::config::ClusterConfig;
+use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
 use patroni_raft_exporter::status::render::{self, Colour};
 use patroni_raft_exporter::status::report::{overall, ClusterReport, Level};
 use patroni_raft_exporter::status::{self as status_command};
-use support::fake_patroni::{FakePatroni, Reply};
 use support::*;
 
 /// One fake cluster with its Raft nodes, and the substitutions that make output stable.
@@ -237,7 +237,7 @@ async fn the_deadline_is_never_exceeded() {
             .collect(),
         None,
     );
-    config.poll_timeout = Duration::from_secs(2);
+    config.poll.timeout = Duration::from_secs(2);
     let started = Instant::now();
     let reports = status_command::collect(vec![config], Duration::from_millis(1500)).await;
     let elapsed = started.elapsed();

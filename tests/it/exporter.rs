@@ -2,18 +2,18 @@
 //! captures: a golden file of the complete `/metrics` output, hostile peers, and the HTTP
 //! endpoints.
 //!
-//! `UPDATE_GOLDEN=1 cargo test --test exporter` rewrites `tests/golden/metrics.txt`.
+//! `UPDATE_GOLDEN=1 cargo test --test it exporter` rewrites `tests/golden/metrics.txt`.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use patroni_raft_exporter::metrics::exposition::Format;
+use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
 use patroni_raft_exporter::poller::ClusterPoller;
 use patroni_raft_exporter::server::{self, AppState};
 use patroni_raft_exporter::snapshot::SnapshotStore;
-use support::fake_patroni::{FakePatroni, Reply};
 use support::*;
 
 const GOLDEN: &str = "tests/golden/metrics.txt";
@@ -265,9 +265,9 @@ async fn members_that_leave_vanish_from_the_output() {
     let member = FakePatroni::start("127.0.0.1").await;
     let three = String::from_utf8(fixture("patroni-3.3.8/cluster.json")).unwrap();
     member.route("/cluster", Reply::Json(three.clone().into_bytes()));
-    let store = Arc::new(SnapshotStore::new(1));
     let config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
-    let mut poller = ClusterPoller::new(0, config, store.clone()).await.unwrap();
+    let store = Arc::new(SnapshotStore::new(1));
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
     store.publish(0, poller.poll_once().await);
     let registry = patroni_raft_exporter::metrics::registry(store.clone());
     let before =
@@ -291,9 +291,8 @@ async fn leader_changes_are_counted() {
         "/cluster",
         Reply::Json(fixture("patroni-4.1.5/01-cluster-from-m0.json")),
     );
-    let store = Arc::new(SnapshotStore::new(1));
     let config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
-    let mut poller = ClusterPoller::new(0, config, store.clone()).await.unwrap();
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
     assert_eq!(poller.poll_once().await.counters.leader_changes, 0);
     member.route(
         "/cluster",
@@ -313,34 +312,14 @@ async fn leader_changes_are_counted() {
     assert_eq!(poller.poll_once().await.counters.leader_changes, 1);
 }
 
-/// The exporter's HTTP server over `store` on a free port: its address, the sender that
-/// stops it, and its task.
-async fn start_server(
-    store: Arc<SnapshotStore>,
-) -> (
-    std::net::SocketAddr,
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<std::io::Result<()>>,
-) {
-    let state = Arc::new(AppState {
-        registry: patroni_raft_exporter::metrics::registry(store.clone()),
-        store,
-        telemetry_path: "/metrics".into(),
-        render_cache: Default::default(),
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(server::serve(listener, state, async move {
-        let _ = stopped.await;
-    }));
-    (addr, stop, server)
-}
-
 #[tokio::test]
 async fn http_endpoints() {
     let store = Arc::new(SnapshotStore::new(1));
-    let (addr, stop, server) = start_server(store.clone()).await;
+    let Endpoint {
+        addr,
+        stop,
+        task: server,
+    } = start_endpoint(store.clone(), None).await;
     let client = reqwest::Client::new();
     let get = |path: &str| client.get(format!("http://{addr}{path}")).send();
 
@@ -355,7 +334,7 @@ async fn http_endpoints() {
         Reply::Json(fixture("patroni-3.3.8/cluster.json")),
     );
     let config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
-    let mut poller = ClusterPoller::new(0, config, store.clone()).await.unwrap();
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
     store.publish(0, poller.poll_once().await);
     assert_eq!(get("/-/ready").await.unwrap().status(), 200);
 
@@ -394,7 +373,11 @@ async fn http_endpoints() {
 #[tokio::test]
 async fn probe_cache_and_gzip() {
     let store = Arc::new(SnapshotStore::new(2));
-    let (addr, stop, server) = start_server(store.clone()).await;
+    let Endpoint {
+        addr,
+        stop,
+        task: server,
+    } = start_endpoint(store.clone(), None).await;
     let client = reqwest::Client::new();
     let get = |path: &str| client.get(format!("http://{addr}{path}")).send();
 
@@ -414,9 +397,7 @@ async fn probe_cache_and_gzip() {
     let mut pollers = Vec::new();
     for (slot, member) in [&first, &second].into_iter().enumerate() {
         let config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
-        let mut poller = ClusterPoller::new(slot, config, store.clone())
-            .await
-            .unwrap();
+        let mut poller = ClusterPoller::new(slot, config).await.unwrap();
         store.publish(slot, poller.poll_once().await);
         pollers.push(poller);
     }
@@ -483,14 +464,14 @@ async fn a_hanging_cluster_never_delays_metrics_or_another_cluster() {
     let store = Arc::new(SnapshotStore::new(2));
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     let mut slow = cluster_config(vec![url::Url::parse(&hanging.url()).unwrap()], None);
-    slow.poll_timeout = Duration::from_secs(30);
+    slow.poll.timeout = Duration::from_secs(30);
     slow.expected_scope = Some("hanging".into());
     let mut fast = cluster_config(vec![url::Url::parse(&healthy.url()).unwrap()], None);
-    fast.poll_interval = Duration::from_millis(200);
-    let slow = ClusterPoller::new(0, slow, store.clone()).await.unwrap();
-    let fast = ClusterPoller::new(1, fast, store.clone()).await.unwrap();
-    tokio::spawn(slow.run(shutdown.clone()));
-    tokio::spawn(fast.run(shutdown));
+    fast.poll.interval = Duration::from_millis(200);
+    let slow = ClusterPoller::new(0, slow).await.unwrap();
+    let fast = ClusterPoller::new(1, fast).await.unwrap();
+    tokio::spawn(slow.run(store.clone(), shutdown.clone()));
+    tokio::spawn(fast.run(store.clone(), shutdown));
     tokio::time::sleep(Duration::from_millis(700)).await;
     let registry = patroni_raft_exporter::metrics::registry(store.clone());
     let started = Instant::now();
@@ -527,12 +508,7 @@ fn every_exported_family_is_documented() {
 #[test]
 fn a_telemetry_path_of_probe_is_not_a_conflict() {
     let store = Arc::new(SnapshotStore::new(1));
-    let state = Arc::new(AppState {
-        registry: patroni_raft_exporter::metrics::registry(store.clone()),
-        store,
-        telemetry_path: "/probe".into(),
-        render_cache: Default::default(),
-    });
+    let state = AppState::new(store, "/probe");
     // axum panics on two routes for one path.
     let _router = server::router(state);
 }

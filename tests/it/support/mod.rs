@@ -1,9 +1,6 @@
 //! Shared helpers of the integration tests: fake members built from real captures, fake Raft
 //! nodes, and an exporter wired to them in-process.
 
-#![allow(dead_code)]
-
-pub mod fake_patroni;
 pub mod pki;
 
 use std::sync::Arc;
@@ -15,10 +12,12 @@ use patroni_raft_exporter::poller::ClusterPoller;
 use patroni_raft_exporter::raft::fake::{unwrap_captured_reply, Behaviour, FakeRaftNode};
 use patroni_raft_exporter::raft::RaftKey;
 use patroni_raft_exporter::secret::Secret;
+use patroni_raft_exporter::server::{self, AppState};
 use patroni_raft_exporter::snapshot::SnapshotStore;
+use patroni_raft_exporter::web::WebState;
 use url::Url;
 
-use fake_patroni::{FakePatroni, Reply};
+use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
 
 pub fn fixture(path: &str) -> Vec<u8> {
     let full = format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
@@ -53,8 +52,9 @@ impl Addresses {
 
 /// A fake 3-member cluster answering with captured documents.
 pub struct FakeCluster {
-    /// The members still running (a dead member's fake is stopped: its address refuses).
-    pub members: Vec<Option<FakePatroni>>,
+    /// Keeps the running members alive (a dead member's fake is stopped: its address
+    /// refuses).
+    _running: Vec<Option<FakePatroni>>,
     urls: Vec<Url>,
     pub addresses: Addresses,
 }
@@ -112,7 +112,7 @@ impl FakeCluster {
             })
             .collect();
         FakeCluster {
-            members,
+            _running: members,
             urls,
             addresses,
         }
@@ -280,23 +280,35 @@ pub async fn dead_address_on(ip: &str) -> String {
     format!("{ip}:1")
 }
 
+/// The one way tests build a cluster's settings: the REST URLs and, optionally, the Raft
+/// nodes and password; the rest as the defaults, with a short request timeout. Adjust
+/// with [`Configure::with`].
 pub fn cluster_config(
     urls: Vec<Url>,
     raft_nodes: Option<(Vec<String>, Option<&str>)>,
 ) -> ClusterConfig {
     ClusterConfig {
-        expected_scope: None,
         patroni_urls: urls,
-        poll_interval: Duration::from_secs(5),
-        poll_timeout: Duration::from_millis(800),
-        max_body_bytes: 4 * 1024 * 1024,
         raft: raft_nodes.map(|(nodes, password)| RaftSettings {
             nodes,
-            port: 2222,
             password: password.map(Secret::new),
-            command: None,
+            ..RaftSettings::default()
         }),
         ..ClusterConfig::default()
+    }
+    .with(|config| config.poll.timeout = Duration::from_millis(800))
+}
+
+/// Changes settings in place and gives them back, so that a variant of a test cluster is
+/// one expression: `base.clone().with(|config| config.rest.ca_file = None)`.
+pub trait Configure {
+    fn with(self, change: impl FnOnce(&mut Self)) -> Self;
+}
+
+impl Configure for ClusterConfig {
+    fn with(mut self, change: impl FnOnce(&mut Self)) -> Self {
+        change(&mut self);
+        self
     }
 }
 
@@ -304,9 +316,7 @@ pub fn cluster_config(
 pub async fn poll_and_render(configs: Vec<ClusterConfig>, format: Format) -> String {
     let store = Arc::new(SnapshotStore::new(configs.len()));
     for (slot, config) in configs.into_iter().enumerate() {
-        let mut poller = ClusterPoller::new(slot, config, store.clone())
-            .await
-            .unwrap();
+        let mut poller = ClusterPoller::new(slot, config).await.unwrap();
         let snapshot = poller.poll_once().await;
         store.publish(slot, snapshot);
     }
@@ -345,4 +355,30 @@ pub fn normalize_volatile(text: &str) -> String {
         }
     }
     output
+}
+
+/// A running exporter endpoint for tests, on the production listener ([`server::serve`]).
+pub struct Endpoint {
+    pub addr: std::net::SocketAddr,
+    /// Stops the server when sent or dropped.
+    pub stop: tokio::sync::oneshot::Sender<()>,
+    pub task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Serves `store` on a free port of 127.0.0.1 under `/metrics`, behind `web` (TLS and basic
+/// auth as configured; `None`: plain http, no auth), as the binary does.
+pub async fn start_endpoint(store: Arc<SnapshotStore>, web: Option<Arc<WebState>>) -> Endpoint {
+    let web = web.unwrap_or_else(|| Arc::new(WebState::load(None).unwrap()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(server::serve(
+        listener,
+        AppState::new(store, "/metrics"),
+        web,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    Endpoint { addr, stop, task }
 }

@@ -1,0 +1,409 @@
+//! One cluster as the operator writes it, and how it resolves into a [`ClusterConfig`].
+//!
+//! Why one shape for flags and file: a cluster given by flags (`--patroni.url` ...) and a
+//! cluster entry of `--config.file` say the same things, so they are the same type
+//! ([`ClusterEntry`] derives both clap's `Args` and serde's `Deserialize`): a new setting is
+//! one field here, one line in [`ClusterEntry::resolve`], and its home in the settings type
+//! of its concern. Every field is optional; what is missing comes from the command line
+//! ([`Inherited`], for entries of the file), then Patroni's YAML, then the defaults of the
+//! settings types.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use url::Url;
+
+use super::{check_limits, describe_yaml_error, host_of, ApiUrlPolicy, ClusterConfig};
+use super::{PatroniYaml, PollSettings, RaftSettings};
+use crate::patroni::{BasicAuth, ClientSettings};
+use crate::secret::Secret;
+
+/// One cluster: from the flags, or an entry of `--config.file` (same names with `_`:
+/// `--patroni.url` is `patroni_urls`, `--poll.interval` is `poll_interval`).
+#[derive(Debug, Clone, Default, Deserialize, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterEntry {
+    /// Expected cluster name (scope); a /cluster answer naming another cluster is an error.
+    #[arg(long = "patroni.scope", value_name = "NAME")]
+    #[serde(default)]
+    pub scope: Option<String>,
+
+    /// REST base URL of a member, e.g. http://10.0.0.1:8008 (repeatable). One is enough:
+    /// the other members are found through the Raft status; more add places to ask /cluster.
+    #[arg(long = "patroni.url", value_name = "URL")]
+    #[serde(default)]
+    pub patroni_urls: Vec<Url>,
+
+    /// Patroni's own YAML (e.g. Charmed PostgreSQL's patroni.yaml): supplies the REST URL,
+    /// the CA, the Raft partners and the Raft password when not given otherwise.
+    #[arg(long = "patroni.config-file", value_name = "FILE")]
+    #[serde(default)]
+    pub patroni_config_file: Option<PathBuf>,
+
+    /// How often the cluster is polled [default: 5s].
+    #[arg(long = "poll.interval", value_name = "DURATION", value_parser = positive_duration)]
+    #[serde(default, with = "humantime_serde_option")]
+    pub poll_interval: Option<Duration>,
+
+    /// Deadline of each request to a member or a Raft node [default: 2s].
+    #[arg(long = "poll.timeout", value_name = "DURATION", value_parser = positive_duration)]
+    #[serde(default, with = "humantime_serde_option")]
+    pub poll_timeout: Option<Duration>,
+
+    /// Largest REST response body accepted, in bytes [default: 4194304].
+    #[arg(long = "poll.max-body-bytes", value_name = "BYTES")]
+    #[serde(default)]
+    pub max_body_bytes: Option<usize>,
+
+    /// Requests of one cluster's poll in flight at once (REST and Raft together) [default: 8].
+    #[arg(long = "poll.max-concurrency", value_name = "N")]
+    #[serde(default)]
+    pub max_concurrency: Option<usize>,
+
+    /// PEM CA bundle trusted for https member URLs (in addition to the system roots).
+    #[arg(long = "patroni.ca-file", value_name = "FILE")]
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+
+    /// Accept any TLS certificate from members (insecure; logged as a warning).
+    #[arg(
+        long = "patroni.insecure-skip-verify",
+        num_args = 0,
+        default_missing_value = "true"
+    )]
+    #[serde(default)]
+    pub insecure_skip_verify: Option<bool>,
+
+    /// PEM client certificate for members with `verify_client: required` (with --patroni.key-file).
+    #[arg(long = "patroni.cert-file", value_name = "FILE")]
+    #[serde(default)]
+    pub cert_file: Option<PathBuf>,
+
+    /// PEM private key of --patroni.cert-file (PKCS#8, PKCS#1 or SEC1; may be encrypted).
+    #[arg(long = "patroni.key-file", value_name = "FILE")]
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+
+    /// File holding the passphrase of an encrypted --patroni.key-file.
+    #[arg(
+        long = "patroni.key-password-file",
+        value_name = "FILE",
+        env = "PATRONI_RAFT_EXPORTER_KEY_PASSWORD_FILE"
+    )]
+    #[serde(default)]
+    pub key_password_file: Option<PathBuf>,
+
+    /// User for HTTP basic auth on every GET (only where a site protects reads).
+    #[arg(long = "patroni.username", value_name = "USER")]
+    #[serde(default)]
+    pub username: Option<String>,
+
+    /// File holding the basic auth password of --patroni.username.
+    #[arg(
+        long = "patroni.password-file",
+        value_name = "FILE",
+        env = "PATRONI_RAFT_EXPORTER_PATRONI_PASSWORD_FILE"
+    )]
+    #[serde(default)]
+    pub password_file: Option<PathBuf>,
+
+    /// Hosts whose member api_urls may be followed besides the configured REST and Raft
+    /// hosts: a name, an IP, a CIDR (10.0.0.0/24) or * (repeatable or comma-separated).
+    #[arg(
+        long = "patroni.allow-api-url-hosts",
+        value_name = "HOSTS",
+        value_delimiter = ','
+    )]
+    #[serde(default)]
+    pub allow_api_url_hosts: Vec<String>,
+
+    /// Whether Raft is polled (file only; the flag is --raft.disabled).
+    #[arg(skip)]
+    #[serde(default)]
+    pub raft_enabled: Option<bool>,
+
+    /// Raft node to query, host:port (repeatable). Default: the voters found from the
+    /// configured REST hosts on --raft.port.
+    #[arg(long = "raft.node", value_name = "HOST:PORT")]
+    #[serde(default)]
+    pub raft_nodes: Vec<String>,
+
+    /// Port of the Raft nodes found through the member hosts [default: 2222].
+    #[arg(long = "raft.port", value_name = "PORT")]
+    #[serde(default)]
+    pub raft_port: Option<u16>,
+
+    /// File holding the Raft password (Patroni's raft.password).
+    #[arg(
+        long = "raft.password-file",
+        value_name = "FILE",
+        env = "PATRONI_RAFT_EXPORTER_RAFT_PASSWORD_FILE"
+    )]
+    #[serde(default)]
+    pub raft_password_file: Option<PathBuf>,
+
+    /// Query Raft nodes by running this program instead of the native client, e.g.
+    /// "charmed-postgresql.syncobj-admin". `{addr}` in an argument is replaced by the node
+    /// address, else `-conn ADDR -status` is appended; the password is passed in the
+    /// environment variable SYNCOBJ_PASSWORD, never in argv.
+    #[arg(long = "raft.command", value_name = "PROGRAM")]
+    #[serde(default)]
+    pub raft_command: Option<String>,
+}
+
+/// What an entry of `--config.file` inherits from the command line: the poll settings, the
+/// body cap, the Raft port and whether Raft is polled (`--raft.disabled`).
+#[derive(Debug, Clone, Default)]
+pub struct Inherited {
+    pub poll_interval: Option<Duration>,
+    pub poll_timeout: Option<Duration>,
+    pub max_body_bytes: Option<usize>,
+    pub max_concurrency: Option<usize>,
+    pub raft_port: Option<u16>,
+    pub raft_disabled: bool,
+}
+
+impl Inherited {
+    /// The inheritable settings of the cluster given by flags.
+    pub fn from_flags(flags: &ClusterEntry, raft_disabled: bool) -> Inherited {
+        Inherited {
+            poll_interval: flags.poll_interval,
+            poll_timeout: flags.poll_timeout,
+            max_body_bytes: flags.max_body_bytes,
+            max_concurrency: flags.max_concurrency,
+            raft_port: flags.raft_port,
+            raft_disabled,
+        }
+    }
+}
+
+/// A duration longer than zero (`5s`, `1m30s`): a zero interval would poll in a busy loop
+/// and a zero timeout would fail every request.
+pub fn positive_duration(text: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(text).map_err(|error| error.to_string())?;
+    if duration.is_zero() {
+        return Err("must be longer than 0 (e.g. 5s)".to_owned());
+    }
+    Ok(duration)
+}
+
+/// The `--config.file` document.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    pub clusters: Vec<ClusterEntry>,
+}
+
+impl ConfigFile {
+    /// Reads and parses `--config.file`.
+    ///
+    /// # Errors
+    /// When the file cannot be read or is not the documented YAML.
+    pub fn load(path: &Path) -> anyhow::Result<ConfigFile> {
+        let text = crate::tls::read_pem_file(path, "config file")?;
+        let file: ConfigFile = serde_yaml_ng::from_slice(&text).map_err(|error| {
+            anyhow::anyhow!(
+                "parsing config file {}: {}",
+                path.display(),
+                describe_yaml_error(&error)
+            )
+        })?;
+        if file.clusters.is_empty() {
+            anyhow::bail!("config file {} lists no clusters", path.display());
+        }
+        Ok(file)
+    }
+}
+
+impl ClusterEntry {
+    /// Resolves the entry into a complete [`ClusterConfig`].
+    ///
+    /// Precedence: the entry's own fields, then what it inherits from the command line, then
+    /// the Patroni YAML it names, then the defaults of the settings types.
+    ///
+    /// # Errors
+    /// When no REST URL is known, a named file cannot be read, settings go together but only
+    /// one is given, or a limit cannot work ([`check_limits`]).
+    pub fn resolve(&self, inherited: &Inherited) -> anyhow::Result<ClusterConfig> {
+        let yaml = match &self.patroni_config_file {
+            Some(path) => Some(PatroniYaml::load(path)?),
+            None => None,
+        };
+        let yaml = yaml.as_ref();
+        let expected_scope = self
+            .scope
+            .clone()
+            .or_else(|| yaml.and_then(|yaml| yaml.scope.clone()));
+        let name = expected_scope.as_deref().unwrap_or("<unnamed>").to_owned();
+        let patroni_urls = self.patroni_urls(yaml, &name)?;
+        let rest = self.rest_settings(yaml, inherited, &name)?;
+        let poll = self.poll_settings(inherited);
+        check_limits(&name, &poll, rest.max_body_bytes)?;
+        Ok(ClusterConfig {
+            expected_scope,
+            patroni_urls,
+            allow_api_url_hosts: self.allowed_hosts(yaml)?,
+            poll,
+            rest,
+            raft: self.raft_settings(yaml, inherited)?,
+        })
+    }
+
+    /// The configured REST URLs, else the one of Patroni's YAML; at least one.
+    fn patroni_urls(&self, yaml: Option<&PatroniYaml>, name: &str) -> anyhow::Result<Vec<Url>> {
+        let mut urls = self.patroni_urls.clone();
+        if urls.is_empty() {
+            urls.extend(yaml.and_then(PatroniYaml::rest_url));
+        }
+        if urls.is_empty() {
+            anyhow::bail!(
+                "cluster {name}: no Patroni REST URL (give --patroni.url, patroni_urls, or a Patroni config file)"
+            );
+        }
+        Ok(urls)
+    }
+
+    /// How requests to members are made: TLS as Patroni's own clients do it (the `ctl`
+    /// section, then the REST server's CA), the client identity, basic auth, the body cap.
+    fn rest_settings(
+        &self,
+        yaml: Option<&PatroniYaml>,
+        inherited: &Inherited,
+        name: &str,
+    ) -> anyhow::Result<ClientSettings> {
+        let ctl = yaml.and_then(|yaml| yaml.ctl.as_ref());
+        let ca_file = self
+            .ca_file
+            .clone()
+            .or_else(|| ctl.and_then(|ctl| ctl.cacert.clone()))
+            .or_else(|| {
+                yaml.and_then(|yaml| yaml.restapi.as_ref())
+                    .and_then(|restapi| restapi.cafile.clone())
+            });
+        let insecure_skip_verify = self
+            .insecure_skip_verify
+            .or_else(|| ctl.and_then(|ctl| ctl.insecure))
+            .unwrap_or(false);
+        let (cert_file, key_file, key_password) = match (&self.cert_file, &self.key_file) {
+            (Some(cert), Some(key)) => {
+                let password = match &self.key_password_file {
+                    Some(path) => Some(Secret::from_file(path)?),
+                    None => None,
+                };
+                (Some(cert.clone()), Some(key.clone()), password)
+            }
+            (None, None) => match yaml.and_then(PatroniYaml::client_identity) {
+                Some((cert, key, password)) => (Some(cert), Some(key), password),
+                None => (None, None, None),
+            },
+            _ => anyhow::bail!("cluster {name}: cert_file and key_file go together"),
+        };
+        let basic_auth = match (&self.username, &self.password_file) {
+            (Some(username), Some(path)) => Some(BasicAuth {
+                username: username.clone(),
+                password: Secret::from_file(path)?,
+            }),
+            (None, None) => None,
+            _ => anyhow::bail!(
+                "cluster {name}: a REST username needs a password file and vice versa"
+            ),
+        };
+        Ok(ClientSettings {
+            max_body_bytes: self
+                .max_body_bytes
+                .or(inherited.max_body_bytes)
+                .unwrap_or(ClientSettings::default().max_body_bytes),
+            ca_file,
+            insecure_skip_verify,
+            cert_file,
+            key_file,
+            key_password,
+            basic_auth,
+        })
+    }
+
+    /// The allow list, plus the Raft addresses of Patroni's YAML: configured hosts even
+    /// when Raft is not polled. Each entry is checked here, at start.
+    fn allowed_hosts(&self, yaml: Option<&PatroniYaml>) -> anyhow::Result<Vec<String>> {
+        let mut hosts = self.allow_api_url_hosts.clone();
+        if let Some(yaml) = yaml {
+            hosts.extend(
+                yaml.raft_nodes()
+                    .iter()
+                    .map(|node| host_of(node).to_owned()),
+            );
+        }
+        let mut check = ApiUrlPolicy::default();
+        for entry in &hosts {
+            check.add_entry(entry)?;
+        }
+        Ok(hosts)
+    }
+
+    /// How the Raft nodes are found and asked; `None` when Raft is not polled.
+    fn raft_settings(
+        &self,
+        yaml: Option<&PatroniYaml>,
+        inherited: &Inherited,
+    ) -> anyhow::Result<Option<RaftSettings>> {
+        if !self.raft_enabled.unwrap_or(!inherited.raft_disabled) {
+            return Ok(None);
+        }
+        let password = match (&self.raft_password_file, yaml) {
+            (Some(path), _) => Some(Secret::from_file(path)?),
+            (None, Some(yaml)) => yaml.raft.as_ref().and_then(|raft| raft.password.clone()),
+            (None, None) => None,
+        };
+        let mut nodes = self.raft_nodes.clone();
+        if nodes.is_empty() {
+            nodes = yaml.map(PatroniYaml::raft_nodes).unwrap_or_default();
+        }
+        Ok(Some(RaftSettings {
+            nodes,
+            port: self
+                .raft_port
+                .or(inherited.raft_port)
+                .unwrap_or(RaftSettings::DEFAULT_PORT),
+            password,
+            command: self
+                .raft_command
+                .as_deref()
+                .map(|command| command.split_whitespace().map(str::to_owned).collect()),
+        }))
+    }
+
+    /// The poll's rhythm and bounds.
+    fn poll_settings(&self, inherited: &Inherited) -> PollSettings {
+        let defaults = PollSettings::default();
+        PollSettings {
+            interval: self
+                .poll_interval
+                .or(inherited.poll_interval)
+                .unwrap_or(defaults.interval),
+            timeout: self
+                .poll_timeout
+                .or(inherited.poll_timeout)
+                .unwrap_or(defaults.timeout),
+            max_concurrency: self
+                .max_concurrency
+                .or(inherited.max_concurrency)
+                .unwrap_or(defaults.max_concurrency),
+        }
+    }
+}
+
+/// `humantime` durations (`5s`, `1m30s`) for optional YAML fields.
+mod humantime_serde_option {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        let text: Option<String> = Option::deserialize(deserializer)?;
+        text.map(|text| humantime::parse_duration(&text).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}

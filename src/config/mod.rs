@@ -1,0 +1,200 @@
+//! What to watch and how: the resolved per-cluster settings, from flags, from a YAML file of
+//! many clusters (`--config.file`), and from Patroni's own YAML (`--patroni.config-file`).
+//!
+//! Why three inputs: one cluster is quickest to set up with flags; a fleet needs a file; and
+//! on a Charmed PostgreSQL unit everything (REST URL, TLS, Raft partners and password) is
+//! already in `/var/snap/charmed-postgresql/current/etc/patroni/patroni.yaml`, so reading it
+//! avoids copying a secret. All three resolve to the same [`ClusterConfig`], which holds
+//! one settings type per concern: how requests to members are made
+//! ([`ClientSettings`](crate::patroni::ClientSettings), the REST source's own type), how
+//! Raft nodes are found and asked ([`RaftSettings`]), and the poll's rhythm and bounds
+//! ([`PollSettings`]). Each default is written once, in those types.
+//!
+//! Layout, one concern per file:
+//! * [`file`]: one cluster as the operator writes it ([`ClusterEntry`], the same shape from
+//!   flags and from `--config.file`), the file itself, and the resolution into a
+//!   [`ClusterConfig`];
+//! * [`patroni_yaml`]: the parts of Patroni's own YAML the exporter reads;
+//! * [`policy`]: which hosts the exporter contacts, and with what ([`ApiUrlPolicy`]).
+
+pub mod file;
+pub mod patroni_yaml;
+pub mod policy;
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use url::Url;
+
+pub use file::{ClusterEntry, ConfigFile};
+pub use patroni_yaml::PatroniYaml;
+pub use policy::{host_of, ApiUrlPolicy};
+
+use crate::patroni::ClientSettings;
+use crate::secret::Secret;
+
+/// Everything the poller of one cluster needs. Built once at start (and on reload).
+#[derive(Debug, Clone, Default)]
+pub struct ClusterConfig {
+    /// The expected cluster name: the `scope` label before the first answer, and checked
+    /// against what `/cluster` reports.
+    pub expected_scope: Option<String>,
+    /// REST base URLs of members, asked for `/cluster` in order.
+    pub patroni_urls: Vec<Url>,
+    /// Hosts (names, IPs, CIDRs, or `*`) whose `api_url`s may be followed besides the
+    /// configured ones; see [`ApiUrlPolicy`].
+    pub allow_api_url_hosts: Vec<String>,
+    pub poll: PollSettings,
+    /// How requests to the members are made (TLS, credentials, body cap).
+    pub rest: ClientSettings,
+    /// `None` when Raft is not polled for this cluster.
+    pub raft: Option<RaftSettings>,
+}
+
+/// The rhythm and bounds of one cluster's polls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PollSettings {
+    /// How often the cluster is polled.
+    pub interval: Duration,
+    /// Deadline of each request (REST or Raft).
+    pub timeout: Duration,
+    /// Requests of one poll in flight at once (REST and Raft together).
+    pub max_concurrency: usize,
+}
+
+impl Default for PollSettings {
+    fn default() -> Self {
+        PollSettings {
+            interval: Duration::from_secs(5),
+            timeout: Duration::from_secs(2),
+            max_concurrency: 8,
+        }
+    }
+}
+
+/// How the Raft nodes of a cluster are found and queried.
+#[derive(Debug, Clone)]
+pub struct RaftSettings {
+    /// Nodes always queried (`host:port`). When empty, nodes come from the member hosts.
+    pub nodes: Vec<String>,
+    /// Port of the Raft nodes found through member hosts.
+    pub port: u16,
+    pub password: Option<Secret>,
+    /// Run this program instead of the native client (`--raft.command`).
+    pub command: Option<Vec<String>>,
+}
+
+impl RaftSettings {
+    /// pysyncobj's port in Patroni's and Charmed PostgreSQL's configurations.
+    pub const DEFAULT_PORT: u16 = 2222;
+}
+
+impl Default for RaftSettings {
+    fn default() -> Self {
+        RaftSettings {
+            nodes: Vec::new(),
+            port: RaftSettings::DEFAULT_PORT,
+            password: None,
+            command: None,
+        }
+    }
+}
+
+/// Refuses settings that cannot work, at start rather than as a poller that fails for ever:
+/// a zero interval (a busy loop), a zero timeout (every request fails), a timeout longer
+/// than the interval (a poll that asks a hanging member overruns every time: each request
+/// may take the whole timeout), and zero limits.
+///
+/// # Errors
+/// Naming the setting, its value and what would work.
+pub(crate) fn check_limits(
+    cluster: &str,
+    poll: &PollSettings,
+    max_body_bytes: usize,
+) -> anyhow::Result<()> {
+    let defaults = PollSettings::default();
+    let show = |duration: Duration| humantime::format_duration(duration).to_string();
+    if poll.interval.is_zero() {
+        anyhow::bail!(
+            "cluster {cluster}: poll interval must be longer than 0 (default {})",
+            show(defaults.interval)
+        );
+    }
+    if poll.timeout.is_zero() {
+        anyhow::bail!(
+            "cluster {cluster}: poll timeout must be longer than 0 (default {})",
+            show(defaults.timeout)
+        );
+    }
+    if poll.timeout > poll.interval {
+        anyhow::bail!(
+            "cluster {cluster}: poll timeout {} is longer than the poll interval {}: a hanging member would make every poll overrun; use a timeout of at most the interval",
+            show(poll.timeout),
+            show(poll.interval)
+        );
+    }
+    if max_body_bytes == 0 {
+        anyhow::bail!(
+            "cluster {cluster}: max body bytes must be at least 1 (default {})",
+            ClientSettings::default().max_body_bytes
+        );
+    }
+    if poll.max_concurrency == 0 {
+        anyhow::bail!(
+            "cluster {cluster}: max concurrency must be at least 1 (default {})",
+            defaults.max_concurrency
+        );
+    }
+    Ok(())
+}
+
+/// A YAML error without the file's content: the kind of mistake and its line and column.
+///
+/// serde_yaml's messages quote the offending value (`invalid type: string "root:x:0:0:..."`):
+/// a file given by mistake (or a value holding a secret) would end up in the log. Only what
+/// the exporter's own schema says is kept: the text after "expected", which names our keys
+/// and types, never the user's.
+pub(crate) fn describe_yaml_error(error: &serde_yaml_ng::Error) -> String {
+    let message = error.to_string();
+    let kind = if message.contains("unknown field") {
+        "unknown key"
+    } else if message.contains("missing field") {
+        "missing key"
+    } else if message.contains("invalid type") {
+        "wrong type"
+    } else if message.contains("invalid value") || message.contains("invalid length") {
+        "invalid value"
+    } else if message.contains("duplicate") {
+        "duplicate key"
+    } else if message.contains("duration") || message.contains("time unit") {
+        "invalid duration (e.g. 5s, 1m30s)"
+    } else {
+        "invalid YAML"
+    };
+    let expected = message
+        .split_once(", expected ")
+        .map(|(_, expected)| {
+            let expected = expected.split(" at line ").next().unwrap_or(expected);
+            format!(", expected {expected}")
+        })
+        .unwrap_or_default();
+    let position = error
+        .location()
+        .map(|l| format!(" at line {} column {}", l.line(), l.column()))
+        .unwrap_or_default();
+    // The path of the value (`clusters[0].poll_interval: ...`) is made of our key names.
+    let path = message
+        .split_once(": ")
+        .map(|(path, _)| path)
+        .filter(|path| {
+            path.starts_with("clusters")
+                && path
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_.[]".contains(c))
+        })
+        .map(|path| format!("{path}: "))
+        .unwrap_or_default();
+    format!("{path}{kind}{expected}{position}")
+}

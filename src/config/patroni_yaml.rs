@@ -1,0 +1,137 @@
+//! The parts of Patroni's own YAML the exporter uses: on a Charmed PostgreSQL unit it holds
+//! the REST URL, the TLS files, the Raft partners and the Raft password, so pointing the
+//! exporter at it avoids copying a secret.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use url::Url;
+
+use super::describe_yaml_error;
+use crate::secret::Secret;
+
+/// The parts of Patroni's own YAML the exporter uses.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PatroniYaml {
+    #[serde(default)]
+    pub scope: Option<String>,
+    #[serde(default)]
+    pub restapi: Option<PatroniRestApi>,
+    #[serde(default)]
+    pub ctl: Option<PatroniCtl>,
+    #[serde(default)]
+    pub raft: Option<PatroniRaft>,
+}
+
+/// Patroni's `ctl` section: how patronictl (a client, like the exporter) talks to the API.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PatroniCtl {
+    #[serde(default)]
+    pub insecure: Option<bool>,
+    #[serde(default)]
+    pub cacert: Option<PathBuf>,
+    #[serde(default)]
+    pub certfile: Option<PathBuf>,
+    #[serde(default)]
+    pub keyfile: Option<PathBuf>,
+    #[serde(default)]
+    pub keyfile_password: Option<Secret>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PatroniRestApi {
+    #[serde(default)]
+    pub connect_address: Option<String>,
+    #[serde(default)]
+    pub listen: Option<String>,
+    #[serde(default)]
+    pub certfile: Option<PathBuf>,
+    #[serde(default)]
+    pub keyfile: Option<PathBuf>,
+    #[serde(default)]
+    pub keyfile_password: Option<Secret>,
+    #[serde(default)]
+    pub cafile: Option<PathBuf>,
+    /// `none`, `optional` or `required`: whether members ask for a client certificate.
+    #[serde(default)]
+    pub verify_client: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PatroniRaft {
+    #[serde(default)]
+    pub self_addr: Option<String>,
+    #[serde(default)]
+    pub partner_addrs: Vec<String>,
+    #[serde(default)]
+    pub password: Option<Secret>,
+}
+
+impl PatroniYaml {
+    /// Reads a Patroni configuration file.
+    ///
+    /// # Errors
+    /// When the file cannot be read or parsed. Errors never quote the file's content.
+    pub fn load(path: &Path) -> anyhow::Result<PatroniYaml> {
+        let text = crate::tls::read_pem_file(path, "Patroni config")?;
+        serde_yaml_ng::from_slice(&text).map_err(|error| {
+            anyhow::anyhow!(
+                "parsing Patroni config {}: {}",
+                path.display(),
+                describe_yaml_error(&error)
+            )
+        })
+    }
+
+    /// The REST URL of this member: `connect_address` (else `listen`), https when a
+    /// certificate is configured.
+    pub fn rest_url(&self) -> Option<Url> {
+        let restapi = self.restapi.as_ref()?;
+        let address = restapi
+            .connect_address
+            .as_deref()
+            .or(restapi.listen.as_deref())?;
+        let scheme = if restapi.certfile.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        Url::parse(&format!("{scheme}://{address}")).ok()
+    }
+
+    /// The client certificate, key and key passphrase to present, as Patroni's own clients
+    /// (patronictl, member-to-member requests) choose them: the `ctl` section, else the
+    /// REST server's own certificate. The latter only when the members ask for a client
+    /// certificate (`verify_client`), so an exporter that cannot read the server key is not
+    /// broken on sites that do not need it.
+    pub fn client_identity(&self) -> Option<(PathBuf, PathBuf, Option<Secret>)> {
+        if let Some(ctl) = &self.ctl {
+            if let (Some(cert), Some(key)) = (&ctl.certfile, &ctl.keyfile) {
+                return Some((cert.clone(), key.clone(), ctl.keyfile_password.clone()));
+            }
+        }
+        let restapi = self.restapi.as_ref()?;
+        let asks = matches!(
+            restapi.verify_client.as_deref(),
+            Some("required") | Some("optional")
+        );
+        match (asks, &restapi.certfile, &restapi.keyfile) {
+            (true, Some(cert), Some(key)) => {
+                Some((cert.clone(), key.clone(), restapi.keyfile_password.clone()))
+            }
+            _ => None,
+        }
+    }
+
+    /// All Raft voters this member knows: itself and its partners.
+    pub fn raft_nodes(&self) -> Vec<String> {
+        let Some(raft) = &self.raft else {
+            return Vec::new();
+        };
+        raft.self_addr
+            .iter()
+            .chain(raft.partner_addrs.iter())
+            .cloned()
+            .collect()
+    }
+}

@@ -1,0 +1,239 @@
+//! Settings resolved from flags, the config file and Patroni's YAML; the api_url policy.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::file::Inherited;
+use super::*;
+use crate::secret::Secret;
+
+fn defaults() -> Inherited {
+    Inherited::default()
+}
+
+#[test]
+fn config_file_with_two_clusters() {
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("raft-pw");
+    std::fs::write(&password, "raft-pass\n").unwrap();
+    let path = dir.path().join("exporter.yml");
+    std::fs::write(
+        &path,
+        format!(
+            "clusters:\n  - scope: a\n    patroni_urls: [http://127.0.0.11:8008]\n    poll_interval: 10s\n    raft_password_file: {}\n  - patroni_urls: [http://127.0.0.21:8008, http://127.0.0.22:8008]\n    raft_enabled: false\n",
+            password.display()
+        ),
+    )
+    .unwrap();
+    let file = ConfigFile::load(&path).unwrap();
+    let a = file.clusters[0].resolve(&defaults()).unwrap();
+    assert_eq!(a.expected_scope.as_deref(), Some("a"));
+    assert_eq!(a.poll.interval, Duration::from_secs(10));
+    assert_eq!(a.poll.timeout, Duration::from_secs(2));
+    assert_eq!(
+        a.raft.as_ref().unwrap().password.as_ref().unwrap().expose(),
+        "raft-pass"
+    );
+    let b = file.clusters[1].resolve(&defaults()).unwrap();
+    assert_eq!(b.patroni_urls.len(), 2);
+    assert!(b.raft.is_none());
+}
+
+#[test]
+fn unknown_keys_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("exporter.yml");
+    std::fs::write(&path, "clusters:\n  - patroni_url: http://x\n").unwrap();
+    assert!(ConfigFile::load(&path).is_err());
+}
+
+#[test]
+fn charmed_postgresql_patroni_yaml() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("patroni.yaml");
+    std::fs::write(
+        &path,
+        "scope: postgresql\nnamespace: /db/\nname: postgresql-0\nrestapi:\n  listen: '10.1.2.3:8008'\n  connect_address: '10.1.2.3:8008'\n  certfile: /var/snap/charmed-postgresql/current/etc/patroni/cert.pem\n  cafile: /var/snap/charmed-postgresql/current/etc/patroni/ca.pem\n  authentication:\n    username: patroni\n    password: rest-secret\nraft:\n  data_dir: /var/snap/charmed-postgresql/common/var/lib/postgresql/raft\n  self_addr: '10.1.2.3:2222'\n  partner_addrs:\n  - 10.1.2.4:2222\n  - 10.1.2.5:2222\n  password: raft-secret\nbootstrap:\n  dcs:\n    ttl: 30\n",
+    )
+    .unwrap();
+    let entry = ClusterEntry {
+        patroni_config_file: Some(path),
+        ..ClusterEntry::default()
+    };
+    let config = entry.resolve(&defaults()).unwrap();
+    assert_eq!(config.patroni_urls[0].as_str(), "https://10.1.2.3:8008/");
+    assert_eq!(config.expected_scope.as_deref(), Some("postgresql"));
+    let raft = config.raft.unwrap();
+    assert_eq!(
+        raft.nodes,
+        ["10.1.2.3:2222", "10.1.2.4:2222", "10.1.2.5:2222"]
+    );
+    assert_eq!(raft.password.unwrap().expose(), "raft-secret");
+    assert!(config.rest.ca_file.is_some());
+    // The password never shows in Debug output of the resolved settings.
+    let debug = format!("{:?}", entry_debug_probe());
+    assert!(!debug.contains("raft-secret"));
+}
+
+fn entry_debug_probe() -> RaftSettings {
+    RaftSettings {
+        nodes: vec![],
+        port: 2222,
+        password: Some(Secret::new("raft-secret")),
+        command: None,
+    }
+}
+
+#[test]
+fn patroni_yaml_client_certificate_only_when_members_ask_for_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("patroni.yaml");
+    let base = "scope: pg\nrestapi:\n  connect_address: 10.1.2.3:8008\n  certfile: /etc/p/cert.pem\n  keyfile: /etc/p/key.pem\n  keyfile_password: key-secret\n  cafile: /etc/p/ca.pem\n";
+    let entry = ClusterEntry {
+        patroni_config_file: Some(path.clone()),
+        raft_enabled: Some(false),
+        ..ClusterEntry::default()
+    };
+    std::fs::write(&path, base).unwrap();
+    let config = entry.resolve(&defaults()).unwrap();
+    assert!(config.rest.cert_file.is_none() && config.rest.key_password.is_none());
+    std::fs::write(&path, format!("{base}  verify_client: required\n")).unwrap();
+    let config = entry.resolve(&defaults()).unwrap();
+    assert_eq!(
+        config.rest.cert_file.as_deref(),
+        Some(Path::new("/etc/p/cert.pem"))
+    );
+    assert_eq!(
+        config.rest.key_file.as_deref(),
+        Some(Path::new("/etc/p/key.pem"))
+    );
+    assert_eq!(
+        config.rest.key_password.as_ref().unwrap().expose(),
+        "key-secret"
+    );
+    assert!(!format!("{config:?}").contains("key-secret"));
+    // patronictl's own section wins, as in Patroni.
+    std::fs::write(
+        &path,
+        format!("{base}  verify_client: required\nctl:\n  certfile: /etc/p/ctl.pem\n  keyfile: /etc/p/ctl.key\n  cacert: /etc/p/ctl-ca.pem\n  insecure: true\n"),
+    )
+    .unwrap();
+    let config = entry.resolve(&defaults()).unwrap();
+    assert_eq!(
+        config.rest.cert_file.as_deref(),
+        Some(Path::new("/etc/p/ctl.pem"))
+    );
+    assert_eq!(
+        config.rest.ca_file.as_deref(),
+        Some(Path::new("/etc/p/ctl-ca.pem"))
+    );
+    assert!(config.rest.key_password.is_none());
+    assert!(config.rest.insecure_skip_verify);
+}
+
+#[test]
+fn api_url_policy() {
+    let config = ClusterConfig {
+        patroni_urls: vec![Url::parse("http://10.0.0.1:8008").unwrap()],
+        raft: Some(RaftSettings {
+            nodes: vec!["10.0.0.2:2222".into(), "[fd00::3]:2222".into()],
+            port: 2222,
+            password: None,
+            command: None,
+        }),
+        allow_api_url_hosts: vec!["192.168.0.0/16".into(), "Member-4.example".into()],
+        ..ClusterConfig::default()
+    };
+    let policy = ApiUrlPolicy::for_cluster(&config).unwrap();
+    for allowed in [
+        "http://10.0.0.1:8008/patroni",
+        "http://10.0.0.2:8008/patroni",
+        "http://[fd00::3]:8008/patroni",
+        "http://192.168.7.9:8008/patroni",
+        "https://member-4.example:8008/patroni",
+    ] {
+        assert!(
+            policy.allows_url(&Url::parse(allowed).unwrap()),
+            "{allowed}"
+        );
+    }
+    for refused in [
+        "http://10.0.0.9:8008/patroni",
+        "http://169.254.169.254/latest/meta-data",
+        "http://user:pw@10.0.0.1:8008/patroni",
+        "ftp://10.0.0.1/patroni",
+        "http://member-5.example:8008/patroni",
+    ] {
+        assert!(
+            !policy.allows_url(&Url::parse(refused).unwrap()),
+            "{refused}"
+        );
+    }
+    let mut any = ApiUrlPolicy::default();
+    any.add_entry("*").unwrap();
+    assert!(any.allows_host("anything"));
+    for bad in ["10.0.0.0/33", "http://x", "", "a/b"] {
+        assert!(ApiUrlPolicy::default().add_entry(bad).is_err(), "{bad}");
+    }
+    assert_eq!(host_of("[::1]:2222"), "::1");
+    assert_eq!(host_of("10.0.0.1:2222"), "10.0.0.1");
+}
+
+#[test]
+fn a_cluster_needs_a_url() {
+    assert!(ClusterEntry::default().resolve(&defaults()).is_err());
+}
+
+#[test]
+fn parse_errors_name_the_line_never_the_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "root:x:0:0:root:/root:/bin/bash\nhunter2:x:1:1::/:/bin/sh\n",
+            "wrong type",
+        ),
+        (
+            "clusters:\n  - scope: a\n    hunter2_key: hunter2\n",
+            "unknown key",
+        ),
+        (
+            "clusters:\n  - scope: a\n    poll_interval: hunter2\n",
+            "clusters[0]",
+        ),
+        ("clusters: [\"hunter2\"\n", "at line"),
+    ];
+    for (text, says) in cases {
+        let path = dir.path().join("exporter.yml");
+        std::fs::write(&path, text).unwrap();
+        let error = format!("{:#}", ConfigFile::load(&path).unwrap_err());
+        assert!(!error.contains("hunter2"), "{error}");
+        assert!(!error.contains("root:x"), "{error}");
+        assert!(error.contains("exporter.yml"), "{error}");
+        assert!(error.contains(says), "{error}");
+    }
+}
+
+#[test]
+fn settings_that_cannot_work_are_refused() {
+    let entry = |interval: &str, timeout: &str, concurrency: usize| ClusterEntry {
+        patroni_urls: vec![Url::parse("http://10.0.0.1:8008").unwrap()],
+        poll_interval: Some(humantime::parse_duration(interval).unwrap()),
+        poll_timeout: Some(humantime::parse_duration(timeout).unwrap()),
+        max_concurrency: Some(concurrency),
+        ..ClusterEntry::default()
+    };
+    assert!(entry("5s", "2s", 8).resolve(&defaults()).is_ok());
+    assert!(entry("5s", "5s", 1).resolve(&defaults()).is_ok());
+    for (interval, timeout, concurrency, says) in [
+        ("0s", "0s", 8, "interval must be longer than 0"),
+        ("5s", "0s", 8, "timeout must be longer than 0"),
+        ("1s", "5s", 8, "longer than the poll interval"),
+        ("5s", "2s", 0, "concurrency must be at least 1"),
+    ] {
+        let error = entry(interval, timeout, concurrency)
+            .resolve(&defaults())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(says), "{error}");
+    }
+}
