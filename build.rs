@@ -4,7 +4,7 @@
 //! source is a checkout (`.git` exists); the `.cargo_vcs_info.json` that `cargo package` puts
 //! in a packaged crate (`cargo install` from crates.io, where there is no `.git`); else
 //! "unknown". A build never fails for want of git.
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
@@ -18,8 +18,44 @@ fn main() {
         .unwrap_or_else(|| "unknown".to_owned());
     println!("cargo:rustc-env=PATRONI_RAFT_EXPORTER_REVISION={revision}");
     println!("cargo:rerun-if-env-changed=PATRONI_RAFT_EXPORTER_REVISION");
-    println!("cargo:rerun-if-changed=.git/HEAD");
-    println!("cargo:rerun-if-changed=.cargo_vcs_info.json");
+    // Only files that exist: cargo reruns a build script on every build while a watched file
+    // is missing, and every rerun recompiles the crate.
+    println!("cargo:rerun-if-changed=build.rs");
+    for watched in files_naming_the_revision(manifest_dir) {
+        println!("cargo:rerun-if-changed={}", watched.display());
+    }
+}
+
+/// What changes when the revision does: in a checkout, HEAD, the branch it points to and
+/// packed-refs (in a worktree they live in the repository's git dir, not in `.git`, a file);
+/// in a packaged crate, `.cargo_vcs_info.json`.
+fn files_naming_the_revision(manifest_dir: &Path) -> Vec<PathBuf> {
+    let mut files = vec![manifest_dir.join(".cargo_vcs_info.json")];
+    if manifest_dir.join(".git").exists() {
+        let git = |args: &[&str]| {
+            Command::new("git")
+                .args(args)
+                .current_dir(manifest_dir)
+                .output()
+                .ok()
+                .filter(|output| output.status.success())
+                .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+        };
+        let mut git_paths = vec!["HEAD".to_owned(), "packed-refs".to_owned()];
+        git_paths.extend(git(&["symbolic-ref", "-q", "HEAD"]));
+        for git_path in git_paths {
+            if let Some(path) = git(&[
+                "rev-parse",
+                "--path-format=absolute",
+                "--git-path",
+                &git_path,
+            ]) {
+                files.push(PathBuf::from(path));
+            }
+        }
+    }
+    files.retain(|file| file.exists());
+    files
 }
 
 /// `git rev-parse` of a checkout; `None` outside one (or without git).

@@ -18,6 +18,7 @@
 #   6. `dpkg --purge`: every path `dpkg -L` listed is gone (directories other packages own
 #      excepted), so are the config directory with the operator's files, the user, the group,
 #      and any file named after the package under /etc, /usr, /var/lib, /var/cache, /var/log
+#      (man-db's cache of formatted man pages aside)
 #
 # Runs as root (dpkg). It enters a network namespace of its own (unshare -n) so that the
 # cluster's fixed loopback addresses and the exporter's port :9393 never meet another test's.
@@ -249,7 +250,11 @@ done
 [[ ! -e $CONFIG_DIR ]] && pass "6: $CONFIG_DIR gone, with the operator's raft-password" || on_fail "6: $CONFIG_DIR left: $(ls -A "$CONFIG_DIR")"
 ! getent passwd "$SERVICE_USER" >/dev/null && ! getent group "$SERVICE_USER" >/dev/null \
   && pass "6: user and group $SERVICE_USER removed" || on_fail "6: user or group $SERVICE_USER left"
-mapfile -t stray < <(find /etc /usr /var/lib /var/cache /var/log -path /usr/local -prune -o -name "*$PACKAGE*" -print 2>/dev/null)
+# Not counted: /usr/local (an admin's own install) and man-db's cache of formatted pages
+# (/var/cache/man/cat1/*.gz, written when someone runs man(1) while the package is installed;
+# man-db's daily job expires it; no package removes it).
+mapfile -t stray < <(find /etc /usr /var/lib /var/cache /var/log \( -path /usr/local -o -path /var/cache/man \) -prune \
+  -o -name "*$PACKAGE*" -print 2>/dev/null)
 ((${#stray[@]} == 0)) && pass "6: no file named *$PACKAGE* under /etc /usr /var/lib /var/cache /var/log" \
   || on_fail "6: left: ${stray[*]}"
 
