@@ -42,8 +42,14 @@ step "cargo test" cargo test --locked
 step "promtool check metrics (golden /metrics)" golden_promtool
 step "alert rules: promtool check/test, amtool" scripts/check-alerts.sh
 step "dashboards up to date and valid" scripts/gen-dashboards.sh --check
-# The crate as crates.io would get it builds from its packaged files alone (Cargo.toml include)
-step "cargo publish --dry-run (packaged crate builds)" cargo publish --dry-run --locked --allow-dirty
+step "cargo publish --dry-run (packaged crate builds)" publish_dry_run
+# The crate as crates.io would get it builds from its packaged files alone (Cargo.toml include).
+# Its own target dir: the packaged copy has the same unit hashes as the checkout, and built in
+# the shared one, its build script and library (dep-info pointing into target/package/) would
+# stand in for the checkout's in later builds, whatever is edited since.
+publish_dry_run() {
+  cargo publish --dry-run --locked --allow-dirty --target-dir "${CARGO_TARGET_DIR:-target}/publish-dry-run"
+}
 if (( RUN_E2E )); then
   step "cargo build (exporter binary for e2e)" cargo build --locked --bin patroni-raft-exporter
   step "the exporter binary holds no test double" scripts/check-no-test-doubles.sh
