@@ -13,8 +13,9 @@
 #      config's URL and scope pointed at the test cluster (nothing else of the file changes)
 #   5. the INSTALLED binary run with the installed unit's own ExecStart, $ARGS expanded from
 #      the installed /etc/default file as systemd does, in a clean environment, as the unit's
-#      User= (setpriv, no capabilities, no new privileges): the cluster's quorum is confirmed
-#      (`patroni_raft_cluster_quorum 1`), read as that user
+#      User= (setpriv, no capabilities, no new privileges), under the unit's NoExecPaths=/
+#      and ExecPaths= (a mount namespace: everything noexec but those paths): the cluster's
+#      quorum is confirmed (`patroni_raft_cluster_quorum 1`)
 #   6. `dpkg --purge`: every path `dpkg -L` listed is gone (directories other packages own
 #      excepted), so are the config directory with the operator's files, the user, the group,
 #      and any file named after the package under /etc, /usr, /var/lib, /var/cache, /var/log
@@ -215,11 +216,33 @@ done
 pass "5: ExecStart expands to: ${argv[*]}"
 env_args=()
 for key in "${!unit_env[@]}"; do env_args+=("$key=${unit_env[$key]}"); done
-env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "${env_args[@]}" \
+# The unit's NoExecPaths=/ + ExecPaths= as systemd applies them: in a mount namespace of the
+# exporter's own, every mount noexec except bind mounts of the ExecPaths entries ("-": may be
+# missing), so an entry the binary needs (its loader, its libraries) and lacks fails here as
+# it would under systemd. env and setpriv, which start it, are bound executable too.
+grep -qx 'NoExecPaths=/' "$UNIT" || on_fail "5: the unit has no NoExecPaths=/ (this test models it)"
+exec_paths=$(sed -n 's/^ExecPaths=//p' "$UNIT")
+[[ -n $exec_paths ]] || on_fail "5: the unit has no ExecPaths="
+sandbox='
+  set -e
+  mount --make-rprivate /
+  for path in $EXEC_PATHS /usr/bin/env /usr/bin/setpriv; do
+    optional=0
+    if [[ $path == -* ]]; then path=${path#-}; optional=1; fi
+    if [[ -e $path ]]; then mount --bind "$path" "$path"
+    elif ((!optional)); then echo "ExecPaths: $path does not exist" >&2; exit 97; fi
+  done
+  # every mount of the namespace noexec, the bind mounts above excepted (listed last, kept)
+  while read -r target; do
+    mount -o remount,bind,noexec "$target" 2>/dev/null || true
+  done < <(findmnt -rn -o TARGET | grep -vxF -f <(for path in $EXEC_PATHS /usr/bin/env /usr/bin/setpriv; do realpath -m "${path#-}"; done))
+  exec "$@"'
+EXEC_PATHS=$exec_paths unshare -m bash -c "$sandbox" sandbox \
+  env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "${env_args[@]}" \
   setpriv --reuid="$SERVICE_USER" --regid="$SERVICE_USER" --init-groups --no-new-privs \
     --inh-caps=-all --bounding-set=-all -- "${argv[@]}" >"$EXPORTER_LOG" 2>&1 9>&- &
 EXPORTER_PID=$!
-e2e_log "installed exporter pid $EXPORTER_PID as $SERVICE_USER (log $EXPORTER_LOG)"
+e2e_log "installed exporter pid $EXPORTER_PID as $SERVICE_USER, NoExecPaths=/ ExecPaths=$exec_paths (log $EXPORTER_LOG)"
 if wait_for_metric patroni_raft_cluster_quorum "$S" == 1 60 >/dev/null; then
   pass "5: patroni_raft_cluster_quorum{$S} 1 after ${E2E_ELAPSED}s"
 else
