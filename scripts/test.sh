@@ -32,6 +32,14 @@ package_e2e() {
   if ((EUID == 0)); then tests/e2e/package.sh 3.3.8; else sudo -n tests/e2e/package.sh 3.3.8; fi
 }
 
+# The crate as crates.io would get it builds from its packaged files alone (Cargo.toml include).
+# Its own target dir: the packaged copy has the same unit hashes as the checkout, and built in
+# the shared one, its build script and library (dep-info pointing into target/package/) would
+# stand in for the checkout's in later builds, whatever is edited since.
+publish_dry_run() {
+  cargo publish --dry-run --locked --allow-dirty --target-dir "${CARGO_TARGET_DIR:-target}/publish-dry-run"
+}
+
 # The golden file marks run-dependent values as <varies>; promtool needs numbers.
 golden_promtool() { sed 's/ <varies>$/ 0/' tests/golden/metrics.txt | promtool check metrics; }
 
@@ -43,13 +51,6 @@ step "promtool check metrics (golden /metrics)" golden_promtool
 step "alert rules: promtool check/test, amtool" scripts/check-alerts.sh
 step "dashboards up to date and valid" scripts/gen-dashboards.sh --check
 step "cargo publish --dry-run (packaged crate builds)" publish_dry_run
-# The crate as crates.io would get it builds from its packaged files alone (Cargo.toml include).
-# Its own target dir: the packaged copy has the same unit hashes as the checkout, and built in
-# the shared one, its build script and library (dep-info pointing into target/package/) would
-# stand in for the checkout's in later builds, whatever is edited since.
-publish_dry_run() {
-  cargo publish --dry-run --locked --allow-dirty --target-dir "${CARGO_TARGET_DIR:-target}/publish-dry-run"
-}
 if (( RUN_E2E )); then
   step "cargo build (exporter binary for e2e)" cargo build --locked --bin patroni-raft-exporter
   step "the exporter binary holds no test double" scripts/check-no-test-doubles.sh
