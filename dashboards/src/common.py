@@ -55,16 +55,32 @@ def value_map(mapping: dict[str, tuple[str, str]]) -> list:
 
 
 QUORUM_MAP = {"1": ("QUORUM", "green"), "0": ("NO QUORUM", "red")}
+# patroni_raft_cluster_quorum, the exporter's verdict (docs/metrics.md "The quorum verdict").
+VERDICT_MAP = {"1": ("Confirmed", "green"), "0": ("LOST", "red"), "-1": ("Not visible", "orange")}
+VERDICT_STEPS = [(None, "orange"), (0, "red"), (1, "green")]
+# patroni_raft_quorum_evidence is one-hot over `evidence`; panels show it as one number so that
+# a value mapping can name and colour it. Order = the rules' order: with several exporters the
+# `or` keeps the strongest evidence any of them has.
+EVIDENCE = [("leader", "green"), ("majority", "green"), ("follower", "light-green"),
+            ("no_quorum", "red"), ("refused", "red"), ("not_visible", "orange")]
+EVIDENCE_MAP = {str(i): (name, color) for i, (name, color) in enumerate(EVIDENCE, start=1)}
+EVIDENCE_EXPR = " or ".join(
+    f'max by (scope) (patroni_raft_quorum_evidence{{{SEL},evidence="{name}"}} == 1) * {i}'
+    for i, (name, _) in enumerate(EVIDENCE, start=1))
 UP_MAP = {"1": ("UP", "green"), "0": ("DOWN", "red")}
 YESNO_BAD = {"1": ("YES", "red"), "0": ("no", "green")}
 
 
-def stat_panel(pid: int, title: str, expr: str, desc: str, legend: str = "", mapping=None,
+def stat_panel(pid: int, title: str, expr: str | list, desc: str, legend: str = "", mapping=None,
                steps=None, unit: str = "", span: int = 4, height: int = 4, text_mode=None):
+    """One big number per series; `expr` may be a list of (expr, legend) for several values."""
     p = (stat.Panel().id(pid).title(title).description(desc).datasource(DS)
-         .with_target(q(expr, legend, instant=True)).span(span).height(height)
+         .span(span).height(height)
          .reduce_options(bc.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
          .color_mode(mc.BigValueColorMode.BACKGROUND).graph_mode(mc.BigValueGraphMode.NONE))
+    exprs = expr if isinstance(expr, list) else [(expr, legend)]
+    for ref, (e, leg) in zip("ABCDEFGH", exprs):
+        p = p.with_target(q(e, leg, ref=ref, instant=True))
     if mapping:
         p = p.mappings(value_map(mapping))
     if steps:
@@ -74,6 +90,40 @@ def stat_panel(pid: int, title: str, expr: str, desc: str, legend: str = "", map
     if text_mode:
         p = p.text_mode(text_mode)
     return p
+
+
+def quorum_stats(first_id: int) -> list:
+    """The quorum verdict, its evidence and the voter counts behind it (three stat panels, 14 wide).
+
+    `max by (scope)`: with several exporters the best verdict counts, as in the alert
+    PatroniRaftQuorumLost."""
+    return [
+        stat_panel(
+            first_id, "Raft quorum", f'max by (scope) (patroni_raft_cluster_quorum{{{SEL}}})',
+            "The exporter's quorum verdict. Confirmed: a Raft quorum is proven. LOST: positive "
+            "evidence of the loss (alert PatroniRaftQuorumLost); Patroni cannot write to the DCS, "
+            "the primary demotes itself and GET /cluster shows a FROZEN view: do not trust the "
+            "Patroni panels while this is red. Not visible: this exporter cannot tell (voters "
+            "time out, wrong Raft password, voters never seen; alert PatroniRaftQuorumNotVisible).",
+            legend="{{scope}}", mapping=VERDICT_MAP, steps=VERDICT_STEPS, span=4),
+        stat_panel(
+            first_id + 1, "Quorum evidence", EVIDENCE_EXPR,
+            "What the verdict rests on. leader: the Raft leader reports has_quorum; majority: more "
+            "than half of the voters report has_quorum; follower: a follower with has_quorum is "
+            "connected to the leader it names (weaker); no_quorum: every answering voter reports no "
+            "quorum; refused: more than half of the voters refuse connections (processes down); "
+            "not_visible: not enough answers to tell.",
+            legend="{{scope}}", mapping=EVIDENCE_MAP, steps=[(None, "orange")], span=4),
+        stat_panel(
+            first_id + 2, "Raft voters",
+            [(f'max by (scope) (patroni_raft_voters_answering{{{SEL}}})', "answer"),
+             (f'max by (scope) (patroni_raft_voters{{{SEL}}})', "of voters"),
+             (f'max by (scope) (patroni_raft_voters_with_quorum{{{SEL}}})', "report has_quorum")],
+            "N of M voters answer the exporter, K of them report has_quorum. A quorum is "
+            "floor(M/2)+1. The voters that do not answer, by reason, are on the Patroni Raft "
+            "dashboard (patroni_raft_voters_unanswered).",
+            steps=[(None, "blue")], span=6, text_mode=mc.BigValueTextMode.VALUE_AND_NAME),
+    ]
 
 
 def ts_panel(pid: int, title: str, targets: list, desc: str, unit: str = "", span: int = 12,

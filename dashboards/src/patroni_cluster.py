@@ -4,8 +4,8 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import common as mc
 
-from common import (DS, QUORUM_MAP, SEL, UP_MAP, YESNO_BAD, build, cell_color, exporter_row,
-                    mapping_prop, prop, q, stat_panel, table_panel, ts_panel)
+from common import (DS, SEL, UP_MAP, YESNO_BAD, build, cell_color, exporter_row, mapping_prop,
+                    prop, q, quorum_stats, stat_panel, table_panel, ts_panel)
 
 UID = "patroni-raft-cluster"
 
@@ -25,33 +25,29 @@ def dashboard():
 
     # ---- Status (top): quorum first
     d = d.with_row(db.Row("Status").id(1))
+    for p in quorum_stats(2):
+        d = d.with_panel(p)
     d = d.with_panel(stat_panel(
-        2, "Raft quorum", f'min by (scope) (patroni_raft_cluster_quorum{{{SEL}}})',
-        "1 when the exporter confirms a Raft quorum. Without it Patroni cannot write to the DCS, "
-        "the primary demotes itself and GET /cluster shows a FROZEN view: do not trust the panels "
-        "below while this is red (alert PatroniRaftQuorumLost).",
-        legend="{{scope}}", mapping=QUORUM_MAP, steps=[(None, "red"), (1, "green")], span=5))
-    d = d.with_panel(stat_panel(
-        3, "Leader", f'max by (scope, member) (patroni_member_role{{{SEL},role=~"leader|standby_leader"}} == 1)',
+        5, "Leader", f'max by (scope, member) (patroni_member_role{{{SEL},role=~"leader|standby_leader"}} == 1)',
         "Member holding the leader role in GET /cluster (leader or standby_leader).",
         legend="{{member}}", text_mode=mc.BigValueTextMode.NAME, span=5))
     d = d.with_panel(stat_panel(
-        4, "/cluster answers", f'min by (scope) (patroni_up{{{SEL}}})',
+        6, "/cluster answers", f'min by (scope) (patroni_up{{{SEL}}})',
         "1 when a member answered GET /cluster in the last poll (alert PatroniClusterUnreachable).",
-        legend="{{scope}}", mapping=UP_MAP, steps=[(None, "red"), (1, "green")], span=4))
+        legend="{{scope}}", mapping=UP_MAP, steps=[(None, "red"), (1, "green")], span=5))
     d = d.with_panel(stat_panel(
-        5, "Sync standbys", f'min by (scope) (patroni_cluster_sync_standbys{{{SEL}}})',
+        7, "Sync standbys", f'min by (scope) (patroni_cluster_sync_standbys{{{SEL}}})',
         "Members with role sync_standby (alert PatroniSyncStandbyMissing at 0).",
-        legend="{{scope}}", steps=[(None, "red"), (1, "green")], span=3))
+        legend="{{scope}}", steps=[(None, "red"), (1, "green")], span=8))
     d = d.with_panel(stat_panel(
-        6, "Timeline", f'max by (scope) (patroni_cluster_timeline{{{SEL}}})',
+        9, "Timeline", f'max by (scope) (patroni_cluster_timeline{{{SEL}}})',
         "Current PostgreSQL timeline of the cluster; +1 at every promotion.",
-        legend="{{scope}}", steps=[(None, "blue")], span=3))
+        legend="{{scope}}", steps=[(None, "blue")], span=8))
     d = d.with_panel(stat_panel(
-        7, "Paused", f'max by (scope) (patroni_cluster_paused{{{SEL}}})',
+        10, "Paused", f'max by (scope) (patroni_cluster_paused{{{SEL}}})',
         "Maintenance mode: no automatic failover while paused (alert PatroniPaused).",
         legend="{{scope}}", mapping={"1": ("PAUSED", "orange"), "0": ("no", "green")},
-        steps=[(None, "green"), (1, "orange")], span=4))
+        steps=[(None, "green"), (1, "orange")], span=8))
 
     # ---- Members table
     members = table_panel(

@@ -4,8 +4,9 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import common as mc
 
-from common import (DS, QUORUM_MAP, SEL, UP_MAP, build, cell_color, mapping_prop, prop, q,
-                    stat_panel, state_panel, table_panel, ts_panel)
+from common import (DS, EVIDENCE_EXPR, EVIDENCE_MAP, QUORUM_MAP, SEL, UP_MAP, VERDICT_MAP, build, cell_color,
+                    mapping_prop, prop, q, quorum_stats, stat_panel, state_panel, table_panel,
+                    ts_panel)
 
 UID = "patroni-raft-raft"
 
@@ -30,28 +31,37 @@ def dashboard():
                      .expr(f'increase(patroni_raft_quorum_losses_total{{{SEL}}}[2m]) > 0'))
 
     d = d.with_row(db.Row("Cluster").id(1))
+    for p in quorum_stats(2):
+        d = d.with_panel(p)
     d = d.with_panel(stat_panel(
-        2, "Raft quorum", f'min by (scope) (patroni_raft_cluster_quorum{{{SEL}}})',
-        "1 when the exporter confirms a quorum of voters (alert PatroniRaftQuorumLost). "
-        "0 also when no node answers the exporter.",
-        legend="{{scope}}", mapping=QUORUM_MAP, steps=[(None, "red"), (1, "green")], span=5))
+        5, "Raft leaders", f'max by (scope) (patroni_raft_cluster_leaders{{{SEL}}})',
+        "Nodes claiming leadership. Must be 1. 0 with quorum: elections failing "
+        "(PatroniRaftNoLeader); >1 for 2m: split leadership (PatroniRaftSplitLeadership).",
+        legend="{{scope}}", steps=[(None, "red"), (1, "green"), (2, "red")], span=4))
     d = d.with_panel(stat_panel(
-        3, "Nodes claiming leadership", f'max by (scope) (patroni_raft_cluster_leaders{{{SEL}}})',
-        "Must be 1. 0 with quorum: elections failing (PatroniRaftNoLeader); >1 for 2m: split "
-        "leadership (PatroniRaftSplitLeadership).",
-        legend="{{scope}}", steps=[(None, "red"), (1, "green"), (2, "red")], span=5))
-    d = d.with_panel(stat_panel(
-        4, "Voters", f'max by (scope) (patroni_raft_voters{{{SEL}}})',
-        "Voting members of the Raft cluster; a quorum is floor(voters/2)+1.",
-        legend="{{scope}}", steps=[(None, "blue")], span=4))
-    d = d.with_panel(stat_panel(
-        5, "Raft leader changes (range)", f'sum by (scope) (increase(patroni_raft_leader_changes_total{{{SEL}}}[$__range]))',
+        6, "Leader changes", f'sum by (scope) (increase(patroni_raft_leader_changes_total{{{SEL}}}[$__range]))',
         "Raft leader changes seen by the exporter in the dashboard's time range.",
-        legend="{{scope}}", steps=[(None, "green"), (4, "orange")], span=5))
+        legend="{{scope}}", steps=[(None, "green"), (4, "orange")], span=3))
     d = d.with_panel(stat_panel(
-        6, "Quorum losses (range)", f'sum by (scope) (increase(patroni_raft_quorum_losses_total{{{SEL}}}[$__range]))',
-        "Times the exporter saw the quorum disappear in the dashboard's time range.",
-        legend="{{scope}}", steps=[(None, "green"), (1, "red")], span=5))
+        8, "Quorum losses", f'sum by (scope) (increase(patroni_raft_quorum_losses_total{{{SEL}}}[$__range]))',
+        "Times the exporter's verdict went from confirmed to lost in the dashboard's time range.",
+        legend="{{scope}}", steps=[(None, "green"), (1, "red")], span=3))
+    d = d.with_panel(state_panel(
+        21, "Quorum verdict and evidence",
+        [q(f'max by (scope) (patroni_raft_cluster_quorum{{{SEL}}})', "{{scope}} verdict", "A"),
+         # evidence shifted by 10 so that one value mapping names both rows
+         q(f'10 + ({EVIDENCE_EXPR})', "{{scope}} evidence", "B")],
+        "The verdict over time (Confirmed / LOST / Not visible) and the evidence it rested on "
+        "(see the Quorum evidence panel).",
+        {**VERDICT_MAP, **{str(10 + int(k)): v for k, v in EVIDENCE_MAP.items()}}, span=12, height=6))
+    d = d.with_panel(ts_panel(
+        22, "Voters answering, with has_quorum, unanswered by reason",
+        [q(f'max by (scope) (patroni_raft_voters{{{SEL}}})', "{{scope}} voters", "A"),
+         q(f'max by (scope) (patroni_raft_voters_answering{{{SEL}}})', "{{scope}} answering", "B"),
+         q(f'max by (scope) (patroni_raft_voters_with_quorum{{{SEL}}})', "{{scope}} with has_quorum", "C"),
+         q(f'max by (scope, reason) (patroni_raft_voters_unanswered{{{SEL}}} > 0)', "{{scope}} unanswered: {{reason}}", "D")],
+        "The counts the verdict is computed from. unanswered reasons: refused (process down), "
+        "timeout, auth (Raft password refused), error.", span=12, height=6))
 
     d = d.with_panel(table_panel(
         7, "Nodes",
