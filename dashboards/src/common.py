@@ -126,6 +126,20 @@ def quorum_stats(first_id: int) -> list:
     ]
 
 
+def verdict_timeline(pid: int, span: int = 12, height: int = 6):
+    """The verdict over time with its evidence: when the quorum was lost, for how long, and on
+    which evidence (the stat panels only show the last poll)."""
+    # evidence shifted by 10 so that one value mapping names both rows
+    return state_panel(
+        pid, "Quorum verdict and evidence over time",
+        [q(f'max by (scope) (patroni_raft_cluster_quorum{{{SEL}}})', "{{scope}} verdict", "A"),
+         q(f'10 + ({EVIDENCE_EXPR})', "{{scope}} evidence", "B")],
+        "The verdict (Confirmed / LOST / Not visible) and the evidence it rested on, poll by "
+        "poll. While it is LOST, GET /cluster and the Patroni panels show a frozen DCS view.",
+        {**VERDICT_MAP, **{str(10 + int(k)): v for k, v in EVIDENCE_MAP.items()}},
+        span=span, height=height)
+
+
 def ts_panel(pid: int, title: str, targets: list, desc: str, unit: str = "", span: int = 12,
              height: int = 8, mapping=None):
     p = (timeseries.Panel().id(pid).title(title).description(desc).datasource(DS)
@@ -154,7 +168,8 @@ def state_panel(pid: int, title: str, targets: list, desc: str, mapping, span: i
 def table_panel(pid: int, title: str, targets: list, desc: str, join_field: str,
                 exclude: list[str], rename: dict[str, str], span: int = 24, height: int = 8,
                 overrides: list | None = None):
-    """Instant table queries merged into one row per `join_field`."""
+    """Instant table queries merged into one row per `join_field`; the columns in the order
+    of `rename` (else Grafana orders them by query, and the cluster lands in the middle)."""
     p = (table.Panel().id(pid).title(title).description(desc).datasource(DS)
          .span(span).height(height))
     for t in targets:
@@ -163,7 +178,7 @@ def table_panel(pid: int, title: str, targets: list, desc: str, join_field: str,
     p = p.with_transformation(dm.DataTransformerConfig(
         id_val="organize",
         options={"excludeByName": {k: True for k in exclude}, "renameByName": rename,
-                 "indexByName": {}}))
+                 "indexByName": {k: i for i, k in enumerate(rename)}}))
     p = p.sort_by([bc.TableSortByFieldState().display_name(join_field)])
     for name, props in (overrides or []):
         p = p.override_by_name(name, props)
@@ -188,7 +203,12 @@ def exporter_row(first_id: int) -> tuple:
     panels = [
         ts_panel(first_id + 1, "Poll errors by source and kind",
                  [q(f'sum by (scope, source, kind) (rate(patroni_exporter_poll_errors_total{{{SEL}}}[$__rate_interval]))',
-                    "{{scope}} {{source}} {{kind}}")],
+                    "{{scope}} {{source}} {{kind}}", "A"),
+                  # a 0 line while no error ever happened (the counter is born at the first
+                  # error): "no errors" rather than "No data", which also reads as "broken"
+                  q(f'max by (scope) (patroni_up{{{SEL}}}) * 0 '
+                    f'unless on (scope) sum by (scope) (patroni_exporter_poll_errors_total{{{SEL}}})',
+                    "{{scope}} no errors", "B")],
                  "Failed polls per second. connect/timeout: a member or Raft node is down or "
                  "unreachable; auth/tls/decode/protocol/body_too_large: configuration or "
                  "compatibility problems (alert PatroniExporterPollErrors).",

@@ -5,7 +5,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import common as mc
 
 from common import (DS, SEL, UP_MAP, YESNO_BAD, build, cell_color, exporter_row, mapping_prop,
-                    prop, q, quorum_stats, stat_panel, table_panel, ts_panel)
+                    prop, q, quorum_stats, stat_panel, verdict_timeline, table_panel, ts_panel)
 
 UID = "patroni-raft-cluster"
 
@@ -49,6 +49,8 @@ def dashboard():
         legend="{{scope}}", mapping={"1": ("PAUSED", "orange"), "0": ("no", "green")},
         steps=[(None, "green"), (1, "orange")], span=8))
 
+    d = d.with_panel(verdict_timeline(11, span=24, height=3))
+
     # ---- Members table
     members = table_panel(
         8, "Members",
@@ -68,9 +70,9 @@ def dashboard():
         "the DCS view is frozen (typically no Raft quorum).",
         join_field="member",
         exclude=["Time", "Value #A", "Value #B", "Value #F"],
-        rename={"scope": "Cluster", "member": "Member", "role": "Role (/cluster)", "state": "State",
-                "Value #C": "Timeline", "Value #D": "Lag", "Value #E": "API up",
+        rename={"scope": "Cluster", "member": "Member", "role": "Role (/cluster)",
                 "reported_role": "Reported role (/patroni)", "Value #G": "Role mismatch",
+                "state": "State", "Value #E": "API up", "Value #C": "Timeline", "Value #D": "Lag",
                 "Value #H": "Pending restart"},
         overrides=[
             ("Lag", [prop("unit", "bytes")]),

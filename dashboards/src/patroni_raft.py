@@ -4,9 +4,9 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import common as mc
 
-from common import (DS, EVIDENCE_EXPR, EVIDENCE_MAP, QUORUM_MAP, SEL, UP_MAP, VERDICT_MAP, build, cell_color,
-                    mapping_prop, prop, q, quorum_stats, stat_panel, state_panel, table_panel,
-                    ts_panel)
+from common import (DS, QUORUM_MAP, SEL, UP_MAP, build, cell_color, mapping_prop, prop, q,
+                    quorum_stats, stat_panel, state_panel, table_panel, ts_panel,
+                    verdict_timeline)
 
 UID = "patroni-raft-raft"
 
@@ -46,14 +46,7 @@ def dashboard():
         8, "Quorum losses", f'sum by (scope) (increase(patroni_raft_quorum_losses_total{{{SEL}}}[$__range]))',
         "Times the exporter's verdict went from confirmed to lost in the dashboard's time range.",
         legend="{{scope}}", steps=[(None, "green"), (1, "red")], span=3))
-    d = d.with_panel(state_panel(
-        21, "Quorum verdict and evidence",
-        [q(f'max by (scope) (patroni_raft_cluster_quorum{{{SEL}}})', "{{scope}} verdict", "A"),
-         # evidence shifted by 10 so that one value mapping names both rows
-         q(f'10 + ({EVIDENCE_EXPR})', "{{scope}} evidence", "B")],
-        "The verdict over time (Confirmed / LOST / Not visible) and the evidence it rested on "
-        "(see the Quorum evidence panel).",
-        {**VERDICT_MAP, **{str(10 + int(k)): v for k, v in EVIDENCE_MAP.items()}}, span=12, height=6))
+    d = d.with_panel(verdict_timeline(21))
     d = d.with_panel(ts_panel(
         22, "Voters answering, with has_quorum, unanswered by reason",
         [q(f'max by (scope) (patroni_raft_voters{{{SEL}}})', "{{scope}} voters", "A"),
@@ -127,22 +120,22 @@ def dashboard():
         "One line per (node, believed leader). After a partition the nodes disagree; a node with "
         "no line has no leader.", {"1": ("believes", "blue")}))
     d = d.with_panel(ts_panel(
-        17, "Read-only nodes",
-        [q(f'patroni_raft_readonly_nodes{{{SEL}}}', "{{node}}")],
-        "Non-voting clients connected to each node (patronictl connects as one). Informational."))
-    d = d.with_panel(ts_panel(
         18, "Match index per partner",
         [q(f'patroni_raft_match_index{{{SEL}}}', "{{node}} → {{partner}}", "A"),
          q(f'patroni_raft_next_index{{{SEL}}}', "{{node}} → {{partner}} next", "B")],
         "Leader-side replication progress of each partner (only the Raft leader reports them)."))
+    # backlog and log length apart: on one axis the backlog (0..a few) vanishes under the log
     d = d.with_panel(ts_panel(
         19, "Apply backlog",
-        [q(f'patroni_raft_commit_index{{{SEL}}} - patroni_raft_last_applied_index{{{SEL}}}', "{{node}}"),
-         q(f'patroni_raft_log_entries{{{SEL}}}', "{{node}} log entries", "B")],
-        "Committed but not yet applied entries, and the length of the in-memory log."))
+        [q(f'patroni_raft_commit_index{{{SEL}}} - patroni_raft_last_applied_index{{{SEL}}}', "{{node}}")],
+        "Committed but not yet applied entries per node: stays near 0 on a healthy node."))
     d = d.with_panel(ts_panel(
+        17, "Raft log entries",
+        [q(f'patroni_raft_log_entries{{{SEL}}}', "{{node}}")],
+        "Entries in each node's in-memory Raft log after compaction (log_len)."))
+    d = d.with_panel(state_panel(
         20, "Node answers the exporter",
-        [q(f'patroni_raft_up{{{SEL}}}', "{{node}}")],
-        "1 when the exporter read this node's status in the last poll (PatroniRaftNodeUnreachable).",
-        mapping=UP_MAP))
+        [q(f'max by (scope, node) (patroni_raft_up{{{SEL}}})', "{{node}}")],
+        "UP when the exporter read this node's status in the last poll (PatroniRaftNodeUnreachable).",
+        UP_MAP))
     return d.build()
