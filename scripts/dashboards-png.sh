@@ -2,7 +2,8 @@
 # dashboards-png.sh - pictures of the Grafana dashboards from real data (make dashboards-png):
 # a scripted incident on the real demo (scripts/demo.sh: 3 Patroni members on Raft, the
 # exporter, Prometheus with the shipped rules, Alertmanager), then scripts/render-dashboards.py
-# draws docs/img/<dashboard>.png from Prometheus' query_range over the incident.
+# draws docs/img/<dashboard>.png from Prometheus' query_range over the incident, and
+# docs/img/<dashboard>-paged.png as the dashboards look 20 s after the page.
 #
 # Incident (about 8 minutes): healthy -> switchover (Patroni REST POST /switchover) -> the new
 # leader and one replica killed (Raft quorum lost; waits until Alertmanager has
@@ -47,9 +48,18 @@ render_venv() {
 }
 
 render() { # render PROM_URL START END EVENTS
+  local page
   mkdir -p "$OUT"
+  # the whole incident: <dashboard>.png
   "$RENDER_VENV/bin/python" scripts/render-dashboards.py --prometheus "$1" --start "$2" --end "$3" \
     --events "$4" --out "$OUT" dashboards/patroni-cluster.json dashboards/patroni-raft.json
+  # what the paged operator sees: up to 20 s after the page reached Alertmanager
+  page=$(awk -F'\t' '/PatroniRaftQuorumLost/ {print int($1) + 20; exit}' "$4")
+  if [[ -n $page ]]; then
+    "$RENDER_VENV/bin/python" scripts/render-dashboards.py --prometheus "$1" --start "$2" --end "$page" \
+      --events "$4" --out "$OUT" --suffix=-paged --caption "   (20 s after the page: what the on-call sees)" \
+      dashboards/patroni-cluster.json dashboards/patroni-raft.json
+  fi
 }
 
 if [[ ${1:-} == --render-only ]]; then
@@ -83,6 +93,7 @@ mkdir -p "$WORK"
 
 cleanup() {
   local rc=$?
+  (( rc == 0 )) || log "failed (exit $rc)"
   if [[ ${PNG_KEEP:-} == 1 ]]; then
     log "PNG_KEEP=1: the demo keeps running in this namespace; re-render with PNG_START=$START PNG_END=${END:-} PNG_EVENTS=$EVENTS $0 --render-only"
     exit "$rc"
@@ -136,7 +147,11 @@ log "$CANDIDATE leads"
 hold "${PNG_AFTER_SWITCHOVER:-60}" "after the switchover"
 
 # ---- two of three members crash: the new leader and one replica (Raft quorum lost)
-num_of() { local n; for n in 0 1 2; do [[ $(eval echo "\$MEMBER${n}_NAME") == "$1" ]] && echo "$n"; done; }
+num_of() { # member number of a member name
+  local n var
+  for n in 0 1 2; do var="MEMBER${n}_NAME"; [[ ${!var} == "$1" ]] && { echo "$n"; return 0; }; done
+  die "no member named $1"
+}
 KILL_A=$(num_of "$CANDIDATE")
 KILL_B=$(num_of "$OLD_LEADER")
 mark "members $CANDIDATE and $OLD_LEADER killed"

@@ -366,6 +366,12 @@ def draw_timeseries(canvas, panel, ctx, prom) -> bool:
             ys.append(v)
             prev = t
         ax.plot(xs, ys, color=PALETTE[i % len(PALETTE)], linewidth=1.4, label=name)
+    if all(v == int(v) for _n, _t, vs in series for v in vs if not math.isnan(v)):
+        ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(nbins=5, integer=True))
+    if defaults.get("min") is not None:
+        ax.set_ylim(bottom=defaults["min"])
+    if defaults.get("max") is not None:
+        ax.set_ylim(top=defaults["max"])
     if mapping:
         ticks = sorted(float(k) for k in mapping)
         ax.set_yticks(ticks)
@@ -535,7 +541,8 @@ def annotation_marks(prom: Prom, dashboard: dict, ctx: dict) -> list[tuple[float
     return marks
 
 
-def render(path: Path, prom: Prom, start: float, end: float, events: list[tuple[float, str]], out: Path) -> dict:
+def render(path: Path, prom: Prom, start: float, end: float, events: list[tuple[float, str]], out: Path,
+           suffix: str = "", caption: str = "") -> dict:
     dashboard = json.loads(path.read_text())
     scrape = prom.scrape_interval()
     # Grafana: interval = range / max data points (about the panel width in pixels), not
@@ -549,8 +556,9 @@ def render(path: Path, prom: Prom, start: float, end: float, events: list[tuple[
     header_lines = 2 + math.ceil(len(events) / 3)
     canvas = Canvas(rows, header_px=22 * header_lines + 10)
     fig = canvas.fig
+    events = [(t, label) for t, label in events if t < end]
     when = (f"{datetime.fromtimestamp(start, timezone.utc):%Y-%m-%d %H:%M:%S} to "
-            f"{datetime.fromtimestamp(end, timezone.utc):%H:%M:%S} UTC")
+            f"{datetime.fromtimestamp(end, timezone.utc):%H:%M:%S} UTC{caption}")
     top = 1 - canvas.px_to_fig_h(16)
     fig.text(canvas.px_to_fig_w(8), top, f"{dashboard.get('title')}   (uid {dashboard.get('uid')})",
              color=TEXT, fontsize=15, fontweight="bold", va="center")
@@ -578,8 +586,7 @@ def render(path: Path, prom: Prom, start: float, end: float, events: list[tuple[
             continue
         if not draw(canvas, p, ctx, prom):
             summary["no_data"].append(p.get("title"))
-    # number the incident's dotted lines on the first time panel row: a label at the top of the figure
-    target = out / (path.stem + ".png")
+    target = out / (path.stem + suffix + ".png")
     fig.savefig(target, dpi=DPI, facecolor=BG)
     plt.close(fig)
     summary["file"] = str(target)
@@ -604,6 +611,8 @@ def main() -> int:
     ap.add_argument("--end", type=float, required=True)
     ap.add_argument("--events")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--suffix", default="", help="appended to each PNG's name")
+    ap.add_argument("--caption", default="", help="appended to the time range under the title")
     ap.add_argument("dashboards", nargs="+")
     args = ap.parse_args()
     prom = Prom(args.prometheus)
@@ -611,7 +620,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     events = read_events(args.events)
     for d in args.dashboards:
-        s = render(Path(d), prom, args.start, args.end, events, out)
+        s = render(Path(d), prom, args.start, args.end, events, out, args.suffix, args.caption)
         nd = ", ".join(s["no_data"]) or "none"
         print(f"wrote {s['file']}: {s['panels']} panels, No data in: {nd}")
     for e in prom.errors:

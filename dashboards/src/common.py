@@ -141,7 +141,7 @@ def verdict_timeline(pid: int, span: int = 12, height: int = 6):
 
 
 def ts_panel(pid: int, title: str, targets: list, desc: str, unit: str = "", span: int = 12,
-             height: int = 8, mapping=None):
+             height: int = 8, mapping=None, min_val: float | None = None):
     p = (timeseries.Panel().id(pid).title(title).description(desc).datasource(DS)
          .span(span).height(height)
          .legend(bc.VizLegendOptions().display_mode(mc.LegendDisplayMode.LIST)
@@ -153,6 +153,8 @@ def ts_panel(pid: int, title: str, targets: list, desc: str, unit: str = "", spa
         p = p.unit(unit)
     if mapping:
         p = p.mappings(value_map(mapping))
+    if min_val is not None:
+        p = p.min(min_val)
     return p
 
 
@@ -217,12 +219,12 @@ def exporter_row(first_id: int) -> tuple:
                  [q(f'patroni_exporter_poll_duration_seconds{{{SEL}}}', "{{scope}} {{instance}}")],
                  "Duration of the last poll cycle (GET /cluster, every member's GET /patroni, "
                  "Raft status of every node). Close to the poll interval means slow or hanging members.",
-                 unit="s", span=8),
+                 unit="s", span=8, min_val=0),
         ts_panel(first_id + 3, "Data age",
                  [q(f'time() - patroni_exporter_last_poll_timestamp_seconds{{{SEL}}}', "{{scope}} {{instance}}")],
                  "Seconds since the last completed poll. Above 60 s for 1m: PatroniExporterPollStale "
                  "(all values of the cluster are frozen).",
-                 unit="s", span=8),
+                 unit="s", span=8, min_val=0),
     ]
     return row, panels
 

@@ -28,9 +28,16 @@ def dashboard():
     for p in quorum_stats(2):
         d = d.with_panel(p)
     d = d.with_panel(stat_panel(
-        5, "Leader", f'max by (scope, member) (patroni_member_role{{{SEL},role=~"leader|standby_leader"}} == 1)',
-        "Member holding the leader role in GET /cluster (leader or standby_leader).",
-        legend="{{member}}", text_mode=mc.BigValueTextMode.NAME, span=5))
+        5, "Leader",
+        # times the member's own API answering: the frozen view of a lost quorum keeps naming a
+        # dead leader, which must not stay green
+        f'max by (scope, member) (patroni_member_role{{{SEL},role=~"leader|standby_leader"}} == 1)'
+        f' * on (scope, member) group_left () max by (scope, member) (patroni_member_api_up{{{SEL}}})',
+        "Member holding the leader role in GET /cluster (leader or standby_leader). Red: that "
+        "member does not answer its own GET /patroni: a dead leader still named by a frozen DCS "
+        "view (no Raft quorum) or by a TTL that has not expired yet.",
+        legend="{{member}}", text_mode=mc.BigValueTextMode.NAME, steps=[(None, "red"), (1, "green")],
+        span=5))
     d = d.with_panel(stat_panel(
         6, "/cluster answers", f'min by (scope) (patroni_up{{{SEL}}})',
         "1 when a member answered GET /cluster in the last poll (alert PatroniClusterUnreachable).",
@@ -68,7 +75,7 @@ def dashboard():
         "One row per member. role/state/timeline/lag come from GET /cluster (the DCS view); "
         "'reported role' and 'API up' from the member's own GET /patroni. A role mismatch means "
         "the DCS view is frozen (typically no Raft quorum).",
-        join_field="member",
+        join_field="member", height=5,
         exclude=["Time", "Value #A", "Value #B", "Value #F"],
         rename={"scope": "Cluster", "member": "Member", "role": "Role (/cluster)",
                 "reported_role": "Reported role (/patroni)", "Value #G": "Role mismatch",

@@ -39,11 +39,11 @@ def dashboard():
         "(PatroniRaftNoLeader); >1 for 2m: split leadership (PatroniRaftSplitLeadership).",
         legend="{{scope}}", steps=[(None, "red"), (1, "green"), (2, "red")], span=4))
     d = d.with_panel(stat_panel(
-        6, "Leader changes", f'sum by (scope) (increase(patroni_raft_leader_changes_total{{{SEL}}}[$__range]))',
+        6, "Leader changes", f'round(sum by (scope) (increase(patroni_raft_leader_changes_total{{{SEL}}}[$__range])))',
         "Raft leader changes seen by the exporter in the dashboard's time range.",
         legend="{{scope}}", steps=[(None, "green"), (4, "orange")], span=3))
     d = d.with_panel(stat_panel(
-        8, "Quorum losses", f'sum by (scope) (increase(patroni_raft_quorum_losses_total{{{SEL}}}[$__range]))',
+        8, "Quorum losses", f'round(sum by (scope) (increase(patroni_raft_quorum_losses_total{{{SEL}}}[$__range])))',
         "Times the exporter's verdict went from confirmed to lost in the dashboard's time range.",
         legend="{{scope}}", steps=[(None, "green"), (1, "red")], span=3))
     d = d.with_panel(verdict_timeline(21))
@@ -73,7 +73,7 @@ def dashboard():
         "One row per Raft node (the syncobj-admin -status view). 'Believed leader' is the leader "
         "each node reports; nodes disagreeing on it are partitioned or electing. Read-only nodes "
         "are non-voting clients such as patronictl.",
-        join_field="node",
+        join_field="node", height=5,
         exclude=["Time", "Value #C", "Value #E", "Value #J"],
         rename={"scope": "Cluster", "node": "Node", "Value #A": "Answers", "Value #B": "Has quorum",
                 "state": "State", "Value #D": "Term", "leader": "Believed leader",
@@ -101,12 +101,10 @@ def dashboard():
         "Raft term per node: +1 per election. A term that climbs on one node = that node keeps "
         "starting elections (isolated candidate)."))
     d = d.with_panel(ts_panel(
-        14, "Commit and applied index",
-        [q(f'patroni_raft_commit_index{{{SEL}}}', "{{node}} commit", "A"),
-         q(f'patroni_raft_last_applied_index{{{SEL}}}', "{{node}} applied", "B"),
-         q(f'patroni_raft_leader_commit_index{{{SEL}}}', "{{node}} leader commit", "C")],
-        "Log positions. Followers must track the leader's commit index; applied must follow commit. "
-        "Flat lines on every node: nothing is written (no Raft leader, no quorum)."))
+        14, "Commit index",
+        [q(f'patroni_raft_commit_index{{{SEL}}}', "{{node}}", "A")],
+        "Raft commit index per node. Flat lines on every node: nothing is written (no Raft "
+        "leader, no quorum). How far each node is behind: the next panel."))
     d = d.with_panel(state_panel(
         15, "Partner connectivity",
         [q(f'max by (scope, node, partner) (patroni_raft_partner_connected{{{SEL}}})', "{{node}} → {{partner}}")],
@@ -126,9 +124,11 @@ def dashboard():
         "Leader-side replication progress of each partner (only the Raft leader reports them)."))
     # backlog and log length apart: on one axis the backlog (0..a few) vanishes under the log
     d = d.with_panel(ts_panel(
-        19, "Apply backlog",
-        [q(f'patroni_raft_commit_index{{{SEL}}} - patroni_raft_last_applied_index{{{SEL}}}', "{{node}}")],
-        "Committed but not yet applied entries per node: stays near 0 on a healthy node."))
+        19, "Entries behind the leader",
+        [q(f'patroni_raft_leader_commit_index{{{SEL}}} - patroni_raft_last_applied_index{{{SEL}}}', "{{node}}")],
+        "The leader's commit index (as last heard by the node) minus the node's last applied "
+        "index: entries the node has still to receive or apply. Near 0 on a healthy node; "
+        "growing on a follower that cannot keep up.", min_val=0))
     d = d.with_panel(ts_panel(
         17, "Raft log entries",
         [q(f'patroni_raft_log_entries{{{SEL}}}', "{{node}}")],
