@@ -74,11 +74,11 @@ if [[ -z ${PNG_IN_NETNS:-} ]]; then
   cargo build --release --bin patroni-raft-exporter
   render_venv
   if [[ ${PNG_NETNS_OK:-} == 1 ]]; then
-    exec env PNG_IN_NETNS=1 "$0" "$@"
+    exec env PNG_IN_NETNS=1 "$REPO/scripts/dashboards-png.sh" "$@"
   fi
   [[ $EUID -eq 0 ]] || die "run as root (for unshare --net), or inside a network namespace of your own with PNG_NETNS_OK=1"
   log "entering a new network namespace (unshare --net)"
-  exec unshare --net env PNG_IN_NETNS=1 "$0" "$@"
+  exec unshare --net env PNG_IN_NETNS=1 "$REPO/scripts/dashboards-png.sh" "$@"
 fi
 
 # ---- inside the namespace
