@@ -110,7 +110,7 @@ hold() { log "holding $1 s ($2)"; sleep "$1"; }
 # eval'd lines of `cluster.sh env` (REST_USER, REST_PASS, MEMBERn_REST, ...)
 cluster_env() { "$DEMO" cluster env; }
 
-leader_name() { # the member named leader in GET /cluster, or nothing
+cluster_json() { # GET /cluster from the first member that answers, or nothing
   curl -fs --max-time 3 "$MEMBER0_REST/cluster" 2>/dev/null \
     || curl -fs --max-time 3 "$MEMBER1_REST/cluster" 2>/dev/null \
     || curl -fs --max-time 3 "$MEMBER2_REST/cluster" 2>/dev/null || true
@@ -128,7 +128,7 @@ mark "demo up"
 hold "${PNG_HEALTHY:-75}" healthy
 
 # ---- switchover: the leader hands over to a sync standby (Patroni REST, basic auth on stdin)
-CLUSTER_JSON=$(leader_name)
+CLUSTER_JSON=$(cluster_json)
 OLD_LEADER=$(jq -r '.members[] | select(.role == "leader") | .name' <<<"$CLUSTER_JSON")
 CANDIDATE=$(jq -r '[.members[] | select(.role == "sync_standby" or .role == "replica") | .name][0]' <<<"$CLUSTER_JSON")
 [[ -n $OLD_LEADER && -n $CANDIDATE && $CANDIDATE != null ]] || die "no leader/candidate in GET /cluster: $CLUSTER_JSON"
@@ -138,7 +138,7 @@ printf 'user = "%s:%s"\n' "$REST_USER" "$REST_PASS" \
       -d "{\"leader\": \"$OLD_LEADER\", \"candidate\": \"$CANDIDATE\"}" "$MEMBER0_REST/switchover" >&2
 echo >&2
 deadline=$(( $(date +%s) + 90 ))
-until [[ $(jq -r '.members[] | select(.role == "leader") | .name' <<<"$(leader_name)" 2>/dev/null) == "$CANDIDATE" ]]; do
+until [[ $(jq -r '.members[] | select(.role == "leader") | .name' <<<"$(cluster_json)" 2>/dev/null) == "$CANDIDATE" ]]; do
   (( $(date +%s) < deadline )) || die "$CANDIDATE did not become leader within 90 s"
   sleep 1
 done
