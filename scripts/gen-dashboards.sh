@@ -38,7 +38,8 @@ if [ "$CHECK" = 1 ]; then
 else
   OUT=dashboards
 fi
-(cd dashboards/src && "../../$VENV/bin/python" generate.py "$( [ "$OUT" = dashboards ] && echo .. || echo "$OUT")")
+VENV_PY="$(cd "$VENV" && pwd)/bin/python"   # absolute: VENV may be given either way
+(cd dashboards/src && "$VENV_PY" generate.py "$( [ "$OUT" = dashboards ] && echo .. || echo "$OUT")")
 
 # ---- validation: JSON parses, stable uid, variables, datasource on every panel/target/annotation,
 #      every metric name used in an expression is one the exporter exposes.
