@@ -6,8 +6,9 @@
 # $E2E_WORK/lab-VERSION/results.tsv (+ events.jsonl, the raw timeline, and snap-*.txt, what
 # patronictl, GET /cluster, Patroni's /metrics and syncobj_admin said in each phase).
 #
-# Usage: tests/e2e/lab.sh [PATRONI_VERSION]   (3.3.8 or 4.1.5; default 3.3.8). Root only
-# (network namespace, nftables). ~6 min. EXPORTER_BIN defaults to the debug build.
+# Usage: tests/e2e/lab.sh [PATRONI_VERSION...]   (3.3.8 and/or 4.1.5; default 3.3.8). Root only
+# (network namespace, nftables). ~8 min; several versions run in parallel, each in its own
+# namespace (logs in $E2E_WORK/lab-VERSION.log). EXPORTER_BIN defaults to the debug build.
 #
 # Vantage points: each exporter target carries a `deployment` label. The shipped rules
 # aggregate `without (instance, job)`, so every deployment is judged on its own, and the two
@@ -35,6 +36,7 @@
 # set on the first packet) tells whose connection a reply belongs to. A link is cut by
 # dropping what either side sends on it.
 set -euo pipefail
+{ # parsed whole before it runs: editing this file during a run cannot derail the run
 
 E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh
@@ -43,6 +45,26 @@ source "$E2E_DIR/lib.sh"
 export PATRONI_VERSION="${1:-${PATRONI_VERSION:-3.3.8}}"
 EXPORTER_BIN="${EXPORTER_BIN:-$E2E_TARGET_DIR/debug/patroni-raft-exporter}"
 export RUN_DIR="$E2E_WORK/lab-$PATRONI_VERSION"
+
+# ------------------------------------------------------------------ several versions at once
+# each in its own namespace (own addresses, lock, data dir and run dir), logs printed in order
+if (($# > 1)); then
+  declare -A LAB_PIDS
+  for v in "$@"; do
+    "$0" "$v" >"$E2E_WORK/lab-$v.log" 2>&1 &
+    LAB_PIDS[$v]=$!
+  done
+  rc=0 summary=()
+  for v in "$@"; do
+    vrc=0; wait "${LAB_PIDS[$v]}" || vrc=$?
+    ((vrc == 0)) || rc=1
+    echo "==================== partition lab, Patroni $v (log $E2E_WORK/lab-$v.log)"
+    cat "$E2E_WORK/lab-$v.log"
+    summary+=("Patroni $v: $(grep -E '^[0-9]+ passed, [0-9]+ failed' "$E2E_WORK/lab-$v.log" | tail -n1 || echo "no summary (rc $vrc)") in $(awk -F'\t' '$2 == "total" { print $4 }' "$E2E_WORK/lab-$v/results.tsv" 2>/dev/null)s")
+  done
+  printf 'partition lab: %s\n' "${summary[@]}"
+  exit "$rc"
+fi
 
 # ------------------------------------------------------------------ outer: the namespace
 if [[ ${LAB_IN_NETNS:-} != 1 ]]; then
@@ -152,16 +174,17 @@ result() { # result SCENARIO WHAT SECONDS
 ev_first() {
   jq -r --argjson since "$1" "select(.t >= \$since) | select($2) | .t" "$EVENTS" 2>/dev/null | head -n1
 }
-# wait_ev SCENARIO WHAT SINCE TIMEOUT JQ_FILTER: pass + record the delay, or fail
+# wait_ev SCENARIO WHAT SINCE TIMEOUT JQ_FILTER [REF]: pass + record the delay (from REF,
+# default SINCE), or fail
 wait_ev() {
-  local scen=$1 what=$2 since=$3 timeout=$4 filter=$5 t deadline
+  local scen=$1 what=$2 since=$3 timeout=$4 filter=$5 ref=${6:-$3} t deadline
   jq -n "empty | select($filter)" || { fail "$scen: $what: bad jq filter: $filter"; return 1; }
   deadline=$(awk -v s="$since" -v d="$timeout" 'BEGIN { printf "%d", s + d }')
   while :; do
     t=$(ev_first "$since" "$filter")
     if [[ -n $t ]]; then
       local d
-      d=$(awk -v a="$since" -v b="$t" 'BEGIN { printf "%.1f", b - a }')
+      d=$(awk -v a="$ref" -v b="$t" 'BEGIN { printf "%.1f", b - a }')
       result "$scen" "$what" "$d"
       pass "$scen: $what after ${d}s"
       return 0
@@ -173,16 +196,16 @@ wait_ev() {
   fail "$scen: $what: not within ${timeout}s"
   return 1
 }
-# observe_ev SCENARIO WHAT SINCE TIMEOUT JQ_FILTER: record the delay (or its absence), no verdict:
+# observe_ev SCENARIO WHAT SINCE TIMEOUT JQ_FILTER [REF]: record the delay (or its absence), no verdict:
 # for what the lab documents rather than requires
 observe_ev() {
-  local t d
+  local t d ref=${6:-$3}
   local deadline
   deadline=$(awk -v s="$3" -v d="$4" 'BEGIN { printf "%d", s + d }')
   while :; do
     t=$(ev_first "$3" "$5")
     if [[ -n $t ]]; then
-      d=$(awk -v a="$3" -v b="$t" 'BEGIN { printf "%.1f", b - a }')
+      d=$(awk -v a="$ref" -v b="$t" 'BEGIN { printf "%.1f", b - a }')
       result "$1" "$2" "$d"; e2e_log "observed: $1: $2 after ${d}s"; return 0
     fi
     (($(date +%s) < deadline)) || break
@@ -392,18 +415,18 @@ observe_ev isolate "m1: postgresql-0 dropped from the member view (reported_role
 wait_ev isolate "m1: member_role{postgresql-0,leader} no longer 1" "$T_ISO" 75 \
   ".src == \"exp\" and .exp == \"m1\" and .series == $(js "patroni_member_role{$S,member=\"postgresql-0\",role=\"leader\"}") and .value != \"1\"" || true
 [[ -n $T_DEMOTE ]] && observe_ev isolate "m0 (member 0's own view): reported_role{postgresql-0,replica} 1, s after the demotion" "$(plus "$T_DEMOTE" -2.5)" 15 \
-  "$(f_exp m0 "patroni_member_reported_role{$S,member=\"postgresql-0\",role=\"replica\"}" 1)"
+  "$(f_exp m0 "patroni_member_reported_role{$S,member=\"postgresql-0\",role=\"replica\"}" 1)" "$T_DEMOTE"
 [[ -n $T_DEMOTE ]] && observe_ev isolate "m0 (member 0's own view): role_mismatch{postgresql-0} 1, s after the demotion" "$(plus "$T_DEMOTE" -2.5)" 15 \
-  "$(f_exp m0 "patroni_member_role_mismatch{$S,member=\"postgresql-0\"}" 1)"
+  "$(f_exp m0 "patroni_member_role_mismatch{$S,member=\"postgresql-0\"}" 1)" "$T_DEMOTE"
 wait_ev isolate "a new primary (member 1 or 2's own GET /patroni)" "$T_ISO" 75 \
   '.src == "member" and .member != "postgresql-0" and (.role == "master" or .role == "primary")' || true
 T_PROMOTE=$(ev_first "$T_ISO" '.src == "member" and .member != "postgresql-0" and (.role == "master" or .role == "primary")')
 if [[ -n $T_PROMOTE ]]; then
   NEW=$(jq -r --argjson t "$T_PROMOTE" 'select(.src == "member" and .t == $t and (.role == "master" or .role == "primary")) | .member' "$EVENTS" | head -n1)
-  wait_ev isolate "m1: member_role{$NEW,leader} 1 (s after its own promotion)" "$T_PROMOTE" 10 \
-    "$(f_exp m1 "patroni_member_role{$S,member=\"$NEW\",role=\"leader\"}" 1)" || true
-  wait_ev isolate "m1: reported_role{$NEW,primary} 1 (s after its own promotion)" "$T_PROMOTE" 10 \
-    "$(f_exp m1 "patroni_member_reported_role{$S,member=\"$NEW\",role=\"primary\"}" 1)" || true
+  wait_ev isolate "m1: member_role{$NEW,leader} 1 (s after its own promotion)" "$(plus "$T_PROMOTE" -2.5)" 12 \
+    "$(f_exp m1 "patroni_member_role{$S,member=\"$NEW\",role=\"leader\"}" 1)" "$T_PROMOTE" || true
+  wait_ev isolate "m1: reported_role{$NEW,primary} 1 (s after its own promotion)" "$(plus "$T_PROMOTE" -2.5)" 12 \
+    "$(f_exp m1 "patroni_member_reported_role{$S,member=\"$NEW\",role=\"primary\"}" 1)" "$T_PROMOTE" || true
 fi
 snapshot 2-isolated-late
 sleep_until "$(plus "$T_ISO" 80)"
@@ -546,3 +569,5 @@ result total "lab run (s)" "$T_TOTAL"
   printf '  %s\n' "${TIMES[@]}"
 } | tee "$RUN_DIR/results.txt"
 e2e_summary | tee -a "$RUN_DIR/results.txt"
+exit
+}
