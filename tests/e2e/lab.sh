@@ -111,10 +111,11 @@ cleanup() {
   for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
   nft delete table inet lab 2>/dev/null || true
-  cluster down --fast >/dev/null 2>&1 || true
+  cluster down --fast >>"$RUN_DIR/cleanup.log" 2>&1 || e2e_log "cluster down failed: see $RUN_DIR/cleanup.log"
   exit "$rc"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT
 
 T_START=$(e2e_now)
 e2e_log "=== partition lab, Patroni $PATRONI_VERSION, run dir $RUN_DIR"
@@ -276,6 +277,7 @@ snapshot_wait() { local p; for p in "${SNAPS[@]}"; do wait "$p" 2>/dev/null || t
 
 # ---- the cluster
 e2e_log "cluster up (members run with groups $LAB_GID..$((LAB_GID + 2)))"
+cluster down --fast >"$RUN_DIR/cleanup.log" 2>&1 || true   # leftovers of an interrupted run: start clean
 cluster up --sync >&2 || { fail "cluster up"; e2e_summary; exit 1; }
 result setup "cluster up --sync (s since start)" "$(e2e_since "$T_START")"
 
