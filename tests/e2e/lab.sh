@@ -7,7 +7,7 @@
 # patronictl, GET /cluster, Patroni's /metrics and syncobj_admin said in each phase).
 #
 # Usage: tests/e2e/lab.sh [PATRONI_VERSION...]   (3.3.8 and/or 4.1.5; default 3.3.8). Root only
-# (network namespace, nftables). ~8 min; several versions run in parallel, each in its own
+# (network namespace, nftables). ~6.5 min; several versions run in parallel, each in its own
 # namespace (logs in $E2E_WORK/lab-VERSION.log). EXPORTER_BIN defaults to the debug build.
 #
 # Vantage points: each exporter target carries a `deployment` label. The shipped rules
