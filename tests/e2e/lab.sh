@@ -493,8 +493,9 @@ for d in wrongpass blind; do
   result "$d" "verdicts: $(verdict_summary "$d" "$T0" "$T_J")" "-"
 done
 # A wrong password must not make healthy members look down: the members the exporter did not
-# ask (their hosts untrusted) have no api_up sample, so PatroniMemberApiUnreachable never starts.
-api_alerts=$(jq -r --argjson b "$T_J" 'select(.src == "prom" and .labels.deployment == "wrongpass" and .alert == "PatroniMemberApiUnreachable" and .t <= $b) | .labels.member' "$EVENTS" | sort -u | paste -sd,)
+# ask (1 and 2: their hosts are untrusted) have no api_up sample, so PatroniMemberApiUnreachable
+# never starts for them. (Member 0 is asked: its API may really time out while Patroni restarts.)
+api_alerts=$(jq -r --argjson b "$T_J" 'select(.src == "prom" and .labels.deployment == "wrongpass" and .alert == "PatroniMemberApiUnreachable" and .labels.member != "postgresql-0" and .t <= $b) | .labels.member' "$EVENTS" | sort -u | paste -sd,)
 [[ -z $api_alerts ]] && pass "wrongpass: no PatroniMemberApiUnreachable for the members it did not ask" \
   || fail "wrongpass: PatroniMemberApiUnreachable for $api_alerts (members not asked are not down)"
 # they have said their piece: stop them (the kill scenario would be real evidence for them too)
