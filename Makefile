@@ -1,5 +1,5 @@
 # The two commands of the README, and their parts.
-.PHONY: test test-fast demo demo-stop build release deb e2e golden
+.PHONY: test test-fast demo demo-stop dashboards-png build release deb e2e golden
 
 test:            ## every check: fmt, clippy, unit/integration tests, promtool, e2e on both Patroni matrices
 	scripts/test.sh
@@ -12,6 +12,9 @@ demo:            ## a real local Patroni + Raft cluster, the exporter, Prometheu
 
 demo-stop:       ## stop everything the demo started
 	scripts/demo.sh down
+
+dashboards-png:  ## docs/img/*.png: the dashboards drawn from a scripted incident on the real demo (~9 min, not in CI)
+	scripts/dashboards-png.sh
 
 build:
 	cargo build --bin patroni-raft-exporter

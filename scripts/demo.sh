@@ -2,10 +2,12 @@
 # demo.sh - the real thing on one machine: a 3-member Patroni + Raft cluster on loopback,
 # the exporter, Prometheus with the project's alert rules, and Alertmanager.
 #
-# Usage: scripts/demo.sh up | down | status | kill N | start N | cluster ARGS...
+# Usage: scripts/demo.sh up | down | status | kill N | start N | cluster ARGS... | import-help
 #   PATRONI_VERSION=3.3.8 (default, what Charmed PostgreSQL ships) or 4.1.5
 #   EXPORTER_BIN=path   use this exporter binary instead of building the release one
 #   EXPORTER_ADDR, PROMETHEUS_ADDR, ALERTMANAGER_ADDR   (127.0.0.1:9393, :9090, :9093)
+#   DEMO_DIR, DEMO_CLUSTER_DIR   where the demo keeps its files and the cluster its data
+#                     ($E2E_WORK/demo, $E2E_WORK/cluster-demo): scripts/dashboards-png.sh uses others
 #
 # Then break things and watch: scripts/demo.sh kill 1; scripts/demo.sh kill 2 (Raft quorum
 # lost: PatroniRaftQuorumLost reaches Alertmanager after about 70 s), scripts/demo.sh start 1 ...
@@ -15,8 +17,8 @@ REPO="$(cd "$(dirname "$0")/.." && pwd)"
 # shellcheck source=../tests/e2e/paths.sh
 source "$REPO/tests/e2e/paths.sh"
 export PATRONI_VERSION="${PATRONI_VERSION:-3.3.8}"
-DEMO="$E2E_WORK/demo"
-export DATA_DIR="$E2E_WORK/cluster-demo"
+DEMO="${DEMO_DIR:-$E2E_WORK/demo}"
+export DATA_DIR="${DEMO_CLUSTER_DIR:-$E2E_WORK/cluster-demo}"
 CLUSTER="$REPO/tests/e2e/cluster.sh"
 EXPORTER_ADDR="${EXPORTER_ADDR:-127.0.0.1:9393}"
 PROMETHEUS_ADDR="${PROMETHEUS_ADDR:-127.0.0.1:9090}"
@@ -121,6 +123,25 @@ Try:  scripts/demo.sh kill 1; scripts/demo.sh kill 2      # lose Raft quorum
       scripts/demo.sh start 1; scripts/demo.sh start 2    # recover
 Stop: make demo-stop
 EOF
+  import_help
+}
+
+# How to put the dashboards into a Grafana the user already runs (the demo starts none).
+import_help() {
+  cat <<EOF
+
+Grafana dashboards (import them into your Grafana; the demo does not run one):
+  $REPO/dashboards/patroni-cluster.json   uid patroni-raft-cluster  "Patroni cluster"
+  $REPO/dashboards/patroni-raft.json      uid patroni-raft-raft     "Patroni Raft"
+  Both have a data source variable named 'datasource' (type prometheus) and a 'scope' variable.
+  UI:  Dashboards > New > Import > Upload dashboard JSON file; choose as 'Data source' the
+       Prometheus that scrapes the exporter (this demo's: http://$PROMETHEUS_ADDR).
+  API: jq '{dashboard: ., overwrite: true}' $REPO/dashboards/patroni-cluster.json |
+         curl -u USER -H 'Content-Type: application/json' --data-binary @- http://GRAFANA/api/dashboards/db
+  Provisioning: copy both files into the folder of a dashboard provider (options.path in
+       provisioning/dashboards/*.yaml); the fixed uids keep links and bookmarks stable.
+  Pictures of both dashboards during a real incident: docs/img/ (make dashboards-png).
+EOF
 }
 
 down() {
@@ -134,8 +155,9 @@ down() {
 case "${1:-}" in
   up) up ;;
   down) down ;;
+  import-help) import_help ;;
   status) "$CLUSTER" status; for n in exporter prometheus alertmanager; do [[ -f $DEMO/$n.pid ]] && echo "$n pid $(cat "$DEMO/$n.pid")"; done ;;
   kill|start) "$CLUSTER" "$1" "${2:?member number 0-2}" ;;
   cluster) shift; "$CLUSTER" "$@" ;;
-  *) echo "usage: $0 up|down|status|kill N|start N|cluster ARGS..." >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|kill N|start N|cluster ARGS...|import-help" >&2; exit 2 ;;
 esac

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerate the Grafana dashboards dashboards/*.json from dashboards/src/*.py
 # (Grafana's typed builder, PyPI grafana-foundation-sdk, pinned in dashboards/requirements.txt)
-# and validate them.
+# and validate them: metric names, datasource variable, uids, and the schema of the SDK's typed
+# models (scripts/dashboard_schema.py).
 #
 #   scripts/gen-dashboards.sh           regenerate dashboards/*.json, then validate
 #   scripts/gen-dashboards.sh --check   regenerate into a temp dir, validate, fail if the
@@ -37,7 +38,8 @@ if [ "$CHECK" = 1 ]; then
 else
   OUT=dashboards
 fi
-(cd dashboards/src && "../../$VENV/bin/python" generate.py "$( [ "$OUT" = dashboards ] && echo .. || echo "$OUT")")
+VENV_PY="$(cd "$VENV" && pwd)/bin/python"   # absolute: VENV may be given either way
+(cd dashboards/src && "$VENV_PY" generate.py "$( [ "$OUT" = dashboards ] && echo .. || echo "$OUT")")
 
 # ---- validation: JSON parses, stable uid, variables, datasource on every panel/target/annotation,
 #      every metric name used in an expression is one the exporter exposes.
@@ -96,6 +98,10 @@ if errors:
     print("\n".join("error: " + e for e in errors), file=sys.stderr); sys.exit(1)
 print(f"dashboards valid: {len(want_uids)} files, {nexpr} expressions, metric names all known")
 PYEOF
+
+# ---- schema: decode into grafana-foundation-sdk's typed models, enums and scalar types valid,
+#      no key the schema does not know (scripts/dashboard_schema.py says how, and self-tests).
+"$VENV/bin/python" scripts/dashboard_schema.py "$OUT"/*.json
 
 if [ "$CHECK" = 1 ]; then
   rc=0

@@ -58,6 +58,10 @@ if (( RUN_E2E )); then
     step "e2e scenarios, Patroni $version" tests/e2e/scenarios.sh "$version"
   done
   step "e2e alerting: real Prometheus + Alertmanager page on quorum loss" tests/e2e/alerting.sh 3.3.8
+  # partitions (nftables in a network namespace of its own per version, the versions in
+  # parallel): quorum verdict, shipped alerts, two vantage points; ~6.5 min wall clock
+  # shellcheck disable=SC2086
+  step "e2e partition lab, Patroni $E2E_MATRICES" tests/e2e/lab.sh $E2E_MATRICES
   # https + verify_client + the exporter's own TLS and basic auth + no secret leaks: on the
   # version Charmed PostgreSQL ships only (one more cluster start, ~1 min)
   step "e2e TLS, auth and secrets, Patroni 3.3.8" tests/e2e/tls.sh 3.3.8

@@ -55,16 +55,32 @@ def value_map(mapping: dict[str, tuple[str, str]]) -> list:
 
 
 QUORUM_MAP = {"1": ("QUORUM", "green"), "0": ("NO QUORUM", "red")}
+# patroni_raft_cluster_quorum, the exporter's verdict (docs/metrics.md "The quorum verdict").
+VERDICT_MAP = {"1": ("Confirmed", "green"), "0": ("LOST", "red"), "-1": ("Not visible", "orange")}
+VERDICT_STEPS = [(None, "orange"), (0, "red"), (1, "green")]
+# patroni_raft_quorum_evidence is one-hot over `evidence`; panels show it as one number so that
+# a value mapping can name and colour it. Order = the rules' order: with several exporters the
+# `or` keeps the strongest evidence any of them has.
+EVIDENCE = [("leader", "green"), ("majority", "green"), ("follower", "light-green"),
+            ("no_quorum", "red"), ("refused", "red"), ("not_visible", "orange")]
+EVIDENCE_MAP = {str(i): (name, color) for i, (name, color) in enumerate(EVIDENCE, start=1)}
+EVIDENCE_EXPR = " or ".join(
+    f'max by (scope) (patroni_raft_quorum_evidence{{{SEL},evidence="{name}"}} == 1) * {i}'
+    for i, (name, _) in enumerate(EVIDENCE, start=1))
 UP_MAP = {"1": ("UP", "green"), "0": ("DOWN", "red")}
 YESNO_BAD = {"1": ("YES", "red"), "0": ("no", "green")}
 
 
-def stat_panel(pid: int, title: str, expr: str, desc: str, legend: str = "", mapping=None,
+def stat_panel(pid: int, title: str, expr: str | list, desc: str, legend: str = "", mapping=None,
                steps=None, unit: str = "", span: int = 4, height: int = 4, text_mode=None):
+    """One big number per series; `expr` may be a list of (expr, legend) for several values."""
     p = (stat.Panel().id(pid).title(title).description(desc).datasource(DS)
-         .with_target(q(expr, legend, instant=True)).span(span).height(height)
+         .span(span).height(height)
          .reduce_options(bc.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
          .color_mode(mc.BigValueColorMode.BACKGROUND).graph_mode(mc.BigValueGraphMode.NONE))
+    exprs = expr if isinstance(expr, list) else [(expr, legend)]
+    for ref, (e, leg) in zip("ABCDEFGH", exprs):
+        p = p.with_target(q(e, leg, ref=ref, instant=True))
     if mapping:
         p = p.mappings(value_map(mapping))
     if steps:
@@ -76,8 +92,56 @@ def stat_panel(pid: int, title: str, expr: str, desc: str, legend: str = "", map
     return p
 
 
+def quorum_stats(first_id: int) -> list:
+    """The quorum verdict, its evidence and the voter counts behind it (three stat panels, 14 wide).
+
+    `max by (scope)`: with several exporters the best verdict counts, as in the alert
+    PatroniRaftQuorumLost."""
+    return [
+        stat_panel(
+            first_id, "Raft quorum", f'max by (scope) (patroni_raft_cluster_quorum{{{SEL}}})',
+            "The exporter's quorum verdict. Confirmed: a Raft quorum is proven. LOST: positive "
+            "evidence of the loss (alert PatroniRaftQuorumLost); Patroni cannot write to the DCS, "
+            "the primary demotes itself and GET /cluster shows a FROZEN view: do not trust the "
+            "Patroni panels while this is red. Not visible: this exporter cannot tell (voters "
+            "time out, wrong Raft password, voters never seen; alert PatroniRaftQuorumNotVisible).",
+            legend="{{scope}}", mapping=VERDICT_MAP, steps=VERDICT_STEPS, span=4),
+        stat_panel(
+            first_id + 1, "Quorum evidence", EVIDENCE_EXPR,
+            "What the verdict rests on. leader: the Raft leader reports has_quorum; majority: more "
+            "than half of the voters report has_quorum; follower: a follower with has_quorum is "
+            "connected to the leader it names (weaker); no_quorum: every answering voter reports no "
+            "quorum; refused: more than half of the voters refuse connections (processes down); "
+            "not_visible: not enough answers to tell.",
+            legend="{{scope}}", mapping=EVIDENCE_MAP, steps=[(None, "orange")], span=4),
+        stat_panel(
+            first_id + 2, "Raft voters",
+            [(f'max by (scope) (patroni_raft_voters_answering{{{SEL}}})', "answer"),
+             (f'max by (scope) (patroni_raft_voters{{{SEL}}})', "of voters"),
+             (f'max by (scope) (patroni_raft_voters_with_quorum{{{SEL}}})', "report has_quorum")],
+            "N of M voters answer the exporter, K of them report has_quorum. A quorum is "
+            "floor(M/2)+1. The voters that do not answer, by reason, are on the Patroni Raft "
+            "dashboard (patroni_raft_voters_unanswered).",
+            steps=[(None, "blue")], span=6, text_mode=mc.BigValueTextMode.VALUE_AND_NAME),
+    ]
+
+
+def verdict_timeline(pid: int, span: int = 12, height: int = 6):
+    """The verdict over time with its evidence: when the quorum was lost, for how long, and on
+    which evidence (the stat panels only show the last poll)."""
+    # evidence shifted by 10 so that one value mapping names both rows
+    return state_panel(
+        pid, "Quorum verdict and evidence over time",
+        [q(f'max by (scope) (patroni_raft_cluster_quorum{{{SEL}}})', "{{scope}} verdict", "A"),
+         q(f'10 + ({EVIDENCE_EXPR})', "{{scope}} evidence", "B")],
+        "The verdict (Confirmed / LOST / Not visible) and the evidence it rested on, poll by "
+        "poll. While it is LOST, GET /cluster and the Patroni panels show a frozen DCS view.",
+        {**VERDICT_MAP, **{str(10 + int(k)): v for k, v in EVIDENCE_MAP.items()}},
+        span=span, height=height)
+
+
 def ts_panel(pid: int, title: str, targets: list, desc: str, unit: str = "", span: int = 12,
-             height: int = 8, mapping=None):
+             height: int = 8, mapping=None, min_val: float | None = None):
     p = (timeseries.Panel().id(pid).title(title).description(desc).datasource(DS)
          .span(span).height(height)
          .legend(bc.VizLegendOptions().display_mode(mc.LegendDisplayMode.LIST)
@@ -89,6 +153,8 @@ def ts_panel(pid: int, title: str, targets: list, desc: str, unit: str = "", spa
         p = p.unit(unit)
     if mapping:
         p = p.mappings(value_map(mapping))
+    if min_val is not None:
+        p = p.min(min_val)
     return p
 
 
@@ -104,7 +170,8 @@ def state_panel(pid: int, title: str, targets: list, desc: str, mapping, span: i
 def table_panel(pid: int, title: str, targets: list, desc: str, join_field: str,
                 exclude: list[str], rename: dict[str, str], span: int = 24, height: int = 8,
                 overrides: list | None = None):
-    """Instant table queries merged into one row per `join_field`."""
+    """Instant table queries merged into one row per `join_field`; the columns in the order
+    of `rename` (else Grafana orders them by query, and the cluster lands in the middle)."""
     p = (table.Panel().id(pid).title(title).description(desc).datasource(DS)
          .span(span).height(height))
     for t in targets:
@@ -113,7 +180,7 @@ def table_panel(pid: int, title: str, targets: list, desc: str, join_field: str,
     p = p.with_transformation(dm.DataTransformerConfig(
         id_val="organize",
         options={"excludeByName": {k: True for k in exclude}, "renameByName": rename,
-                 "indexByName": {}}))
+                 "indexByName": {k: i for i, k in enumerate(rename)}}))
     p = p.sort_by([bc.TableSortByFieldState().display_name(join_field)])
     for name, props in (overrides or []):
         p = p.override_by_name(name, props)
@@ -138,7 +205,12 @@ def exporter_row(first_id: int) -> tuple:
     panels = [
         ts_panel(first_id + 1, "Poll errors by source and kind",
                  [q(f'sum by (scope, source, kind) (rate(patroni_exporter_poll_errors_total{{{SEL}}}[$__rate_interval]))',
-                    "{{scope}} {{source}} {{kind}}")],
+                    "{{scope}} {{source}} {{kind}}", "A"),
+                  # a 0 line while no error ever happened (the counter is born at the first
+                  # error): "no errors" rather than "No data", which also reads as "broken"
+                  q(f'max by (scope) (patroni_up{{{SEL}}}) * 0 '
+                    f'unless on (scope) sum by (scope) (patroni_exporter_poll_errors_total{{{SEL}}})',
+                    "{{scope}} no errors", "B")],
                  "Failed polls per second. connect/timeout: a member or Raft node is down or "
                  "unreachable; auth/tls/decode/protocol/body_too_large: configuration or "
                  "compatibility problems (alert PatroniExporterPollErrors).",
@@ -147,12 +219,12 @@ def exporter_row(first_id: int) -> tuple:
                  [q(f'patroni_exporter_poll_duration_seconds{{{SEL}}}', "{{scope}} {{instance}}")],
                  "Duration of the last poll cycle (GET /cluster, every member's GET /patroni, "
                  "Raft status of every node). Close to the poll interval means slow or hanging members.",
-                 unit="s", span=8),
+                 unit="s", span=8, min_val=0),
         ts_panel(first_id + 3, "Data age",
                  [q(f'time() - patroni_exporter_last_poll_timestamp_seconds{{{SEL}}}', "{{scope}} {{instance}}")],
                  "Seconds since the last completed poll. Above 60 s for 1m: PatroniExporterPollStale "
                  "(all values of the cluster are frozen).",
-                 unit="s", span=8),
+                 unit="s", span=8, min_val=0),
     ]
     return row, panels
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import common as mc
 
-from common import (DS, QUORUM_MAP, SEL, UP_MAP, YESNO_BAD, build, cell_color, exporter_row,
-                    mapping_prop, prop, q, stat_panel, table_panel, ts_panel)
+from common import (DS, SEL, UP_MAP, YESNO_BAD, build, cell_color, exporter_row, mapping_prop,
+                    prop, q, quorum_stats, stat_panel, verdict_timeline, table_panel, ts_panel)
 
 UID = "patroni-raft-cluster"
 
@@ -25,33 +25,38 @@ def dashboard():
 
     # ---- Status (top): quorum first
     d = d.with_row(db.Row("Status").id(1))
+    for p in quorum_stats(2):
+        d = d.with_panel(p)
     d = d.with_panel(stat_panel(
-        2, "Raft quorum", f'min by (scope) (patroni_raft_cluster_quorum{{{SEL}}})',
-        "1 when the exporter confirms a Raft quorum. Without it Patroni cannot write to the DCS, "
-        "the primary demotes itself and GET /cluster shows a FROZEN view: do not trust the panels "
-        "below while this is red (alert PatroniRaftQuorumLost).",
-        legend="{{scope}}", mapping=QUORUM_MAP, steps=[(None, "red"), (1, "green")], span=5))
+        5, "Leader",
+        # times the member's own API answering: the frozen view of a lost quorum keeps naming a
+        # dead leader, which must not stay green
+        f'max by (scope, member) (patroni_member_role{{{SEL},role=~"leader|standby_leader"}} == 1)'
+        f' * on (scope, member) group_left () max by (scope, member) (patroni_member_api_up{{{SEL}}})',
+        "Member holding the leader role in GET /cluster (leader or standby_leader). Red: that "
+        "member does not answer its own GET /patroni: a dead leader still named by a frozen DCS "
+        "view (no Raft quorum) or by a TTL that has not expired yet.",
+        legend="{{member}}", text_mode=mc.BigValueTextMode.NAME, steps=[(None, "red"), (1, "green")],
+        span=5))
     d = d.with_panel(stat_panel(
-        3, "Leader", f'max by (scope, member) (patroni_member_role{{{SEL},role=~"leader|standby_leader"}} == 1)',
-        "Member holding the leader role in GET /cluster (leader or standby_leader).",
-        legend="{{member}}", text_mode=mc.BigValueTextMode.NAME, span=5))
-    d = d.with_panel(stat_panel(
-        4, "/cluster answers", f'min by (scope) (patroni_up{{{SEL}}})',
+        6, "/cluster answers", f'min by (scope) (patroni_up{{{SEL}}})',
         "1 when a member answered GET /cluster in the last poll (alert PatroniClusterUnreachable).",
-        legend="{{scope}}", mapping=UP_MAP, steps=[(None, "red"), (1, "green")], span=4))
+        legend="{{scope}}", mapping=UP_MAP, steps=[(None, "red"), (1, "green")], span=5))
     d = d.with_panel(stat_panel(
-        5, "Sync standbys", f'min by (scope) (patroni_cluster_sync_standbys{{{SEL}}})',
+        7, "Sync standbys", f'min by (scope) (patroni_cluster_sync_standbys{{{SEL}}})',
         "Members with role sync_standby (alert PatroniSyncStandbyMissing at 0).",
-        legend="{{scope}}", steps=[(None, "red"), (1, "green")], span=3))
+        legend="{{scope}}", steps=[(None, "red"), (1, "green")], span=8))
     d = d.with_panel(stat_panel(
-        6, "Timeline", f'max by (scope) (patroni_cluster_timeline{{{SEL}}})',
+        9, "Timeline", f'max by (scope) (patroni_cluster_timeline{{{SEL}}})',
         "Current PostgreSQL timeline of the cluster; +1 at every promotion.",
-        legend="{{scope}}", steps=[(None, "blue")], span=3))
+        legend="{{scope}}", steps=[(None, "blue")], span=8))
     d = d.with_panel(stat_panel(
-        7, "Paused", f'max by (scope) (patroni_cluster_paused{{{SEL}}})',
+        10, "Paused", f'max by (scope) (patroni_cluster_paused{{{SEL}}})',
         "Maintenance mode: no automatic failover while paused (alert PatroniPaused).",
         legend="{{scope}}", mapping={"1": ("PAUSED", "orange"), "0": ("no", "green")},
-        steps=[(None, "green"), (1, "orange")], span=4))
+        steps=[(None, "green"), (1, "orange")], span=8))
+
+    d = d.with_panel(verdict_timeline(11, span=24, height=3))
 
     # ---- Members table
     members = table_panel(
@@ -70,11 +75,11 @@ def dashboard():
         "One row per member. role/state/timeline/lag come from GET /cluster (the DCS view); "
         "'reported role' and 'API up' from the member's own GET /patroni. A role mismatch means "
         "the DCS view is frozen (typically no Raft quorum).",
-        join_field="member",
+        join_field="member", height=5,
         exclude=["Time", "Value #A", "Value #B", "Value #F"],
-        rename={"scope": "Cluster", "member": "Member", "role": "Role (/cluster)", "state": "State",
-                "Value #C": "Timeline", "Value #D": "Lag", "Value #E": "API up",
+        rename={"scope": "Cluster", "member": "Member", "role": "Role (/cluster)",
                 "reported_role": "Reported role (/patroni)", "Value #G": "Role mismatch",
+                "state": "State", "Value #E": "API up", "Value #C": "Timeline", "Value #D": "Lag",
                 "Value #H": "Pending restart"},
         overrides=[
             ("Lag", [prop("unit", "bytes")]),

@@ -5,7 +5,8 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import common as mc
 
 from common import (DS, QUORUM_MAP, SEL, UP_MAP, build, cell_color, mapping_prop, prop, q,
-                    stat_panel, state_panel, table_panel, ts_panel)
+                    quorum_stats, stat_panel, state_panel, table_panel, ts_panel,
+                    verdict_timeline)
 
 UID = "patroni-raft-raft"
 
@@ -30,28 +31,30 @@ def dashboard():
                      .expr(f'increase(patroni_raft_quorum_losses_total{{{SEL}}}[2m]) > 0'))
 
     d = d.with_row(db.Row("Cluster").id(1))
+    for p in quorum_stats(2):
+        d = d.with_panel(p)
     d = d.with_panel(stat_panel(
-        2, "Raft quorum", f'min by (scope) (patroni_raft_cluster_quorum{{{SEL}}})',
-        "1 when the exporter confirms a quorum of voters (alert PatroniRaftQuorumLost). "
-        "0 also when no node answers the exporter.",
-        legend="{{scope}}", mapping=QUORUM_MAP, steps=[(None, "red"), (1, "green")], span=5))
+        5, "Raft leaders", f'max by (scope) (patroni_raft_cluster_leaders{{{SEL}}})',
+        "Nodes claiming leadership. Must be 1. 0 with quorum: elections failing "
+        "(PatroniRaftNoLeader); >1 for 2m: split leadership (PatroniRaftSplitLeadership).",
+        legend="{{scope}}", steps=[(None, "red"), (1, "green"), (2, "red")], span=4))
     d = d.with_panel(stat_panel(
-        3, "Nodes claiming leadership", f'max by (scope) (patroni_raft_cluster_leaders{{{SEL}}})',
-        "Must be 1. 0 with quorum: elections failing (PatroniRaftNoLeader); >1 for 2m: split "
-        "leadership (PatroniRaftSplitLeadership).",
-        legend="{{scope}}", steps=[(None, "red"), (1, "green"), (2, "red")], span=5))
-    d = d.with_panel(stat_panel(
-        4, "Voters", f'max by (scope) (patroni_raft_voters{{{SEL}}})',
-        "Voting members of the Raft cluster; a quorum is floor(voters/2)+1.",
-        legend="{{scope}}", steps=[(None, "blue")], span=4))
-    d = d.with_panel(stat_panel(
-        5, "Raft leader changes (range)", f'sum by (scope) (increase(patroni_raft_leader_changes_total{{{SEL}}}[$__range]))',
+        6, "Leader changes", f'round(sum by (scope) (increase(patroni_raft_leader_changes_total{{{SEL}}}[$__range])))',
         "Raft leader changes seen by the exporter in the dashboard's time range.",
-        legend="{{scope}}", steps=[(None, "green"), (4, "orange")], span=5))
+        legend="{{scope}}", steps=[(None, "green"), (4, "orange")], span=3))
     d = d.with_panel(stat_panel(
-        6, "Quorum losses (range)", f'sum by (scope) (increase(patroni_raft_quorum_losses_total{{{SEL}}}[$__range]))',
-        "Times the exporter saw the quorum disappear in the dashboard's time range.",
-        legend="{{scope}}", steps=[(None, "green"), (1, "red")], span=5))
+        8, "Quorum losses", f'round(sum by (scope) (increase(patroni_raft_quorum_losses_total{{{SEL}}}[$__range])))',
+        "Times the exporter's verdict went from confirmed to lost in the dashboard's time range.",
+        legend="{{scope}}", steps=[(None, "green"), (1, "red")], span=3))
+    d = d.with_panel(verdict_timeline(21))
+    d = d.with_panel(ts_panel(
+        22, "Voters answering, with has_quorum, unanswered by reason",
+        [q(f'max by (scope) (patroni_raft_voters{{{SEL}}})', "{{scope}} voters", "A"),
+         q(f'max by (scope) (patroni_raft_voters_answering{{{SEL}}})', "{{scope}} answering", "B"),
+         q(f'max by (scope) (patroni_raft_voters_with_quorum{{{SEL}}})', "{{scope}} with has_quorum", "C"),
+         q(f'max by (scope, reason) (patroni_raft_voters_unanswered{{{SEL}}} > 0)', "{{scope}} unanswered: {{reason}}", "D")],
+        "The counts the verdict is computed from. unanswered reasons: refused (process down), "
+        "timeout, auth (Raft password refused), error.", span=12, height=6))
 
     d = d.with_panel(table_panel(
         7, "Nodes",
@@ -70,7 +73,7 @@ def dashboard():
         "One row per Raft node (the syncobj-admin -status view). 'Believed leader' is the leader "
         "each node reports; nodes disagreeing on it are partitioned or electing. Read-only nodes "
         "are non-voting clients such as patronictl.",
-        join_field="node",
+        join_field="node", height=5,
         exclude=["Time", "Value #C", "Value #E", "Value #J"],
         rename={"scope": "Cluster", "node": "Node", "Value #A": "Answers", "Value #B": "Has quorum",
                 "state": "State", "Value #D": "Term", "leader": "Believed leader",
@@ -98,12 +101,10 @@ def dashboard():
         "Raft term per node: +1 per election. A term that climbs on one node = that node keeps "
         "starting elections (isolated candidate)."))
     d = d.with_panel(ts_panel(
-        14, "Commit and applied index",
-        [q(f'patroni_raft_commit_index{{{SEL}}}', "{{node}} commit", "A"),
-         q(f'patroni_raft_last_applied_index{{{SEL}}}', "{{node}} applied", "B"),
-         q(f'patroni_raft_leader_commit_index{{{SEL}}}', "{{node}} leader commit", "C")],
-        "Log positions. Followers must track the leader's commit index; applied must follow commit. "
-        "Flat lines on every node: nothing is written (no Raft leader, no quorum)."))
+        14, "Commit index",
+        [q(f'patroni_raft_commit_index{{{SEL}}}', "{{node}}", "A")],
+        "Raft commit index per node. Flat lines on every node: nothing is written (no Raft "
+        "leader, no quorum). How far each node is behind: the next panel."))
     d = d.with_panel(state_panel(
         15, "Partner connectivity",
         [q(f'max by (scope, node, partner) (patroni_raft_partner_connected{{{SEL}}})', "{{node}} → {{partner}}")],
@@ -117,22 +118,24 @@ def dashboard():
         "One line per (node, believed leader). After a partition the nodes disagree; a node with "
         "no line has no leader.", {"1": ("believes", "blue")}))
     d = d.with_panel(ts_panel(
-        17, "Read-only nodes",
-        [q(f'patroni_raft_readonly_nodes{{{SEL}}}', "{{node}}")],
-        "Non-voting clients connected to each node (patronictl connects as one). Informational."))
-    d = d.with_panel(ts_panel(
         18, "Match index per partner",
         [q(f'patroni_raft_match_index{{{SEL}}}', "{{node}} → {{partner}}", "A"),
          q(f'patroni_raft_next_index{{{SEL}}}', "{{node}} → {{partner}} next", "B")],
         "Leader-side replication progress of each partner (only the Raft leader reports them)."))
+    # backlog and log length apart: on one axis the backlog (0..a few) vanishes under the log
     d = d.with_panel(ts_panel(
-        19, "Apply backlog",
-        [q(f'patroni_raft_commit_index{{{SEL}}} - patroni_raft_last_applied_index{{{SEL}}}', "{{node}}"),
-         q(f'patroni_raft_log_entries{{{SEL}}}', "{{node}} log entries", "B")],
-        "Committed but not yet applied entries, and the length of the in-memory log."))
+        19, "Entries behind the leader",
+        [q(f'patroni_raft_leader_commit_index{{{SEL}}} - patroni_raft_last_applied_index{{{SEL}}}', "{{node}}")],
+        "The leader's commit index (as last heard by the node) minus the node's last applied "
+        "index: entries the node has still to receive or apply. Near 0 on a healthy node; "
+        "growing on a follower that cannot keep up.", min_val=0))
     d = d.with_panel(ts_panel(
+        17, "Raft log entries",
+        [q(f'patroni_raft_log_entries{{{SEL}}}', "{{node}}")],
+        "Entries in each node's in-memory Raft log after compaction (log_len)."))
+    d = d.with_panel(state_panel(
         20, "Node answers the exporter",
-        [q(f'patroni_raft_up{{{SEL}}}', "{{node}}")],
-        "1 when the exporter read this node's status in the last poll (PatroniRaftNodeUnreachable).",
-        mapping=UP_MAP))
+        [q(f'max by (scope, node) (patroni_raft_up{{{SEL}}})', "{{node}}")],
+        "UP when the exporter read this node's status in the last poll (PatroniRaftNodeUnreachable).",
+        UP_MAP))
     return d.build()

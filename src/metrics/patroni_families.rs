@@ -283,8 +283,10 @@ fn encode_member_own_views(
 ) -> fmt::Result {
     writer.cached_gauge(
         "patroni_member_api_up",
-        "1 if the member's own GET /patroni answered in the last poll.",
-        all_members(snapshots).map(|(s, m)| (member_labels(s, m), flag(m.own_view.is_ok()))),
+        "1 if the member's own GET /patroni answered in the last poll, 0 if it failed. Absent for a member the exporter did not ask: its api_url is not on an allowed host (patroni_exporter_poll_errors_total{kind=\"api_url_not_allowed\"}).",
+        all_members(snapshots)
+            .filter(|(_, m)| !matches!(&m.own_view, Err(failure) if !failure.request_sent()))
+            .map(|(s, m)| (member_labels(s, m), flag(m.own_view.is_ok()))),
     )?;
     let own_views =
         || all_members(snapshots).filter_map(|(s, m)| Some((s, m, m.own_view.as_ref().ok()?)));

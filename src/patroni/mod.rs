@@ -62,7 +62,11 @@ impl PatroniError {
             PatroniError::Decode(_) => "decode",
             PatroniError::ScopeMismatch { .. } => "scope_mismatch",
             PatroniError::Transport(_) => "transport",
-            PatroniError::ApiUrlNotAllowed(_) => "api_url_not_allowed",
+            PatroniError::ApiUrlNotAllowed(_) => PatroniError::API_URL_NOT_ALLOWED,
         }
     }
+
+    /// The kind of [`PatroniError::ApiUrlNotAllowed`]: the one failure for which no request
+    /// was sent (the exporter's own host policy refused it), so it says nothing of the member.
+    pub const API_URL_NOT_ALLOWED: &'static str = "api_url_not_allowed";
 }

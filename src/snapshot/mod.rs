@@ -52,6 +52,15 @@ pub struct Failure {
     pub message: String,
 }
 
+impl Failure {
+    /// Whether a request was sent at all: false when the exporter's own policy refused to
+    /// contact the host (an `api_url` not on an allowed host), which says nothing of the
+    /// member itself.
+    pub fn request_sent(&self) -> bool {
+        self.kind != PatroniError::API_URL_NOT_ALLOWED
+    }
+}
+
 impl From<&PatroniError> for Failure {
     fn from(error: &PatroniError) -> Failure {
         Failure {

@@ -92,6 +92,7 @@ fn member_table(out: &mut String, report: &ClusterReport) {
                 },
                 match &m.api_error {
                     None => "up".to_owned(),
+                    Some(kind) if kind == "api_url_not_allowed" => "not asked".to_owned(),
                     Some(kind) => format!("down ({kind})"),
                 },
             ];

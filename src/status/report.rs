@@ -389,11 +389,19 @@ fn member_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
                 ),
             );
         }
-        if let Err(failure) = &member.own_view {
-            problems.say(
+        match &member.own_view {
+            Err(failure) if !failure.request_sent() => problems.say(
+                Level::Warning,
+                format!(
+                    "{} not asked: {} (its host is not trusted: give the Raft password, whose statuses name the voters' hosts, or --patroni.allow-api-url-hosts)",
+                    m.name, failure.message
+                ),
+            ),
+            Err(failure) => problems.say(
                 Level::Warning,
                 format!("{} API unreachable: {}", m.name, failure.message),
-            );
+            ),
+            Ok(_) => {}
         }
         if !healthy_state(&m.role, &m.state) {
             problems.say(Level::Warning, format!("{} is {}", m.name, m.state));

@@ -33,6 +33,11 @@
 #   VENV             venv with patroni[raft] (built by scripts/install-deps.sh)
 #   DATA_DIR         runtime data (default $E2E_WORK/cluster, E2E_WORK = <repo>/.work)
 #   UP_TIMEOUT=120   STOP_TIMEOUT=45   ADDR_MODE=auto|multi|single   PG_OS_USER=pgtest
+#   MEMBER_GID_BASE  (as root, at `up`; remembered in DATA_DIR) member N's Patroni and Postgres
+#                    run with the primary group MEMBER_GID_BASE+N (a bare number, no group
+#                    entry needed), so nftables can tell the members' sockets apart with
+#                    `meta skgid` although every member connects from 127.0.0.1 on loopback
+#                    (tests/e2e/lab.sh, the partition lab)
 #   SCOPE=pg-test    REST_USER=patroni REST_PASS=patroni-pass  RAFT_PASS=raft-pass
 #   LOOP_WAIT=10 TTL=30 RETRY_TIMEOUT=10 SYNC_NODE_COUNT=2
 #   WAL_SEGSIZE      initdb --wal-segsize in MB (default 16; 1 = less WAL to write and delete)
@@ -377,16 +382,21 @@ EOF
 
 # ------------------------------------------------------------------ start / stop
 start_member() {
-  local n=$1 d pid pidfile logf i
+  local n=$1 d pid pidfile logf i run_as
   d=$(mdir "$n"); pidfile="$d/patroni.pid"; logf="$d/patroni.log"
   if pid=$(patroni_pid "$n"); then log "$(name_of "$n") already running (patroni pid $pid)"; return 0; fi
   [[ -f $(cfg_of "$n") ]] || write_config "$n"
   rm -f "$pidfile"
   own "$d"
+  run_as=("${RUN_AS[@]}")
+  if ((EUID == 0)) && [[ -f $DATA/.member_gid_base ]]; then
+    # a primary group of its own per member: its sockets carry that gid (nft `meta skgid`)
+    run_as=(setpriv --reuid="$(id -u "$OS_USER")" --regid="$(($(<"$DATA/.member_gid_base") + n))" --init-groups)
+  fi
   # setsid: own session (survives us, escapes a caller's `timeout`); env -i: no PATRONI_*
   # variables of the caller leak into the configuration; the inner sh writes its own PID
   # and execs patroni, so the PID file is exact.
-  (cd "$d" && exec setsid "${RUN_AS[@]}" env -i HOME="$OS_HOME" USER="$OS_USER" LOGNAME="$OS_USER" \
+  (cd "$d" && exec setsid "${run_as[@]}" env -i HOME="$OS_HOME" USER="$OS_USER" LOGNAME="$OS_USER" \
     LANG=C.UTF-8 PATH="$VENV/bin:$PGBIN:/usr/local/bin:/usr/bin:/bin" \
     /bin/sh -c 'echo $$ > "$0"; exec "$1" "$2"' "$pidfile" "$PATRONI" "$(cfg_of "$n")" \
     </dev/null >>"$logf" 2>&1) &
@@ -535,6 +545,10 @@ cmd_up() {
   [[ -z $busy ]] || die "ports already in use:$busy"
   own "$DATA"
   for n in $(members); do [[ -f $(cfg_of "$n") ]] || write_config "$n"; done
+  if [[ -n ${MEMBER_GID_BASE:-} ]]; then
+    [[ $MEMBER_GID_BASE =~ ^[0-9]+$ ]] && ((EUID == 0)) || die "MEMBER_GID_BASE needs a number and root"
+    echo "$MEMBER_GID_BASE" >"$DATA/.member_gid_base"
+  fi
   start_member "$BOOTSTRAP_MEMBER" || die "failed to start the bootstrap member"
   for n in $(members); do
     ((n == BOOTSTRAP_MEMBER)) || start_member "$n" || die "failed to start member $n"

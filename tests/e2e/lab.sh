@@ -1,0 +1,581 @@
+#!/usr/bin/env bash
+# lab.sh - the partition lab: a real 3-member Patroni + Raft cluster, seven exporters
+# (vantage points), a real Prometheus evaluating the SHIPPED alerts/patroni-raft.rules.yml and a
+# real Alertmanager, all inside a network namespace of the lab's own, where nftables cuts
+# links. Asserts what each fault must show, measures every detection time, and writes
+# $E2E_WORK/lab-VERSION/results.tsv (+ events.jsonl, the raw timeline, and snap-*.txt, what
+# patronictl, GET /cluster, Patroni's /metrics and syncobj_admin said in each phase).
+#
+# Usage: tests/e2e/lab.sh [PATRONI_VERSION...]   (3.3.8 and/or 4.1.5; default 3.3.8). Root only
+# (network namespace, nftables). ~6.5 min; several versions run in parallel, each in its own
+# namespace (logs in $E2E_WORK/lab-VERSION.log). EXPORTER_BIN defaults to the debug build.
+#
+# Vantage points: each exporter target carries a `deployment` label. The shipped rules
+# aggregate `without (instance, job)`, so every deployment is judged on its own, and the two
+# exporters of deployment "pair" are judged together (the two-failure-domain form):
+#   m0 m1 m2   the README quick start: ONE --patroni.url (member 0, 1, 2) + the password file
+#   blind      --patroni.url member 1; after start, nftables drops its traffic to members 0, 2
+#   wrongpass  --patroni.url member 0 with a wrong Raft password
+#   pair       A: --patroni.url member 0, blinded from members 1 and 2 (A sits in member 0's
+#              failure domain); B: --patroni.url member 1, sees everything
+# Phases (overlapping the rules' `for:` waits, which cannot be shortened):
+#   1 healthy (30 s): m0-m2 confirm the quorum, no alert of any severity even pending, `status`
+#     exit 0 per member URL; blind and wrongpass start here and are judged after phase 2
+#   2 member 0 (Patroni leader, first Raft leader) isolated from members 1 and 2, both
+#     directions, for 80 s: quorum still confirmed, member 0 flagged, demotion + failover in
+#     the metrics; pair: A says 0 for > 1 min, B says 1: no page
+#   3 asymmetric: the Patroni leader's outgoing Raft packets dropped, incoming kept (50 s):
+#     every role change Patroni makes appears in the exporter within two poll intervals
+#   4 members 1 and 2 killed: PatroniRaftQuorumLost reaches Alertmanager (m0 and pair); they
+#     start again: the page resolves
+#
+# How the cut works: on loopback every member connects from 127.0.0.1, so addresses cannot tell
+# the members apart. cluster.sh runs member N with the primary group LAB_GID+N
+# (MEMBER_GID_BASE), each exporter runs with a group of its own, and the nftables output hook
+# matches the sending socket's group (`meta skgid`); a conntrack mark (the initiator's group,
+# set on the first packet) tells whose connection a reply belongs to. A link is cut by
+# dropping what either side sends on it.
+set -euo pipefail
+{ # parsed whole before it runs: editing this file during a run cannot derail the run
+
+E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib.sh
+source "$E2E_DIR/lib.sh"
+
+export PATRONI_VERSION="${1:-${PATRONI_VERSION:-3.3.8}}"
+EXPORTER_BIN="${EXPORTER_BIN:-$E2E_TARGET_DIR/debug/patroni-raft-exporter}"
+export RUN_DIR="$E2E_WORK/lab-$PATRONI_VERSION"
+
+# ------------------------------------------------------------------ several versions at once
+# each in its own namespace (own addresses, lock, data dir and run dir), logs printed in order
+if (($# > 1)); then
+  declare -A LAB_PIDS
+  for v in "$@"; do
+    "$0" "$v" >"$E2E_WORK/lab-$v.log" 2>&1 &
+    LAB_PIDS[$v]=$!
+  done
+  rc=0 summary=()
+  for v in "$@"; do
+    vrc=0; wait "${LAB_PIDS[$v]}" || vrc=$?
+    ((vrc == 0)) || rc=1
+    echo "==================== partition lab, Patroni $v (log $E2E_WORK/lab-$v.log)"
+    cat "$E2E_WORK/lab-$v.log"
+    summary+=("Patroni $v: $(grep -E '^[0-9]+ passed, [0-9]+ failed' "$E2E_WORK/lab-$v.log" | tail -n1 || echo "no summary (rc $vrc)") in $(awk -F'\t' '$2 == "total" { print $4 }' "$E2E_WORK/lab-$v/results.tsv" 2>/dev/null)s")
+  done
+  printf 'partition lab: %s\n' "${summary[@]}"
+  exit "$rc"
+fi
+
+# ------------------------------------------------------------------ outer: the namespace
+if [[ ${LAB_IN_NETNS:-} != 1 ]]; then
+  ((EUID == 0)) || { echo "lab.sh needs root (network namespace, nftables)" >&2; exit 2; }
+  for c in ip nft setpriv jq curl python3 prometheus prometheus-alertmanager; do
+    command -v "$c" >/dev/null || { echo "$c missing: scripts/install-deps.sh" >&2; exit 2; }
+  done
+  [[ -x $EXPORTER_BIN ]] || { echo "no exporter binary at $EXPORTER_BIN (cargo build --bin patroni-raft-exporter)" >&2; exit 2; }
+  # the venv is built outside: the namespace has no route to a package index
+  [[ -x $(e2e_venv_dir "$PATRONI_VERSION")/bin/patroni ]] || "$E2E_REPO/scripts/install-deps.sh" --no-apt --patroni "$PATRONI_VERSION"
+  NS="lab-${PATRONI_VERSION//./}-$$"
+  ip netns add "$NS"
+  outer_cleanup() {
+    local pid
+    # only processes inside our own namespace (started by this run) are left to stop
+    for pid in $(ip netns pids "$NS" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
+    ip netns del "$NS" 2>/dev/null || true
+  }
+  trap outer_cleanup EXIT
+  ip netns exec "$NS" ip link set lo up
+  rc=0
+  ip netns exec "$NS" env LAB_IN_NETNS=1 EXPORTER_BIN="$EXPORTER_BIN" "$0" "$PATRONI_VERSION" || rc=$?
+  exit "$rc"
+fi
+
+# ------------------------------------------------------------------ inner: the lab
+export DATA_DIR="$E2E_WORK/cluster-lab-$PATRONI_VERSION"
+LAB_GID="${LAB_GID:-62000}"                 # member N: LAB_GID+N; exporters: LAB_GID+100+i
+export MEMBER_GID_BASE=$LAB_GID
+POLL=2                                      # exporter --poll.interval (s)
+PROM=http://127.0.0.1:9090 AM=http://127.0.0.1:9093
+EVENTS="$RUN_DIR/events.jsonl" RESULTS="$RUN_DIR/results.tsv"
+S='scope="pg-test"'
+CLUSTER="$E2E_DIR/cluster.sh"
+cluster() { "$CLUSTER" "$@" 9>&-; }
+
+exec 9>"$E2E_CLUSTER_LOCK"
+flock -w 60 9 || { echo "lock $E2E_CLUSTER_LOCK held in our own namespace?" >&2; exit 2; }
+rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR"
+printf 'version\tscenario\twhat\tseconds\n' >"$RESULTS"
+PIDS=()
+cleanup() {
+  local rc=$? pid
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  nft delete table inet lab 2>/dev/null || true
+  cluster down --fast >>"$RUN_DIR/cleanup.log" 2>&1 || e2e_log "cluster down failed: see $RUN_DIR/cleanup.log"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+
+T_START=$(e2e_now)
+e2e_log "=== partition lab, Patroni $PATRONI_VERSION, run dir $RUN_DIR"
+
+# ---- the firewall: mark each connection with its initiator's group; faults go in `blind`
+# (exporters' views) and `faults` (links between members)
+{
+  echo "table inet lab {"
+  echo "  chain blind {}"
+  echo "  chain faults {}"
+  echo "  chain out {"
+  echo "    type filter hook output priority 0; policy accept;"
+  for g in $(seq "$LAB_GID" $((LAB_GID + 2))) $(seq $((LAB_GID + 100)) $((LAB_GID + 106))); do
+    echo "    ct state new meta skgid $g ct mark set $g"
+  done
+  echo "    jump blind"
+  echo "    jump faults"
+  echo "  }"
+  echo "}"
+} | nft -f -
+ip_of() { echo "127.0.0.$((11 + $1))"; }
+gid_of() { echo $((LAB_GID + $1)); }
+
+# cut_link A B: members A and B no longer exchange a packet (any port, both directions):
+# drop what A sends on A's connections to B and on B's connections to A, and vice versa
+cut_link() {
+  local a=$1 b=$2
+  nft add rule inet lab faults meta skgid "$(gid_of "$a")" ip daddr "$(ip_of "$b")" drop
+  nft add rule inet lab faults meta skgid "$(gid_of "$a")" ct mark "$(gid_of "$b")" drop
+  nft add rule inet lab faults meta skgid "$(gid_of "$b")" ip daddr "$(ip_of "$a")" drop
+  nft add rule inet lab faults meta skgid "$(gid_of "$b")" ct mark "$(gid_of "$a")" drop
+}
+# mute_raft X: member X's outgoing Raft packets to its partners dropped (on the connections it
+# opened and on those they opened), everything it receives kept
+mute_raft() {
+  local x=$1 p
+  for p in 0 1 2; do
+    ((p == x)) && continue
+    nft add rule inet lab faults meta skgid "$(gid_of "$x")" ip daddr "$(ip_of "$p")" tcp dport 2222 drop
+    nft add rule inet lab faults meta skgid "$(gid_of "$x")" ct mark "$(gid_of "$p")" tcp sport 2222 drop
+  done
+}
+# blind_exporter GID MEMBER...: the exporter running with GID reaches none of MEMBERs (any port)
+blind_exporter() {
+  local g=$1 m; shift
+  for m in "$@"; do nft add rule inet lab blind meta skgid "$g" ip daddr "$(ip_of "$m")" drop; done
+}
+heal() { nft flush chain inet lab faults; }
+
+# ---- results
+TIMES=()
+result() { # result SCENARIO WHAT SECONDS
+  printf '%s\t%s\t%s\t%s\n' "$PATRONI_VERSION" "$1" "$2" "$3" >>"$RESULTS"
+  TIMES+=("$(printf '%-12s %-62s %7s' "$1" "$2" "$3")")
+}
+# ev_first SINCE JQ_FILTER: time of the first event at or after SINCE matching the filter
+ev_first() {
+  jq -r --argjson since "$1" "select(.t >= \$since) | select($2) | .t" "$EVENTS" 2>/dev/null | head -n1
+}
+# wait_ev SCENARIO WHAT SINCE TIMEOUT JQ_FILTER [REF]: pass + record the delay (from REF,
+# default SINCE), or fail
+wait_ev() {
+  local scen=$1 what=$2 since=$3 timeout=$4 filter=$5 ref=${6:-$3} t deadline
+  jq -n "empty | select($filter)" || { fail "$scen: $what: bad jq filter: $filter"; return 1; }
+  deadline=$(awk -v s="$since" -v d="$timeout" 'BEGIN { printf "%d", s + d }')
+  while :; do
+    t=$(ev_first "$since" "$filter")
+    if [[ -n $t ]]; then
+      local d
+      d=$(awk -v a="$ref" -v b="$t" 'BEGIN { printf "%.1f", b - a }')
+      result "$scen" "$what" "$d"
+      pass "$scen: $what after ${d}s"
+      return 0
+    fi
+    (($(date +%s) < deadline)) || break
+    sleep 0.5
+  done
+  result "$scen" "$what" "not within ${timeout}s"
+  fail "$scen: $what: not within ${timeout}s"
+  return 1
+}
+# observe_ev SCENARIO WHAT SINCE TIMEOUT JQ_FILTER [REF]: record the delay (or its absence), no verdict:
+# for what the lab documents rather than requires
+observe_ev() {
+  local t d ref=${6:-$3}
+  local deadline
+  deadline=$(awk -v s="$3" -v d="$4" 'BEGIN { printf "%d", s + d }')
+  while :; do
+    t=$(ev_first "$3" "$5")
+    if [[ -n $t ]]; then
+      d=$(awk -v a="$ref" -v b="$t" 'BEGIN { printf "%.1f", b - a }')
+      result "$1" "$2" "$d"; e2e_log "observed: $1: $2 after ${d}s"; return 0
+    fi
+    (($(date +%s) < deadline)) || break
+    sleep 0.5
+  done
+  result "$1" "$2" "not within ${4}s"; e2e_log "observed: $1: $2: not within ${4}s"
+}
+# criticals DEPLOYMENT SINCE UNTIL STATE: critical alerts of a deployment that reached STATE
+criticals() {
+  jq -r --arg d "$1" --argjson a "$2" --argjson b "$3" --arg st "$4" \
+    'select(.src == "prom" and .labels.deployment == $d and .labels.severity == "critical" and .state == $st and .t >= $a and .t <= $b) | .alert' \
+    "$EVENTS" | sort -u | paste -sd' '
+}
+# jq filters (strings as JSON literals: series names hold quotes)
+js() { jq -cn --arg s "$1" '$s'; }
+f_exp()  { printf '.src == "exp" and .exp == %s and .series == %s and .value == %s' "$(js "$1")" "$(js "$2")" "$(js "$3")"; }
+f_prom() { printf '.src == "prom" and .alert == %s and .labels.deployment == %s and .state == %s' "$(js "$1")" "$(js "$2")" "$(js "$3")"; }
+f_am()   { printf '.src == "am" and .alert == %s and .labels.deployment == %s and .state == %s' "$(js "$1")" "$(js "$2")" "$(js "$3")"; }
+f_member() { printf '.src == "member" and .member == %s and (%s)' "$(js "$1")" "$2"; }
+plus() { awk -v t="$1" -v d="$2" 'BEGIN { printf "%.3f", t + d }'; }
+quorum_series="patroni_raft_cluster_quorum{$S}"
+node_series() { printf '%s{%s,node="%s:2222"}' "$1" "$S" "$(ip_of "$2")"; }
+# alerts_of DEPLOYMENT SINCE UNTIL: "alert/state" of every Prometheus alert event of a deployment
+alerts_of() {
+  jq -r --arg d "$1" --argjson a "$2" --argjson b "$3" \
+    'select(.src == "prom" and .labels.deployment == $d and .t >= $a and .t <= $b and .state != "inactive")
+     | "\(.alert)/\(.state)\(if .labels.node then "/" + .labels.node elif .labels.member then "/" + .labels.member else "" end)"' \
+    "$EVENTS" | sort -u | paste -sd' '
+}
+# value_at EXPORTER SERIES T: the series' value in effect at time T (last change before it)
+value_at() {
+  jq -r --arg e "$1" --arg s "$2" --argjson t "$3" \
+    'select(.src == "exp" and .exp == $e and .series == $s and .t <= $t) | .value' "$EVENTS" | tail -n1
+}
+# verdict_summary EXPORTER SINCE UNTIL: the verdicts and evidence it gave in the window
+verdict_summary() {
+  local v ev
+  v=$(jq -r --arg e "$1" --arg s "$quorum_series" --argjson a "$2" --argjson b "$3" \
+    'select(.src == "exp" and .exp == $e and .series == $s and .t >= $a and .t <= $b) | .value' "$EVENTS" | paste -sd,)
+  ev=$(jq -r --arg e "$1" --argjson a "$2" --argjson b "$3" \
+    'select(.src == "exp" and .exp == $e and (.series | startswith("patroni_raft_quorum_evidence{")) and .value == "1" and .t >= $a and .t <= $b)
+     | .series | capture("evidence=\"(?<e>[a-z_]+)\"").e' "$EVENTS" | paste -sd,)
+  echo "before: $(value_at "$1" "$quorum_series" "$2") changes: ${v:-none} evidence: ${ev:-unchanged}"
+}
+
+# ---- snapshots of what the cluster's own tools say (for docs/failure-modes.md)
+snapshot() { # snapshot NAME: in the background; waited for by snapshot_wait
+  (
+    f="$RUN_DIR/snap-$1.txt"
+    {
+      echo "### $1 at $(date -u +%H:%M:%S) (t+$(e2e_since "$T_START")s), Patroni $PATRONI_VERSION"
+      echo "### patronictl list (timeout 20 s)"
+      timeout 20 "$CLUSTER" ctl list 2>&1 9>&- || echo "(patronictl rc=$?)"
+      for n in 0 1 2; do
+        echo "### GET /cluster from member $n"
+        curl -s -m 3 "http://$(ip_of "$n"):8008/cluster" | jq -c '[.members[] | {name, role, state, timeline}]' 2>&1 || echo "(no answer)"
+        echo "### GET /metrics from member $n (selected)"
+        curl -s -m 3 "http://$(ip_of "$n"):8008/metrics" | grep -E '^patroni_(primary|replica|sync_standby|postgres_running|dcs_last_seen|cluster_unlocked|postgres_timeline|is_paused|failsafe_mode_is_active)[{ ]' || echo "(no answer)"
+        echo "### syncobj_admin -status of member $n"
+        timeout 25 "$CLUSTER" raft "$n" 2>&1 9>&- | grep -E '^(has_quorum|leader|state|raft_term|partner_node_status|partner_nodes_count)' || echo "(no status)"
+      done
+    } >"$f" 2>&1
+  ) &
+  SNAPS+=($!)
+}
+SNAPS=()
+snapshot_wait() { local p; for p in "${SNAPS[@]}"; do wait "$p" 2>/dev/null || true; done; SNAPS=(); }
+
+# ---- the cluster
+e2e_log "cluster up (members run with groups $LAB_GID..$((LAB_GID + 2)))"
+cluster down --fast >"$RUN_DIR/cleanup.log" 2>&1 || true   # leftovers of an interrupted run: start clean
+cluster up --sync >&2 || { fail "cluster up"; e2e_summary; exit 1; }
+result setup "cluster up --sync (s since start)" "$(e2e_since "$T_START")"
+
+( umask 077
+  printf 'raft-pass\n' >"$RUN_DIR/raft-password"
+  printf 'not-the-raft-pass\n' >"$RUN_DIR/wrong-password" )
+
+# ---- the exporters: NAME PORT GID URL PASSWORD_FILE DEPLOYMENT
+EXPORTERS=(
+  "m0 9400 $((LAB_GID + 100)) http://127.0.0.11:8008 raft-password m0"
+  "m1 9401 $((LAB_GID + 101)) http://127.0.0.12:8008 raft-password m1"
+  "m2 9402 $((LAB_GID + 102)) http://127.0.0.13:8008 raft-password m2"
+  "wrongpass 9403 $((LAB_GID + 103)) http://127.0.0.11:8008 wrong-password wrongpass"
+  "blind 9404 $((LAB_GID + 104)) http://127.0.0.12:8008 raft-password blind"
+  "pairA 9405 $((LAB_GID + 105)) http://127.0.0.11:8008 raft-password pair"
+  "pairB 9406 $((LAB_GID + 106)) http://127.0.0.12:8008 raft-password pair"
+)
+declare -A EXP_PID EXP_PORT EXP_GID
+REC_ARGS=()
+TARGETS=""
+T0=$(e2e_now)
+for spec in "${EXPORTERS[@]}"; do
+  read -r name port gid url pwfile dep <<<"$spec"
+  setpriv --regid="$gid" --clear-groups "$EXPORTER_BIN" --patroni.url "$url" \
+    --raft.password-file "$RUN_DIR/$pwfile" --web.listen-address "127.0.0.1:$port" \
+    --poll.interval "${POLL}s" --poll.timeout 1s >"$RUN_DIR/exporter-$name.log" 2>&1 &
+  EXP_PID[$name]=$!; EXP_PORT[$name]=$port; EXP_GID[$name]=$gid
+  PIDS+=("$!")
+  REC_ARGS+=(--exporter "$name=http://127.0.0.1:$port/metrics")
+  TARGETS+="      - targets: ['127.0.0.1:$port']
+        labels: {deployment: $dep}
+"
+done
+
+cat >"$RUN_DIR/prometheus.yml" <<EOF
+global:
+  scrape_interval: 2s
+  evaluation_interval: 2s
+rule_files:
+  - $E2E_REPO/alerts/patroni-raft.rules.yml
+alerting:
+  alertmanagers:
+    - static_configs:
+        - targets: ['127.0.0.1:9093']
+scrape_configs:
+  - job_name: patroni-raft-exporter
+    static_configs:
+$TARGETS
+EOF
+cat >"$RUN_DIR/alertmanager.yml" <<EOF
+route:
+  receiver: log
+  group_by: [alertname, scope, deployment]
+  group_wait: 1s
+receivers:
+  - name: log
+EOF
+prometheus --config.file "$RUN_DIR/prometheus.yml" --storage.tsdb.path "$RUN_DIR/prometheus-data" \
+  --web.listen-address 127.0.0.1:9090 >"$RUN_DIR/prometheus.log" 2>&1 &
+PIDS+=("$!")
+prometheus-alertmanager --config.file "$RUN_DIR/alertmanager.yml" --storage.path "$RUN_DIR/alertmanager-data" \
+  --web.listen-address 127.0.0.1:9093 --cluster.listen-address= >"$RUN_DIR/alertmanager.log" 2>&1 &
+PIDS+=("$!")
+for url in "$PROM/-/ready" "$AM/-/ready"; do
+  deadline=$(($(date +%s) + 60))
+  until curl -fs -o /dev/null -m 2 "$url"; do
+    (($(date +%s) < deadline)) || { fail "no answer from $url"; e2e_summary; exit 1; }
+    sleep 0.5
+  done
+done
+python3 "$E2E_DIR/lab_recorder.py" --out "$EVENTS" --prom "$PROM" --am "$AM" "${REC_ARGS[@]}" \
+  --member postgresql-0=http://127.0.0.11:8008 --member postgresql-1=http://127.0.0.12:8008 \
+  --member postgresql-2=http://127.0.0.13:8008 >"$RUN_DIR/recorder.log" 2>&1 &
+PIDS+=("$!")
+
+# every exporter has a verdict (wrongpass: -1, all others: 1), and Prometheus scrapes them all
+for name in m0 m1 m2 blind pairA pairB; do
+  wait_ev setup "$name: quorum confirmed (1), s since exporters started" "$T0" 30 "$(f_exp "$name" "$quorum_series" 1)" || true
+done
+wait_ev setup "wrongpass: verdict -1 (not visible)" "$T0" 30 "$(f_exp wrongpass "$quorum_series" -1)" || true
+check "Prometheus scrapes the 7 exporters" bash -c "for i in \$(seq 20); do
+  n=\$(curl -fs -m 3 '$PROM/api/v1/query?query=up' | jq '[.data.result[] | select(.value[1] == \"1\")] | length')
+  [[ \$n == 7 ]] && exit 0; sleep 1; done; exit 1"
+check "Prometheus loaded the shipped rules" bash -c "curl -fs -m 3 '$PROM/api/v1/rules' | jq -e '[.data.groups[].rules[] | select(.name == \"PatroniRaftQuorumLost\")] | length == 1' >/dev/null"
+
+# ================================================================== phase 1: healthy
+T_P1=$(e2e_now)
+e2e_log "=== phase 1: healthy; blinding exporters 'blind' (from members 0, 2) and 'pairA' (from 1, 2)"
+blind_exporter "${EXP_GID[blind]}" 0 2
+blind_exporter "${EXP_GID[pairA]}" 1 2
+T_BLIND=$(e2e_now)
+snapshot 1-healthy
+for n in 0 1 2; do
+  rc=0
+  out=$(timeout 20 "$EXPORTER_BIN" status --patroni.url "http://$(ip_of "$n"):8008" \
+    --raft.password-file "$RUN_DIR/raft-password" --timeout 10s 2>&1) || rc=$?
+  printf '%s\n' "$out" >"$RUN_DIR/status-member$n.txt"
+  if ((rc == 0)); then pass "healthy: status --patroni.url member $n exit 0"; else fail "healthy: status --patroni.url member $n exit $rc (see status-member$n.txt)"; fi
+done
+# what `status` says from the blinded exporter's vantage point (recorded, not asserted)
+rc=0
+setpriv --regid="${EXP_GID[blind]}" --clear-groups timeout 20 "$EXPORTER_BIN" status --patroni.url http://127.0.0.12:8008 \
+  --raft.password-file "$RUN_DIR/raft-password" --timeout 10s >"$RUN_DIR/status-blind.txt" 2>&1 || rc=$?
+result blind "status from the blinded vantage point: exit code" "$rc"
+wait_ev blind "blind: patroni_raft_up{node=member 0} 0" "$T_BLIND" 20 "$(f_exp blind "$(node_series patroni_raft_up 0)" 0)" || true
+wait_ev blind "pairA: patroni_raft_up{node=member 1} 0" "$T_BLIND" 20 "$(f_exp pairA "$(node_series patroni_raft_up 1)" 0)" || true
+sleep_until() { local s; s=$(awk -v t="$1" -v n="$(e2e_now)" 'BEGIN { d = t - n; printf "%.1f", (d > 0 ? d : 0) }'); sleep "$s"; }
+sleep_until "$(plus "$T_P1" 30)"
+snapshot_wait
+T_P1_END=$(e2e_now)
+for d in m0 m1 m2; do
+  seen=$(alerts_of "$d" 0 "$T_P1_END")
+  if [[ -z $seen ]]; then pass "healthy $d: no alert of any severity, not even pending ($(e2e_since "$T0")s of exporter life)"
+  else fail "healthy $d: alerts seen: $seen"; fi
+  v=$(value_at "$d" "$quorum_series" "$T_P1_END")
+  [[ $v == 1 ]] && pass "healthy $d: patroni_raft_cluster_quorum 1" || fail "healthy $d: patroni_raft_cluster_quorum $v"
+done
+for e in blind pairA; do result blind "$e: verdict after blinding ($(verdict_summary "$e" "$T_BLIND" "$T_P1_END"))" "-"; done
+
+# ================================================================== phase 2: isolate member 0
+e2e_log "=== phase 2: member 0 isolated from members 1 and 2 (both directions)"
+T_ISO=$(e2e_now)
+cut_link 0 1; cut_link 0 2
+wait_ev isolate "m1: has_quorum{node=member 0} 0" "$T_ISO" 30 "$(f_exp m1 "$(node_series patroni_raft_has_quorum 0)" 0)" || true
+wait_ev isolate "m1: partner_connected{node=member 0,partner=member 1} 0" "$T_ISO" 30 \
+  "$(f_exp m1 "patroni_raft_partner_connected{$S,node=\"127.0.0.11:2222\",partner=\"127.0.0.12:2222\"}" 0)" || true
+wait_ev pair "pairA (member 0's domain): verdict 0" "$T_ISO" 30 "$(f_exp pairA "$quorum_series" 0)" || true
+snapshot 2-isolated-early
+wait_ev isolate "member 0's own GET /patroni: demoted (role replica/demoted)" "$T_ISO" 75 \
+  "$(f_member postgresql-0 '.role != "master" and .role != "primary"')" || true
+T_DEMOTE=$(ev_first "$T_ISO" "$(f_member postgresql-0 '.role != "master" and .role != "primary"')")
+# the DCS no longer lists member 0 once its key expires (ttl): exporters that read /cluster from
+# the majority stop asking its GET /patroni, so its own demotion is seen only by an exporter
+# whose /cluster comes from member 0 itself (m0: member 0's frozen view)
+observe_ev isolate "m1: postgresql-0 dropped from the member view (reported_role absent)" "$T_ISO" 60 \
+  ".src == \"exp\" and .exp == \"m1\" and .series == $(js "patroni_member_reported_role{$S,member=\"postgresql-0\",role=\"primary\"}") and .value == null"
+wait_ev isolate "m1: member_role{postgresql-0,leader} no longer 1" "$T_ISO" 75 \
+  ".src == \"exp\" and .exp == \"m1\" and .series == $(js "patroni_member_role{$S,member=\"postgresql-0\",role=\"leader\"}") and .value != \"1\"" || true
+[[ -n $T_DEMOTE ]] && observe_ev isolate "m0 (member 0's own view): reported_role{postgresql-0,replica} 1, s after the demotion" "$(plus "$T_DEMOTE" -2.5)" 15 \
+  "$(f_exp m0 "patroni_member_reported_role{$S,member=\"postgresql-0\",role=\"replica\"}" 1)" "$T_DEMOTE"
+[[ -n $T_DEMOTE ]] && observe_ev isolate "m0 (member 0's own view): role_mismatch{postgresql-0} 1, s after the demotion" "$(plus "$T_DEMOTE" -2.5)" 15 \
+  "$(f_exp m0 "patroni_member_role_mismatch{$S,member=\"postgresql-0\"}" 1)" "$T_DEMOTE"
+wait_ev isolate "a new primary (member 1 or 2's own GET /patroni)" "$T_ISO" 75 \
+  '.src == "member" and .member != "postgresql-0" and (.role == "master" or .role == "primary")' || true
+T_PROMOTE=$(ev_first "$T_ISO" '.src == "member" and .member != "postgresql-0" and (.role == "master" or .role == "primary")')
+if [[ -n $T_PROMOTE ]]; then
+  NEW=$(jq -r --argjson t "$T_PROMOTE" 'select(.src == "member" and .t == $t and (.role == "master" or .role == "primary")) | .member' "$EVENTS" | head -n1)
+  wait_ev isolate "m1: member_role{$NEW,leader} 1 (s after its own promotion)" "$(plus "$T_PROMOTE" -2.5)" 12 \
+    "$(f_exp m1 "patroni_member_role{$S,member=\"$NEW\",role=\"leader\"}" 1)" "$T_PROMOTE" || true
+  wait_ev isolate "m1: reported_role{$NEW,primary} 1 (s after its own promotion)" "$(plus "$T_PROMOTE" -2.5)" 12 \
+    "$(f_exp m1 "patroni_member_reported_role{$S,member=\"$NEW\",role=\"primary\"}" 1)" "$T_PROMOTE" || true
+fi
+snapshot 2-isolated-late
+sleep_until "$(plus "$T_ISO" 80)"
+snapshot_wait
+T_HEAL=$(e2e_now)
+for d in m0 m1 m2; do
+  bad=$(jq -r --arg e "$d" --arg s "$quorum_series" --argjson a "$T_ISO" --argjson b "$T_HEAL" \
+    'select(.src == "exp" and .exp == $e and .series == $s and .t >= $a and .t <= $b and .value != "1") | .value' "$EVENTS" | paste -sd,)
+  [[ -z $bad ]] && pass "isolate $d: quorum stayed confirmed (1) throughout ($(verdict_summary "$d" "$T_ISO" "$T_HEAL"))" \
+    || fail "isolate $d: verdict left 1: $bad ($(verdict_summary "$d" "$T_ISO" "$T_HEAL"))"
+  crit=$(criticals "$d" "$T_ISO" "$T_HEAL" firing)
+  [[ -z $crit ]] && pass "isolate $d: no critical alert firing" || fail "isolate $d: critical alert(s) firing: $crit"
+  result isolate "$d: alerts (pending/firing) during the isolation: $(alerts_of "$d" "$T_ISO" "$T_HEAL")" "-"
+done
+# part 4: pairA alone said 0 for more than the rule's `for: 1m`, pairB confirmed: no page
+T_A0=$(ev_first "$T_ISO" "$(f_exp pairA "$quorum_series" 0)")
+if [[ -n $T_A0 ]]; then
+  held=$(awk -v a="$T_A0" -v b="$T_HEAL" 'BEGIN { printf "%.1f", b - a }')
+  still=$(value_at pairA "$quorum_series" "$T_HEAL")
+  if [[ $still == 0 ]] && awk -v h="$held" 'BEGIN { exit !(h > 62) }'; then
+    pass "pair: pairA's verdict 0 held ${held}s (> for: 1m)"
+  else
+    fail "pair: pairA's verdict 0 held only ${held}s or ended (now $still)"
+  fi
+  result pair "pairA verdict 0 held (s) while pairB confirmed" "$held"
+fi
+bv=$(value_at pairB "$quorum_series" "$T_HEAL")
+[[ $bv == 1 ]] && pass "pair: pairB (sees all) confirms (1)" || fail "pair: pairB says $bv"
+pair_alerts=$(jq -r --argjson b "$T_HEAL" 'select(.src == "prom" and .labels.deployment == "pair" and .alert == "PatroniRaftQuorumLost" and .t <= $b) | .state' "$EVENTS" | paste -sd,)
+[[ -z $pair_alerts ]] && pass "pair: no PatroniRaftQuorumLost, not even pending, while one exporter confirms" \
+  || fail "pair: PatroniRaftQuorumLost $pair_alerts while pairB confirmed"
+# Prometheus itself: the per-exporter form (without the max) would have paged on pairA
+per_exporter=$(curl -fs -m 5 "$PROM/api/v1/query" --data-urlencode 'query=min_over_time((patroni_raft_cluster_quorum{deployment="pair"} == bool 0)[60s:2s])' \
+  | jq -r '[.data.result[] | select(.value[1] == "1") | .metric.instance] | join(",")') || per_exporter=""
+[[ $per_exporter == "127.0.0.1:${EXP_PORT[pairA]}" ]] \
+  && pass "pair: Prometheus shows pairA's own series == 0 for the last 60s (a per-exporter rule would page)" \
+  || fail "pair: expected pairA's series at 0 for 60s in Prometheus, got '$per_exporter'"
+
+e2e_log "healing the isolation"
+heal
+T_HEALED=$(e2e_now)
+wait_ev isolate "heal: m1: has_quorum{node=member 0} 1" "$T_HEALED" 120 "$(f_exp m1 "$(node_series patroni_raft_has_quorum 0)" 1)" || true
+wait_ev pair "heal: pairA verdict 1" "$T_HEALED" 120 "$(f_exp pairA "$quorum_series" 1)" || true
+if UP_TIMEOUT=90 cluster wait --sync >&2; then result isolate "heal: cluster healthy again (sync)" "$(e2e_since "$T_HEALED")"; pass "isolate: healthy after heal"
+else fail "isolate: not healthy 90 s after heal"; fi
+
+# ---- judged now: blind and wrongpass have run for > 2 min
+T_J=$(e2e_now)
+wait_ev wrongpass "PatroniRaftPasswordRejected pending (s after exporter start)" "$T0" 30 "$(f_prom PatroniRaftPasswordRejected wrongpass pending)" || true
+wait_ev wrongpass "PatroniRaftPasswordRejected at Alertmanager (s after exporter start)" "$T0" 150 "$(f_am PatroniRaftPasswordRejected wrongpass active)" || true
+wait_ev wrongpass "PatroniRaftQuorumNotVisible at Alertmanager (s after exporter start)" "$T0" 200 "$(f_am PatroniRaftQuorumNotVisible wrongpass active)" || true
+wait_ev blind "PatroniRaftNodeUnreachable (node member 0) at Alertmanager" "$T_BLIND" 200 \
+  "$(f_am PatroniRaftNodeUnreachable blind active) and .labels.node == \"127.0.0.11:2222\"" || true
+wait_ev blind "PatroniMemberApiUnreachable (postgresql-2) at Alertmanager" "$T_BLIND" 200 \
+  "$(f_am PatroniMemberApiUnreachable blind active) and .labels.member == \"postgresql-2\"" || true
+T_J=$(e2e_now)
+for d in wrongpass blind; do
+  crit=$(criticals "$d" 0 "$T_J" firing)
+  [[ -z $crit ]] && pass "$d: no critical alert firing in $(e2e_since "$T0")s" || fail "$d: critical alert(s) firing: $crit"
+  result "$d" "critical alerts only pending (transients): $(criticals "$d" 0 "$T_J" pending)" "-"
+  result "$d" "alerts at Alertmanager: $(jq -r --arg d "$d" 'select(.src == "am" and .labels.deployment == $d and .state == "active") | .alert' "$EVENTS" | sort -u | paste -sd' ')" "-"
+  result "$d" "verdicts: $(verdict_summary "$d" "$T0" "$T_J")" "-"
+done
+# A wrong password must not make healthy members look down: the members the exporter did not
+# ask (1 and 2: their hosts are untrusted) have no api_up sample, so PatroniMemberApiUnreachable
+# never starts for them. (Member 0 is asked: its API may really time out while Patroni restarts.)
+api_alerts=$(jq -r --argjson b "$T_J" 'select(.src == "prom" and .labels.deployment == "wrongpass" and .alert == "PatroniMemberApiUnreachable" and .labels.member != "postgresql-0" and .t <= $b) | .labels.member' "$EVENTS" | sort -u | paste -sd,)
+[[ -z $api_alerts ]] && pass "wrongpass: no PatroniMemberApiUnreachable for the members it did not ask" \
+  || fail "wrongpass: PatroniMemberApiUnreachable for $api_alerts (members not asked are not down)"
+# they have said their piece: stop them (the kill scenario would be real evidence for them too)
+kill -TERM "${EXP_PID[blind]}" "${EXP_PID[wrongpass]}" 2>/dev/null || true
+
+# ================================================================== phase 3: asymmetric
+LEADER=$(curl -s -m 3 http://127.0.0.12:8008/cluster | jq -r '.members[] | select(.role == "leader") | .name' | head -n1)
+X=${LEADER#postgresql-}
+[[ $X =~ ^[0-2]$ ]] || X=1
+e2e_log "=== phase 3: member $X (Patroni leader) sends no Raft packet to its partners; receives all"
+T_ASYM=$(e2e_now)
+mute_raft "$X"
+wait_ev asym "m0: has_quorum{node=member $X} 0" "$T_ASYM" 30 "$(f_exp m0 "$(node_series patroni_raft_has_quorum "$X")" 0)" || true
+snapshot 3-asym-early
+sleep_until "$(plus "$T_ASYM" 50)"
+snapshot 3-asym-late
+snapshot_wait
+T_ASYM_END=$(e2e_now)
+# every change Patroni made (a member's own GET /patroni role) is in the exporter's
+# reported_role within two poll intervals (+ the recorder's 0.5 s sampling)
+changes=$(jq -c --argjson a "$T_ASYM" --argjson b "$T_ASYM_END" 'select(.src == "member" and .t >= $a and .t <= $b)' "$EVENTS")
+result asym "what Patroni did (members' own GET /patroni): $(jq -r --argjson a "$T_ASYM" '"\(.member)=\(.role)/\(.state)@+\((.t - $a) * 10 | round / 10)s"' <<<"$changes" | paste -sd' ')" "-"
+declare -A PREV_ROLE
+for m in postgresql-0 postgresql-1 postgresql-2; do
+  PREV_ROLE[$m]=$(jq -r --arg m "$m" --argjson a "$T_ASYM" 'select(.src == "member" and .member == $m and .t < $a) | .role' "$EVENTS" | tail -n1)
+done
+while read -r ch; do
+  [[ -n $ch ]] || continue
+  m=$(jq -r .member <<<"$ch"); role=$(jq -r .role <<<"$ch"); t=$(jq -r .t <<<"$ch")
+  case $role in master|primary) want=primary ;; replica) want=replica ;; *) continue ;; esac
+  prev=${PREV_ROLE[$m]}; PREV_ROLE[$m]=$role
+  [[ $prev == "$role" ]] && continue
+  # the exporter may read the member a moment before the recorder does: look from t - POLL
+  f="$(f_exp m0 "patroni_member_reported_role{$S,member=\"$m\",role=\"$want\"}" 1)"
+  te=$(ev_first "$(plus "$t" "-$POLL")" "$f")
+  if [[ -z $te ]]; then sleep $((2 * POLL + 1)); te=$(ev_first "$(plus "$t" "-$POLL")" "$f"); fi
+  d=$(awk -v a="$t" -v b="$te" 'BEGIN { if (b == "") print "never"; else printf "%.1f", b - a }')
+  result asym "m0: reported_role{$m,$want} 1, s after $m's own GET /patroni said so" "$d"
+  [[ $d != never ]] && awk -v d="$d" -v l="$((2 * POLL))" 'BEGIN { exit !(d <= l + 0.5) }' \
+    && pass "asym: $m $role in the exporter within two poll intervals (${d}s)" \
+    || fail "asym: $m $role in the exporter: ${d}s (> two poll intervals + 0.5 s sampling)"
+done <<<"$changes"
+for d in m0 m1 m2; do
+  result asym "$d: verdicts $(verdict_summary "$d" "$T_ASYM" "$T_ASYM_END"); alerts: $(alerts_of "$d" "$T_ASYM" "$T_ASYM_END")" "-"
+  crit=$(criticals "$d" "$T_ASYM" "$T_ASYM_END" firing)
+  [[ -z $crit ]] && pass "asym $d: no critical alert firing" || fail "asym $d: critical alert(s) firing: $crit"
+done
+heal
+T_HEALED=$(e2e_now)
+if UP_TIMEOUT=90 cluster wait --sync >&2; then result asym "heal: cluster healthy again (sync)" "$(e2e_since "$T_HEALED")"; pass "asym: healthy after heal"
+else fail "asym: not healthy 90 s after heal"; fi
+
+# ================================================================== phase 4: 2 of 3 killed
+e2e_log "=== phase 4: members 1 and 2 killed"
+T_KILL=$(e2e_now)
+cluster kill 1 >&2; cluster kill 2 >&2
+wait_ev kill "m0: verdict 0" "$T_KILL" 30 "$(f_exp m0 "$quorum_series" 0)" || true
+wait_ev kill "m0: PatroniRaftQuorumLost pending" "$T_KILL" 40 "$(f_prom PatroniRaftQuorumLost m0 pending)" || true
+snapshot 4-killed
+wait_ev kill "m0: PatroniRaftQuorumLost at Alertmanager" "$T_KILL" 120 "$(f_am PatroniRaftQuorumLost m0 active)" || true
+wait_ev pair "kill: pair (both exporters 0): PatroniRaftQuorumLost at Alertmanager" "$T_KILL" 120 "$(f_am PatroniRaftQuorumLost pair active)" || true
+for d in m1 m2; do
+  wait_ev kill "$d (its --patroni.url member dead): PatroniRaftQuorumLost at Alertmanager" "$T_KILL" 130 "$(f_am PatroniRaftQuorumLost "$d" active)" || true
+done
+snapshot_wait
+T_RESTART=$(e2e_now)
+cluster start 1 >&2; cluster start 2 >&2
+wait_ev kill "restart: m0 verdict 1" "$T_RESTART" 60 "$(f_exp m0 "$quorum_series" 1)" || true
+wait_ev kill "restart: m0 PatroniRaftQuorumLost resolved at Alertmanager" "$T_RESTART" 60 "$(f_am PatroniRaftQuorumLost m0 resolved)" || true
+wait_ev pair "restart: pair PatroniRaftQuorumLost resolved at Alertmanager" "$T_RESTART" 60 "$(f_am PatroniRaftQuorumLost pair resolved)" || true
+if UP_TIMEOUT=90 cluster wait --sync >&2; then result kill "restart: cluster healthy again (sync)" "$(e2e_since "$T_RESTART")"; pass "kill: healthy after restart"
+else fail "kill: not healthy 90 s after restart"; fi
+
+# ================================================================== report
+T_TOTAL=$(e2e_since "$T_START")
+result total "lab run (s)" "$T_TOTAL"
+{
+  echo "---- partition lab, Patroni $PATRONI_VERSION, $(date -u +%Y-%m-%d): detection times (s from the fault)"
+  printf '  %s\n' "${TIMES[@]}"
+} | tee "$RUN_DIR/results.txt"
+e2e_summary | tee -a "$RUN_DIR/results.txt"
+exit
+}
