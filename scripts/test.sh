@@ -68,6 +68,9 @@ if (( RUN_E2E )); then
   # make deb (release build), lintian, dpkg -i, the unit's ExecStart as its user against a
   # real cluster, dpkg --purge leaves nothing (~2 min with the release build)
   step "e2e Debian package: install, run as the unit does, purge" package_e2e
+  # the release build the package ships (made by the package step): no fake node in it
+  step "the packaged release binary holds no test double" \
+    scripts/check-no-test-doubles.sh "${CARGO_TARGET_DIR:-target}/release/patroni-raft-exporter"
 fi
 
 printf '\n\033[1mSummary\033[0m (%ss)\n' $(( $(date +%s) - START ))
