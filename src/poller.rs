@@ -23,8 +23,8 @@ use crate::config::{ApiUrlPolicy, ClusterConfig, RaftSettings};
 use crate::patroni::{self, ClusterView, PatroniClient, PatroniError};
 use crate::raft::{self, QueryLimits, RaftKey, RaftStatus};
 use crate::snapshot::{
-    effective_raft_leader, ClusterSnapshot, Counters, Failure, MemberSnapshot, QuorumAssessment,
-    QuorumVerdict, RaftNodeSnapshot, SnapshotStore, Source,
+    effective_raft_leader, ClusterSnapshot, Counters, FailoverReadiness, Failure, MemberSnapshot,
+    QuorumAssessment, QuorumVerdict, RaftNodeSnapshot, SnapshotStore, Source,
 };
 
 /// More members than this in `/cluster` is not a Patroni cluster (real ones have a handful):
@@ -89,6 +89,8 @@ struct PollMemory {
     raft_leader: Option<String>,
     /// The last verdict that was not `not visible`, to count losses of a confirmed quorum.
     last_decisive_verdict: Option<QuorumVerdict>,
+    /// The dynamic configuration last read from `/config`.
+    dynamic_config: Option<patroni::DynamicConfig>,
     counters: Counters,
     /// The last error kind per target, to log changes rather than every failure.
     failing: BTreeMap<String, &'static str>,
@@ -240,9 +242,18 @@ impl ClusterPoller {
                 _ => None,
             }
         };
+        let dynamic_config = async {
+            match (&cluster, &history_base) {
+                (Some(_), Some(base)) => {
+                    let _permit = self.permits.acquire().await;
+                    Some(self.client.dynamic_config(base).await)
+                }
+                _ => None,
+            }
+        };
         let second_answers = join_all(self.raft_queries(&second_targets));
-        let (member_views, history, second_answers) =
-            tokio::join!(member_views, history, second_answers);
+        let (member_views, history, dynamic_config, second_answers) =
+            tokio::join!(member_views, history, dynamic_config, second_answers);
 
         let members: Vec<MemberSnapshot> = members
             .into_iter()
@@ -264,6 +275,30 @@ impl ClusterPoller {
             }
             None => None,
         };
+        match dynamic_config {
+            Some(Ok(config)) => {
+                self.note(Source::Config, "config", None);
+                let memory = &mut self.memory;
+                if memory
+                    .dynamic_config
+                    .as_ref()
+                    .is_some_and(|known| *known != config)
+                {
+                    memory.counters.config_changes += 1;
+                }
+                memory.dynamic_config = Some(config);
+            }
+            Some(Err(error)) => {
+                self.note(Source::Config, "config", Some(&Failure::from(&error)));
+            }
+            None => {}
+        }
+        let failover = cluster
+            .as_ref()
+            .map(|view| {
+                FailoverReadiness::assess(view, &members, self.memory.dynamic_config.as_ref())
+            })
+            .unwrap_or_default();
         raft_nodes.extend(
             second_targets
                 .into_iter()
@@ -294,6 +329,8 @@ impl ClusterPoller {
             cluster_failure,
             members,
             history,
+            config: self.memory.dynamic_config.clone(),
+            failover,
             raft_nodes,
             raft_enabled: self.raft.is_some(),
             quorum,

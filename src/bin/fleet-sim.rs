@@ -38,6 +38,7 @@ const MEMBERS: [&str; 3] = [
 ];
 const HISTORY: &str =
     include_str!("../../tests/fixtures/patroni-4.1.5/05-history-after-failover.json");
+const CONFIG: &str = include_str!("../../tests/fixtures/patroni-4.1.5/01-config.json");
 
 /// A fleet of fake Patroni + Raft clusters on 127.0.0.1.
 #[derive(Debug, Parser)]
@@ -104,6 +105,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             fake.route("/cluster", Reply::Json(cluster.clone()));
             fake.route("/patroni", Reply::Json(member_document(member, &scope)?));
             fake.route("/history", Reply::Json(HISTORY.as_bytes().to_vec()));
+            fake.route("/config", Reply::Json(CONFIG.as_bytes().to_vec()));
             members.push(fake);
         }
         for (node, listener) in raft.into_iter().enumerate() {

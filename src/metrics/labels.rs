@@ -57,6 +57,22 @@ label_set!(
     MemberVersionLabels { scope, member, version }
 );
 label_set!(
+    /// A member and one reason why it would not be promoted.
+    MemberReasonLabels { scope, member, reason }
+);
+label_set!(
+    /// A member and one of its boolean tags.
+    MemberTagLabels { scope, member, tag }
+);
+label_set!(
+    /// A member and the member it replicates from (`replicatefrom` tag).
+    MemberReplicatefromLabels { scope, member, replicatefrom }
+);
+label_set!(
+    /// A cluster and one synchronous replication mode.
+    SynchronousModeLabels { scope, mode }
+);
+label_set!(
     /// A member's WAL position of one kind (`flush`, `received`, `replayed`).
     MemberWalLabels { scope, member, kind }
 );

@@ -13,6 +13,7 @@
 
 pub mod cache;
 pub mod exposition;
+mod failover_families;
 mod families;
 pub mod labels;
 mod patroni_families;
@@ -69,6 +70,7 @@ pub fn encode_snapshots(
         )],
     )?;
     patroni_families::encode(&mut writer, snapshots)?;
+    failover_families::encode(&mut writer, snapshots)?;
     raft_families::encode(&mut writer, snapshots)?;
     Ok(())
 }

@@ -46,13 +46,13 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
     encode_member_own_views(writer, snapshots)
 }
 
-fn scope(snapshot: &ClusterSnapshot) -> ScopeLabels<'_> {
+pub(super) fn scope(snapshot: &ClusterSnapshot) -> ScopeLabels<'_> {
     ScopeLabels {
         scope: &snapshot.scope,
     }
 }
 
-fn member_labels<'a>(
+pub(super) fn member_labels<'a>(
     snapshot: &'a ClusterSnapshot,
     member: &'a MemberSnapshot,
 ) -> MemberLabels<'a> {
@@ -63,7 +63,7 @@ fn member_labels<'a>(
 }
 
 /// Every (snapshot, member) pair, for per-member families.
-fn all_members(
+pub(super) fn all_members(
     snapshots: &[Arc<ClusterSnapshot>],
 ) -> impl Iterator<Item = (&ClusterSnapshot, &MemberSnapshot)> {
     snapshots.iter().flat_map(|snapshot| {

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use url::Url;
 
+use super::dynamic_config::{parse_dynamic_config, DynamicConfig};
 use super::model::{
     parse_cluster, parse_history, parse_member_status, ClusterView, HistoryEntry, MemberStatus,
 };
@@ -209,6 +210,15 @@ impl PatroniClient {
     pub async fn history(&self, base: &Url) -> Result<Vec<HistoryEntry>, PatroniError> {
         let body = self.get(&join(base, "history")).await?;
         parse_history(&body)
+    }
+
+    /// `GET {base}/config`: the dynamic configuration, with Patroni's defaults filled in.
+    ///
+    /// # Errors
+    /// Any [`PatroniError`]: transport, status, size or decode.
+    pub async fn dynamic_config(&self, base: &Url) -> Result<DynamicConfig, PatroniError> {
+        let body = self.get(&join(base, "config")).await?;
+        parse_dynamic_config(&body)
     }
 
     /// `GET {api_url}`: a member's own `/patroni`, at the URL it advertises.

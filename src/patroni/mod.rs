@@ -1,4 +1,4 @@
-//! The Patroni REST source: `GET /cluster`, `GET /patroni` and `GET /history`.
+//! The Patroni REST source: `GET /cluster`, `GET /patroni`, `GET /history` and `GET /config`.
 //!
 //! This module knows HTTP and Patroni's JSON, nothing about Raft or Prometheus. The poller
 //! asks it for documents and gets typed values or a [`PatroniError`] whose [`kind`] becomes
@@ -7,14 +7,17 @@
 //! [`kind`]: PatroniError::kind
 
 mod client;
+mod dynamic_config;
 #[cfg(feature = "testkit")]
 pub mod fake;
 mod model;
 
 pub use client::{base_of, BasicAuth, ClientSettings, PatroniClient};
+pub use dynamic_config::{parse_dynamic_config, DynamicConfig, SynchronousMode};
 pub use model::{
     is_leader_role, is_sync_role, parse_cluster, parse_history, parse_member_status,
-    parse_timestamp, ClusterView, HistoryEntry, Lag, Member, MemberStatus,
+    parse_timestamp, ClusterView, HistoryEntry, Lag, Member, MemberStatus, MemberTags,
+    ReplicationPeer,
 };
 
 /// Why a Patroni REST request gave no usable document.

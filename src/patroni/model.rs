@@ -70,6 +70,125 @@ pub struct Member {
     pub replay_lag: Option<Lag>,
     #[serde(default)]
     pub pending_restart: bool,
+    /// The member's tags as the DCS holds them (`/cluster` lists them from Patroni 2.0).
+    #[serde(default, deserialize_with = "tags_from_json")]
+    pub tags: MemberTags,
+}
+
+/// A member's tags, read the way Patroni reads them (`patroni/tags.py`, 3.3 and 4.1 alike):
+/// `nofailover` wins over `failover_priority`, and a `failover_priority` of 0 or less means
+/// `nofailover`; the same pair exists for `nosync` and `sync_priority` (4.x). Boolean tags are
+/// Python truthiness (`nofailover: "false"` is true to Patroni, and so here).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberTags {
+    /// Whether any tag was given at all.
+    pub any: bool,
+    pub nofailover: bool,
+    /// 0 when the member may not be promoted; 1 when no priority is set.
+    pub failover_priority: i64,
+    pub nosync: bool,
+    pub noloadbalance: bool,
+    pub clonefrom: bool,
+    /// Patroni 4.0+: the member replicates from the archive only.
+    pub nostream: bool,
+    /// The member it streams from instead of the leader (cascading replication).
+    pub replicatefrom: Option<String>,
+}
+
+impl Default for MemberTags {
+    /// No tags: promotable, with Patroni's default priority of 1.
+    fn default() -> MemberTags {
+        MemberTags::from_map(&serde_json::Map::new())
+    }
+}
+
+impl MemberTags {
+    fn from_map(tags: &serde_json::Map<String, serde_json::Value>) -> MemberTags {
+        let truthy = |name: &str| tags.get(name).is_some_and(python_truthy);
+        let priority = |name: &str| tags.get(name).and_then(python_int);
+        // `_bool_tag`: the boolean tag, when given, wins; else a priority <= 0 sets it.
+        let bool_tag = |flag: &str, priority_name: &str| match tags.get(flag) {
+            Some(value) => python_truthy(value),
+            None => priority(priority_name).is_some_and(|p| p <= 0),
+        };
+        MemberTags {
+            any: !tags.is_empty(),
+            nofailover: bool_tag("nofailover", "failover_priority"),
+            // `_priority_tag`: 0 when the boolean tag is truthy, else the priority or 1.
+            failover_priority: if truthy("nofailover") {
+                0
+            } else {
+                priority("failover_priority").unwrap_or(1)
+            },
+            nosync: bool_tag("nosync", "sync_priority"),
+            noloadbalance: truthy("noloadbalance"),
+            clonefrom: truthy("clonefrom"),
+            nostream: truthy("nostream"),
+            replicatefrom: tags
+                .get("replicatefrom")
+                .and_then(|value| value.as_str())
+                .map(str::to_owned),
+        }
+    }
+}
+
+/// Python's `bool(value)` for JSON values.
+fn python_truthy(value: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::Null => false,
+        Value::Bool(flag) => *flag,
+        Value::Number(number) => number.as_f64().is_some_and(|n| n != 0.0),
+        Value::String(text) => !text.is_empty(),
+        Value::Array(items) => !items.is_empty(),
+        Value::Object(map) => !map.is_empty(),
+    }
+}
+
+/// Patroni's `parse_int` for a tag: an integer or a string holding one.
+fn python_int(value: &serde_json::Value) -> Option<i64> {
+    match value {
+        serde_json::Value::Number(number) => number.as_i64(),
+        serde_json::Value::String(text) => text.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// Tags are advisory: a `tags` value that is not an object is read as no tags rather than
+/// failing the whole document.
+fn tags_from_json<'de, D>(deserializer: D) -> Result<MemberTags, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Ok(match value {
+        serde_json::Value::Object(map) => MemberTags::from_map(&map),
+        _ => MemberTags::default(),
+    })
+}
+
+/// One standby as the leader's PostgreSQL sees it (`replication` in the leader's
+/// `GET /patroni`, from `pg_stat_replication`). It does not come from the DCS, so it stays
+/// true while `/cluster` is frozen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicationPeer {
+    /// The standby's `application_name`: its member name.
+    pub application_name: String,
+    /// `streaming`, `catchup`, `startup`, ...
+    pub state: String,
+    /// `async`, `potential`, `sync` or `quorum`.
+    pub sync_state: String,
+}
+
+impl ReplicationPeer {
+    pub fn is_streaming(&self) -> bool {
+        self.state == "streaming"
+    }
+
+    /// Whether the leader's PostgreSQL waits for this standby on commit.
+    pub fn is_synchronous(&self) -> bool {
+        matches!(self.sync_state.as_str(), "sync" | "quorum")
+    }
 }
 
 /// A lag as Patroni reports it: bytes, or the string `unknown`.
@@ -150,8 +269,23 @@ pub struct MemberStatus {
     pub replication_state: Option<String>,
     pub sync_standby: bool,
     pub quorum_standby: bool,
+    /// Maintenance mode (`pause`).
     pub paused: bool,
     pub pending_restart: bool,
+    /// `xlog.paused`: WAL replay paused on a replica (`pg_wal_replay_pause()`).
+    pub wal_replay_paused: bool,
+    /// The effective tags (configured merged with dynamic ones).
+    pub tags: MemberTags,
+    /// The watchdog is required by the configuration but not healthy: Patroni will not
+    /// promote this member.
+    pub watchdog_failed: bool,
+    /// The member runs in failsafe mode: it lost the DCS but every member answered its
+    /// `POST /failsafe`, so it kept (or keeps following) the leader without a DCS.
+    pub failsafe_active: bool,
+    /// Unix time of a scheduled restart of this member.
+    pub scheduled_restart_seconds: Option<f64>,
+    /// The leader's `pg_stat_replication`, empty on replicas.
+    pub replication: Vec<ReplicationPeer>,
     /// Unix time of the member's last successful DCS read. With Raft it keeps advancing
     /// without quorum (the read is local), so it is not a quorum indicator.
     pub dcs_last_seen_seconds: Option<u64>,
@@ -197,6 +331,32 @@ struct RawMemberStatus {
     dcs_last_seen: Option<u64>,
     #[serde(default)]
     patroni: Option<RawPatroniInfo>,
+    #[serde(default, deserialize_with = "tags_from_json")]
+    tags: MemberTags,
+    #[serde(default)]
+    watchdog_failed: bool,
+    #[serde(default)]
+    failsafe_mode_is_active: bool,
+    #[serde(default)]
+    scheduled_restart: Option<RawScheduledRestart>,
+    #[serde(default)]
+    replication: Vec<RawReplicationPeer>,
+}
+
+#[derive(Deserialize)]
+struct RawScheduledRestart {
+    #[serde(default)]
+    schedule: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawReplicationPeer {
+    #[serde(default)]
+    application_name: Option<String>,
+    #[serde(default)]
+    state: Option<String>,
+    #[serde(default)]
+    sync_state: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -209,6 +369,8 @@ struct RawXlog {
     replayed_location: Option<u64>,
     #[serde(default)]
     replayed_timestamp: Option<String>,
+    #[serde(default)]
+    paused: bool,
 }
 
 #[derive(Deserialize)]
@@ -255,6 +417,7 @@ pub fn parse_member_status(body: &[u8]) -> Result<MemberStatus, PatroniError> {
         received_location: None,
         replayed_location: None,
         replayed_timestamp: None,
+        paused: false,
     });
     let patroni = raw.patroni.unwrap_or(RawPatroniInfo {
         version: None,
@@ -279,6 +442,26 @@ pub fn parse_member_status(body: &[u8]) -> Result<MemberStatus, PatroniError> {
         quorum_standby: raw.quorum_standby,
         paused: raw.pause,
         pending_restart: raw.pending_restart,
+        wal_replay_paused: xlog.paused,
+        tags: raw.tags,
+        watchdog_failed: raw.watchdog_failed,
+        failsafe_active: raw.failsafe_mode_is_active,
+        scheduled_restart_seconds: raw
+            .scheduled_restart
+            .and_then(|restart| restart.schedule)
+            .as_deref()
+            .and_then(parse_timestamp),
+        replication: raw
+            .replication
+            .into_iter()
+            .filter_map(|peer| {
+                Some(ReplicationPeer {
+                    application_name: peer.application_name?,
+                    state: peer.state.unwrap_or_default(),
+                    sync_state: peer.sync_state.unwrap_or_default(),
+                })
+            })
+            .collect(),
         dcs_last_seen_seconds: raw.dcs_last_seen,
         patroni_version: patroni.version,
         patroni_scope: patroni.scope,
@@ -499,6 +682,67 @@ mod tests {
         let history = parse_history(br#"[[1, 25165984, "no recovery target specified"]]"#).unwrap();
         assert_eq!(history[0].timestamp_seconds, None);
         assert_eq!(history[0].new_leader, None);
+    }
+
+    #[test]
+    fn tags_are_read_as_patroni_reads_them() {
+        let status = |tags: &str| {
+            parse_member_status(format!(r#"{{"state": "running", "tags": {tags}}}"#).as_bytes())
+                .unwrap()
+                .tags
+        };
+        let none = status("{}");
+        assert_eq!(
+            (none.any, none.nofailover, none.failover_priority),
+            (false, false, 1)
+        );
+        let priority_zero = status(r#"{"failover_priority": 0}"#);
+        assert!(
+            priority_zero.nofailover,
+            "failover_priority 0 means nofailover"
+        );
+        assert_eq!(priority_zero.failover_priority, 0);
+        let overridden = status(r#"{"nofailover": false, "failover_priority": "0"}"#);
+        assert!(
+            !overridden.nofailover,
+            "the boolean tag wins over the priority"
+        );
+        let truthy = status(
+            r#"{"nofailover": "false", "nosync": 1, "noloadbalance": true, "clonefrom": true,
+                "nostream": true, "replicatefrom": "postgresql-1"}"#,
+        );
+        assert!(
+            truthy.nofailover,
+            "Python's bool(\"false\") is true, as in Patroni"
+        );
+        assert_eq!(truthy.failover_priority, 0);
+        assert!(truthy.nosync && truthy.noloadbalance && truthy.clonefrom && truthy.nostream);
+        assert_eq!(truthy.replicatefrom.as_deref(), Some("postgresql-1"));
+        assert_eq!(
+            status("[1]"),
+            MemberTags::default(),
+            "tags that are not an object"
+        );
+    }
+
+    #[test]
+    fn member_signals_of_patroni_4_are_read() {
+        let status = parse_member_status(
+            br#"{"state": "running", "role": "replica", "watchdog_failed": true,
+                 "failsafe_mode_is_active": true,
+                 "scheduled_restart": {"schedule": "2026-11-23T15:00:00+00:00"},
+                 "xlog": {"received_location": 5, "replayed_location": 4, "paused": true}}"#,
+        )
+        .unwrap();
+        assert!(status.watchdog_failed && status.failsafe_active && status.wal_replay_paused);
+        assert_eq!(status.scheduled_restart_seconds, Some(1_795_446_000.0));
+        let leader = parse_member_status(&fixture("patroni-4.1.5/01-patroni-m0.json")).unwrap();
+        assert_eq!(leader.replication.len(), 2);
+        assert!(leader
+            .replication
+            .iter()
+            .all(|p| p.is_streaming() && p.is_synchronous()));
+        assert_eq!(leader.replication[0].application_name, "postgresql-2");
     }
 
     #[test]

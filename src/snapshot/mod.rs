@@ -15,11 +15,13 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use crate::patroni::{
-    is_leader_role, ClusterView, HistoryEntry, Member, MemberStatus, PatroniError,
+    is_leader_role, ClusterView, DynamicConfig, HistoryEntry, Member, MemberStatus, PatroniError,
 };
 use crate::raft::{RaftState, RaftStatus};
 
+mod failover;
 mod quorum;
+pub use failover::{human_bytes, Exclusion, ExclusionReason, FailoverReadiness, MemberReadiness};
 pub use quorum::{QuorumAssessment, QuorumEvidence, QuorumVerdict, Unanswered};
 
 /// Which source a poll error came from: the `source` label of
@@ -29,6 +31,7 @@ pub enum Source {
     Cluster,
     Member,
     History,
+    Config,
     Raft,
 }
 
@@ -38,6 +41,7 @@ impl Source {
             Source::Cluster => "cluster",
             Source::Member => "member",
             Source::History => "history",
+            Source::Config => "config",
             Source::Raft => "raft",
         }
     }
@@ -154,6 +158,8 @@ pub struct Counters {
     pub poll_errors: BTreeMap<(Source, &'static str), u64>,
     /// Polls that could not start on time because the previous one was still running.
     pub polls_skipped: u64,
+    /// Changes of the dynamic configuration (`GET /config`) seen between two polls.
+    pub config_changes: u64,
 }
 
 /// Everything one poll of one cluster learned. Immutable once published.
@@ -172,6 +178,11 @@ pub struct ClusterSnapshot {
     pub members: Vec<MemberSnapshot>,
     /// `/history`; `None` when it was not read.
     pub history: Option<Vec<HistoryEntry>>,
+    /// The dynamic configuration (`/config`) as last read; it comes from the DCS, so it is
+    /// as old as the DCS view. `None` until it was read once.
+    pub config: Option<DynamicConfig>,
+    /// Who Patroni would promote if the leader died now; empty without `/cluster`.
+    pub failover: FailoverReadiness,
     /// Raft nodes queried in this poll, sorted by address.
     pub raft_nodes: Vec<RaftNodeSnapshot>,
     /// Whether Raft was polled at all (a cluster may be configured without it).

@@ -186,6 +186,7 @@ async fn basic_auth_is_sent_and_api_urls_off_the_configured_hosts_are_not_follow
     for member in [&configured, &elsewhere] {
         member.route("/cluster", Reply::Json(cluster.clone().into_bytes()));
         member.route("/history", Reply::Json(b"[]".to_vec()));
+        member.route("/config", Reply::Json(b"{}".to_vec()));
     }
     configured.route(
         "/patroni",

@@ -50,6 +50,10 @@ impl Addresses {
     }
 }
 
+/// The captured `/config` of the test cluster (synchronous_mode on, 2 sync standbys), served
+/// by every fake member.
+const CAPTURED_CONFIG: &[u8] = include_bytes!("../../fixtures/patroni-4.1.5/01-config.json");
+
 /// A fake 3-member cluster answering with captured documents.
 pub struct FakeCluster {
     /// Keeps the running members alive (a dead member's fake is stopped: its address
@@ -107,6 +111,7 @@ impl FakeCluster {
                 let body = own?;
                 member.route("/cluster", Reply::Json(cluster.clone().into_bytes()));
                 member.route("/history", Reply::Json(history.to_vec()));
+                member.route("/config", Reply::Json(CAPTURED_CONFIG.to_vec()));
                 member.route("/patroni", Reply::Json(body));
                 Some(member)
             })

@@ -1,0 +1,277 @@
+//! Families that answer "can this cluster fail over right now?": the failover readiness, the
+//! dynamic configuration it depends on, the member signals that exclude a member (tags,
+//! watchdog, replay paused), failsafe mode, and the leader's own replication view.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::families::{flag, FamilyWriter};
+use super::labels::{
+    MemberLabels, MemberReasonLabels, MemberReplicatefromLabels, MemberTagLabels,
+    SynchronousModeLabels,
+};
+use super::patroni_families::{all_members, member_labels, scope};
+use crate::patroni::{is_sync_role, DynamicConfig, MemberStatus, SynchronousMode};
+use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
+
+pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
+    encode_readiness(writer, snapshots)?;
+    encode_config(writer, snapshots)?;
+    encode_member_signals(writer, snapshots)?;
+    encode_leader_replication(writer, snapshots)
+}
+
+fn encode_readiness(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
+    writer.cached_gauge(
+        "patroni_cluster_failover_candidates",
+        "Members Patroni would accept as the new leader if the leader failed now (its own rules: reachable, running, not nofailover, watchdog healthy, synchronous when synchronous mode is on, within maximum_lag_on_failover, timeline with check_timeline). 0 with a leader up: nobody could replace it.",
+        snapshots
+            .iter()
+            .filter(|s| s.cluster.is_some())
+            .map(|s| (scope(s), s.failover.candidates() as f64)),
+    )?;
+    let judged = || {
+        snapshots.iter().flat_map(|s| {
+            s.failover
+                .members
+                .iter()
+                .map(move |member| (s.as_ref(), member))
+        })
+    };
+    writer.cached_gauge(
+        "patroni_member_failover_eligible",
+        "1 when this member (not the leader) could be promoted now, 0 when not; see patroni_member_failover_excluded for why.",
+        judged().map(|(s, m)| {
+            (
+                MemberLabels {
+                    scope: &s.scope,
+                    member: &m.name,
+                },
+                flag(m.eligible()),
+            )
+        }),
+    )?;
+    writer.cached_gauge(
+        "patroni_member_failover_excluded",
+        "1 for each reason why this member would not be promoted now: unreachable, unknown (not asked), not_running, nofailover, watchdog, not_sync, lag, timeline.",
+        judged().flat_map(|(s, m)| {
+            m.exclusions.iter().map(move |exclusion| {
+                (
+                    MemberReasonLabels {
+                        scope: &s.scope,
+                        member: &m.name,
+                        reason: exclusion.reason.as_str(),
+                    },
+                    1.0,
+                )
+            })
+        }),
+    )
+}
+
+fn encode_config(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
+    let configs = || {
+        snapshots
+            .iter()
+            .filter_map(|s| Some((s.as_ref(), s.config.as_ref()?)))
+    };
+    let value = |select: fn(&DynamicConfig) -> f64| {
+        configs().map(move |(s, config)| (scope(s), select(config)))
+    };
+    writer.cached_gauge(
+        "patroni_config_ttl_seconds",
+        "Dynamic configuration (GET /config, Patroni's default when unset): ttl, the leader key's lifetime.",
+        value(|c| c.ttl_seconds as f64),
+    )?;
+    writer.cached_gauge(
+        "patroni_config_loop_wait_seconds",
+        "Dynamic configuration: loop_wait, the pause between two HA cycles.",
+        value(|c| c.loop_wait_seconds as f64),
+    )?;
+    writer.cached_gauge(
+        "patroni_config_retry_timeout_seconds",
+        "Dynamic configuration: retry_timeout, for DCS and PostgreSQL operations.",
+        value(|c| c.retry_timeout_seconds as f64),
+    )?;
+    writer.cached_gauge(
+        "patroni_config_maximum_lag_on_failover_bytes",
+        "Dynamic configuration: maximum_lag_on_failover, beyond which a replica is not promoted.",
+        value(|c| c.maximum_lag_on_failover_bytes as f64),
+    )?;
+    writer.cached_gauge(
+        "patroni_config_synchronous_mode",
+        "Dynamic configuration: 1 for the synchronous_mode in force (off, on, quorum), 0 for the others.",
+        configs().flat_map(|(s, config)| {
+            SynchronousMode::ALL.into_iter().map(move |mode| {
+                (
+                    SynchronousModeLabels {
+                        scope: &s.scope,
+                        mode: mode.as_str(),
+                    },
+                    flag(config.synchronous_mode == mode),
+                )
+            })
+        }),
+    )?;
+    writer.cached_gauge(
+        "patroni_config_synchronous_mode_strict",
+        "Dynamic configuration: 1 when synchronous_mode_strict is on (no commits without a synchronous standby).",
+        value(|c| flag(c.synchronous_mode_strict)),
+    )?;
+    writer.cached_gauge(
+        "patroni_config_synchronous_node_count",
+        "Dynamic configuration: synchronous_node_count.",
+        value(|c| c.synchronous_node_count as f64),
+    )?;
+    writer.cached_gauge(
+        "patroni_config_failsafe_mode",
+        "Dynamic configuration: 1 when failsafe_mode is on (a leader that loses the DCS stays primary while it reaches every member over REST).",
+        value(|c| flag(c.failsafe_mode)),
+    )?;
+    writer.cached_gauge(
+        "patroni_config_check_timeline",
+        "Dynamic configuration: 1 when check_timeline is on (replicas behind the cluster's timeline are not promoted).",
+        value(|c| flag(c.check_timeline)),
+    )?;
+    writer.counter(
+        "patroni_config_changes",
+        "Changes of the dynamic configuration (GET /config) seen by the poller.",
+        snapshots
+            .iter()
+            .map(|s| (scope(s), s.counters.config_changes)),
+    )
+}
+
+/// Reads one boolean tag of a member's own view.
+type TagReader = fn(&MemberStatus) -> bool;
+
+/// Boolean tags, always exported for members that answer (0 when unset).
+const BOOLEAN_TAGS: [(&str, TagReader); 5] = [
+    ("nofailover", |own| own.tags.nofailover),
+    ("nosync", |own| own.tags.nosync),
+    ("noloadbalance", |own| own.tags.noloadbalance),
+    ("clonefrom", |own| own.tags.clonefrom),
+    ("nostream", |own| own.tags.nostream),
+];
+
+fn encode_member_signals(
+    writer: &mut FamilyWriter,
+    snapshots: &[Arc<ClusterSnapshot>],
+) -> fmt::Result {
+    let own_views =
+        || all_members(snapshots).filter_map(|(s, m)| Some((s, m, m.own_view.as_ref().ok()?)));
+    let own_flag = |select: fn(&MemberStatus) -> bool| {
+        own_views().map(move |(s, m, own)| (member_labels(s, m), flag(select(own))))
+    };
+    writer.cached_gauge(
+        "patroni_member_tag",
+        "The member's effective boolean tags from its own GET /patroni (nofailover also when failover_priority <= 0, nosync also when sync_priority <= 0), 1 when set.",
+        own_views().flat_map(|(s, m, own)| {
+            BOOLEAN_TAGS.iter().map(move |(tag, select)| {
+                (
+                    MemberTagLabels {
+                        scope: &s.scope,
+                        member: &m.member.name,
+                        tag,
+                    },
+                    flag(select(own)),
+                )
+            })
+        }),
+    )?;
+    writer.cached_gauge(
+        "patroni_member_failover_priority",
+        "The member's effective failover_priority tag (0 with nofailover; 1 when unset). Patroni prefers the highest among equally advanced candidates.",
+        own_views().map(|(s, m, own)| (member_labels(s, m), own.tags.failover_priority as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_member_replicatefrom",
+        "1 for a member tagged replicatefrom, labelled with the member it streams from.",
+        own_views().filter_map(|(s, m, own)| {
+            Some((
+                MemberReplicatefromLabels {
+                    scope: &s.scope,
+                    member: &m.member.name,
+                    replicatefrom: own.tags.replicatefrom.as_deref()?,
+                },
+                1.0,
+            ))
+        }),
+    )?;
+    writer.cached_gauge(
+        "patroni_member_watchdog_failed",
+        "1 when the member's watchdog is required but unhealthy (watchdog_failed): Patroni will not promote it.",
+        own_flag(|own| own.watchdog_failed),
+    )?;
+    writer.cached_gauge(
+        "patroni_member_failsafe_active",
+        "1 when the member runs in failsafe mode (failsafe_mode_is_active): it lost the DCS and relies on reaching every member over REST.",
+        own_flag(|own| own.failsafe_active),
+    )?;
+    writer.cached_gauge(
+        "patroni_member_wal_replay_paused",
+        "1 when WAL replay is paused on this replica (pg_wal_replay_pause()): it falls behind although it still receives WAL.",
+        own_views()
+            .filter(|(_, _, own)| own.wal_received_bytes.is_some() || own.wal_replayed_bytes.is_some())
+            .map(|(s, m, own)| (member_labels(s, m), flag(own.wal_replay_paused))),
+    )?;
+    writer.cached_gauge(
+        "patroni_member_scheduled_restart_timestamp_seconds",
+        "Unix time of a restart scheduled on this member (patronictl restart --scheduled); absent when none.",
+        own_views().filter_map(|(s, m, own)| {
+            Some((member_labels(s, m), own.scheduled_restart_seconds?))
+        }),
+    )
+}
+
+/// The leader's own view, when the member holding the leader key answered as primary.
+fn leader_view(snapshot: &ClusterSnapshot) -> Option<&MemberStatus> {
+    let leader: &MemberSnapshot = snapshot.members.iter().find(|m| m.member.is_leader())?;
+    let own = leader.own_view.as_ref().ok()?;
+    (own.role.as_deref() == Some("primary")).then_some(own)
+}
+
+fn encode_leader_replication(
+    writer: &mut FamilyWriter,
+    snapshots: &[Arc<ClusterSnapshot>],
+) -> fmt::Result {
+    let leaders = || {
+        snapshots
+            .iter()
+            .filter_map(|s| Some((s.as_ref(), leader_view(s)?)))
+    };
+    writer.cached_gauge(
+        "patroni_leader_streaming_standbys",
+        "Standbys streaming from the leader, as the leader's PostgreSQL reports them (pg_stat_replication in its GET /patroni): true while GET /cluster is frozen.",
+        leaders().map(|(s, own)| {
+            let streaming = own.replication.iter().filter(|peer| peer.is_streaming());
+            (scope(s), streaming.count() as f64)
+        }),
+    )?;
+    writer.cached_gauge(
+        "patroni_leader_synchronous_standbys",
+        "Standbys the leader's PostgreSQL waits for on commit (sync_state sync or quorum in pg_stat_replication).",
+        leaders().map(|(s, own)| {
+            let synchronous = own.replication.iter().filter(|peer| peer.is_synchronous());
+            (scope(s), synchronous.count() as f64)
+        }),
+    )?;
+    writer.cached_gauge(
+        "patroni_member_sync_state_mismatch",
+        "1 when GET /cluster calls the member a synchronous (or quorum) standby but the leader's PostgreSQL does not replicate to it synchronously; 0 when they agree. Absent without the leader's own view.",
+        snapshots.iter().flat_map(|s| {
+            let leader = leader_view(s);
+            s.members
+                .iter()
+                .filter(move |m| leader.is_some() && is_sync_role(&m.member.role))
+                .map(move |m| {
+                    let confirmed = leader.is_some_and(|own| {
+                        own.replication.iter().any(|peer| {
+                            peer.application_name == m.member.name && peer.is_synchronous()
+                        })
+                    });
+                    (member_labels(s, m), flag(!confirmed))
+                })
+        }),
+    )
+}

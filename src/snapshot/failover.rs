@@ -1,0 +1,480 @@
+//! "If the leader dies now, will Patroni promote someone?": failover readiness.
+//!
+//! Why this is computed here and not read from Patroni: no endpoint of Patroni says it. The
+//! answer is Patroni's own rule, applied to what the poller read in one poll. Patroni 3.3.8
+//! and 4.1.5 decide it alike (`Ha.is_failover_possible`, `Ha.get_failover_candidates`,
+//! `_MemberStatus.failover_limitation` in `patroni/ha.py`; `Tags.nofailover` in
+//! `patroni/tags.py`). A member other than the leader is a candidate when
+//! * it answers its own `GET /patroni` (Patroni asks the same URL), and its PostgreSQL runs;
+//! * it is not tagged `nofailover` (a `failover_priority` of 0 or less counts as the tag);
+//! * its watchdog has not failed;
+//! * in synchronous mode, once the primary has named synchronous standbys, it is one of them
+//!   (`sync_standby`, or `quorum_standby` in 4.x quorum mode);
+//! * it is within `maximum_lag_on_failover` bytes of the leader's WAL position;
+//! * with `check_timeline` on, it is not behind the cluster's timeline.
+//!
+//! Two differences from Patroni, both on the side of telling the operator earlier: the lag is
+//! measured against the leader's live WAL position (its own `/patroni`) where Patroni uses the
+//! position the leader last wrote to the DCS (up to `loop_wait` older); and in 4.x quorum
+//! mode the number of votes the quorum needs is not checked (the `/sync` key's quorum is not
+//! served by the REST API). Maintenance mode (`pause`) stops automatic failover whatever the
+//! candidates; it has its own gauge, `patroni_cluster_paused`.
+
+use crate::patroni::{is_sync_role, ClusterView, DynamicConfig, MemberStatus};
+
+use super::MemberSnapshot;
+
+/// Why a member would not be promoted. Each is a value of the `reason` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ExclusionReason {
+    /// Its own `GET /patroni` did not answer (Patroni: "not reachable").
+    Unreachable,
+    /// The exporter may not ask it (its `api_url` host is not allowed): unknown, not down.
+    Unknown,
+    /// It answers, but its PostgreSQL is not running.
+    NotRunning,
+    /// Tagged `nofailover` (or `failover_priority` <= 0).
+    Nofailover,
+    /// `watchdog_failed` in its `/patroni`.
+    Watchdog,
+    /// Synchronous mode is on and it is not a synchronous (or quorum) standby.
+    NotSync,
+    /// Further behind the leader than `maximum_lag_on_failover`.
+    Lag,
+    /// `check_timeline` is on and its timeline is behind the cluster's.
+    Timeline,
+}
+
+impl ExclusionReason {
+    pub const ALL: [ExclusionReason; 8] = [
+        ExclusionReason::Unreachable,
+        ExclusionReason::Unknown,
+        ExclusionReason::NotRunning,
+        ExclusionReason::Nofailover,
+        ExclusionReason::Watchdog,
+        ExclusionReason::NotSync,
+        ExclusionReason::Lag,
+        ExclusionReason::Timeline,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExclusionReason::Unreachable => "unreachable",
+            ExclusionReason::Unknown => "unknown",
+            ExclusionReason::NotRunning => "not_running",
+            ExclusionReason::Nofailover => "nofailover",
+            ExclusionReason::Watchdog => "watchdog",
+            ExclusionReason::NotSync => "not_sync",
+            ExclusionReason::Lag => "lag",
+            ExclusionReason::Timeline => "timeline",
+        }
+    }
+}
+
+/// One reason, with the numbers that make it (for `status` and logs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exclusion {
+    pub reason: ExclusionReason,
+    /// Human-readable detail, e.g. `lag 40 MiB > maximum_lag_on_failover 1 MiB`.
+    pub detail: String,
+}
+
+/// The readiness of one member that does not hold the leader key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberReadiness {
+    pub name: String,
+    /// Empty when the member is a candidate.
+    pub exclusions: Vec<Exclusion>,
+    /// Bytes behind the leader's WAL position, when both are known.
+    pub lag_bytes: Option<u64>,
+}
+
+impl MemberReadiness {
+    pub fn eligible(&self) -> bool {
+        self.exclusions.is_empty()
+    }
+}
+
+/// Failover readiness of a cluster, in `/cluster`'s member order, leaders left out.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FailoverReadiness {
+    pub members: Vec<MemberReadiness>,
+}
+
+impl FailoverReadiness {
+    /// The number of members Patroni would accept as the new leader right now.
+    pub fn candidates(&self) -> usize {
+        self.members.iter().filter(|m| m.eligible()).count()
+    }
+
+    /// Judges every member but the leader(s), with `config` (Patroni's defaults when the
+    /// dynamic configuration is not known).
+    pub fn assess(
+        cluster: &ClusterView,
+        members: &[MemberSnapshot],
+        config: Option<&DynamicConfig>,
+    ) -> FailoverReadiness {
+        let defaults = DynamicConfig::default();
+        let config = config.unwrap_or(&defaults);
+        let leader = members.iter().find(|m| m.member.is_leader());
+        let leader_wal = leader
+            .and_then(|m| m.own_view.as_ref().ok())
+            .and_then(|own| own.wal_flush_bytes);
+        let cluster_timeline = cluster.leader_timeline().or_else(|| {
+            leader
+                .and_then(|m| m.own_view.as_ref().ok())
+                .and_then(|own| own.timeline)
+        });
+        // Patroni restricts candidates to sync standbys only once the primary named some
+        // (`sync_mode_is_active`: the `/sync` key is not empty).
+        let sync_active = config.synchronous_mode.is_synchronous()
+            && cluster.members.iter().any(|m| is_sync_role(&m.role));
+        let context = Context {
+            config,
+            leader_wal,
+            cluster_timeline,
+            sync_active,
+        };
+        FailoverReadiness {
+            members: members
+                .iter()
+                .filter(|m| !m.member.is_leader())
+                .map(|m| context.judge(m))
+                .collect(),
+        }
+    }
+}
+
+struct Context<'a> {
+    config: &'a DynamicConfig,
+    leader_wal: Option<u64>,
+    cluster_timeline: Option<u64>,
+    sync_active: bool,
+}
+
+impl Context<'_> {
+    fn judge(&self, snapshot: &MemberSnapshot) -> MemberReadiness {
+        let name = snapshot.member.name.clone();
+        let own = match &snapshot.own_view {
+            Ok(own) => own,
+            Err(failure) => {
+                let reason = if failure.request_sent() {
+                    ExclusionReason::Unreachable
+                } else {
+                    ExclusionReason::Unknown
+                };
+                return MemberReadiness {
+                    name,
+                    exclusions: vec![Exclusion {
+                        reason,
+                        detail: failure.message.clone(),
+                    }],
+                    lag_bytes: None,
+                };
+            }
+        };
+        let lag_bytes = self.lag_bytes(snapshot, own);
+        let mut exclusions = Vec::new();
+        let mut exclude = |reason, detail: String| exclusions.push(Exclusion { reason, detail });
+        if own.state.as_deref() != Some("running") {
+            let state = own.state.as_deref().unwrap_or("unknown");
+            exclude(
+                ExclusionReason::NotRunning,
+                format!("PostgreSQL is {state}"),
+            );
+        }
+        if own.tags.nofailover {
+            exclude(
+                ExclusionReason::Nofailover,
+                format!(
+                    "tagged nofailover (failover_priority {})",
+                    own.tags.failover_priority
+                ),
+            );
+        }
+        if own.watchdog_failed {
+            exclude(ExclusionReason::Watchdog, "watchdog failed".into());
+        }
+        if self.sync_active && !is_sync_role(&snapshot.member.role) {
+            exclude(
+                ExclusionReason::NotSync,
+                format!(
+                    "{} in synchronous_mode {}",
+                    snapshot.member.role,
+                    self.config.synchronous_mode.as_str()
+                ),
+            );
+        }
+        let limit = self.config.maximum_lag_on_failover_bytes;
+        if let Some(lag) = lag_bytes.filter(|lag| *lag > limit) {
+            exclude(
+                ExclusionReason::Lag,
+                format!(
+                    "lag {} > maximum_lag_on_failover {}",
+                    human_bytes(lag),
+                    human_bytes(limit)
+                ),
+            );
+        }
+        if self.config.check_timeline {
+            // Patroni: `not st.timeline or st.timeline < cluster_timeline`.
+            match (own.timeline, self.cluster_timeline) {
+                (Some(mine), Some(cluster)) if mine >= cluster && mine > 0 => {}
+                (mine, cluster) => exclude(
+                    ExclusionReason::Timeline,
+                    format!(
+                        "timeline {} behind the cluster's {}",
+                        mine.map_or("unknown".into(), |t| t.to_string()),
+                        cluster.map_or("unknown".into(), |t| t.to_string())
+                    ),
+                ),
+            }
+        }
+        MemberReadiness {
+            name,
+            exclusions,
+            lag_bytes,
+        }
+    }
+
+    /// Bytes behind the leader: the leader's live position minus the member's furthest
+    /// received or replayed one (Patroni's `wal_position`); `/cluster`'s own `lag` when the
+    /// leader's position is not known.
+    fn lag_bytes(&self, snapshot: &MemberSnapshot, own: &MemberStatus) -> Option<u64> {
+        let position = own.wal_received_bytes.max(own.wal_replayed_bytes);
+        match (self.leader_wal, position) {
+            (Some(leader), Some(mine)) => Some(leader.saturating_sub(mine)),
+            _ => snapshot.member.lag.as_ref().and_then(|lag| lag.bytes()),
+        }
+    }
+}
+
+/// `40 MiB`, `1 MiB`, `512 B`: what an operator reads in `status`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 || value.fract() == 0.0 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::patroni::{parse_cluster, parse_dynamic_config, parse_member_status};
+    use crate::snapshot::Failure;
+
+    fn fixture(path: &str) -> Vec<u8> {
+        std::fs::read(format!(
+            "{}/tests/fixtures/{path}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    }
+
+    /// The healthy 4.1.5 capture: postgresql-0 leads, 1 and 2 are sync standbys.
+    fn healthy_4_1_5() -> (ClusterView, Vec<MemberSnapshot>) {
+        let cluster = parse_cluster(&fixture("patroni-4.1.5/01-cluster-from-m0.json")).unwrap();
+        let members = cluster
+            .members
+            .iter()
+            .enumerate()
+            .map(|(i, member)| MemberSnapshot {
+                member: member.clone(),
+                own_view: Ok(parse_member_status(&fixture(&format!(
+                    "patroni-4.1.5/01-patroni-m{i}.json"
+                )))
+                .unwrap()),
+            })
+            .collect();
+        (cluster, members)
+    }
+
+    fn config() -> DynamicConfig {
+        parse_dynamic_config(&fixture("patroni-4.1.5/01-config.json")).unwrap()
+    }
+
+    fn reasons(readiness: &FailoverReadiness, name: &str) -> Vec<ExclusionReason> {
+        readiness
+            .members
+            .iter()
+            .find(|m| m.name == name)
+            .unwrap()
+            .exclusions
+            .iter()
+            .map(|e| e.reason)
+            .collect()
+    }
+
+    fn own(members: &mut [MemberSnapshot], index: usize) -> &mut MemberStatus {
+        members[index].own_view.as_mut().unwrap()
+    }
+
+    #[test]
+    fn healthy_cluster_has_both_replicas_as_candidates() {
+        let (cluster, members) = healthy_4_1_5();
+        let readiness = FailoverReadiness::assess(&cluster, &members, Some(&config()));
+        assert_eq!(readiness.candidates(), 2);
+        let names: Vec<_> = readiness.members.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["postgresql-1", "postgresql-2"],
+            "the leader is left out"
+        );
+        assert_eq!(readiness.members[0].lag_bytes, Some(0));
+    }
+
+    #[test]
+    fn captured_3_3_8_cluster_has_two_candidates() {
+        let cluster = parse_cluster(&fixture("patroni-3.3.8/cluster.json")).unwrap();
+        let members: Vec<_> = cluster
+            .members
+            .iter()
+            .enumerate()
+            .map(|(i, member)| MemberSnapshot {
+                member: member.clone(),
+                own_view: Ok(parse_member_status(&fixture(&format!(
+                    "patroni-3.3.8/patroni-m{i}.json"
+                )))
+                .unwrap()),
+            })
+            .collect();
+        let readiness = FailoverReadiness::assess(&cluster, &members, None);
+        assert_eq!(readiness.candidates(), 2);
+    }
+
+    #[test]
+    fn nofailover_on_both_replicas_leaves_no_candidate() {
+        let (cluster, mut members) = healthy_4_1_5();
+        own(&mut members, 1).tags.nofailover = true;
+        own(&mut members, 2).tags.nofailover = true;
+        let readiness = FailoverReadiness::assess(&cluster, &members, Some(&config()));
+        assert_eq!(readiness.candidates(), 0);
+        assert_eq!(
+            reasons(&readiness, "postgresql-2"),
+            [ExclusionReason::Nofailover]
+        );
+    }
+
+    #[test]
+    fn unreachable_and_unknown_are_told_apart() {
+        let (cluster, mut members) = healthy_4_1_5();
+        members[1].own_view = Err(Failure {
+            kind: "timeout",
+            message: "timeout after 1s".into(),
+        });
+        members[2].own_view = Err(Failure {
+            kind: crate::patroni::PatroniError::API_URL_NOT_ALLOWED,
+            message: "not allowed".into(),
+        });
+        let readiness = FailoverReadiness::assess(&cluster, &members, Some(&config()));
+        assert_eq!(readiness.candidates(), 0);
+        assert_eq!(
+            reasons(&readiness, "postgresql-1"),
+            [ExclusionReason::Unreachable]
+        );
+        assert_eq!(
+            reasons(&readiness, "postgresql-2"),
+            [ExclusionReason::Unknown]
+        );
+    }
+
+    #[test]
+    fn lag_beyond_the_limit_excludes_and_says_by_how_much() {
+        let (cluster, mut members) = healthy_4_1_5();
+        let leader_wal = own(&mut members, 0).wal_flush_bytes.unwrap();
+        let behind = leader_wal - 40 * 1024 * 1024;
+        own(&mut members, 2).wal_received_bytes = Some(behind);
+        own(&mut members, 2).wal_replayed_bytes = Some(behind);
+        let readiness = FailoverReadiness::assess(&cluster, &members, Some(&config()));
+        assert_eq!(readiness.candidates(), 1);
+        let member = &readiness.members[1];
+        assert_eq!(member.exclusions[0].reason, ExclusionReason::Lag);
+        assert_eq!(
+            member.exclusions[0].detail,
+            "lag 40 MiB > maximum_lag_on_failover 1 MiB"
+        );
+        // Exactly at the limit is still a candidate (Patroni: `lag > maximum_lag_on_failover`).
+        let at_limit = leader_wal - 1_048_576;
+        own(&mut members, 2).wal_received_bytes = Some(at_limit);
+        own(&mut members, 2).wal_replayed_bytes = Some(at_limit);
+        let readiness = FailoverReadiness::assess(&cluster, &members, Some(&config()));
+        assert_eq!(readiness.candidates(), 2);
+    }
+
+    #[test]
+    fn synchronous_mode_admits_only_sync_standbys_once_there_are_some() {
+        let (mut cluster, mut members) = healthy_4_1_5();
+        members[2].member.role = "replica".into();
+        cluster.members[2].role = "replica".into();
+        let readiness = FailoverReadiness::assess(&cluster, &members, Some(&config()));
+        assert_eq!(
+            reasons(&readiness, "postgresql-2"),
+            [ExclusionReason::NotSync]
+        );
+        assert_eq!(readiness.candidates(), 1);
+        // Asynchronous: every replica qualifies.
+        let asynchronous = DynamicConfig::default();
+        let readiness = FailoverReadiness::assess(&cluster, &members, Some(&asynchronous));
+        assert_eq!(readiness.candidates(), 2);
+        // Synchronous mode but no sync standby named yet: Patroni does not restrict.
+        for member in cluster
+            .members
+            .iter_mut()
+            .chain(members.iter_mut().map(|m| &mut m.member))
+        {
+            if member.role == "sync_standby" {
+                member.role = "replica".into();
+            }
+        }
+        let readiness = FailoverReadiness::assess(&cluster, &members, Some(&config()));
+        assert_eq!(readiness.candidates(), 2);
+    }
+
+    #[test]
+    fn watchdog_stopped_postgres_and_timeline_each_exclude() {
+        let (cluster, mut members) = healthy_4_1_5();
+        own(&mut members, 1).watchdog_failed = true;
+        own(&mut members, 2).state = Some("stopped".into());
+        let readiness = FailoverReadiness::assess(&cluster, &members, Some(&config()));
+        assert_eq!(
+            reasons(&readiness, "postgresql-1"),
+            [ExclusionReason::Watchdog]
+        );
+        assert_eq!(
+            reasons(&readiness, "postgresql-2"),
+            [ExclusionReason::NotRunning]
+        );
+
+        let (cluster, mut members) = healthy_4_1_5();
+        let mut checking = config();
+        checking.check_timeline = true;
+        own(&mut members, 0).timeline = Some(2);
+        let mut cluster = cluster;
+        cluster.members[0].timeline = Some(2);
+        let readiness = FailoverReadiness::assess(&cluster, &members, Some(&checking));
+        assert_eq!(readiness.candidates(), 0);
+        assert_eq!(
+            readiness.members[0].exclusions[0].detail,
+            "timeline 1 behind the cluster's 2"
+        );
+        // Without check_timeline the same cluster has its two candidates.
+        let readiness = FailoverReadiness::assess(&cluster, &members, Some(&config()));
+        assert_eq!(readiness.candidates(), 2);
+    }
+
+    #[test]
+    fn bytes_read_as_an_operator_reads_them() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1_048_576), "1 MiB");
+        assert_eq!(human_bytes(1_572_864), "1.5 MiB");
+        assert_eq!(human_bytes(40 * 1024 * 1024), "40 MiB");
+    }
+}
