@@ -158,17 +158,20 @@ impl Context<'_> {
         let own = match &snapshot.own_view {
             Ok(own) => own,
             Err(failure) => {
-                let reason = if failure.request_sent() {
-                    ExclusionReason::Unreachable
+                let (reason, detail) = if failure.request_sent() {
+                    (
+                        ExclusionReason::Unreachable,
+                        format!("its API is unreachable ({})", failure.kind),
+                    )
                 } else {
-                    ExclusionReason::Unknown
+                    (
+                        ExclusionReason::Unknown,
+                        "not asked (its api_url host is not allowed)".to_owned(),
+                    )
                 };
                 return MemberReadiness {
                     name,
-                    exclusions: vec![Exclusion {
-                        reason,
-                        detail: failure.message.clone(),
-                    }],
+                    exclusions: vec![Exclusion { reason, detail }],
                     lag_bytes: None,
                 };
             }

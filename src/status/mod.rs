@@ -82,6 +82,7 @@ fn unknown(scope: String, message: String) -> ClusterReport {
         quorum_confirmed_by: Vec::new(),
         members: Vec::new(),
         raft_nodes: Vec::new(),
+        failover: None,
         problems: vec![Problem {
             level: Level::Unknown,
             message,

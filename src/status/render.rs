@@ -57,9 +57,31 @@ fn cluster_text(out: &mut String, report: &ClusterReport, colour: Colour) {
         if report.paused { "  (paused)" } else { "" }
     );
 
+    failover_lines(out, report);
     member_table(out, report);
     raft_table(out, report);
     problem_list(out, report, colour);
+}
+
+/// "If the leader dies now": the candidates, then each excluded member with its reasons.
+fn failover_lines(out: &mut String, report: &ClusterReport) {
+    let Some(failover) = &report.failover else {
+        return;
+    };
+    let who = if failover.candidates.is_empty() {
+        "nobody can take over".to_owned()
+    } else {
+        format!("{} can take over", failover.candidates.join(", "))
+    };
+    let _ = writeln!(out, "If the leader dies now: {who}");
+    for excluded in &failover.excluded {
+        let _ = writeln!(
+            out,
+            "  {} excluded: {}",
+            excluded.member,
+            excluded.details.join("; ")
+        );
+    }
 }
 
 /// The members, as the DCS view shows them, with what their own API says.

@@ -113,7 +113,55 @@ pub struct ClusterReport {
     pub quorum_confirmed_by: Vec<String>,
     pub members: Vec<MemberRow>,
     pub raft_nodes: Vec<RaftRow>,
+    /// Who Patroni would promote if the leader died now; `None` without `/cluster`.
+    pub failover: Option<FailoverReport>,
     pub problems: Vec<Problem>,
+}
+
+/// Failover readiness in words: the candidates and, for the others, why not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailoverReport {
+    pub candidates: Vec<String>,
+    pub excluded: Vec<ExcludedMember>,
+}
+
+/// A member that would not be promoted, with every reason.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExcludedMember {
+    pub member: String,
+    /// The `reason` labels (`lag`, `nofailover`, ...).
+    pub reasons: Vec<String>,
+    /// The same, with their numbers ("lag 40 MiB > maximum_lag_on_failover 1 MiB").
+    pub details: Vec<String>,
+}
+
+impl FailoverReport {
+    fn from_snapshot(snapshot: &ClusterSnapshot) -> Option<FailoverReport> {
+        snapshot.cluster.as_ref()?;
+        let readiness = &snapshot.failover;
+        Some(FailoverReport {
+            candidates: readiness
+                .members
+                .iter()
+                .filter(|m| m.eligible())
+                .map(|m| m.name.clone())
+                .collect(),
+            excluded: readiness
+                .members
+                .iter()
+                .filter(|m| !m.eligible())
+                .map(|m| ExcludedMember {
+                    member: m.name.clone(),
+                    reasons: m
+                        .exclusions
+                        .iter()
+                        .map(|e| e.reason.as_str().to_owned())
+                        .collect(),
+                    details: m.exclusions.iter().map(|e| e.detail.clone()).collect(),
+                })
+                .collect(),
+        })
+    }
 }
 
 impl ClusterReport {
@@ -155,6 +203,7 @@ impl ClusterReport {
             quorum_confirmed_by,
             members,
             raft_nodes,
+            failover: FailoverReport::from_snapshot(snapshot),
             problems,
         }
     }
@@ -243,6 +292,7 @@ fn problems(snapshot: &ClusterSnapshot) -> Vec<Problem> {
         raft_problems(snapshot, &mut problems);
     }
     member_problems(snapshot, &mut problems);
+    failover_problems(snapshot, &mut problems);
     problems
         .0
         .sort_by_key(|problem| std::cmp::Reverse(problem.level));
@@ -417,6 +467,32 @@ fn member_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
                 );
             }
         }
+    }
+}
+
+/// A leader that nobody could replace: the next leader failure would be an outage.
+fn failover_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
+    let Some(view) = &snapshot.cluster else {
+        return;
+    };
+    if view.members.len() > 1 && view.leaders().count() == 1 && snapshot.failover.candidates() == 0
+    {
+        let excluded: Vec<String> = snapshot
+            .failover
+            .members
+            .iter()
+            .map(|m| {
+                let reasons: Vec<&str> = m.exclusions.iter().map(|e| e.reason.as_str()).collect();
+                format!("{} ({})", m.name, reasons.join(", "))
+            })
+            .collect();
+        problems.say(
+            Level::Warning,
+            format!(
+                "no failover candidate: if the leader dies now, nobody is promoted; excluded: {}",
+                excluded.join(", ")
+            ),
+        );
     }
 }
 
