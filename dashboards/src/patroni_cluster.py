@@ -58,6 +58,28 @@ def dashboard():
 
     d = d.with_panel(verdict_timeline(11, span=24, height=3))
 
+    # ---- "If the leader dies now": failover readiness next to the quorum
+    d = d.with_panel(stat_panel(
+        12, "If the leader dies now",
+        f'min by (scope) (patroni_cluster_failover_candidates{{{SEL}}})',
+        "Failover candidates: members Patroni would promote if the leader failed now, by its own "
+        "rules (reachable, running, not nofailover, watchdog healthy, synchronous in synchronous "
+        "mode, within maximum_lag_on_failover). 0 with a leader up: nobody can take over (alert "
+        "PatroniNoFailoverCandidate). The table beside says why members are excluded.",
+        legend="{{scope}}", mapping={"0": ("NOBODY", "red")},
+        steps=[(None, "red"), (1, "orange"), (2, "green")], span=6, height=5))
+    d = d.with_panel(table_panel(
+        13, "Excluded from failover",
+        [q(f'max by (scope, member, reason) (patroni_member_failover_excluded{{{SEL}}} == 1)',
+           ref="A", instant=True, table_fmt=True)],
+        "Each member that would not be promoted now, with the reason: unreachable, unknown "
+        "(not asked), not_running, nofailover (tag or failover_priority 0), watchdog, not_sync "
+        "(synchronous mode), lag (> maximum_lag_on_failover), timeline (check_timeline). Empty "
+        "when every replica is a candidate. `patroni-raft-exporter status` prints the numbers.",
+        join_field="member", span=18, height=5,
+        exclude=["Time", "Value"],
+        rename={"scope": "Cluster", "member": "Member", "reason": "Reason"}))
+
     # ---- Members table
     members = table_panel(
         8, "Members",
