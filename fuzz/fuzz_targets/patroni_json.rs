@@ -1,10 +1,11 @@
-//! The Patroni REST parsers (`/cluster`, `/patroni`, `/history`) on arbitrary bytes: a value
+//! The Patroni REST parsers (`/cluster`, `/patroni`, `/history`, `/config`) on arbitrary bytes: a value
 //! or a `Decode` error, never a panic.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use patroni_raft_exporter::patroni::{
-    parse_cluster, parse_history, parse_member_status, parse_timestamp, PatroniError,
+    parse_cluster, parse_dynamic_config, parse_history, parse_member_status, parse_timestamp,
+    PatroniError,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -12,6 +13,7 @@ fuzz_target!(|data: &[u8]| {
         parse_cluster(data).map(|_| ()),
         parse_member_status(data).map(|_| ()),
         parse_history(data).map(|_| ()),
+        parse_dynamic_config(data).map(|_| ()),
     ] {
         if let Err(error) = result {
             assert!(matches!(error, PatroniError::Decode(_)));

@@ -808,6 +808,7 @@ mod tests {
                 parse_cluster(body).map(|_| ()),
                 parse_member_status(body).map(|_| ()),
                 parse_history(body).map(|_| ()),
+                crate::patroni::parse_dynamic_config(body).map(|_| ()),
             ] {
                 if let Err(error) = result {
                     assert!(matches!(error, PatroniError::Decode(_)), "{error:?}");
