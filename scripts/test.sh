@@ -57,6 +57,12 @@ if (( RUN_E2E )); then
   for version in $E2E_MATRICES; do
     step "e2e scenarios, Patroni $version" tests/e2e/scenarios.sh "$version"
   done
+  # issue #12 section 1, proof against Patroni itself: candidates >= 1 -> a leader kill gives a
+  # new leader; both replicas nofailover -> candidates 0, PatroniNoFailoverCandidate pending in
+  # a real Prometheus, and a leader kill promotes nobody. A network namespace of its own per
+  # version, the versions in parallel; ~3 min wall clock
+  # shellcheck disable=SC2086
+  step "e2e failover readiness, Patroni $E2E_MATRICES" tests/e2e/failover-readiness.sh $E2E_MATRICES
   step "e2e alerting: real Prometheus + Alertmanager page on quorum loss" tests/e2e/alerting.sh 3.3.8
   # partitions (nftables in a network namespace of its own per version, the versions in
   # parallel): quorum verdict, shipped alerts, two vantage points; ~6.5 min wall clock
