@@ -473,6 +473,158 @@ mod tests {
         assert_eq!(readiness.candidates(), 2);
     }
 
+    /// A state captured on the real cluster by tests/e2e/capture-states.sh.
+    fn captured_state(
+        version: &str,
+        state: &str,
+    ) -> (ClusterView, Vec<MemberSnapshot>, DynamicConfig) {
+        let dir = format!("patroni-{version}/states/{state}");
+        let cluster = parse_cluster(&fixture(&format!("{dir}/cluster.json"))).unwrap();
+        let members = cluster
+            .members
+            .iter()
+            .enumerate()
+            .map(|(i, member)| MemberSnapshot {
+                member: member.clone(),
+                own_view: Ok(
+                    parse_member_status(&fixture(&format!("{dir}/patroni-m{i}.json"))).unwrap(),
+                ),
+            })
+            .collect();
+        let config = parse_dynamic_config(&fixture(&format!("{dir}/config.json"))).unwrap();
+        (cluster, members, config)
+    }
+
+    #[test]
+    fn every_captured_state_gets_the_candidates_patroni_would_take() {
+        use ExclusionReason::{Nofailover, NotSync};
+        let both = ["3.3.8", "4.1.5"];
+        // (state, versions, expected reasons of postgresql-1 and postgresql-2)
+        let cases: &[(&str, &[&str], [&[ExclusionReason]; 2])] = &[
+            ("healthy", &both, [&[], &[]]),
+            ("async", &both, [&[], &[]]),
+            ("pending-restart", &both, [&[], &[]]),
+            ("replay-paused", &both, [&[], &[]]),
+            ("scheduled-restart", &both, [&[], &[]]),
+            ("failsafe-active", &both, [&[], &[]]),
+            ("failsafe-active-late", &both, [&[], &[]]),
+            ("quorum", &["4.1.5"], [&[], &[]]),
+            ("quorum-any1", &["4.1.5"], [&[], &[]]),
+            (
+                "nofailover-all-replicas",
+                &both,
+                [&[Nofailover], &[Nofailover]],
+            ),
+            // postgresql-1: failover_priority 0; postgresql-2: nofailover and nosync, so
+            // a plain replica while synchronous_mode is on.
+            ("tags", &both, [&[Nofailover], &[Nofailover, NotSync]]),
+        ];
+        for (state, versions, expected) in cases {
+            for version in *versions {
+                let (cluster, members, config) = captured_state(version, state);
+                let readiness = FailoverReadiness::assess(&cluster, &members, Some(&config));
+                for (index, want) in expected.iter().enumerate() {
+                    let name = format!("postgresql-{}", index + 1);
+                    assert_eq!(
+                        reasons(&readiness, &name),
+                        *want,
+                        "{version} {state} {name}"
+                    );
+                }
+                let candidates = expected.iter().filter(|want| want.is_empty()).count();
+                assert_eq!(readiness.candidates(), candidates, "{version} {state}");
+            }
+        }
+    }
+
+    #[test]
+    fn captured_signals_are_read() {
+        for version in ["3.3.8", "4.1.5"] {
+            let (_, members, _) = captured_state(version, "replay-paused");
+            let paused: Vec<bool> = members
+                .iter()
+                .map(|m| m.own_view.as_ref().unwrap().wal_replay_paused)
+                .collect();
+            assert_eq!(paused, [false, true, false], "{version}");
+
+            let (_, members, config) = captured_state(version, "failsafe-active");
+            assert!(config.failsafe_mode, "{version}");
+            let leader = members[0].own_view.as_ref().unwrap();
+            assert!(
+                leader.failsafe_active,
+                "{version}: the leader runs in failsafe mode"
+            );
+            assert_eq!(
+                leader.role.as_deref(),
+                Some("primary"),
+                "{version}: and stays primary"
+            );
+
+            let (_, members, _) = captured_state(version, "scheduled-restart");
+            let scheduled: Vec<bool> = members
+                .iter()
+                .map(|m| {
+                    m.own_view
+                        .as_ref()
+                        .unwrap()
+                        .scheduled_restart_seconds
+                        .is_some()
+                })
+                .collect();
+            assert_eq!(scheduled, [false, true, false], "{version}");
+
+            let (cluster, members, _) = captured_state(version, "pending-restart");
+            assert!(
+                cluster.members.iter().all(|m| m.pending_restart),
+                "{version}"
+            );
+            assert!(members
+                .iter()
+                .all(|m| m.own_view.as_ref().unwrap().pending_restart));
+
+            let (cluster, members, _) = captured_state(version, "tags");
+            let m2 = members[2].own_view.as_ref().unwrap();
+            assert!(m2.tags.nofailover && m2.tags.nosync && m2.tags.noloadbalance);
+            assert!(m2.tags.nostream, "{version}");
+            assert_eq!(
+                cluster.members[2].tags, m2.tags,
+                "/cluster lists the same tags"
+            );
+            assert!(members[0].own_view.as_ref().unwrap().tags.clonefrom);
+            assert_eq!(
+                members[1].own_view.as_ref().unwrap().tags.failover_priority,
+                0
+            );
+            let leader = members[0].own_view.as_ref().unwrap();
+            let streaming: Vec<&str> = leader
+                .replication
+                .iter()
+                .map(|p| p.application_name.as_str())
+                .collect();
+            assert_eq!(
+                streaming,
+                ["postgresql-1"],
+                "{version}: nostream does not stream"
+            );
+
+            let (_, _, config) = captured_state(version, "async");
+            assert_eq!(
+                config.synchronous_mode,
+                crate::patroni::SynchronousMode::Off
+            );
+        }
+        let (_, members, config) = captured_state("4.1.5", "quorum-any1");
+        assert_eq!(
+            config.synchronous_mode,
+            crate::patroni::SynchronousMode::Quorum
+        );
+        let leader = members[0].own_view.as_ref().unwrap();
+        assert!(leader
+            .replication
+            .iter()
+            .all(|p| p.sync_state == "quorum" && p.is_synchronous()));
+    }
+
     #[test]
     fn bytes_read_as_an_operator_reads_them() {
         assert_eq!(human_bytes(512), "512 B");

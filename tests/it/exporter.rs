@@ -18,8 +18,9 @@ use support::*;
 
 const GOLDEN: &str = "tests/golden/metrics.txt";
 
-/// Three clusters in one exporter: a healthy Patroni 3.3.8 cluster with Raft, Patroni 4.1.5
-/// right after a switchover, and a 4.1.5 survivor 60 s after losing Raft quorum.
+/// Five clusters in one exporter: a healthy Patroni 3.3.8 cluster with Raft, Patroni 4.1.5
+/// right after a switchover, a 4.1.5 survivor 60 s after losing Raft quorum, 3.3.8 with tags
+/// that leave no failover candidate, and 4.1.5 in failsafe mode (Raft cut between members).
 async fn golden_output(format: Format) -> String {
     let mut addresses = Addresses::default();
 
@@ -83,8 +84,35 @@ async fn golden_output(format: Format) -> String {
         addresses.add(node.clone(), format!("127.0.0.1{}:2222", index + 1));
     }
 
+    // Captured on the real cluster (tests/e2e/capture-states.sh): tags that leave no failover
+    // candidate, and failsafe mode keeping the leader while Raft is cut.
+    let captured_state = |version: &str, state: &str, file: &str| {
+        fixture(&format!("patroni-{version}/states/{state}/{file}"))
+    };
+    let captured = |version: &'static str, state: &'static str| async move {
+        let cluster = FakeCluster::start(
+            &format!("{state}-{}", version.replace('.', "-")),
+            &captured_state(version, state, "cluster.json"),
+            [0, 1, 2].map(|i| {
+                Some(captured_state(
+                    version,
+                    state,
+                    &format!("patroni-m{i}.json"),
+                ))
+            }),
+            b"[]",
+        )
+        .await;
+        cluster.serve_everywhere("/config", &captured_state(version, state, "config.json"));
+        cluster
+    };
+    let tags = captured("3.3.8", "tags").await;
+    let failsafe = captured("4.1.5", "failsafe-active").await;
+
     let configs = vec![
         cluster_config(healthy.urls(), Some((healthy_nodes, Some("s3cret")))),
+        cluster_config(tags.urls(), None),
+        cluster_config(failsafe.urls(), None),
         cluster_config(switchover.urls(), None),
         cluster_config(
             // The first URL is a dead member: the next one must be asked in the same poll.
@@ -99,6 +127,8 @@ async fn golden_output(format: Format) -> String {
     let output = healthy.addresses.normalize(&output);
     let output = switchover.addresses.normalize(&output);
     let output = survivor_cluster.addresses.normalize(&output);
+    let output = tags.addresses.normalize(&output);
+    let output = failsafe.addresses.normalize(&output);
     normalize_volatile(&addresses.normalize(&output))
 }
 

@@ -136,6 +136,25 @@ async fn member_down() -> Case {
     .await
 }
 
+/// Captured on the real cluster: both replicas tagged `nofailover`, the leader up.
+async fn no_failover_candidate() -> Case {
+    case(
+        "patroni-3.3.8/states/nofailover-all-replicas/cluster.json",
+        [
+            Some("patroni-3.3.8/states/nofailover-all-replicas/patroni-m0.json"),
+            Some("patroni-3.3.8/states/nofailover-all-replicas/patroni-m1.json"),
+            Some("patroni-3.3.8/states/nofailover-all-replicas/patroni-m2.json"),
+        ],
+        "patroni-3.3.8/history.json",
+        [
+            Some("enc_leader_0.3.12"),
+            Some("enc_follower_0.3.12"),
+            Some("enc_follower_0.3.12"),
+        ],
+    )
+    .await
+}
+
 async fn reports(case: &Case) -> Vec<ClusterReport> {
     status_command::collect(vec![case.config.clone()], Duration::from_secs(10)).await
 }
@@ -202,6 +221,23 @@ async fn quorum_lost_is_critical_and_says_so() {
     ));
     assert_eq!(overall(&reports).exit_code(), 2);
     golden("quorum-lost", case, Level::Critical).await;
+}
+
+#[tokio::test]
+async fn no_failover_candidate_is_a_warning_that_names_the_reasons() {
+    let case = no_failover_candidate().await;
+    let reports = reports(&case).await;
+    let text = render::text(&reports, Colour(false));
+    assert!(
+        text.contains("If the leader dies now: nobody can take over"),
+        "{text}"
+    );
+    assert!(text.contains("postgresql-1 excluded: tagged nofailover (failover_priority 0)"));
+    assert!(text.contains(
+        "WARNING no failover candidate: if the leader dies now, nobody is promoted; excluded: postgresql-1 (nofailover), postgresql-2 (nofailover)"
+    ));
+    assert_eq!(overall(&reports).exit_code(), 1);
+    golden("no-failover-candidate", case, Level::Warning).await;
 }
 
 #[tokio::test]

@@ -123,6 +123,13 @@ impl FakeCluster {
         }
     }
 
+    /// Serves `body` at `path` on every running member (e.g. another captured `/config`).
+    pub fn serve_everywhere(&self, path: &str, body: &[u8]) {
+        for member in self._running.iter().flatten() {
+            member.route(path, Reply::Json(body.to_vec()));
+        }
+    }
+
     /// The REST URLs of all three members, dead ones included.
     pub fn urls(&self) -> Vec<Url> {
         self.urls.clone()
