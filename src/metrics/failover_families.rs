@@ -119,8 +119,8 @@ fn encode_config(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) 
         value(|c| flag(c.synchronous_mode_strict)),
     )?;
     writer.cached_gauge(
-        "patroni_config_synchronous_node_count",
-        "Dynamic configuration: synchronous_node_count.",
+        "patroni_config_synchronous_nodes",
+        "Dynamic configuration: synchronous_node_count, the synchronous standbys the primary asks for (the name avoids the _count suffix of histograms).",
         value(|c| c.synchronous_node_count as f64),
     )?;
     writer.cached_gauge(

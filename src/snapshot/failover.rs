@@ -500,7 +500,8 @@ mod tests {
         use ExclusionReason::{Nofailover, NotSync};
         let both = ["3.3.8", "4.1.5"];
         // (state, versions, expected reasons of postgresql-1 and postgresql-2)
-        let cases: &[(&str, &[&str], [&[ExclusionReason]; 2])] = &[
+        type Case<'a> = (&'a str, &'a [&'a str], [&'a [ExclusionReason]; 2]);
+        let cases: &[Case] = &[
             ("healthy", &both, [&[], &[]]),
             ("async", &both, [&[], &[]]),
             ("pending-restart", &both, [&[], &[]]),
