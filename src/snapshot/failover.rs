@@ -282,22 +282,31 @@ mod tests {
         .unwrap()
     }
 
-    /// The healthy 4.1.5 capture: postgresql-0 leads, 1 and 2 are sync standbys.
-    fn healthy_4_1_5() -> (ClusterView, Vec<MemberSnapshot>) {
-        let cluster = parse_cluster(&fixture("patroni-4.1.5/01-cluster-from-m0.json")).unwrap();
+    /// A captured `/cluster` with the captured `/patroni` of each member (`{i}` in
+    /// `member_path` is the member's index).
+    fn captured(cluster_path: &str, member_path: &str) -> (ClusterView, Vec<MemberSnapshot>) {
+        let cluster = parse_cluster(&fixture(cluster_path)).unwrap();
         let members = cluster
             .members
             .iter()
             .enumerate()
             .map(|(i, member)| MemberSnapshot {
                 member: member.clone(),
-                own_view: Ok(parse_member_status(&fixture(&format!(
-                    "patroni-4.1.5/01-patroni-m{i}.json"
-                )))
+                own_view: Ok(parse_member_status(&fixture(
+                    &member_path.replace("{i}", &i.to_string()),
+                ))
                 .unwrap()),
             })
             .collect();
         (cluster, members)
+    }
+
+    /// The healthy 4.1.5 capture: postgresql-0 leads, 1 and 2 are sync standbys.
+    fn healthy_4_1_5() -> (ClusterView, Vec<MemberSnapshot>) {
+        captured(
+            "patroni-4.1.5/01-cluster-from-m0.json",
+            "patroni-4.1.5/01-patroni-m{i}.json",
+        )
     }
 
     fn config() -> DynamicConfig {
@@ -336,19 +345,10 @@ mod tests {
 
     #[test]
     fn captured_3_3_8_cluster_has_two_candidates() {
-        let cluster = parse_cluster(&fixture("patroni-3.3.8/cluster.json")).unwrap();
-        let members: Vec<_> = cluster
-            .members
-            .iter()
-            .enumerate()
-            .map(|(i, member)| MemberSnapshot {
-                member: member.clone(),
-                own_view: Ok(parse_member_status(&fixture(&format!(
-                    "patroni-3.3.8/patroni-m{i}.json"
-                )))
-                .unwrap()),
-            })
-            .collect();
+        let (cluster, members) = captured(
+            "patroni-3.3.8/cluster.json",
+            "patroni-3.3.8/patroni-m{i}.json",
+        );
         let readiness = FailoverReadiness::assess(&cluster, &members, None);
         assert_eq!(readiness.candidates(), 2);
     }
@@ -479,18 +479,10 @@ mod tests {
         state: &str,
     ) -> (ClusterView, Vec<MemberSnapshot>, DynamicConfig) {
         let dir = format!("patroni-{version}/states/{state}");
-        let cluster = parse_cluster(&fixture(&format!("{dir}/cluster.json"))).unwrap();
-        let members = cluster
-            .members
-            .iter()
-            .enumerate()
-            .map(|(i, member)| MemberSnapshot {
-                member: member.clone(),
-                own_view: Ok(
-                    parse_member_status(&fixture(&format!("{dir}/patroni-m{i}.json"))).unwrap(),
-                ),
-            })
-            .collect();
+        let (cluster, members) = captured(
+            &format!("{dir}/cluster.json"),
+            &format!("{dir}/patroni-m{{i}}.json"),
+        );
         let config = parse_dynamic_config(&fixture(&format!("{dir}/config.json"))).unwrap();
         (cluster, members, config)
     }
