@@ -13,12 +13,13 @@
 //! sources (patroni, raft) → poller → snapshot → metrics → server
 //! ```
 //!
-//! * [`patroni`]: the REST source (`/cluster`, `/patroni`, `/history`): HTTP client and pure parsers.
+//! * [`patroni`]: the REST source (`/cluster`, `/patroni`, `/history`, `/config`): HTTP client
+//!   and pure parsers.
 //! * [`raft`]: the Raft source: native pysyncobj status client, `syncobj_admin` text parser.
 //!   The two sources know nothing of each other, of Prometheus or of HTTP serving.
 //! * [`poller`]: one task per cluster; asks the sources and publishes a snapshot.
 //! * [`snapshot`]: the immutable result of a poll, the judgements made from it (quorum, role
-//!   mismatch), and the store the encoder reads.
+//!   mismatch, failover readiness), and the store the encoder reads.
 //! * [`metrics`]: encodes snapshots with prometheus-client; names are the public interface.
 //! * [`server`]: axum: `/metrics`, `/`, `/-/healthy`, `/-/ready`.
 //! * [`web`]: `--web.config.file` (TLS and basic auth of the endpoint) and the bounded
@@ -40,3 +41,10 @@ pub mod snapshot;
 pub mod status;
 pub mod tls;
 pub mod web;
+
+/// The captured documents under `tests/fixtures/`, for the unit tests of every module.
+#[cfg(test)]
+pub(crate) fn fixture(path: &str) -> Vec<u8> {
+    let path = format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|error| panic!("{path}: {error}"))
+}

@@ -233,24 +233,10 @@ impl ClusterPoller {
             .collect();
 
         let member_views = join_all(members.iter().map(|member| self.fetch_member(member)));
-        let history = async {
-            match (&cluster, &history_base) {
-                (Some(_), Some(base)) => {
-                    let _permit = self.permits.acquire().await;
-                    Some(self.client.history(base).await)
-                }
-                _ => None,
-            }
-        };
-        let dynamic_config = async {
-            match (&cluster, &history_base) {
-                (Some(_), Some(base)) => {
-                    let _permit = self.permits.acquire().await;
-                    Some(self.client.dynamic_config(base).await)
-                }
-                _ => None,
-            }
-        };
+        // `/history` and `/config` from the member that answered `/cluster`, if one did.
+        let preferred = cluster.as_ref().and(history_base.as_ref());
+        let history = self.ask_preferred(preferred, |base| self.client.history(base));
+        let dynamic_config = self.ask_preferred(preferred, |base| self.client.dynamic_config(base));
         let second_answers = join_all(self.raft_queries(&second_targets));
         let (member_views, history, dynamic_config, second_answers) =
             tokio::join!(member_views, history, dynamic_config, second_answers);
@@ -336,6 +322,20 @@ impl ClusterPoller {
             quorum,
             counters: self.memory.counters.clone(),
         }
+    }
+
+    /// One request to `base` under a permit of the poll; `None` without a base.
+    async fn ask_preferred<'a, T, F>(
+        &'a self,
+        base: Option<&'a Url>,
+        request: impl FnOnce(&'a Url) -> F,
+    ) -> Option<T>
+    where
+        F: std::future::Future<Output = T>,
+    {
+        let base = base?;
+        let _permit = self.permits.acquire().await;
+        Some(request(base).await)
     }
 
     /// The `scope` label: what Patroni said last, else what was configured, else the first URL.

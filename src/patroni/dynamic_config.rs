@@ -155,14 +155,7 @@ fn parse_bool(value: &Value) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn fixture(path: &str) -> Vec<u8> {
-        std::fs::read(format!(
-            "{}/tests/fixtures/{path}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap()
-    }
+    use crate::fixture;
 
     #[test]
     fn captured_config_4_1_5() {

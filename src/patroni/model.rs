@@ -534,10 +534,7 @@ pub fn parse_timestamp(text: &str) -> Option<f64> {
 mod tests {
     use super::*;
 
-    fn fixture(path: &str) -> Vec<u8> {
-        let full = format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
-        std::fs::read(&full).unwrap_or_else(|error| panic!("{full}: {error}"))
-    }
+    use crate::fixture;
 
     #[test]
     fn cluster_3_3_8_healthy() {

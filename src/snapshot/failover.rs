@@ -271,16 +271,9 @@ pub fn human_bytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixture;
     use crate::patroni::{parse_cluster, parse_dynamic_config, parse_member_status};
     use crate::snapshot::Failure;
-
-    fn fixture(path: &str) -> Vec<u8> {
-        std::fs::read(format!(
-            "{}/tests/fixtures/{path}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap()
-    }
 
     /// A captured `/cluster` with the captured `/patroni` of each member (`{i}` in
     /// `member_path` is the member's index).
