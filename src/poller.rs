@@ -279,12 +279,6 @@ impl ClusterPoller {
             }
             None => {}
         }
-        let failover = cluster
-            .as_ref()
-            .map(|view| {
-                FailoverReadiness::assess(view, &members, self.memory.dynamic_config.as_ref())
-            })
-            .unwrap_or_default();
         raft_nodes.extend(
             second_targets
                 .into_iter()
@@ -299,6 +293,15 @@ impl ClusterPoller {
         self.learn_raft(&raft_nodes);
         self.remember(cluster.as_ref());
         let quorum = QuorumAssessment::assess(&raft_nodes, &self.memory.voters);
+        let mut failover = cluster
+            .as_ref()
+            .map(|view| {
+                FailoverReadiness::assess(view, &members, self.memory.dynamic_config.as_ref())
+            })
+            .unwrap_or_default();
+        if self.raft.is_some() && quorum.verdict() == QuorumVerdict::Lost {
+            failover = failover.without_dcs_quorum();
+        }
         if raft_nodes.iter().any(|node| node.status.is_ok()) {
             self.memory.voters = quorum_voter_set(&raft_nodes);
         }

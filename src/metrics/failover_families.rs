@@ -24,7 +24,7 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
 fn encode_readiness(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
     writer.cached_gauge(
         "patroni_cluster_failover_candidates",
-        "Members Patroni would accept as the new leader if the leader failed now (its own rules: reachable, running, not nofailover, watchdog healthy, synchronous when synchronous mode is on, within maximum_lag_on_failover, timeline with check_timeline). 0 with a leader up: nobody could replace it.",
+        "Members Patroni would accept as the new leader if the leader failed now (its own rules: reachable, running, not nofailover, watchdog healthy, synchronous when synchronous mode is on, within maximum_lag_on_failover, timeline with check_timeline; none while the Raft DCS has lost its quorum). 0 with a leader up: nobody could replace it.",
         snapshots
             .iter()
             .filter(|s| s.cluster.is_some())
@@ -53,7 +53,7 @@ fn encode_readiness(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>
     )?;
     writer.cached_gauge(
         "patroni_member_failover_excluded",
-        "1 for each reason why this member would not be promoted now: unreachable, unknown (not asked), not_running, nofailover, watchdog, not_sync, lag, timeline.",
+        "1 for each reason why this member would not be promoted now: unreachable, unknown (not asked), not_running, nofailover, watchdog, not_sync, lag, timeline, dcs_quorum (the Raft DCS lost its quorum: nobody can take the leader key).",
         judged().flat_map(|(s, m)| {
             m.exclusions.iter().map(move |exclusion| {
                 (

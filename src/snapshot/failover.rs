@@ -11,7 +11,10 @@
 //! * in synchronous mode, once the primary has named synchronous standbys, it is one of them
 //!   (`sync_standby`, or `quorum_standby` in 4.x quorum mode);
 //! * it is within `maximum_lag_on_failover` bytes of the leader's WAL position;
-//! * with `check_timeline` on, it is not behind the cluster's timeline.
+//! * with `check_timeline` on, it is not behind the cluster's timeline;
+//! * and, before any of that, the Raft DCS has a quorum: a promotion starts by writing the
+//!   leader key ([`FailoverReadiness::without_dcs_quorum`], applied by the poller when the
+//!   quorum verdict is *lost*).
 //!
 //! Two differences from Patroni, both on the side of telling the operator earlier: the lag is
 //! measured against the leader's live WAL position (its own `/patroni`) where Patroni uses the
@@ -43,10 +46,12 @@ pub enum ExclusionReason {
     Lag,
     /// `check_timeline` is on and its timeline is behind the cluster's.
     Timeline,
+    /// The Raft DCS has lost its quorum (verdict lost): nobody can take the leader key.
+    DcsQuorum,
 }
 
 impl ExclusionReason {
-    pub const ALL: [ExclusionReason; 8] = [
+    pub const ALL: [ExclusionReason; 9] = [
         ExclusionReason::Unreachable,
         ExclusionReason::Unknown,
         ExclusionReason::NotRunning,
@@ -55,6 +60,7 @@ impl ExclusionReason {
         ExclusionReason::NotSync,
         ExclusionReason::Lag,
         ExclusionReason::Timeline,
+        ExclusionReason::DcsQuorum,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -67,6 +73,7 @@ impl ExclusionReason {
             ExclusionReason::NotSync => "not_sync",
             ExclusionReason::Lag => "lag",
             ExclusionReason::Timeline => "timeline",
+            ExclusionReason::DcsQuorum => "dcs_quorum",
         }
     }
 }
@@ -142,6 +149,23 @@ impl FailoverReadiness {
                 .map(|m| context.judge(m))
                 .collect(),
         }
+    }
+}
+
+impl FailoverReadiness {
+    /// The readiness when the Raft DCS has lost its quorum (the verdict is *lost*, on
+    /// evidence): a replica is promoted only by writing the leader key, which needs the
+    /// quorum, so every member is excluded whatever else it is like. (With failsafe mode the
+    /// leader may stay primary; nobody can replace it either.) A verdict of *not visible* is
+    /// not evidence, and leaves the readiness as Patroni's member rule judges it.
+    pub fn without_dcs_quorum(mut self) -> FailoverReadiness {
+        for member in &mut self.members {
+            member.exclusions.push(Exclusion {
+                reason: ExclusionReason::DcsQuorum,
+                detail: "the Raft DCS has no quorum: nobody can take the leader key".into(),
+            });
+        }
+        self
     }
 }
 
@@ -609,6 +633,19 @@ mod tests {
             .replication
             .iter()
             .all(|p| p.sync_state == "quorum" && p.is_synchronous()));
+    }
+
+    #[test]
+    fn a_lost_dcs_quorum_leaves_no_candidate() {
+        let (cluster, members, config) = captured_state("4.1.5", "failsafe-active");
+        let readiness = FailoverReadiness::assess(&cluster, &members, Some(&config));
+        assert_eq!(readiness.candidates(), 2, "the members themselves are fine");
+        let readiness = readiness.without_dcs_quorum();
+        assert_eq!(readiness.candidates(), 0);
+        assert_eq!(
+            reasons(&readiness, "postgresql-1"),
+            [ExclusionReason::DcsQuorum]
+        );
     }
 
     #[test]

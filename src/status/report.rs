@@ -470,11 +470,27 @@ fn member_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
     }
 }
 
-/// A leader that nobody could replace: the next leader failure would be an outage.
+/// A leader that nobody could replace: the next leader failure would be an outage. And
+/// failsafe mode, which keeps a primary without the DCS.
 fn failover_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
     let Some(view) = &snapshot.cluster else {
         return;
     };
+    let in_failsafe: Vec<&str> = snapshot
+        .members
+        .iter()
+        .filter(|m| m.own_view.as_ref().is_ok_and(|own| own.failsafe_active))
+        .map(|m| m.member.name.as_str())
+        .collect();
+    if !in_failsafe.is_empty() {
+        problems.say(
+            Level::Warning,
+            format!(
+                "failsafe mode active on {}: the DCS is unreachable; the primary stays only while every member answers it",
+                in_failsafe.join(", ")
+            ),
+        );
+    }
     if view.members.len() > 1 && view.leaders().count() == 1 && snapshot.failover.candidates() == 0
     {
         let excluded: Vec<String> = snapshot
