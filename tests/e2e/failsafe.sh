@@ -9,7 +9,7 @@
 # alerts/patroni-raft.rules.yml unchanged, all in a network namespace of their own.
 #
 # Usage: tests/e2e/failsafe.sh [PATRONI_VERSION...]   (3.3.8 and/or 4.1.5; default 4.1.5).
-# Root only (network namespace, nftables). ~4 min per version; several versions run in
+# Root only (network namespace, nftables). ~3 min per version; several versions run in
 # parallel, each in its own namespace (logs in $E2E_WORK/failsafe-VERSION.log, measurements in
 # $E2E_WORK/failsafe-VERSION/results.tsv, `status` outputs in status-*.txt, the alerts'
 # rendered annotations in alert-*.json). EXPORTER_BIN defaults to the debug build.
