@@ -63,6 +63,12 @@ if (( RUN_E2E )); then
   # version, the versions in parallel; ~3 min wall clock
   # shellcheck disable=SC2086
   step "e2e failover readiness, Patroni $E2E_MATRICES" tests/e2e/failover-readiness.sh $E2E_MATRICES
+  # issue #12, failsafe mode: Raft cut between the members (REST open), failsafe_mode on: the
+  # leader stays primary beyond ttl, PatroniRaftQuorumLost fires saying "failsafe mode keeps
+  # the primary", PatroniFailsafeModeActive fires; heal. A network namespace of its own per
+  # version, the versions in parallel; ~3 min wall clock
+  # shellcheck disable=SC2086
+  step "e2e failsafe mode, Patroni $E2E_MATRICES" tests/e2e/failsafe.sh $E2E_MATRICES
   step "e2e alerting: real Prometheus + Alertmanager page on quorum loss" tests/e2e/alerting.sh 3.3.8
   # partitions (nftables in a network namespace of its own per version, the versions in
   # parallel): quorum verdict, shipped alerts, two vantage points; ~6.5 min wall clock

@@ -34,8 +34,8 @@ set -euo pipefail
 { # parsed whole before it runs
 
 E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# shellcheck source=paths.sh
-source "$E2E_DIR/paths.sh"
+# shellcheck source=lib.sh
+source "$E2E_DIR/lib.sh"    # paths.sh, and the Raft cut between members (member_fw_*)
 
 VERSION="${1:-}"
 [[ $VERSION == 3.3.8 || $VERSION == 4.1.5 ]] || { echo "usage: $0 3.3.8|4.1.5" >&2; exit 2; }
@@ -92,7 +92,7 @@ cleanup() {
     [[ -d $f ]] || continue
     f=${f%/}; rm -rf "${OUT:?}/${f##*/}.failed"; mv "$f" "$OUT/${f##*/}.failed"
   done
-  nft delete table inet caps 2>/dev/null || true
+  member_fw_teardown caps
   cluster down --fast >/dev/null 2>&1 || log "cluster down failed"
   rm -rf "$TMP"
   ((rc == 0)) || log "FAILED (rc $rc); captures so far in $OUT"
@@ -201,26 +201,12 @@ set_tags() {
 reload_all() { ctl reload "$SCOPE" --force >/dev/null; }
 
 # ------------------------------------------------------------------ the firewall
-nft -f - <<EOF
-table inet caps {
-  chain faults {}
-  chain out {
-    type filter hook output priority 0; policy accept;
-    ct state new meta skgid $GID_BASE ct mark set $GID_BASE
-    ct state new meta skgid $((GID_BASE + 1)) ct mark set $((GID_BASE + 1))
-    ct state new meta skgid $((GID_BASE + 2)) ct mark set $((GID_BASE + 2))
-    jump faults
-  }
-}
-EOF
-MEMBER_GIDS="{ $GID_BASE, $((GID_BASE + 1)), $((GID_BASE + 2)) }"
-# Raft between members: a member's connections to any Raft port, and its Raft server's
-# replies on connections another member opened. patronictl (our gid) still reaches Raft.
-cut_raft() {
-  nft add rule inet caps faults meta skgid "$MEMBER_GIDS" tcp dport 2222 drop
-  nft add rule inet caps faults meta skgid "$MEMBER_GIDS" ct mark "$MEMBER_GIDS" tcp sport 2222 drop
-}
-heal() { nft flush chain inet caps faults; }
+# lib.sh: member N's new connections stamp its group into the conntrack mark; cut_raft drops
+# the Raft traffic between members (their connections to any Raft port, and their Raft
+# servers' replies on connections another member opened). patronictl (our gid) still reaches Raft.
+member_fw_setup caps "$GID_BASE"
+cut_raft() { member_fw_cut_raft caps "$GID_BASE" 2222; }
+heal() { member_fw_heal caps; }
 
 # ================================================================== run
 mkdir -p "$OUT"

@@ -28,6 +28,19 @@
 #                                    EXPORTER_LOG (default $EXPORTER_LOG if set)
 # Timing:
 #   e2e_now / e2e_since T0           epoch seconds (float) / seconds since T0 ("%.1f")
+# Raft cut between the members (root, nftables, in a network namespace of the caller's own;
+# the cluster started with MEMBER_GID_BASE=GID, so member N's sockets have the group GID+N):
+#   member_fw_setup TABLE GID        table inet TABLE: its output chain stamps the group of a
+#                                    member that opens a connection into the conntrack mark,
+#                                    then jumps to the chain `faults` (empty: nothing dropped)
+#   member_fw_cut_raft TABLE GID [PORT]
+#                                    drop the Raft traffic (tcp PORT, default 2222) between the
+#                                    members: their connections to PORT, and their Raft servers'
+#                                    replies on connections another member opened. Clients of
+#                                    other groups (the exporter, patronictl, syncobj_admin) still
+#                                    reach every Raft port; REST and replication stay open.
+#   member_fw_heal TABLE             flush `faults` (established connections resume)
+#   member_fw_teardown TABLE         delete the table (no error if it is not there)
 
 _E2E_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=paths.sh
@@ -255,3 +268,28 @@ dump_logs() { # dump_logs [EXPORTER_LOG]
     if [[ -f $exporter_log ]]; then tail -n "$DUMP_LINES" "$exporter_log"; else echo "(missing)"; fi
   fi
 }
+
+# ------------------------------------------------------------------ Raft cut between members
+member_fw_setup() { # member_fw_setup TABLE GID
+  local t=$1 g=$2
+  nft -f - <<EOF
+table inet $t {
+  chain faults {}
+  chain out {
+    type filter hook output priority 0; policy accept;
+    ct state new meta skgid $g ct mark set $g
+    ct state new meta skgid $((g + 1)) ct mark set $((g + 1))
+    ct state new meta skgid $((g + 2)) ct mark set $((g + 2))
+    jump faults
+  }
+}
+EOF
+}
+member_fw_cut_raft() { # member_fw_cut_raft TABLE GID [PORT]
+  local t=$1 g=$2 port=${3:-2222} gids
+  gids="{ $g, $((g + 1)), $((g + 2)) }"
+  nft add rule inet "$t" faults meta skgid "$gids" tcp dport "$port" drop
+  nft add rule inet "$t" faults meta skgid "$gids" ct mark "$gids" tcp sport "$port" drop
+}
+member_fw_heal() { nft flush chain inet "$1" faults; }
+member_fw_teardown() { nft delete table inet "$1" 2>/dev/null || true; }
