@@ -343,8 +343,19 @@ result 2 "end of the window: patroni_cluster_leaders / failover_candidates" \
   "$(FETCH=0 metric_value patroni_cluster_leaders "$S" || echo '?') / $(FETCH=0 metric_value patroni_cluster_failover_candidates "$S" || echo '?')"
 result 2 "end of the window: $FA firing for" \
   "$(prom_alerts | jq -r --arg n "$FA" '[.data.alerts[] | select(.labels.alertname == $n and .state == "firing") | .labels.member] | sort | join(",")')"
+# without a DCS quorum nobody can take the leader key: failover readiness says 0 (dcs_quorum)
+cands=$(FETCH=0 metric_value patroni_cluster_failover_candidates "$S" || echo '?')
+[[ $cands == 0 ]] && pass "2: failover candidates 0 while the quorum is lost" \
+  || on_fail "2: failover candidates $cands while the quorum is lost (want 0)"
+n_dcs=$(FETCH=0 metric_lines patroni_member_failover_excluded "$S,reason=\"dcs_quorum\",..." | grep -c . || true)
+[[ $n_dcs == 2 ]] && pass "2: both replicas excluded with reason dcs_quorum" \
+  || on_fail "2: $n_dcs replicas excluded with reason dcs_quorum (want 2)"
 rc=$(run_status failsafe)
 result 2 "status exit code during the cut" "$rc"
+grep -q "If the leader dies now: nobody can take over" "$RUN_DIR/status-failsafe.txt" \
+  && pass "2: status says nobody can take over" || on_fail "2: status does not say nobody can take over"
+grep -q "failsafe mode active on" "$RUN_DIR/status-failsafe.txt" \
+  && pass "2: status names the members in failsafe mode" || on_fail "2: status does not mention failsafe mode"
 # what the cluster's own CLI says meanwhile (kept, not asserted: it reads its own Raft replica)
 T_CTL=$(e2e_now) ctl_rc=0
 timeout 20 "$CLUSTER" ctl list >"$RUN_DIR/patronictl-list-cut.txt" 2>&1 9>&- || ctl_rc=$?
