@@ -69,16 +69,24 @@ def dashboard():
         legend="{{scope}}", mapping={"0": ("NOBODY", "red")},
         steps=[(None, "red"), (1, "orange"), (2, "green")], span=6, height=5))
     d = d.with_panel(table_panel(
-        13, "Excluded from failover",
-        [q(f'max by (scope, member, reason) (patroni_member_failover_excluded{{{SEL}}} == 1)',
+        13, "Failover candidates and exclusions",
+        [q(f'max by (scope, member, reason) (patroni_member_failover_excluded{{{SEL}}} == 1)'
+           f' or on (scope, member) label_replace(max by (scope, member)'
+           f' (patroni_member_failover_eligible{{{SEL}}} == 1), "reason", "candidate", "", "")',
            ref="A", instant=True, table_fmt=True)],
-        "Each member that would not be promoted now, with the reason: unreachable, unknown "
-        "(not asked), not_running, nofailover (tag or failover_priority 0), watchdog, not_sync "
-        "(synchronous mode), lag (> maximum_lag_on_failover), timeline (check_timeline). Empty "
-        "when every replica is a candidate. `patroni-raft-exporter status` prints the numbers.",
+        "Every member but the leader: 'candidate' when Patroni would promote it now, else each "
+        "reason why not: unreachable, unknown (not asked), not_running, nofailover (tag or "
+        "failover_priority 0), watchdog, not_sync (synchronous mode), lag (> "
+        "maximum_lag_on_failover), timeline (check_timeline), dcs_quorum (the Raft DCS lost its "
+        "quorum). `patroni-raft-exporter status` prints the numbers.",
         join_field="member", span=18, height=5,
-        exclude=["Time", "Value"],
-        rename={"scope": "Cluster", "member": "Member", "reason": "Reason"}))
+        exclude=["Time", "Value", "Value #A"],
+        rename={"scope": "Cluster", "member": "Member", "reason": "Reason"},
+        overrides=[("Reason", [mapping_prop(
+            {"candidate": ("candidate", "green"), "unknown": ("unknown (not asked)", "orange"),
+             **{r: (r, "red") for r in ("unreachable", "not_running", "nofailover", "watchdog",
+                                        "not_sync", "lag", "timeline", "dcs_quorum")}}),
+            cell_color()])]))
 
     # ---- Members table
     members = table_panel(
