@@ -10,7 +10,7 @@ use super::labels::{
     MemberLabels, MemberReasonLabels, MemberReplicatefromLabels, MemberTagLabels,
     SynchronousModeLabels,
 };
-use super::patroni_families::{all_members, member_labels, scope};
+use super::patroni_families::{member_labels, own_views, scope};
 use crate::patroni::{is_sync_role, DynamicConfig, MemberStatus, SynchronousMode};
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
 
@@ -158,8 +158,7 @@ fn encode_member_signals(
     writer: &mut FamilyWriter,
     snapshots: &[Arc<ClusterSnapshot>],
 ) -> fmt::Result {
-    let own_views =
-        || all_members(snapshots).filter_map(|(s, m)| Some((s, m, m.own_view.as_ref().ok()?)));
+    let own_views = || own_views(snapshots);
     let own_flag = |select: fn(&MemberStatus) -> bool| {
         own_views().map(move |(s, m, own)| (member_labels(s, m), flag(select(own))))
     };

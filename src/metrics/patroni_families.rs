@@ -8,7 +8,7 @@ use super::labels::{
     MemberInfoLabels, MemberLabels, MemberRoleLabels, MemberStateLabels, MemberVersionLabels,
     MemberWalLabels, PollErrorLabels, ScopeLabels,
 };
-use crate::patroni::{is_sync_role, Lag};
+use crate::patroni::{is_sync_role, Lag, MemberStatus};
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
 
 /// Roles always exported (as 0 when not the member's), so that a role change is a value
@@ -72,6 +72,13 @@ pub(super) fn all_members(
             .iter()
             .map(move |member| (snapshot.as_ref(), member))
     })
+}
+
+/// Every member whose own `GET /patroni` answered, with that answer.
+pub(super) fn own_views(
+    snapshots: &[Arc<ClusterSnapshot>],
+) -> impl Iterator<Item = (&ClusterSnapshot, &MemberSnapshot, &MemberStatus)> {
+    all_members(snapshots).filter_map(|(s, m)| Some((s, m, m.own_view.as_ref().ok()?)))
 }
 
 fn encode_exporter(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
@@ -288,8 +295,7 @@ fn encode_member_own_views(
             .filter(|(_, m)| !matches!(&m.own_view, Err(failure) if !failure.request_sent()))
             .map(|(s, m)| (member_labels(s, m), flag(m.own_view.is_ok()))),
     )?;
-    let own_views =
-        || all_members(snapshots).filter_map(|(s, m)| Some((s, m, m.own_view.as_ref().ok()?)));
+    let own_views = || own_views(snapshots);
     writer.cached_gauge(
         "patroni_member_reported_role",
         "1 for the role the member reports about itself in GET /patroni (master is reported as primary), 0 for the other known roles.",

@@ -162,17 +162,6 @@ show_state() {
   local n
   for n in 0 1 2; do echo "===== postgresql-$n own GET /patroni role: $(own_role "$n")"; done
 }
-on_fail() { # record the failure with the state and the logs, and stop (later phases build on it)
-  fail "$1"
-  show_state >&2 || true
-  dump_logs "$EXPORTER_LOG" >&2 || true
-  e2e_summary || true
-  exit 1
-}
-expect() { # expect DESCRIPTION NAME LABELS OP VALUE TIMEOUT
-  local what=$1; shift
-  if wait_for_metric "$@" >/dev/null; then pass "$what (${E2E_ELAPSED}s)"; else on_fail "$what"; fi
-}
 ctl_list() { # ctl_list FILE: patronictl list into FILE and the log
   timeout 30 "$CLUSTER" ctl list >"$1" 2>&1 9>&- || echo "(patronictl rc=$?)" >>"$1"
   sed 's/^/    /' "$1" >&2

@@ -171,17 +171,6 @@ show_state() {
   done
   echo "===== nftables"; nft list table inet "$FW" 2>&1 | sed 's/^/    /' || true
 }
-on_fail() { # record the failure with the state and the logs, and stop (later phases build on it)
-  fail "$1"
-  show_state >&2 || true
-  dump_logs "$EXPORTER_LOG" >&2 || true
-  e2e_summary || true
-  exit 1
-}
-expect() { # expect DESCRIPTION NAME LABELS OP VALUE TIMEOUT
-  local what=$1; shift
-  if wait_for_metric "$@" >/dev/null; then pass "$what (${E2E_ELAPSED}s)"; else on_fail "$what"; fi
-}
 # status NAME: `patroni-raft-exporter status` as the README shows it (from the run dir, the
 # password file by its relative name), output in status-NAME.txt; prints the exit code
 run_status() {

@@ -255,6 +255,21 @@ e2e_summary() {
 }
 
 # ------------------------------------------------------------------ diagnostics
+# on_fail MSG: record the failure, show the state (a script's own `show_state`, when it has
+# one) and the logs, print the summary, and stop: later phases build on the failed one. A
+# script that needs more at a failure defines its own on_fail after sourcing this file.
+on_fail() {
+  fail "$1"
+  if declare -F show_state >/dev/null; then show_state >&2 || true; fi
+  dump_logs "${EXPORTER_LOG:-}" >&2 || true
+  e2e_summary || true
+  exit 1
+}
+expect() { # expect DESCRIPTION NAME LABELS OP VALUE TIMEOUT: wait_for_metric, else on_fail
+  local what=$1; shift
+  if wait_for_metric "$@" >/dev/null; then pass "$what (${E2E_ELAPSED}s)"; else on_fail "$what"; fi
+}
+
 dump_logs() { # dump_logs [EXPORTER_LOG]
   local exporter_log=${1:-${EXPORTER_LOG:-}} data f n
   data=${DATA_DIR:-$E2E_WORK/cluster}

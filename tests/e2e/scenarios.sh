@@ -69,10 +69,6 @@ on_fail() {
   exit 1
 }
 
-expect() { # expect DESCRIPTION NAME LABELS OP VALUE TIMEOUT
-  local what=$1; shift
-  if wait_for_metric "$@" >/dev/null; then pass "$what (${E2E_ELAPSED}s)"; else on_fail "$what"; fi
-}
 
 leader_name() { # the member whose role is leader in the exporter's view
   fetch_metrics >/dev/null 2>&1 || return 1

@@ -71,16 +71,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-on_fail() {
-  fail "$1"
-  dump_logs "$EXPORTER_LOG" >&2 || true
-  e2e_summary || true
-  exit 1
-}
-expect() { # expect DESCRIPTION NAME LABELS OP VALUE TIMEOUT
-  local what=$1; shift
-  if wait_for_metric "$@" >/dev/null; then pass "$what (${E2E_ELAPSED}s)"; else on_fail "$what"; fi
-}
 
 # bcrypt_hash: the bcrypt hash (cost 10) of the password on stdin, as htpasswd -B makes it
 bcrypt_hash() {
