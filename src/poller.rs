@@ -250,34 +250,17 @@ impl ClusterPoller {
             let target = format!("member {}", snapshot.member.name);
             self.note(Source::Member, &target, snapshot.own_view.as_ref().err());
         }
-        let history = match history {
-            Some(Ok(entries)) => {
-                self.note(Source::History, "history", None);
-                Some(entries)
+        let history = self.settle(Source::History, "history", history);
+        if let Some(config) = self.settle(Source::Config, "config", dynamic_config) {
+            let memory = &mut self.memory;
+            if memory
+                .dynamic_config
+                .as_ref()
+                .is_some_and(|known| *known != config)
+            {
+                memory.counters.config_changes += 1;
             }
-            Some(Err(error)) => {
-                self.note(Source::History, "history", Some(&Failure::from(&error)));
-                None
-            }
-            None => None,
-        };
-        match dynamic_config {
-            Some(Ok(config)) => {
-                self.note(Source::Config, "config", None);
-                let memory = &mut self.memory;
-                if memory
-                    .dynamic_config
-                    .as_ref()
-                    .is_some_and(|known| *known != config)
-                {
-                    memory.counters.config_changes += 1;
-                }
-                memory.dynamic_config = Some(config);
-            }
-            Some(Err(error)) => {
-                self.note(Source::Config, "config", Some(&Failure::from(&error)));
-            }
-            None => {}
+            memory.dynamic_config = Some(config);
         }
         raft_nodes.extend(
             second_targets
@@ -339,6 +322,26 @@ impl ClusterPoller {
         let base = base?;
         let _permit = self.permits.acquire().await;
         Some(request(base).await)
+    }
+
+    /// Counts and logs the outcome of a request that may not have been made (`None`);
+    /// returns the document when it was read.
+    fn settle<T>(
+        &mut self,
+        source: Source,
+        target: &str,
+        answer: Option<Result<T, PatroniError>>,
+    ) -> Option<T> {
+        match answer? {
+            Ok(document) => {
+                self.note(source, target, None);
+                Some(document)
+            }
+            Err(error) => {
+                self.note(source, target, Some(&Failure::from(&error)));
+                None
+            }
+        }
     }
 
     /// The `scope` label: what Patroni said last, else what was configured, else the first URL.
