@@ -491,16 +491,14 @@ fn failover_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
             ),
         );
     }
-    if view.members.len() > 1 && view.leaders().count() == 1 && snapshot.failover.candidates() == 0
-    {
-        let excluded: Vec<String> = snapshot
-            .failover
-            .members
+    let Some(readiness) = FailoverReport::from_snapshot(snapshot) else {
+        return;
+    };
+    if view.members.len() > 1 && view.leaders().count() == 1 && readiness.candidates.is_empty() {
+        let excluded: Vec<String> = readiness
+            .excluded
             .iter()
-            .map(|m| {
-                let reasons: Vec<&str> = m.exclusions.iter().map(|e| e.reason.as_str()).collect();
-                format!("{} ({})", m.name, reasons.join(", "))
-            })
+            .map(|m| format!("{} ({})", m.member, m.reasons.join(", ")))
             .collect();
         problems.say(
             Level::Warning,
