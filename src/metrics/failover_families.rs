@@ -53,7 +53,7 @@ fn encode_readiness(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>
     )?;
     writer.cached_gauge(
         "patroni_member_failover_excluded",
-        "1 for each reason why this member would not be promoted now: unreachable, unknown (not asked), not_running, nofailover, watchdog, not_sync, lag, timeline, dcs_quorum (the Raft DCS lost its quorum: nobody can take the leader key).",
+        "1 for each reason why this member would not be promoted now: unreachable, unknown (not asked), not_running, nofailover, watchdog, not_sync, lag, timeline, dcs_quorum (the Raft DCS lost its quorum: nobody can take the leader key), dcs_view (its own GET /cluster differs from the other members' in leader or members: its Raft replica is stale).",
         judged().flat_map(|(s, m)| {
             m.exclusions.iter().map(move |exclusion| {
                 (

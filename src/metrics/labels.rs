@@ -73,6 +73,10 @@ label_set!(
     SynchronousModeLabels { scope, mode }
 );
 label_set!(
+    /// A member and one field of its DCS view.
+    MemberFieldLabels { scope, member, field }
+);
+label_set!(
     /// A member's WAL position of one kind (`flush`, `received`, `replayed`).
     MemberWalLabels { scope, member, kind }
 );

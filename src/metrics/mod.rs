@@ -18,6 +18,7 @@ mod families;
 pub mod labels;
 mod patroni_families;
 mod raft_families;
+mod split_families;
 
 use std::sync::Arc;
 
@@ -72,6 +73,7 @@ pub fn encode_snapshots(
     patroni_families::encode(&mut writer, snapshots)?;
     failover_families::encode(&mut writer, snapshots)?;
     raft_families::encode(&mut writer, snapshots)?;
+    split_families::encode(&mut writer, snapshots)?;
     Ok(())
 }
 

@@ -74,11 +74,23 @@ pub(super) fn all_members(
     })
 }
 
-/// Every member whose own `GET /patroni` answered, with that answer.
+/// Every (snapshot, member) pair of the members listed in `/cluster` and those remembered
+/// after they left it: for the families read from a member's own `GET /patroni`.
+fn asked_members(
+    snapshots: &[Arc<ClusterSnapshot>],
+) -> impl Iterator<Item = (&ClusterSnapshot, &MemberSnapshot)> {
+    snapshots.iter().flat_map(|snapshot| {
+        snapshot
+            .members_and_departed()
+            .map(move |member| (snapshot.as_ref(), member))
+    })
+}
+
+/// Every member (listed or remembered) whose own `GET /patroni` answered, with that answer.
 pub(super) fn own_views(
     snapshots: &[Arc<ClusterSnapshot>],
 ) -> impl Iterator<Item = (&ClusterSnapshot, &MemberSnapshot, &MemberStatus)> {
-    all_members(snapshots).filter_map(|(s, m)| Some((s, m, m.own_view.as_ref().ok()?)))
+    asked_members(snapshots).filter_map(|(s, m)| Some((s, m, m.own_view.as_ref().ok()?)))
 }
 
 fn encode_exporter(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
@@ -291,7 +303,7 @@ fn encode_member_own_views(
     writer.cached_gauge(
         "patroni_member_api_up",
         "1 if the member's own GET /patroni answered in the last poll, 0 if it failed. Absent for a member the exporter did not ask: its api_url is not on an allowed host (patroni_exporter_poll_errors_total{kind=\"api_url_not_allowed\"}).",
-        all_members(snapshots)
+        asked_members(snapshots)
             .filter(|(_, m)| !matches!(&m.own_view, Err(failure) if !failure.request_sent()))
             .map(|(s, m)| (member_labels(s, m), flag(m.own_view.is_ok()))),
     )?;

@@ -25,7 +25,7 @@
 
 use crate::patroni::{is_sync_role, ClusterView, DynamicConfig, MemberStatus};
 
-use super::MemberSnapshot;
+use super::{MemberSnapshot, ViewComparison};
 
 /// Why a member would not be promoted. Each is a value of the `reason` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -48,10 +48,13 @@ pub enum ExclusionReason {
     Timeline,
     /// The Raft DCS has lost its quorum (verdict lost): nobody can take the leader key.
     DcsQuorum,
+    /// Its own `/cluster` differs from the other members' in who leads or who is a member:
+    /// its Raft replica is stale or diverged, so it cannot take the leader key.
+    DcsView,
 }
 
 impl ExclusionReason {
-    pub const ALL: [ExclusionReason; 9] = [
+    pub const ALL: [ExclusionReason; 10] = [
         ExclusionReason::Unreachable,
         ExclusionReason::Unknown,
         ExclusionReason::NotRunning,
@@ -61,6 +64,7 @@ impl ExclusionReason {
         ExclusionReason::Lag,
         ExclusionReason::Timeline,
         ExclusionReason::DcsQuorum,
+        ExclusionReason::DcsView,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -74,6 +78,7 @@ impl ExclusionReason {
             ExclusionReason::Lag => "lag",
             ExclusionReason::Timeline => "timeline",
             ExclusionReason::DcsQuorum => "dcs_quorum",
+            ExclusionReason::DcsView => "dcs_view",
         }
     }
 }
@@ -164,6 +169,23 @@ impl FailoverReadiness {
                 reason: ExclusionReason::DcsQuorum,
                 detail: "the Raft DCS has no quorum: nobody can take the leader key".into(),
             });
+        }
+        self
+    }
+}
+
+impl FailoverReadiness {
+    /// Excludes the members whose own DCS view differs from the others' in the leader or
+    /// the member set: a member whose Raft replica is stale or on another side of a split
+    /// acts on a DCS the majority does not share, and cannot write the leader key there.
+    pub fn without_diverged_views(mut self, views: &ViewComparison) -> FailoverReadiness {
+        for member in &mut self.members {
+            if views.diverged(&member.name) {
+                member.exclusions.push(Exclusion {
+                    reason: ExclusionReason::DcsView,
+                    detail: "its own /cluster differs from the other members' (leader or members): its Raft replica is stale".into(),
+                });
+            }
         }
         self
     }
@@ -313,6 +335,8 @@ mod tests {
                     &member_path.replace("{i}", &i.to_string()),
                 ))
                 .unwrap()),
+                dcs_view: None,
+                left_dcs_at: None,
             })
             .collect();
         (cluster, members)

@@ -21,8 +21,13 @@ use crate::raft::{RaftState, RaftStatus};
 
 mod failover;
 mod quorum;
+mod split;
 pub use failover::{human_bytes, Exclusion, ExclusionReason, FailoverReadiness, MemberReadiness};
 pub use quorum::{QuorumAssessment, QuorumEvidence, QuorumVerdict, Unanswered};
+pub use split::{
+    answered_views, primaries, says_primary, DcsView, MemberDcsView, MemberViewDiff, NodeVoterSet,
+    ViewComparison, ViewField, VoterSetComparison,
+};
 
 /// Which source a poll error came from: the `source` label of
 /// `patroni_exporter_poll_errors_total`.
@@ -83,12 +88,19 @@ impl From<&crate::raft::RaftError> for Failure {
     }
 }
 
-/// A member as `/cluster` lists it, with the answer of its own `/patroni`.
+/// A member as `/cluster` lists it (or listed it, for a remembered member), with the
+/// answers of its own `/patroni` and `/cluster`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemberSnapshot {
     pub member: Member,
     /// The member's own view; `Err` when it did not answer (or has no usable `api_url`).
     pub own_view: Result<MemberStatus, Failure>,
+    /// The DCS as the member's own Raft replica shows it (its `/cluster`, and its `/config`
+    /// when read); `None` when it was not asked.
+    pub dcs_view: Option<Result<MemberDcsView, Failure>>,
+    /// `None` while the member is listed in the `/cluster` the exporter reads; for a member
+    /// remembered after it left that view, the Unix time of the first poll that missed it.
+    pub left_dcs_at: Option<f64>,
 }
 
 impl MemberSnapshot {
@@ -160,6 +172,8 @@ pub struct Counters {
     pub polls_skipped: u64,
     /// Changes of the dynamic configuration (`GET /config`) seen between two polls.
     pub config_changes: u64,
+    /// Polls in which more than one member said it is primary (or standby leader).
+    pub multiple_primaries_polls: u64,
 }
 
 /// Everything one poll of one cluster learned. Immutable once published.
@@ -176,6 +190,13 @@ pub struct ClusterSnapshot {
     pub cluster_failure: Option<Failure>,
     /// The members of `cluster`, in its order, with their own views.
     pub members: Vec<MemberSnapshot>,
+    /// Members that left `cluster` recently and are still asked (for the cluster's `ttl`,
+    /// or as long as they say they are primary), by name.
+    pub departed: Vec<MemberSnapshot>,
+    /// Every member's own DCS view compared.
+    pub views: ViewComparison,
+    /// Every answering Raft node's voter set compared.
+    pub voter_sets: VoterSetComparison,
     /// `/history`; `None` when it was not read.
     pub history: Option<Vec<HistoryEntry>>,
     /// The dynamic configuration (`/config`) as last read; it comes from the DCS, so it is
@@ -199,6 +220,17 @@ impl ClusterSnapshot {
             .filter(|m| m.member.is_leader())
             .map(|m| m.member.name.as_str())
             .collect()
+    }
+
+    /// Listed and remembered members alike: everyone whose own word counts.
+    pub fn members_and_departed(&self) -> impl Iterator<Item = &MemberSnapshot> {
+        self.members.iter().chain(&self.departed)
+    }
+
+    /// The members that say they are primary (or standby leader) in their own `/patroni`,
+    /// listed or remembered.
+    pub fn primaries(&self) -> Vec<&MemberSnapshot> {
+        primaries(self.members_and_departed())
     }
 
     /// Unix time of the newest `/history` entry.

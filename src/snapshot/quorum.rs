@@ -170,6 +170,11 @@ pub struct QuorumAssessment {
     /// Whether the voter set came from an answer (this poll's or an earlier one's) rather
     /// than from the list of addresses queried.
     pub voters_known: bool,
+    /// Distinct voter sets (a node and its partners) among the answering nodes: more than
+    /// one when the nodes disagree on who votes. The verdict then counts the majority of
+    /// the union of the sets, and a node's word counts only when the voters it is connected
+    /// to are a majority of that union.
+    pub voter_sets: u64,
     pub evidence: QuorumEvidence,
 }
 
@@ -234,17 +239,38 @@ impl QuorumAssessment {
         let with_quorum = voter_statuses.iter().filter(|s| s.has_quorum).count() as u64;
         let refused = unanswered[&Unanswered::Refused];
 
-        let evidence = if answered
+        let voter_sets = answered
             .iter()
-            .any(|(_, status)| status.state == RaftState::Leader && status.has_quorum)
-        {
+            .map(|(node, status)| own_voter_set(identity(node, status), status))
+            .fold(Vec::<BTreeSet<&str>>::new(), |mut sets, set| {
+                if !sets.contains(&set) {
+                    sets.push(set);
+                }
+                sets
+            })
+            .len() as u64;
+        // A node's has_quorum is counted against its own partner list; when the lists
+        // differ, it is evidence for the cluster only if the voters it is connected to are a
+        // majority of every voter any node names (a node started alone with no partners
+        // "has a quorum" of one).
+        let majority_of_all = |node: &RaftNodeSnapshot, status: &RaftStatus| {
+            let connected = status
+                .partners
+                .iter()
+                .filter(|p| p.connected() && voter_set.contains(&p.node))
+                .count() as u64;
+            let own = u64::from(voter_set.contains(identity(node, status)));
+            (connected + own) * 2 > voters
+        };
+        let evidence = if answered.iter().any(|(node, status)| {
+            status.state == RaftState::Leader && status.has_quorum && majority_of_all(node, status)
+        }) {
             QuorumEvidence::Leader
         } else if voters > 0 && with_quorum * 2 > voters {
             QuorumEvidence::Majority
-        } else if answered
-            .iter()
-            .any(|(_, status)| follower_with_connected_leader(status))
-        {
+        } else if answered.iter().any(|(node, status)| {
+            follower_with_connected_leader(status) && majority_of_all(node, status)
+        }) {
             QuorumEvidence::Follower
         } else if voters_known && with_quorum == 0 && answering > 0 {
             QuorumEvidence::NoQuorum
@@ -263,6 +289,7 @@ impl QuorumAssessment {
                 .filter(|(_, status)| status.state == RaftState::Leader)
                 .count() as u64,
             voters_known,
+            voter_sets,
             evidence,
         }
     }
@@ -321,6 +348,12 @@ impl QuorumAssessment {
             }
             QuorumEvidence::NotVisible => "too few voters answer to decide",
         };
+        if self.voter_sets > 1 {
+            parts.push(format!(
+                "the voters disagree on the voter set ({} distinct sets): counted against all {} voters they name",
+                self.voter_sets, self.voters
+            ));
+        }
         format!("{} ({basis})", parts.join("; "))
     }
 }
@@ -335,6 +368,13 @@ fn voters_named<'a>(statuses: impl Iterator<Item = &'a RaftStatus>) -> BTreeSet<
         voters.extend(status.partners.iter().map(|partner| partner.node.clone()));
     }
     voters
+}
+
+/// A node and its partners: the voters it counts its majority against.
+fn own_voter_set<'a>(id: &'a str, status: &'a RaftStatus) -> BTreeSet<&'a str> {
+    let mut set: BTreeSet<&str> = status.partners.iter().map(|p| p.node.as_str()).collect();
+    set.insert(id);
+    set
 }
 
 fn identity<'a>(node: &'a RaftNodeSnapshot, status: &'a RaftStatus) -> &'a str {
@@ -544,5 +584,56 @@ mod tests {
         for evidence in QuorumEvidence::ALL {
             assert!(!evidence.as_str().is_empty());
         }
+    }
+    /// A node restarted with a partner list of its own: `partners` are the ones it names,
+    /// all connected.
+    fn answer_with_partners(addr: &str, state: i64, partners: &[&str]) -> RaftNodeSnapshot {
+        let mut text = format!(
+            "commit_idx: 41\nenabled_code_version: 0\nhas_quorum: True\nlast_applied: 41\nleader: {}\nleader_commit_idx: 41\nlog_len: 41\n",
+            if state == 2 { addr } else { partners[0] }
+        );
+        for partner in partners {
+            text.push_str(&format!("partner_node_status_server_{partner}: 2\n"));
+        }
+        text.push_str(&format!(
+            "partner_nodes_count: {}\nraft_term: 1\nreadonly_nodes_count: 0\nrevision: deprecated\nself: {addr}\nself_code_version: 0\nstate: {state}\nuptime: 18\nversion: 0.3.12\n",
+            partners.len()
+        ));
+        RaftNodeSnapshot {
+            node: addr.to_owned(),
+            status: Ok(parse_admin_text(&text).unwrap()),
+        }
+    }
+
+    #[test]
+    fn a_node_alone_with_its_own_partner_list_confirms_nothing() {
+        // C restarted with no partners: a one-voter cluster of its own, leader with "quorum".
+        // A, which names B and C, has lost both. The union is {A, B, C}: C leads 1 of 3.
+        let q = judge(&[
+            answer(A, 0, None, &[]),
+            failed(B, "refused"),
+            answer_with_partners(C, 2, &[]),
+        ]);
+        assert_eq!(q.voter_sets, 2);
+        assert_ne!(q.verdict(), QuorumVerdict::Confirmed, "{q:?}");
+        assert!(
+            q.describe().contains("disagree on the voter set"),
+            "{}",
+            q.describe()
+        );
+    }
+
+    #[test]
+    fn a_stale_partner_list_that_still_reaches_a_majority_is_no_false_loss() {
+        // C names only A (canonical/postgresql-operator #1910); A leads B and C: confirmed.
+        let q = judge(&[
+            answer(A, 2, Some(A), &[B, C]),
+            answer(B, 0, Some(A), &[A]),
+            answer_with_partners(C, 0, &[A]),
+        ]);
+        assert_eq!(q.voter_sets, 2);
+        assert_eq!(q.voters, 3);
+        assert_eq!(q.verdict(), QuorumVerdict::Confirmed);
+        assert_eq!(q.evidence, QuorumEvidence::Leader);
     }
 }

@@ -292,6 +292,7 @@ fn problems(snapshot: &ClusterSnapshot) -> Vec<Problem> {
         raft_problems(snapshot, &mut problems);
     }
     member_problems(snapshot, &mut problems);
+    split_problems(snapshot, &mut problems);
     failover_problems(snapshot, &mut problems);
     problems
         .0
@@ -467,6 +468,65 @@ fn member_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
                 );
             }
         }
+    }
+}
+
+/// What comparing every member and node shows: several primaries by their own word (the
+/// old one may be out of the DCS view already), diverging DCS views, disagreeing voters.
+fn split_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
+    let primaries = snapshot.primaries();
+    if primaries.len() > 1 {
+        let named: Vec<String> = primaries
+            .iter()
+            .map(|m| match m.left_dcs_at {
+                Some(left) => format!(
+                    "{} (out of the DCS for {:.0} s)",
+                    m.member.name,
+                    (snapshot.polled_at_seconds - left).max(0.0)
+                ),
+                None => m.member.name.clone(),
+            })
+            .collect();
+        let count = if primaries.len() == 2 {
+            "TWO".to_owned()
+        } else {
+            primaries.len().to_string()
+        };
+        problems.say(
+            Level::Critical,
+            format!(
+                "{count} PRIMARIES: {}: each says primary in its own GET /patroni; both may take writes",
+                join_and(&named)
+            ),
+        );
+    }
+    if snapshot.views.distinct > 1 {
+        problems.say(
+            Level::Warning,
+            format!(
+                "the members' DCS views differ ({} views): {} (their Raft replicas disagree with the others')",
+                snapshot.views.distinct,
+                snapshot.views.describe_differences().join(", ")
+            ),
+        );
+    }
+    if snapshot.voter_sets.disagree() {
+        problems.say(
+            Level::Warning,
+            format!(
+                "the Raft nodes disagree on the voter set: {}",
+                snapshot.voter_sets.describe_differences().join("; ")
+            ),
+        );
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn join_and(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
     }
 }
 

@@ -109,11 +109,28 @@ async fn golden_output(format: Format) -> String {
     let tags = captured("3.3.8", "tags").await;
     let failsafe = captured("4.1.5", "failsafe-active").await;
 
+    // Split views: members 1 and 2 answer from the replica that saw the switchover to
+    // member 1 (timeline 2), member 0 from one frozen before it, and still says primary:
+    // two primaries by their own word, two DCS views, member 0 out of the candidates.
+    let split = FakeCluster::start(
+        "split-4-1-5",
+        &fixture("patroni-4.1.5/02-cluster-after-switchover.json"),
+        [
+            Some(fixture("patroni-4.1.5/01-patroni-m0.json")),
+            Some(fixture("patroni-4.1.5/02-patroni-after-switchover-m1.json")),
+            Some(fixture("patroni-4.1.5/02-patroni-after-switchover-m2.json")),
+        ],
+        &fixture("patroni-4.1.5/02-history-after-switchover.json"),
+    )
+    .await;
+    split.serve_cluster_on(0, &fixture("patroni-4.1.5/01-cluster-from-m0.json"));
+
     let configs = vec![
         cluster_config(healthy.urls(), Some((healthy_nodes, Some("s3cret")))),
         cluster_config(tags.urls(), None),
         cluster_config(failsafe.urls(), None),
         cluster_config(switchover.urls(), None),
+        cluster_config(split.urls()[1..].to_vec(), None),
         cluster_config(
             // The first URL is a dead member: the next one must be asked in the same poll.
             vec![
@@ -129,6 +146,7 @@ async fn golden_output(format: Format) -> String {
     let output = survivor_cluster.addresses.normalize(&output);
     let output = tags.addresses.normalize(&output);
     let output = failsafe.addresses.normalize(&output);
+    let output = split.addresses.normalize(&output);
     normalize_volatile(&addresses.normalize(&output))
 }
 
@@ -167,6 +185,20 @@ async fn golden_output_says_what_an_operator_needs() {
     assert!(has(
         "patroni_raft_up{scope=\"quorum-lost-4-1-5\",node=\"127.0.0.11:2222\"} 0"
     ));
+    // Split views: two members say primary; member 0's own /cluster is another replica's.
+    for line in [
+        "patroni_cluster_primaries{scope=\"split-4-1-5\"} 2",
+        "patroni_cluster_leaders{scope=\"split-4-1-5\"} 1",
+        "patroni_cluster_dcs_views{scope=\"split-4-1-5\"} 2",
+        "patroni_member_dcs_view_differs{scope=\"split-4-1-5\",member=\"postgresql-0\",field=\"leader\"} 1",
+        "patroni_member_dcs_view_differs{scope=\"split-4-1-5\",member=\"postgresql-2\",field=\"leader\"} 0",
+        "patroni_member_failover_excluded{scope=\"split-4-1-5\",member=\"postgresql-0\",reason=\"dcs_view\"} 1",
+        "patroni_cluster_dcs_views{scope=\"healthy-3-3-8\"} 1",
+        "patroni_cluster_primaries{scope=\"healthy-3-3-8\"} 1",
+        "patroni_raft_voter_sets{scope=\"healthy-3-3-8\"} 1",
+    ] {
+        assert!(has(line), "{line} missing");
+    }
     // /cluster still shows a leader, but the survivor says it is a replica.
     assert!(has(
         "patroni_cluster_leaders{scope=\"quorum-lost-4-1-5\"} 1"
@@ -291,27 +323,48 @@ async fn scope_mismatch_is_an_error_not_a_mix() {
 }
 
 #[tokio::test]
-async fn members_that_leave_vanish_from_the_output() {
+async fn members_that_leave_are_remembered_for_ttl_then_vanish_from_the_output() {
     let member = FakePatroni::start("127.0.0.1").await;
     let three = String::from_utf8(fixture("patroni-3.3.8/cluster.json")).unwrap();
     member.route("/cluster", Reply::Json(three.clone().into_bytes()));
+    // ttl 1 s: the memory of a departed member that does not say primary ends after it.
+    member.route(
+        "/config",
+        Reply::Json(br#"{"ttl": 1, "loop_wait": 1}"#.to_vec()),
+    );
     let config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
     let store = Arc::new(SnapshotStore::new(1));
     let mut poller = ClusterPoller::new(0, config).await.unwrap();
     store.publish(0, poller.poll_once().await);
     let registry = patroni_raft_exporter::metrics::registry(store.clone());
-    let before =
-        patroni_raft_exporter::metrics::exposition::render(&registry, Format::PrometheusText);
-    assert!(before.contains("member=\"postgresql-2\""));
+    let render =
+        || patroni_raft_exporter::metrics::exposition::render(&registry, Format::PrometheusText);
+    let before = render();
+    assert!(before.contains("patroni_member_in_dcs{scope=\"pg-test\",member=\"postgresql-2\"} 1"));
 
     let mut view: serde_json::Value = serde_json::from_str(&three).unwrap();
     view["members"].as_array_mut().unwrap().pop();
     member.route("/cluster", Reply::Json(serde_json::to_vec(&view).unwrap()));
     store.publish(0, poller.poll_once().await);
-    let after =
-        patroni_raft_exporter::metrics::exposition::render(&registry, Format::PrometheusText);
+    let left = render();
+    // Still asked and marked, but no longer described by the DCS view.
+    assert!(
+        left.contains("patroni_member_in_dcs{scope=\"pg-test\",member=\"postgresql-2\"} 0"),
+        "{left}"
+    );
+    assert!(left.contains(
+        "patroni_member_left_dcs_timestamp_seconds{scope=\"pg-test\",member=\"postgresql-2\"}"
+    ));
+    assert!(
+        !left.contains("patroni_member_role{scope=\"pg-test\",member=\"postgresql-2\""),
+        "{left}"
+    );
+    assert!(left.contains("patroni_cluster_members{scope=\"pg-test\"} 2"));
+
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    store.publish(0, poller.poll_once().await);
+    let after = render();
     assert!(!after.contains("member=\"postgresql-2\""), "{after}");
-    assert!(after.contains("patroni_cluster_members{scope=\"pg-test\"} 2"));
 }
 
 #[tokio::test]

@@ -251,8 +251,22 @@ async fn basic_auth_is_sent_and_api_urls_off_the_configured_hosts_are_not_follow
         ),
         "{output}"
     );
-    assert_eq!(elsewhere.requests().len(), 1);
-    assert!(elsewhere.requests()[0].starts_with("GET /patroni "));
+    // Its own /patroni, and its own /cluster (and /config in rotation) to compare the views.
+    let followed = elsewhere.requests();
+    assert!(
+        followed.iter().any(|r| r.starts_with("GET /patroni ")),
+        "{followed:?}"
+    );
+    assert!(
+        followed.iter().any(|r| r.starts_with("GET /cluster ")),
+        "{followed:?}"
+    );
+    assert!(
+        followed.iter().all(|r| r.starts_with("GET /patroni ")
+            || r.starts_with("GET /cluster ")
+            || r.starts_with("GET /config ")),
+        "{followed:?}"
+    );
 }
 
 #[tokio::test]

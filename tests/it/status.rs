@@ -155,6 +155,29 @@ async fn no_failover_candidate() -> Case {
     .await
 }
 
+/// Member 0 answers from a Raft replica frozen before the switchover to member 1 and still
+/// says primary; members 1 and 2 saw the switchover. The checker reads member 0 first.
+async fn two_primaries() -> Case {
+    let case = case(
+        "patroni-4.1.5/02-cluster-after-switchover.json",
+        [
+            Some("patroni-4.1.5/01-patroni-m0.json"),
+            Some("patroni-4.1.5/02-patroni-after-switchover-m1.json"),
+            Some("patroni-4.1.5/02-patroni-after-switchover-m2.json"),
+        ],
+        "patroni-4.1.5/02-history-after-switchover.json",
+        [
+            Some("enc_follower_0.3.12"),
+            Some("enc_leader_0.3.12"),
+            Some("enc_follower_0.3.12"),
+        ],
+    )
+    .await;
+    case._cluster
+        .serve_cluster_on(0, &fixture("patroni-4.1.5/01-cluster-from-m0.json"));
+    case
+}
+
 async fn reports(case: &Case) -> Vec<ClusterReport> {
     status_command::collect(vec![case.config.clone()], Duration::from_secs(10)).await
 }
@@ -238,6 +261,26 @@ async fn no_failover_candidate_is_a_warning_that_names_the_reasons() {
     ));
     assert_eq!(overall(&reports).exit_code(), 1);
     golden("no-failover-candidate", case, Level::Warning).await;
+}
+
+#[tokio::test]
+async fn two_primaries_are_critical_and_named_whichever_view_is_read() {
+    let case = two_primaries().await;
+    let reports = reports(&case).await;
+    let text = render::text(&reports, Colour(false));
+    assert!(
+        text.contains("CRITICAL TWO PRIMARIES: postgresql-0 and postgresql-1: each says primary in its own GET /patroni"),
+        "{text}"
+    );
+    // The checker read member 0's frozen view, but the majority's view is the reference.
+    assert!(
+        text.contains(
+            "WARNING the members' DCS views differ (2 views): postgresql-0 (leader, timelines)"
+        ),
+        "{text}"
+    );
+    assert_eq!(overall(&reports).exit_code(), 2);
+    golden("two-primaries", case, Level::Critical).await;
 }
 
 #[tokio::test]

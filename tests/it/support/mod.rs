@@ -61,6 +61,7 @@ pub struct FakeCluster {
     _running: Vec<Option<FakePatroni>>,
     urls: Vec<Url>,
     pub addresses: Addresses,
+    scope: String,
 }
 
 impl FakeCluster {
@@ -91,15 +92,11 @@ impl FakeCluster {
         for ip in ips {
             members.push(FakePatroni::start(ip).await);
         }
-        let mut cluster = String::from_utf8(cluster.to_vec()).unwrap();
-        cluster = cluster
-            .replace("\"scope\": \"pg-test\"", &format!("\"scope\": \"{scope}\""))
-            .replace("\"scope\":\"pg-test\"", &format!("\"scope\":\"{scope}\""));
         for (index, member) in members.iter().enumerate() {
-            let original = format!("http://127.0.0.1{}:8008", index + 1);
-            cluster = cluster.replace(&original, &member.url());
-            addresses.add(member.url(), original);
+            addresses.add(member.url(), format!("http://127.0.0.1{}:8008", index + 1));
         }
+        let member_urls: Vec<String> = members.iter().map(FakePatroni::url).collect();
+        let cluster = rewrite_cluster(cluster, scope, &member_urls);
         let urls = members
             .iter()
             .map(|m| Url::parse(&m.url()).unwrap())
@@ -120,6 +117,21 @@ impl FakeCluster {
             _running: members,
             urls,
             addresses,
+            scope: scope.to_owned(),
+        }
+    }
+
+    /// Serves another captured `/cluster` on member `index` only: its own Raft replica's
+    /// view, when the members' views differ.
+    pub fn serve_cluster_on(&self, index: usize, cluster: &[u8]) {
+        let urls: Vec<String> = self
+            .urls
+            .iter()
+            .map(|u| u.as_str().trim_end_matches('/').to_owned())
+            .collect();
+        let body = rewrite_cluster(cluster, &self.scope, &urls);
+        if let Some(member) = &self._running[index] {
+            member.route("/cluster", Reply::Json(body.into_bytes()));
         }
     }
 
@@ -134,6 +146,19 @@ impl FakeCluster {
     pub fn urls(&self) -> Vec<Url> {
         self.urls.clone()
     }
+}
+
+/// A captured `/cluster` body with the scope `scope` and the captured members' api_urls
+/// (`http://127.0.0.1N:8008`) pointing at `member_urls`.
+fn rewrite_cluster(cluster: &[u8], scope: &str, member_urls: &[String]) -> String {
+    let mut cluster = String::from_utf8(cluster.to_vec())
+        .unwrap()
+        .replace("\"scope\": \"pg-test\"", &format!("\"scope\": \"{scope}\""))
+        .replace("\"scope\":\"pg-test\"", &format!("\"scope\":\"{scope}\""));
+    for (index, url) in member_urls.iter().enumerate() {
+        cluster = cluster.replace(&format!("http://127.0.0.1{}:8008", index + 1), url);
+    }
+    cluster
 }
 
 /// A fake Raft node serving the reply of a captured keyed vector (`enc_*` cases), as

@@ -23,9 +23,13 @@ use crate::config::{ApiUrlPolicy, ClusterConfig, RaftSettings};
 use crate::patroni::{self, ClusterView, PatroniClient, PatroniError};
 use crate::raft::{self, QueryLimits, RaftKey, RaftStatus};
 use crate::snapshot::{
-    effective_raft_leader, ClusterSnapshot, Counters, FailoverReadiness, Failure, MemberSnapshot,
-    QuorumAssessment, QuorumVerdict, RaftNodeSnapshot, SnapshotStore, Source,
+    answered_views, effective_raft_leader, primaries, ClusterSnapshot, Counters, DcsView,
+    FailoverReadiness, Failure, MemberDcsView, MemberSnapshot, QuorumAssessment, QuorumVerdict,
+    RaftNodeSnapshot, SnapshotStore, Source, ViewComparison, VoterSetComparison,
 };
+
+mod members;
+use members::MemberMemory;
 
 /// More members than this in `/cluster` is not a Patroni cluster (real ones have a handful):
 /// the document is refused rather than fanned out into thousands of requests.
@@ -91,6 +95,8 @@ struct PollMemory {
     last_decisive_verdict: Option<QuorumVerdict>,
     /// The dynamic configuration last read from `/config`.
     dynamic_config: Option<patroni::DynamicConfig>,
+    /// Members across polls: who left the view (still asked), each member's `/config`.
+    members: MemberMemory,
     counters: Counters,
     /// The last error kind per target, to log changes rather than every failure.
     failing: BTreeMap<String, &'static str>,
@@ -220,10 +226,15 @@ impl ClusterPoller {
             .collect();
         self.learn_raft(&raft_nodes);
 
-        let members = cluster
+        let listed = cluster
             .as_ref()
             .map(|view| view.members.clone())
             .unwrap_or_default();
+        let polled_at = unix_now();
+        let departed: Vec<(patroni::Member, f64)> = match &cluster {
+            Some(view) => self.memory.members.departed_after(view, polled_at),
+            None => Vec::new(),
+        };
         let history_base = self.memory.preferred_url.clone();
         let second_targets: Vec<String> = self
             .raft_targets_named(cluster.as_ref())
@@ -232,23 +243,75 @@ impl ClusterPoller {
             .take(MAX_MEMBERS.saturating_sub(raft_nodes.len()))
             .collect();
 
-        let member_views = join_all(members.iter().map(|member| self.fetch_member(member)));
+        // The member whose `/cluster` the exporter read: its view is not asked again.
+        let reader = cluster
+            .as_ref()
+            .and(history_base.as_ref())
+            .and_then(|base| member_at(&listed, base));
+        let everyone: Vec<&patroni::Member> = listed
+            .iter()
+            .chain(departed.iter().map(|(m, _)| m))
+            .collect();
+        let names: Vec<&str> = everyone.iter().map(|m| m.name.as_str()).collect();
+        let config_member = self
+            .memory
+            .members
+            .next_config_member(&names, reader.as_deref());
+        let member_answers = join_all(everyone.iter().map(|member| {
+            let is_reader = reader.as_deref() == Some(member.name.as_str());
+            let wants_config = config_member == Some(member.name.as_str());
+            self.fetch_member(member, !is_reader, wants_config)
+        }));
         // `/history` and `/config` from the member that answered `/cluster`, if one did.
         let preferred = cluster.as_ref().and(history_base.as_ref());
         let history = self.ask_preferred(preferred, |base| self.client.history(base));
         let dynamic_config = self.ask_preferred(preferred, |base| self.client.dynamic_config(base));
         let second_answers = join_all(self.raft_queries(&second_targets));
-        let (member_views, history, dynamic_config, second_answers) =
-            tokio::join!(member_views, history, dynamic_config, second_answers);
+        let (member_answers, history, dynamic_config, second_answers) =
+            tokio::join!(member_answers, history, dynamic_config, second_answers);
 
-        let members: Vec<MemberSnapshot> = members
-            .into_iter()
-            .zip(member_views)
-            .map(|(member, own_view)| MemberSnapshot { member, own_view })
-            .collect();
-        for snapshot in &members {
-            let target = format!("member {}", snapshot.member.name);
-            self.note(Source::Member, &target, snapshot.own_view.as_ref().err());
+        let mut members = Vec::with_capacity(listed.len());
+        let mut departed_members = Vec::with_capacity(departed.len());
+        let left_at = departed.iter().map(|(_, at)| Some(*at));
+        let placements = listed.iter().map(|_| None).chain(left_at);
+        for ((member, answers), left_dcs_at) in
+            everyone.into_iter().zip(member_answers).zip(placements)
+        {
+            let name = member.name.clone();
+            self.note(
+                Source::Member,
+                &format!("member {name}"),
+                answers.own.as_ref().err(),
+            );
+            if let Some(answer) = &answers.cluster {
+                self.note(
+                    Source::Cluster,
+                    &format!("view of {name}"),
+                    answer.as_ref().err(),
+                );
+            }
+            if let Some(answer) = answers.config {
+                if let Some(config) =
+                    self.settle(Source::Config, &format!("config of {name}"), Some(answer))
+                {
+                    self.memory.members.record_config(&name, config, false);
+                }
+            }
+            let snapshot = MemberSnapshot {
+                member: member.clone(),
+                own_view: answers.own,
+                dcs_view: answers.cluster.map(|answer| {
+                    answer.map(|view| MemberDcsView {
+                        view: DcsView::of(&view),
+                        config: None,
+                    })
+                }),
+                left_dcs_at,
+            };
+            match left_dcs_at {
+                None => members.push(snapshot),
+                Some(_) => departed_members.push(snapshot),
+            }
         }
         let history = self.settle(Source::History, "history", history);
         if let Some(config) = self.settle(Source::Config, "config", dynamic_config) {
@@ -260,8 +323,33 @@ impl ClusterPoller {
             {
                 memory.counters.config_changes += 1;
             }
+            if let Some(reader) = &reader {
+                memory.members.record_config(reader, config.clone(), true);
+            }
             memory.dynamic_config = Some(config);
         }
+        let read_view = cluster.as_ref().map(DcsView::of);
+        for snapshot in members.iter_mut().chain(&mut departed_members) {
+            let name = snapshot.member.name.as_str();
+            if reader.as_deref() == Some(name) {
+                if let Some(view) = &read_view {
+                    snapshot.dcs_view = Some(Ok(MemberDcsView {
+                        view: view.clone(),
+                        config: None,
+                    }));
+                }
+            }
+            if let Some(Ok(view)) = &mut snapshot.dcs_view {
+                view.config = self.memory.members.config_of(name).cloned();
+            }
+        }
+        let ttl = Duration::from_secs(
+            self.memory
+                .dynamic_config
+                .as_ref()
+                .map_or(DEFAULT_TTL_SECONDS, |config| config.ttl_seconds),
+        );
+        self.memory.members.settle(&mut departed_members, ttl);
         raft_nodes.extend(
             second_targets
                 .into_iter()
@@ -276,14 +364,23 @@ impl ClusterPoller {
         self.learn_raft(&raft_nodes);
         self.remember(cluster.as_ref());
         let quorum = QuorumAssessment::assess(&raft_nodes, &self.memory.voters);
+        let views = ViewComparison::compare(
+            &answered_views(members.iter().chain(&departed_members)),
+            read_view.as_ref(),
+        );
+        let voter_sets = VoterSetComparison::compare(&raft_nodes);
         let mut failover = cluster
             .as_ref()
             .map(|view| {
                 FailoverReadiness::assess(view, &members, self.memory.dynamic_config.as_ref())
             })
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .without_diverged_views(&views);
         if self.raft.is_some() && quorum.verdict() == QuorumVerdict::Lost {
             failover = failover.without_dcs_quorum();
+        }
+        if primaries(members.iter().chain(&departed_members)).len() > 1 {
+            self.memory.counters.multiple_primaries_polls += 1;
         }
         if raft_nodes.iter().any(|node| node.status.is_ok()) {
             self.memory.voters = quorum_voter_set(&raft_nodes);
@@ -292,14 +389,14 @@ impl ClusterPoller {
 
         ClusterSnapshot {
             scope: self.scope(),
-            polled_at_seconds: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs_f64())
-                .unwrap_or_default(),
+            polled_at_seconds: unix_now(),
             poll_duration: started.elapsed(),
             cluster,
             cluster_failure,
             members,
+            departed: departed_members,
+            views,
+            voter_sets,
             history,
             config: self.memory.dynamic_config.clone(),
             failover,
@@ -422,10 +519,62 @@ impl ClusterPoller {
         }
     }
 
+    /// Asks a member (listed or remembered) at its `api_url`: its own `/patroni`, and its own
+    /// `/cluster` and `/config` when wanted, concurrently.
     async fn fetch_member(
         &self,
         member: &patroni::Member,
-    ) -> Result<patroni::MemberStatus, Failure> {
+        wants_cluster: bool,
+        wants_config: bool,
+    ) -> MemberAnswers {
+        let api_url = match self.member_api_url(member) {
+            Ok(url) => url,
+            Err(failure) => {
+                return MemberAnswers {
+                    own: Err(failure.clone()),
+                    cluster: wants_cluster.then(|| Err(failure.clone())),
+                    config: None,
+                }
+            }
+        };
+        let base = patroni::base_of(&api_url);
+        let own = async {
+            let _permit = self.permits.acquire().await;
+            self.client
+                .member_status(&api_url)
+                .await
+                .map_err(|e| Failure::from(&e))
+        };
+        let cluster = async {
+            if !wants_cluster {
+                return None;
+            }
+            let _permit = self.permits.acquire().await;
+            let answer = self
+                .client
+                .cluster(&base)
+                .await
+                .and_then(|view| self.check_scope(view))
+                .and_then(check_member_count);
+            Some(answer.map_err(|e| Failure::from(&e)))
+        };
+        let config = async {
+            if !wants_config {
+                return None;
+            }
+            let _permit = self.permits.acquire().await;
+            Some(self.client.dynamic_config(&base).await)
+        };
+        let (own, cluster, config) = tokio::join!(own, cluster, config);
+        MemberAnswers {
+            own,
+            cluster,
+            config,
+        }
+    }
+
+    /// A member's `api_url`, if valid and allowed by the policy.
+    fn member_api_url(&self, member: &patroni::Member) -> Result<Url, Failure> {
         let Some(api_url) = member
             .api_url
             .as_deref()
@@ -442,11 +591,7 @@ impl ClusterPoller {
                 member.name
             ))));
         }
-        let _permit = self.permits.acquire().await;
-        self.client
-            .member_status(&api_url)
-            .await
-            .map_err(|error| Failure::from(&error))
+        Ok(api_url)
     }
 
     /// One status query per target. Targets exist only when Raft is polled (the target
@@ -650,6 +795,38 @@ async fn raft_query(settings: &RaftSettings, timeout: Duration) -> anyhow::Resul
             ..QueryLimits::default()
         },
     })
+}
+
+/// What one member answered: its own `/patroni`, and its `/cluster` and `/config` when
+/// asked (`None` when not).
+struct MemberAnswers {
+    own: Result<patroni::MemberStatus, Failure>,
+    cluster: Option<Result<ClusterView, Failure>>,
+    config: Option<Result<patroni::DynamicConfig, PatroniError>>,
+}
+
+/// Patroni's default `ttl`, for member memory before `/config` was read.
+const DEFAULT_TTL_SECONDS: u64 = 30;
+
+/// The name of the member of `members` whose REST base is `base`.
+fn member_at(members: &[patroni::Member], base: &Url) -> Option<String> {
+    let base = patroni::base_of(base);
+    members
+        .iter()
+        .find(|m| {
+            m.api_url
+                .as_deref()
+                .and_then(|url| Url::parse(url).ok())
+                .is_some_and(|url| patroni::base_of(&url) == base)
+        })
+        .map(|m| m.name.clone())
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default()
 }
 
 /// What asking `/cluster` gave: the failed attempts in order, and who answered.

@@ -1,0 +1,98 @@
+//! Families that compare what the members and the Raft nodes each say: members out of the
+//! DCS view, primaries by their own word, diverging DCS views and voter sets
+//! (`snapshot::split` makes the judgements; this maps them to names).
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::families::{flag, FamilyWriter};
+use super::labels::{MemberFieldLabels, NodeLabels};
+use super::patroni_families::{member_labels, scope};
+use crate::snapshot::{ClusterSnapshot, ViewField};
+
+pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
+    writer.cached_gauge(
+        "patroni_member_in_dcs",
+        "1 when the member is listed in the GET /cluster the exporter reads; 0 for a member remembered after it left that view (asked for the cluster's ttl, and as long as it says it is primary).",
+        snapshots.iter().flat_map(|s| {
+            s.members_and_departed()
+                .map(move |m| (member_labels(s, m), flag(m.left_dcs_at.is_none())))
+        }),
+    )?;
+    writer.cached_gauge(
+        "patroni_member_left_dcs_timestamp_seconds",
+        "Unix time of the first poll whose GET /cluster no longer listed this remembered member (patroni_member_in_dcs 0).",
+        snapshots.iter().flat_map(|s| {
+            s.departed
+                .iter()
+                .filter_map(move |m| Some((member_labels(s, m), m.left_dcs_at?)))
+        }),
+    )?;
+    writer.cached_gauge(
+        "patroni_cluster_primaries",
+        "Members, listed or remembered, that say primary (or standby_leader) in their own GET /patroni; more than 1: two servers accept writes. Compare patroni_cluster_leaders, the DCS view's count.",
+        snapshots
+            .iter()
+            .filter(|s| s.cluster.is_some() || !s.departed.is_empty())
+            .map(|s| (scope(s), s.primaries().len() as f64)),
+    )?;
+    writer.counter(
+        "patroni_cluster_multiple_primaries_polls",
+        "Polls in which more than one member said it is primary (or standby_leader): catches a window shorter than the scrape interval.",
+        snapshots
+            .iter()
+            .map(|s| (scope(s), s.counters.multiple_primaries_polls)),
+    )?;
+    writer.cached_gauge(
+        "patroni_cluster_dcs_views",
+        "Distinct DCS views (leader, member set, timelines, config) among the members whose own GET /cluster answered; 1 when they agree.",
+        snapshots
+            .iter()
+            .filter(|s| s.views.distinct > 0)
+            .map(|s| (scope(s), s.views.distinct as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_member_dcs_view_differs",
+        "1 when the member's own GET /cluster (or GET /config, field config) differs in this field from the view most members share.",
+        snapshots.iter().flat_map(|s| {
+            s.views.members.iter().flat_map(move |m| {
+                ViewField::ALL
+                    .into_iter()
+                    .filter(move |field| *field != ViewField::Config || m.config_known)
+                    .map(move |field| {
+                        (
+                            MemberFieldLabels {
+                                scope: &s.scope,
+                                member: &m.member,
+                                field: field.as_str(),
+                            },
+                            flag(m.differs.contains(&field)),
+                        )
+                    })
+            })
+        }),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_voter_sets",
+        "Distinct voter sets (a node and its partners) among the Raft nodes that answered; 1 when they agree.",
+        snapshots
+            .iter()
+            .filter(|s| s.voter_sets.distinct > 0)
+            .map(|s| (scope(s), s.voter_sets.distinct as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_voter_set_differs",
+        "1 when the node's voter set (itself and its partners) differs from the one most nodes have.",
+        snapshots.iter().flat_map(|s| {
+            s.voter_sets.nodes.iter().map(move |n| {
+                (
+                    NodeLabels {
+                        scope: &s.scope,
+                        node: &n.node,
+                    },
+                    flag(n.differs),
+                )
+            })
+        }),
+    )
+}

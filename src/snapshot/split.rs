@@ -1,0 +1,412 @@
+//! Split views: what every member and every Raft node says, compared with each other.
+//!
+//! Why: each Patroni member answers `GET /cluster` from its *own* Raft replica, and each
+//! pysyncobj node counts its majority against its *own* partner list. One member's view is
+//! one replica's word. Replicas diverge when a node's log stalls (a Raft-only partition, a
+//! hung process) or when pysyncobj forgets its term and vote over a restart (PySyncObj #201,
+//! Patroni #1764); partner lists differ when a node starts with a stale or incomplete
+//! configuration (canonical/postgresql-operator #1910, PySyncObj #133). And an isolated
+//! leader keeps saying `primary` after the majority promoted another member, until its own
+//! loop demotes it. None of this shows in one member's `/cluster`, so the judgements here
+//! compare every answer the poll got: pure functions of the snapshot's parts.
+
+use std::collections::BTreeSet;
+
+use super::{MemberSnapshot, RaftNodeSnapshot};
+use crate::patroni::{ClusterView, DynamicConfig, MemberStatus};
+
+/// One part of a DCS view that members can disagree on: the `field` label of
+/// `patroni_member_dcs_view_differs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ViewField {
+    /// Who holds the leader key.
+    Leader,
+    /// Which members have a key.
+    Members,
+    /// The timeline each member's key carries.
+    Timelines,
+    /// The dynamic configuration (`GET /config`).
+    Config,
+}
+
+impl ViewField {
+    pub const ALL: [ViewField; 4] = [
+        ViewField::Leader,
+        ViewField::Members,
+        ViewField::Timelines,
+        ViewField::Config,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ViewField::Leader => "leader",
+            ViewField::Members => "members",
+            ViewField::Timelines => "timelines",
+            ViewField::Config => "config",
+        }
+    }
+}
+
+/// The parts of one member's `GET /cluster` (and `GET /config`) that are compared. The
+/// positions and lags are left out: they change with every loop of every member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DcsView {
+    /// Members holding the leader key, sorted.
+    pub leaders: Vec<String>,
+    /// Every member with a key, sorted.
+    pub members: Vec<String>,
+    /// Each member's timeline (as its key says), sorted by member.
+    pub timelines: Vec<(String, Option<u64>)>,
+}
+
+impl DcsView {
+    pub fn of(view: &ClusterView) -> DcsView {
+        let mut timelines: Vec<(String, Option<u64>)> = view
+            .members
+            .iter()
+            .map(|m| (m.name.clone(), m.timeline))
+            .collect();
+        timelines.sort();
+        let mut leaders: Vec<String> = view.leaders().map(|m| m.name.clone()).collect();
+        leaders.sort();
+        DcsView {
+            leaders,
+            members: timelines.iter().map(|(name, _)| name.clone()).collect(),
+            timelines,
+        }
+    }
+}
+
+/// What one member's own `GET /cluster` and `GET /config` said, as far as they were read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemberDcsView {
+    pub view: DcsView,
+    /// Its `GET /config`, when read (asked one member per poll, in rotation).
+    pub config: Option<DynamicConfig>,
+}
+
+/// Every member's DCS view compared with the reference: the view most members share, a
+/// tie going to the view the exporter reads (the member that answered `/cluster` first).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ViewComparison {
+    /// Distinct views among the members whose `/cluster` answered; 0 when none did. A
+    /// member whose `/config` is not known yet is taken to share the reference's.
+    pub distinct: usize,
+    /// Per member whose `/cluster` answered, in the snapshot's order: the fields in which
+    /// its view differs from the reference (empty when it agrees), and whether its
+    /// `/config` was compared at all.
+    pub members: Vec<MemberViewDiff>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberViewDiff {
+    pub member: String,
+    pub differs: Vec<ViewField>,
+    pub config_known: bool,
+}
+
+impl ViewComparison {
+    /// Compares `views` (member name, its view), with `read` the view the exporter reads.
+    pub fn compare(views: &[(&str, &MemberDcsView)], read: Option<&DcsView>) -> ViewComparison {
+        let Some(reference) = most_common(views.iter().map(|(_, v)| &v.view), read) else {
+            return ViewComparison::default();
+        };
+        let reference_config =
+            most_common(views.iter().filter_map(|(_, v)| v.config.as_ref()), None);
+        let mut distinct: Vec<(&DcsView, Option<&DynamicConfig>)> = Vec::new();
+        let mut members = Vec::with_capacity(views.len());
+        for (name, seen) in views {
+            let config = seen.config.as_ref().or(reference_config);
+            if !distinct.contains(&(&seen.view, config)) {
+                distinct.push((&seen.view, config));
+            }
+            let mut differs = Vec::new();
+            if seen.view.leaders != reference.leaders {
+                differs.push(ViewField::Leader);
+            }
+            if seen.view.members != reference.members {
+                differs.push(ViewField::Members);
+            }
+            if seen.view.timelines != reference.timelines {
+                differs.push(ViewField::Timelines);
+            }
+            if config != reference_config {
+                differs.push(ViewField::Config);
+            }
+            members.push(MemberViewDiff {
+                member: (*name).to_owned(),
+                differs,
+                config_known: seen.config.is_some(),
+            });
+        }
+        ViewComparison {
+            distinct: distinct.len(),
+            members,
+        }
+    }
+
+    /// The members whose view differs, with the fields, e.g. `postgresql-2 (members, timelines)`.
+    pub fn describe_differences(&self) -> Vec<String> {
+        self.members
+            .iter()
+            .filter(|m| !m.differs.is_empty())
+            .map(|m| {
+                let fields: Vec<&str> = m.differs.iter().map(|f| f.as_str()).collect();
+                format!("{} ({})", m.member, fields.join(", "))
+            })
+            .collect()
+    }
+
+    /// Whether `member`'s view differs in who leads or who is a member: its replica is
+    /// stale or diverged, and it cannot take the leader key on the majority's terms.
+    pub fn diverged(&self, member: &str) -> bool {
+        self.members.iter().any(|m| {
+            m.member == member
+                && m.differs
+                    .iter()
+                    .any(|f| matches!(f, ViewField::Leader | ViewField::Members))
+        })
+    }
+}
+
+/// The value most items equal; a tie goes to `prefer` when it is among the tied, else to
+/// the first of them. `None` only for no items.
+fn most_common<'a, T: PartialEq + 'a>(
+    items: impl Iterator<Item = &'a T>,
+    prefer: Option<&'a T>,
+) -> Option<&'a T> {
+    let mut counts: Vec<(&T, usize)> = Vec::new();
+    for item in items {
+        match counts.iter_mut().find(|(seen, _)| *seen == item) {
+            Some((_, count)) => *count += 1,
+            None => counts.push((item, 1)),
+        }
+    }
+    let best = counts.iter().map(|(_, count)| *count).max()?;
+    let tied: Vec<&T> = counts
+        .iter()
+        .filter(|(_, count)| *count == best)
+        .map(|(item, _)| *item)
+        .collect();
+    prefer
+        .and_then(|p| tied.iter().copied().find(|item| *item == p))
+        .or_else(|| tied.first().copied())
+}
+
+/// Every answering Raft node's voter set (itself and its partners), compared.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VoterSetComparison {
+    /// Distinct voter sets among the nodes that answered; 0 when none did.
+    pub distinct: usize,
+    /// Per answering node (the address queried): whether its set differs from the one
+    /// most nodes have, and its set.
+    pub nodes: Vec<NodeVoterSet>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeVoterSet {
+    pub node: String,
+    pub voters: BTreeSet<String>,
+    pub differs: bool,
+}
+
+impl VoterSetComparison {
+    pub fn compare(nodes: &[RaftNodeSnapshot]) -> VoterSetComparison {
+        let sets: Vec<(&str, BTreeSet<String>)> = nodes
+            .iter()
+            .filter_map(|node| {
+                let status = node.status.as_ref().ok()?;
+                let own = if status.self_node.is_empty() {
+                    node.node.clone()
+                } else {
+                    status.self_node.clone()
+                };
+                let mut voters: BTreeSet<String> =
+                    status.partners.iter().map(|p| p.node.clone()).collect();
+                voters.insert(own);
+                Some((node.node.as_str(), voters))
+            })
+            .collect();
+        let Some(reference) = most_common(sets.iter().map(|(_, set)| set), None) else {
+            return VoterSetComparison::default();
+        };
+        let mut distinct: Vec<&BTreeSet<String>> = Vec::new();
+        for (_, set) in &sets {
+            if !distinct.contains(&set) {
+                distinct.push(set);
+            }
+        }
+        VoterSetComparison {
+            distinct: distinct.len(),
+            nodes: sets
+                .iter()
+                .map(|(node, set)| NodeVoterSet {
+                    node: (*node).to_owned(),
+                    differs: set != reference,
+                    voters: set.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    pub fn disagree(&self) -> bool {
+        self.distinct > 1
+    }
+
+    /// The nodes whose set differs, with their sets: `127.0.0.13:2222 {…11:2222, …13:2222}`.
+    pub fn describe_differences(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .filter(|n| n.differs)
+            .map(|n| {
+                let voters: Vec<&str> = n.voters.iter().map(String::as_str).collect();
+                format!("{} counts {{{}}}", n.node, voters.join(", "))
+            })
+            .collect()
+    }
+}
+
+/// Whether a member says, in its own `GET /patroni`, that it leads the cluster: `primary`
+/// (3.x `master`, normalised by the parser) or `standby_leader` in a standby cluster.
+pub fn says_primary(own: &MemberStatus) -> bool {
+    matches!(own.role.as_deref(), Some("primary" | "standby_leader"))
+}
+
+/// The members (listed and remembered) that say they lead, by their own word.
+pub fn primaries<'a>(members: impl Iterator<Item = &'a MemberSnapshot>) -> Vec<&'a MemberSnapshot> {
+    members
+        .filter(|m| m.own_view.as_ref().is_ok_and(says_primary))
+        .collect()
+}
+
+/// Groups `(member, view)` pairs for [`ViewComparison::compare`]: only members whose own
+/// `/cluster` answered.
+pub fn answered_views<'a>(
+    members: impl Iterator<Item = &'a MemberSnapshot>,
+) -> Vec<(&'a str, &'a MemberDcsView)> {
+    members
+        .filter_map(|m| Some((m.member.name.as_str(), m.dcs_view.as_ref()?.as_ref().ok()?)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixture;
+    use crate::patroni::parse_cluster;
+    use crate::raft::parse_admin_text;
+
+    fn view(path: &str) -> DcsView {
+        DcsView::of(&parse_cluster(&fixture(path)).unwrap())
+    }
+
+    fn seen(view: DcsView, config: Option<DynamicConfig>) -> MemberDcsView {
+        MemberDcsView { view, config }
+    }
+
+    #[test]
+    fn agreeing_views_are_one() {
+        let a = seen(view("patroni-4.1.5/01-cluster-from-m0.json"), None);
+        let b = seen(view("patroni-4.1.5/01-cluster-from-m1.json"), None);
+        let c = seen(
+            view("patroni-4.1.5/01-cluster-from-m2.json"),
+            Some(DynamicConfig::default()),
+        );
+        let compared =
+            ViewComparison::compare(&[("m0", &a), ("m1", &b), ("m2", &c)], Some(&a.view));
+        assert_eq!(compared.distinct, 1);
+        assert!(compared.members.iter().all(|m| m.differs.is_empty()));
+        assert!(compared.describe_differences().is_empty());
+    }
+
+    #[test]
+    fn a_frozen_replica_differs_from_the_majority_whatever_the_exporter_reads() {
+        // Member 0's replica stopped before the switchover; 1 and 2 saw it.
+        let frozen = seen(view("patroni-4.1.5/01-cluster-from-m0.json"), None);
+        let moved = seen(view("patroni-4.1.5/02-cluster-after-switchover.json"), None);
+        let views = [
+            ("postgresql-0", &frozen),
+            ("postgresql-1", &moved),
+            ("postgresql-2", &moved),
+        ];
+        // Even when the exporter reads member 0's view, the majority is the reference.
+        let compared = ViewComparison::compare(&views, Some(&frozen.view));
+        assert_eq!(compared.distinct, 2);
+        assert_eq!(
+            compared.members[0].differs,
+            vec![ViewField::Leader, ViewField::Timelines]
+        );
+        assert!(compared.members[1].differs.is_empty());
+        assert!(compared.diverged("postgresql-0"));
+        assert!(!compared.diverged("postgresql-1"));
+        assert_eq!(
+            compared.describe_differences(),
+            vec!["postgresql-0 (leader, timelines)"]
+        );
+    }
+
+    #[test]
+    fn a_tie_goes_to_the_view_the_exporter_reads_and_unknown_configs_do_not_count() {
+        let frozen = seen(view("patroni-4.1.5/01-cluster-from-m0.json"), None);
+        let moved = seen(view("patroni-4.1.5/02-cluster-after-switchover.json"), None);
+        let compared = ViewComparison::compare(&[("a", &frozen), ("b", &moved)], Some(&moved.view));
+        assert_eq!(
+            compared.members[0].differs,
+            vec![ViewField::Leader, ViewField::Timelines]
+        );
+        assert!(compared.members[1].differs.is_empty());
+
+        let other_ttl = DynamicConfig {
+            ttl_seconds: 60,
+            ..DynamicConfig::default()
+        };
+        let same = |config| seen(view("patroni-4.1.5/01-cluster-from-m0.json"), config);
+        let (a, b, c) = (
+            same(Some(DynamicConfig::default())),
+            same(Some(DynamicConfig::default())),
+            same(Some(other_ttl)),
+        );
+        let unknown = same(None);
+        let compared =
+            ViewComparison::compare(&[("a", &a), ("b", &b), ("c", &c), ("d", &unknown)], None);
+        assert_eq!(compared.distinct, 2);
+        assert_eq!(compared.members[2].differs, vec![ViewField::Config]);
+        assert!(compared.members[3].differs.is_empty());
+        assert!(!compared.members[3].config_known);
+    }
+
+    fn node(addr: &str, partners: &[&str]) -> RaftNodeSnapshot {
+        let mut text = format!(
+            "commit_idx: 41\nenabled_code_version: 0\nhas_quorum: True\nlast_applied: 41\nleader: {addr}\nleader_commit_idx: 41\nlog_len: 41\nraft_term: 1\nreadonly_nodes_count: 0\nrevision: deprecated\nself: {addr}\nself_code_version: 0\nstate: 2\nuptime: 18\nversion: 0.3.12\n"
+        );
+        for partner in partners {
+            text.push_str(&format!("partner_node_status_server_{partner}: 2\n"));
+        }
+        text.push_str(&format!("partner_nodes_count: {}\n", partners.len()));
+        RaftNodeSnapshot {
+            node: addr.to_owned(),
+            status: Ok(parse_admin_text(&text).unwrap()),
+        }
+    }
+
+    #[test]
+    fn voter_sets_compared() {
+        let (a, b, c) = ("127.0.0.11:2222", "127.0.0.12:2222", "127.0.0.13:2222");
+        let agree =
+            VoterSetComparison::compare(&[node(a, &[b, c]), node(b, &[a, c]), node(c, &[a, b])]);
+        assert_eq!(agree.distinct, 1);
+        assert!(!agree.disagree());
+        // Member 2 started with member 0 as its only partner (postgresql-operator #1910).
+        let stale =
+            VoterSetComparison::compare(&[node(a, &[b, c]), node(b, &[a, c]), node(c, &[a])]);
+        assert_eq!(stale.distinct, 2);
+        assert!(stale.disagree());
+        assert_eq!(stale.nodes.iter().filter(|n| n.differs).count(), 1);
+        assert!(stale.nodes[2].differs);
+        assert_eq!(
+            stale.describe_differences(),
+            vec![format!("{c} counts {{{a}, {c}}}")]
+        );
+        assert_eq!(VoterSetComparison::compare(&[]).distinct, 0);
+    }
+}
