@@ -89,6 +89,12 @@ pub struct RaftSettings {
 impl RaftSettings {
     /// pysyncobj's port in Patroni's and Charmed PostgreSQL's configurations.
     pub const DEFAULT_PORT: u16 = 2222;
+
+    /// Whether statuses are authenticated: with the Raft password, a status that decrypts
+    /// comes from a holder of the password, so the voters it names can be trusted.
+    pub fn authenticated(&self) -> bool {
+        self.password.is_some()
+    }
 }
 
 impl Default for RaftSettings {

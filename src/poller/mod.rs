@@ -6,9 +6,15 @@
 //! the members and their hosts), then every member's `/patroni`, `/history` and every Raft
 //! node are asked concurrently, so a poll costs about two request round trips.
 //!
+//! Every member is also asked its own `/cluster` (its Raft replica's view), and members that
+//! left the view are still asked for a while ([`members`]): one member's `/cluster` cannot
+//! show an isolated primary or a replica that diverged.
+//!
 //! The poller is also the only place with memory across polls: the URLs learned from
 //! `api_url`s, the last known scope and member hosts (so Raft nodes are still queried when
-//! no REST member answers), and the counters of leader changes and quorum losses.
+//! no REST member answers), the members that left the view, and the counters of leader
+//! changes and quorum losses. Discovery is in [`discovery`], the requests in [`requests`];
+//! every judgement is made in [`crate::snapshot`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -19,60 +25,24 @@ use tokio::sync::{watch, Semaphore};
 use tokio::time::MissedTickBehavior;
 use url::Url;
 
-use crate::config::{ApiUrlPolicy, ClusterConfig, RaftSettings};
+use crate::config::{ApiUrlPolicy, ClusterConfig};
 use crate::patroni::{self, ClusterView, PatroniClient, PatroniError};
-use crate::raft::{self, QueryLimits, RaftKey, RaftStatus};
 use crate::snapshot::{
     answered_views, effective_raft_leader, primaries, ClusterSnapshot, Counters, DcsView,
-    FailoverReadiness, Failure, MemberDcsView, MemberSnapshot, QuorumAssessment, QuorumVerdict,
-    RaftNodeSnapshot, SnapshotStore, Source, ViewComparison, VoterSetComparison,
+    FailoverReadiness, Failure, MemberDcsView, MemberSnapshot, PollFacts, QuorumAssessment,
+    QuorumVerdict, RaftNodeSnapshot, SnapshotStore, Source, ViewComparison, VoterSetComparison,
 };
 
+mod discovery;
 mod members;
+mod requests;
+use discovery::{quorum_voter_set, without_aliases};
 use members::MemberMemory;
+use requests::{member_at, raft_query, RaftQuery};
 
 /// More members than this in `/cluster` is not a Patroni cluster (real ones have a handful):
 /// the document is refused rather than fanned out into thousands of requests.
 pub const MAX_MEMBERS: usize = 128;
-
-/// How one cluster's Raft nodes are asked for their status.
-#[derive(Clone)]
-enum RaftQuery {
-    /// The native client, with the key derived once from the password.
-    Native {
-        key: Option<Arc<RaftKey>>,
-        limits: QueryLimits,
-    },
-    /// An external program (`--raft.command`), for sites that allow only the packaged tool.
-    Command {
-        argv: Vec<String>,
-        password: Option<crate::secret::Secret>,
-        timeout: Duration,
-    },
-}
-
-impl RaftQuery {
-    async fn status(&self, node: &str) -> Result<RaftStatus, raft::RaftError> {
-        match self {
-            RaftQuery::Native { key, limits } => {
-                raft::query_status(node, key.as_deref(), limits).await
-            }
-            RaftQuery::Command {
-                argv,
-                password,
-                timeout,
-            } => {
-                raft::run_status_command(
-                    argv,
-                    node,
-                    password.as_ref().map(|p| p.expose().as_bytes()),
-                    *timeout,
-                )
-                .await
-            }
-        }
-    }
-}
 
 /// What carries over from one poll to the next.
 #[derive(Debug, Default)]
@@ -369,16 +339,13 @@ impl ClusterPoller {
             read_view.as_ref(),
         );
         let voter_sets = VoterSetComparison::compare(&raft_nodes);
-        let mut failover = cluster
-            .as_ref()
-            .map(|view| {
-                FailoverReadiness::assess(view, &members, self.memory.dynamic_config.as_ref())
-            })
-            .unwrap_or_default()
-            .without_diverged_views(&views);
-        if self.raft.is_some() && quorum.verdict() == QuorumVerdict::Lost {
-            failover = failover.without_dcs_quorum();
-        }
+        let failover = FailoverReadiness::of_poll(PollFacts {
+            cluster: cluster.as_ref(),
+            members: &members,
+            config: self.memory.dynamic_config.as_ref(),
+            views: &views,
+            quorum: self.raft.is_some().then_some(&quorum),
+        });
         if primaries(members.iter().chain(&departed_members)).len() > 1 {
             self.memory.counters.multiple_primaries_polls += 1;
         }
@@ -405,20 +372,6 @@ impl ClusterPoller {
             quorum,
             counters: self.memory.counters.clone(),
         }
-    }
-
-    /// One request to `base` under a permit of the poll; `None` without a base.
-    async fn ask_preferred<'a, T, F>(
-        &'a self,
-        base: Option<&'a Url>,
-        request: impl FnOnce(&'a Url) -> F,
-    ) -> Option<T>
-    where
-        F: std::future::Future<Output = T>,
-    {
-        let base = base?;
-        let _permit = self.permits.acquire().await;
-        Some(request(base).await)
     }
 
     /// Counts and logs the outcome of a request that may not have been made (`None`);
@@ -448,264 +401,6 @@ impl ClusterPoller {
             .clone()
             .or_else(|| self.config.expected_scope.clone())
             .unwrap_or_else(|| self.config.patroni_urls[0].to_string())
-    }
-
-    /// Asks `/cluster` of the URLs in turn (the last one that answered first) until one
-    /// answers. Takes `&self` so that it runs alongside the first Raft queries; what it
-    /// learned is recorded by [`settle_cluster`](Self::settle_cluster).
-    async fn fetch_cluster_answer(&self) -> ClusterAnswer {
-        let mut candidates: Vec<Url> = Vec::new();
-        let preferred = self.memory.preferred_url.iter();
-        for url in preferred
-            .chain(&self.config.patroni_urls)
-            .chain(&self.memory.learned_urls)
-        {
-            if !candidates.contains(url) {
-                candidates.push(url.clone());
-            }
-        }
-        let mut attempts = Vec::new();
-        for url in candidates {
-            let answer = self
-                .client
-                .cluster(&url)
-                .await
-                .and_then(|view| self.check_scope(view))
-                .and_then(check_member_count);
-            match answer {
-                Ok(view) => {
-                    return ClusterAnswer {
-                        attempts,
-                        answered: Some((url, view)),
-                    }
-                }
-                Err(error) => attempts.push((url, Failure::from(&error))),
-            }
-        }
-        ClusterAnswer {
-            attempts,
-            answered: None,
-        }
-    }
-
-    /// Logs and counts the failed `/cluster` attempts and remembers who answered.
-    fn settle_cluster(&mut self, answer: ClusterAnswer) -> (Option<ClusterView>, Option<Failure>) {
-        let mut last_failure = None;
-        for (url, failure) in answer.attempts {
-            self.note(Source::Cluster, &format!("cluster {url}"), Some(&failure));
-            last_failure = Some(failure);
-        }
-        match answer.answered {
-            Some((url, view)) => {
-                self.note(Source::Cluster, &format!("cluster {url}"), None);
-                self.memory.preferred_url = Some(url);
-                (Some(view), None)
-            }
-            None => {
-                self.memory.preferred_url = None;
-                (None, last_failure)
-            }
-        }
-    }
-
-    /// A `/cluster` that names another cluster is an error, never a silent mix of two clusters.
-    fn check_scope(&self, view: ClusterView) -> Result<ClusterView, PatroniError> {
-        match (&self.config.expected_scope, &view.scope) {
-            (Some(expected), Some(got)) if expected != got => Err(PatroniError::ScopeMismatch {
-                expected: expected.clone(),
-                got: got.clone(),
-            }),
-            _ => Ok(view),
-        }
-    }
-
-    /// Asks a member (listed or remembered) at its `api_url`: its own `/patroni`, and its own
-    /// `/cluster` and `/config` when wanted, concurrently.
-    async fn fetch_member(
-        &self,
-        member: &patroni::Member,
-        wants_cluster: bool,
-        wants_config: bool,
-    ) -> MemberAnswers {
-        let api_url = match self.member_api_url(member) {
-            Ok(url) => url,
-            Err(failure) => {
-                return MemberAnswers {
-                    own: Err(failure.clone()),
-                    cluster: wants_cluster.then(|| Err(failure.clone())),
-                    config: None,
-                }
-            }
-        };
-        let base = patroni::base_of(&api_url);
-        let own = async {
-            let _permit = self.permits.acquire().await;
-            self.client
-                .member_status(&api_url)
-                .await
-                .map_err(|e| Failure::from(&e))
-        };
-        let cluster = async {
-            if !wants_cluster {
-                return None;
-            }
-            let _permit = self.permits.acquire().await;
-            let answer = self
-                .client
-                .cluster(&base)
-                .await
-                .and_then(|view| self.check_scope(view))
-                .and_then(check_member_count);
-            Some(answer.map_err(|e| Failure::from(&e)))
-        };
-        let config = async {
-            if !wants_config {
-                return None;
-            }
-            let _permit = self.permits.acquire().await;
-            Some(self.client.dynamic_config(&base).await)
-        };
-        let (own, cluster, config) = tokio::join!(own, cluster, config);
-        MemberAnswers {
-            own,
-            cluster,
-            config,
-        }
-    }
-
-    /// A member's `api_url`, if valid and allowed by the policy.
-    fn member_api_url(&self, member: &patroni::Member) -> Result<Url, Failure> {
-        let Some(api_url) = member
-            .api_url
-            .as_deref()
-            .and_then(|url| Url::parse(url).ok())
-        else {
-            return Err(Failure {
-                kind: "decode",
-                message: format!("member {} has no valid api_url", member.name),
-            });
-        };
-        if !self.policy.allows_url(&api_url) {
-            return Err(Failure::from(&PatroniError::ApiUrlNotAllowed(format!(
-                "{api_url} of member {} (allow its host with --patroni.allow-api-url-hosts)",
-                member.name
-            ))));
-        }
-        Ok(api_url)
-    }
-
-    /// One status query per target. Targets exist only when Raft is polled (the target
-    /// lists are empty without Raft settings), so none is dropped.
-    fn raft_queries<'a>(
-        &'a self,
-        targets: &'a [String],
-    ) -> impl Iterator<Item = impl std::future::Future<Output = Result<RaftStatus, Failure>> + 'a>
-    {
-        let query = self.raft.as_ref();
-        targets
-            .iter()
-            .filter_map(move |node| Some(self.query_raft(query?, node)))
-    }
-
-    async fn query_raft(&self, query: &RaftQuery, node: &str) -> Result<RaftStatus, Failure> {
-        let _permit = self.permits.acquire().await;
-        query
-            .status(node)
-            .await
-            .map_err(|error| Failure::from(&error))
-    }
-
-    /// The Raft nodes known before this poll's answers: the configured ones (then only
-    /// those: the operator's list is the word); else the hosts of the configured REST URLs
-    /// and the member hosts of the last `/cluster` on the Raft port, plus every voter the
-    /// answers of the last poll named (which finds voters whose REST API is down).
-    fn raft_targets_known(&self) -> Vec<String> {
-        let Some(settings) = &self.config.raft else {
-            return Vec::new();
-        };
-        if !settings.nodes.is_empty() {
-            return settings.nodes.iter().take(MAX_MEMBERS).cloned().collect();
-        }
-        let mut nodes: BTreeSet<String> = BTreeSet::new();
-        let configured = self.config.patroni_urls.iter().filter_map(Url::host_str);
-        nodes.extend(configured.map(|host| join_host_port(host, settings.port)));
-        nodes.extend(self.member_raft_nodes(&self.memory.member_hosts));
-        nodes.extend(self.memory.raft_partners.iter().cloned());
-        // Bounded: a hostile reply must not fan out into thousands of connections.
-        nodes.into_iter().take(MAX_MEMBERS).collect()
-    }
-
-    /// The Raft nodes this poll's answers named: the voters named by every status, and the
-    /// member hosts of this poll's `/cluster`; none when Raft nodes are configured.
-    fn raft_targets_named(&self, cluster: Option<&ClusterView>) -> Vec<String> {
-        let Some(settings) = &self.config.raft else {
-            return Vec::new();
-        };
-        if !settings.nodes.is_empty() {
-            return Vec::new();
-        }
-        let mut nodes: BTreeSet<String> = self.memory.raft_partners.iter().cloned().collect();
-        if let Some(view) = cluster {
-            let hosts: Vec<String> = view.members.iter().filter_map(|m| m.host.clone()).collect();
-            nodes.extend(self.member_raft_nodes(&hosts));
-        }
-        nodes.into_iter().take(MAX_MEMBERS).collect()
-    }
-
-    /// Member hosts (from a `/cluster` document) on the Raft port, only those that a
-    /// trusted source named as well ([`ApiUrlPolicy::allows_raft_query`]): `/cluster` alone
-    /// must not direct connections, and with a Raft password the query is encrypted with a
-    /// key derived from it, material for an offline guess in a stranger's hands.
-    fn member_raft_nodes(&self, hosts: &[String]) -> Vec<String> {
-        let Some(settings) = &self.config.raft else {
-            return Vec::new();
-        };
-        let with_password = settings.password.is_some();
-        hosts
-            .iter()
-            .filter(|host| {
-                if with_password {
-                    self.policy.allows_host(host)
-                } else {
-                    self.policy.allows_raft_query(host)
-                }
-            })
-            .map(|host| join_host_port(host, settings.port))
-            .collect()
-    }
-
-    /// Learns the voters the answering nodes name: they are queried from now on, and their
-    /// hosts join the policy (trusted when the statuses were decrypted with the password).
-    /// Kept when no node answered, so that a cluster that comes back is found through them.
-    fn learn_raft(&mut self, raft_nodes: &[RaftNodeSnapshot]) {
-        let named = quorum_voter_set(raft_nodes);
-        if named.is_empty() {
-            return;
-        }
-        let authenticated = self
-            .config
-            .raft
-            .as_ref()
-            .is_some_and(|settings| settings.password.is_some());
-        self.policy
-            .learn_raft_hosts(named.iter().map(String::as_str), authenticated);
-        self.memory.raft_partners = named.into_iter().take(MAX_MEMBERS).collect();
-    }
-
-    fn remember(&mut self, cluster: Option<&ClusterView>) {
-        if let Some(view) = cluster {
-            if let Some(scope) = &view.scope {
-                self.memory.scope = Some(scope.clone());
-            }
-            self.memory.member_hosts = view.members.iter().filter_map(|m| m.host.clone()).collect();
-            self.memory.learned_urls = view
-                .members
-                .iter()
-                .filter_map(|m| m.api_url.as_deref().and_then(|url| Url::parse(url).ok()))
-                .filter(|url| self.policy.allows_url(url))
-                .map(|url| patroni::base_of(&url))
-                .collect();
-        }
     }
 
     fn count_changes(
@@ -776,51 +471,8 @@ impl ClusterPoller {
     }
 }
 
-async fn raft_query(settings: &RaftSettings, timeout: Duration) -> anyhow::Result<RaftQuery> {
-    if let Some(argv) = &settings.command {
-        return Ok(RaftQuery::Command {
-            argv: argv.clone(),
-            password: settings.password.clone(),
-            timeout,
-        });
-    }
-    let key = match &settings.password {
-        Some(password) => Some(RaftKey::shared(password.expose().as_bytes()).await?),
-        None => None,
-    };
-    Ok(RaftQuery::Native {
-        key,
-        limits: QueryLimits {
-            timeout,
-            ..QueryLimits::default()
-        },
-    })
-}
-
-/// What one member answered: its own `/patroni`, and its `/cluster` and `/config` when
-/// asked (`None` when not).
-struct MemberAnswers {
-    own: Result<patroni::MemberStatus, Failure>,
-    cluster: Option<Result<ClusterView, Failure>>,
-    config: Option<Result<patroni::DynamicConfig, PatroniError>>,
-}
-
 /// Patroni's default `ttl`, for member memory before `/config` was read.
 const DEFAULT_TTL_SECONDS: u64 = 30;
-
-/// The name of the member of `members` whose REST base is `base`.
-fn member_at(members: &[patroni::Member], base: &Url) -> Option<String> {
-    let base = patroni::base_of(base);
-    members
-        .iter()
-        .find(|m| {
-            m.api_url
-                .as_deref()
-                .and_then(|url| Url::parse(url).ok())
-                .is_some_and(|url| patroni::base_of(&url) == base)
-        })
-        .map(|m| m.name.clone())
-}
 
 fn unix_now() -> f64 {
     SystemTime::now()
@@ -829,69 +481,11 @@ fn unix_now() -> f64 {
         .unwrap_or_default()
 }
 
-/// What asking `/cluster` gave: the failed attempts in order, and who answered.
-struct ClusterAnswer {
-    attempts: Vec<(Url, Failure)>,
-    answered: Option<(Url, ClusterView)>,
-}
-
-/// Every voter the answering nodes name: each node itself and its partners.
-fn quorum_voter_set(raft_nodes: &[RaftNodeSnapshot]) -> BTreeSet<String> {
-    let mut voters = BTreeSet::new();
-    for status in raft_nodes
-        .iter()
-        .filter_map(|node| node.status.as_ref().ok())
-    {
-        if !status.self_node.is_empty() {
-            voters.insert(status.self_node.clone());
-        }
-        voters.extend(status.partners.iter().map(|partner| partner.node.clone()));
-    }
-    voters
-}
-
-/// Drops a node queried under another address (a configured REST host that is a VIP or a
-/// name) when the same node also answered under its own id, so that each voter appears
-/// once; sorted by address.
-fn without_aliases(mut raft_nodes: Vec<RaftNodeSnapshot>) -> Vec<RaftNodeSnapshot> {
-    let answered_ids: BTreeSet<String> = raft_nodes
-        .iter()
-        .filter(|node| node.status.as_ref().is_ok_and(|s| s.self_node == node.node))
-        .map(|node| node.node.clone())
-        .collect();
-    raft_nodes.retain(|node| match &node.status {
-        Ok(status) => status.self_node == node.node || !answered_ids.contains(&status.self_node),
-        Err(_) => true,
-    });
-    raft_nodes.sort_by(|a, b| a.node.cmp(&b.node));
-    raft_nodes
-}
-
-/// A `/cluster` with more than [`MAX_MEMBERS`] members is refused.
-fn check_member_count(view: ClusterView) -> Result<ClusterView, PatroniError> {
-    if view.members.len() > MAX_MEMBERS {
-        return Err(PatroniError::Decode(format!(
-            "/cluster lists {} members, more than {MAX_MEMBERS}",
-            view.members.len()
-        )));
-    }
-    Ok(view)
-}
-
 /// The fraction of the interval at which the cluster in `slot` polls: the golden-ratio
 /// sequence, which spreads any number of consecutive slots evenly over [0, 1).
 fn phase(slot: usize) -> f64 {
     const GOLDEN: f64 = 0.618_033_988_749_895;
     (slot as f64 * GOLDEN).fract()
-}
-
-/// `host:port`, with brackets for IPv6 literals.
-fn join_host_port(host: &str, port: u16) -> String {
-    if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
 }
 
 #[cfg(test)]
@@ -908,11 +502,5 @@ mod tests {
             .fold(phases[0], f64::max);
         assert!(phases.iter().all(|p| (0.0..1.0).contains(p)));
         assert!(widest_gap < 3.0 / 1000.0, "{widest_gap}");
-    }
-
-    #[test]
-    fn host_port() {
-        assert_eq!(join_host_port("127.0.0.11", 2222), "127.0.0.11:2222");
-        assert_eq!(join_host_port("::1", 2222), "[::1]:2222");
     }
 }

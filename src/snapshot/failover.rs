@@ -25,7 +25,7 @@
 
 use crate::patroni::{is_sync_role, ClusterView, DynamicConfig, MemberStatus};
 
-use super::{MemberSnapshot, ViewComparison};
+use super::{MemberSnapshot, QuorumAssessment, QuorumVerdict, ViewComparison};
 
 /// Why a member would not be promoted. Each is a value of the `reason` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -174,7 +174,34 @@ impl FailoverReadiness {
     }
 }
 
+/// What one poll learned that failover readiness depends on.
+pub struct PollFacts<'a> {
+    /// The `/cluster` the exporter read; no readiness without it.
+    pub cluster: Option<&'a ClusterView>,
+    pub members: &'a [MemberSnapshot],
+    pub config: Option<&'a DynamicConfig>,
+    pub views: &'a ViewComparison,
+    /// The quorum verdict, when Raft is polled.
+    pub quorum: Option<&'a QuorumAssessment>,
+}
+
 impl FailoverReadiness {
+    /// Failover readiness with every fact of the poll: Patroni's member rule, then the DCS
+    /// facts that override it (a member on a diverged replica, a DCS without quorum).
+    pub fn of_poll(facts: PollFacts<'_>) -> FailoverReadiness {
+        let Some(cluster) = facts.cluster else {
+            return FailoverReadiness::default();
+        };
+        let readiness = FailoverReadiness::assess(cluster, facts.members, facts.config)
+            .without_diverged_views(facts.views);
+        match facts.quorum {
+            Some(quorum) if quorum.verdict() == QuorumVerdict::Lost => {
+                readiness.without_dcs_quorum()
+            }
+            _ => readiness,
+        }
+    }
+
     /// Excludes the members whose own DCS view differs from the others' in the leader or
     /// the member set: a member whose Raft replica is stale or on another side of a split
     /// acts on a DCS the majority does not share, and cannot write the leader key there.

@@ -22,7 +22,9 @@ use crate::raft::{RaftState, RaftStatus};
 mod failover;
 mod quorum;
 mod split;
-pub use failover::{human_bytes, Exclusion, ExclusionReason, FailoverReadiness, MemberReadiness};
+pub use failover::{
+    human_bytes, Exclusion, ExclusionReason, FailoverReadiness, MemberReadiness, PollFacts,
+};
 pub use quorum::{QuorumAssessment, QuorumEvidence, QuorumVerdict, Unanswered};
 pub use split::{
     answered_views, primaries, says_primary, DcsView, MemberDcsView, MemberViewDiff, NodeVoterSet,

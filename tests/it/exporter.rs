@@ -112,7 +112,8 @@ async fn golden_output(format: Format) -> String {
     // Split views: members 1 and 2 answer from the replica that saw the switchover to
     // member 1 (timeline 2), member 0 from one frozen before it, and still says primary:
     // two primaries by their own word, two DCS views, member 0 out of the candidates.
-    let split = FakeCluster::start(
+    let split = FakeCluster::start_on(
+        ["127.0.0.61", "127.0.0.62", "127.0.0.63"],
         "split-4-1-5",
         &fixture("patroni-4.1.5/02-cluster-after-switchover.json"),
         [
@@ -130,7 +131,15 @@ async fn golden_output(format: Format) -> String {
         cluster_config(tags.urls(), None),
         cluster_config(failsafe.urls(), None),
         cluster_config(switchover.urls(), None),
-        cluster_config(split.urls()[1..].to_vec(), None),
+        // Member 1 first: the exporter reads the majority's view; member 0 is asked too.
+        cluster_config(
+            {
+                let mut urls = split.urls();
+                urls.rotate_left(1);
+                urls
+            },
+            None,
+        ),
         cluster_config(
             // The first URL is a dead member: the next one must be asked in the same poll.
             vec![

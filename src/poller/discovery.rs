@@ -1,0 +1,242 @@
+//! Discovery: which member answers `/cluster`, and which Raft nodes to ask.
+//!
+//! Why it learns: one `--patroni.url` and the Raft password must find every member and every
+//! voter. `/cluster` names the members and their hosts; an authenticated Raft status names
+//! the voters, whose hosts then become trusted ([`ApiUrlPolicy`]). `/cluster` alone never
+//! directs connections to a host nobody trusted.
+//!
+//! [`ApiUrlPolicy`]: crate::config::ApiUrlPolicy
+
+use std::collections::BTreeSet;
+
+use url::Url;
+
+use super::{ClusterPoller, MAX_MEMBERS};
+use crate::config::RaftSettings;
+use crate::patroni::{self, ClusterView, PatroniError};
+use crate::snapshot::{Failure, RaftNodeSnapshot, Source};
+
+/// What asking `/cluster` gave: the failed attempts in order, and who answered.
+pub(super) struct ClusterAnswer {
+    pub(super) attempts: Vec<(Url, Failure)>,
+    pub(super) answered: Option<(Url, ClusterView)>,
+}
+/// Every voter the answering nodes name: each node itself and its partners.
+pub(super) fn quorum_voter_set(raft_nodes: &[RaftNodeSnapshot]) -> BTreeSet<String> {
+    let mut voters = BTreeSet::new();
+    for status in raft_nodes
+        .iter()
+        .filter_map(|node| node.status.as_ref().ok())
+    {
+        if !status.self_node.is_empty() {
+            voters.insert(status.self_node.clone());
+        }
+        voters.extend(status.partners.iter().map(|partner| partner.node.clone()));
+    }
+    voters
+}
+/// Drops a node queried under another address (a configured REST host that is a VIP or a
+/// name) when the same node also answered under its own id, so that each voter appears
+/// once; sorted by address.
+pub(super) fn without_aliases(mut raft_nodes: Vec<RaftNodeSnapshot>) -> Vec<RaftNodeSnapshot> {
+    let answered_ids: BTreeSet<String> = raft_nodes
+        .iter()
+        .filter(|node| node.status.as_ref().is_ok_and(|s| s.self_node == node.node))
+        .map(|node| node.node.clone())
+        .collect();
+    raft_nodes.retain(|node| match &node.status {
+        Ok(status) => status.self_node == node.node || !answered_ids.contains(&status.self_node),
+        Err(_) => true,
+    });
+    raft_nodes.sort_by(|a, b| a.node.cmp(&b.node));
+    raft_nodes
+}
+/// A `/cluster` with more than [`MAX_MEMBERS`] members is refused.
+pub(super) fn check_member_count(view: ClusterView) -> Result<ClusterView, PatroniError> {
+    if view.members.len() > MAX_MEMBERS {
+        return Err(PatroniError::Decode(format!(
+            "/cluster lists {} members, more than {MAX_MEMBERS}",
+            view.members.len()
+        )));
+    }
+    Ok(view)
+}
+/// `host:port`, with brackets for IPv6 literals.
+pub(super) fn join_host_port(host: &str, port: u16) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+impl ClusterPoller {
+    /// Asks `/cluster` of the URLs in turn (the last one that answered first) until one
+    /// answers. Takes `&self` so that it runs alongside the first Raft queries; what it
+    /// learned is recorded by [`settle_cluster`](Self::settle_cluster).
+    pub(super) async fn fetch_cluster_answer(&self) -> ClusterAnswer {
+        let mut candidates: Vec<Url> = Vec::new();
+        let preferred = self.memory.preferred_url.iter();
+        for url in preferred
+            .chain(&self.config.patroni_urls)
+            .chain(&self.memory.learned_urls)
+        {
+            if !candidates.contains(url) {
+                candidates.push(url.clone());
+            }
+        }
+        let mut attempts = Vec::new();
+        for url in candidates {
+            let answer = self
+                .client
+                .cluster(&url)
+                .await
+                .and_then(|view| self.check_scope(view))
+                .and_then(check_member_count);
+            match answer {
+                Ok(view) => {
+                    return ClusterAnswer {
+                        attempts,
+                        answered: Some((url, view)),
+                    }
+                }
+                Err(error) => attempts.push((url, Failure::from(&error))),
+            }
+        }
+        ClusterAnswer {
+            attempts,
+            answered: None,
+        }
+    }
+    /// Logs and counts the failed `/cluster` attempts and remembers who answered.
+    pub(super) fn settle_cluster(
+        &mut self,
+        answer: ClusterAnswer,
+    ) -> (Option<ClusterView>, Option<Failure>) {
+        let mut last_failure = None;
+        for (url, failure) in answer.attempts {
+            self.note(Source::Cluster, &format!("cluster {url}"), Some(&failure));
+            last_failure = Some(failure);
+        }
+        match answer.answered {
+            Some((url, view)) => {
+                self.note(Source::Cluster, &format!("cluster {url}"), None);
+                self.memory.preferred_url = Some(url);
+                (Some(view), None)
+            }
+            None => {
+                self.memory.preferred_url = None;
+                (None, last_failure)
+            }
+        }
+    }
+    /// A `/cluster` that names another cluster is an error, never a silent mix of two clusters.
+    pub(super) fn check_scope(&self, view: ClusterView) -> Result<ClusterView, PatroniError> {
+        match (&self.config.expected_scope, &view.scope) {
+            (Some(expected), Some(got)) if expected != got => Err(PatroniError::ScopeMismatch {
+                expected: expected.clone(),
+                got: got.clone(),
+            }),
+            _ => Ok(view),
+        }
+    }
+    /// The Raft nodes known before this poll's answers: the configured ones (then only
+    /// those: the operator's list is the word); else the hosts of the configured REST URLs
+    /// and the member hosts of the last `/cluster` on the Raft port, plus every voter the
+    /// answers of the last poll named (which finds voters whose REST API is down).
+    pub(super) fn raft_targets_known(&self) -> Vec<String> {
+        let Some(settings) = &self.config.raft else {
+            return Vec::new();
+        };
+        if !settings.nodes.is_empty() {
+            return settings.nodes.iter().take(MAX_MEMBERS).cloned().collect();
+        }
+        let mut nodes: BTreeSet<String> = BTreeSet::new();
+        let configured = self.config.patroni_urls.iter().filter_map(Url::host_str);
+        nodes.extend(configured.map(|host| join_host_port(host, settings.port)));
+        nodes.extend(self.member_raft_nodes(&self.memory.member_hosts));
+        nodes.extend(self.memory.raft_partners.iter().cloned());
+        // Bounded: a hostile reply must not fan out into thousands of connections.
+        nodes.into_iter().take(MAX_MEMBERS).collect()
+    }
+    /// The Raft nodes this poll's answers named: the voters named by every status, and the
+    /// member hosts of this poll's `/cluster`; none when Raft nodes are configured.
+    pub(super) fn raft_targets_named(&self, cluster: Option<&ClusterView>) -> Vec<String> {
+        let Some(settings) = &self.config.raft else {
+            return Vec::new();
+        };
+        if !settings.nodes.is_empty() {
+            return Vec::new();
+        }
+        let mut nodes: BTreeSet<String> = self.memory.raft_partners.iter().cloned().collect();
+        if let Some(view) = cluster {
+            let hosts: Vec<String> = view.members.iter().filter_map(|m| m.host.clone()).collect();
+            nodes.extend(self.member_raft_nodes(&hosts));
+        }
+        nodes.into_iter().take(MAX_MEMBERS).collect()
+    }
+    /// Member hosts (from a `/cluster` document) on the Raft port, only those that a
+    /// trusted source named as well ([`ApiUrlPolicy::allows_raft_query`]): `/cluster` alone
+    /// must not direct connections, and with a Raft password the query is encrypted with a
+    /// key derived from it, material for an offline guess in a stranger's hands.
+    fn member_raft_nodes(&self, hosts: &[String]) -> Vec<String> {
+        let Some(settings) = &self.config.raft else {
+            return Vec::new();
+        };
+        let with_password = settings.authenticated();
+        hosts
+            .iter()
+            .filter(|host| {
+                if with_password {
+                    self.policy.allows_host(host)
+                } else {
+                    self.policy.allows_raft_query(host)
+                }
+            })
+            .map(|host| join_host_port(host, settings.port))
+            .collect()
+    }
+    /// Learns the voters the answering nodes name: they are queried from now on, and their
+    /// hosts join the policy (trusted when the statuses were decrypted with the password).
+    /// Kept when no node answered, so that a cluster that comes back is found through them.
+    pub(super) fn learn_raft(&mut self, raft_nodes: &[RaftNodeSnapshot]) {
+        let named = quorum_voter_set(raft_nodes);
+        if named.is_empty() {
+            return;
+        }
+        let authenticated = self
+            .config
+            .raft
+            .as_ref()
+            .is_some_and(RaftSettings::authenticated);
+        self.policy
+            .learn_raft_hosts(named.iter().map(String::as_str), authenticated);
+        self.memory.raft_partners = named.into_iter().take(MAX_MEMBERS).collect();
+    }
+    pub(super) fn remember(&mut self, cluster: Option<&ClusterView>) {
+        if let Some(view) = cluster {
+            if let Some(scope) = &view.scope {
+                self.memory.scope = Some(scope.clone());
+            }
+            self.memory.member_hosts = view.members.iter().filter_map(|m| m.host.clone()).collect();
+            self.memory.learned_urls = view
+                .members
+                .iter()
+                .filter_map(|m| m.api_url.as_deref().and_then(|url| Url::parse(url).ok()))
+                .filter(|url| self.policy.allows_url(url))
+                .map(|url| patroni::base_of(&url))
+                .collect();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_port() {
+        assert_eq!(join_host_port("127.0.0.11", 2222), "127.0.0.11:2222");
+        assert_eq!(join_host_port("::1", 2222), "[::1]:2222");
+    }
+}
