@@ -106,6 +106,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
             fake.route("/patroni", Reply::Json(member_document(member, &scope)?));
             fake.route("/history", Reply::Json(HISTORY.as_bytes().to_vec()));
             fake.route("/config", Reply::Json(CONFIG.as_bytes().to_vec()));
+            fake.route("/liveness", Reply::Status(200));
+            fake.route("/readiness", Reply::Status(200));
             members.push(fake);
         }
         for (node, listener) in raft.into_iter().enumerate() {

@@ -16,6 +16,7 @@ pub mod exposition;
 mod failover_families;
 mod families;
 pub mod labels;
+mod margin_families;
 mod patroni_families;
 mod raft_families;
 mod split_families;
@@ -74,6 +75,7 @@ pub fn encode_snapshots(
     failover_families::encode(&mut writer, snapshots)?;
     raft_families::encode(&mut writer, snapshots)?;
     split_families::encode(&mut writer, snapshots)?;
+    margin_families::encode(&mut writer, snapshots)?;
     Ok(())
 }
 

@@ -7,7 +7,7 @@
 //! chunks against a byte cap, never with an unbounded `bytes()`.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use url::Url;
 
@@ -221,38 +221,76 @@ impl PatroniClient {
         parse_dynamic_config(&body)
     }
 
-    /// `GET {api_url}`: a member's own `/patroni`, at the URL it advertises.
+    /// `GET {api_url}`: a member's own `/patroni`, at the URL it advertises, with what its
+    /// `Date` header says of the member's clock.
     ///
     /// # Errors
     /// Any [`PatroniError`]: transport, status, size or decode.
-    pub async fn member_status(&self, api_url: &Url) -> Result<MemberStatus, PatroniError> {
-        let body = self.get(api_url).await?;
-        parse_member_status(&body)
+    pub async fn member_status(
+        &self,
+        api_url: &Url,
+    ) -> Result<(MemberStatus, Option<ClockOffset>), PatroniError> {
+        let answer = self.get_answer(api_url, &[200]).await?;
+        let clock = answer.clock_offset();
+        Ok((parse_member_status(&answer.body)?, clock))
+    }
+
+    /// `GET {base}/{probe}` of a health endpoint that answers with its status code only
+    /// (`liveness`, `readiness`): `true` for 200, `false` for 503.
+    ///
+    /// # Errors
+    /// Any [`PatroniError`]; another status code is [`PatroniError::HttpStatus`].
+    pub async fn probe(&self, base: &Url, probe: &str) -> Result<bool, PatroniError> {
+        let answer = self.get_answer(&join(base, probe), &[200, 503]).await?;
+        Ok(answer.status == 200)
+    }
+
+    /// `GET {base}/failsafe`: the members of the failsafe topology, by name (Patroni 3.0+,
+    /// only while `failsafe_mode` is on; Patroni answers 502 otherwise).
+    ///
+    /// # Errors
+    /// Any [`PatroniError`]: transport, status, size or decode.
+    pub async fn failsafe_members(&self, base: &Url) -> Result<Vec<String>, PatroniError> {
+        let body = self.get(&join(base, "failsafe")).await?;
+        parse_failsafe(&body)
     }
 
     /// One bounded GET; returns the body of a 200 answer.
     async fn get(&self, url: &Url) -> Result<Vec<u8>, PatroniError> {
+        Ok(self.get_answer(url, &[200]).await?.body)
+    }
+
+    /// One bounded GET whose status must be one of `accepted`.
+    async fn get_answer(&self, url: &Url, accepted: &[u16]) -> Result<Answer, PatroniError> {
         let deadline = self.timeout;
         // reqwest's own timeout covers the body too; this outer one makes the bound a property
         // of this function rather than of a builder setting far away.
-        tokio::time::timeout(deadline, self.get_unbounded(url))
+        tokio::time::timeout(deadline, self.get_unbounded(url, accepted))
             .await
             .map_err(|_| PatroniError::Timeout(deadline))?
     }
 
-    async fn get_unbounded(&self, url: &Url) -> Result<Vec<u8>, PatroniError> {
+    async fn get_unbounded(&self, url: &Url, accepted: &[u16]) -> Result<Answer, PatroniError> {
         let mut request = self.http.get(url.clone());
         if let Some(auth) = &self.settings.basic_auth {
             request = request.basic_auth(&auth.username, Some(auth.password.expose()));
         }
+        let sent = SystemTime::now();
+        let started = Instant::now();
         let mut response = request
             .send()
             .await
             .map_err(|error| self.classify(&error))?;
-        let status = response.status();
-        if status != reqwest::StatusCode::OK {
-            return Err(PatroniError::HttpStatus(status.as_u16()));
+        let round_trip = started.elapsed();
+        let status = response.status().as_u16();
+        if !accepted.contains(&status) {
+            return Err(PatroniError::HttpStatus(status));
         }
+        let date = response
+            .headers()
+            .get(reqwest::header::DATE)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|text| httpdate::parse_http_date(text).ok());
         let cap = self.settings.max_body_bytes;
         if response
             .content_length()
@@ -271,7 +309,13 @@ impl PatroniClient {
             }
             body.extend_from_slice(&chunk);
         }
-        Ok(body)
+        Ok(Answer {
+            status,
+            date,
+            sent,
+            round_trip,
+            body,
+        })
     }
 
     fn classify(&self, error: &reqwest::Error) -> PatroniError {
@@ -294,6 +338,60 @@ impl PatroniClient {
         }
         PatroniError::Transport(chain)
     }
+}
+
+/// One answer, with what is needed to read the peer's clock.
+struct Answer {
+    status: u16,
+    /// The `Date` header: the peer's clock, truncated to the second.
+    date: Option<SystemTime>,
+    /// Our clock when the request was sent, and the time until the headers arrived.
+    sent: SystemTime,
+    round_trip: Duration,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn clock_offset(&self) -> Option<ClockOffset> {
+        ClockOffset::estimate(self.date?, self.sent, self.round_trip)
+    }
+}
+
+/// How far a member's clock is ahead of ours (negative: behind), read from the `Date` header
+/// of its answer.
+///
+/// The header has a resolution of one second and was written at some moment between our
+/// request and its answer. So the member's clock at the middle of the round trip lies in
+/// `[date, date + 1 s)` plus or minus half the round trip; the estimate is the middle of that
+/// interval and `error_seconds` its half width: 0.5 s + half the round trip.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClockOffset {
+    pub seconds: f64,
+    pub error_seconds: f64,
+}
+
+impl ClockOffset {
+    pub fn estimate(
+        date: SystemTime,
+        sent: SystemTime,
+        round_trip: Duration,
+    ) -> Option<ClockOffset> {
+        let unix = |t: SystemTime| t.duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs_f64());
+        let middle = unix(sent)? + round_trip.as_secs_f64() / 2.0;
+        Some(ClockOffset {
+            seconds: unix(date)? + 0.5 - middle,
+            error_seconds: 0.5 + round_trip.as_secs_f64() / 2.0,
+        })
+    }
+}
+
+/// `/failsafe`: `{"member name": "api_url", ...}`, the names sorted.
+pub fn parse_failsafe(body: &[u8]) -> Result<Vec<String>, PatroniError> {
+    let document: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(body)
+        .map_err(|error| PatroniError::Decode(format!("/failsafe: {error}")))?;
+    let mut names: Vec<String> = document.into_iter().map(|(name, _)| name).collect();
+    names.sort();
+    Ok(names)
 }
 
 /// reqwest's top-level message is generic ("error sending request"); the cause is in the chain.
@@ -329,6 +427,38 @@ pub fn base_of(api_url: &Url) -> Url {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_date_header_reads_the_peer_clock_within_its_resolution() {
+        let sent = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        // The peer said 10 s later, during a 200 ms round trip.
+        let offset = ClockOffset::estimate(
+            sent + Duration::from_secs(10),
+            sent,
+            Duration::from_millis(200),
+        )
+        .unwrap();
+        assert!((offset.seconds - 10.4).abs() < 1e-9, "{offset:?}");
+        assert!((offset.error_seconds - 0.6).abs() < 1e-9, "{offset:?}");
+        let date = httpdate::parse_http_date("Tue, 24 Nov 2026 12:13:26 GMT").unwrap();
+        assert!(
+            ClockOffset::estimate(date, date, Duration::ZERO)
+                .unwrap()
+                .seconds
+                == 0.5
+        );
+    }
+
+    #[test]
+    fn failsafe_names_the_members() {
+        let body = br#"{"postgresql-1": "http://127.0.0.12:8008/patroni", "postgresql-0": "http://127.0.0.11:8008/patroni"}"#;
+        assert_eq!(
+            parse_failsafe(body).unwrap(),
+            ["postgresql-0", "postgresql-1"]
+        );
+        assert!(parse_failsafe(b"[]").is_err());
+        assert!(parse_failsafe(b"").is_err());
+    }
 
     #[test]
     fn join_handles_trailing_slashes_and_prefixes() {

@@ -179,8 +179,10 @@ async fn answer_inner<S: AsyncRead + AsyncWrite + Unpin>(
         .unwrap_or(Reply::Status(404));
     match reply {
         Reply::Json(body) => {
+            // Python's BaseHTTPRequestHandler sends the server's clock in `Date`.
+            let date = httpdate::fmt_http_date(std::time::SystemTime::now());
             stream
-                .write_all(b"HTTP/1.0 200 OK\r\nServer: BaseHTTP/0.6 Python/3.11.2\r\nContent-Type: application/json\r\n\r\n")
+                .write_all(format!("HTTP/1.0 200 OK\r\nServer: BaseHTTP/0.6 Python/3.11.2\r\nDate: {date}\r\nContent-Type: application/json\r\n\r\n").as_bytes())
                 .await?;
             stream.write_all(&body).await?;
         }

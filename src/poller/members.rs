@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use super::MAX_MEMBERS;
 use crate::patroni::{ClusterView, DynamicConfig, Member};
-use crate::snapshot::{says_primary, MemberSnapshot};
+use crate::snapshot::{says_primary, MemberSnapshot, Probes};
 
 /// A member gone from the view and still asked.
 #[derive(Debug, Clone)]
@@ -39,10 +39,20 @@ pub(super) struct MemberMemory {
     /// The members of the last `/cluster` answer, by name.
     listed: BTreeMap<String, Member>,
     departed: BTreeMap<String, Departed>,
-    /// Each member's own `/config`, as last read (one member per poll, in rotation).
-    configs: BTreeMap<String, DynamicConfig>,
-    /// Which member's `/config` the rotation asks next.
+    /// What each member answered to the requests made one member per poll, in rotation.
+    rotated: BTreeMap<String, Rotated>,
+    /// Which member the rotation asks next.
     rotation: usize,
+}
+
+/// The answers of the rotating requests: documents that rarely change or judgements that
+/// need not be fresher than a few polls (liveness fails only after `ttl` of a stalled loop).
+#[derive(Debug, Clone, Default)]
+struct Rotated {
+    /// Its own `/config`.
+    config: Option<DynamicConfig>,
+    /// Its `/liveness` and `/readiness`.
+    probes: Probes,
 }
 
 impl MemberMemory {
@@ -73,7 +83,7 @@ impl MemberMemory {
                 );
             }
         }
-        self.configs
+        self.rotated
             .retain(|name, _| self.listed.contains_key(name) || self.departed.contains_key(name));
         self.departed
             .values()
@@ -93,47 +103,50 @@ impl MemberMemory {
             let primary = snapshot.own_view.as_ref().is_ok_and(says_primary);
             if expired && !primary {
                 self.departed.remove(name);
-                self.configs.remove(name);
+                self.rotated.remove(name);
             }
             !expired || primary
         });
     }
 
-    /// The member whose `/config` to read in this poll besides the one the exporter reads
-    /// (`reader`): the next of `names` in turn, skipping `reader`; `None` with nobody else.
-    pub(super) fn next_config_member<'a>(
-        &mut self,
-        names: &[&'a str],
-        reader: Option<&str>,
-    ) -> Option<&'a str> {
-        let others: Vec<&str> = names
-            .iter()
-            .copied()
-            .filter(|name| Some(*name) != reader)
-            .collect();
-        if others.is_empty() {
+    /// The member the rotating requests go to in this poll: the next of `names` in turn;
+    /// `None` without members. With N members, each is asked every N polls.
+    pub(super) fn next_rotated<'a>(&mut self, names: &[&'a str]) -> Option<&'a str> {
+        if names.is_empty() {
             return None;
         }
         self.rotation = self.rotation.wrapping_add(1);
-        Some(others[self.rotation % others.len()])
+        Some(names[self.rotation % names.len()])
     }
 
     /// Records `member`'s `/config`. When the reader's configuration changed, the others'
     /// are forgotten until read again: an old copy is no evidence of a split.
     pub(super) fn record_config(&mut self, member: &str, config: DynamicConfig, reader: bool) {
-        let changed = self
-            .configs
-            .get(member)
-            .is_some_and(|known| *known != config);
-        if reader && changed {
-            self.configs.clear();
+        let known = self.rotated.get(member).and_then(|r| r.config.as_ref());
+        if reader && known.is_some_and(|known| *known != config) {
+            for other in self.rotated.values_mut() {
+                other.config = None;
+            }
         }
-        self.configs.insert(member.to_owned(), config);
+        self.rotated.entry(member.to_owned()).or_default().config = Some(config);
+    }
+
+    /// Records what `member`'s health endpoints answered (`None`: no answer, kept as unknown).
+    pub(super) fn record_probes(&mut self, member: &str, probes: Probes) {
+        self.rotated.entry(member.to_owned()).or_default().probes = probes;
     }
 
     /// `member`'s `/config` as last read.
     pub(super) fn config_of(&self, member: &str) -> Option<&DynamicConfig> {
-        self.configs.get(member)
+        self.rotated.get(member)?.config.as_ref()
+    }
+
+    /// `member`'s health endpoints as last asked.
+    pub(super) fn probes_of(&self, member: &str) -> Probes {
+        self.rotated
+            .get(member)
+            .map(|r| r.probes)
+            .unwrap_or_default()
     }
 }
 
@@ -167,6 +180,8 @@ mod tests {
             },
             dcs_view: None,
             left_dcs_at: Some(1.0),
+            clock: None,
+            probes: Probes::default(),
         }
     }
 
@@ -217,14 +232,24 @@ mod tests {
     }
 
     #[test]
-    fn config_rotation_skips_the_reader_and_forgets_old_copies_on_a_change() {
+    fn the_rotation_visits_everyone_and_forgets_old_configs_on_a_change() {
         let mut memory = MemberMemory::default();
         let names = ["a", "b", "c"];
-        let picks: Vec<_> = (0..4)
-            .map(|_| memory.next_config_member(&names, Some("a")).unwrap())
+        let mut picks: Vec<_> = (0..3)
+            .map(|_| memory.next_rotated(&names).unwrap())
             .collect();
-        assert!(picks.contains(&"b") && picks.contains(&"c") && !picks.contains(&"a"));
-        assert_eq!(memory.next_config_member(&["a"], Some("a")), None);
+        picks.sort();
+        assert_eq!(picks, names);
+        assert_eq!(memory.next_rotated(&[]), None);
+        memory.record_probes(
+            "b",
+            Probes {
+                liveness: Some(false),
+                readiness: Some(true),
+            },
+        );
+        assert_eq!(memory.probes_of("b").liveness, Some(false));
+        assert_eq!(memory.probes_of("c"), Probes::default());
         let config = DynamicConfig::default();
         memory.record_config("a", config.clone(), true);
         memory.record_config("b", config.clone(), false);

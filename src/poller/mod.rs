@@ -29,7 +29,7 @@ use crate::config::{ApiUrlPolicy, ClusterConfig};
 use crate::patroni::{self, ClusterView, PatroniClient, PatroniError};
 use crate::snapshot::{
     answered_views, effective_raft_leader, primaries, ClusterSnapshot, Counters, DcsView,
-    FailoverReadiness, Failure, MemberDcsView, MemberSnapshot, PollFacts, QuorumAssessment,
+    FailoverReadiness, Failure, MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment,
     QuorumVerdict, RaftNodeSnapshot, SnapshotStore, Source, ViewComparison, VoterSetComparison,
 };
 
@@ -38,7 +38,7 @@ mod members;
 mod requests;
 use discovery::{quorum_voter_set, without_aliases};
 use members::MemberMemory;
-use requests::{member_at, raft_query, RaftQuery};
+use requests::{member_at, raft_query, RaftQuery, Wants};
 
 /// More members than this in `/cluster` is not a Patroni cluster (real ones have a handful):
 /// the document is refused rather than fanned out into thousands of requests.
@@ -223,22 +223,38 @@ impl ClusterPoller {
             .chain(departed.iter().map(|(m, _)| m))
             .collect();
         let names: Vec<&str> = everyone.iter().map(|m| m.name.as_str()).collect();
-        let config_member = self
-            .memory
-            .members
-            .next_config_member(&names, reader.as_deref());
+        let rotated = self.memory.members.next_rotated(&names);
         let member_answers = join_all(everyone.iter().map(|member| {
             let is_reader = reader.as_deref() == Some(member.name.as_str());
-            let wants_config = config_member == Some(member.name.as_str());
-            self.fetch_member(member, !is_reader, wants_config)
+            let is_rotated = rotated == Some(member.name.as_str());
+            let wants = Wants {
+                cluster: !is_reader,
+                config: is_rotated && !is_reader,
+                probes: is_rotated,
+            };
+            self.fetch_member(member, wants)
         }));
         // `/history` and `/config` from the member that answered `/cluster`, if one did.
         let preferred = cluster.as_ref().and(history_base.as_ref());
         let history = self.ask_preferred(preferred, |base| self.client.history(base));
         let dynamic_config = self.ask_preferred(preferred, |base| self.client.dynamic_config(base));
+        // The failsafe topology, only while failsafe mode is on (Patroni answers 502 otherwise).
+        let failsafe_on = self
+            .memory
+            .dynamic_config
+            .as_ref()
+            .is_some_and(|config| config.failsafe_mode);
+        let failsafe = self.ask_preferred(preferred.filter(|_| failsafe_on), |base| {
+            self.client.failsafe_members(base)
+        });
         let second_answers = join_all(self.raft_queries(&second_targets));
-        let (member_answers, history, dynamic_config, second_answers) =
-            tokio::join!(member_answers, history, dynamic_config, second_answers);
+        let (member_answers, history, dynamic_config, failsafe, second_answers) = tokio::join!(
+            member_answers,
+            history,
+            dynamic_config,
+            failsafe,
+            second_answers
+        );
 
         let mut members = Vec::with_capacity(listed.len());
         let mut departed_members = Vec::with_capacity(departed.len());
@@ -267,9 +283,34 @@ impl ClusterPoller {
                     self.memory.members.record_config(&name, config, false);
                 }
             }
+            if let Some((liveness, readiness)) = answers.probes {
+                let liveness = self.settle(
+                    Source::Probe,
+                    &format!("liveness of {name}"),
+                    Some(liveness),
+                );
+                let readiness = self.settle(
+                    Source::Probe,
+                    &format!("readiness of {name}"),
+                    Some(readiness),
+                );
+                self.memory.members.record_probes(
+                    &name,
+                    Probes {
+                        liveness,
+                        readiness,
+                    },
+                );
+            }
+            let (own_view, clock) = match answers.own {
+                Ok((status, clock)) => (Ok(status), clock),
+                Err(failure) => (Err(failure), None),
+            };
             let snapshot = MemberSnapshot {
                 member: member.clone(),
-                own_view: answers.own,
+                own_view,
+                clock,
+                probes: self.memory.members.probes_of(&name),
                 dcs_view: answers.cluster.map(|answer| {
                     answer.map(|view| MemberDcsView {
                         view: DcsView::of(&view),
@@ -284,6 +325,7 @@ impl ClusterPoller {
             }
         }
         let history = self.settle(Source::History, "history", history);
+        let failsafe_members = self.settle(Source::Failsafe, "failsafe", failsafe);
         if let Some(config) = self.settle(Source::Config, "config", dynamic_config) {
             let memory = &mut self.memory;
             if memory
@@ -362,6 +404,7 @@ impl ClusterPoller {
             cluster_failure,
             members,
             departed: departed_members,
+            failsafe_members,
             views,
             voter_sets,
             history,

@@ -80,9 +80,22 @@ pub(super) async fn raft_query(
 /// What one member answered: its own `/patroni`, and its `/cluster` and `/config` when
 /// asked (`None` when not).
 pub(super) struct MemberAnswers {
-    pub(super) own: Result<patroni::MemberStatus, Failure>,
+    pub(super) own: Result<(patroni::MemberStatus, Option<patroni::ClockOffset>), Failure>,
     pub(super) cluster: Option<Result<ClusterView, Failure>>,
     pub(super) config: Option<Result<patroni::DynamicConfig, PatroniError>>,
+    /// `/liveness` and `/readiness`.
+    pub(super) probes: Option<(Result<bool, PatroniError>, Result<bool, PatroniError>)>,
+}
+
+/// What to ask a member besides its own `/patroni`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Wants {
+    /// Its own `/cluster` (not the reader's: its view is the one already read).
+    pub(super) cluster: bool,
+    /// Its own `/config` (the rotation's member, unless it is the reader).
+    pub(super) config: bool,
+    /// `/liveness` and `/readiness` (the rotation's member).
+    pub(super) probes: bool,
 }
 /// The name of the member of `members` whose REST base is `base`.
 pub(super) fn member_at(members: &[patroni::Member], base: &Url) -> Option<String> {
@@ -113,21 +126,21 @@ impl ClusterPoller {
         Some(request(base).await)
     }
 
-    /// Asks a member (listed or remembered) at its `api_url`: its own `/patroni`, and its own
-    /// `/cluster` and `/config` when wanted, concurrently.
+    /// Asks a member (listed or remembered) at its `api_url`: its own `/patroni`, and what
+    /// `wants` names of `/cluster`, `/config`, `/liveness` and `/readiness`, concurrently.
     pub(super) async fn fetch_member(
         &self,
         member: &patroni::Member,
-        wants_cluster: bool,
-        wants_config: bool,
+        wants: Wants,
     ) -> MemberAnswers {
         let api_url = match self.member_api_url(member) {
             Ok(url) => url,
             Err(failure) => {
                 return MemberAnswers {
                     own: Err(failure.clone()),
-                    cluster: wants_cluster.then(|| Err(failure.clone())),
+                    cluster: wants.cluster.then(|| Err(failure.clone())),
                     config: None,
+                    probes: None,
                 }
             }
         };
@@ -140,7 +153,7 @@ impl ClusterPoller {
                 .map_err(|e| Failure::from(&e))
         };
         let cluster = async {
-            if !wants_cluster {
+            if !wants.cluster {
                 return None;
             }
             let _permit = self.permits.acquire().await;
@@ -153,17 +166,32 @@ impl ClusterPoller {
             Some(answer.map_err(|e| Failure::from(&e)))
         };
         let config = async {
-            if !wants_config {
+            if !wants.config {
                 return None;
             }
             let _permit = self.permits.acquire().await;
             Some(self.client.dynamic_config(&base).await)
         };
-        let (own, cluster, config) = tokio::join!(own, cluster, config);
+        let probe = |name: &'static str| {
+            let base = &base;
+            async move {
+                let _permit = self.permits.acquire().await;
+                self.client.probe(base, name).await
+            }
+        };
+        let probes = async {
+            if !wants.probes {
+                return None;
+            }
+            let (liveness, readiness) = tokio::join!(probe("liveness"), probe("readiness"));
+            Some((liveness, readiness))
+        };
+        let (own, cluster, config, probes) = tokio::join!(own, cluster, config, probes);
         MemberAnswers {
             own,
             cluster,
             config,
+            probes,
         }
     }
 

@@ -111,6 +111,8 @@ impl MemberReadiness {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FailoverReadiness {
     pub members: Vec<MemberReadiness>,
+    /// The WAL a failover right now would lose, in bytes (`data_at_risk`).
+    pub data_at_risk_bytes: Option<u64>,
 }
 
 impl FailoverReadiness {
@@ -147,14 +149,51 @@ impl FailoverReadiness {
             cluster_timeline,
             sync_active,
         };
+        let readiness: Vec<MemberReadiness> = members
+            .iter()
+            .filter(|m| !m.member.is_leader())
+            .map(|m| context.judge(m))
+            .collect();
         FailoverReadiness {
-            members: members
-                .iter()
-                .filter(|m| !m.member.is_leader())
-                .map(|m| context.judge(m))
-                .collect(),
+            data_at_risk_bytes: data_at_risk(&readiness, members, sync_active, leader_wal),
+            members: readiness,
         }
     }
+}
+
+/// The WAL a failover right now would lose: the leader's position minus the *received*
+/// position of the best member Patroni could promote were it not for its lag (excluded by
+/// nothing, or only by `maximum_lag_on_failover`: then Patroni refuses, and that is the
+/// data a forced failover would lose). The received position, not the replayed one: a
+/// promoted replica replays what it received before it opens.
+///
+/// In synchronous mode (active: the primary named its synchronous standbys) the best
+/// member is a synchronous standby, which holds every transaction the primary acknowledged
+/// as committed; what it lacks has not been acknowledged to any client. So it is 0 then.
+/// (Unless `synchronous_commit` is `local` or `off`: Patroni's guarantee, and this one,
+/// assume at least `remote_write`.)
+///
+/// `None` without a leader position or such a member.
+fn data_at_risk(
+    readiness: &[MemberReadiness],
+    members: &[MemberSnapshot],
+    sync_active: bool,
+    leader_wal: Option<u64>,
+) -> Option<u64> {
+    leader_wal?;
+    let promotable = readiness.iter().filter(|m| {
+        m.exclusions
+            .iter()
+            .all(|exclusion| exclusion.reason == ExclusionReason::Lag)
+    });
+    let best = promotable.min_by_key(|m| m.lag_bytes.unwrap_or(u64::MAX))?;
+    let synchronous = members
+        .iter()
+        .any(|m| m.member.name == best.name && is_sync_role(&m.member.role));
+    if sync_active && synchronous {
+        return Some(0);
+    }
+    best.lag_bytes
 }
 
 impl FailoverReadiness {
@@ -364,6 +403,8 @@ mod tests {
                 .unwrap()),
                 dcs_view: None,
                 left_dcs_at: None,
+                clock: None,
+                probes: Default::default(),
             })
             .collect();
         (cluster, members)
@@ -705,5 +746,41 @@ mod tests {
         assert_eq!(human_bytes(1_048_576), "1 MiB");
         assert_eq!(human_bytes(1_572_864), "1.5 MiB");
         assert_eq!(human_bytes(40 * 1024 * 1024), "40 MiB");
+    }
+
+    #[test]
+    fn data_at_risk_is_what_the_best_replica_has_not_received() {
+        const MIB: u64 = 1 << 20;
+        let lagging = |state: &str, behind: [u64; 2]| {
+            let (cluster, mut members, config) = captured_state("4.1.5", state);
+            let leader = members[0]
+                .own_view
+                .as_ref()
+                .unwrap()
+                .wal_flush_bytes
+                .unwrap();
+            for (member, behind) in members[1..].iter_mut().zip(behind) {
+                let own = member.own_view.as_mut().unwrap();
+                own.wal_received_bytes = Some(leader - behind);
+                own.wal_replayed_bytes = Some(leader - behind);
+            }
+            FailoverReadiness::assess(&cluster, &members, Some(&config))
+        };
+        // Asynchronous: the best of the two replicas, by its received position.
+        assert_eq!(lagging("async", [0, 0]).data_at_risk_bytes, Some(0));
+        assert_eq!(
+            lagging("async", [3 * MIB / 4, MIB / 2]).data_at_risk_bytes,
+            Some(MIB / 2)
+        );
+        // Both further behind than maximum_lag_on_failover (1 MiB): Patroni promotes nobody,
+        // and a forced failover would lose what the better one lacks.
+        let refused = lagging("async", [40 * MIB, 50 * MIB]);
+        assert_eq!(refused.candidates(), 0);
+        assert_eq!(refused.data_at_risk_bytes, Some(40 * MIB));
+        // Synchronous mode with synchronous standbys: nothing acknowledged is at risk.
+        assert_eq!(
+            lagging("healthy", [MIB / 4, MIB / 4]).data_at_risk_bytes,
+            Some(0)
+        );
     }
 }

@@ -15,7 +15,8 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use crate::patroni::{
-    is_leader_role, ClusterView, DynamicConfig, HistoryEntry, Member, MemberStatus, PatroniError,
+    is_leader_role, ClockOffset, ClusterView, DynamicConfig, HistoryEntry, Member, MemberStatus,
+    PatroniError,
 };
 use crate::raft::{RaftState, RaftStatus};
 
@@ -39,6 +40,9 @@ pub enum Source {
     Member,
     History,
     Config,
+    /// `/liveness` and `/readiness`.
+    Probe,
+    Failsafe,
     Raft,
 }
 
@@ -49,6 +53,8 @@ impl Source {
             Source::Member => "member",
             Source::History => "history",
             Source::Config => "config",
+            Source::Probe => "probe",
+            Source::Failsafe => "failsafe",
             Source::Raft => "raft",
         }
     }
@@ -103,6 +109,20 @@ pub struct MemberSnapshot {
     /// `None` while the member is listed in the `/cluster` the exporter reads; for a member
     /// remembered after it left that view, the Unix time of the first poll that missed it.
     pub left_dcs_at: Option<f64>,
+    /// The member's clock against the exporter's, from the `Date` of its `/patroni` answer.
+    pub clock: Option<ClockOffset>,
+    /// Its `GET /liveness` (is its HA loop running?) and `GET /readiness`, as last asked
+    /// (one member per poll, in rotation); `None` until one answered.
+    pub probes: Probes,
+}
+
+/// The health endpoints of a member, as last answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Probes {
+    /// `GET /liveness` answered 200 (`true`) or 503 (`false`).
+    pub liveness: Option<bool>,
+    /// `GET /readiness` answered 200 or 503.
+    pub readiness: Option<bool>,
 }
 
 impl MemberSnapshot {
@@ -195,6 +215,9 @@ pub struct ClusterSnapshot {
     /// Members that left `cluster` recently and are still asked (for the cluster's `ttl`,
     /// or as long as they say they are primary), by name.
     pub departed: Vec<MemberSnapshot>,
+    /// The members of the failsafe topology (`GET /failsafe` of the member the exporter
+    /// reads), while failsafe mode is on; `None` when not read.
+    pub failsafe_members: Option<Vec<String>>,
     /// Every member's own DCS view compared.
     pub views: ViewComparison,
     /// Every answering Raft node's voter set compared.
@@ -233,6 +256,76 @@ impl ClusterSnapshot {
     /// listed or remembered.
     pub fn primaries(&self) -> Vec<&MemberSnapshot> {
         primaries(self.members_and_departed())
+    }
+
+    /// The leader's WAL position by its own word (`/patroni` of the DCS leader).
+    fn leader_wal(&self) -> Option<u64> {
+        self.members
+            .iter()
+            .find(|m| m.member.is_leader())?
+            .own_view
+            .as_ref()
+            .ok()?
+            .wal_flush_bytes
+    }
+
+    /// Replication lag in seconds, as operators read it: on a replica that is behind (it
+    /// received more than it replayed, or replayed less than the leader's position), the
+    /// time since the last transaction it replayed committed on the primary; 0 on a replica
+    /// that is not behind. `None` for the leader, for a member that did not answer, and before
+    /// a replica replayed any transaction.
+    ///
+    /// The flaw of any "time since last replayed transaction": on a primary that commits
+    /// nothing, WAL without transactions (a checkpoint) leaves the replica "behind" and the
+    /// value grows with the primary's idle time until the replica replays it (milliseconds
+    /// when healthy). `patroni_member_lag_bytes` is the measure that has no such flaw.
+    pub fn replay_lag_seconds(&self, member: &MemberSnapshot) -> Option<f64> {
+        if member.member.is_leader() {
+            return None;
+        }
+        let own = member.own_view.as_ref().ok()?;
+        let replayed = own.wal_replayed_bytes?;
+        let committed_at = own.replayed_timestamp_seconds?;
+        let received_more = own.wal_received_bytes.is_some_and(|r| r > replayed);
+        let leader_ahead = self.leader_wal().is_some_and(|leader| leader > replayed);
+        if received_more || leader_ahead {
+            Some((self.polled_at_seconds - committed_at).max(0.0))
+        } else {
+            Some(0.0)
+        }
+    }
+
+    /// How far the primary's clock is ahead of the clock of the Raft leader's host (negative:
+    /// behind), from the `Date` headers of both members' answers. Patroni's Raft KV stamps a
+    /// key's expiry with the writer's clock and expires it on the Raft leader's
+    /// (`dcs/raft.py`, `KVStoreTTL`): a primary behind the Raft leader by `s` sees its leader
+    /// key expire `s` early. 0 when the primary runs the Raft leader; `None` when either is
+    /// unknown (no single primary, no Raft leader, or no member on the Raft leader's host).
+    pub fn leader_clock_skew_seconds(&self) -> Option<f64> {
+        let primaries = self.primaries();
+        let primary = match primaries[..] {
+            [one] => one,
+            _ => self.members.iter().find(|m| m.member.is_leader())?,
+        };
+        let raft_leader = effective_raft_leader(&self.raft_nodes)?;
+        let raft_host = raft_leader
+            .rsplit_once(':')
+            .map_or(raft_leader, |(host, _)| host)
+            .trim_matches(['[', ']']);
+        let on_raft_host = self.members_and_departed().find(|m| {
+            m.member.host.as_deref() == Some(raft_host)
+                || m.member
+                    .api_url
+                    .as_deref()
+                    .and_then(|url| url::Url::parse(url).ok())
+                    .is_some_and(|url| {
+                        url.host_str().map(|h| h.trim_matches(['[', ']'])) == Some(raft_host)
+                    })
+        })?;
+        if on_raft_host.member.name == primary.member.name {
+            return Some(0.0);
+        }
+        Some(primary.clock?.seconds - on_raft_host.clock?.seconds)
     }
 
     /// Unix time of the newest `/history` entry.

@@ -176,6 +176,14 @@ pub struct QuorumAssessment {
     /// to are a majority of that union.
     pub voter_sets: u64,
     pub evidence: QuorumEvidence,
+    /// How many more voters can fail before the quorum is lost: the voters seen healthy (a
+    /// leader with has_quorum and the voters it is connected to, or the answering voters
+    /// with has_quorum and a connected leader) minus the majority. 1 on a healthy 3-voter
+    /// cluster, 0 with one voter down, negative once lost (-1: one live voter short of a
+    /// majority). `None` when
+    /// the quorum is not visible, or confirmed on a word that does not show who is healthy
+    /// (an exporter that sees only a follower).
+    pub margin: Option<i64>,
 }
 
 impl QuorumAssessment {
@@ -279,6 +287,37 @@ impl QuorumAssessment {
         } else {
             QuorumEvidence::NotVisible
         };
+        let healthy_by_answers = answered
+            .iter()
+            .filter(|(node, status)| {
+                voter_set.contains(identity(node, status))
+                    && status.has_quorum
+                    && (status.state == RaftState::Leader || follower_with_connected_leader(status))
+            })
+            .count() as u64;
+        let healthy_by_leader = answered
+            .iter()
+            .filter(|(_, status)| status.state == RaftState::Leader && status.has_quorum)
+            .map(|(_, status)| {
+                1 + status
+                    .partners
+                    .iter()
+                    .filter(|p| p.connected() && voter_set.contains(&p.node))
+                    .count() as u64
+            })
+            .max()
+            .unwrap_or(0);
+        let healthy = healthy_by_answers.max(healthy_by_leader);
+        let majority = voters / 2 + 1;
+        let margin = match evidence.verdict() {
+            QuorumVerdict::Confirmed if healthy >= majority => {
+                Some(healthy as i64 - majority as i64)
+            }
+            // Lost: how many voters are missing for a majority of the live (answering) ones.
+            // (at most -1: voters that answer but cannot reach each other are no quorum).
+            QuorumVerdict::Lost => Some((answering as i64 - majority as i64).min(-1)),
+            _ => None,
+        };
         QuorumAssessment {
             voters,
             answering,
@@ -291,6 +330,7 @@ impl QuorumAssessment {
             voters_known,
             voter_sets,
             evidence,
+            margin,
         }
     }
 
@@ -635,5 +675,45 @@ mod tests {
         assert_eq!(q.voters, 3);
         assert_eq!(q.verdict(), QuorumVerdict::Confirmed);
         assert_eq!(q.evidence, QuorumEvidence::Leader);
+    }
+
+    #[test]
+    fn the_margin_counts_the_voters_that_can_still_fail() {
+        let healthy = judge(&[
+            answer(A, 2, Some(A), &[B, C]),
+            answer(B, 0, Some(A), &[A, C]),
+            answer(C, 0, Some(A), &[A, B]),
+        ]);
+        assert_eq!(healthy.margin, Some(1));
+        // One voter down: the leader still leads a majority, with nothing to spare.
+        let one_down = judge(&[
+            answer(A, 2, Some(A), &[B]),
+            answer(B, 0, Some(A), &[A]),
+            failed(C, "refused"),
+        ]);
+        assert_eq!(one_down.margin, Some(0));
+        // Only the leader answers: its connections still count the healthy voters.
+        let leader_only = judge(&[
+            answer(A, 2, Some(A), &[B, C]),
+            failed(B, "timeout"),
+            failed(C, "timeout"),
+        ]);
+        assert_eq!(leader_only.margin, Some(1));
+        // Two down: lost, one voter short.
+        let lost = QuorumAssessment::assess(
+            &[
+                answer(A, 0, None, &[]),
+                failed(B, "refused"),
+                failed(C, "refused"),
+            ],
+            &known(),
+        );
+        assert_eq!(lost.verdict(), QuorumVerdict::Lost);
+        assert_eq!(lost.margin, Some(-1));
+        // Nothing visible: no margin either.
+        assert_eq!(
+            judge(&[failed(A, "timeout"), failed(B, "timeout")]).margin,
+            None
+        );
     }
 }

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use super::report::{ClusterReport, LagCell, Level};
+use crate::snapshot::human_bytes;
 
 /// ANSI colours, only when writing to a terminal (and `NO_COLOR` is unset).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,7 +74,12 @@ fn failover_lines(out: &mut String, report: &ClusterReport) {
     } else {
         format!("{} can take over", failover.candidates.join(", "))
     };
-    let _ = writeln!(out, "If the leader dies now: {who}");
+    let loses = match failover.data_at_risk_bytes {
+        Some(0) => "; a failover now loses nothing".to_owned(),
+        Some(bytes) => format!("; a failover now loses {}", human_bytes(bytes)),
+        None => String::new(),
+    };
+    let _ = writeln!(out, "If the leader dies now: {who}{loses}");
     for excluded in &failover.excluded {
         let _ = writeln!(
             out,

@@ -123,6 +123,8 @@ pub struct ClusterReport {
 pub struct FailoverReport {
     pub candidates: Vec<String>,
     pub excluded: Vec<ExcludedMember>,
+    /// The WAL a failover right now would lose, when known.
+    pub data_at_risk_bytes: Option<u64>,
 }
 
 /// A member that would not be promoted, with every reason.
@@ -140,6 +142,7 @@ impl FailoverReport {
         snapshot.cluster.as_ref()?;
         let readiness = &snapshot.failover;
         Some(FailoverReport {
+            data_at_risk_bytes: readiness.data_at_risk_bytes,
             candidates: readiness
                 .members
                 .iter()
@@ -293,6 +296,7 @@ fn problems(snapshot: &ClusterSnapshot) -> Vec<Problem> {
     }
     member_problems(snapshot, &mut problems);
     split_problems(snapshot, &mut problems);
+    margin_problems(snapshot, &mut problems);
     failover_problems(snapshot, &mut problems);
     problems
         .0
@@ -519,6 +523,55 @@ fn split_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
             ),
         );
     }
+}
+
+/// How close the next outage is: a quorum with nothing to spare, a stalled HA loop, clocks
+/// that shorten the leader key's lifetime.
+fn margin_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
+    if snapshot.quorum.confirmed() && snapshot.quorum.margin == Some(0) {
+        problems.say(
+            Level::Warning,
+            "the Raft quorum has no margin: one more voter down loses it",
+        );
+    }
+    for m in snapshot.members_and_departed() {
+        if m.own_view.is_ok() && m.probes.liveness == Some(false) {
+            problems.say(
+                Level::Warning,
+                format!(
+                    "{}: GET /liveness fails while its REST API answers: its HA loop is stalled",
+                    m.member.name
+                ),
+            );
+        }
+    }
+    let Some(skew) = snapshot.leader_clock_skew_seconds() else {
+        return;
+    };
+    let config = snapshot.config.clone().unwrap_or_default();
+    let limit = clock_skew_limit_seconds(config.ttl_seconds, config.loop_wait_seconds);
+    if skew.abs() > limit {
+        problems.say(
+            Level::Warning,
+            format!(
+                "the primary's clock is {:.1} s {} the Raft leader's host: the leader key lives {:.1} s {} than ttl (limit {limit:.1} s)",
+                skew.abs(),
+                if skew < 0.0 { "behind" } else { "ahead of" },
+                skew.abs(),
+                if skew < 0.0 { "shorter" } else { "longer" },
+            ),
+        );
+    }
+}
+
+/// The clock skew between the primary's host and the Raft leader's host that is worth a
+/// warning: a quarter of `ttl - loop_wait`, the slack between two renewals of the leader
+/// key. Patroni requires `ttl >= loop_wait + 2 * retry_timeout` (so that a leader whose
+/// renewal fails demotes before its key expires); the slack is at least two retry_timeouts
+/// and a skew of a quarter of it eats half a retry_timeout. The same threshold is in the
+/// shipped rule `PatroniLeaderClockSkew`.
+pub fn clock_skew_limit_seconds(ttl: u64, loop_wait: u64) -> f64 {
+    ttl.saturating_sub(loop_wait) as f64 / 4.0
 }
 
 /// `a`, `a and b`, `a, b and c`.

@@ -110,6 +110,9 @@ impl FakeCluster {
                 member.route("/history", Reply::Json(history.to_vec()));
                 member.route("/config", Reply::Json(CAPTURED_CONFIG.to_vec()));
                 member.route("/patroni", Reply::Json(body));
+                // Patroni answers its health endpoints with a status code only.
+                member.route("/liveness", Reply::Status(200));
+                member.route("/readiness", Reply::Status(200));
                 Some(member)
             })
             .collect();
@@ -367,8 +370,17 @@ pub fn normalize_volatile(text: &str) -> String {
     let lines: Vec<String> = text
         .lines()
         .map(|line| {
-            if line.starts_with("patroni_exporter_poll_duration_seconds{")
-                || line.starts_with("patroni_exporter_last_poll_timestamp_seconds{")
+            // Timings, and what depends on the clock at the moment of the poll.
+            if [
+                "patroni_exporter_poll_duration_seconds{",
+                "patroni_exporter_last_poll_timestamp_seconds{",
+                "patroni_member_clock_offset_seconds{",
+                "patroni_member_clock_offset_error_seconds{",
+                "patroni_cluster_leader_clock_skew_seconds{",
+                "patroni_member_replay_lag_seconds{",
+            ]
+            .iter()
+            .any(|prefix| line.starts_with(prefix))
             {
                 let (series, _) = line.rsplit_once(' ').unwrap();
                 format!("{series} <varies>")

@@ -1,0 +1,88 @@
+//! Families that say how close the next outage is: the quorum's margin, the data a failover
+//! would lose now, lag in seconds, a stalled HA loop (liveness), the clocks that set the
+//! leader key's lifetime, and who is in the failsafe topology (the judgements are made in
+//! `snapshot`; this maps them to names).
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::families::{flag, FamilyWriter};
+use super::patroni_families::{member_labels, scope};
+use crate::snapshot::ClusterSnapshot;
+
+pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
+    writer.cached_gauge(
+        "patroni_raft_quorum_margin",
+        "How many more voters can fail before the Raft quorum is lost: 1 on a healthy 3-voter cluster, 0 with one voter down, negative once lost. Absent when the quorum is not visible.",
+        snapshots
+            .iter()
+            .filter(|s| s.raft_enabled)
+            .filter_map(|s| Some((scope(s), s.quorum.margin? as f64))),
+    )?;
+    writer.cached_gauge(
+        "patroni_cluster_failover_data_at_risk_bytes",
+        "The WAL a failover right now would lose: the leader's position minus the received position of the best member Patroni could promote but for its lag; 0 with a synchronous standby in synchronous mode.",
+        snapshots.iter().filter_map(|s| {
+            Some((scope(s), s.failover.data_at_risk_bytes? as f64))
+        }),
+    )?;
+    writer.cached_gauge(
+        "patroni_member_replay_lag_seconds",
+        "On a replica that is behind, seconds since the last transaction it replayed committed on the primary; 0 when not behind.",
+        snapshots.iter().flat_map(|s| {
+            s.members
+                .iter()
+                .filter_map(move |m| Some((member_labels(s, m), s.replay_lag_seconds(m)?)))
+        }),
+    )?;
+    writer.cached_gauge(
+        "patroni_member_liveness",
+        "1 when the member's GET /liveness answers 200 (its HA loop ran within ttl, 2 x ttl on a replica), 0 for 503. Asked one member per poll, in rotation.",
+        snapshots.iter().flat_map(|s| {
+            s.members_and_departed()
+                .filter_map(move |m| Some((member_labels(s, m), flag(m.probes.liveness?))))
+        }),
+    )?;
+    writer.cached_gauge(
+        "patroni_member_readiness",
+        "1 when the member's GET /readiness answers 200 (leader, or a running replica), 0 for 503. Asked one member per poll, in rotation.",
+        snapshots.iter().flat_map(|s| {
+            s.members_and_departed()
+                .filter_map(move |m| Some((member_labels(s, m), flag(m.probes.readiness?))))
+        }),
+    )?;
+    writer.cached_gauge(
+        "patroni_member_clock_offset_seconds",
+        "How far the member's clock is ahead of the exporter's, from the Date header of its GET /patroni answer; error bars in patroni_member_clock_offset_error_seconds.",
+        snapshots.iter().flat_map(|s| {
+            s.members_and_departed()
+                .filter_map(move |m| Some((member_labels(s, m), m.clock?.seconds)))
+        }),
+    )?;
+    writer.cached_gauge(
+        "patroni_member_clock_offset_error_seconds",
+        "Half the width of the interval patroni_member_clock_offset_seconds lies in: 0.5 s for the Date header's one-second resolution plus half the request's round trip.",
+        snapshots.iter().flat_map(|s| {
+            s.members_and_departed()
+                .filter_map(move |m| Some((member_labels(s, m), m.clock?.error_seconds)))
+        }),
+    )?;
+    writer.cached_gauge(
+        "patroni_cluster_leader_clock_skew_seconds",
+        "How far the primary's clock is ahead of the clock of the Raft leader's host (negative: behind): the leader key expires that much early (behind) or late (ahead). 0 when the primary runs the Raft leader.",
+        snapshots
+            .iter()
+            .filter_map(|s| Some((scope(s), s.leader_clock_skew_seconds()?))),
+    )?;
+    writer.cached_gauge(
+        "patroni_member_failsafe_topology",
+        "1 when the member is in the failsafe topology (GET /failsafe) that failsafe mode keeps the primary for, 0 when it is not; absent while failsafe mode is off.",
+        snapshots.iter().flat_map(|s| {
+            s.failsafe_members.iter().flat_map(move |topology| {
+                s.members
+                    .iter()
+                    .map(move |m| (member_labels(s, m), flag(topology.contains(&m.member.name))))
+            })
+        }),
+    )
+}
