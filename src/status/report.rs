@@ -535,7 +535,9 @@ fn margin_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
         );
     }
     for m in snapshot.members_and_departed() {
-        if m.own_view.is_ok() && m.probes.liveness == Some(false) {
+        // 503 from /liveness: the REST thread answers, the HA loop has not run for ttl
+        // (2 x ttl on a replica).
+        if m.probes.liveness == Some(false) {
             problems.say(
                 Level::Warning,
                 format!(
