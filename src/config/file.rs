@@ -46,7 +46,8 @@ pub struct ClusterEntry {
     #[serde(default, with = "humantime_serde_option")]
     pub poll_interval: Option<Duration>,
 
-    /// Deadline of each request to a member or a Raft node [default: 2s].
+    /// Deadline of each request to a member or a Raft node [default: the smaller of 2s and
+    /// the interval].
     #[arg(long = "poll.timeout", value_name = "DURATION", value_parser = positive_duration)]
     #[serde(default, with = "humantime_serde_option")]
     pub poll_timeout: Option<Duration>,
@@ -376,15 +377,19 @@ impl ClusterEntry {
     /// The poll's rhythm and bounds.
     fn poll_settings(&self, inherited: &Inherited) -> PollSettings {
         let defaults = PollSettings::default();
+        let interval = self
+            .poll_interval
+            .or(inherited.poll_interval)
+            .unwrap_or(defaults.interval);
         PollSettings {
-            interval: self
-                .poll_interval
-                .or(inherited.poll_interval)
-                .unwrap_or(defaults.interval),
+            interval,
+            // As Prometheus does with scrape_timeout: a timeout nobody gave defaults to the
+            // smaller of the default and the interval, so `--poll.interval 1s` alone works;
+            // only a timeout given explicitly longer than the interval is refused.
             timeout: self
                 .poll_timeout
                 .or(inherited.poll_timeout)
-                .unwrap_or(defaults.timeout),
+                .unwrap_or(defaults.timeout.min(interval)),
             max_concurrency: self
                 .max_concurrency
                 .or(inherited.max_concurrency)

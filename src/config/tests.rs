@@ -237,3 +237,24 @@ fn settings_that_cannot_work_are_refused() {
         assert!(error.contains(says), "{error}");
     }
 }
+
+#[test]
+fn a_short_interval_alone_clamps_the_default_timeout_but_an_explicit_one_is_checked() {
+    let entry = |interval: &str, timeout: Option<&str>| ClusterEntry {
+        patroni_urls: vec![Url::parse("http://10.0.0.1:8008").unwrap()],
+        poll_interval: Some(humantime::parse_duration(interval).unwrap()),
+        poll_timeout: timeout.map(|t| humantime::parse_duration(t).unwrap()),
+        ..ClusterEntry::default()
+    };
+    let short = entry("1s", None)
+        .resolve(&defaults())
+        .expect("an interval of 1s alone must be accepted");
+    assert_eq!(short.poll.timeout, Duration::from_secs(1));
+    let long = entry("10s", None).resolve(&defaults()).unwrap();
+    assert_eq!(long.poll.timeout, Duration::from_secs(2));
+    let error = entry("1s", Some("2s"))
+        .resolve(&defaults())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("longer than the poll interval"), "{error}");
+}
