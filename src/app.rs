@@ -107,7 +107,7 @@ impl Fleet {
     fn warn_insecure(&mut self, config: &ClusterConfig) {
         let key = format!("{:?}", config.patroni_urls);
         if config.rest.insecure_skip_verify && self.warned_insecure.insert(key) {
-            tracing::warn!(urls = ?config.patroni_urls, "TLS certificate verification of members is disabled");
+            tracing::warn!(cluster = %config.name(), urls = ?config.patroni_urls, "TLS certificate verification of members is disabled");
         }
     }
 
@@ -120,13 +120,9 @@ impl Fleet {
         shutdown: &watch::Receiver<bool>,
     ) {
         if clusters.len() == self.slots.len() {
-            for (config, (sender, _)) in clusters.into_iter().zip(&self.slots) {
-                let key = format!("{:?}", config.patroni_urls);
-                if config.rest.insecure_skip_verify && !self.warned_insecure.contains(&key) {
-                    self.warned_insecure.insert(key);
-                    tracing::warn!(urls = ?config.patroni_urls, "TLS certificate verification of members is disabled");
-                }
-                let _ = sender.send(config);
+            for (index, config) in clusters.into_iter().enumerate() {
+                self.warn_insecure(&config);
+                let _ = self.slots[index].0.send(config);
             }
             return;
         }
@@ -194,7 +190,7 @@ async fn supervise(
     store: Arc<SnapshotStore>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let name = format!("poller of cluster {slot}");
+    let name = format!("poller of cluster {}", configs.borrow().name());
     restart_on_panic(&name, RESTART_DELAY, || {
         run_cluster(slot, configs.clone(), store.clone(), shutdown.clone())
     })

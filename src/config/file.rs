@@ -14,7 +14,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use url::Url;
 
-use super::{check_limits, describe_yaml_error, host_of, ApiUrlPolicy, ClusterConfig};
+use super::{
+    check_limits, cluster_name, describe_yaml_error, host_of, ApiUrlPolicy, ClusterConfig,
+};
 use super::{PatroniYaml, PollSettings, RaftSettings};
 use crate::patroni::{BasicAuth, ClientSettings};
 use crate::secret::Secret;
@@ -236,8 +238,9 @@ impl ClusterEntry {
             .scope
             .clone()
             .or_else(|| yaml.and_then(|yaml| yaml.scope.clone()));
-        let name = expected_scope.as_deref().unwrap_or("<unnamed>").to_owned();
-        let patroni_urls = self.patroni_urls(yaml, &name)?;
+        let patroni_urls =
+            self.patroni_urls(yaml, &cluster_name(expected_scope.as_deref(), &[]))?;
+        let name = cluster_name(expected_scope.as_deref(), &patroni_urls);
         let rest = self.rest_settings(yaml, inherited, &name)?;
         let poll = self.poll_settings(inherited);
         check_limits(&name, &poll, rest.max_body_bytes)?;

@@ -53,6 +53,24 @@ pub struct ClusterConfig {
     pub raft: Option<RaftSettings>,
 }
 
+impl ClusterConfig {
+    /// The one name of a cluster in logs, errors and (until Patroni names it) the `scope`
+    /// label: the configured scope, else the first REST URL.
+    pub fn name(&self) -> String {
+        cluster_name(self.expected_scope.as_deref(), &self.patroni_urls)
+    }
+}
+
+/// [`ClusterConfig::name`] before the configuration is complete: the scope, else the first
+/// REST URL, else `<unnamed>` (only in the error that says no URL is configured).
+pub(crate) fn cluster_name(scope: Option<&str>, urls: &[Url]) -> String {
+    match (scope, urls.first()) {
+        (Some(scope), _) => scope.to_owned(),
+        (None, Some(url)) => url.to_string(),
+        (None, None) => "<unnamed>".to_owned(),
+    }
+}
+
 /// The rhythm and bounds of one cluster's polls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PollSettings {

@@ -442,8 +442,7 @@ impl ClusterPoller {
         self.memory
             .scope
             .clone()
-            .or_else(|| self.config.expected_scope.clone())
-            .unwrap_or_else(|| self.config.patroni_urls[0].to_string())
+            .unwrap_or_else(|| self.config.name())
     }
 
     fn count_changes(

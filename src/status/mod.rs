@@ -47,10 +47,7 @@ pub async fn collect(clusters: Vec<ClusterConfig>, deadline: Duration) -> Vec<Cl
     let polls = clusters.into_iter().map(|mut config| async move {
         let attempts = config.patroni_urls.len() as u32 + 2;
         config.poll.timeout = config.poll.timeout.min(deadline / attempts);
-        let fallback_scope = config
-            .expected_scope
-            .clone()
-            .unwrap_or_else(|| config.patroni_urls[0].to_string());
+        let fallback_scope = config.name();
         let remaining = deadline.saturating_sub(started.elapsed());
         let poll = async {
             let mut poller = ClusterPoller::new(0, config).await?;
