@@ -24,11 +24,13 @@
 //! * [`server`]: axum: `/metrics`, `/`, `/-/healthy`, `/-/ready`.
 //! * [`web`]: `--web.config.file` (TLS and basic auth of the endpoint) and the bounded
 //!   listener; [`tls`]: PEM certificates and (encrypted) keys for both TLS sides.
-//! * [`config`], [`cli`], [`secret`]: what to watch, from flags and files; secrets stay in files.
+//! * [`config`], [`cli`], [`secret`]: what to watch, from flags and files; secrets stay in files;
+//!   [`capped_file`]: the one bounded reader of the files an operator names.
 //! * [`app`]: wires it together for the binary.
 //! * [`status`]: the `status` subcommand: one poll, judged and printed, with Nagios exit codes.
 
 pub mod app;
+pub mod capped_file;
 pub mod cli;
 pub mod config;
 pub mod metrics;

@@ -25,15 +25,9 @@ impl Secret {
     /// When the file cannot be read, is too large or is not UTF-8. The error names the file,
     /// never its content.
     pub fn from_file(path: &Path) -> anyhow::Result<Secret> {
-        use std::io::Read;
         const MAX: u64 = 64 * 1024;
         let mut bytes = Zeroizing::new(Vec::new());
-        std::fs::File::open(path)
-            .and_then(|file| file.take(MAX + 1).read_to_end(&mut bytes))
-            .map_err(|error| anyhow::anyhow!("reading secret file {}: {error}", path.display()))?;
-        if bytes.len() as u64 > MAX {
-            anyhow::bail!("secret file {} is larger than {MAX} bytes", path.display());
-        }
+        crate::capped_file::read_into(path, "secret file", MAX, &mut bytes)?;
         let text = std::str::from_utf8(&bytes)
             .map_err(|_| anyhow::anyhow!("secret file {} is not UTF-8", path.display()))?;
         Ok(Secret(text.trim_end_matches(['\n', '\r']).to_owned()))

@@ -26,20 +26,7 @@ pub const MAX_PEM_BYTES: u64 = 1 << 20;
 /// # Errors
 /// When the file cannot be read or is larger than the cap.
 pub fn read_pem_file(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
-    use std::io::Read;
-    let file = std::fs::File::open(path)
-        .map_err(|error| anyhow::anyhow!("reading {what} {}: {error}", path.display()))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_PEM_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|error| anyhow::anyhow!("reading {what} {}: {error}", path.display()))?;
-    if bytes.len() as u64 > MAX_PEM_BYTES {
-        anyhow::bail!(
-            "{what} {} is larger than {MAX_PEM_BYTES} bytes",
-            path.display()
-        );
-    }
-    Ok(bytes)
+    crate::capped_file::read(path, what, MAX_PEM_BYTES)
 }
 
 /// Every certificate of a PEM file (at least one).
