@@ -3,11 +3,15 @@
 //! A custom prometheus-client [`Collector`] reads the current snapshots at scrape time and
 //! writes one family at a time across all clusters. Nothing here is stateful: a member or a
 //! node that is not in the latest snapshot simply produces no series, so series of members
-//! that left vanish at the next poll (no stale gauges, no `remove()` bookkeeping).
+//! that left vanish at the next poll (no stale gauges, no `remove()` bookkeeping); a member
+//! the poller still remembers after it left `/cluster` is in the snapshot, marked.
 //!
-//! Layout: [`families`] is the small writer every family goes through; [`patroni_families`]
-//! and [`raft_families`] map the two sources' parts of a snapshot to metric names (the names
-//! are an interface: dashboards and alerts depend on them, see `docs/metrics.md`);
+//! Layout: `families` is the small writer every family goes through; `patroni_families`
+//! and `raft_families` map the two sources' parts of a snapshot to metric names (the names
+//! are an interface: dashboards and alerts depend on them, see `docs/metrics.md`),
+//! `failover_families` failover readiness, `split_families` what comparing every member
+//! and node shows (primaries by their own word, diverging views and voter sets), and
+//! `margin_families` how close the next outage is;
 //! [`exposition`] renders the registry in the format the scraper asked for; [`cache`] keeps
 //! the latest rendering so that concurrent scrapes share one encoding.
 
