@@ -7,8 +7,20 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::families::{flag, FamilyWriter};
+use super::labels::MemberLabels;
 use super::patroni_families::{member_labels, scope};
-use crate::snapshot::ClusterSnapshot;
+use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
+
+/// One value per member, listed or remembered, where `value` has one.
+fn per_member<'a>(
+    snapshots: &'a [Arc<ClusterSnapshot>],
+    value: impl Fn(&MemberSnapshot) -> Option<f64> + Copy + 'a,
+) -> impl Iterator<Item = (MemberLabels<'a>, f64)> + 'a {
+    snapshots.iter().flat_map(move |s| {
+        s.members_and_departed()
+            .filter_map(move |m| Some((member_labels(s, m), value(m)?)))
+    })
+}
 
 pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
     writer.cached_gauge(
@@ -38,34 +50,22 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
     writer.cached_gauge(
         "patroni_member_liveness",
         "1 when the member's GET /liveness answers 200 (its HA loop ran within ttl, 2 x ttl on a replica), 0 for 503. Asked one member per poll, in rotation.",
-        snapshots.iter().flat_map(|s| {
-            s.members_and_departed()
-                .filter_map(move |m| Some((member_labels(s, m), flag(m.probes.liveness?))))
-        }),
+        per_member(snapshots, |m| m.probes.liveness.map(flag)),
     )?;
     writer.cached_gauge(
         "patroni_member_readiness",
         "1 when the member's GET /readiness answers 200 (leader, or a running replica), 0 for 503. Asked one member per poll, in rotation.",
-        snapshots.iter().flat_map(|s| {
-            s.members_and_departed()
-                .filter_map(move |m| Some((member_labels(s, m), flag(m.probes.readiness?))))
-        }),
+        per_member(snapshots, |m| m.probes.readiness.map(flag)),
     )?;
     writer.cached_gauge(
         "patroni_member_clock_offset_seconds",
         "How far the member's clock is ahead of the exporter's, from the Date header of its GET /patroni answer; error bars in patroni_member_clock_offset_error_seconds.",
-        snapshots.iter().flat_map(|s| {
-            s.members_and_departed()
-                .filter_map(move |m| Some((member_labels(s, m), m.clock?.seconds)))
-        }),
+        per_member(snapshots, |m| Some(m.clock?.seconds)),
     )?;
     writer.cached_gauge(
         "patroni_member_clock_offset_error_seconds",
         "Half the width of the interval patroni_member_clock_offset_seconds lies in: 0.5 s for the Date header's one-second resolution plus half the request's round trip.",
-        snapshots.iter().flat_map(|s| {
-            s.members_and_departed()
-                .filter_map(move |m| Some((member_labels(s, m), m.clock?.error_seconds)))
-        }),
+        per_member(snapshots, |m| Some(m.clock?.error_seconds)),
     )?;
     writer.cached_gauge(
         "patroni_cluster_leader_clock_skew_seconds",

@@ -87,13 +87,7 @@ impl ClusterPoller {
         }
         let mut attempts = Vec::new();
         for url in candidates {
-            let answer = self
-                .client
-                .cluster(&url)
-                .await
-                .and_then(|view| self.check_scope(view))
-                .and_then(check_member_count);
-            match answer {
+            match self.checked_cluster(&url).await {
                 Ok(view) => {
                     return ClusterAnswer {
                         attempts,
@@ -130,6 +124,15 @@ impl ClusterPoller {
             }
         }
     }
+    /// `GET {base}/cluster`, refused when it names another cluster or too many members.
+    pub(super) async fn checked_cluster(&self, base: &Url) -> Result<ClusterView, PatroniError> {
+        self.client
+            .cluster(base)
+            .await
+            .and_then(|view| self.check_scope(view))
+            .and_then(check_member_count)
+    }
+
     /// A `/cluster` that names another cluster is an error, never a silent mix of two clusters.
     pub(super) fn check_scope(&self, view: ClusterView) -> Result<ClusterView, PatroniError> {
         match (&self.config.expected_scope, &view.scope) {

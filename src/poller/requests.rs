@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use url::Url;
 
-use super::discovery::check_member_count;
 use super::ClusterPoller;
 use crate::config::RaftSettings;
 use crate::patroni::{self, ClusterView, PatroniError};
@@ -157,12 +156,7 @@ impl ClusterPoller {
                 return None;
             }
             let _permit = self.permits.acquire().await;
-            let answer = self
-                .client
-                .cluster(&base)
-                .await
-                .and_then(|view| self.check_scope(view))
-                .and_then(check_member_count);
+            let answer = self.checked_cluster(&base).await;
             Some(answer.map_err(|e| Failure::from(&e)))
         };
         let config = async {

@@ -33,6 +33,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::split::count_distinct;
 use super::RaftNodeSnapshot;
 use crate::raft::{RaftState, RaftStatus};
 
@@ -247,16 +248,11 @@ impl QuorumAssessment {
         let with_quorum = voter_statuses.iter().filter(|s| s.has_quorum).count() as u64;
         let refused = unanswered[&Unanswered::Refused];
 
-        let voter_sets = answered
-            .iter()
-            .map(|(node, status)| own_voter_set(identity(node, status), status))
-            .fold(Vec::<BTreeSet<&str>>::new(), |mut sets, set| {
-                if !sets.contains(&set) {
-                    sets.push(set);
-                }
-                sets
-            })
-            .len() as u64;
+        let voter_sets = count_distinct(
+            answered
+                .iter()
+                .map(|(node, status)| own_voter_set(identity(node, status), status)),
+        ) as u64;
         // A node's has_quorum is counted against its own partner list; when the lists
         // differ, it is evidence for the cluster only if the voters it is connected to are a
         // majority of every voter any node names (a node started alone with no partners

@@ -113,13 +113,14 @@ impl ViewComparison {
         };
         let reference_config =
             most_common(views.iter().filter_map(|(_, v)| v.config.as_ref()), None);
-        let mut distinct: Vec<(&DcsView, Option<&DynamicConfig>)> = Vec::new();
+        let distinct = count_distinct(
+            views
+                .iter()
+                .map(|(_, seen)| (&seen.view, seen.config.as_ref().or(reference_config))),
+        );
         let mut members = Vec::with_capacity(views.len());
         for (name, seen) in views {
             let config = seen.config.as_ref().or(reference_config);
-            if !distinct.contains(&(&seen.view, config)) {
-                distinct.push((&seen.view, config));
-            }
             let mut differs = Vec::new();
             if seen.view.leaders != reference.leaders {
                 differs.push(ViewField::Leader);
@@ -139,10 +140,7 @@ impl ViewComparison {
                 config_known: seen.config.is_some(),
             });
         }
-        ViewComparison {
-            distinct: distinct.len(),
-            members,
-        }
+        ViewComparison { distinct, members }
     }
 
     /// The members whose view differs, with the fields, e.g. `postgresql-2 (members, timelines)`.
@@ -193,6 +191,17 @@ fn most_common<'a, T: PartialEq + 'a>(
         .or_else(|| tied.first().copied())
 }
 
+/// How many different values `items` holds (by equality: views and sets are few and small).
+pub(super) fn count_distinct<T: PartialEq>(items: impl Iterator<Item = T>) -> usize {
+    let mut seen: Vec<T> = Vec::new();
+    for item in items {
+        if !seen.contains(&item) {
+            seen.push(item);
+        }
+    }
+    seen.len()
+}
+
 /// Every answering Raft node's voter set (itself and its partners), compared.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct VoterSetComparison {
@@ -230,14 +239,8 @@ impl VoterSetComparison {
         let Some(reference) = most_common(sets.iter().map(|(_, set)| set), None) else {
             return VoterSetComparison::default();
         };
-        let mut distinct: Vec<&BTreeSet<String>> = Vec::new();
-        for (_, set) in &sets {
-            if !distinct.contains(&set) {
-                distinct.push(set);
-            }
-        }
         VoterSetComparison {
-            distinct: distinct.len(),
+            distinct: count_distinct(sets.iter().map(|(_, set)| set)),
             nodes: sets
                 .iter()
                 .map(|(node, set)| NodeVoterSet {
