@@ -11,7 +11,7 @@ use std::time::Duration;
 use clap::{Args as ClapArgs, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::config::file::{positive_duration, Inherited};
-use crate::config::{ClusterConfig, ClusterEntry, ConfigFile};
+use crate::config::{ClusterConfig, ClusterEntry, Collector, ConfigFile};
 use crate::status::{Output, StatusOptions};
 
 /// Prometheus exporter for Patroni clusters on the Raft (pysyncobj) DCS.
@@ -100,6 +100,27 @@ pub struct ClusterArgs {
     #[arg(long = "raft.disabled")]
     pub raft_disabled: bool,
 
+    /// Do not ask GET /history (failover history and last failover time).
+    #[arg(long = "no-collector.history")]
+    pub no_collector_history: bool,
+
+    /// Do not ask GET /config (the dynamic configuration; failover readiness then assumes
+    /// Patroni's defaults).
+    #[arg(long = "no-collector.config")]
+    pub no_collector_config: bool,
+
+    /// Do not ask every member's own GET /cluster (split views: patroni_cluster_dcs_views).
+    #[arg(long = "no-collector.views")]
+    pub no_collector_views: bool,
+
+    /// Do not ask GET /liveness and GET /readiness.
+    #[arg(long = "no-collector.probes")]
+    pub no_collector_probes: bool,
+
+    /// Do not ask GET /failsafe while failsafe mode is on.
+    #[arg(long = "no-collector.failsafe")]
+    pub no_collector_failsafe: bool,
+
     /// YAML file listing clusters to watch (overrides --patroni.url and the Raft flags).
     #[arg(long = "config.file", value_name = "FILE")]
     pub config_file: Option<PathBuf>,
@@ -147,7 +168,11 @@ impl ClusterArgs {
     /// # Errors
     /// When the config file or a secret file cannot be read, or no URL is given.
     pub fn clusters(&self) -> anyhow::Result<Vec<ClusterConfig>> {
-        let inherited = Inherited::from_flags(&self.cluster, self.raft_disabled);
+        let inherited = Inherited::from_flags(
+            &self.cluster,
+            self.raft_disabled,
+            self.disabled_collectors(),
+        );
         match &self.config_file {
             Some(path) => ConfigFile::load(path)?
                 .clusters
@@ -156,6 +181,22 @@ impl ClusterArgs {
                 .collect(),
             None => Ok(vec![self.cluster.resolve(&inherited)?]),
         }
+    }
+}
+
+impl ClusterArgs {
+    /// The collectors switched off by `--no-collector.*`.
+    fn disabled_collectors(&self) -> Vec<Collector> {
+        [
+            (self.no_collector_history, Collector::History),
+            (self.no_collector_config, Collector::Config),
+            (self.no_collector_views, Collector::Views),
+            (self.no_collector_probes, Collector::Probes),
+            (self.no_collector_failsafe, Collector::Failsafe),
+        ]
+        .into_iter()
+        .filter_map(|(off, collector)| off.then_some(collector))
+        .collect()
     }
 }
 

@@ -17,7 +17,7 @@ use url::Url;
 use super::{
     check_limits, cluster_name, describe_yaml_error, host_of, ApiUrlPolicy, ClusterConfig,
 };
-use super::{PatroniYaml, PollSettings, RaftSettings};
+use super::{Collector, Collectors, PatroniYaml, PollSettings, RaftSettings};
 use crate::patroni::{BasicAuth, ClientSettings};
 use crate::secret::Secret;
 
@@ -126,6 +126,13 @@ pub struct ClusterEntry {
     #[serde(default)]
     pub raft_enabled: Option<bool>,
 
+    /// Collectors switched off for this cluster, besides those switched off by flags (file
+    /// only; the flags are --no-collector.history, ...): history, config, views, probes,
+    /// failsafe.
+    #[arg(skip)]
+    #[serde(default)]
+    pub disabled_collectors: Vec<Collector>,
+
     /// Raft node to query, host:port (repeatable). Default: the voters found from the
     /// configured REST hosts on --raft.port.
     #[arg(long = "raft.node", value_name = "HOST:PORT")]
@@ -165,11 +172,17 @@ pub struct Inherited {
     pub max_concurrency: Option<usize>,
     pub raft_port: Option<u16>,
     pub raft_disabled: bool,
+    /// The collectors switched off by flags.
+    pub disabled_collectors: Vec<Collector>,
 }
 
 impl Inherited {
     /// The inheritable settings of the cluster given by flags.
-    pub fn from_flags(flags: &ClusterEntry, raft_disabled: bool) -> Inherited {
+    pub fn from_flags(
+        flags: &ClusterEntry,
+        raft_disabled: bool,
+        disabled_collectors: Vec<Collector>,
+    ) -> Inherited {
         Inherited {
             poll_interval: flags.poll_interval,
             poll_timeout: flags.poll_timeout,
@@ -177,6 +190,7 @@ impl Inherited {
             max_concurrency: flags.max_concurrency,
             raft_port: flags.raft_port,
             raft_disabled,
+            disabled_collectors,
         }
     }
 }
@@ -251,6 +265,13 @@ impl ClusterEntry {
             poll,
             rest,
             raft: self.raft_settings(yaml, inherited)?,
+            collectors: Collectors::without(
+                inherited
+                    .disabled_collectors
+                    .iter()
+                    .chain(&self.disabled_collectors)
+                    .copied(),
+            ),
         })
     }
 

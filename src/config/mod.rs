@@ -26,6 +26,7 @@ mod tests;
 
 use std::time::Duration;
 
+use serde::Deserialize;
 use url::Url;
 
 pub use file::{ClusterEntry, ConfigFile};
@@ -51,6 +52,66 @@ pub struct ClusterConfig {
     pub rest: ClientSettings,
     /// `None` when Raft is not polled for this cluster.
     pub raft: Option<RaftSettings>,
+    /// The requests a user switched off (`--no-collector.history`, ...).
+    pub collectors: Collectors,
+}
+
+/// A group of requests that can be switched off, like node_exporter's collectors: for
+/// families a site does not use, and to save the requests (docs/performance.md counts the
+/// series of each). `/cluster`, each member's own `/patroni` and Raft (`--raft.disabled`)
+/// are the core and cannot be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Collector {
+    /// `GET /history`: failovers and timelines (`patroni_cluster_last_failover_*`, ...).
+    History,
+    /// `GET /config`: the dynamic configuration (`patroni_config_*`); without it failover
+    /// readiness assumes Patroni's defaults.
+    Config,
+    /// Every member's own `GET /cluster` (and `GET /config` in rotation): split views.
+    Views,
+    /// `GET /liveness` and `GET /readiness` (one member per poll, in rotation).
+    Probes,
+    /// `GET /failsafe` while failsafe mode is on.
+    Failsafe,
+}
+
+impl Collector {
+    pub const ALL: [Collector; 5] = [
+        Collector::History,
+        Collector::Config,
+        Collector::Views,
+        Collector::Probes,
+        Collector::Failsafe,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Collector::History => "history",
+            Collector::Config => "config",
+            Collector::Views => "views",
+            Collector::Probes => "probes",
+            Collector::Failsafe => "failsafe",
+        }
+    }
+}
+
+/// Which collectors run: all but the ones switched off.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Collectors {
+    disabled: std::collections::BTreeSet<Collector>,
+}
+
+impl Collectors {
+    pub fn without(disabled: impl IntoIterator<Item = Collector>) -> Collectors {
+        Collectors {
+            disabled: disabled.into_iter().collect(),
+        }
+    }
+
+    pub fn enabled(&self, collector: Collector) -> bool {
+        !self.disabled.contains(&collector)
+    }
 }
 
 impl ClusterConfig {

@@ -25,7 +25,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio::time::MissedTickBehavior;
 use url::Url;
 
-use crate::config::{ApiUrlPolicy, ClusterConfig};
+use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
 use crate::patroni::{self, ClusterView, PatroniClient, PatroniError};
 use crate::snapshot::{
     answered_views, effective_raft_leader, primaries, ClusterSnapshot, Counters, DcsView,
@@ -224,26 +224,33 @@ impl ClusterPoller {
             .collect();
         let names: Vec<&str> = everyone.iter().map(|m| m.name.as_str()).collect();
         let rotated = self.memory.members.next_rotated(&names);
+        let on = |collector| self.config.collectors.enabled(collector);
         let member_answers = join_all(everyone.iter().map(|member| {
             let is_reader = reader.as_deref() == Some(member.name.as_str());
             let is_rotated = rotated == Some(member.name.as_str());
             let wants = Wants {
-                cluster: !is_reader,
-                config: is_rotated && !is_reader,
-                probes: is_rotated,
+                cluster: !is_reader && on(Collector::Views),
+                config: is_rotated && !is_reader && on(Collector::Views) && on(Collector::Config),
+                probes: is_rotated && on(Collector::Probes),
             };
             self.fetch_member(member, wants)
         }));
         // `/history` and `/config` from the member that answered `/cluster`, if one did.
         let preferred = cluster.as_ref().and(history_base.as_ref());
-        let history = self.ask_preferred(preferred, |base| self.client.history(base));
-        let dynamic_config = self.ask_preferred(preferred, |base| self.client.dynamic_config(base));
+        let history = self.ask_preferred(preferred.filter(|_| on(Collector::History)), |base| {
+            self.client.history(base)
+        });
+        let dynamic_config = self
+            .ask_preferred(preferred.filter(|_| on(Collector::Config)), |base| {
+                self.client.dynamic_config(base)
+            });
         // The failsafe topology, only while failsafe mode is on (Patroni answers 502 otherwise).
-        let failsafe_on = self
-            .memory
-            .dynamic_config
-            .as_ref()
-            .is_some_and(|config| config.failsafe_mode);
+        let failsafe_on = on(Collector::Failsafe)
+            && self
+                .memory
+                .dynamic_config
+                .as_ref()
+                .is_some_and(|config| config.failsafe_mode);
         let failsafe = self.ask_preferred(preferred.filter(|_| failsafe_on), |base| {
             self.client.failsafe_members(base)
         });
@@ -376,10 +383,15 @@ impl ClusterPoller {
         self.learn_raft(&raft_nodes);
         self.remember(cluster.as_ref());
         let quorum = QuorumAssessment::assess(&raft_nodes, &self.memory.voters);
-        let views = ViewComparison::compare(
-            &answered_views(members.iter().chain(&departed_members)),
-            read_view.as_ref(),
-        );
+        // Without the views collector only the read view is known: nothing to compare.
+        let views = if self.config.collectors.enabled(Collector::Views) {
+            ViewComparison::compare(
+                &answered_views(members.iter().chain(&departed_members)),
+                read_view.as_ref(),
+            )
+        } else {
+            ViewComparison::default()
+        };
         let voter_sets = VoterSetComparison::compare(&raft_nodes);
         let failover = FailoverReadiness::of_poll(PollFacts {
             cluster: cluster.as_ref(),

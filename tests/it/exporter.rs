@@ -604,3 +604,65 @@ fn a_telemetry_path_of_probe_is_not_a_conflict() {
     // axum panics on two routes for one path.
     let _router = server::router(state);
 }
+
+#[tokio::test]
+async fn collectors_switched_off_are_not_asked_and_their_families_are_absent() {
+    use patroni_raft_exporter::config::{Collector, Collectors};
+    let start = || async {
+        FakeCluster::start(
+            "collectors",
+            &fixture("patroni-4.1.5/01-cluster-from-m0.json"),
+            [0, 1, 2].map(|i| Some(fixture(&format!("patroni-4.1.5/01-patroni-m{i}.json")))),
+            &fixture("patroni-4.1.5/01-history.json"),
+        )
+        .await
+    };
+    let series = |output: &str| {
+        output
+            .lines()
+            .filter(|l| !l.starts_with('#') && l.contains("scope=\"collectors\""))
+            .count()
+    };
+    let all = start().await;
+    let everything = poll_and_render(
+        vec![cluster_config(all.urls(), None)],
+        Format::PrometheusText,
+    )
+    .await;
+    assert!(all.paths_asked().contains(&"/history".to_owned()));
+    let mut report = vec![format!("all collectors: {} series", series(&everything))];
+    for collector in Collector::ALL {
+        let cluster = start().await;
+        let config = cluster_config(cluster.urls(), None).with(|config| {
+            config.collectors = Collectors::without([collector]);
+        });
+        let output = poll_and_render(vec![config], Format::PrometheusText).await;
+        let asked = cluster.paths_asked();
+        let (path, family) = match collector {
+            Collector::History => ("/history", "patroni_cluster_history_entries"),
+            Collector::Config => ("/config", "patroni_config_ttl_seconds"),
+            Collector::Views => ("/config", "patroni_cluster_dcs_views"),
+            Collector::Probes => ("/liveness", "patroni_member_liveness"),
+            // Not asked at all here: failsafe mode is off in this configuration.
+            Collector::Failsafe => ("/failsafe", "patroni_member_failsafe_topology"),
+        };
+        if collector != Collector::Views {
+            assert!(
+                !asked.contains(&path.to_owned()),
+                "{collector:?}: {asked:?}"
+            );
+        }
+        assert!(
+            !output.contains(&format!("{family}{{")),
+            "{collector:?}:\n{output}"
+        );
+        report.push(format!(
+            "without {}: {} series ({} fewer)",
+            collector.as_str(),
+            series(&output),
+            series(&everything) - series(&output)
+        ));
+    }
+    // docs/performance.md quotes these numbers (cargo test collectors -- --nocapture).
+    println!("{}", report.join("\n"));
+}

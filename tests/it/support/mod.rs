@@ -145,6 +145,20 @@ impl FakeCluster {
         }
     }
 
+    /// The paths every running member was asked (`GET /cluster`, ...), sorted.
+    pub fn paths_asked(&self) -> Vec<String> {
+        let mut paths: Vec<String> = self
+            ._running
+            .iter()
+            .flatten()
+            .flat_map(|member| member.requests())
+            .filter_map(|request| request.split_whitespace().nth(1).map(str::to_owned))
+            .collect();
+        paths.sort();
+        paths.dedup();
+        paths
+    }
+
     /// The REST URLs of all three members, dead ones included.
     pub fn urls(&self) -> Vec<Url> {
         self.urls.clone()
