@@ -226,6 +226,52 @@ mod tests {
     use url::Url;
 
     #[test]
+    fn the_defaults_help_prints_are_the_code_defaults() {
+        use clap::CommandFactory;
+        let help = Args::command().render_long_help().to_string();
+        // `--flag ...` then, in its text, `[default: VALUE]` (clap's own or the doc's).
+        let pattern =
+            regex::Regex::new(r"(?s)--([a-z.-]+)[^\n]*\n(?:[^-]|-[^-])*?\[default: ([^\]]+)\]")
+                .unwrap();
+        let printed: std::collections::BTreeMap<String, String> = pattern
+            .captures_iter(&help)
+            .map(|c| {
+                (
+                    c[1].to_owned(),
+                    c[2].split_whitespace().collect::<Vec<_>>().join(" "),
+                )
+            })
+            .collect();
+        let poll = crate::config::PollSettings::default();
+        let show = |d: std::time::Duration| humantime::format_duration(d).to_string();
+        let expected = [
+            ("poll.interval", show(poll.interval)),
+            (
+                "poll.timeout",
+                format!("the smaller of {} and the interval", show(poll.timeout)),
+            ),
+            (
+                "poll.max-body-bytes",
+                crate::patroni::ClientSettings::default()
+                    .max_body_bytes
+                    .to_string(),
+            ),
+            ("poll.max-concurrency", poll.max_concurrency.to_string()),
+            (
+                "raft.port",
+                crate::config::RaftSettings::DEFAULT_PORT.to_string(),
+            ),
+        ];
+        for (flag, value) in expected {
+            assert_eq!(
+                printed.get(flag),
+                Some(&value),
+                "--{flag} in --help:\n{help}"
+            );
+        }
+    }
+
+    #[test]
     fn dotted_flags_parse() {
         let args = Args::try_parse_from([
             "patroni-raft-exporter",
