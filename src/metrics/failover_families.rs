@@ -6,11 +6,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::families::{flag, FamilyWriter};
+use super::labels::{member_labels, scope};
 use super::labels::{
     MemberLabels, MemberReasonLabels, MemberReplicatefromLabels, MemberTagLabels,
     SynchronousModeLabels,
 };
-use super::patroni_families::{member_labels, own_views, scope};
+use super::patroni_families::own_views;
 use crate::patroni::{is_sync_role, DynamicConfig, MemberStatus, SynchronousMode};
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
 

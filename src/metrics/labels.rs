@@ -8,6 +8,8 @@ use std::fmt;
 
 use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
 
+use crate::snapshot::{ClusterSnapshot, MemberSnapshot, RaftNodeSnapshot};
+
 macro_rules! label_set {
     ($(#[$doc:meta])* $name:ident { $($field:ident),+ $(,)? }) => {
         $(#[$doc])*
@@ -108,3 +110,32 @@ label_set!(
     /// The exporter's own build.
     BuildLabels { version, revision }
 );
+
+/// The labels of a cluster.
+pub fn scope(snapshot: &ClusterSnapshot) -> ScopeLabels<'_> {
+    ScopeLabels {
+        scope: &snapshot.scope,
+    }
+}
+
+/// The labels of a member of a cluster.
+pub fn member_labels<'a>(
+    snapshot: &'a ClusterSnapshot,
+    member: &'a MemberSnapshot,
+) -> MemberLabels<'a> {
+    MemberLabels {
+        scope: &snapshot.scope,
+        member: &member.member.name,
+    }
+}
+
+/// The labels of a Raft node of a cluster.
+pub fn node_labels<'a>(
+    snapshot: &'a ClusterSnapshot,
+    node: &'a RaftNodeSnapshot,
+) -> NodeLabels<'a> {
+    NodeLabels {
+        scope: &snapshot.scope,
+        node: &node.node,
+    }
+}

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::families::{flag, FamilyWriter};
 use super::labels::MemberLabels;
-use super::patroni_families::{member_labels, scope};
+use super::labels::{member_labels, scope};
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
 
 /// One value per member, listed or remembered, where `value` has one.

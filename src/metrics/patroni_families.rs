@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use super::families::{flag, one_hot, FamilyWriter};
 use super::labels::{
-    MemberInfoLabels, MemberLabels, MemberRoleLabels, MemberStateLabels, MemberVersionLabels,
-    MemberWalLabels, PollErrorLabels, ScopeLabels,
+    member_labels, scope, MemberInfoLabels, MemberRoleLabels, MemberStateLabels,
+    MemberVersionLabels, MemberWalLabels, PollErrorLabels,
 };
 use crate::patroni::{is_sync_role, Lag, MemberStatus};
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
@@ -44,22 +44,6 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
     encode_cluster(writer, snapshots)?;
     encode_members(writer, snapshots)?;
     encode_member_own_views(writer, snapshots)
-}
-
-pub(super) fn scope(snapshot: &ClusterSnapshot) -> ScopeLabels<'_> {
-    ScopeLabels {
-        scope: &snapshot.scope,
-    }
-}
-
-pub(super) fn member_labels<'a>(
-    snapshot: &'a ClusterSnapshot,
-    member: &'a MemberSnapshot,
-) -> MemberLabels<'a> {
-    MemberLabels {
-        scope: &snapshot.scope,
-        member: &member.member.name,
-    }
 }
 
 /// Every (snapshot, member) pair, for per-member families.

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use super::families::{flag, one_hot, FamilyWriter};
 use super::labels::{
-    EvidenceLabels, NodeLabels, NodeLeaderLabels, NodePartnerLabels, NodeStateLabels,
-    NodeVersionLabels, ScopeLabels, UnansweredLabels,
+    node_labels, scope, EvidenceLabels, NodeLeaderLabels, NodePartnerLabels, NodeStateLabels,
+    NodeVersionLabels, UnansweredLabels,
 };
 use crate::raft::RaftStatus;
-use crate::snapshot::{ClusterSnapshot, QuorumEvidence, RaftNodeSnapshot, Unanswered};
+use crate::snapshot::{ClusterSnapshot, QuorumEvidence, Unanswered};
 
 const RAFT_STATES: &[&str] = &["follower", "candidate", "leader"];
 
@@ -83,19 +83,6 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
         raft().map(|s| (scope(s), s.counters.raft_quorum_losses)),
     )?;
     encode_nodes(writer, snapshots)
-}
-
-fn scope(snapshot: &ClusterSnapshot) -> ScopeLabels<'_> {
-    ScopeLabels {
-        scope: &snapshot.scope,
-    }
-}
-
-fn node_labels<'a>(snapshot: &'a ClusterSnapshot, node: &'a RaftNodeSnapshot) -> NodeLabels<'a> {
-    NodeLabels {
-        scope: &snapshot.scope,
-        node: &node.node,
-    }
 }
 
 fn encode_nodes(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {

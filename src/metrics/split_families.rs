@@ -6,8 +6,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::families::{flag, FamilyWriter};
+use super::labels::{member_labels, scope};
 use super::labels::{MemberFieldLabels, NodeLabels};
-use super::patroni_families::{member_labels, scope};
 use crate::snapshot::{ClusterSnapshot, ViewField};
 
 pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
