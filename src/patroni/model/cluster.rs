@@ -1,0 +1,121 @@
+//! `GET /cluster`: the DCS view of one member's Raft replica.
+
+use serde::Deserialize;
+
+use super::tags::{tags_from_json, MemberTags};
+use crate::patroni::PatroniError;
+
+/// `GET /cluster`: the cluster as the DCS (here: the local Raft replica) describes it.
+///
+/// Without Raft quorum this is a *frozen* copy of the last replicated state, served with
+/// status 200: it must never be read as proof of health on its own.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ClusterView {
+    /// The cluster name; Patroni adds it to the document (absent only in very old versions).
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// Members whose DCS key exists, sorted by name by Patroni.
+    pub members: Vec<Member>,
+    /// Present (and true) only in maintenance mode.
+    #[serde(default)]
+    pub pause: bool,
+    /// A scheduled switchover, if any; only its presence is used.
+    #[serde(default)]
+    pub scheduled_switchover: Option<serde_json::Value>,
+}
+
+/// One entry of `/cluster`'s `members`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Member {
+    pub name: String,
+    /// `leader`, `standby_leader`, `sync_standby`, `quorum_standby` (4.0+), `replica`, or any
+    /// value a future Patroni invents.
+    pub role: String,
+    /// The Postgres state, or for replicas the replication state (`streaming`,
+    /// `in archive recovery`).
+    pub state: String,
+    /// URL of the member's own `GET /patroni`.
+    #[serde(default)]
+    pub api_url: Option<String>,
+    #[serde(default)]
+    pub host: Option<String>,
+    #[serde(default)]
+    pub port: Option<u32>,
+    /// Missing (or null) while the member is stopped or shutting down.
+    #[serde(default)]
+    pub timeline: Option<u64>,
+    /// Bytes behind the leader (up to 4.0: `last_lsn - xlog_location`; 4.1: the write lag).
+    #[serde(default)]
+    pub lag: Option<Lag>,
+    /// Patroni 4.1+ only.
+    #[serde(default)]
+    pub receive_lag: Option<Lag>,
+    /// Patroni 4.1+ only.
+    #[serde(default)]
+    pub replay_lag: Option<Lag>,
+    #[serde(default)]
+    pub pending_restart: bool,
+    /// The member's tags as the DCS holds them (`/cluster` lists them from Patroni 2.0).
+    #[serde(default, deserialize_with = "tags_from_json")]
+    pub tags: MemberTags,
+}
+
+/// A lag as Patroni reports it: bytes, or the string `unknown`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Lag {
+    Bytes(u64),
+    Text(String),
+}
+
+impl Lag {
+    /// The lag in bytes, or `None` when Patroni does not know it.
+    pub fn bytes(&self) -> Option<u64> {
+        match self {
+            Lag::Bytes(bytes) => Some(*bytes),
+            Lag::Text(_) => None,
+        }
+    }
+}
+
+impl Member {
+    /// Whether `/cluster` names this member as the holder of the leader key.
+    pub fn is_leader(&self) -> bool {
+        is_leader_role(&self.role)
+    }
+}
+
+/// `leader` and `standby_leader` hold the leader key (the latter in a standby cluster).
+pub fn is_leader_role(role: &str) -> bool {
+    matches!(role, "leader" | "standby_leader")
+}
+
+/// Synchronous standbys, in the old (`sync_standby`) and the quorum commit (`quorum_standby`) modes.
+pub fn is_sync_role(role: &str) -> bool {
+    matches!(role, "sync_standby" | "quorum_standby")
+}
+
+impl ClusterView {
+    /// The members that hold the leader key according to the DCS view.
+    pub fn leaders(&self) -> impl Iterator<Item = &Member> {
+        self.members.iter().filter(|member| member.is_leader())
+    }
+
+    /// The leader's timeline, when exactly one leader reports one.
+    pub fn leader_timeline(&self) -> Option<u64> {
+        let mut leaders = self.leaders();
+        let leader = leaders.next()?;
+        if leaders.next().is_some() {
+            return None;
+        }
+        leader.timeline
+    }
+}
+
+/// Parses `GET /cluster`.
+///
+/// # Errors
+/// [`PatroniError::Decode`] when the body is not JSON of the documented shape.
+pub fn parse_cluster(body: &[u8]) -> Result<ClusterView, PatroniError> {
+    serde_json::from_slice(body).map_err(|error| PatroniError::Decode(error.to_string()))
+}

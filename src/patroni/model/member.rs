@@ -1,0 +1,244 @@
+//! `GET /patroni`: a member's own view of itself, from its running PostgreSQL.
+
+use serde::Deserialize;
+
+use super::tags::{tags_from_json, MemberTags};
+use super::timestamp::parse_timestamp;
+use crate::patroni::PatroniError;
+
+/// One standby as the leader's PostgreSQL sees it (`replication` in the leader's
+/// `GET /patroni`, from `pg_stat_replication`). It does not come from the DCS, so it stays
+/// true while `/cluster` is frozen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicationPeer {
+    /// The standby's `application_name`: its member name.
+    pub application_name: String,
+    /// `streaming`, `catchup`, `startup`, ...
+    pub state: String,
+    /// `async`, `potential`, `sync` or `quorum`.
+    pub sync_state: String,
+}
+
+impl ReplicationPeer {
+    pub fn is_streaming(&self) -> bool {
+        self.state == "streaming"
+    }
+
+    /// Whether the leader's PostgreSQL waits for this standby on commit.
+    pub fn is_synchronous(&self) -> bool {
+        matches!(self.sync_state.as_str(), "sync" | "quorum")
+    }
+}
+
+/// `GET /patroni`: the member's own view of itself, read from its running Postgres.
+///
+/// Unlike `/cluster`, this does not come from the DCS, so it tells the truth when Raft has
+/// lost quorum: a leader that demoted itself says `replica` here while `/cluster` still
+/// calls it leader.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MemberStatus {
+    /// A Postgres state, or `unknown` when Postgres runs but the query failed.
+    pub state: Option<String>,
+    /// Normalised role: Patroni 3.x says `master`, 4.x says `primary`; both become `primary`.
+    pub role: Option<String>,
+    pub server_version: Option<u64>,
+    pub timeline: Option<u64>,
+    /// Unix time at which the postmaster started.
+    pub postmaster_start_time_seconds: Option<f64>,
+    /// The primary's WAL position (`xlog.location`), in bytes.
+    pub wal_flush_bytes: Option<u64>,
+    /// A replica's received WAL position, in bytes.
+    pub wal_received_bytes: Option<u64>,
+    /// A replica's replayed WAL position, in bytes.
+    pub wal_replayed_bytes: Option<u64>,
+    /// Unix time of the last replayed transaction (null when nothing was replayed yet).
+    pub replayed_timestamp_seconds: Option<f64>,
+    pub replication_state: Option<String>,
+    pub sync_standby: bool,
+    pub quorum_standby: bool,
+    /// Maintenance mode (`pause`).
+    pub paused: bool,
+    pub pending_restart: bool,
+    /// `xlog.paused`: WAL replay paused on a replica (`pg_wal_replay_pause()`).
+    pub wal_replay_paused: bool,
+    /// The effective tags (configured merged with dynamic ones).
+    pub tags: MemberTags,
+    /// The watchdog is required by the configuration but not healthy: Patroni will not
+    /// promote this member.
+    pub watchdog_failed: bool,
+    /// The member runs in failsafe mode: it lost the DCS but every member answered its
+    /// `POST /failsafe`, so it kept (or keeps following) the leader without a DCS.
+    pub failsafe_active: bool,
+    /// Unix time of a scheduled restart of this member.
+    pub scheduled_restart_seconds: Option<f64>,
+    /// The leader's `pg_stat_replication`, empty on replicas.
+    pub replication: Vec<ReplicationPeer>,
+    /// Unix time of the member's last successful DCS read. With Raft it keeps advancing
+    /// without quorum (the read is local), so it is not a quorum indicator.
+    pub dcs_last_seen_seconds: Option<u64>,
+    pub patroni_version: Option<String>,
+    pub patroni_scope: Option<String>,
+    pub patroni_name: Option<String>,
+}
+
+impl MemberStatus {
+    /// Whether the member says it is the writable primary.
+    #[cfg(test)]
+    pub fn reports_primary(&self) -> bool {
+        self.role.as_deref() == Some("primary")
+    }
+}
+
+/// The wire shape of `GET /patroni`, converted into [`MemberStatus`].
+#[derive(Deserialize)]
+struct RawMemberStatus {
+    #[serde(default)]
+    state: Option<String>,
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default)]
+    server_version: Option<u64>,
+    #[serde(default)]
+    timeline: Option<u64>,
+    #[serde(default)]
+    postmaster_start_time: Option<String>,
+    #[serde(default)]
+    xlog: Option<RawXlog>,
+    #[serde(default)]
+    replication_state: Option<String>,
+    #[serde(default)]
+    sync_standby: bool,
+    #[serde(default)]
+    quorum_standby: bool,
+    #[serde(default)]
+    pause: bool,
+    #[serde(default)]
+    pending_restart: bool,
+    #[serde(default)]
+    dcs_last_seen: Option<u64>,
+    #[serde(default)]
+    patroni: Option<RawPatroniInfo>,
+    #[serde(default, deserialize_with = "tags_from_json")]
+    tags: MemberTags,
+    #[serde(default)]
+    watchdog_failed: bool,
+    #[serde(default)]
+    failsafe_mode_is_active: bool,
+    #[serde(default)]
+    scheduled_restart: Option<RawScheduledRestart>,
+    #[serde(default)]
+    replication: Vec<RawReplicationPeer>,
+}
+
+#[derive(Deserialize)]
+struct RawScheduledRestart {
+    #[serde(default)]
+    schedule: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawReplicationPeer {
+    #[serde(default)]
+    application_name: Option<String>,
+    #[serde(default)]
+    state: Option<String>,
+    #[serde(default)]
+    sync_state: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawXlog {
+    #[serde(default)]
+    location: Option<u64>,
+    #[serde(default)]
+    received_location: Option<u64>,
+    #[serde(default)]
+    replayed_location: Option<u64>,
+    #[serde(default)]
+    replayed_timestamp: Option<String>,
+    #[serde(default)]
+    paused: bool,
+}
+
+#[derive(Deserialize)]
+struct RawPatroniInfo {
+    #[serde(default)]
+    version: Option<String>,
+    #[serde(default)]
+    scope: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// Parses `GET /patroni`.
+///
+/// # Errors
+/// [`PatroniError::Decode`] when the body is not JSON of the documented shape.
+pub fn parse_member_status(body: &[u8]) -> Result<MemberStatus, PatroniError> {
+    let raw: RawMemberStatus =
+        serde_json::from_slice(body).map_err(|error| PatroniError::Decode(error.to_string()))?;
+    let xlog = raw.xlog.unwrap_or(RawXlog {
+        location: None,
+        received_location: None,
+        replayed_location: None,
+        replayed_timestamp: None,
+        paused: false,
+    });
+    let patroni = raw.patroni.unwrap_or(RawPatroniInfo {
+        version: None,
+        scope: None,
+        name: None,
+    });
+    Ok(MemberStatus {
+        state: raw.state,
+        role: raw.role.map(normalize_reported_role),
+        server_version: raw.server_version,
+        timeline: raw.timeline,
+        postmaster_start_time_seconds: raw
+            .postmaster_start_time
+            .as_deref()
+            .and_then(parse_timestamp),
+        wal_flush_bytes: xlog.location,
+        wal_received_bytes: xlog.received_location,
+        wal_replayed_bytes: xlog.replayed_location,
+        replayed_timestamp_seconds: xlog.replayed_timestamp.as_deref().and_then(parse_timestamp),
+        replication_state: raw.replication_state,
+        sync_standby: raw.sync_standby,
+        quorum_standby: raw.quorum_standby,
+        paused: raw.pause,
+        pending_restart: raw.pending_restart,
+        wal_replay_paused: xlog.paused,
+        tags: raw.tags,
+        watchdog_failed: raw.watchdog_failed,
+        failsafe_active: raw.failsafe_mode_is_active,
+        scheduled_restart_seconds: raw
+            .scheduled_restart
+            .and_then(|restart| restart.schedule)
+            .as_deref()
+            .and_then(parse_timestamp),
+        replication: raw
+            .replication
+            .into_iter()
+            .filter_map(|peer| {
+                Some(ReplicationPeer {
+                    application_name: peer.application_name?,
+                    state: peer.state.unwrap_or_default(),
+                    sync_state: peer.sync_state.unwrap_or_default(),
+                })
+            })
+            .collect(),
+        dcs_last_seen_seconds: raw.dcs_last_seen,
+        patroni_version: patroni.version,
+        patroni_scope: patroni.scope,
+        patroni_name: patroni.name,
+    })
+}
+
+/// Patroni 3.x calls the primary `master`; 4.x calls it `primary`. Everything else is kept.
+fn normalize_reported_role(role: String) -> String {
+    if role == "master" {
+        "primary".to_owned()
+    } else {
+        role
+    }
+}
