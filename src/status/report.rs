@@ -478,7 +478,8 @@ fn member_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
 /// What comparing every member and node shows: several primaries by their own word (the
 /// old one may be out of the DCS view already), diverging DCS views, disagreeing voters.
 fn split_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
-    let primaries = snapshot.primaries();
+    let mut primaries = snapshot.primaries();
+    primaries.sort_by(|a, b| a.member.name.cmp(&b.member.name));
     if primaries.len() > 1 {
         let named: Vec<String> = primaries
             .iter()

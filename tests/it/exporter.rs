@@ -666,3 +666,63 @@ async fn collectors_switched_off_are_not_asked_and_their_families_are_absent() {
     // docs/performance.md quotes these numbers (cargo test collectors -- --nocapture).
     println!("{}", report.join("\n"));
 }
+
+#[tokio::test]
+async fn an_isolated_primary_out_of_the_dcs_view_is_still_asked_and_counted() {
+    use patroni_raft_exporter::status::render::{self, Colour};
+    use patroni_raft_exporter::status::report::{ClusterReport, Level};
+    // Poll 1: the captured healthy cluster, member 0 the leader.
+    let cluster = FakeCluster::start(
+        "isolated",
+        &fixture("patroni-4.1.5/01-cluster-from-m1.json"),
+        [0, 1, 2].map(|i| Some(fixture(&format!("patroni-4.1.5/01-patroni-m{i}.json")))),
+        &fixture("patroni-4.1.5/01-history.json"),
+    )
+    .await;
+    // The exporter reads member 1 (a majority member), as the README quick start would.
+    let mut urls = cluster.urls();
+    urls.rotate_left(1);
+    let config = cluster_config(urls, None);
+    let store = Arc::new(SnapshotStore::new(1));
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
+    store.publish(0, poller.poll_once().await);
+
+    // Poll 2: members 1 and 2 let member 0's key expire and member 1 promoted itself (its
+    // own /patroni says primary); member 0, cut off from them, still says primary.
+    let mut majority: serde_json::Value =
+        serde_json::from_slice(&fixture("patroni-4.1.5/01-cluster-from-m1.json")).unwrap();
+    let members = majority["members"].as_array_mut().unwrap();
+    members.remove(0);
+    members[0]["role"] = "leader".into();
+    let majority = serde_json::to_vec(&majority).unwrap();
+    cluster.serve_cluster_on(1, &majority);
+    cluster.serve_cluster_on(2, &majority);
+    cluster.serve_on(1, "/patroni", &fixture("patroni-4.1.5/01-patroni-m0.json"));
+    let snapshot = poller.poll_once().await;
+    let report = ClusterReport::from_snapshot(&snapshot);
+    store.publish(0, snapshot);
+    let registry = patroni_raft_exporter::metrics::registry(store.clone());
+    let output =
+        patroni_raft_exporter::metrics::exposition::render(&registry, Format::PrometheusText);
+    for line in [
+        "patroni_member_in_dcs{scope=\"isolated\",member=\"postgresql-0\"} 0",
+        "patroni_member_in_dcs{scope=\"isolated\",member=\"postgresql-1\"} 1",
+        "patroni_cluster_primaries{scope=\"isolated\"} 2",
+        "patroni_cluster_leaders{scope=\"isolated\"} 1",
+        "patroni_cluster_multiple_primaries_polls_total{scope=\"isolated\"} 1",
+        "patroni_member_reported_role{scope=\"isolated\",member=\"postgresql-0\",role=\"primary\"} 1",
+        "patroni_member_api_up{scope=\"isolated\",member=\"postgresql-0\"} 1",
+        "patroni_cluster_dcs_views{scope=\"isolated\"} 2",
+        "patroni_member_dcs_view_differs{scope=\"isolated\",member=\"postgresql-0\",field=\"members\"} 1",
+    ] {
+        assert!(output.lines().any(|l| l == line), "{line} missing:\n{output}");
+    }
+    // Not described by a DCS view it is not in.
+    assert!(!output.contains("patroni_member_role{scope=\"isolated\",member=\"postgresql-0\""));
+    assert_eq!(report.level, Level::Critical);
+    let text = render::text(&[report], Colour(false));
+    assert!(
+        text.contains("TWO PRIMARIES: postgresql-0 (out of the DCS for 0 s) and postgresql-1"),
+        "{text}"
+    );
+}

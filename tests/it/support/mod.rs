@@ -145,6 +145,13 @@ impl FakeCluster {
         }
     }
 
+    /// Serves `body` at `path` on member `index` only.
+    pub fn serve_on(&self, index: usize, path: &str, body: &[u8]) {
+        if let Some(member) = &self._running[index] {
+            member.route(path, Reply::Json(body.to_vec()));
+        }
+    }
+
     /// The paths every running member was asked (`GET /cluster`, ...), sorted.
     pub fn paths_asked(&self) -> Vec<String> {
         let mut paths: Vec<String> = self
