@@ -199,7 +199,7 @@ pub struct Counters {
 }
 
 /// Everything one poll of one cluster learned. Immutable once published.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterSnapshot {
     /// The `scope` label: what `/cluster` reported, else the configured or last known name.
     pub scope: String,
@@ -504,5 +504,89 @@ mod tests {
         assert_eq!(quorum.verdict(), QuorumVerdict::NotVisible);
         assert_eq!(quorum.voters, 2);
         assert_eq!(quorum.unanswered(Unanswered::Error), 2);
+    }
+
+    /// The captured healthy 4.1.5 cluster (sync mode) with each member's own view.
+    fn captured_healthy(polled_at: f64) -> ClusterSnapshot {
+        let dir = "patroni-4.1.5/states/healthy";
+        let cluster =
+            crate::patroni::parse_cluster(fixture(&format!("{dir}/cluster.json")).as_bytes())
+                .unwrap();
+        let members = cluster
+            .members
+            .iter()
+            .enumerate()
+            .map(|(i, member)| MemberSnapshot {
+                member: member.clone(),
+                own_view: Ok(crate::patroni::parse_member_status(
+                    fixture(&format!("{dir}/patroni-m{i}.json")).as_bytes(),
+                )
+                .unwrap()),
+                dcs_view: None,
+                left_dcs_at: None,
+                clock: None,
+                probes: Probes::default(),
+            })
+            .collect();
+        ClusterSnapshot {
+            scope: "pg-test".into(),
+            polled_at_seconds: polled_at,
+            cluster: Some(cluster),
+            members,
+            ..ClusterSnapshot::default()
+        }
+    }
+
+    #[test]
+    fn replay_lag_in_seconds_counts_only_while_behind() {
+        let snapshot = captured_healthy(0.0);
+        let replayed_at = snapshot.members[1]
+            .own_view
+            .as_ref()
+            .unwrap()
+            .replayed_timestamp_seconds
+            .unwrap();
+        let mut snapshot = captured_healthy(replayed_at + 600.0);
+        // Caught up: 0 however long ago the last transaction was (an idle primary).
+        assert_eq!(snapshot.replay_lag_seconds(&snapshot.members[1]), Some(0.0));
+        assert_eq!(snapshot.replay_lag_seconds(&snapshot.members[0]), None);
+        // Received more than it replayed: the age of the last replayed transaction.
+        let own = snapshot.members[1].own_view.as_mut().unwrap();
+        own.wal_received_bytes = own.wal_replayed_bytes.map(|r| r + 8192);
+        let lag = snapshot.replay_lag_seconds(&snapshot.members[1]).unwrap();
+        assert!((lag - 600.0).abs() < 1e-6, "{lag}");
+    }
+
+    #[test]
+    fn clock_skew_is_the_primary_against_the_raft_leaders_host() {
+        use crate::patroni::ClockOffset;
+        let mut snapshot = captured_healthy(0.0);
+        let offsets = [8.2, -0.1, 0.3];
+        for (member, seconds) in snapshot.members.iter_mut().zip(offsets) {
+            member.clock = Some(ClockOffset {
+                seconds,
+                error_seconds: 0.6,
+            });
+        }
+        // No Raft leader known: no skew.
+        assert_eq!(snapshot.leader_clock_skew_seconds(), None);
+        // The Raft leader on member 1's host, the primary (member 0) 8.3 s ahead of it.
+        snapshot.raft_nodes = vec![node(
+            "127.0.0.12:2222",
+            &fixture("patroni-3.3.8/syncobj_admin-status-m1.txt"),
+        )];
+        assert_eq!(
+            effective_raft_leader(&snapshot.raft_nodes),
+            Some("127.0.0.12:2222")
+        );
+        let skew = snapshot.leader_clock_skew_seconds().unwrap();
+        assert!((skew - 8.3).abs() < 1e-9, "{skew}");
+        // The primary runs the Raft leader: no skew between them, whatever the clocks.
+        snapshot.raft_nodes = vec![node(
+            "127.0.0.11:2222",
+            &fixture("patroni-3.3.8/syncobj_admin-status-m1.txt")
+                .replace("127.0.0.12:2222", "127.0.0.11:2222"),
+        )];
+        assert_eq!(snapshot.leader_clock_skew_seconds(), Some(0.0));
     }
 }
