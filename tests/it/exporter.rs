@@ -125,6 +125,20 @@ async fn golden_output(format: Format) -> String {
     )
     .await;
     split.serve_cluster_on(0, &fixture("patroni-4.1.5/01-cluster-from-m0.json"));
+    // Its Raft nodes on the members' hosts, member 1's node the leader: the clock of the
+    // primary is compared with the clock of the Raft leader's host (the same member here).
+    let (split_nodes, _split_raft) = raft_cluster(
+        [
+            ("127.0.0.61", Some("enc_follower_0.3.12")),
+            ("127.0.0.62", Some("enc_leader_0.3.12")),
+            ("127.0.0.63", Some("enc_follower_0.3.12")),
+        ],
+        "s3cret",
+    )
+    .await;
+    for (index, node) in split_nodes.iter().enumerate() {
+        addresses.add(node.clone(), format!("127.0.0.1{}:2222", index + 1));
+    }
 
     let configs = vec![
         cluster_config(healthy.urls(), Some((healthy_nodes, Some("s3cret")))),
@@ -138,7 +152,7 @@ async fn golden_output(format: Format) -> String {
                 urls.rotate_left(1);
                 urls
             },
-            None,
+            Some((split_nodes, Some("s3cret"))),
         ),
         cluster_config(
             // The first URL is a dead member: the next one must be asked in the same poll.
@@ -205,6 +219,7 @@ async fn golden_output_says_what_an_operator_needs() {
         "patroni_cluster_dcs_views{scope=\"healthy-3-3-8\"} 1",
         "patroni_cluster_primaries{scope=\"healthy-3-3-8\"} 1",
         "patroni_raft_voter_sets{scope=\"healthy-3-3-8\"} 1",
+        "patroni_cluster_leader_clock_skew_seconds{scope=\"split-4-1-5\"} <varies>",
     ] {
         assert!(has(line), "{line} missing");
     }
