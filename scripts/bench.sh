@@ -18,7 +18,8 @@
 # Environment (defaults): SIZES="1 10 100 1000" INTERVAL=10 CYCLES=6 (poll cycles measured)
 #   WRK_CONNS=50 WRK_THREADS=2 WRK_DURATION=10s OUT=target/bench EXPORTER=target/release/...
 #   PORT=19393 (exporter, 127.0.0.1) E2E_WORK DATA_DIR PATRONI_VERSION=4.1.5
-#   PLOT_VENV=$E2E_WORK/venv-plot
+#   PLOT_VENV=$E2E_WORK/venv-plot EXPORTER_ARGS (extra flags of the fleet's exporter, e.g.
+#   "--no-collector.views --no-collector.probes" to measure what those collectors cost)
 # Everything runs on 127.0.0.1/8, every wait is bounded, and only processes started here
 # are stopped (by PID).
 set -euo pipefail
@@ -116,8 +117,9 @@ fleet_one() {
   wait_for 120 grep -q '^ready' "$dir/fleet-sim.out" || { log "fleet-sim not ready"; cat "$dir/fleet-sim.err" >&2; return 1; }
 
   local started=$SECONDS
+  # shellcheck disable=SC2086
   "$EXPORTER" --config.file "$dir/exporter.yml" --web.listen-address "127.0.0.1:$PORT" \
-    --log.level 'warn,patroni_raft_exporter::metrics::cache=debug' \
+    --log.level 'warn,patroni_raft_exporter::metrics::cache=debug' ${EXPORTER_ARGS:-} \
     2>"$dir/exporter.log" &
   local exporter=$!
   PIDS+=("$exporter")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import common as mc
 
-from common import (DS, SEL, UP_MAP, YESNO_BAD, build, cell_color, exporter_row, mapping_prop,
+from common import (DS, SEL, UP_MAP, YESNO_BAD, build, cell_color, exporter_row, mapping_prop, state_panel,
                     prop, q, quorum_stats, stat_panel, verdict_timeline, table_panel, ts_panel)
 
 UID = "patroni-raft-cluster"
@@ -39,9 +39,17 @@ def dashboard():
         legend="{{member}}", text_mode=mc.BigValueTextMode.NAME, steps=[(None, "red"), (1, "green")],
         span=5))
     d = d.with_panel(stat_panel(
+        14, "Primaries (own word)", f'max by (scope) (patroni_cluster_primaries{{{SEL}}})',
+        "Members that say primary (or standby_leader) in their own GET /patroni, including one "
+        "that already left the DCS view: the DCS view names one leader (left), this counts who "
+        "takes writes. 2: TWO PRIMARIES, an isolated old leader that has not demoted itself "
+        "(alert PatroniMultiplePrimaries).",
+        legend="{{scope}}", mapping={"2": ("TWO", "red"), "0": ("none", "red")},
+        steps=[(None, "red"), (1, "green"), (2, "red")], span=3))
+    d = d.with_panel(stat_panel(
         6, "/cluster answers", f'min by (scope) (patroni_up{{{SEL}}})',
         "1 when a member answered GET /cluster in the last poll (alert PatroniClusterUnreachable).",
-        legend="{{scope}}", mapping=UP_MAP, steps=[(None, "red"), (1, "green")], span=5))
+        legend="{{scope}}", mapping=UP_MAP, steps=[(None, "red"), (1, "green")], span=2))
     d = d.with_panel(stat_panel(
         7, "Sync standbys", f'min by (scope) (patroni_cluster_sync_standbys{{{SEL}}})',
         "Members with role sync_standby (alert PatroniSyncStandbyMissing at 0).",
@@ -78,14 +86,15 @@ def dashboard():
         "reason why not: unreachable, unknown (not asked), not_running, nofailover (tag or "
         "failover_priority 0), watchdog, not_sync (synchronous mode), lag (> "
         "maximum_lag_on_failover), timeline (check_timeline), dcs_quorum (the Raft DCS lost its "
-        "quorum). `patroni-raft-exporter status` prints the numbers.",
+        "quorum), dcs_view (its own /cluster differs: a stale Raft replica). "
+        "`patroni-raft-exporter status` prints the numbers.",
         join_field="member", span=18, height=5,
         exclude=["Time", "Value", "Value #A"],
         rename={"scope": "Cluster", "member": "Member", "reason": "Reason"},
         overrides=[("Reason", [mapping_prop(
             {"candidate": ("candidate", "green"), "unknown": ("unknown (not asked)", "orange"),
              **{r: (r, "red") for r in ("unreachable", "not_running", "nofailover", "watchdog",
-                                        "not_sync", "lag", "timeline", "dcs_quorum")}}),
+                                        "not_sync", "lag", "timeline", "dcs_quorum", "dcs_view")}}),
             cell_color()])]))
 
     # ---- Members table
@@ -101,21 +110,24 @@ def dashboard():
               ref="F", instant=True, table_fmt=True),
             q(f'max by (scope, member) (patroni_member_role_mismatch{{{SEL}}})', ref="G", instant=True, table_fmt=True),
             q(f'max by (scope, member) (patroni_member_pending_restart{{{SEL}}})', ref="H", instant=True, table_fmt=True),
+            q(f'max by (scope, member) (patroni_member_in_dcs{{{SEL}}})', ref="I", instant=True, table_fmt=True),
         ],
         "One row per member. role/state/timeline/lag come from GET /cluster (the DCS view); "
         "'reported role' and 'API up' from the member's own GET /patroni. A role mismatch means "
-        "the DCS view is frozen (typically no Raft quorum).",
+        "the DCS view is frozen (typically no Raft quorum). 'In DCS view' LEFT: a member that "
+        "left GET /cluster in the last ttl (or still says primary), still asked.",
         join_field="member", height=5,
         exclude=["Time", "Value #A", "Value #B", "Value #F"],
         rename={"scope": "Cluster", "member": "Member", "role": "Role (/cluster)",
                 "reported_role": "Reported role (/patroni)", "Value #G": "Role mismatch",
                 "state": "State", "Value #E": "API up", "Value #C": "Timeline", "Value #D": "Lag",
-                "Value #H": "Pending restart"},
+                "Value #H": "Pending restart", "Value #I": "In DCS view"},
         overrides=[
             ("Lag", [prop("unit", "bytes")]),
             ("API up", [mapping_prop(UP_MAP), cell_color()]),
             ("Role mismatch", [mapping_prop(YESNO_BAD), cell_color()]),
             ("Pending restart", [mapping_prop({"1": ("YES", "orange"), "0": ("no", "green")}), cell_color()]),
+            ("In DCS view", [mapping_prop({"1": ("yes", "green"), "0": ("LEFT", "red")}), cell_color()]),
         ])
     d = d.with_panel(members)
 
@@ -145,6 +157,83 @@ def dashboard():
         [q(f'patroni_member_wal_position_bytes{{{SEL}}}', "{{scope}} {{member}} {{kind}}", "A")],
         "WAL flush (leader), received and replayed (replicas) positions from each member's GET /patroni.",
         unit="bytes"))
+
+    # ---- Split views: what one member's /cluster cannot show
+    d = d.with_row(db.Row("Split views").id(50))
+    d = d.with_panel(ts_panel(
+        51, "Primaries by their own word vs DCS leaders",
+        [q(f'max by (scope) (patroni_cluster_primaries{{{SEL}}})', "{{scope}} say primary", "A"),
+         q(f'max by (scope) (patroni_cluster_leaders{{{SEL}}})', "{{scope}} leaders in /cluster", "B"),
+         q(f'max by (scope) (increase(patroni_cluster_multiple_primaries_polls_total{{{SEL}}}[$__rate_interval]))',
+           "{{scope}} polls with two primaries", "C")],
+        "Members that say primary in their own GET /patroni next to the leader count of the DCS "
+        "view. Above 1: two servers accept writes (alert PatroniMultiplePrimaries); the polls "
+        "counted catch a window shorter than the scrape interval.", span=8))
+    d = d.with_panel(ts_panel(
+        52, "DCS views and voter sets",
+        [q(f'max by (scope) (patroni_cluster_dcs_views{{{SEL}}})', "{{scope}} DCS views", "A"),
+         q(f'max by (scope) (patroni_raft_voter_sets{{{SEL}}})', "{{scope}} voter sets", "B")],
+        "Distinct DCS views among the members' own GET /cluster, distinct voter sets among the "
+        "Raft nodes: 1 when they agree (alerts PatroniDcsViewsDiverge, PatroniRaftVoterSetsDiffer).",
+        span=8))
+    d = d.with_panel(table_panel(
+        53, "Members whose view differs",
+        [q(f'max by (scope, member, field) (patroni_member_dcs_view_differs{{{SEL}}} == 1)',
+           ref="A", instant=True, table_fmt=True),
+         q(f'max by (scope, member) (patroni_member_left_dcs_timestamp_seconds{{{SEL}}}) * 1000',
+           ref="B", instant=True, table_fmt=True)],
+        "Which member's own GET /cluster differs from the view most members share, and in what "
+        "(leader, members, timelines, config); members that left the DCS view with the time they "
+        "left. Empty when every member agrees.",
+        join_field="member", span=8, height=8,
+        exclude=["Time", "Value #A"],
+        rename={"scope": "Cluster", "member": "Member", "field": "Differs in",
+                "Value #B": "Left the DCS view"},
+        overrides=[("Left the DCS view", [prop("unit", "dateTimeAsIso")])]))
+
+    # ---- How close the next outage is
+    d = d.with_row(db.Row("Margins").id(60))
+    d = d.with_panel(stat_panel(
+        61, "Quorum margin", f'max by (scope) (patroni_raft_quorum_margin{{{SEL}}})',
+        "How many more Raft voters can fail before the quorum is lost: 1 on a healthy 3-voter "
+        "cluster, 0 with one down (alert PatroniRaftQuorumNoMargin), negative when lost.",
+        legend="{{scope}}", steps=[(None, "red"), (0, "orange"), (1, "green")], span=4))
+    d = d.with_panel(stat_panel(
+        62, "A failover now loses", f'max by (scope) (patroni_cluster_failover_data_at_risk_bytes{{{SEL}}})',
+        "The WAL a failover right now would lose: the leader's position minus what the best "
+        "promotable replica received (0 with a synchronous standby in synchronous mode). Above "
+        "maximum_lag_on_failover Patroni promotes nobody (alert PatroniFailoverDataAtRisk).",
+        legend="{{scope}}", unit="bytes", steps=[(None, "green"), (1, "orange"), (1048576, "red")],
+        span=4))
+    d = d.with_panel(ts_panel(
+        63, "Replication lag (seconds)",
+        [q(f'patroni_member_replay_lag_seconds{{{SEL}}}', "{{scope}} {{member}}", "A")],
+        "On a replica that is behind, the age of the last transaction it replayed; 0 when caught "
+        "up (alert PatroniReplicationLagTime above 5 min).", unit="s", span=8))
+    d = d.with_panel(state_panel(
+        64, "HA loop (liveness) and readiness",
+        [q(f'max by (scope, member) (patroni_member_liveness{{{SEL}}})', "{{scope}} {{member}} liveness", "A"),
+         q(f'max by (scope, member) (patroni_member_readiness{{{SEL}}})', "{{scope}} {{member}} readiness", "B")],
+        "GET /liveness: 503 (STALLED) when the member's HA loop has not run for ttl while its "
+        "REST API answers (alert PatroniHaLoopStalled); GET /readiness beside it.",
+        {"1": ("ok", "green"), "0": ("STALLED / not ready", "red")}, span=8))
+    d = d.with_panel(ts_panel(
+        65, "Clocks",
+        [q(f'patroni_member_clock_offset_seconds{{{SEL}}}', "{{scope}} {{member}} offset", "A"),
+         q(f'patroni_cluster_leader_clock_skew_seconds{{{SEL}}}', "{{scope}} primary vs Raft leader", "B")],
+        "Each member's clock against the exporter's (Date header, +-0.5 s plus half the round "
+        "trip: patroni_member_clock_offset_error_seconds), and the primary's against the Raft "
+        "leader's host, which sets the leader key's lifetime (alert PatroniLeaderClockSkew "
+        "beyond a quarter of ttl - loop_wait).", unit="s", span=8))
+    d = d.with_panel(table_panel(
+        66, "Failsafe topology",
+        [q(f'max by (scope, member) (patroni_member_failsafe_topology{{{SEL}}})', ref="A",
+           instant=True, table_fmt=True)],
+        "While failsafe_mode is on: the members the primary needs to answer it to stay primary "
+        "without the DCS (GET /failsafe). Empty while failsafe mode is off.",
+        join_field="member", span=8, height=8, exclude=["Time"],
+        rename={"scope": "Cluster", "member": "Member", "Value": "In failsafe topology"},
+        overrides=[("In failsafe topology", [mapping_prop({"1": ("yes", "green"), "0": ("NO", "orange")}), cell_color()])]))
 
     row, panels = exporter_row(40)
     d = d.with_row(row)

@@ -52,9 +52,13 @@ def dashboard():
         [q(f'max by (scope) (patroni_raft_voters{{{SEL}}})', "{{scope}} voters", "A"),
          q(f'max by (scope) (patroni_raft_voters_answering{{{SEL}}})', "{{scope}} answering", "B"),
          q(f'max by (scope) (patroni_raft_voters_with_quorum{{{SEL}}})', "{{scope}} with has_quorum", "C"),
-         q(f'max by (scope, reason) (patroni_raft_voters_unanswered{{{SEL}}} > 0)', "{{scope}} unanswered: {{reason}}", "D")],
+         q(f'max by (scope, reason) (patroni_raft_voters_unanswered{{{SEL}}} > 0)', "{{scope}} unanswered: {{reason}}", "D"),
+         q(f'max by (scope) (patroni_raft_quorum_margin{{{SEL}}})', "{{scope}} margin", "E"),
+         q(f'max by (scope) (patroni_raft_voter_sets{{{SEL}}})', "{{scope}} voter sets", "F")],
         "The counts the verdict is computed from. unanswered reasons: refused (process down), "
-        "timeout, auth (Raft password refused), error.", span=12, height=6))
+        "timeout, auth (Raft password refused), error. margin: voters that can still fail "
+        "(alert PatroniRaftQuorumNoMargin at 0); voter sets: 1 when every node counts the same "
+        "voters.", span=12, height=6))
 
     d = d.with_panel(table_panel(
         7, "Nodes",
@@ -69,18 +73,22 @@ def dashboard():
             q(f'max by (scope, node) (patroni_raft_commit_index{{{SEL}}})', ref="H", instant=True, table_fmt=True),
             q(f'max by (scope, node) (patroni_raft_uptime_seconds{{{SEL}}})', ref="I", instant=True, table_fmt=True),
             q(f'max by (scope, node, version) (patroni_raft_info{{{SEL}}})', ref="J", instant=True, table_fmt=True),
+            q(f'max by (scope, node) (patroni_raft_voter_set_differs{{{SEL}}})', ref="K", instant=True, table_fmt=True),
         ],
         "One row per Raft node (the syncobj-admin -status view). 'Believed leader' is the leader "
         "each node reports; nodes disagreeing on it are partitioned or electing. Read-only nodes "
-        "are non-voting clients such as patronictl.",
+        "are non-voting clients such as patronictl. 'Voter set' DIFFERS: the node counts its "
+        "majority against another set of voters (itself and its partners) than most nodes "
+        "(alert PatroniRaftVoterSetsDiffer).",
         join_field="node", height=5,
         exclude=["Time", "Value #C", "Value #E", "Value #J"],
         rename={"scope": "Cluster", "node": "Node", "Value #A": "Answers", "Value #B": "Has quorum",
                 "state": "State", "Value #D": "Term", "leader": "Believed leader",
                 "Value #F": "Partners", "Value #G": "Read-only nodes", "Value #H": "Commit index",
-                "Value #I": "Uptime", "version": "pysyncobj"},
+                "Value #I": "Uptime", "version": "pysyncobj", "Value #K": "Voter set"},
         overrides=[
             ("Answers", [mapping_prop(UP_MAP), cell_color()]),
+            ("Voter set", [mapping_prop({"0": ("as the others", "green"), "1": ("DIFFERS", "red")}), cell_color()]),
             ("Has quorum", [mapping_prop(QUORUM_MAP), cell_color()]),
             ("Uptime", [prop("unit", "s")]),
         ]))

@@ -108,6 +108,30 @@ async fn golden_output(format: Format) -> String {
     };
     let tags = captured("3.3.8", "tags").await;
     let failsafe = captured("4.1.5", "failsafe-active").await;
+    // The failsafe topology, as Patroni's GET /failsafe answers it while failsafe_mode is on
+    // (asked from the second poll: the first one learns failsafe_mode from /config).
+    failsafe.serve_everywhere(
+        "/failsafe",
+        br#"{"postgresql-0": "http://127.0.0.11:8008/patroni", "postgresql-1": "http://127.0.0.12:8008/patroni", "postgresql-2": "http://127.0.0.13:8008/patroni"}"#,
+    );
+
+    // An isolated leader: in the first poll every member lists postgresql-0 as leader; then
+    // the majority's view drops it and promotes postgresql-1, while postgresql-0 still says
+    // primary: remembered (in_dcs 0), two primaries.
+    let departed = FakeCluster::start_on(
+        ["127.0.0.71", "127.0.0.72", "127.0.0.73"],
+        "departed-4-1-5",
+        &fixture("patroni-4.1.5/01-cluster-from-m1.json"),
+        [0, 1, 2].map(|i| Some(fixture(&format!("patroni-4.1.5/01-patroni-m{i}.json")))),
+        &fixture("patroni-4.1.5/01-history.json"),
+    )
+    .await;
+    let mut majority: serde_json::Value =
+        serde_json::from_slice(&fixture("patroni-4.1.5/01-cluster-from-m1.json")).unwrap();
+    let listed = majority["members"].as_array_mut().unwrap();
+    listed.remove(0);
+    listed[0]["role"] = "leader".into();
+    let majority = serde_json::to_vec(&majority).unwrap();
 
     // Split views: members 1 and 2 answer from the replica that saw the switchover to
     // member 1 (timeline 2), member 0 from one frozen before it, and still says primary:
@@ -145,6 +169,14 @@ async fn golden_output(format: Format) -> String {
         cluster_config(tags.urls(), None),
         cluster_config(failsafe.urls(), None),
         cluster_config(switchover.urls(), None),
+        cluster_config(
+            {
+                let mut urls = departed.urls();
+                urls.rotate_left(1);
+                urls
+            },
+            None,
+        ),
         // Member 1 first: the exporter reads the majority's view; member 0 is asked too.
         cluster_config(
             {
@@ -163,13 +195,25 @@ async fn golden_output(format: Format) -> String {
             Some((survivor_nodes, Some("s3cret"))),
         ),
     ];
-    let output = poll_and_render(configs, format).await;
+    // Configs 2 (failsafe) and 4 (departed) need a second poll.
+    let output = poll_twice_and_render(
+        configs,
+        &[2, 4],
+        || {
+            departed.serve_cluster_on(1, &majority);
+            departed.serve_cluster_on(2, &majority);
+            departed.serve_on(1, "/patroni", &fixture("patroni-4.1.5/01-patroni-m0.json"));
+        },
+        format,
+    )
+    .await;
     let output = healthy.addresses.normalize(&output);
     let output = switchover.addresses.normalize(&output);
     let output = survivor_cluster.addresses.normalize(&output);
     let output = tags.addresses.normalize(&output);
     let output = failsafe.addresses.normalize(&output);
     let output = split.addresses.normalize(&output);
+    let output = departed.addresses.normalize(&output);
     normalize_volatile(&addresses.normalize(&output))
 }
 
@@ -220,6 +264,10 @@ async fn golden_output_says_what_an_operator_needs() {
         "patroni_cluster_primaries{scope=\"healthy-3-3-8\"} 1",
         "patroni_raft_voter_sets{scope=\"healthy-3-3-8\"} 1",
         "patroni_cluster_leader_clock_skew_seconds{scope=\"split-4-1-5\"} <varies>",
+        "patroni_member_in_dcs{scope=\"departed-4-1-5\",member=\"postgresql-0\"} 0",
+        "patroni_cluster_primaries{scope=\"departed-4-1-5\"} 2",
+        "patroni_member_left_dcs_timestamp_seconds{scope=\"departed-4-1-5\",member=\"postgresql-0\"} <varies>",
+        "patroni_member_failsafe_topology{scope=\"failsafe-active-4-1-5\",member=\"postgresql-2\"} 1",
     ] {
         assert!(has(line), "{line} missing");
     }

@@ -373,6 +373,31 @@ impl Configure for ClusterConfig {
     }
 }
 
+/// Polls the clusters at the indexes `first` once, calls `between` (which changes what their
+/// fakes answer), then polls every cluster, publishes, and renders `/metrics` in `format`:
+/// for what only a second poll shows (a member that left the view, failsafe topology).
+pub async fn poll_twice_and_render(
+    configs: Vec<ClusterConfig>,
+    first: &[usize],
+    between: impl FnOnce(),
+    format: Format,
+) -> String {
+    let store = Arc::new(SnapshotStore::new(configs.len()));
+    let mut pollers = Vec::with_capacity(configs.len());
+    for (slot, config) in configs.into_iter().enumerate() {
+        pollers.push(ClusterPoller::new(slot, config).await.unwrap());
+    }
+    for index in first {
+        pollers[*index].poll_once().await;
+    }
+    between();
+    for (slot, poller) in pollers.iter_mut().enumerate() {
+        store.publish(slot, poller.poll_once().await);
+    }
+    let registry = patroni_raft_exporter::metrics::registry(store);
+    render(&registry, format)
+}
+
 /// Polls each cluster once, publishes, and renders `/metrics` in `format`.
 pub async fn poll_and_render(configs: Vec<ClusterConfig>, format: Format) -> String {
     let store = Arc::new(SnapshotStore::new(configs.len()));
@@ -399,6 +424,7 @@ pub fn normalize_volatile(text: &str) -> String {
                 "patroni_member_clock_offset_error_seconds{",
                 "patroni_cluster_leader_clock_skew_seconds{",
                 "patroni_member_replay_lag_seconds{",
+                "patroni_member_left_dcs_timestamp_seconds{",
             ]
             .iter()
             .any(|prefix| line.starts_with(prefix))
