@@ -384,31 +384,10 @@ pub fn human_bytes(bytes: u64) -> String {
 mod tests {
     use super::*;
     use crate::fixture;
-    use crate::patroni::{parse_cluster, parse_dynamic_config, parse_member_status};
+    use crate::patroni::parse_dynamic_config;
     use crate::snapshot::Failure;
 
-    /// A captured `/cluster` with the captured `/patroni` of each member (`{i}` in
-    /// `member_path` is the member's index).
-    fn captured(cluster_path: &str, member_path: &str) -> (ClusterView, Vec<MemberSnapshot>) {
-        let cluster = parse_cluster(&fixture(cluster_path)).unwrap();
-        let members = cluster
-            .members
-            .iter()
-            .enumerate()
-            .map(|(i, member)| MemberSnapshot {
-                member: member.clone(),
-                own_view: Ok(parse_member_status(&fixture(
-                    &member_path.replace("{i}", &i.to_string()),
-                ))
-                .unwrap()),
-                dcs_view: None,
-                left_dcs_at: None,
-                clock: None,
-                probes: Default::default(),
-            })
-            .collect();
-        (cluster, members)
-    }
+    use crate::snapshot::captured;
 
     /// The healthy 4.1.5 capture: postgresql-0 leads, 1 and 2 are sync standbys.
     fn healthy_4_1_5() -> (ClusterView, Vec<MemberSnapshot>) {

@@ -430,6 +430,33 @@ impl SnapshotStore {
     }
 }
 
+/// A captured `/cluster` with the captured `/patroni` of each member (`{i}` in `member_path`
+/// is the member's index), for the unit tests of the judgements.
+#[cfg(test)]
+pub(crate) fn captured(
+    cluster_path: &str,
+    member_path: &str,
+) -> (ClusterView, Vec<MemberSnapshot>) {
+    let cluster = crate::patroni::parse_cluster(&crate::fixture(cluster_path)).unwrap();
+    let members = cluster
+        .members
+        .iter()
+        .enumerate()
+        .map(|(i, member)| MemberSnapshot {
+            member: member.clone(),
+            own_view: Ok(crate::patroni::parse_member_status(&crate::fixture(
+                &member_path.replace("{i}", &i.to_string()),
+            ))
+            .unwrap()),
+            dcs_view: None,
+            left_dcs_at: None,
+            clock: None,
+            probes: Probes::default(),
+        })
+        .collect();
+    (cluster, members)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -509,25 +536,10 @@ mod tests {
     /// The captured healthy 4.1.5 cluster (sync mode) with each member's own view.
     fn captured_healthy(polled_at: f64) -> ClusterSnapshot {
         let dir = "patroni-4.1.5/states/healthy";
-        let cluster =
-            crate::patroni::parse_cluster(fixture(&format!("{dir}/cluster.json")).as_bytes())
-                .unwrap();
-        let members = cluster
-            .members
-            .iter()
-            .enumerate()
-            .map(|(i, member)| MemberSnapshot {
-                member: member.clone(),
-                own_view: Ok(crate::patroni::parse_member_status(
-                    fixture(&format!("{dir}/patroni-m{i}.json")).as_bytes(),
-                )
-                .unwrap()),
-                dcs_view: None,
-                left_dcs_at: None,
-                clock: None,
-                probes: Probes::default(),
-            })
-            .collect();
+        let (cluster, members) = captured(
+            &format!("{dir}/cluster.json"),
+            &format!("{dir}/patroni-m{{i}}.json"),
+        );
         ClusterSnapshot {
             scope: "pg-test".into(),
             polled_at_seconds: polled_at,
