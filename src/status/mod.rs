@@ -7,6 +7,7 @@
 //! exporter's poll (the same sources and judgements as the metrics) under one total deadline
 //! and says what is wrong in plain words, with the Nagios exit codes.
 
+mod model;
 pub mod render;
 pub mod report;
 

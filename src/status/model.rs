@@ -1,0 +1,229 @@
+//! What `status` says, as data: the report of one cluster (rows, problems, levels) that the
+//! text and JSON renderings print. Judging what is a problem is [`super::report`]'s work;
+//! this module only gives the answers their shape.
+
+use serde::{Deserialize, Serialize};
+
+use crate::patroni::Lag;
+use crate::snapshot::{ClusterSnapshot, MemberSnapshot, RaftNodeSnapshot};
+
+/// Nagios plugin levels, ordered by how bad they are for the exit code (UNKNOWN is worse
+/// than OK and WARNING but, by convention, less than CRITICAL for the exit status 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Level {
+    Ok,
+    Warning,
+    Unknown,
+    Critical,
+}
+
+impl Level {
+    /// The exit status of the Nagios plugin convention.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Level::Ok => 0,
+            Level::Warning => 1,
+            Level::Critical => 2,
+            Level::Unknown => 3,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Ok => "OK",
+            Level::Warning => "WARNING",
+            Level::Critical => "CRITICAL",
+            Level::Unknown => "UNKNOWN",
+        }
+    }
+}
+
+/// One problem, in plain words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Problem {
+    pub level: Level,
+    pub message: String,
+}
+
+/// A member row, like the cluster CLI's `list`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberRow {
+    pub member: String,
+    pub host: Option<String>,
+    /// Role in `/cluster` (the DCS view).
+    pub role: String,
+    pub state: String,
+    pub timeline: Option<u64>,
+    /// Lag in MiB rounded, as patronictl's "Lag in MB"; `None` for the leader.
+    pub lag_mb: Option<LagCell>,
+    /// Whether the member's own `/patroni` answered.
+    pub api_up: bool,
+    /// Why it did not.
+    pub api_error: Option<String>,
+    /// The role the member reports itself, when it contradicts the DCS view.
+    pub reported_role_mismatch: Option<String>,
+}
+
+/// A lag cell: MiB, or `unknown`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum LagCell {
+    MiB(u64),
+    Unknown(String),
+}
+
+/// A Raft node row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RaftRow {
+    pub node: String,
+    pub reachable: bool,
+    pub error: Option<String>,
+    pub state: Option<String>,
+    pub term: Option<i64>,
+    pub has_quorum: Option<bool>,
+    pub leader: Option<String>,
+    pub commit_index: Option<i64>,
+    pub applied_index: Option<i64>,
+    pub partners_connected: Option<usize>,
+    pub partners: Option<i64>,
+}
+
+/// Everything `status` says about one cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClusterReport {
+    pub scope: String,
+    pub level: Level,
+    pub rest_reachable: bool,
+    pub leaders: Vec<String>,
+    pub timeline: Option<u64>,
+    pub paused: bool,
+    /// The quorum verdict (`confirmed`, `lost`, `not visible`); `None` when Raft is not
+    /// polled.
+    pub raft_quorum: Option<String>,
+    /// The evidence of the verdict in words ("3 of 3 voters answer, 3 report has_quorum (a
+    /// leader reports has_quorum)").
+    pub raft_quorum_evidence: Option<String>,
+    pub raft_voters: u64,
+    /// Nodes that report `has_quorum`.
+    pub quorum_confirmed_by: Vec<String>,
+    pub members: Vec<MemberRow>,
+    pub raft_nodes: Vec<RaftRow>,
+    /// Who Patroni would promote if the leader died now; `None` without `/cluster`.
+    pub failover: Option<FailoverReport>,
+    pub problems: Vec<Problem>,
+}
+
+/// Failover readiness in words: the candidates and, for the others, why not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailoverReport {
+    pub candidates: Vec<String>,
+    pub excluded: Vec<ExcludedMember>,
+    /// The WAL a failover right now would lose, when known.
+    pub data_at_risk_bytes: Option<u64>,
+}
+
+/// A member that would not be promoted, with every reason.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExcludedMember {
+    pub member: String,
+    /// The `reason` labels (`lag`, `nofailover`, ...).
+    pub reasons: Vec<String>,
+    /// The same, with their numbers ("lag 40 MiB > maximum_lag_on_failover 1 MiB").
+    pub details: Vec<String>,
+}
+
+impl FailoverReport {
+    pub(super) fn from_snapshot(snapshot: &ClusterSnapshot) -> Option<FailoverReport> {
+        snapshot.cluster.as_ref()?;
+        let readiness = &snapshot.failover;
+        Some(FailoverReport {
+            data_at_risk_bytes: readiness.data_at_risk_bytes,
+            candidates: readiness
+                .members
+                .iter()
+                .filter(|m| m.eligible())
+                .map(|m| m.name.clone())
+                .collect(),
+            excluded: readiness
+                .members
+                .iter()
+                .filter(|m| !m.eligible())
+                .map(|m| ExcludedMember {
+                    member: m.name.clone(),
+                    reasons: m
+                        .exclusions
+                        .iter()
+                        .map(|e| e.reason.as_str().to_owned())
+                        .collect(),
+                    details: m.exclusions.iter().map(|e| e.detail.clone()).collect(),
+                })
+                .collect(),
+        })
+    }
+}
+
+pub(super) fn member_row(member: &MemberSnapshot) -> MemberRow {
+    let m = &member.member;
+    let lag_mb = if m.is_leader() {
+        None
+    } else {
+        m.lag.as_ref().map(|lag| match lag {
+            Lag::Bytes(bytes) => LagCell::MiB(((*bytes as f64) / 1024.0 / 1024.0).round() as u64),
+            Lag::Text(text) => LagCell::Unknown(text.clone()),
+        })
+    };
+    MemberRow {
+        member: m.name.clone(),
+        host: m.host.clone(),
+        role: m.role.clone(),
+        state: m.state.clone(),
+        timeline: m.timeline,
+        lag_mb,
+        api_up: member.own_view.is_ok(),
+        api_error: member
+            .own_view
+            .as_ref()
+            .err()
+            .map(|failure| failure.kind.to_owned()),
+        reported_role_mismatch: match member.role_mismatch() {
+            Some(true) => member
+                .own_view
+                .as_ref()
+                .ok()
+                .and_then(|own| own.role.clone()),
+            _ => None,
+        },
+    }
+}
+
+pub(super) fn raft_row(node: &RaftNodeSnapshot) -> RaftRow {
+    match &node.status {
+        Ok(status) => RaftRow {
+            node: node.node.clone(),
+            reachable: true,
+            error: None,
+            state: Some(status.state.as_str().to_owned()),
+            term: Some(status.raft_term),
+            has_quorum: Some(status.has_quorum),
+            leader: status.leader.clone(),
+            commit_index: Some(status.commit_idx),
+            applied_index: Some(status.last_applied),
+            partners_connected: Some(status.partners.iter().filter(|p| p.connected()).count()),
+            partners: Some(status.partner_nodes_count),
+        },
+        Err(failure) => RaftRow {
+            node: node.node.clone(),
+            reachable: false,
+            error: Some(failure.kind.to_owned()),
+            state: None,
+            term: None,
+            has_quorum: None,
+            leader: None,
+            commit_index: None,
+            applied_index: None,
+            partners_connected: None,
+            partners: None,
+        },
+    }
+}
