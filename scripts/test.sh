@@ -69,6 +69,13 @@ if (( RUN_E2E )); then
   # version, the versions in parallel; ~3 min wall clock
   # shellcheck disable=SC2086
   step "e2e failsafe mode, Patroni $E2E_MATRICES" tests/e2e/failsafe.sh $E2E_MATRICES
+  # issue #20, how close the next outage is, against PostgreSQL's and Patroni's own word: quorum
+  # margin (a replica killed), data at risk (pg_wal_lsn_diff, walreceivers stopped, async/sync),
+  # replay lag seconds (replay paused), a stalled HA loop (SIGSTOP of the heartbeat connection's
+  # backend), clock skew (libfaketime, PatroniLeaderClockSkew firing). A network namespace of its
+  # own per version, the versions in parallel; ~4 min wall clock
+  # shellcheck disable=SC2086
+  step "e2e next outage, Patroni $E2E_MATRICES" tests/e2e/next-outage.sh $E2E_MATRICES
   step "e2e alerting: real Prometheus + Alertmanager page on quorum loss" tests/e2e/alerting.sh 3.3.8
   # partitions (nftables in a network namespace of its own per version, the versions in
   # parallel): quorum verdict, shipped alerts, two vantage points; ~6.5 min wall clock

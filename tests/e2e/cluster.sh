@@ -38,6 +38,14 @@
 #                    entry needed), so nftables can tell the members' sockets apart with
 #                    `meta skgid` although every member connects from 127.0.0.1 on loopback
 #                    (tests/e2e/lab.sh, the partition lab)
+#   MEMBER_FAKETIME_N  (at `up` or `start`; remembered in DATA_DIR, an empty value at `start`
+#                    forgets it) member N's Patroni, and so its Postgres, runs under libfaketime
+#                    (Debian's faketime) with FAKETIME=<value>, e.g. MEMBER_FAKETIME_2="+8s": its
+#                    wall clock (time(), Date headers, commit timestamps) is off by that much;
+#                    the monotonic clock is left alone (FAKETIME_DONT_FAKE_MONOTONIC=1: a faked
+#                    one stretches Python's timed waits by the offset), and a sitecustomize
+#                    works around libfaketime 0.9.10 breaking Python's time.sleep() with it
+#                    (EINVAL). tests/e2e/next-outage.sh (clock skew)
 #   SCOPE=pg-test    REST_USER=patroni REST_PASS=patroni-pass  RAFT_PASS=raft-pass
 #   LOOP_WAIT=10 TTL=30 RETRY_TIMEOUT=10 SYNC_NODE_COUNT=2
 #   WAL_SEGSIZE      initdb --wal-segsize in MB (default 16; 1 = less WAL to write and delete)
@@ -381,6 +389,40 @@ EOF
 }
 
 # ------------------------------------------------------------------ start / stop
+# faketime_env N -> FAKE_ENV: the libfaketime variables member N runs with (MEMBER_FAKETIME_N,
+# remembered in its member dir; set but empty: forgotten)
+FAKE_ENV=()
+faketime_env() {
+  local var="MEMBER_FAKETIME_$1" f lib
+  f="$(mdir "$1")/.faketime"
+  FAKE_ENV=()
+  if [[ -n ${!var+x} ]]; then
+    if [[ -n ${!var} ]]; then printf '%s\n' "${!var}" >"$f"; else rm -f "$f"; fi
+  fi
+  [[ -s $f ]] || return 0
+  lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n1)
+  [[ -n $lib ]] || { log "libfaketime.so.1 not found: scripts/install-deps.sh installs faketime"; return 1; }
+  # libfaketime 0.9.10 with FAKETIME_DONT_FAKE_MONOTONIC=1 shifts the absolute CLOCK_MONOTONIC
+  # deadline of clock_nanosleep(TIMER_ABSTIME) like a wall-clock one (EINVAL), and Python 3.11's
+  # time.sleep() is exactly that call (Patroni then dies at its first sleep): a sitecustomize on
+  # PYTHONPATH makes time.sleep() wait with select()'s relative timeout instead
+  mkdir -p "$(mdir "$1")/faketime"
+  cat >"$(mdir "$1")/faketime/sitecustomize.py" <<'PY'
+import select
+import time
+
+
+def _sleep(secs):
+    if secs < 0:
+        raise ValueError("sleep length must be non-negative")
+    select.select([], [], [], secs)
+
+
+time.sleep = _sleep
+PY
+  FAKE_ENV=(LD_PRELOAD="$lib" FAKETIME="$(<"$f")" FAKETIME_DONT_FAKE_MONOTONIC=1 PYTHONPATH="$(mdir "$1")/faketime")
+  log "$(name_of "$1") runs under libfaketime, FAKETIME=$(<"$f")"
+}
 start_member() {
   local n=$1 d pid pidfile logf i run_as
   d=$(mdir "$n"); pidfile="$d/patroni.pid"; logf="$d/patroni.log"
@@ -393,11 +435,12 @@ start_member() {
     # a primary group of its own per member: its sockets carry that gid (nft `meta skgid`)
     run_as=(setpriv --reuid="$(id -u "$OS_USER")" --regid="$(($(<"$DATA/.member_gid_base") + n))" --init-groups)
   fi
+  faketime_env "$n" || return 1
   # setsid: own session (survives us, escapes a caller's `timeout`); env -i: no PATRONI_*
   # variables of the caller leak into the configuration; the inner sh writes its own PID
   # and execs patroni, so the PID file is exact.
   (cd "$d" && exec setsid "${run_as[@]}" env -i HOME="$OS_HOME" USER="$OS_USER" LOGNAME="$OS_USER" \
-    LANG=C.UTF-8 PATH="$VENV/bin:$PGBIN:/usr/local/bin:/usr/bin:/bin" \
+    LANG=C.UTF-8 PATH="$VENV/bin:$PGBIN:/usr/local/bin:/usr/bin:/bin" "${FAKE_ENV[@]}" \
     /bin/sh -c 'echo $$ > "$0"; exec "$1" "$2"' "$pidfile" "$PATRONI" "$(cfg_of "$n")" \
     </dev/null >>"$logf" 2>&1) &
   for i in $(seq 1 50); do

@@ -41,6 +41,28 @@
 #                                    reach every Raft port; REST and replication stay open.
 #   member_fw_heal TABLE             flush `faults` (established connections resume)
 #   member_fw_teardown TABLE         delete the table (no error if it is not there)
+# A scenario per Patroni version, each in a network namespace of its own (failsafe.sh's
+# structure; next-outage.sh uses these):
+#   e2e_versions_parallel NAME SCRIPT VERSION...
+#                                    run `SCRIPT VERSION` for each version at once (log in
+#                                    $E2E_WORK/NAME-VERSION.log), then print each log in order and a
+#                                    summary line per version (its 'N passed, N failed' and the
+#                                    `total` row of $E2E_WORK/NAME-VERSION/results.tsv); rc 1 if any
+#                                    failed. TERM/INT reach every run.
+#   e2e_netns_run PREFIX CMD...      (root) CMD in a new network namespace PREFIX-<pid> (lo up)
+#                                    with E2E_IN_NETNS=1; when the caller exits, what is left in
+#                                    that namespace is killed and it is deleted; rc of CMD
+#   e2e_results_init FILE            results table FILE (version, phase, what, value) with its header
+#   e2e_result PHASE WHAT VALUE      append a row ($PATRONI_VERSION) and log it; e2e_results_print
+#                                    prints the rows recorded so far
+#   e2e_prometheus DIR [TARGET]      Prometheus on $E2E_PROM (127.0.0.1:9090) scraping TARGET
+#                                    (default 127.0.0.1:9393) and evaluating the shipped
+#                                    alerts/patroni-raft.rules.yml unchanged, both every 2 s; config,
+#                                    data and log in DIR, PID in E2E_PROM_PID; rc 1 if not ready in 60 s
+#   e2e_prom_rule_loaded NAME        rc 0 when Prometheus has loaded the alert rule NAME
+#   e2e_prom_alerts                  Prometheus' /api/v1/alerts JSON ('{}' when it does not answer)
+#   e2e_alert_state JSON NAME [MEMBER]  pending, firing or "" for alert NAME (and MEMBER) in it
+#   e2e_alerts_brief [JSON]          "Name{member}/state ..." of every alert (fetched without JSON)
 
 _E2E_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=paths.sh
@@ -308,3 +330,89 @@ member_fw_cut_raft() { # member_fw_cut_raft TABLE GID [PORT]
 }
 member_fw_heal() { nft flush chain inet "$1" faults; }
 member_fw_teardown() { nft delete table inet "$1" 2>/dev/null || true; }
+
+# ------------------------------------------------------------------ per-version scenarios
+e2e_versions_parallel() { # e2e_versions_parallel NAME SCRIPT VERSION...
+  local name=$1 script=$2 v vrc rc=0 summary=()
+  shift 2
+  declare -gA _E2E_VPIDS=()
+  for v in "$@"; do
+    "$script" "$v" >"$E2E_WORK/$name-$v.log" 2>&1 &
+    _E2E_VPIDS[$v]=$!
+  done
+  # a TERM/INT reaches every version's run, and each cleans up after itself
+  trap 'kill -TERM "${_E2E_VPIDS[@]}" 2>/dev/null; wait; exit 143' TERM INT
+  for v in "$@"; do
+    vrc=0; wait "${_E2E_VPIDS[$v]}" || vrc=$?
+    ((vrc == 0)) || rc=1
+    echo "==================== $name, Patroni $v (log $E2E_WORK/$name-$v.log)"
+    cat "$E2E_WORK/$name-$v.log"
+    summary+=("Patroni $v: $(grep -E '^[0-9]+ passed, [0-9]+ failed' "$E2E_WORK/$name-$v.log" | tail -n1 || echo "no summary (rc $vrc)") in $(awk -F'\t' '$2 == "total" { print $4 }' "$E2E_WORK/$name-$v/results.tsv" 2>/dev/null)s")
+  done
+  trap - TERM INT
+  for v in "${summary[@]}"; do printf '%s: %s\n' "$name" "$v"; done
+  return "$rc"
+}
+
+e2e_netns_run() { # e2e_netns_run PREFIX CMD...
+  local inner rc=0
+  _E2E_NS="$1-$$"
+  shift
+  ip netns add "$_E2E_NS" || return 2
+  trap _e2e_netns_cleanup EXIT
+  ip netns exec "$_E2E_NS" ip link set lo up
+  # in the background, so that a TERM/INT reaches it (its own trap stops what it started)
+  # before the namespace goes (`ip netns exec` execs: the PID is CMD's)
+  ip netns exec "$_E2E_NS" env E2E_IN_NETNS=1 "$@" &
+  inner=$!
+  trap 'kill -TERM '"$inner"' 2>/dev/null; wait '"$inner"'; exit 143' TERM INT
+  wait "$inner" || rc=$?
+  trap - TERM INT
+  return "$rc"
+}
+_e2e_netns_cleanup() { # only processes inside our own namespace are left to stop
+  local pid
+  for pid in $(ip netns pids "$_E2E_NS" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
+  ip netns del "$_E2E_NS" 2>/dev/null || true
+}
+
+E2E_RESULTS_TSV=""
+E2E_MEASURED=()
+e2e_results_init() { E2E_RESULTS_TSV=$1; E2E_MEASURED=(); printf 'version\tphase\twhat\tvalue\n' >"$1"; }
+e2e_result() { # e2e_result PHASE WHAT VALUE
+  printf '%s\t%s\t%s\t%s\n' "${PATRONI_VERSION:-?}" "$1" "$2" "$3" >>"$E2E_RESULTS_TSV"
+  E2E_MEASURED+=("$(printf '%-6s %-78s %10s' "$1" "$2" "$3")")
+  e2e_log "measured: $1: $2: $3"
+}
+e2e_results_print() { printf '  %s\n' "${E2E_MEASURED[@]}"; }
+
+E2E_PROM="${E2E_PROM:-http://127.0.0.1:9090}"
+E2E_PROM_PID=""
+e2e_prometheus() { # e2e_prometheus DIR [TARGET]
+  local dir=$1 target=${2:-127.0.0.1:9393} deadline
+  printf '%s\n' 'global:' '  scrape_interval: 2s' '  evaluation_interval: 2s' 'rule_files:' \
+    "  - $E2E_REPO/alerts/patroni-raft.rules.yml" 'scrape_configs:' \
+    '  - job_name: patroni-raft-exporter' '    static_configs:' "      - targets: ['$target']" \
+    >"$dir/prometheus.yml"
+  prometheus --config.file "$dir/prometheus.yml" --storage.tsdb.path "$dir/prometheus-data" \
+    --web.listen-address "${E2E_PROM#http://}" >"$dir/prometheus.log" 2>&1 9>&- &
+  E2E_PROM_PID=$!
+  deadline=$(($(date +%s) + 60))
+  until curl -fs -o /dev/null -m 2 "$E2E_PROM/-/ready"; do
+    (($(date +%s) < deadline)) || return 1
+    sleep 0.5
+  done
+}
+e2e_prom_rule_loaded() {
+  curl -fs -m 3 "$E2E_PROM/api/v1/rules" 2>/dev/null \
+    | jq -e --arg a "$1" '[.data.groups[].rules[] | select(.name == $a)] | length == 1' >/dev/null
+}
+e2e_prom_alerts() { curl -fs -m 3 "$E2E_PROM/api/v1/alerts" 2>/dev/null || echo '{}'; }
+e2e_alert_state() { # e2e_alert_state JSON NAME [MEMBER]
+  jq -r --arg n "$2" --arg m "${3:-}" \
+    '[(.data.alerts // [])[] | select(.labels.alertname == $n and ($m == "" or .labels.member == $m)) | .state] | sort | last // ""' <<<"$1"
+}
+e2e_alerts_brief() { # e2e_alerts_brief [JSON]
+  jq -r '[(.data.alerts // [])[] | "\(.labels.alertname)\(if .labels.member then "{\(.labels.member)}" else "" end)/\(.state)"] | sort | join(" ")' \
+    <<<"${1:-$(e2e_prom_alerts)}" 2>/dev/null || true
+}
