@@ -263,6 +263,25 @@ impl ClusterPoller {
             second_answers
         );
 
+        // The reader's documents first: a change of its configuration forgets the other
+        // members' copies, and a copy read in this poll (below) must survive it.
+        let history = self.settle(Source::History, "history", history);
+        let failsafe_members = self.settle(Source::Failsafe, "failsafe", failsafe);
+        if let Some(config) = self.settle(Source::Config, "config", dynamic_config) {
+            let memory = &mut self.memory;
+            if memory
+                .dynamic_config
+                .as_ref()
+                .is_some_and(|known| *known != config)
+            {
+                memory.counters.config_changes += 1;
+            }
+            if let Some(reader) = &reader {
+                memory.members.record_config(reader, config.clone(), true);
+            }
+            memory.dynamic_config = Some(config);
+        }
+        let read_view = cluster.as_ref().map(DcsView::of);
         let mut members = Vec::with_capacity(listed.len());
         let mut departed_members = Vec::with_capacity(departed.len());
         let left_at = departed.iter().map(|(_, at)| Some(*at));
@@ -313,15 +332,23 @@ impl ClusterPoller {
                 Ok((status, clock)) => (Ok(status), clock),
                 Err(failure) => (Err(failure), None),
             };
+            // The reader's view is the one already read; every other member's is its own.
+            let view = match (&read_view, reader.as_deref() == Some(name.as_str())) {
+                (Some(read), true) => Some(Ok(read.clone())),
+                _ => answers
+                    .cluster
+                    .map(|answer| answer.map(|view| DcsView::of(&view))),
+            };
+            let config = self.memory.members.config_of(&name);
             let snapshot = MemberSnapshot {
                 member: member.clone(),
                 own_view,
                 clock,
                 probes: self.memory.members.probes_of(&name),
-                dcs_view: answers.cluster.map(|answer| {
+                dcs_view: view.map(|answer| {
                     answer.map(|view| MemberDcsView {
-                        view: DcsView::of(&view),
-                        config: None,
+                        view,
+                        config: config.cloned(),
                     })
                 }),
                 left_dcs_at,
@@ -329,37 +356,6 @@ impl ClusterPoller {
             match left_dcs_at {
                 None => members.push(snapshot),
                 Some(_) => departed_members.push(snapshot),
-            }
-        }
-        let history = self.settle(Source::History, "history", history);
-        let failsafe_members = self.settle(Source::Failsafe, "failsafe", failsafe);
-        if let Some(config) = self.settle(Source::Config, "config", dynamic_config) {
-            let memory = &mut self.memory;
-            if memory
-                .dynamic_config
-                .as_ref()
-                .is_some_and(|known| *known != config)
-            {
-                memory.counters.config_changes += 1;
-            }
-            if let Some(reader) = &reader {
-                memory.members.record_config(reader, config.clone(), true);
-            }
-            memory.dynamic_config = Some(config);
-        }
-        let read_view = cluster.as_ref().map(DcsView::of);
-        for snapshot in members.iter_mut().chain(&mut departed_members) {
-            let name = snapshot.member.name.as_str();
-            if reader.as_deref() == Some(name) {
-                if let Some(view) = &read_view {
-                    snapshot.dcs_view = Some(Ok(MemberDcsView {
-                        view: view.clone(),
-                        config: None,
-                    }));
-                }
-            }
-            if let Some(Ok(view)) = &mut snapshot.dcs_view {
-                view.config = self.memory.members.config_of(name).cloned();
             }
         }
         let ttl = Duration::from_secs(
