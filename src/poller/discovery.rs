@@ -216,6 +216,69 @@ impl ClusterPoller {
             .learn_raft_hosts(named.iter().map(String::as_str), authenticated);
         self.memory.raft_partners = named.into_iter().take(MAX_MEMBERS).collect();
     }
+    /// The voters whose host no member in `known` (listed or remembered) has, as members to
+    /// ask at the scheme and port of the URL that answered `/cluster`; named
+    /// `voter <host>` until their own `/patroni` names them.
+    ///
+    /// Why: a member whose HA loop stalls leaves `/cluster` (nothing renews its key) while
+    /// its Raft node still votes and its REST API still answers; an exporter that starts
+    /// then, or `status`, which polls once, finds it only this way. Only voters from an
+    /// authenticated Raft status are asked (their hosts are then trusted: [`ApiUrlPolicy`]);
+    /// one whose REST API did not answer rests for a `ttl` (`silent_voters`).
+    ///
+    /// [`ApiUrlPolicy`]: crate::config::ApiUrlPolicy
+    pub(super) fn unlisted_voters(&self, known: &[&patroni::Member]) -> Vec<patroni::Member> {
+        let authenticated = self
+            .config
+            .raft
+            .as_ref()
+            .is_some_and(RaftSettings::authenticated);
+        let Some(base) = self.memory.preferred_url.as_ref().filter(|_| authenticated) else {
+            return Vec::new();
+        };
+        let bare = |host: &str| host.trim_matches(['[', ']']).to_owned();
+        let known_hosts: BTreeSet<String> = known
+            .iter()
+            .flat_map(|m| {
+                let api_host = m
+                    .api_url
+                    .as_deref()
+                    .and_then(|url| Url::parse(url).ok())
+                    .and_then(|url| url.host_str().map(bare));
+                m.host.as_deref().map(bare).into_iter().chain(api_host)
+            })
+            .collect();
+        let voter_hosts: BTreeSet<String> = self
+            .memory
+            .raft_partners
+            .iter()
+            .filter_map(|node| node.rsplit_once(':').map(|(host, _)| bare(host)))
+            .filter(|host| {
+                !known_hosts.contains(host) && !self.memory.silent_voters.contains_key(host)
+            })
+            .collect();
+        voter_hosts
+            .into_iter()
+            .take(MAX_MEMBERS.saturating_sub(known.len()))
+            .filter_map(|host| {
+                let mut url = base.clone();
+                let literal = if host.contains(':') {
+                    format!("[{host}]")
+                } else {
+                    host.clone()
+                };
+                url.set_host(Some(&literal)).ok()?;
+                let api_url = url.join("patroni").ok()?;
+                self.policy.allows_url(&api_url).then(|| patroni::Member {
+                    name: format!("voter {host}"),
+                    api_url: Some(api_url.to_string()),
+                    host: Some(host),
+                    ..patroni::Member::default()
+                })
+            })
+            .collect()
+    }
+
     pub(super) fn remember(&mut self, cluster: Option<&ClusterView>) {
         if let Some(view) = cluster {
             if let Some(scope) = &view.scope {

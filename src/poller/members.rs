@@ -10,7 +10,14 @@
 //! * for the cluster's `ttl` after it left (long enough for its own loop to demote it, or
 //!   for a restarted member to come back), and
 //! * beyond that for as long as it says it is primary (or standby leader): a primary that
-//!   never demotes is the worst case, not one to forget.
+//!   never demotes is the worst case, not one to forget;
+//! * for `2 × ttl + loop_wait` after it left while its own `/patroni` answers, and beyond
+//!   that for as long as its `/liveness` says 503. A replica whose HA loop is stalled leaves
+//!   `/cluster` at ~`ttl` (nothing renews its key), but its `/liveness` turns 503 only
+//!   `2 × ttl` after its next loop was due (Patroni's `api.py`, `do_GET_liveness`: `ttl` on a
+//!   primary, `2 × ttl` on a replica, counted from `next_run`), ~`ttl + loop_wait` after it
+//!   left. Forgotten at `ttl`, it vanished before it could say so (measured: forgotten at
+//!   52–61 s, 503 at 61–62 s, on both Patroni versions).
 //!
 //! A member that answers nothing for `ttl` is forgotten, so a removed member leaves the
 //! output. The memory holds at most [`MAX_MEMBERS`] members.
@@ -31,6 +38,26 @@ struct Departed {
     left_at: f64,
     /// The same moment on the monotonic clock, to judge `ttl`.
     left: Instant,
+}
+
+/// The cluster's `ttl` and `loop_wait` (from `/config`, else Patroni's defaults): how long a
+/// departed member is remembered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct DcsTiming {
+    pub(super) ttl: Duration,
+    pub(super) loop_wait: Duration,
+}
+
+impl DcsTiming {
+    /// From the cluster's `/config`; Patroni's defaults until it was read.
+    pub(super) fn of(config: Option<&DynamicConfig>) -> DcsTiming {
+        let defaults = DynamicConfig::default();
+        let config = config.unwrap_or(&defaults);
+        DcsTiming {
+            ttl: Duration::from_secs(config.ttl_seconds),
+            loop_wait: Duration::from_secs(config.loop_wait_seconds),
+        }
+    }
 }
 
 /// What the poller remembers of the members across polls.
@@ -91,21 +118,27 @@ impl MemberMemory {
             .collect()
     }
 
-    /// After the poll: forgets the departed members that left more than `ttl` ago and do
-    /// not say they are primary, and drops them from `departed` (this poll's answers).
-    pub(super) fn settle(&mut self, departed: &mut Vec<MemberSnapshot>, ttl: Duration) {
+    /// After the poll: forgets the departed members whose time is up (see the module doc:
+    /// `ttl`, or `2 × ttl + loop_wait` while they answer, or as long as they say primary or
+    /// fail `/liveness`), and drops them from `departed` (this poll's answers).
+    pub(super) fn settle(&mut self, departed: &mut Vec<MemberSnapshot>, timing: DcsTiming) {
         departed.retain(|snapshot| {
             let name = &snapshot.member.name;
-            let expired = self
-                .departed
-                .get(name)
-                .is_some_and(|d| d.left.elapsed() > ttl);
-            let primary = snapshot.own_view.as_ref().is_ok_and(says_primary);
-            if expired && !primary {
+            let Some(absent) = self.departed.get(name).map(|d| d.left.elapsed()) else {
+                return true;
+            };
+            let keep = if snapshot.own_view.is_err() {
+                absent <= timing.ttl
+            } else {
+                absent <= timing.ttl * 2 + timing.loop_wait
+                    || snapshot.own_view.as_ref().is_ok_and(says_primary)
+                    || snapshot.probes.liveness == Some(false)
+            };
+            if !keep {
                 self.departed.remove(name);
                 self.rotated.remove(name);
             }
-            !expired || primary
+            keep
         });
     }
 
@@ -197,11 +230,11 @@ mod tests {
         assert_eq!(departed[0].1, 2.0);
         // Within ttl: kept, whatever it says; the time it left does not move.
         let mut asked = vec![answered(&departed[0].0, None)];
-        memory.settle(&mut asked, Duration::from_secs(30));
+        memory.settle(&mut asked, timing(30, 10));
         assert_eq!(asked.len(), 1);
         assert_eq!(memory.departed_after(&view(&["b", "c"]), 3.0)[0].1, 2.0);
         // Past ttl and silent: forgotten, and left out of this poll's snapshot.
-        memory.settle(&mut asked, Duration::ZERO);
+        memory.settle(&mut asked, timing(0, 0));
         assert!(asked.is_empty());
         assert!(memory.departed_after(&view(&["b", "c"]), 4.0).is_empty());
     }
@@ -213,14 +246,60 @@ mod tests {
         let departed = memory.departed_after(&view(&["b"]), 2.0);
         memory.settle(
             &mut vec![answered(&departed[0].0, Some("primary"))],
-            Duration::ZERO,
+            timing(0, 0),
         );
         assert_eq!(memory.departed_after(&view(&["b"]), 3.0).len(), 1);
         memory.settle(
             &mut vec![answered(&departed[0].0, Some("replica"))],
-            Duration::ZERO,
+            timing(0, 0),
         );
         assert!(memory.departed_after(&view(&["b"]), 4.0).is_empty());
+    }
+
+    fn timing(ttl: u64, loop_wait: u64) -> DcsTiming {
+        DcsTiming {
+            ttl: Duration::from_secs(ttl),
+            loop_wait: Duration::from_secs(loop_wait),
+        }
+    }
+
+    /// A replica whose HA loop is stalled: out of `/cluster` at ~ttl, `/liveness` 503 only
+    /// ~ttl + loop_wait later. It must still be there to say so.
+    #[test]
+    fn a_departed_member_that_answers_is_kept_for_two_ttl_and_loop_wait() {
+        let mut memory = MemberMemory::default();
+        memory.departed_after(&view(&["a", "b"]), 1.0);
+        let departed = memory.departed_after(&view(&["b"]), 2.0);
+        let replica = answered(&departed[0].0, Some("replica"));
+        // Past ttl (0) but within 2 x ttl + loop_wait (an hour): kept while it answers...
+        let mut asked = vec![replica.clone()];
+        memory.settle(&mut asked, timing(0, 3600));
+        assert_eq!(asked.len(), 1);
+        // ... but not when it stopped answering: ttl alone counts then.
+        let mut silent = vec![answered(&departed[0].0, None)];
+        memory.settle(&mut silent, timing(0, 3600));
+        assert!(silent.is_empty());
+        assert!(memory.departed_after(&view(&["b"]), 3.0).is_empty());
+    }
+
+    #[test]
+    fn a_departed_member_whose_liveness_fails_is_kept_past_every_limit() {
+        let mut memory = MemberMemory::default();
+        memory.departed_after(&view(&["a", "b"]), 1.0);
+        let departed = memory.departed_after(&view(&["b"]), 2.0);
+        let mut stalled = answered(&departed[0].0, Some("replica"));
+        stalled.probes.liveness = Some(false);
+        let mut asked = vec![stalled.clone()];
+        memory.settle(&mut asked, timing(0, 0));
+        assert_eq!(asked.len(), 1, "kept while /liveness says 503");
+        let mut recovered = stalled;
+        recovered.probes.liveness = Some(true);
+        let mut asked = vec![recovered];
+        memory.settle(&mut asked, timing(0, 0));
+        assert!(
+            asked.is_empty(),
+            "forgotten once the limits are past and it is live"
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use futures::future::join_all;
 use tokio::sync::{watch, Semaphore};
@@ -37,8 +37,19 @@ mod discovery;
 mod members;
 mod requests;
 use discovery::{quorum_voter_set, without_aliases};
-use members::MemberMemory;
+use members::{DcsTiming, MemberMemory};
 use requests::{member_at, raft_query, RaftQuery, Wants};
+
+/// Where a member asked in this poll comes from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Placement {
+    /// Listed in the `/cluster` the exporter read.
+    Listed,
+    /// Remembered after it left that view, at this Unix time ([`members`]).
+    Departed(f64),
+    /// A voter whose host no member has ([`ClusterPoller::unlisted_voters`]).
+    FoundVoter,
+}
 
 /// More members than this in `/cluster` is not a Patroni cluster (real ones have a handful):
 /// the document is refused rather than fanned out into thousands of requests.
@@ -56,6 +67,10 @@ struct PollMemory {
     member_hosts: Vec<String>,
     /// Raft nodes named as partners in the last poll in which a node answered.
     raft_partners: BTreeSet<String>,
+    /// Hosts of voters without a member whose REST API did not answer, and when: not asked
+    /// again for a `ttl`, so that a voter whose REST port is elsewhere or filtered does not
+    /// stretch every poll to the timeout.
+    silent_voters: BTreeMap<String, Instant>,
     /// The voter set (each answering node and its partners) of the last poll in which a
     /// node answered: what the quorum verdict judges when no node answers.
     voters: BTreeSet<String>,
@@ -83,6 +98,9 @@ pub struct ClusterPoller {
     policy: ApiUrlPolicy,
     /// Bounds the requests of a poll in flight at once (`max_concurrency`).
     permits: Arc<Semaphore>,
+    /// Ask every member the rotating requests (`/config`, `/liveness`, `/readiness`) in
+    /// every poll: for `status`, whose single poll must see everything.
+    ask_everything: bool,
 }
 
 impl ClusterPoller {
@@ -107,7 +125,16 @@ impl ClusterPoller {
             memory: PollMemory::default(),
             policy,
             permits,
+            ask_everything: false,
         })
+    }
+
+    /// Makes every poll ask every member what a poll otherwise asks one member in turn
+    /// (`/config`, `/liveness`, `/readiness`): for a single poll that must be complete.
+    #[must_use]
+    pub fn asking_everything(mut self) -> ClusterPoller {
+        self.ask_everything = true;
+        self
     }
 
     /// A poller for a new configuration of the same cluster (SIGHUP): new clients and keys,
@@ -218,16 +245,30 @@ impl ClusterPoller {
             .as_ref()
             .and(history_base.as_ref())
             .and_then(|base| member_at(&listed, base));
-        let everyone: Vec<&patroni::Member> = listed
+        let known: Vec<&patroni::Member> = listed
             .iter()
             .chain(departed.iter().map(|(m, _)| m))
             .collect();
-        let names: Vec<&str> = everyone.iter().map(|m| m.name.as_str()).collect();
+        let found = match &cluster {
+            Some(_) => self.unlisted_voters(&known),
+            None => Vec::new(),
+        };
+        let names: Vec<&str> = known.iter().map(|m| m.name.as_str()).collect();
         let rotated = self.memory.members.next_rotated(&names);
+        let placements: Vec<Placement> = listed
+            .iter()
+            .map(|_| Placement::Listed)
+            .chain(departed.iter().map(|(_, at)| Placement::Departed(*at)))
+            .chain(found.iter().map(|_| Placement::FoundVoter))
+            .collect();
+        let everyone: Vec<&patroni::Member> = known.into_iter().chain(&found).collect();
         let on = |collector| self.config.collectors.enabled(collector);
-        let member_answers = join_all(everyone.iter().map(|member| {
+        let member_answers = join_all(everyone.iter().zip(&placements).map(|(member, place)| {
             let is_reader = reader.as_deref() == Some(member.name.as_str());
-            let is_rotated = rotated == Some(member.name.as_str());
+            // Everything at once: in `status` (one poll), and for a voter found this poll.
+            let is_rotated = self.ask_everything
+                || *place == Placement::FoundVoter
+                || rotated == Some(member.name.as_str());
             let wants = Wants {
                 cluster: !is_reader && on(Collector::Views),
                 config: is_rotated && !is_reader && on(Collector::Views) && on(Collector::Config),
@@ -284,11 +325,35 @@ impl ClusterPoller {
         let read_view = cluster.as_ref().map(DcsView::of);
         let mut members = Vec::with_capacity(listed.len());
         let mut departed_members = Vec::with_capacity(departed.len());
-        let left_at = departed.iter().map(|(_, at)| Some(*at));
-        let placements = listed.iter().map(|_| None).chain(left_at);
-        for ((member, answers), left_dcs_at) in
-            everyone.into_iter().zip(member_answers).zip(placements)
-        {
+        let scope = cluster.as_ref().and_then(|view| view.scope.clone());
+        let known_names: BTreeSet<String> = names.iter().map(|&n| n.to_owned()).collect();
+        for ((member, answers), place) in everyone.into_iter().zip(member_answers).zip(placements) {
+            let mut member = member.clone();
+            if place == Placement::FoundVoter && answers.own.is_err() {
+                if let Some(host) = &member.host {
+                    self.memory
+                        .silent_voters
+                        .insert(host.clone(), Instant::now());
+                }
+            }
+            if place == Placement::FoundVoter {
+                // Counted only when it names itself as a member of this cluster not known
+                // under another name; a voter whose REST API is elsewhere is no news (the
+                // Raft metrics have it), so its failures are not counted either.
+                let Some(name) = answers.own.as_ref().ok().and_then(|(status, _)| {
+                    let same_scope = match (&scope, &status.patroni_scope) {
+                        (Some(expected), Some(got)) => expected == got,
+                        _ => true,
+                    };
+                    status
+                        .patroni_name
+                        .clone()
+                        .filter(|name| same_scope && !known_names.contains(name))
+                }) else {
+                    continue;
+                };
+                member.name = name;
+            }
             let name = member.name.clone();
             self.note(
                 Source::Member,
@@ -341,7 +406,7 @@ impl ClusterPoller {
             };
             let config = self.memory.members.config_of(&name);
             let snapshot = MemberSnapshot {
-                member: member.clone(),
+                member,
                 own_view,
                 clock,
                 probes: self.memory.members.probes_of(&name),
@@ -351,20 +416,21 @@ impl ClusterPoller {
                         config: config.cloned(),
                     })
                 }),
-                left_dcs_at,
+                left_dcs_at: match place {
+                    Placement::Departed(at) => Some(at),
+                    Placement::Listed | Placement::FoundVoter => None,
+                },
             };
-            match left_dcs_at {
-                None => members.push(snapshot),
-                Some(_) => departed_members.push(snapshot),
+            match place {
+                Placement::Listed => members.push(snapshot),
+                Placement::Departed(_) | Placement::FoundVoter => departed_members.push(snapshot),
             }
         }
-        let ttl = Duration::from_secs(
-            self.memory
-                .dynamic_config
-                .as_ref()
-                .map_or(DEFAULT_TTL_SECONDS, |config| config.ttl_seconds),
-        );
-        self.memory.members.settle(&mut departed_members, ttl);
+        let timing = DcsTiming::of(self.memory.dynamic_config.as_ref());
+        self.memory.members.settle(&mut departed_members, timing);
+        self.memory
+            .silent_voters
+            .retain(|_, since| since.elapsed() < timing.ttl);
         raft_nodes.extend(
             second_targets
                 .into_iter()
@@ -520,9 +586,6 @@ impl ClusterPoller {
         }
     }
 }
-
-/// Patroni's default `ttl`, for member memory before `/config` was read.
-const DEFAULT_TTL_SECONDS: u64 = 30;
 
 fn unix_now() -> f64 {
     SystemTime::now()

@@ -279,6 +279,13 @@ impl ClusterSnapshot {
     /// nothing, WAL without transactions (a checkpoint) leaves the replica "behind" and the
     /// value grows with the primary's idle time until the replica replays it (milliseconds
     /// when healthy). `patroni_member_lag_bytes` is the measure that has no such flaw.
+    ///
+    /// The replayed transaction's time was stamped by the primary's clock: a primary `s`
+    /// seconds ahead makes "now − that time" read `s` short (PostgreSQL's own
+    /// `now() - pg_last_xact_replay_timestamp()` has the same flaw; measured 7.97–7.99 s short
+    /// with a primary 8 s ahead). So the value is corrected by the primary's clock offset, but
+    /// only when that offset is larger than its error bars: a whole-second `Date` header would
+    /// otherwise add ±0.5 s of noise to every healthy cluster.
     pub fn replay_lag_seconds(&self, member: &MemberSnapshot) -> Option<f64> {
         if member.member.is_leader() {
             return None;
@@ -289,10 +296,24 @@ impl ClusterSnapshot {
         let received_more = own.wal_received_bytes.is_some_and(|r| r > replayed);
         let leader_ahead = self.leader_wal().is_some_and(|leader| leader > replayed);
         if received_more || leader_ahead {
-            Some((self.polled_at_seconds - committed_at).max(0.0))
+            let primary_ahead = self.primary_clock_offset_seconds().unwrap_or(0.0);
+            Some((self.polled_at_seconds + primary_ahead - committed_at).max(0.0))
         } else {
             Some(0.0)
         }
+    }
+
+    /// How far the primary's clock is ahead of the exporter's, when that is more than the
+    /// measure's error bars; `None` when it is within them or unknown. The primary is the one
+    /// member that says so, else the DCS leader.
+    fn primary_clock_offset_seconds(&self) -> Option<f64> {
+        let primaries = self.primaries();
+        let primary = match primaries[..] {
+            [one] => one,
+            _ => self.members.iter().find(|m| m.member.is_leader())?,
+        };
+        let offset = primary.clock?;
+        (offset.seconds.abs() > offset.error_seconds).then_some(offset.seconds)
     }
 
     /// How far the primary's clock is ahead of the clock of the Raft leader's host (negative:
@@ -567,6 +588,41 @@ mod tests {
         own.wal_received_bytes = own.wal_replayed_bytes.map(|r| r + 8192);
         let lag = snapshot.replay_lag_seconds(&snapshot.members[1]).unwrap();
         assert!((lag - 600.0).abs() < 1e-6, "{lag}");
+    }
+
+    #[test]
+    fn replay_lag_in_seconds_is_corrected_by_a_primary_clock_offset_beyond_its_error() {
+        use crate::patroni::ClockOffset;
+        let snapshot = captured_healthy(0.0);
+        let replayed_at = snapshot.members[1]
+            .own_view
+            .as_ref()
+            .unwrap()
+            .replayed_timestamp_seconds
+            .unwrap();
+        let mut snapshot = captured_healthy(replayed_at + 60.0);
+        let own = snapshot.members[1].own_view.as_mut().unwrap();
+        own.wal_received_bytes = own.wal_replayed_bytes.map(|r| r + 8192);
+        let primary = snapshot
+            .members
+            .iter()
+            .position(|m| m.member.is_leader())
+            .unwrap();
+        let lag_with_primary_offset = |snapshot: &mut ClusterSnapshot, seconds: f64| {
+            snapshot.members[primary].clock = Some(ClockOffset {
+                seconds,
+                error_seconds: 0.52,
+            });
+            snapshot.replay_lag_seconds(&snapshot.members[1]).unwrap()
+        };
+        // The primary 8 s ahead stamped the transaction 8 s late: 8 s more lag than it reads.
+        let lag = lag_with_primary_offset(&mut snapshot, 8.0);
+        assert!((lag - 68.0).abs() < 1e-6, "{lag}");
+        let lag = lag_with_primary_offset(&mut snapshot, -8.0);
+        assert!((lag - 52.0).abs() < 1e-6, "{lag}");
+        // Within the error bars of a whole-second Date header: no correction.
+        let lag = lag_with_primary_offset(&mut snapshot, 0.45);
+        assert!((lag - 60.0).abs() < 1e-6, "{lag}");
     }
 
     #[test]

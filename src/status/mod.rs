@@ -51,7 +51,7 @@ pub async fn collect(clusters: Vec<ClusterConfig>, deadline: Duration) -> Vec<Cl
         let fallback_scope = config.name();
         let remaining = deadline.saturating_sub(started.elapsed());
         let poll = async {
-            let mut poller = ClusterPoller::new(0, config).await?;
+            let mut poller = ClusterPoller::new(0, config).await?.asking_everything();
             anyhow::Ok(poller.poll_once().await)
         };
         match tokio::time::timeout(remaining, poll).await {

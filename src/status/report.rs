@@ -270,6 +270,9 @@ fn split_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
                     m.member.name,
                     (snapshot.polled_at_seconds - left).max(0.0)
                 ),
+                None if snapshot.departed.contains(m) => {
+                    format!("{} (out of the DCS view)", m.member.name)
+                }
                 None => m.member.name.clone(),
             })
             .collect();

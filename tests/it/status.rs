@@ -8,6 +8,7 @@ use crate::support;
 use std::time::{Duration, Instant};
 
 use patroni_raft_exporter::config::ClusterConfig;
+use patroni_raft_exporter::metrics::exposition::Format;
 use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
 use patroni_raft_exporter::status::render::{self, Colour};
 use patroni_raft_exporter::status::report::{overall, ClusterReport, Level};
@@ -334,4 +335,83 @@ async fn several_clusters_take_the_worst_level() {
     assert_eq!(reports[0].level, Level::Ok);
     assert_eq!(reports[1].level, Level::Critical);
     assert_eq!(overall(&reports), Level::Critical);
+}
+
+/// A replica whose HA loop is stalled: its member key expired, so the `/cluster` the checker
+/// reads lists only the primary, but its Raft node still votes and its REST API answers,
+/// with `/liveness` 503. Found through its voter (same REST port as the member read), it is
+/// named in `status` and exported out of the DCS view with liveness 0.
+#[tokio::test]
+async fn a_stalled_member_out_of_the_dcs_view_is_found_through_its_voter() {
+    let reader = FakePatroni::start("127.0.0.41").await;
+    let port = reader.addr.port();
+    let stalled = FakePatroni::serve(
+        tokio::net::TcpListener::bind(("127.0.0.42", port))
+            .await
+            .unwrap(),
+        None,
+    );
+    let own = |path: &str| {
+        String::from_utf8(fixture(path))
+            .unwrap()
+            .replace("\"pg-test\"", "\"stall-test\"")
+            .into_bytes()
+    };
+    let cluster = format!(
+        r#"{{"scope": "stall-test", "members": [{{"name": "postgresql-0", "role": "leader", "state": "running", "api_url": "{}/patroni", "host": "127.0.0.41", "port": 5432, "timeline": 1}}]}}"#,
+        reader.url()
+    );
+    reader.route("/cluster", Reply::Json(cluster.into_bytes()));
+    reader.route(
+        "/patroni",
+        Reply::Json(own("patroni-4.1.5/01-patroni-m0.json")),
+    );
+    reader.route("/history", Reply::Json(b"[]".to_vec()));
+    reader.route("/liveness", Reply::Status(200));
+    reader.route("/readiness", Reply::Status(200));
+    stalled.route(
+        "/patroni",
+        Reply::Json(own("patroni-4.1.5/01-patroni-m1.json")),
+    );
+    stalled.route("/liveness", Reply::Status(503));
+    stalled.route("/readiness", Reply::Status(200));
+    let (nodes, _raft) = raft_cluster(
+        [
+            ("127.0.0.41", Some("enc_leader_0.3.12")),
+            ("127.0.0.42", Some("enc_follower_0.3.12")),
+            // A voter whose REST API answers nowhere: no member is made up for it.
+            ("127.0.0.43", Some("enc_follower_0.3.12")),
+        ],
+        "s3cret",
+    )
+    .await;
+    let url = url::Url::parse(&reader.url()).unwrap();
+    let config = cluster_config(vec![url], Some((nodes, Some("s3cret"))));
+
+    let reports = status_command::collect(vec![config.clone()], Duration::from_secs(10)).await;
+    let text = render::text(&reports, Colour(false));
+    assert!(
+        text.contains(
+            "postgresql-1: GET /liveness fails while its REST API answers: its HA loop is stalled"
+        ),
+        "{text}"
+    );
+
+    let metrics = poll_and_render(vec![config], Format::PrometheusText).await;
+    let member =
+        |family: &str, name: &str| format!("{family}{{scope=\"stall-test\",member=\"{name}\"}}");
+    for (series, value) in [
+        (member("patroni_member_in_dcs", "postgresql-0"), 1),
+        (member("patroni_member_in_dcs", "postgresql-1"), 0),
+        (member("patroni_member_api_up", "postgresql-1"), 1),
+    ] {
+        assert!(
+            metrics.contains(&format!("{series} {value}\n")),
+            "{series} {value} missing:\n{metrics}"
+        );
+    }
+    assert!(
+        !metrics.contains("member=\"voter "),
+        "a voter without REST must not become a member:\n{metrics}"
+    );
 }

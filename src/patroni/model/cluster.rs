@@ -25,7 +25,7 @@ pub struct ClusterView {
 }
 
 /// One entry of `/cluster`'s `members`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 pub struct Member {
     pub name: String,
     /// `leader`, `standby_leader`, `sync_standby`, `quorum_standby` (4.0+), `replica`, or any
