@@ -76,6 +76,7 @@ fn unknown(scope: String, message: String) -> ClusterReport {
         paused: false,
         raft_quorum: None,
         raft_quorum_evidence: None,
+        raft_quorum_margin: None,
         raft_voters: 0,
         quorum_confirmed_by: Vec::new(),
         members: Vec::new(),

@@ -104,6 +104,8 @@ pub struct ClusterReport {
     /// The evidence of the verdict in words ("3 of 3 voters answer, 3 report has_quorum (a
     /// leader reports has_quorum)").
     pub raft_quorum_evidence: Option<String>,
+    /// How many more voters can fail before the quorum is lost; `None` when not visible.
+    pub raft_quorum_margin: Option<i64>,
     pub raft_voters: u64,
     /// Nodes that report `has_quorum`.
     pub quorum_confirmed_by: Vec<String>,

@@ -50,6 +50,13 @@ fn cluster_text(out: &mut String, report: &ClusterReport, colour: Colour) {
         (Some(verdict), Some(evidence)) => format!("{verdict}: {evidence}"),
         (Some(verdict), None) => verdict.clone(),
     };
+    let quorum = match report.raft_quorum_margin {
+        None => quorum,
+        Some(0) => format!("{quorum}; margin 0: the next voter down loses it"),
+        Some(1) => format!("{quorum}; margin 1: one more voter can fail"),
+        Some(n) if n < 0 => format!("{quorum}; margin {n}"),
+        Some(n) => format!("{quorum}; margin {n}: {n} more voters can fail"),
+    };
     let _ = writeln!(
         out,
         "Cluster: {}  {}\nLeader (DCS view): {leader}  Timeline: {timeline}  Raft quorum: {quorum}{}",

@@ -48,6 +48,7 @@ impl ClusterReport {
                 .raft_enabled
                 .then(|| snapshot.quorum.verdict().as_str().to_owned()),
             raft_quorum_evidence: snapshot.raft_enabled.then(|| snapshot.quorum.describe()),
+            raft_quorum_margin: snapshot.quorum.margin.filter(|_| snapshot.raft_enabled),
             raft_voters: snapshot.quorum.voters,
             quorum_confirmed_by,
             members,
