@@ -633,8 +633,11 @@ near "$(calc "$v2 - $v1" 3)" "$(calc "$w2 - $w1" 3)" "$POLL" \
   || on_fail "3: it grew $(calc "$v2 - $v1" 1) s in $(calc "$w2 - $w1" 1) s"
 t0=$(e2e_now)
 pg "$T" "SELECT pg_wal_replay_resume()" >/dev/null || on_fail "3: pg_wal_replay_resume()"
-expect "3: replay resumed: lag seconds 0" patroni_member_replay_lag_seconds "$(ml "$T")" == 0 20
-e2e_result 3 "pg_wal_replay_resume() -> patroni_member_replay_lag_seconds 0 (s)" "$(e2e_since "$t0")"
+# caught up: under the steady load a replica is "behind" by a few transactions at any instant,
+# so its value is their age (tens of ms) plus the error of the primary's clock correction
+# (within +-0.5 s), not 0
+expect "3: replay resumed: lag seconds <= 1 (caught up)" patroni_member_replay_lag_seconds "$(ml "$T")" '<=' 1 20
+e2e_result 3 "pg_wal_replay_resume() -> patroni_member_replay_lag_seconds <= 1 (s)" "$(e2e_since "$t0")"
 cluster ctl resume pg-test --wait >"$RUN_DIR/resume.txt" 2>&1 || { cat "$RUN_DIR/resume.txt" >&2; on_fail "3: patronictl resume --wait"; }
 kill -TERM "$LOAD3" 2>/dev/null || true
 wait "$LOAD3" 2>/dev/null || true
