@@ -3,7 +3,7 @@
 # real Patroni cluster. Results (CSV, raw wrk output, logs) go to $OUT; docs/performance.md
 # quotes them.
 #
-# Usage: scripts/bench.sh [fleet|real|plot|all]     (default: all)
+# Usage: scripts/bench.sh [fleet|real|plot|shards|all]     (default: all, which is not shards)
 #   fleet   for N in $SIZES: fleet-sim with N clusters (3 members + 3 encrypted Raft nodes
 #           each), the exporter polling them every $INTERVAL s; reports exporter CPU seconds
 #           per poll cycle (/proc/PID/stat), RSS, poll durations (from /metrics), /metrics
@@ -14,6 +14,9 @@
 #           and one Raft status query (cargo bench --bench raft_query) vs syncobj_admin -status
 #           (hyperfine when installed, else a timed loop).
 #   plot    docs/performance.png from $OUT/fleet.csv (matplotlib in a venv, $PLOT_VENV).
+#   shards  $SHARD_CLUSTERS (2000) simulated clusters over $SHARDS (2) exporters, and a real
+#           Prometheus scraping each scope's /probe through hashmod (docs/scaling.md):
+#           $OUT/shards.csv
 #
 # Environment (defaults): SIZES="1 10 100 1000" INTERVAL=10 CYCLES=6 (poll cycles measured)
 #   WRK_CONNS=50 WRK_THREADS=2 WRK_DURATION=10s OUT=target/bench EXPORTER=target/release/...
@@ -288,6 +291,113 @@ real() {
 }
 
 # ---------------------------------------------------------------------------------------
+# shards: docs/scaling.md's recipe 2, measured. fleet-sim with $SHARD_CLUSTERS clusters, split by
+# scripts/shard-config.py into $SHARDS exporter configs, one exporter per shard, and a real
+# Prometheus scraping every scope's /probe with the hashmod relabeling of docs/scaling.md (plus a
+# `shard` label kept for the checks). After $SHARD_SCRAPES scrape intervals: every scope up, from
+# the exporter of its shard (another exporter answers 404: up 0); each exporter's CPU per poll
+# cycle and RSS; the scrape durations. Results in $OUT/shards.csv and $OUT/shards/.
+shards() {
+  ensure_release
+  ulimit -n "$(ulimit -Hn)"
+  local n=${SHARD_CLUSTERS:-2000} m=${SHARDS:-2} scrapes=${SHARD_SCRAPES:-4} dir="$OUT/shards"
+  local prom_port=$((PORT + 90)) run_for=$((300 + INTERVAL * (CYCLES + scrapes + 4)))
+  rm -rf "$dir"; mkdir -p "$dir/sd"
+  log "shards: fleet-sim with $n clusters ($((n * 6)) listeners), $m exporters"
+  "$FLEET_SIM" --clusters "$n" --duration "${run_for}s" --poll-interval "${INTERVAL}s" \
+    --config-out "$dir/fleet.yml" --password-file "$dir/raft-password" \
+    >"$dir/fleet-sim.out" 2>"$dir/fleet-sim.err" &
+  PIDS+=("$!")
+  wait_for 300 grep -q '^ready' "$dir/fleet-sim.out" || { log "fleet-sim not ready"; cat "$dir/fleet-sim.err" >&2; return 1; }
+  python3 "$ROOT/scripts/shard-config.py" "$dir/fleet.yml" "$m" "$dir/sd" >"$dir/shard-config.txt"
+  local k relabel="" exporters=()
+  for ((k = 0; k < m; k++)); do
+    "$EXPORTER" --config.file "$dir/sd/exporter-$k.yml" --web.listen-address "127.0.0.1:$((PORT + 1 + k))" \
+      --log.level warn 2>"$dir/exporter-$k.log" &
+    exporters+=("$!"); PIDS+=("$!")
+    relabel+="      - source_labels: [__tmp_shard]
+        regex: '$k'
+        target_label: __address__
+        replacement: 127.0.0.1:$((PORT + 1 + k))
+"
+  done
+  for ((k = 0; k < m; k++)); do
+    wait_for 300 curl -fsS "http://127.0.0.1:$((PORT + 1 + k))/-/ready" || { log "exporter $k not ready"; return 1; }
+  done
+  {
+    echo "global:"
+    echo "  scrape_interval: ${INTERVAL}s"
+    echo "  scrape_timeout: ${INTERVAL}s"
+    echo "scrape_configs:"
+    echo "  - job_name: patroni-cluster"
+    echo "    metrics_path: /probe"
+    echo "    file_sd_configs:"
+    echo "      - files: ['$dir/sd/targets.json']"
+    echo "    relabel_configs:"
+    echo "      - source_labels: [__address__]"
+    echo "        target_label: __param_scope"
+    echo "      - source_labels: [__address__]"
+    echo "        target_label: instance"
+    echo "      - source_labels: [__address__]"
+    echo "        modulus: $m"
+    echo "        action: hashmod"
+    echo "        target_label: __tmp_shard"
+    echo "      # kept as a label for the checks (docs/scaling.md does not need it)"
+    echo "      - source_labels: [__tmp_shard]"
+    echo "        target_label: shard"
+    printf '%s' "$relabel"
+    echo "  - job_name: prometheus"
+    echo "    static_configs:"
+    echo "      - targets: ['127.0.0.1:$prom_port']"
+  } >"$dir/prometheus.yml"
+  promtool check config "$dir/prometheus.yml" >"$dir/promtool.txt" 2>&1 || { cat "$dir/promtool.txt" >&2; return 1; }
+  prometheus --config.file "$dir/prometheus.yml" --storage.tsdb.path "$dir/prometheus-data" \
+    --web.listen-address "127.0.0.1:$prom_port" >"$dir/prometheus.log" 2>&1 &
+  local prom=$!
+  PIDS+=("$prom")
+  local api="http://127.0.0.1:$prom_port/api/v1/query"
+  wait_for 120 curl -fsS "http://127.0.0.1:$prom_port/-/ready" || { log "prometheus not ready"; return 1; }
+  log "shards: Prometheus scrapes $n /probe targets every ${INTERVAL}s; waiting $scrapes intervals"
+  sleep $((INTERVAL * scrapes))
+
+  local c0=() c1=() t0 t1 prom_c0 prom_c1
+  t0=$(date +%s.%N); prom_c0=$(cpu_ticks "$prom")
+  for ((k = 0; k < m; k++)); do c0+=("$(cpu_ticks "${exporters[k]}")"); done
+  sleep $((INTERVAL * CYCLES))
+  t1=$(date +%s.%N); prom_c1=$(cpu_ticks "$prom")
+  for ((k = 0; k < m; k++)); do c1+=("$(cpu_ticks "${exporters[k]}")"); done
+
+  local up_total up_ok down scrape_p50 scrape_p99 series per_shard
+  up_total=$(prom_query "$api" 'count(up{job="patroni-cluster"})')
+  up_ok=$(prom_query "$api" 'count(up{job="patroni-cluster"} == 1)')
+  down=$(prom_query "$api" 'count(up{job="patroni-cluster"} == 0) or vector(0)')
+  scrape_p50=$(prom_query "$api" 'quantile(0.5, scrape_duration_seconds{job="patroni-cluster"})')
+  scrape_p99=$(prom_query "$api" 'quantile(0.99, scrape_duration_seconds{job="patroni-cluster"})')
+  series=$(prom_query "$api" 'prometheus_tsdb_head_series')
+  per_shard=$(curl -fsS -m 20 "$api" --data-urlencode 'query=count by (shard) (patroni_up == 1)' \
+    | jq -r '[.data.result[] | "\(.metric.shard)=\(.value[1])"] | sort | join(" ")')
+  local row="$n,$m,$up_total,$up_ok,$down,$per_shard,$scrape_p50,$scrape_p99,$series"
+  for ((k = 0; k < m; k++)); do
+    row+=",$(awk -v a="${c0[k]}" -v b="${c1[k]}" -v h="$CLK_TCK" -v c="$CYCLES" 'BEGIN { printf "%.2f", (b - a) / h / c }')"
+    row+=",$(awk -v r="$(rss_kib "${exporters[k]}")" 'BEGIN { printf "%.0f", r / 1024 }')"
+  done
+  row+=",$(awk -v a="$prom_c0" -v b="$prom_c1" -v h="$CLK_TCK" -v c="$CYCLES" 'BEGIN { printf "%.2f", (b - a) / h / c }')"
+  row+=",$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", b - a }'),$(uptime | sed 's/.*load average: //; s/,//g')"
+  {
+    printf 'clusters,shards,targets,targets_up,targets_down,patroni_up_by_shard,scrape_p50_s,scrape_p99_s,prometheus_series'
+    for ((k = 0; k < m; k++)); do printf ',exporter%d_cpu_s_per_cycle,exporter%d_rss_mib' "$k" "$k"; done
+    printf ',prometheus_cpu_s_per_cycle,measured_s,load_1_5_15\n%s\n' "$row"
+  } >"$OUT/shards.csv"
+  cat "$dir/shard-config.txt" >&2
+  column -s, -t <"$OUT/shards.csv" >&2 || cat "$OUT/shards.csv" >&2
+  cleanup
+  [[ $up_total == "$n" && $up_ok == "$n" ]] || { log "shards: $up_ok of $up_total targets up, want $n"; return 1; }
+}
+
+# prom_query API PROMQL: the first sample's value, or "none".
+prom_query() { curl -fsS -m 20 "$1" --data-urlencode "query=$2" | jq -r '.data.result[0].value[1] // "none"'; }
+
+# ---------------------------------------------------------------------------------------
 plot() {
   local venv="${PLOT_VENV:-${E2E_WORK:-$ROOT/.work}/venv-plot}"
   if [[ ! -x $venv/bin/python ]]; then
@@ -302,6 +412,7 @@ case "${1:-all}" in
   fleet) fleet ;;
   real) real ;;
   plot) plot ;;
+  shards) shards ;;
   all) fleet; real; plot ;;
-  *) sed -n '2,25p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,28p' "$0" >&2; exit 2 ;;
 esac
