@@ -570,16 +570,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn replay_lag_in_seconds_counts_only_while_behind() {
-        let snapshot = captured_healthy(0.0);
-        let replayed_at = snapshot.members[1]
+    /// The healthy capture, polled `seconds` after member 1's last replayed transaction.
+    fn polled_after_replay(seconds: f64) -> ClusterSnapshot {
+        let replayed_at = captured_healthy(0.0).members[1]
             .own_view
             .as_ref()
             .unwrap()
             .replayed_timestamp_seconds
             .unwrap();
-        let mut snapshot = captured_healthy(replayed_at + 600.0);
+        captured_healthy(replayed_at + seconds)
+    }
+
+    #[test]
+    fn replay_lag_in_seconds_counts_only_while_behind() {
+        let mut snapshot = polled_after_replay(600.0);
         // Caught up: 0 however long ago the last transaction was (an idle primary).
         assert_eq!(snapshot.replay_lag_seconds(&snapshot.members[1]), Some(0.0));
         assert_eq!(snapshot.replay_lag_seconds(&snapshot.members[0]), None);
@@ -593,14 +597,7 @@ mod tests {
     #[test]
     fn replay_lag_in_seconds_is_corrected_by_a_primary_clock_offset_beyond_its_error() {
         use crate::patroni::ClockOffset;
-        let snapshot = captured_healthy(0.0);
-        let replayed_at = snapshot.members[1]
-            .own_view
-            .as_ref()
-            .unwrap()
-            .replayed_timestamp_seconds
-            .unwrap();
-        let mut snapshot = captured_healthy(replayed_at + 60.0);
+        let mut snapshot = polled_after_replay(60.0);
         let own = snapshot.members[1].own_view.as_mut().unwrap();
         own.wal_received_bytes = own.wal_replayed_bytes.map(|r| r + 8192);
         let primary = snapshot
