@@ -75,6 +75,13 @@ expect_value 3 patroni_spaces 'b="2",a="1"'
 expect_value 9 http_requests_bucket 'path="/metrics",le="+Inf"'
 expect_rc 1 http_requests 'path="/metrics",le="+Inf"'
 check "metric_lines all samples of a name (2 lines)" [ "$(metric_lines patroni_raft_has_quorum | wc -l)" -eq 2 ]
+check "metric_label: the member of each sample with value 1" \
+  [ "$(metric_label patroni_raft_has_quorum 'scope="pg-test",...' member 1)" = postgresql-0 ]
+check "metric_label: a label value verbatim, escapes kept" \
+  [ "$(metric_label patroni_weird '...' msg)" = 'a \"quoted\", {braced} value\\' ]
+check "metric_count: samples with value 0 / all / none" \
+  [ "$(metric_count patroni_raft_has_quorum '...' 0) $(metric_count patroni_raft_has_quorum '...') $(metric_count nope '...')" = "1 2 0" ]
+check "metric_count: 1.5e+06 equals 1500000" [ "$(metric_count patroni_lag_bytes '...' 1500000)" = 1 ]
 
 # wait_for_metric: immediate success, numeric operators, Inf/NaN, absent/present
 check "wait_for_metric == immediate" wait_for_metric patroni_up '' == 1 2
