@@ -104,7 +104,8 @@ encode_stats() {
 
 # ---------------------------------------------------------------------------------------
 fleet_one() {
-  local n=$1 dir="$OUT/fleet-$n"
+  local n=$1
+  local dir="$OUT/fleet-$n"
   rm -rf "$dir"; mkdir -p "$dir"
   local wrk_secs=${WRK_DURATION%s}
   local run_for=$((60 + INTERVAL * (CYCLES + 3) + 3 * wrk_secs + 60))

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # test.sh - every check of the project, in order, with a summary at the end.
 # This is what `make test` and CI (.ci/run) run. It installs what it needs (Debian
-# packages, the Patroni venvs, promtool, cargo-deb) through scripts/install-deps.sh.
+# packages, the Patroni venvs, promtool, cargo-deb, shellcheck) through scripts/install-deps.sh.
 #
 # Usage: scripts/test.sh [--no-e2e]
 #   E2E_MATRICES="3.3.8 4.1.5"   which Patroni versions the end-to-end scenarios run on
 set -uo pipefail
 
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 RUN_E2E=1
 [[ ${1:-} == --no-e2e ]] && RUN_E2E=0
 E2E_MATRICES="${E2E_MATRICES:-3.3.8 4.1.5}"
@@ -17,7 +17,8 @@ START=$(date +%s)
 
 step() { # step NAME CMD...
   local name=$1; shift
-  local t0=$(date +%s)
+  local t0
+  t0=$(date +%s)
   printf '\n\033[1m==> %s\033[0m\n' "$name"
   if "$@"; then
     RESULTS+=("$(printf 'PASS  %-48s %4ss' "$name" $(( $(date +%s) - t0 )))")
@@ -28,6 +29,7 @@ step() { # step NAME CMD...
 }
 
 # dpkg -i needs root; CI runs as root, a developer's machine may have sudo.
+# shellcheck disable=SC2317  # step runs it
 package_e2e() {
   if ((EUID == 0)); then tests/e2e/package.sh 3.3.8; else sudo -n tests/e2e/package.sh 3.3.8; fi
 }
@@ -36,14 +38,17 @@ package_e2e() {
 # Its own target dir: the packaged copy has the same unit hashes as the checkout, and built in
 # the shared one, its build script and library (dep-info pointing into target/package/) would
 # stand in for the checkout's in later builds, whatever is edited since.
+# shellcheck disable=SC2317  # step runs it
 publish_dry_run() {
   cargo publish --dry-run --locked --allow-dirty --target-dir "${CARGO_TARGET_DIR:-target}/publish-dry-run"
 }
 
 # The golden file marks run-dependent values as <varies>; promtool needs numbers.
+# shellcheck disable=SC2317  # step runs it
 golden_promtool() { sed 's/ <varies>$/ 0/' tests/golden/metrics.txt | promtool check metrics; }
 
 step "install dependencies (apt, Patroni venvs, promtool, cargo-deb)" scripts/install-deps.sh
+step "shellcheck (every shell script)" scripts/shellcheck.sh
 step "rustfmt --check" cargo fmt --all -- --check
 step "clippy -D warnings" cargo clippy --all-targets --locked -- -D warnings
 step "cargo test" cargo test --locked
