@@ -15,7 +15,8 @@
 #   metric_label NAME LABELS KEY [VALUE]
 #                                    print label KEY of each matching sample (with value VALUE)
 #   metric_count NAME LABELS [VALUE] print how many samples match (with value VALUE)
-#   (metric_lines/_label/_count/_value read METRICS_TEXT as it is when FETCH=0, else fetch first;
+#   metric_values NAME [LABELS]      print the value of each matching sample (all of NAME without LABELS)
+#   (metric_lines/_label/_count/_value(s) read METRICS_TEXT as it is when FETCH=0, else fetch first;
 #   the file:// form reads a saved /metrics body.)
 #   wait_for_metric NAME LABELS OP VALUE TIMEOUT_S
 #                                    poll (every WAIT_INTERVAL=0.5 s) until the value OP VALUE;
@@ -27,8 +28,10 @@
 # Results:
 #   pass MSG / fail MSG              record a result (and print it)
 #   check MSG CMD...                 run CMD: pass MSG if rc 0, else fail MSG
+#   ensure MSG FAIL_MSG CMD...       run CMD: pass MSG if rc 0, else on_fail FAIL_MSG (stops)
 #   e2e_summary                      list the results, print 'N passed, N failed'; rc 1 if any failed
 # Diagnostics:
+#   e2e_show_metrics TITLE ERE       the exporter's sample lines matching ERE under a title
 #   dump_logs [EXPORTER_LOG]         tail (DUMP_LINES=40) of each member's patroni.log and of
 #                                    EXPORTER_LOG (default $EXPORTER_LOG if set)
 # Timing:
@@ -98,7 +101,8 @@
 #                                    $EXPORTER_LOG shows a panic
 #   e2e_finish TITLE                 e2e_exporter_survived, e2e_result total, the results table and
 #                                    the summary (both also in $RUN_DIR/results.txt); exits 0 or 1
-#   e2e_stop_pid PID                 TERM one of our children, KILL after 5 s, reap it
+#   e2e_stop_pid PID                 TERM one of our children, KILL after 5 s, reap it (and drop it
+#                                    from E2E_PIDS)
 # The pieces (next-outage.sh uses them directly):
 #   e2e_versions_parallel NAME SCRIPT VERSION...
 #                                    run `SCRIPT VERSION` for each version at once (log in
@@ -262,6 +266,10 @@ metric_label() { # metric_label NAME LABELS KEY [VALUE]   (uses METRICS_TEXT whe
   [[ ${FETCH:-1} == 0 ]] || fetch_metrics || { e2e_log "metrics: $EXPORTER_URL did not answer"; return 2; }
   printf '%s\n' "$METRICS_TEXT" | _M_KEY=$3 _M_EQ=${4:-} _metric_select label "$1" "$2"
 }
+metric_values() { # metric_values NAME [LABELS]   (uses METRICS_TEXT when FETCH=0)
+  [[ ${FETCH:-1} == 0 ]] || fetch_metrics || { e2e_log "metrics: $EXPORTER_URL did not answer"; return 2; }
+  printf '%s\n' "$METRICS_TEXT" | _metric_select value "$1" "${2-*}"
+}
 metric_count() { # metric_count NAME LABELS [VALUE]   (uses METRICS_TEXT when FETCH=0)
   [[ ${FETCH:-1} == 0 ]] || fetch_metrics || { e2e_log "metrics: $EXPORTER_URL did not answer"; return 2; }
   printf '%s\n' "$METRICS_TEXT" | _M_EQ=${3:-} _metric_select value "$1" "$2" | grep -c . || true
@@ -351,6 +359,10 @@ check() { # check MSG CMD...
   local msg=$1; shift
   if "$@"; then pass "$msg"; else fail "$msg"; fi
 }
+ensure() { # ensure MSG FAIL_MSG CMD...
+  local msg=$1 failure=$2; shift 2
+  if "$@"; then pass "$msg"; else on_fail "$failure"; fi
+}
 e2e_summary() {
   local r
   echo "---- e2e results"
@@ -373,6 +385,11 @@ on_fail() {
 expect() { # expect DESCRIPTION NAME LABELS OP VALUE TIMEOUT: wait_for_metric, else on_fail
   local what=$1; shift
   if wait_for_metric "$@" >/dev/null; then pass "$what (${E2E_ELAPSED}s)"; else on_fail "$what"; fi
+}
+
+e2e_show_metrics() { # e2e_show_metrics TITLE ERE
+  echo "===== $1"
+  if fetch_metrics; then printf '%s\n' "$METRICS_TEXT" | grep -E "$2" || true; else echo "(no answer from $EXPORTER_URL)"; fi
 }
 
 dump_logs() { # dump_logs [EXPORTER_LOG]
@@ -525,11 +542,15 @@ e2e_cleanup() {
   exit "$rc"
 }
 e2e_stop_pid() { # e2e_stop_pid PID
-  local pid=$1
-  [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
+  local pid=$1 p keep=()
+  [[ -n $pid ]] || return 0
+  for p in "${E2E_PIDS[@]}"; do [[ $p == "$pid" ]] || keep+=("$p"); done
+  E2E_PIDS=("${keep[@]}")   # reaped below: its number may be reused, never stopped again
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
   wait "$pid" 2>/dev/null || true
 }
 
