@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# shellcheck.sh - shellcheck (the Debian package) on every shell script of the repository: the
-# tracked *.sh files and every tracked file whose first line is a sh/bash shebang (.ci/run,
+# scripts/shellcheck.sh - runs shellcheck (the Debian package) on every shell script of the repository:
+# the tracked *.sh files and every tracked file whose first line is a sh/bash shebang (.ci/run,
 # packaging/deb/postinst, ...). Settings in .shellcheckrc. Clean means no finding at any
-# severity; where a finding is wrong, a `# shellcheck disable=SCnnnn  # reason` directive on the
-# line before says why. `make test` runs it (scripts/test.sh).
+# severity. Where a finding is wrong, a disable directive on the line before the code names its
+# reason after a second '#' on the same line, as in lib.sh: "disable=SC2317  # the EXIT trap
+# runs it"; a directive without a reason fails too. `make test` runs this (scripts/test.sh).
 #
 # Usage: scripts/shellcheck.sh [FILE...]   (default: every shell script git tracks)
 set -euo pipefail
@@ -18,4 +19,10 @@ if (($# == 0)); then
   set -- "${files[@]}"
 fi
 echo "shellcheck $(shellcheck --version | awk '/^version:/ { print $2 }') on $# scripts"
-shellcheck -x "$@"
+rc=0
+shellcheck -x "$@" || rc=$?
+if grep -nE '#[[:space:]]*shellcheck[[:space:]]+disable=' "$@" | grep -vE 'disable=[A-Z0-9,]+ +# [^ ]'; then
+  echo "shellcheck.sh: the directives above give no reason (# shellcheck disable=SC1234  # why)" >&2
+  rc=1
+fi
+exit "$rc"

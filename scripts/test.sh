@@ -59,32 +59,33 @@ step "cargo publish --dry-run (packaged crate builds)" publish_dry_run
 if (( RUN_E2E )); then
   step "cargo build (exporter binary for e2e)" cargo build --locked --bin patroni-raft-exporter
   step "the exporter binary holds no test double" scripts/check-no-test-doubles.sh
-  for version in $E2E_MATRICES; do
-    step "e2e scenarios, Patroni $version" tests/e2e/scenarios.sh "$version"
-  done
+  # as root each version in a network namespace of its own, in parallel (~3 min wall clock);
+  # otherwise one after the other on the host's loopback (the real-cluster lock)
+  # shellcheck disable=SC2086  # one word per version
+  step "e2e scenarios, Patroni $E2E_MATRICES" tests/e2e/scenarios.sh $E2E_MATRICES
   # issue #12 section 1, proof against Patroni itself: candidates >= 1 -> a leader kill gives a
   # new leader; both replicas nofailover -> candidates 0, PatroniNoFailoverCandidate pending in
   # a real Prometheus, and a leader kill promotes nobody. A network namespace of its own per
   # version, the versions in parallel; ~3 min wall clock
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2086  # one word per version
   step "e2e failover readiness, Patroni $E2E_MATRICES" tests/e2e/failover-readiness.sh $E2E_MATRICES
   # issue #12, failsafe mode: Raft cut between the members (REST open), failsafe_mode on: the
   # leader stays primary beyond ttl, PatroniRaftQuorumLost fires saying "failsafe mode keeps
   # the primary", PatroniFailsafeModeActive fires; heal. A network namespace of its own per
   # version, the versions in parallel; ~3 min wall clock
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2086  # one word per version
   step "e2e failsafe mode, Patroni $E2E_MATRICES" tests/e2e/failsafe.sh $E2E_MATRICES
   # issue #20, how close the next outage is, against PostgreSQL's and Patroni's own word: quorum
   # margin (a replica killed), data at risk (pg_wal_lsn_diff, walreceivers stopped, async/sync),
   # replay lag seconds (replay paused), a stalled HA loop (SIGSTOP of the heartbeat connection's
   # backend), clock skew (libfaketime, PatroniLeaderClockSkew firing). A network namespace of its
   # own per version, the versions in parallel; ~4 min wall clock
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2086  # one word per version
   step "e2e next outage, Patroni $E2E_MATRICES" tests/e2e/next-outage.sh $E2E_MATRICES
   step "e2e alerting: real Prometheus + Alertmanager page on quorum loss" tests/e2e/alerting.sh 3.3.8
   # partitions (nftables in a network namespace of its own per version, the versions in
   # parallel): quorum verdict, shipped alerts, two vantage points; ~6.5 min wall clock
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2086  # one word per version
   step "e2e partition lab, Patroni $E2E_MATRICES" tests/e2e/lab.sh $E2E_MATRICES
   # https + verify_client + the exporter's own TLS and basic auth + no secret leaks: on the
   # version Charmed PostgreSQL ships only (one more cluster start, ~1 min)
