@@ -56,12 +56,8 @@ prom_alert_states() {
     | jq -r '[.data.result[].metric.alertstate] | sort | join(",")'
 }
 show_state() {
-  echo "===== the exporter's readiness view"
-  if fetch_metrics; then
-    printf '%s\n' "$METRICS_TEXT" | grep -E '^patroni_(cluster_(failover_candidates|leaders|members|sync_standbys)|member_(failover_|tag\{.*nofailover|role\{.* 1$|api_up))' || true
-  else
-    echo "(no answer from $EXPORTER_URL)"
-  fi
+  e2e_show_metrics "the exporter's readiness view" \
+    '^patroni_(cluster_(failover_candidates|leaders|members|sync_standbys)|member_(failover_|tag\{.*nofailover|role\{.* 1$|api_up))'
   echo "===== Prometheus alerts: $(e2e_alerts_brief)"
   local n
   for n in 0 1 2; do echo "===== postgresql-$n own GET /patroni role: $(e2e_own_role "$n")"; done
@@ -107,16 +103,13 @@ check "Prometheus loaded the shipped rule $ALERT" e2e_prom_rule_loaded "$ALERT"
 
 # ================================================================== 1. healthy, then failover
 e2e_log "=== 1: healthy cluster; the leader killed"
-expect "1: exporter polls the cluster" patroni_up "$S" == 1 30
-expect "1: three members" patroni_cluster_members "$S" == 3 30
-expect "1: one leader" patroni_cluster_leaders "$S" == 1 30
-expect "1: two sync standbys" patroni_cluster_sync_standbys "$S" == 2 30
+expect_healthy 1
 expect "1: failover candidates >= 1" patroni_cluster_failover_candidates "$S" '>=' 1 30
 expect "1: failover candidates == 2 (both sync standbys)" patroni_cluster_failover_candidates "$S" == 2 30
 fetch_metrics || on_fail "1: scrape"
 excluded=$(FETCH=0 metric_lines patroni_member_failover_excluded)
-if [[ -z $excluded ]]; then pass "1: no patroni_member_failover_excluded sample"
-else on_fail "1: patroni_member_failover_excluded samples on a healthy cluster: $excluded"; fi
+ensure "1: no patroni_member_failover_excluded sample" \
+  "1: patroni_member_failover_excluded samples on a healthy cluster: $excluded" test -z "$excluded"
 leader=$(e2e_cluster_leader) || on_fail "1: GET /cluster names a leader"
 leader_i=${leader##*-}
 for i in 0 1 2; do
@@ -172,8 +165,8 @@ for i in 0 1 2; do ((i == leader_i)) || replicas+=("$i"); done
 T_TAG=$(e2e_now)
 for i in "${replicas[@]}"; do set_nofailover "$i" on; done
 for i in "${replicas[@]}"; do
-  if wait_own_tag "$i" true 15; then pass "2: postgresql-$i's own GET /patroni shows tags.nofailover true"
-  else on_fail "2: postgresql-$i's own GET /patroni lacks tags.nofailover 15 s after the reload"; fi
+  ensure "2: postgresql-$i's own GET /patroni shows tags.nofailover true" \
+    "2: postgresql-$i's own GET /patroni lacks tags.nofailover 15 s after the reload" wait_own_tag "$i" true 15
 done
 e2e_result 2 "reload -> both replicas' own GET /patroni show the tag (s)" "$(e2e_since "$T_TAG")"
 expect "2: failover candidates 0" patroni_cluster_failover_candidates "$S" == 0 30
@@ -256,10 +249,10 @@ done
 [[ -z $promoted ]] || on_fail "2: Patroni promoted a member although candidates was 0:$promoted"
 pass "2: no member's own GET /patroni said primary/master for ${watched}s after killing $leader"
 e2e_result 2 "watched: nobody promoted (s after the kill)" "$watched"
-if [[ -z $other_leader ]]; then pass "2: the exporter never showed a leader other than the dead $leader"
-else on_fail "2: the exporter showed another leader:$other_leader"; fi
-if [[ -n $T_EXPIRED ]]; then pass "2: the dead leader's key expired (patroni_cluster_leaders 0) while watching"
-else on_fail "2: patroni_cluster_leaders never reached 0 within ${watched}s"; fi
+ensure "2: the exporter never showed a leader other than the dead $leader" \
+  "2: the exporter showed another leader:$other_leader" test -z "$other_leader"
+ensure "2: the dead leader's key expired (patroni_cluster_leaders 0) while watching" \
+  "2: patroni_cluster_leaders never reached 0 within ${watched}s" test -n "$T_EXPIRED"
 for k in "${!replicas[@]}"; do
   if ((refusals[k] > 0)); then
     pass "2: postgresql-${replicas[k]}'s log says '... I am not allowed to promote' (${refusals[k]} HA loops)"
@@ -267,8 +260,8 @@ for k in "${!replicas[@]}"; do
     on_fail "2: postgresql-${replicas[k]}'s log lacks 'not allowed to promote' since the kill"
   fi
 done
-if awk -v m="$cand_max" 'BEGIN { exit !(m == 0) }'; then pass "2: candidates stayed 0 while nobody was promoted"
-else on_fail "2: candidates reached $cand_max after the kill, yet Patroni promoted nobody"; fi
+ensure "2: candidates stayed 0 while nobody was promoted" \
+  "2: candidates reached $cand_max after the kill, yet Patroni promoted nobody" awk -v m="$cand_max" 'BEGIN { exit !(m == 0) }'
 if grep -qE '\| *(Leader|Standby Leader) *\|' "$RUN_DIR/patronictl-list-after-kill.txt"; then
   on_fail "2: patronictl list shows a leader after the kill"
 elif grep -qE '\| *postgresql-[0-2] *\|' "$RUN_DIR/patronictl-list-after-kill.txt"; then

@@ -29,6 +29,13 @@
 #   pass MSG / fail MSG              record a result (and print it)
 #   check MSG CMD...                 run CMD: pass MSG if rc 0, else fail MSG
 #   ensure MSG FAIL_MSG CMD...       run CMD: pass MSG if rc 0, else on_fail FAIL_MSG (stops)
+#   expect DESC NAME LABELS OP VALUE TIMEOUT_S
+#                                    wait_for_metric: pass "DESC (Ns)", else on_fail DESC
+#   expect_healthy PHASE             expect (30 s each) the healthy cluster of cluster.sh up --sync:
+#                                    patroni_up 1, verdict 1, 3 members, 1 leader, 2 sync standbys
+#                                    (labels $S, default scope="pg-test")
+#   on_fail MSG                      fail MSG, then the script's own show_state (if it defines
+#                                    one), dump_logs and the summary on stderr; exit 1
 #   e2e_summary                      list the results, print 'N passed, N failed'; rc 1 if any failed
 # Diagnostics:
 #   e2e_show_metrics TITLE ERE       the exporter's sample lines matching ERE under a title
@@ -390,6 +397,15 @@ expect() { # expect DESCRIPTION NAME LABELS OP VALUE TIMEOUT: wait_for_metric, e
 e2e_show_metrics() { # e2e_show_metrics TITLE ERE
   echo "===== $1"
   if fetch_metrics; then printf '%s\n' "$METRICS_TEXT" | grep -E "$2" || true; else echo "(no answer from $EXPORTER_URL)"; fi
+}
+
+expect_healthy() { # expect_healthy PHASE
+  local s=${S:-'scope="pg-test"'}
+  expect "$1: exporter polls the cluster" patroni_up "$s" == 1 30
+  expect "$1: verdict 1 (quorum confirmed)" patroni_raft_cluster_quorum "$s" == 1 30
+  expect "$1: three members" patroni_cluster_members "$s" == 3 30
+  expect "$1: one leader" patroni_cluster_leaders "$s" == 1 30
+  expect "$1: two sync standbys" patroni_cluster_sync_standbys "$s" == 2 30
 }
 
 dump_logs() { # dump_logs [EXPORTER_LOG]
