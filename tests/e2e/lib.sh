@@ -106,8 +106,10 @@
 #                                    the first that answers tells); rc != 0 when it names none
 #   e2e_exporter_survived            pass if EXPORTER_PID still runs, on_fail if not or if
 #                                    $EXPORTER_LOG shows a panic
-#   e2e_finish TITLE                 e2e_exporter_survived, e2e_result total, the results table and
-#                                    the summary (both also in $RUN_DIR/results.txt); exits 0 or 1
+#   e2e_finish TITLE                 e2e_exporter_survived (when EXPORTER_PID is set: a script with
+#                                    several exporters checks them itself), e2e_result total, the
+#                                    results table and the summary (both also in
+#                                    $RUN_DIR/results.txt); exits 0 or 1
 #   e2e_stop_pid PID                 TERM one of our children, KILL after 5 s, reap it (and drop it
 #                                    from E2E_PIDS)
 # The pieces (next-outage.sh uses them directly):
@@ -606,7 +608,7 @@ e2e_exporter_survived() {
   if grep -q panicked "$EXPORTER_LOG"; then on_fail "exporter log shows a panic"; fi
 }
 e2e_finish() { # e2e_finish TITLE
-  e2e_exporter_survived
+  [[ -z $EXPORTER_PID ]] || e2e_exporter_survived
   e2e_result total "run (s)" "$(e2e_since "$T_START")"
   {
     echo "---- $1, Patroni $PATRONI_VERSION, $(date -u +%Y-%m-%d)"
