@@ -29,6 +29,8 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+# shellcheck source=../tests/e2e/lib.sh
+source "$ROOT/tests/e2e/lib.sh"   # the /metrics reader (metric_values)
 SIZES="${SIZES:-1 10 100 1000}"
 INTERVAL="${INTERVAL:-10}"
 CYCLES="${CYCLES:-6}"
@@ -105,9 +107,24 @@ encode_stats() {
     awk '{ v[NR] = $1 } END { if (NR) printf "%.2f %.2f %d\n", v[int((NR + 1) / 2)] * 1000, v[NR] * 1000, NR; else print "0 0 0" }'
 }
 
+# fleet_health: "mean max" of the poll durations, then the sums of polls skipped, poll errors,
+# patroni_up, patroni_raft_up and patroni_raft_cluster_quorum, from $EXPORTER_URL (lib.sh's reader)
+fleet_health() {
+  local name
+  fetch_metrics || return 1
+  FETCH=0 metric_values patroni_exporter_poll_duration_seconds \
+    | awk '{ d = $1 + 0; sum += d; k++; if (d > max) max = d } END { printf "%.4f %.4f", (k ? sum / k : 0), max }'
+  for name in patroni_exporter_polls_skipped_total patroni_exporter_poll_errors_total patroni_up patroni_raft_up \
+    patroni_raft_cluster_quorum; do
+    FETCH=0 metric_values "$name" | awk '{ s += $1 } END { printf " %d", s }'
+  done
+  echo
+}
+
 # ---------------------------------------------------------------------------------------
 fleet_one() {
-  local n=$1 dir="$OUT/fleet-$n"
+  local n=$1
+  local dir="$OUT/fleet-$n"
   rm -rf "$dir"; mkdir -p "$dir"
   local wrk_secs=${WRK_DURATION%s}
   local run_for=$((60 + INTERVAL * (CYCLES + 3) + 3 * wrk_secs + 60))
@@ -120,7 +137,7 @@ fleet_one() {
   wait_for 120 grep -q '^ready' "$dir/fleet-sim.out" || { log "fleet-sim not ready"; cat "$dir/fleet-sim.err" >&2; return 1; }
 
   local started=$SECONDS
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2086  # EXPORTER_ARGS: extra flags, one word each
   "$EXPORTER" --config.file "$dir/exporter.yml" --web.listen-address "127.0.0.1:$PORT" \
     --log.level 'warn,patroni_raft_exporter::metrics::cache=debug' ${EXPORTER_ARGS:-} \
     2>"$dir/exporter.log" &
@@ -150,14 +167,7 @@ fleet_one() {
   local gz_bytes
   gz_bytes=$(curl -fsS -H 'Accept-Encoding: gzip' "http://127.0.0.1:$PORT/metrics" | wc -c)
   local stats
-  stats=$(awk -v interval="$INTERVAL" '
-    /^patroni_exporter_poll_duration_seconds\{/ { d = $NF + 0; sum += d; k++; if (d > max) max = d }
-    /^patroni_exporter_polls_skipped_total\{/ { skipped += $NF }
-    /^patroni_exporter_poll_errors_total\{/ { errors += $NF }
-    /^patroni_up\{/ { up += $NF }
-    /^patroni_raft_up\{/ { raft_up += $NF }
-    /^patroni_raft_cluster_quorum\{/ { quorum += $NF }
-    END { printf "%.4f %.4f %d %d %d %d %d\n", (k ? sum / k : 0), max, skipped, errors, up, raft_up, quorum }' "$dir/metrics.txt")
+  stats=$(EXPORTER_URL="file://$dir/metrics.txt" fleet_health)
   local series bytes
   series=$(grep -vc '^#' "$dir/metrics.txt")
   bytes=$(wc -c <"$dir/metrics.txt")
@@ -179,19 +189,19 @@ fleet_one() {
   local cpu_s elapsed
   elapsed=$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')
   cpu_s=$(awk -v c="$((c1 - c0))" -v h="$CLK_TCK" 'BEGIN { print c / h }')
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2086  # split into the fields it holds
   set -- $stats
   local poll_mean=$1 poll_max=$2 skipped=$3 errors=$4 up=$5 raft_up=$6 quorum=$7
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2086  # split into the fields it holds
   set -- $wrk_plain
   local rps=$1 p50=$2 p99=$3 non2xx=$4
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2086  # split into the fields it holds
   set -- $wrk_gzip
   local rps_gz=$1 p50_gz=$2 p99_gz=$3
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2086  # split into the fields it holds
   set -- $encode
   local enc_p50=$1 enc_max=$2
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2086  # split into the fields it holds
   set -- $encode_load
   local enc_load_p50=$1 enc_load_max=$2 renders=$3
   local row

@@ -43,7 +43,6 @@ set +e
 rc=$?
 set -e
 cat "$out"
-nfail="$(grep -c '^  FAILED' "$out" || true)"
 nfiles="${#TESTS[@]}"
 
 echo "== amtool check-config"

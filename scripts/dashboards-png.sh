@@ -179,4 +179,5 @@ log "incident took $((END - START)) s; rendering"
 
 render "http://$PROM" "$START" "$END" "$EVENTS"
 cp "$EVENTS" "$OUT/incident-events.tsv"
-log "done: $(ls "$OUT"/*.png | paste -sd' ')"
+pngs=("$OUT"/*.png)
+log "done: ${pngs[*]}"

@@ -14,15 +14,15 @@
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
-# shellcheck source=../tests/e2e/paths.sh
-source "$REPO/tests/e2e/paths.sh"
+# shellcheck source=../tests/e2e/lib.sh
+source "$REPO/tests/e2e/lib.sh"   # paths, and the one Prometheus/Alertmanager start
 export PATRONI_VERSION="${PATRONI_VERSION:-3.3.8}"
 DEMO="${DEMO_DIR:-$E2E_WORK/demo}"
 export DATA_DIR="${DEMO_CLUSTER_DIR:-$E2E_WORK/cluster-demo}"
-CLUSTER="$REPO/tests/e2e/cluster.sh"
 EXPORTER_ADDR="${EXPORTER_ADDR:-127.0.0.1:9393}"
 PROMETHEUS_ADDR="${PROMETHEUS_ADDR:-127.0.0.1:9090}"
 ALERTMANAGER_ADDR="${ALERTMANAGER_ADDR:-127.0.0.1:9093}"
+E2E_PROM="http://$PROMETHEUS_ADDR" E2E_AM="http://$ALERTMANAGER_ADDR"
 EXPORTER_BIN="${EXPORTER_BIN:-}"
 
 log() { printf '[demo %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -49,14 +49,6 @@ stop() {
   rm -f "$DEMO/$name.pid"
 }
 
-wait_http() { # wait_http URL SECONDS
-  local deadline=$(( $(date +%s) + $2 ))
-  until curl -fs -o /dev/null --max-time 2 "$1"; do
-    (( $(date +%s) < deadline )) || { log "no answer from $1"; return 1; }
-    sleep 0.5
-  done
-}
-
 up() {
   "$REPO/scripts/install-deps.sh" --patroni "$PATRONI_VERSION"
   if [[ -z $EXPORTER_BIN ]]; then
@@ -64,7 +56,7 @@ up() {
     EXPORTER_BIN="$E2E_TARGET_DIR/release/patroni-raft-exporter"
   fi
   mkdir -p "$DEMO"
-  "$CLUSTER" up --sync
+  "$E2E_CLUSTER" up --sync
 
   ( umask 077; printf 'raft-pass\n' >"$DEMO/raft-password" )
   stop exporter patroni-raft-exporter
@@ -74,42 +66,20 @@ up() {
     --patroni.url http://127.0.0.11:8008 --raft.password-file "$DEMO/raft-password" \
     --web.listen-address "$EXPORTER_ADDR"
 
-  cat >"$DEMO/prometheus.yml" <<EOF
-global:
-  scrape_interval: 5s
-  evaluation_interval: 5s
-rule_files:
-  - $REPO/alerts/patroni-raft.rules.yml
-alerting:
-  alertmanagers:
-    - static_configs:
-        - targets: ['$ALERTMANAGER_ADDR']
-scrape_configs:
-  - job_name: patroni-raft-exporter
-    static_configs:
-      - targets: ['$EXPORTER_ADDR']
-EOF
-  cat >"$DEMO/alertmanager.yml" <<EOF
-route:
-  receiver: log
-  group_by: [alertname, scope]
-  group_wait: 10s
-receivers:
-  - name: log
-EOF
   stop prometheus "$DEMO/prometheus.yml"
-  start prometheus prometheus --config.file "$DEMO/prometheus.yml" --storage.tsdb.path "$DEMO/prometheus-data" \
-    --web.listen-address "$PROMETHEUS_ADDR"
   stop alertmanager "$DEMO/alertmanager.yml"
-  start alertmanager prometheus-alertmanager --config.file "$DEMO/alertmanager.yml" \
-    --storage.path "$DEMO/alertmanager-data" --web.listen-address "$ALERTMANAGER_ADDR" --cluster.listen-address=
-
-  wait_http "http://$EXPORTER_ADDR/-/ready" 30
+  # lib.sh: Alertmanager (group_wait 10s), then Prometheus (every 5 s) sending it the shipped rules' alerts
+  local am_ready=1 prom_ready=1
+  e2e_alertmanager "$DEMO" || am_ready=0
+  echo "$E2E_AM_PID" >"$DEMO/alertmanager.pid"
+  ((am_ready)) || { log "Alertmanager not ready: $(tail -3 "$DEMO/alertmanager.log")"; return 1; }
+  e2e_prometheus "$DEMO" "$EXPORTER_ADDR" 5s || prom_ready=0
+  echo "$E2E_PROM_PID" >"$DEMO/prometheus.pid"
+  ((prom_ready)) || { log "Prometheus not ready: $(tail -3 "$DEMO/prometheus.log")"; return 1; }
+  e2e_wait_http "http://$EXPORTER_ADDR/-/ready" 30 || { log "no answer from the exporter: $(tail -3 "$DEMO/exporter.log")"; return 1; }
   for name in exporter prometheus alertmanager; do
     kill -0 "$(cat "$DEMO/$name.pid")" 2>/dev/null || { log "$name exited: $(tail -3 "$DEMO/$name.log")"; return 1; }
   done
-  wait_http "http://$PROMETHEUS_ADDR/-/ready" 60
-  wait_http "http://$ALERTMANAGER_ADDR/-/ready" 60
   cat <<EOF
 
 Demo is running (Patroni $PATRONI_VERSION):
@@ -148,7 +118,7 @@ down() {
   stop alertmanager "$DEMO/alertmanager.yml"
   stop prometheus "$DEMO/prometheus.yml"
   stop exporter patroni-raft-exporter
-  "$CLUSTER" down
+  "$E2E_CLUSTER" down
   rm -rf "$DEMO"
 }
 
@@ -156,8 +126,8 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   import-help) import_help ;;
-  status) "$CLUSTER" status; for n in exporter prometheus alertmanager; do [[ -f $DEMO/$n.pid ]] && echo "$n pid $(cat "$DEMO/$n.pid")"; done ;;
-  kill|start) "$CLUSTER" "$1" "${2:?member number 0-2}" ;;
-  cluster) shift; "$CLUSTER" "$@" ;;
+  status) "$E2E_CLUSTER" status; for n in exporter prometheus alertmanager; do [[ -f $DEMO/$n.pid ]] && echo "$n pid $(cat "$DEMO/$n.pid")"; done ;;
+  kill|start) "$E2E_CLUSTER" "$1" "${2:?member number 0-2}" ;;
+  cluster) shift; "$E2E_CLUSTER" "$@" ;;
   *) echo "usage: $0 up|down|status|kill N|start N|cluster ARGS...|import-help" >&2; exit 2 ;;
 esac

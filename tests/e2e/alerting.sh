@@ -4,23 +4,26 @@
 # Alertmanager. Proves that losing Raft quorum pages (PatroniRaftQuorumLost reaches
 # Alertmanager), that a healthy cluster pages nobody, and that the page resolves on recovery.
 #
-# Usage: tests/e2e/alerting.sh [PATRONI_VERSION]   (default 3.3.8)
-# Uses scripts/demo.sh on ports 29393/29090/29093; EXPORTER_BIN defaults to the debug build.
+# Usage: tests/e2e/alerting.sh [PATRONI_VERSION...]   (default 3.3.8). As root in a network
+# namespace of its own (several versions: in parallel), else on the host's loopback.
+# Uses scripts/demo.sh on ports 29393/29090/29093 (files in $E2E_WORK/alerting-VERSION, the
+# cluster in $E2E_WORK/cluster-alerting-VERSION); EXPORTER_BIN defaults to the debug build.
 set -euo pipefail
 
 E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh
 source "$E2E_DIR/lib.sh"
 
-export PATRONI_VERSION="${1:-${PATRONI_VERSION:-3.3.8}}"
-export EXPORTER_BIN="${EXPORTER_BIN:-$E2E_TARGET_DIR/debug/patroni-raft-exporter}"
+# as root in a network namespace of its own, else on the host's loopback after any other user
+E2E_DEFAULT_VERSION=3.3.8 E2E_NETNS=optional E2E_TOOLS="prometheus prometheus-alertmanager" \
+  e2e_scenario alerting "$@"
+export EXPORTER_BIN
 export EXPORTER_ADDR=127.0.0.1:29393 PROMETHEUS_ADDR=127.0.0.1:29090 ALERTMANAGER_ADDR=127.0.0.1:29093
 export EXPORTER_URL="http://$EXPORTER_ADDR/metrics"
-DEMO="$E2E_REPO/scripts/demo.sh"
-demo() { "$DEMO" "$@" 9>&-; }
+export DEMO_DIR="$RUN_DIR" DEMO_CLUSTER_DIR="$E2E_WORK/cluster-alerting-$PATRONI_VERSION"
+demo() { "$E2E_REPO/scripts/demo.sh" "$@" 9>&-; }
 
-exec 9>"$E2E_CLUSTER_LOCK"
-flock -w 900 9 || { echo "another real cluster is running (lock $E2E_CLUSTER_LOCK)" >&2; exit 2; }
+e2e_lock
 trap 'demo down >/dev/null 2>&1 || true' EXIT
 
 # alerts_firing [SEVERITY]: names of the alerts Alertmanager holds (active ones), sorted.
@@ -63,7 +66,7 @@ if took=$(wait_alert PatroniRaftQuorumLost 150); then
   pass "PatroniRaftQuorumLost reached Alertmanager ${took}s after the kill (for: 1m)"
 else
   fail "PatroniRaftQuorumLost did not reach Alertmanager within 150 s (active: $(alerts_firing | tr '\n' ' '))"
-  dump_logs "$E2E_WORK/demo/exporter.log" >&2 || true
+  DATA_DIR=$DEMO_CLUSTER_DIR dump_logs "$RUN_DIR/exporter.log" >&2 || true
 fi
 e2e_log "active alerts: $(alerts_firing | tr '\n' ' ')"
 

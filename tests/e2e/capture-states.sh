@@ -41,50 +41,27 @@ VERSION="${1:-}"
 [[ $VERSION == 3.3.8 || $VERSION == 4.1.5 ]] || { echo "usage: $0 3.3.8|4.1.5" >&2; exit 2; }
 export PATRONI_VERSION=$VERSION
 
-# ------------------------------------------------------------------ outer: the namespace
-if [[ ${CAPS_IN_NETNS:-} != 1 ]]; then
-  ((EUID == 0)) || { echo "capture-states.sh needs root (network namespace, nftables)" >&2; exit 2; }
-  for c in ip nft setpriv jq curl python3 flock; do
-    command -v "$c" >/dev/null || { echo "$c missing: scripts/install-deps.sh" >&2; exit 2; }
-  done
-  # the venv is built outside: the namespace has no route to a package index
-  [[ -x $(e2e_venv_dir "$VERSION")/bin/patroni ]] \
-    || "$E2E_REPO/scripts/install-deps.sh" --no-apt --no-cargo --patroni "$VERSION"
-  NS="capstates-${VERSION//./}-$$"
-  ip netns add "$NS"
-  outer_cleanup() {
-    local pid
-    # only processes inside our own namespace (started by this run) are left to stop
-    for pid in $(ip netns pids "$NS" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
-    ip netns del "$NS" 2>/dev/null || true
-  }
-  trap outer_cleanup EXIT
-  ip netns exec "$NS" ip link set lo up
-  rc=0
-  ip netns exec "$NS" env CAPS_IN_NETNS=1 CAPS_RUN_ID=$$ "$0" "$VERSION" || rc=$?
-  exit "$rc"
-fi
+# the data dir is named once, outside (this PID), and inherited inside the namespace
+export DATA_DIR="${DATA_DIR:-/var/tmp/capstates-$VERSION-$$}"
+E2E_NO_EXPORTER=1 E2E_TOOLS="nft python3 flock" e2e_scenario capture-states "$VERSION"
 
-# ------------------------------------------------------------------ inner
-export DATA_DIR="/var/tmp/capstates-$VERSION-${CAPS_RUN_ID:-$$}"
+# ------------------------------------------------------------------ inner: in the namespace
 GID_BASE="${CAPS_GID_BASE:-63000}"           # member N runs with primary group GID_BASE+N
 export MEMBER_GID_BASE=$GID_BASE
 export UP_TIMEOUT="${UP_TIMEOUT:-90}"
-CLUSTER="$E2E_DIR/cluster.sh"
 OUT="$E2E_REPO/tests/fixtures/patroni-$VERSION/states"
 SCOPE=pg-test
 MAJOR=${VERSION%%.*}
 TTL=30                                      # cluster.sh's default ttl
 T0=$(date +%s)
 
-cluster() { "$CLUSTER" "$@" 9>&-; }
 log() { printf '[capture-states %s %3ss] %s\n' "$VERSION" "$(($(date +%s) - T0))" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 TMP=$(mktemp -d)
-exec 9>"$E2E_CLUSTER_LOCK"
-flock -w 60 9 || die "lock $E2E_CLUSTER_LOCK held in our own namespace?"
+e2e_lock
 
+# shellcheck disable=SC2317  # the EXIT trap runs it
 cleanup() {
   local rc=$? f
   # a state that did not show: its last attempt is kept next to the captures
@@ -133,11 +110,12 @@ capture() {
     rc=0; curl -s --max-time 10 -o "$d/patroni-m$n.json" "$(url "$n")/patroni" || rc=$?
     echo "curl postgresql-$n /patroni rc=$rc" >>"$d/capture.txt"
   done
-  rc=0; timeout 20 "$CLUSTER" ctl list >"$d/patronictl-list.txt" 2>&1 9>&- || rc=$?
+  rc=0; timeout 20 "$E2E_CLUSTER" ctl list >"$d/patronictl-list.txt" 2>&1 9>&- || rc=$?
   echo "patronictl list rc=$rc" >>"$d/capture.txt"
 }
 
 # jqf FILE FILTER: FILTER true on FILE (a missing or non-JSON file is false)
+# shellcheck disable=SC2317  # called from the chk_* functions (called by name)
 jqf() { local f=$1 filter=$2; shift 2; [[ -s $f ]] && jq -e "$@" "$filter" "$f" >/dev/null 2>&1; }
 
 # capture_when STATE TIMEOUT CHECK: capture into a scratch dir until CHECK (a shell function
@@ -167,15 +145,21 @@ wait_for() {
   done
 }
 # live checks against the running cluster (for the undo steps)
+# shellcheck disable=SC2317  # called by name (capture_when, wait_for)
 live_cluster() { get "${2:-0}" /cluster | jq -e "$1" >/dev/null 2>&1; }
+# shellcheck disable=SC2317  # called by name (capture_when, wait_for)
 live_patroni() { get "$1" /patroni | jq -e "$2" >/dev/null 2>&1; }
+# shellcheck disable=SC2317  # called by name (capture_when, wait_for)
 all_patroni() { local n; for n in 0 1 2; do live_patroni "$n" "$1" || return 1; done; }
+# shellcheck disable=SC2317  # called by name (capture_when, wait_for)
 healthy_sync() { cluster wait --sync >/dev/null 2>&1; }
 # clean: healthy (sync), and no member key in /cluster still carries a state of ours
+# shellcheck disable=SC2317  # called by name (capture_when, wait_for)
 clean() {
   healthy_sync && live_cluster '[.members[] | select((.tags // {} | length > 0) or has("pending_restart") or has("scheduled_restart"))] | length == 0'
 }
 # leader_json DIR: the captured /patroni of the member cluster.json names leader
+# shellcheck disable=SC2317  # called from the chk_* functions (called by name)
 leader_json() {
   local name
   name=$(jq -r '.members[] | select(.role == "leader") | .name' "$1/cluster.json" 2>/dev/null) || return 1
@@ -183,9 +167,11 @@ leader_json() {
   echo "$1/patroni-m${name#postgresql-}.json"
 }
 # leader_repl DIR SYNC_STATE: the leader reports 2 streaming replication connections, all SYNC_STATE
+# shellcheck disable=SC2317  # called from the chk_* functions (called by name)
 leader_repl() {
   local f
   f=$(leader_json "$1") || return 1
+  # shellcheck disable=SC2016  # $s is a jq variable
   jqf "$f" '[.replication[]? | select(.state == "streaming" and .sync_state == $s)] | length == 2' --arg s "$2"
 }
 
@@ -215,6 +201,7 @@ log "cluster up (data $DATA_DIR, namespace $(ip netns identify $$ 2>/dev/null ||
 cluster up --sync >"$TMP/up.log" 2>&1 || { cat "$TMP/up.log" >&2; die "cluster up failed"; }
 
 # ---- 1 healthy
+# shellcheck disable=SC2317  # called by name (capture_when, wait_for)
 chk_healthy() {
   jqf "$1/cluster.json" '[.members[] | select(.role == "leader" and .state == "running")] | length == 1' &&
   jqf "$1/cluster.json" '[.members[] | select(.role == "sync_standby" and .state == "streaming")] | length == 2' &&
@@ -231,6 +218,7 @@ else
 fi
 set_tags 2 $'  nofailover: true\n  nosync: true\n  noloadbalance: true\n  nostream: true'
 reload_all
+# shellcheck disable=SC2317  # called by name (capture_when, wait_for)
 chk_tags() {
   jqf "$1/cluster.json" '.members[] | select(.name == "postgresql-0") | .tags.clonefrom == true' &&
   jqf "$1/cluster.json" '.members[] | select(.name == "postgresql-1") | .tags.failover_priority == 0' &&
@@ -249,6 +237,7 @@ wait_for 100 "clean after removing the tags" clean
 set_tags 1 '  nofailover: true'
 set_tags 2 '  nofailover: true'
 reload_all
+# shellcheck disable=SC2317  # called by name (capture_when, wait_for)
 chk_nofailover() {
   jqf "$1/cluster.json" '[.members[] | select(.role != "leader") | .tags.nofailover == true] | length == 2 and all' &&
   jqf "$1/patroni-m1.json" '.tags.nofailover == true' && jqf "$1/patroni-m2.json" '.tags.nofailover == true'
@@ -260,6 +249,7 @@ wait_for 100 "clean after removing the tags" clean
 
 # ---- 4 replay paused on member 1
 cluster psql 1 -qAt -c 'SELECT pg_wal_replay_pause();' >/dev/null
+# shellcheck disable=SC2317  # called by name (capture_when, wait_for)
 chk_paused() { jqf "$1/patroni-m1.json" '.xlog.paused == true'; }
 capture_when replay-paused 30 chk_paused
 cluster psql 1 -qAt -c 'SELECT pg_wal_replay_resume();' >/dev/null
@@ -267,6 +257,7 @@ wait_for 30 "replay resumed on member 1" live_patroni 1 '.xlog.paused == false'
 
 # ---- 5 pending restart
 ctl edit-config "$SCOPE" -p max_connections=110 --force >/dev/null
+# shellcheck disable=SC2317  # called by name (capture_when, wait_for)
 chk_pending() {
   jqf "$1/patroni-m0.json" '.pending_restart == true' && jqf "$1/patroni-m1.json" '.pending_restart == true' &&
   jqf "$1/patroni-m2.json" '.pending_restart == true' &&
@@ -274,6 +265,7 @@ chk_pending() {
 }
 capture_when pending-restart 60 chk_pending
 ctl edit-config "$SCOPE" -p max_connections=100 --force >/dev/null
+# shellcheck disable=SC2317  # called by name (capture_when, wait_for)
 not_pending() { all_patroni 'has("pending_restart") | not'; }
 # (restoring the value and reloading normally clears the flag without a restart)
 cleared=0
@@ -288,6 +280,7 @@ wait_for 100 "clean after pending-restart" clean
 # ---- 6 scheduled restart of member 1, one hour ahead
 AT=$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%S+00:00)
 ctl restart "$SCOPE" postgresql-1 --scheduled "$AT" --force >/dev/null
+# shellcheck disable=SC2317  # called by name (capture_when, wait_for)
 chk_scheduled() {
   jqf "$1/patroni-m1.json" '.scheduled_restart.schedule != null' &&
   jqf "$1/cluster.json" '.members[] | select(.name == "postgresql-1") | .scheduled_restart != null'
@@ -298,6 +291,7 @@ ctl flush "$SCOPE" restart --force >/dev/null
 wait_for 60 "clean after the scheduled restart was flushed" clean
 
 # back in synchronous mode: also the leader's pg_stat_replication says sync again
+# shellcheck disable=SC2317  # called by name (capture_when, wait_for)
 healthy_sync_repl() {
   local l
   healthy_sync && l=$(leader_idx) &&
@@ -306,6 +300,7 @@ healthy_sync_repl() {
 
 # ---- 7 async
 ctl edit-config "$SCOPE" -s synchronous_mode=false --force >/dev/null
+# shellcheck disable=SC2317  # called by name (capture_when, wait_for)
 chk_async() {
   jqf "$1/config.json" '.synchronous_mode == false' &&
   jqf "$1/cluster.json" '[.members[] | select(.role == "replica" and .state == "streaming")] | length == 2' &&
@@ -318,6 +313,7 @@ wait_for 100 "healthy (sync) after async" healthy_sync_repl
 # ---- 8 quorum (4.x)
 if ((MAJOR >= 4)); then
   ctl edit-config "$SCOPE" -s synchronous_mode=quorum --force >/dev/null
+  # shellcheck disable=SC2317  # called by name (capture_when, wait_for)
   chk_quorum() {
     jqf "$1/config.json" '.synchronous_mode == "quorum"' &&
     jqf "$1/cluster.json" '[.members[] | select(.role == "quorum_standby" and .state == "streaming")] | length == 2'
@@ -326,6 +322,7 @@ if ((MAJOR >= 4)); then
   # '2 (...)' (the same as ANY 2): the leader's replication entries still say sync
   capture_when quorum 60 chk_quorum
   ctl edit-config "$SCOPE" -s synchronous_node_count=1 --force >/dev/null
+  # shellcheck disable=SC2317  # called by name (capture_when, wait_for)
   chk_quorum1() {
     jqf "$1/config.json" '.synchronous_mode == "quorum" and .synchronous_node_count == 1' &&
     jqf "$1/cluster.json" '[.members[] | select(.role == "quorum_standby" and .state == "streaming")] | length == 2' &&
@@ -340,12 +337,14 @@ fi
 
 # ---- 9 failsafe: the members lose Raft, REST stays reachable
 ctl edit-config "$SCOPE" -s failsafe_mode=true --force >/dev/null
+# shellcheck disable=SC2317  # called by name (capture_when, wait_for)
 config_has() { get 0 /config | jq -e "$1" >/dev/null 2>&1; }
 wait_for 30 "failsafe_mode in /config" config_has '.failsafe_mode == true'
 L=$(leader_idx) || die "no leader before the Raft cut"
 log "cutting Raft between the members (leader postgresql-$L)"
 CUT_AT=$(date +%s)
 cut_raft
+# shellcheck disable=SC2317  # called by name (capture_when, wait_for)
 chk_failsafe() { jqf "$1/patroni-m$L.json" '.failsafe_mode_is_active == true'; }
 # poll the leader's own /patroni (cheap) before taking the full capture
 active_at=""
@@ -369,6 +368,7 @@ fi
 # hold the cut well past the leader key's TTL: does the leader stay primary?
 LATE=$((CUT_AT + TTL + 35))
 while (($(date +%s) < LATE)); do sleep 1; done
+# shellcheck disable=SC2317  # called by name (capture_when, wait_for)
 chk_any() { [[ -s $1/patroni-m$L.json ]]; }
 capture_when failsafe-active-late 20 chk_any
 {
@@ -379,6 +379,7 @@ log "$(tail -n1 "$OUT/failsafe-active-late/capture.txt")"
 heal
 HEAL_AT=$(date +%s)
 log "Raft healed; waiting for recovery"
+# shellcheck disable=SC2317  # called by name (capture_when, wait_for)
 raft_ok() { cluster raft 0 2>/dev/null | grep -q '^has_quorum: True'; }
 since_heal() { echo "$1 $(($(date +%s) - HEAL_AT))s after healing the cut" | tee -a "$OUT/failsafe-active-late/capture.txt" >&2; }
 wait_for 60 "Raft quorum back" raft_ok

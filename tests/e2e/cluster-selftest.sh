@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # cluster-selftest.sh - exercise tests/e2e/cluster.sh against a real cluster (~2-3 min).
 #
-# Usage: tests/e2e/cluster-selftest.sh [VERSION...]    (default: 3.3.8 4.1.5)
+# Usage: tests/e2e/cluster-selftest.sh [VERSION...]    (default: 3.3.8 4.1.5). As root each
+# version in a network namespace of its own, in parallel (logs $E2E_WORK/cluster-selftest-VERSION.log);
+# else on the host's loopback, after any other user of the real cluster (one version a call).
 #
 # Per Patroni version (VENV from scripts/install-deps.sh): up --sync, status, raft 0,
 # kill 0 + start 0 + wait --sync, quorum loss for QUORUM_LOSS_S=25 s (kill 1, kill 2: raft 0
@@ -13,16 +15,20 @@ set -euo pipefail
 E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh
 source "$E2E_DIR/lib.sh"
+(($#)) || read -r -a versions <<<"$E2E_PATRONI_VERSIONS"
+# as root each version in a network namespace of its own (in parallel), else on the host's
+# loopback after any other user of the real cluster
+E2E_NETNS=optional E2E_NO_EXPORTER=1 e2e_scenario cluster-selftest "${@:-${versions[@]}}"
+export DATA_DIR="$E2E_WORK/cluster-selftest-$PATRONI_VERSION"
 C=$E2E_CLUSTER
-TIMINGS=()
 QUORUM_LOSS_S="${QUORUM_LOSS_S:-25}"   # how long members 1 and 2 stay dead
 
-timed() { # timed LABEL CMD...: run CMD, record its duration; rc of CMD
+timed() { # timed LABEL CMD...: run CMD, record its duration (and rc) as a result; rc of CMD
   local label=$1 t0 rc=0
   shift
   t0=$(e2e_now)
   "$@" || rc=$?
-  TIMINGS+=("$(printf '%-48s %6ss rc=%s' "$label" "$(e2e_since "$t0")" "$rc")")
+  e2e_result "$PATRONI_VERSION" "$label (s, rc $rc)" "$(e2e_since "$t0")"
   return "$rc"
 }
 raft_field() { # raft_field N FIELD -> value from syncobj_admin -status (empty if none)
@@ -45,67 +51,60 @@ no_leftovers() { # nothing runs from DATA_DIR and our ports are free
 }
 
 selftest() {
-  local v=$1 t0 i q role
+  local v=$1 t0 q role
   export PATRONI_VERSION=$v
   unset VENV
   eval "$("$C" env)"
   e2e_log "===== Patroni $v"
-  if [[ -d ${DATA_DIR:-$E2E_WORK/cluster} ]]; then timed "$v: down (leftover from before)" "$C" down || true; fi
+  if [[ -d ${DATA_DIR:-$E2E_WORK/cluster} ]]; then timed "down (leftover from before)" "$C" down || true; fi
 
-  if ! timed "$v: up --sync" "$C" up --sync; then fail "$v: up --sync"; dump_logs; return 1; fi
+  if ! timed "up --sync" "$C" up --sync; then fail "$v: up --sync"; dump_logs; return 1; fi
   pass "$v: up --sync"
   check "$v: status" "$C" status >/dev/null
   check "$v: raft 0 has_quorum True" [ "$(raft_field 0 has_quorum)" = True ]
   check "$v: ctl list" "$C" ctl list >/dev/null
 
-  timed "$v: kill 0" "$C" kill 0
+  timed "kill 0" "$C" kill 0
   check "$v: member 0 gone after kill" bash -c "! '$C' pids | grep -q 'postgresql-0 patroni=[0-9]'"
-  timed "$v: start 0" "$C" start 0
-  check "$v: kill 0 + start 0 -> wait --sync" timed "$v: start 0 -> healthy (sync)" "$C" wait --sync
+  timed "start 0" "$C" start 0
+  check "$v: kill 0 + start 0 -> wait --sync" timed "start 0 -> healthy (sync)" "$C" wait --sync
 
   # quorum loss: member 0 alone
   t0=$(e2e_now)
   "$C" kill 1 && "$C" kill 2
   q=""
-  for i in $(seq 1 20); do q=$(raft_field 0 has_quorum); [[ $q == False ]] && break; sleep 0.5; done
-  TIMINGS+=("$(printf '%-48s %6ss' "$v: kill 1,2 -> raft 0 has_quorum False" "$(e2e_since "$t0")")")
+  for _ in $(seq 1 20); do q=$(raft_field 0 has_quorum); [[ $q == False ]] && break; sleep 0.5; done
+  e2e_result "$v" "kill 1,2 -> raft 0 has_quorum False (s)" "$(e2e_since "$t0")"
   check "$v: quorum loss: raft 0 has_quorum False (got '${q}')" [ "$q" = False ]
   check "$v: quorum loss: raft 1 gives no status" bash -c "! '$C' raft 1 >/dev/null 2>&1"
   # the survivor cannot write to the DCS and demotes itself after ~retry_timeout
-  for i in $(seq 1 $((QUORUM_LOSS_S * 2))); do
+  for _ in $(seq 1 $((QUORUM_LOSS_S * 2))); do
     role=$(curl -sf -m 2 "$MEMBER0_REST/patroni" | jq -r .role 2>/dev/null || true)
     [[ $role == replica ]] && break
     sleep 0.5
   done
-  TIMINGS+=("$(printf '%-48s %6ss' "$v: kill 1,2 -> survivor demoted (/patroni role)" "$(e2e_since "$t0")")")
+  e2e_result "$v" "kill 1,2 -> survivor demoted (/patroni role) (s)" "$(e2e_since "$t0")"
   check "$v: quorum loss: survivor demoted to replica (role '$role')" [ "$role" = replica ]
   check "$v: quorum loss: survivor GET /cluster still 200 (stale)" curl -sf -m 3 -o /dev/null "$MEMBER0_REST/cluster"
   # hold the quorum loss for QUORUM_LOSS_S in total
   sleep "$(awk -v q="$QUORUM_LOSS_S" -v e="$(e2e_since "$t0")" 'BEGIN { x = q - e; print (x > 0) ? x : 0 }')"
   t0=$(e2e_now)
   "$C" start 1 && "$C" start 2
-  for i in $(seq 1 40); do q=$(raft_field 0 has_quorum); [[ $q == True ]] && break; sleep 0.5; done
-  TIMINGS+=("$(printf '%-48s %6ss' "$v: start 1,2 -> raft 0 has_quorum True" "$(e2e_since "$t0")")")
+  for _ in $(seq 1 40); do q=$(raft_field 0 has_quorum); [[ $q == True ]] && break; sleep 0.5; done
+  e2e_result "$v" "start 1,2 -> raft 0 has_quorum True (s)" "$(e2e_since "$t0")"
   check "$v: recovery: raft 0 has_quorum True" [ "$q" = True ]
-  check "$v: recovery: wait --sync" timed "$v: start 1,2 -> healthy (sync)" "$C" wait --sync
-  TIMINGS+=("$(printf '%-48s %6ss' "$v: start 1,2 -> healthy (sync), total" "$(e2e_since "$t0")")")
+  check "$v: recovery: wait --sync" timed "start 1,2 -> healthy (sync)" "$C" wait --sync
+  e2e_result "$v" "start 1,2 -> healthy (sync), total (s)" "$(e2e_since "$t0")"
 
-  check "$v: down" timed "$v: down" "$C" down
+  check "$v: down" timed "down" "$C" down
   check "$v: no leftover process / port after down" no_leftovers
-  check "$v: second up after down" timed "$v: second up --sync" "$C" up --sync
-  check "$v: second down --fast" timed "$v: second down --fast" "$C" down --fast
+  check "$v: second up after down" timed "second up --sync" "$C" up --sync
+  check "$v: second down --fast" timed "second down --fast" "$C" down --fast
   check "$v: no leftover process / port after second down" no_leftovers
 }
 
-main() {
-  local versions=("$@") v
-  ((${#versions[@]})) || read -r -a versions <<<"$E2E_PATRONI_VERSIONS"
-  for v in "${versions[@]}"; do
-    selftest "$v" || true
-  done
-  echo "---- timings"
-  printf '%s\n' "${TIMINGS[@]}"
-  e2e_summary
-}
-
-main "$@"
+e2e_setup
+selftest "$PATRONI_VERSION" || true
+echo "---- timings"
+e2e_results_print
+e2e_summary

@@ -133,7 +133,7 @@ name_of()   { echo "postgresql-$1"; }
 mdir()      { echo "$DATA/postgresql-$1"; }
 cfg_of()    { echo "$(mdir "$1")/patroni.yml"; }
 pgdata_of() { echo "$(mdir "$1")/pgdata"; }
-check_n()   { [[ ${1:-} =~ ^[0-9]+$ ]] && (($1 < NMEMBERS)) || die "member index must be 0..$((NMEMBERS - 1)) (got '${1:-}')"; }
+check_n()   { { [[ ${1:-} =~ ^[0-9]+$ ]] && (($1 < NMEMBERS)); } || die "member index must be 0..$((NMEMBERS - 1)) (got '${1:-}')"; }
 
 # ------------------------------------------------------------------ TLS
 # resolve_tls: TLS on when DATA_DIR says so (set at `up` from TLS=1)
@@ -400,7 +400,7 @@ faketime_env() {
     if [[ -n ${!var} ]]; then printf '%s\n' "${!var}" >"$f"; else rm -f "$f"; fi
   fi
   [[ -s $f ]] || return 0
-  lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n1)
+  lib=$(compgen -G '/usr/lib/*/faketime/libfaketime.so.1' | head -n1)
   [[ -n $lib ]] || { log "libfaketime.so.1 not found: scripts/install-deps.sh installs faketime"; return 1; }
   # libfaketime 0.9.10 with FAKETIME_DONT_FAKE_MONOTONIC=1 shifts the absolute CLOCK_MONOTONIC
   # deadline of clock_nanosleep(TIMER_ABSTIME) like a wall-clock one (EINVAL), and Python 3.11's
@@ -424,7 +424,7 @@ PY
   log "$(name_of "$1") runs under libfaketime, FAKETIME=$(<"$f")"
 }
 start_member() {
-  local n=$1 d pid pidfile logf i run_as
+  local n=$1 d pid pidfile logf run_as
   d=$(mdir "$n"); pidfile="$d/patroni.pid"; logf="$d/patroni.log"
   if pid=$(patroni_pid "$n"); then log "$(name_of "$n") already running (patroni pid $pid)"; return 0; fi
   [[ -f $(cfg_of "$n") ]] || write_config "$n"
@@ -439,11 +439,12 @@ start_member() {
   # setsid: own session (survives us, escapes a caller's `timeout`); env -i: no PATRONI_*
   # variables of the caller leak into the configuration; the inner sh writes its own PID
   # and execs patroni, so the PID file is exact.
+  # shellcheck disable=SC2016  # $$ and $0..$2 are the inner sh's
   (cd "$d" && exec setsid "${run_as[@]}" env -i HOME="$OS_HOME" USER="$OS_USER" LOGNAME="$OS_USER" \
     LANG=C.UTF-8 PATH="$VENV/bin:$PGBIN:/usr/local/bin:/usr/bin:/bin" "${FAKE_ENV[@]}" \
     /bin/sh -c 'echo $$ > "$0"; exec "$1" "$2"' "$pidfile" "$PATRONI" "$(cfg_of "$n")" \
     </dev/null >>"$logf" 2>&1) &
-  for i in $(seq 1 50); do
+  for _ in $(seq 1 50); do
     if pid=$(patroni_pid "$n"); then log "started $(name_of "$n") patroni pid $pid (log $logf)"; return 0; fi
     sleep 0.1
   done
@@ -589,7 +590,7 @@ cmd_up() {
   own "$DATA"
   for n in $(members); do [[ -f $(cfg_of "$n") ]] || write_config "$n"; done
   if [[ -n ${MEMBER_GID_BASE:-} ]]; then
-    [[ $MEMBER_GID_BASE =~ ^[0-9]+$ ]] && ((EUID == 0)) || die "MEMBER_GID_BASE needs a number and root"
+    { [[ $MEMBER_GID_BASE =~ ^[0-9]+$ ]] && ((EUID == 0)); } || die "MEMBER_GID_BASE needs a number and root"
     echo "$MEMBER_GID_BASE" >"$DATA/.member_gid_base"
   fi
   start_member "$BOOTSTRAP_MEMBER" || die "failed to start the bootstrap member"
@@ -610,7 +611,7 @@ cmd_down() {
   for a in "$@"; do
     case $a in
       --keep) keep=1 ;;
-      --fast) mode=kill ;;
+      --fast) mode="kill" ;;
       *) die "down: unknown option $a" ;;
     esac
   done

@@ -75,6 +75,14 @@ expect_value 3 patroni_spaces 'b="2",a="1"'
 expect_value 9 http_requests_bucket 'path="/metrics",le="+Inf"'
 expect_rc 1 http_requests 'path="/metrics",le="+Inf"'
 check "metric_lines all samples of a name (2 lines)" [ "$(metric_lines patroni_raft_has_quorum | wc -l)" -eq 2 ]
+check "metric_label: the member of each sample with value 1" \
+  [ "$(metric_label patroni_raft_has_quorum 'scope="pg-test",...' member 1)" = postgresql-0 ]
+# shellcheck disable=SC1003  # the backslashes are the label value's own
+check "metric_label: a label value verbatim, escapes kept" \
+  [ "$(metric_label patroni_weird '...' msg)" = 'a \"quoted\", {braced} value\\' ]
+check "metric_count: samples with value 0 / all / none" \
+  [ "$(metric_count patroni_raft_has_quorum '...' 0) $(metric_count patroni_raft_has_quorum '...') $(metric_count nope '...')" = "1 2 0" ]
+check "metric_count: 1.5e+06 equals 1500000" [ "$(metric_count patroni_lag_bytes '...' 1500000)" = 1 ]
 
 # wait_for_metric: immediate success, numeric operators, Inf/NaN, absent/present
 check "wait_for_metric == immediate" wait_for_metric patroni_up '' == 1 2
@@ -101,6 +109,7 @@ err=$(wait_for_metric patroni_raft_has_quorum 'scope="pg-test",member="postgresq
 took=$(e2e_since "$t0")
 check "wait_for_metric timeout returns 1 (rc=$rc)" [ "$rc" -eq 1 ]
 check "wait_for_metric timeout is bounded (${took}s)" awk -v e="$took" 'BEGIN { exit !(e >= 2 && e < 4) }'
+# shellcheck disable=SC2016  # $1 is bash -c's argument
 check "failure report has expected/seen/samples" \
   bash -c 'grep -q "expected: == 0" <<<"$1" && grep -q "seen:     1" <<<"$1" && grep -q "member=\"postgresql-1\",scope=\"pg-test\"} 1" <<<"$1"' _ "$err"
 err=$(wait_for_metric nope '' == 1 1 2>&1 >/dev/null) || true
@@ -122,6 +131,7 @@ printf 'line %s\n' $(seq 1 100) >"$TMP/data/postgresql-0/patroni.log"
 echo "exporter says hi" >"$TMP/exporter.log"
 out=$(DATA_DIR="$TMP/data" DUMP_LINES=5 dump_logs "$TMP/exporter.log")
 check "dump_logs tails member logs" grep -q '^line 100$' <<<"$out"
+# shellcheck disable=SC2016  # $1 is bash -c's argument
 check "dump_logs honours DUMP_LINES" bash -c '! grep -q "^line 95$" <<<"$1"' _ "$out"
 check "dump_logs marks missing logs" grep -q '(missing)' <<<"$out"
 check "dump_logs prints the exporter log" grep -q 'exporter says hi' <<<"$out"

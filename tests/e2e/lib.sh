@@ -12,6 +12,12 @@
 #                                    whole label set; end it with ',...' (or use '...') to
 #                                    allow further labels. '' = no labels.
 #   metric_lines NAME [LABELS]       print the matching sample lines (all of NAME without LABELS)
+#   metric_label NAME LABELS KEY [VALUE]
+#                                    print label KEY of each matching sample (with value VALUE)
+#   metric_count NAME LABELS [VALUE] print how many samples match (with value VALUE)
+#   metric_values NAME [LABELS]      print the value of each matching sample (all of NAME without LABELS)
+#   (metric_lines/_label/_count/_value(s) read METRICS_TEXT as it is when FETCH=0, else fetch first;
+#   the file:// form reads a saved /metrics body.)
 #   wait_for_metric NAME LABELS OP VALUE TIMEOUT_S
 #                                    poll (every WAIT_INTERVAL=0.5 s) until the value OP VALUE;
 #                                    OP: == != < <= > >= (numeric; +Inf/-Inf/NaN understood),
@@ -22,8 +28,17 @@
 # Results:
 #   pass MSG / fail MSG              record a result (and print it)
 #   check MSG CMD...                 run CMD: pass MSG if rc 0, else fail MSG
+#   ensure MSG FAIL_MSG CMD...       run CMD: pass MSG if rc 0, else on_fail FAIL_MSG (stops)
+#   expect DESC NAME LABELS OP VALUE TIMEOUT_S
+#                                    wait_for_metric: pass "DESC (Ns)", else on_fail DESC
+#   expect_healthy PHASE             expect (30 s each) the healthy cluster of cluster.sh up --sync:
+#                                    patroni_up 1, verdict 1, 3 members, 1 leader, 2 sync standbys
+#                                    (labels $S, default scope="pg-test")
+#   on_fail MSG                      fail MSG, then the script's own show_state (if it defines
+#                                    one), dump_logs and the summary on stderr; exit 1
 #   e2e_summary                      list the results, print 'N passed, N failed'; rc 1 if any failed
 # Diagnostics:
+#   e2e_show_metrics TITLE ERE       the exporter's sample lines matching ERE under a title
 #   dump_logs [EXPORTER_LOG]         tail (DUMP_LINES=40) of each member's patroni.log and of
 #                                    EXPORTER_LOG (default $EXPORTER_LOG if set)
 # Timing:
@@ -41,8 +56,63 @@
 #                                    reach every Raft port; REST and replication stay open.
 #   member_fw_heal TABLE             flush `faults` (established connections resume)
 #   member_fw_teardown TABLE         delete the table (no error if it is not there)
-# A scenario per Patroni version, each in a network namespace of its own (failsafe.sh's
-# structure; next-outage.sh uses these):
+# The runner: a scenario script's skeleton (failover-readiness.sh and failsafe.sh are examples).
+#   source "$(dirname "$0")/lib.sh"
+#   E2E_TOOLS="nft prometheus" e2e_scenario failsafe "$@"   # returns only inside the namespace
+#   e2e_setup                      # lock, fresh $RUN_DIR, results.tsv, traps, no leftover cluster
+#   cluster up --sync; eval "$(cluster env)"; e2e_exporter 2; e2e_prometheus "$RUN_DIR"
+#   E2E_PIDS+=("$E2E_PROM_PID"); expect ...; e2e_result PHASE WHAT VALUE; ...
+#   e2e_finish "failsafe mode"     # exporter alive, no panic, results.txt, summary, exit
+#
+#   e2e_scenario NAME [VERSION...] sets PATRONI_VERSION (first VERSION, else $PATRONI_VERSION,
+#                                    else E2E_DEFAULT_VERSION, else 4.1.5), EXPORTER_BIN (default
+#                                    the debug build) and RUN_DIR=$E2E_WORK/NAME-VERSION (exported).
+#                                    Several versions: `$0 VERSION` for each at once
+#                                    (e2e_versions_parallel NAME), then exit with its rc.
+#                                    One version, outside a namespace: as root, checks the tools
+#                                    (ip setpriv jq curl + $E2E_TOOLS), the exporter binary (not
+#                                    with E2E_NO_EXPORTER=1) and the venv (built here: the
+#                                    namespace has no route out), then runs `$0 VERSION` in a
+#                                    network namespace NAME-VERSION-PID (e2e_netns_run) and exits
+#                                    with its rc. Not root: E2E_NETNS=required (default) refuses
+#                                    (rc 2); E2E_NETNS=optional returns and the scenario runs on
+#                                    the host's loopback (e2e_lock waits for other users).
+#                                    Inside the namespace (E2E_IN_NETNS=1): returns.
+#   e2e_lock [WAIT_S]                take the real-cluster lock on fd 9 ($E2E_CLUSTER_LOCK, one per
+#                                    network namespace; default wait 60 s in a namespace of ours,
+#                                    else 900 s); rc 2 with a message when not obtained
+#   cluster ARGS...                  tests/e2e/cluster.sh ARGS, without fd 9 (the lock must not
+#                                    outlive us in the cluster's daemons)
+#   e2e_setup                        e2e_lock, a fresh $RUN_DIR, e2e_results_init
+#                                    $RUN_DIR/results.tsv, traps (EXIT: e2e_cleanup; TERM/INT:
+#                                    exit 143), `cluster down --fast` of an interrupted run's
+#                                    leftovers; T_START=now
+#   E2E_PIDS                         our background processes: e2e_cleanup TERMs and reaps them
+#   e2e_cleanup                      (the EXIT trap) the scenario's own `e2e_cleanup_hook` if it
+#                                    defines one, E2E_PIDS stopped, `cluster down --fast` (log
+#                                    $RUN_DIR/cleanup.log); exits with the script's rc
+#   e2e_exporter POLL_S [ARG...]     the exporter as the README quick start: --patroni.url member
+#                                    0 + --raft.password-file $RUN_DIR/raft-secret (written from
+#                                    RAFT_PASS), --poll.interval POLL_S s, --poll.timeout 1s, on
+#                                    127.0.0.1:9393, log $EXPORTER_LOG; PID in EXPORTER_PID and E2E_PIDS
+#   e2e_status NAME [URL]            `patroni-raft-exporter status` as the README shows it (from
+#                                    $RUN_DIR, the password file by its relative name, URL default
+#                                    member 0): output in status-NAME.txt (and on stderr), exit
+#                                    code in status-NAME.rc; prints the exit code
+#   e2e_member N WHAT                $MEMBERn_WHAT of `cluster env` (REST, RAFT, PG, CONFIG, ...)
+#   e2e_rest N / e2e_own_role N      member N's REST URL / the role its own GET /patroni says
+#                                    ("down" when it does not answer)
+#   e2e_cluster_leader               the member GET /cluster names leader (asks the members in turn,
+#                                    the first that answers tells); rc != 0 when it names none
+#   e2e_exporter_survived            pass if EXPORTER_PID still runs, on_fail if not or if
+#                                    $EXPORTER_LOG shows a panic
+#   e2e_finish TITLE                 e2e_exporter_survived (when EXPORTER_PID is set: a script with
+#                                    several exporters checks them itself), e2e_result total, the
+#                                    results table and the summary (both also in
+#                                    $RUN_DIR/results.txt); exits 0 or 1
+#   e2e_stop_pid PID                 TERM one of our children, KILL after 5 s, reap it (and drop it
+#                                    from E2E_PIDS)
+# The pieces (next-outage.sh uses them directly):
 #   e2e_versions_parallel NAME SCRIPT VERSION...
 #                                    run `SCRIPT VERSION` for each version at once (log in
 #                                    $E2E_WORK/NAME-VERSION.log), then print each log in order and a
@@ -55,14 +125,25 @@
 #   e2e_results_init FILE            results table FILE (version, phase, what, value) with its header
 #   e2e_result PHASE WHAT VALUE      append a row ($PATRONI_VERSION) and log it; e2e_results_print
 #                                    prints the rows recorded so far
-#   e2e_prometheus DIR [TARGET]      Prometheus on $E2E_PROM (127.0.0.1:9090) scraping TARGET
-#                                    (default 127.0.0.1:9393) and evaluating the shipped
-#                                    alerts/patroni-raft.rules.yml unchanged, both every 2 s; config,
-#                                    data and log in DIR, PID in E2E_PROM_PID; rc 1 if not ready in 60 s
+# Prometheus and Alertmanager (the one setup, also scripts/demo.sh's):
+#   e2e_alertmanager DIR [GROUP_WAIT] [GROUP_BY]
+#                                    Alertmanager on $E2E_AM (default http://127.0.0.1:9093; set by
+#                                    this call), one receiver `log`, group_wait GROUP_WAIT (10s),
+#                                    group_by [GROUP_BY] ("alertname, scope"); config, data and log
+#                                    in DIR, PID in E2E_AM_PID; rc 1 if not ready in 60 s
+#   e2e_prometheus DIR [TARGETS] [INTERVAL]
+#                                    Prometheus on $E2E_PROM (http://127.0.0.1:9090) scraping
+#                                    TARGETS (host:port, default 127.0.0.1:9393; or the YAML lines
+#                                    of static_configs entries, "      - targets: [...]" each) and
+#                                    evaluating the shipped alerts/patroni-raft.rules.yml unchanged,
+#                                    both every INTERVAL (2s); alerts sent to $E2E_AM when it is set
+#                                    (start Alertmanager first); config, data and log in DIR, PID in
+#                                    E2E_PROM_PID; rc 1 if not ready in 60 s
+#   e2e_wait_http URL SECONDS        poll URL until it answers 2xx; rc 1 after SECONDS
 #   e2e_prom_rule_loaded NAME        rc 0 when Prometheus has loaded the alert rule NAME
 #   e2e_prom_alerts                  Prometheus' /api/v1/alerts JSON ('{}' when it does not answer)
 #   e2e_alert_state JSON NAME [MEMBER]  pending, firing or "" for alert NAME (and MEMBER) in it
-#   e2e_alerts_brief [JSON]          "Name{member}/state ..." of every alert (fetched without JSON)
+#   e2e_alerts_brief                 "Name{member}/state ..." of every alert in Prometheus now
 
 _E2E_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=paths.sh
@@ -89,8 +170,11 @@ fetch_metrics() { # -> METRICS_TEXT; rc != 0 when the endpoint does not answer 2
   METRICS_TEXT=$(curl -sf -m "${FETCH_TIMEOUT:-5}" ${EXPORTER_CURL_CONFIG:+-K "$EXPORTER_CURL_CONFIG"} "$EXPORTER_URL" 2>/dev/null) || { METRICS_TEXT=""; return 1; }
 }
 
-# _metric_select MODE NAME LABELS   (reads the exposition text on stdin)
-#   MODE value: print the value of each matching sample; MODE lines: print matching lines
+# _metric_select MODE NAME LABELS   (reads the exposition text on stdin; the one reader of the
+# text format on the shell side: every metric_* function goes through it)
+#   MODE value: print the value of each matching sample; MODE lines: print matching lines;
+#   MODE label: print the value of label $_M_KEY of each matching sample (verbatim).
+#   _M_EQ (optional): only the samples whose value equals it (numerically where both are numbers)
 # Parses the Prometheus text format: name{k="v",...} value [timestamp]; label values may hold
 # escaped quotes/backslashes, commas and braces. Plain POSIX awk (Debian's mawk).
 _metric_select() {
@@ -125,6 +209,7 @@ _metric_select() {
     }
     BEGIN {
       mode = ENVIRON["_M_MODE"]; want_name = ENVIRON["_M_NAME"]; want_labels = ENVIRON["_M_LABELS"]
+      key = ENVIRON["_M_KEY"]; eq = ENVIRON["_M_EQ"]
       subset = 0; any_labels = 0
       if (want_labels == "*") any_labels = 1
       else {
@@ -162,10 +247,11 @@ _metric_select() {
       sub(/^[ \t]+/, "", rest)
       split(rest, F, /[ \t]+/)
       value = F[1]
+      if (eq != "" && !(value == eq || (value ~ /^[-+0-9.eE]+$/ && value + 0 == eq + 0))) next
+      split("", SK); split("", SV)
+      ns = parse_labels(labels, SK, SV)
+      if (ns < 0) next
       if (!any_labels) {
-        split("", SK); split("", SV)
-        ns = parse_labels(labels, SK, SV)
-        if (ns < 0) next
         if (!subset && ns != nw) next
         ok = 1; found = 0
         for (j = 1; j <= ns; j++) {
@@ -174,7 +260,8 @@ _metric_select() {
         }
         if (!ok || found != nw) next
       }
-      print (mode == "value") ? value : line
+      if (mode == "label") { for (j = 1; j <= ns; j++) if (SK[j] == key) print SV[j] }
+      else print (mode == "value") ? value : line
     }'
 }
 
@@ -182,6 +269,19 @@ metric_lines() { # metric_lines NAME [LABELS]   (uses METRICS_TEXT when FETCH=0)
   local name=$1 labels=${2-*}
   [[ ${FETCH:-1} == 0 ]] || fetch_metrics || { e2e_log "metrics: $EXPORTER_URL did not answer"; return 2; }
   printf '%s\n' "$METRICS_TEXT" | _metric_select lines "$name" "$labels"
+}
+
+metric_label() { # metric_label NAME LABELS KEY [VALUE]   (uses METRICS_TEXT when FETCH=0)
+  [[ ${FETCH:-1} == 0 ]] || fetch_metrics || { e2e_log "metrics: $EXPORTER_URL did not answer"; return 2; }
+  printf '%s\n' "$METRICS_TEXT" | _M_KEY=$3 _M_EQ=${4:-} _metric_select label "$1" "$2"
+}
+metric_values() { # metric_values NAME [LABELS]   (uses METRICS_TEXT when FETCH=0)
+  [[ ${FETCH:-1} == 0 ]] || fetch_metrics || { e2e_log "metrics: $EXPORTER_URL did not answer"; return 2; }
+  printf '%s\n' "$METRICS_TEXT" | _metric_select value "$1" "${2-*}"
+}
+metric_count() { # metric_count NAME LABELS [VALUE]   (uses METRICS_TEXT when FETCH=0)
+  [[ ${FETCH:-1} == 0 ]] || fetch_metrics || { e2e_log "metrics: $EXPORTER_URL did not answer"; return 2; }
+  printf '%s\n' "$METRICS_TEXT" | _M_EQ=${3:-} _metric_select value "$1" "$2" | grep -c . || true
 }
 
 metric_value() { # metric_value NAME [LABELS]
@@ -268,6 +368,10 @@ check() { # check MSG CMD...
   local msg=$1; shift
   if "$@"; then pass "$msg"; else fail "$msg"; fi
 }
+ensure() { # ensure MSG FAIL_MSG CMD...
+  local msg=$1 failure=$2; shift 2
+  if "$@"; then pass "$msg"; else on_fail "$failure"; fi
+}
 e2e_summary() {
   local r
   echo "---- e2e results"
@@ -290,6 +394,20 @@ on_fail() {
 expect() { # expect DESCRIPTION NAME LABELS OP VALUE TIMEOUT: wait_for_metric, else on_fail
   local what=$1; shift
   if wait_for_metric "$@" >/dev/null; then pass "$what (${E2E_ELAPSED}s)"; else on_fail "$what"; fi
+}
+
+e2e_show_metrics() { # e2e_show_metrics TITLE ERE
+  echo "===== $1"
+  if fetch_metrics; then printf '%s\n' "$METRICS_TEXT" | grep -E "$2" || true; else echo "(no answer from $EXPORTER_URL)"; fi
+}
+
+expect_healthy() { # expect_healthy PHASE
+  local s=${S:-'scope="pg-test"'}
+  expect "$1: exporter polls the cluster" patroni_up "$s" == 1 30
+  expect "$1: verdict 1 (quorum confirmed)" patroni_raft_cluster_quorum "$s" == 1 30
+  expect "$1: three members" patroni_cluster_members "$s" == 3 30
+  expect "$1: one leader" patroni_cluster_leaders "$s" == 1 30
+  expect "$1: two sync standbys" patroni_cluster_sync_standbys "$s" == 2 30
 }
 
 dump_logs() { # dump_logs [EXPORTER_LOG]
@@ -386,22 +504,157 @@ e2e_result() { # e2e_result PHASE WHAT VALUE
 }
 e2e_results_print() { printf '  %s\n' "${E2E_MEASURED[@]}"; }
 
+# ------------------------------------------------------------------ the runner
+cluster() { "$E2E_CLUSTER" "$@" 9>&-; }
+
+e2e_lock() { # e2e_lock [WAIT_S]
+  local wait_s=${1:-}
+  [[ -n $wait_s ]] || if [[ ${E2E_IN_NETNS:-} == 1 ]]; then wait_s=60; else wait_s=900; fi
+  exec 9>"$E2E_CLUSTER_LOCK"
+  flock -w "$wait_s" 9 || { echo "another real cluster holds $E2E_CLUSTER_LOCK (waited ${wait_s}s)" >&2; exit 2; }
+}
+
+e2e_scenario() { # e2e_scenario NAME [VERSION...]
+  local name=$1 c rc=0
+  shift
+  export PATRONI_VERSION="${1:-${PATRONI_VERSION:-${E2E_DEFAULT_VERSION:-4.1.5}}}"
+  EXPORTER_BIN="${EXPORTER_BIN:-$E2E_TARGET_DIR/debug/patroni-raft-exporter}"
+  export RUN_DIR="$E2E_WORK/$name-$PATRONI_VERSION"
+  if (($# > 1)); then
+    e2e_versions_parallel "$name" "$0" "$@" || rc=$?
+    exit "$rc"
+  fi
+  [[ ${E2E_IN_NETNS:-} == 1 ]] && return 0
+  if ((EUID != 0)); then
+    [[ ${E2E_NETNS:-required} == optional ]] && return 0
+    echo "$(basename "$0") needs root (a network namespace of its own)" >&2; exit 2
+  fi
+  for c in ip setpriv jq curl ${E2E_TOOLS:-}; do
+    command -v "$c" >/dev/null || { echo "$c missing: scripts/install-deps.sh" >&2; exit 2; }
+  done
+  [[ ${E2E_NO_EXPORTER:-0} == 1 || -x $EXPORTER_BIN ]] \
+    || { echo "no exporter binary at $EXPORTER_BIN (cargo build --bin patroni-raft-exporter)" >&2; exit 2; }
+  [[ -x $(e2e_venv_dir "$PATRONI_VERSION")/bin/patroni ]] \
+    || "$E2E_REPO/scripts/install-deps.sh" --no-apt --no-cargo --patroni "$PATRONI_VERSION"
+  e2e_netns_run "$name-${PATRONI_VERSION//./}" env EXPORTER_BIN="$EXPORTER_BIN" "$0" "$PATRONI_VERSION" || rc=$?
+  exit "$rc"
+}
+
+E2E_PIDS=()
+e2e_setup() {
+  e2e_lock "${E2E_LOCK_WAIT:-}"
+  rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR"
+  e2e_results_init "$RUN_DIR/results.tsv"
+  trap e2e_cleanup EXIT
+  trap 'exit 143' TERM INT
+  cluster down --fast >"$RUN_DIR/cleanup.log" 2>&1 || true   # an interrupted run's leftovers
+  T_START=$(e2e_now)
+}
+# shellcheck disable=SC2317  # the EXIT trap runs it
+e2e_cleanup() {
+  local rc=$? pid
+  if declare -F e2e_cleanup_hook >/dev/null; then e2e_cleanup_hook || true; fi
+  for pid in "${E2E_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${E2E_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  cluster down --fast >>"$RUN_DIR/cleanup.log" 2>&1 || e2e_log "cluster down failed: see $RUN_DIR/cleanup.log"
+  exit "$rc"
+}
+e2e_stop_pid() { # e2e_stop_pid PID
+  local pid=$1 p keep=()
+  [[ -n $pid ]] || return 0
+  for p in "${E2E_PIDS[@]}"; do [[ $p == "$pid" ]] || keep+=("$p"); done
+  E2E_PIDS=("${keep[@]}")   # reaped below: its number may be reused, never stopped again
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+}
+
+EXPORTER_PID=""
+e2e_exporter() { # e2e_exporter POLL_S [ARG...]
+  local poll=$1
+  shift
+  ( umask 077; printf '%s\n' "$RAFT_PASS" >"$RUN_DIR/raft-secret" )
+  "$EXPORTER_BIN" --patroni.url "$MEMBER0_REST" --raft.password-file "$RUN_DIR/raft-secret" \
+    --poll.interval "${poll}s" --poll.timeout 1s --web.listen-address 127.0.0.1:9393 "$@" \
+    >"$EXPORTER_LOG" 2>&1 9>&- &
+  EXPORTER_PID=$!
+  E2E_PIDS+=("$EXPORTER_PID")
+}
+e2e_status() { # e2e_status NAME [URL]
+  local rc=0
+  (cd "$RUN_DIR" && timeout 30 "$EXPORTER_BIN" status --patroni.url "${2:-$MEMBER0_REST}" --raft.password-file raft-secret) \
+    >"$RUN_DIR/status-$1.txt" 2>&1 9>&- || rc=$?
+  echo "$rc" >"$RUN_DIR/status-$1.rc"
+  sed 's/^/    /' "$RUN_DIR/status-$1.txt" >&2
+  echo "$rc"
+}
+e2e_member() { local v="MEMBER${1}_$2"; echo "${!v}"; }
+e2e_rest() { e2e_member "$1" REST; }
+e2e_own_role() { curl -sf -m 2 "$(e2e_rest "$1")/patroni" 2>/dev/null | jq -r '.role // "?"' 2>/dev/null || echo down; }
+e2e_cluster_leader() {
+  local n js
+  for n in 0 1 2; do
+    js=$(curl -sf -m 3 "$(e2e_rest "$n")/cluster" 2>/dev/null) || continue
+    jq -er '[.members[] | select(.role == "leader") | .name][0] // empty' <<<"$js"
+    return
+  done
+  return 1
+}
+e2e_exporter_survived() {
+  if kill -0 "$EXPORTER_PID" 2>/dev/null; then pass "exporter process still running"; else on_fail "exporter process died"; fi
+  if grep -q panicked "$EXPORTER_LOG"; then on_fail "exporter log shows a panic"; fi
+}
+e2e_finish() { # e2e_finish TITLE
+  [[ -z $EXPORTER_PID ]] || e2e_exporter_survived
+  e2e_result total "run (s)" "$(e2e_since "$T_START")"
+  {
+    echo "---- $1, Patroni $PATRONI_VERSION, $(date -u +%Y-%m-%d)"
+    e2e_results_print
+  } | tee "$RUN_DIR/results.txt"
+  if e2e_summary | tee -a "$RUN_DIR/results.txt"; then exit 0; fi
+  exit 1
+}
+
 E2E_PROM="${E2E_PROM:-http://127.0.0.1:9090}"
+E2E_AM="${E2E_AM:-}"
 E2E_PROM_PID=""
-e2e_prometheus() { # e2e_prometheus DIR [TARGET]
-  local dir=$1 target=${2:-127.0.0.1:9393} deadline
-  printf '%s\n' 'global:' '  scrape_interval: 2s' '  evaluation_interval: 2s' 'rule_files:' \
-    "  - $E2E_REPO/alerts/patroni-raft.rules.yml" 'scrape_configs:' \
-    '  - job_name: patroni-raft-exporter' '    static_configs:' "      - targets: ['$target']" \
-    >"$dir/prometheus.yml"
-  prometheus --config.file "$dir/prometheus.yml" --storage.tsdb.path "$dir/prometheus-data" \
-    --web.listen-address "${E2E_PROM#http://}" >"$dir/prometheus.log" 2>&1 9>&- &
-  E2E_PROM_PID=$!
-  deadline=$(($(date +%s) + 60))
-  until curl -fs -o /dev/null -m 2 "$E2E_PROM/-/ready"; do
+E2E_AM_PID=""
+e2e_wait_http() { # e2e_wait_http URL SECONDS
+  local deadline=$(($(date +%s) + $2))
+  until curl -fs -o /dev/null -m 2 "$1"; do
     (($(date +%s) < deadline)) || return 1
     sleep 0.5
   done
+}
+e2e_alertmanager() { # e2e_alertmanager DIR [GROUP_WAIT] [GROUP_BY]
+  local dir=$1
+  E2E_AM=${E2E_AM:-http://127.0.0.1:9093}
+  printf '%s\n' 'route:' '  receiver: log' "  group_by: [${3:-alertname, scope}]" "  group_wait: ${2:-10s}" \
+    'receivers:' '  - name: log' >"$dir/alertmanager.yml"
+  prometheus-alertmanager --config.file "$dir/alertmanager.yml" --storage.path "$dir/alertmanager-data" \
+    --web.listen-address "${E2E_AM#http://}" --cluster.listen-address= >"$dir/alertmanager.log" 2>&1 9>&- &
+  # shellcheck disable=SC2034  # read by the scripts that source this file
+  E2E_AM_PID=$!
+  e2e_wait_http "$E2E_AM/-/ready" 60
+}
+e2e_prometheus() { # e2e_prometheus DIR [TARGETS] [INTERVAL]
+  local dir=$1 targets=${2:-127.0.0.1:9393} every=${3:-2s}
+  [[ $targets == *targets:* ]] || targets="      - targets: ['$targets']"
+  {
+    printf '%s\n' 'global:' "  scrape_interval: $every" "  evaluation_interval: $every" 'rule_files:' \
+      "  - $E2E_REPO/alerts/patroni-raft.rules.yml"
+    [[ -z $E2E_AM ]] || printf '%s\n' 'alerting:' '  alertmanagers:' '    - static_configs:' \
+      "        - targets: ['${E2E_AM#http://}']"
+    printf '%s\n' 'scrape_configs:' '  - job_name: patroni-raft-exporter' '    static_configs:' "$targets"
+  } >"$dir/prometheus.yml"
+  prometheus --config.file "$dir/prometheus.yml" --storage.tsdb.path "$dir/prometheus-data" \
+    --web.listen-address "${E2E_PROM#http://}" >"$dir/prometheus.log" 2>&1 9>&- &
+  # shellcheck disable=SC2034  # read by the scripts that source this file
+  E2E_PROM_PID=$!
+  e2e_wait_http "$E2E_PROM/-/ready" 60
 }
 e2e_prom_rule_loaded() {
   curl -fs -m 3 "$E2E_PROM/api/v1/rules" 2>/dev/null \
@@ -412,7 +665,7 @@ e2e_alert_state() { # e2e_alert_state JSON NAME [MEMBER]
   jq -r --arg n "$2" --arg m "${3:-}" \
     '[(.data.alerts // [])[] | select(.labels.alertname == $n and ($m == "" or .labels.member == $m)) | .state] | sort | last // ""' <<<"$1"
 }
-e2e_alerts_brief() { # e2e_alerts_brief [JSON]
-  jq -r '[(.data.alerts // [])[] | "\(.labels.alertname)\(if .labels.member then "{\(.labels.member)}" else "" end)/\(.state)"] | sort | join(" ")' \
-    <<<"${1:-$(e2e_prom_alerts)}" 2>/dev/null || true
+e2e_alerts_brief() {
+  e2e_prom_alerts | jq -r '[(.data.alerts // [])[] | "\(.labels.alertname)\(if .labels.member then "{\(.labels.member)}" else "" end)/\(.state)"] | sort | join(" ")' \
+    2>/dev/null || true
 }

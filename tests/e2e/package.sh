@@ -21,41 +21,31 @@
 #      and any file named after the package under /etc, /usr, /var/lib, /var/cache, /var/log
 #      (man-db's cache of formatted man pages aside)
 #
-# Runs as root (dpkg). It enters a network namespace of its own (unshare -n) so that the
-# cluster's fixed loopback addresses and the exporter's port :9393 never meet another test's.
+# Runs as root (dpkg). It enters a network namespace of its own (lib.sh's e2e_scenario) so that
+# the cluster's fixed loopback addresses and the exporter's port :9393 never meet another test's.
 # Refuses to run when the package or its user already exist (never touches an admin's
 # installation). rc 1 if anything failed.
 set -euo pipefail
-
-if [[ -z ${PACKAGE_TEST_NETNS:-} ]]; then
-  command -v unshare >/dev/null || { echo "unshare (util-linux) missing" >&2; exit 2; }
-  exec unshare -n env PACKAGE_TEST_NETNS=1 bash -c 'ip link set lo up && exec "$0" "$@"' "$0" "$@"
-fi
 
 E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh
 source "$E2E_DIR/lib.sh"
 
-export PATRONI_VERSION="${1:-${PATRONI_VERSION:-3.3.8}}"
+# as root, in a network namespace of its own
+E2E_DEFAULT_VERSION=3.3.8 E2E_NO_EXPORTER=1 E2E_TOOLS="lintian dpkg-deb systemd-analyze cargo-deb" \
+  e2e_scenario package "$@"
 PACKAGE=patroni-raft-exporter
 SERVICE_USER=patroni-raft-exporter
 UNIT=/usr/lib/systemd/system/$PACKAGE.service
 DEFAULT_FILE=/etc/default/$PACKAGE
 CONFIG_DIR=/etc/$PACKAGE
 CONFIG_FILE=$CONFIG_DIR/exporter.yml
-RUN_DIR="$E2E_WORK/e2e-package-$PATRONI_VERSION"
 export DATA_DIR="${DATA_DIR:-$E2E_WORK/cluster-package-$PATRONI_VERSION}"
 export EXPORTER_LOG="$RUN_DIR/exporter.log"
 export EXPORTER_URL="http://127.0.0.1:9393/metrics"   # the example's --web.listen-address=:9393
-CLUSTER="$E2E_DIR/cluster.sh"
 S='scope="pg-test"'
-EXPORTER_PID=""
 INSTALLED_BY_US=0
 
-[[ $EUID -eq 0 ]] || { echo "package.sh installs a .deb: run it as root" >&2; exit 2; }
-for tool in lintian dpkg-deb systemd-analyze setpriv cargo-deb; do
-  command -v "$tool" >/dev/null || { echo "$tool missing: run scripts/install-deps.sh" >&2; exit 2; }
-done
 if [[ $(dpkg-query -W -f='${db:Status-Status}' "$PACKAGE" 2>/dev/null || true) =~ ^(installed|config-files|half-.*|unpacked|triggers-.*)$ ]]; then
   echo "$PACKAGE is already installed here (dpkg): not touching it" >&2; exit 2
 fi
@@ -63,37 +53,14 @@ if getent passwd "$SERVICE_USER" >/dev/null || getent group "$SERVICE_USER" >/de
   echo "user/group $SERVICE_USER or $CONFIG_DIR already exists: not touching it" >&2; exit 2
 fi
 
-# One real cluster per network namespace (this one is ours, but keep the protocol).
-exec 9>"$E2E_CLUSTER_LOCK"
-flock -w 900 9 || { echo "another real cluster is running (lock $E2E_CLUSTER_LOCK)" >&2; exit 2; }
-cluster() { "$CLUSTER" "$@" 9>&-; }
-rm -rf "$RUN_DIR"
-mkdir -p "$RUN_DIR"
-
-stop_pid() { # stop_pid PID: only our own children, by PID
-  local pid=$1
-  [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
-cleanup() {
-  local rc=$?
-  stop_pid "$EXPORTER_PID"
-  cluster down --fast >/dev/null 2>&1 || true
+e2e_setup
+# shellcheck disable=SC2317  # e2e_cleanup (the EXIT trap) runs it
+e2e_cleanup_hook() {
+  e2e_stop_pid "$EXPORTER_PID"
   if ((INSTALLED_BY_US)); then
     e2e_log "cleanup: purging $PACKAGE (installed by this test)"
     dpkg --purge "$PACKAGE" >/dev/null 2>&1 || true
   fi
-  exit "$rc"
-}
-trap cleanup EXIT
-on_fail() {
-  fail "$1"
-  [[ -f $EXPORTER_LOG ]] && dump_logs "$EXPORTER_LOG" >&2
-  e2e_summary || true
-  exit 1
 }
 
 e2e_log "=== Debian package, Patroni $PATRONI_VERSION"
@@ -120,36 +87,31 @@ mapfile -t installed_paths < <(dpkg -L "$PACKAGE")
 pass "2: dpkg -i: installed, ${#installed_paths[@]} paths"
 
 IFS=: read -r _ _ uid gid _ home shell < <(getent passwd "$SERVICE_USER") || on_fail "2: no user $SERVICE_USER"
-[[ $shell == /usr/sbin/nologin && $home == /nonexistent && ! -e /nonexistent ]] \
-  && pass "2: system user $SERVICE_USER (uid $uid, shell $shell, home $home not created)" \
-  || on_fail "2: user $SERVICE_USER: shell $shell, home $home"
+if [[ $shell == /usr/sbin/nologin && $home == /nonexistent && ! -e /nonexistent ]]; then pass "2: system user $SERVICE_USER (uid $uid, shell $shell, home $home not created)"
+else on_fail "2: user $SERVICE_USER: shell $shell, home $home"; fi
 [[ $uid -lt 1000 && $(getent group "$SERVICE_USER" | cut -d: -f3) == "$gid" ]] \
   || on_fail "2: $SERVICE_USER is not a system user with its own group (uid $uid gid $gid)"
-[[ $(stat -c '%U:%G %a' "$CONFIG_DIR") == "root:$SERVICE_USER 750" ]] \
-  && pass "2: $CONFIG_DIR root:$SERVICE_USER 0750" \
-  || on_fail "2: $CONFIG_DIR is $(stat -c '%U:%G %a' "$CONFIG_DIR")"
+if [[ $(stat -c '%U:%G %a' "$CONFIG_DIR") == "root:$SERVICE_USER 750" ]]; then pass "2: $CONFIG_DIR root:$SERVICE_USER 0750"
+else on_fail "2: $CONFIG_DIR is $(stat -c '%U:%G %a' "$CONFIG_DIR")"; fi
 conffiles=$(dpkg-query -W -f='${Conffiles}' "$PACKAGE" | awk 'NF { print $1 }' | sort | tr '\n' ' ')
-[[ $conffiles == "$DEFAULT_FILE $CONFIG_FILE " ]] && pass "2: conffiles: $conffiles" \
-  || on_fail "2: conffiles are: $conffiles"
+if [[ $conffiles == "$DEFAULT_FILE $CONFIG_FILE " ]]; then pass "2: conffiles: $conffiles"; else on_fail "2: conffiles are: $conffiles"; fi
 expected_paths=(
-  /usr/bin/$PACKAGE "$UNIT" "$DEFAULT_FILE" "$CONFIG_FILE"
-  /usr/share/$PACKAGE/alerts/patroni-raft.rules.yml /usr/share/$PACKAGE/alerts/alertmanager.example.yml
-  /usr/share/$PACKAGE/dashboards/patroni-cluster.json /usr/share/$PACKAGE/dashboards/patroni-raft.json
-  /usr/share/man/man1/$PACKAGE.1.gz /usr/share/bash-completion/completions/$PACKAGE
-  /usr/share/zsh/vendor-completions/_$PACKAGE /usr/share/fish/vendor_completions.d/$PACKAGE.fish
-  /usr/share/doc/$PACKAGE/copyright /usr/share/doc/$PACKAGE/changelog.Debian.gz
-  /usr/share/doc/$PACKAGE/README.md
+  "/usr/bin/$PACKAGE" "$UNIT" "$DEFAULT_FILE" "$CONFIG_FILE"
+  "/usr/share/$PACKAGE/alerts/patroni-raft.rules.yml" "/usr/share/$PACKAGE/alerts/alertmanager.example.yml"
+  "/usr/share/$PACKAGE/dashboards/patroni-cluster.json" "/usr/share/$PACKAGE/dashboards/patroni-raft.json"
+  "/usr/share/man/man1/$PACKAGE.1.gz" "/usr/share/bash-completion/completions/$PACKAGE"
+  "/usr/share/zsh/vendor-completions/_$PACKAGE" "/usr/share/fish/vendor_completions.d/$PACKAGE.fish"
+  "/usr/share/doc/$PACKAGE/copyright" "/usr/share/doc/$PACKAGE/changelog.Debian.gz"
+  "/usr/share/doc/$PACKAGE/README.md"
 )
 missing=()
 for path in "${expected_paths[@]}"; do [[ -s $path ]] || missing+=("$path"); done
-((${#missing[@]} == 0)) && pass "2: the ${#expected_paths[@]} documented paths are there" \
-  || on_fail "2: missing: ${missing[*]}"
+if ((${#missing[@]} == 0)); then pass "2: the ${#expected_paths[@]} documented paths are there"; else on_fail "2: missing: ${missing[*]}"; fi
 # The generated man page and completions describe the installed binary's flags.
-zcat /usr/share/man/man1/$PACKAGE.1.gz | grep -q 'raft.password\\-file' \
+if zcat /usr/share/man/man1/$PACKAGE.1.gz | grep -q 'raft.password\\-file' \
   && grep -q -- '--raft.password-file' /usr/share/bash-completion/completions/$PACKAGE \
-  && bash -n /usr/share/bash-completion/completions/$PACKAGE \
-  && pass "2: man page and completions name --raft.password-file; the bash completion parses" \
-  || on_fail "2: man page or completions"
+  && bash -n /usr/share/bash-completion/completions/$PACKAGE; then pass "2: man page and completions name --raft.password-file; the bash completion parses"
+else on_fail "2: man page or completions"; fi
 [[ $(/usr/bin/$PACKAGE --version) == "$PACKAGE 0.1.0"* ]] || on_fail "2: /usr/bin/$PACKAGE --version: $(/usr/bin/$PACKAGE --version)"
 
 # ---------------------------------------------------------------- 3. the unit
@@ -161,11 +123,10 @@ else
 fi
 systemd-analyze security --offline=true "$UNIT" >"$RUN_DIR/security.txt" 2>&1 || true
 score=$(grep -o 'Overall exposure level for .*' "$RUN_DIR/security.txt" || true)
-[[ -n $score ]] && pass "3: systemd-analyze security: $score" \
-  || { cat "$RUN_DIR/security.txt" >&2; on_fail "3: systemd-analyze security printed no score"; }
+if [[ -n $score ]]; then pass "3: systemd-analyze security: $score"
+else { cat "$RUN_DIR/security.txt" >&2; on_fail "3: systemd-analyze security printed no score"; }; fi
 
 # ---------------------------------------------------------------- 4. the operator's edits
-cluster down --fast >/dev/null 2>&1 || true
 cluster up >&2 || on_fail "4: cluster up"
 eval "$(cluster env)"   # MEMBER0_REST, RAFT_PASS, SCOPE, ...
 # The password file as the example config's comment says to make it.
@@ -175,8 +136,8 @@ cp "$CONFIG_FILE" "$RUN_DIR/exporter.yml.installed"
 sed -i -e "s#^\(    patroni_urls: \)\[http://192.0.2.10:8008\]#\1[$MEMBER0_REST]#" \
        -e "s#^\(  - scope: \)pg-main #\1$SCOPE #" "$CONFIG_FILE"
 changed=$(diff "$RUN_DIR/exporter.yml.installed" "$CONFIG_FILE" | grep -c '^>' || true)
-[[ $changed -eq 2 ]] && pass "4: example config: URL -> $MEMBER0_REST, scope -> $SCOPE (2 lines), Raft password file 0640" \
-  || on_fail "4: editing the example config changed $changed lines (expected 2): has its example URL or scope changed?"
+if [[ $changed -eq 2 ]]; then pass "4: example config: URL -> $MEMBER0_REST, scope -> $SCOPE (2 lines), Raft password file 0640"
+else on_fail "4: editing the example config changed $changed lines (expected 2): has its example URL or scope changed?"; fi
 
 # ---------------------------------------------------------------- 5. ExecStart as the unit runs it
 # The unit's ExecStart (continuation lines joined) and User=.
@@ -223,6 +184,7 @@ for key in "${!unit_env[@]}"; do env_args+=("$key=${unit_env[$key]}"); done
 grep -qx 'NoExecPaths=/' "$UNIT" || on_fail "5: the unit has no NoExecPaths=/ (this test models it)"
 exec_paths=$(sed -n 's/^ExecPaths=//p' "$UNIT")
 [[ -n $exec_paths ]] || on_fail "5: the unit has no ExecPaths="
+# shellcheck disable=SC2016  # expanded by the bash -c that runs it, not here
 sandbox='
   set -e
   mount --make-rprivate /
@@ -242,6 +204,7 @@ EXEC_PATHS=$exec_paths unshare -m bash -c "$sandbox" sandbox \
   setpriv --reuid="$SERVICE_USER" --regid="$SERVICE_USER" --init-groups --no-new-privs \
     --inh-caps=-all --bounding-set=-all -- "${argv[@]}" >"$EXPORTER_LOG" 2>&1 9>&- &
 EXPORTER_PID=$!
+E2E_PIDS+=("$EXPORTER_PID")
 e2e_log "installed exporter pid $EXPORTER_PID as $SERVICE_USER, NoExecPaths=/ ExecPaths=$exec_paths (log $EXPORTER_LOG)"
 if wait_for_metric patroni_raft_cluster_quorum "$S" == 1 60 >/dev/null; then
   pass "5: patroni_raft_cluster_quorum{$S} 1 after ${E2E_ELAPSED}s"
@@ -249,11 +212,10 @@ else
   on_fail "5: the installed exporter never confirmed the cluster's quorum"
 fi
 metric_lines patroni_raft_cluster_quorum | sed 's/^/    /' >&2
-[[ $(metric_value patroni_up "$S,...") == 1 ]] && pass "5: patroni_up{$S} 1" || on_fail "5: patroni_up"
-[[ $(ps -o user= -p "$EXPORTER_PID") == "$SERVICE_USER" ]] \
-  && pass "5: the exporter runs as $SERVICE_USER" || on_fail "5: the exporter runs as $(ps -o user= -p "$EXPORTER_PID")"
-stop_pid "$EXPORTER_PID"
-EXPORTER_PID=""
+if [[ $(metric_value patroni_up "$S,...") == 1 ]]; then pass "5: patroni_up{$S} 1"; else on_fail "5: patroni_up"; fi
+if [[ $(ps -o user= -p "$EXPORTER_PID") == "$SERVICE_USER" ]]; then pass "5: the exporter runs as $SERVICE_USER"
+else on_fail "5: the exporter runs as $(ps -o user= -p "$EXPORTER_PID")"; fi
+e2e_stop_pid "$EXPORTER_PID"
 cluster down --fast >/dev/null 2>&1 || true
 
 # ---------------------------------------------------------------- 6. purge
@@ -268,17 +230,18 @@ for path in "${installed_paths[@]}"; do
   [[ -d $path && ! -L $path ]] && dpkg-query -S "$path" >/dev/null 2>&1 && continue
   left+=("$path")
 done
-((${#left[@]} == 0)) && pass "6: dpkg --purge: none of the ${#installed_paths[@]} listed paths is left (shared directories aside)" \
-  || on_fail "6: left after purge: ${left[*]}"
-[[ ! -e $CONFIG_DIR ]] && pass "6: $CONFIG_DIR gone, with the operator's raft-password" || on_fail "6: $CONFIG_DIR left: $(ls -A "$CONFIG_DIR")"
-! getent passwd "$SERVICE_USER" >/dev/null && ! getent group "$SERVICE_USER" >/dev/null \
-  && pass "6: user and group $SERVICE_USER removed" || on_fail "6: user or group $SERVICE_USER left"
+if ((${#left[@]} == 0)); then pass "6: dpkg --purge: none of the ${#installed_paths[@]} listed paths is left (shared directories aside)"
+else on_fail "6: left after purge: ${left[*]}"; fi
+if [[ ! -e $CONFIG_DIR ]]; then pass "6: $CONFIG_DIR gone, with the operator's raft-password"
+else on_fail "6: $CONFIG_DIR left: $(ls -A "$CONFIG_DIR")"; fi
+if ! getent passwd "$SERVICE_USER" >/dev/null && ! getent group "$SERVICE_USER" >/dev/null; then pass "6: user and group $SERVICE_USER removed"
+else on_fail "6: user or group $SERVICE_USER left"; fi
 # Not counted: /usr/local (an admin's own install) and man-db's cache of formatted pages
 # (/var/cache/man/cat1/*.gz, written when someone runs man(1) while the package is installed;
 # man-db's daily job expires it; no package removes it).
 mapfile -t stray < <(find /etc /usr /var/lib /var/cache /var/log \( -path /usr/local -o -path /var/cache/man \) -prune \
   -o -name "*$PACKAGE*" -print 2>/dev/null)
-((${#stray[@]} == 0)) && pass "6: no file named *$PACKAGE* under /etc /usr /var/lib /var/cache /var/log" \
-  || on_fail "6: left: ${stray[*]}"
+if ((${#stray[@]} == 0)); then pass "6: no file named *$PACKAGE* under /etc /usr /var/lib /var/cache /var/log"
+else on_fail "6: left: ${stray[*]}"; fi
 
 e2e_summary

@@ -20,6 +20,7 @@
 #   e2e_traversable DIR    -> 0 if every existing ancestor of DIR (and DIR) is o+x
 
 E2E_REPO="${E2E_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+# shellcheck disable=SC2034  # for the scripts that source this file
 E2E_PATRONI_VERSIONS="3.3.8 4.1.5"
 E2E_TARGET_DIR="${CARGO_TARGET_DIR:-$E2E_REPO/target}"
 [[ $E2E_TARGET_DIR == /* ]] || E2E_TARGET_DIR="$E2E_REPO/$E2E_TARGET_DIR"

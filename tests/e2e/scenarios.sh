@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # scenarios.sh - the exporter against a REAL Patroni + Raft cluster, asserting on /metrics.
 #
-# Usage: tests/e2e/scenarios.sh [PATRONI_VERSION]     (3.3.8 or 4.1.5; default 4.1.5)
+# Usage: tests/e2e/scenarios.sh [PATRONI_VERSION...]  (3.3.8 and/or 4.1.5; default 4.1.5). As root
+# each version runs in a network namespace of its own (several: in parallel; logs in
+# $E2E_WORK/scenarios-VERSION.log), else on the host's loopback. Run dir $E2E_WORK/scenarios-VERSION.
 #
 #   5. started before the cluster, first --patroni.url dead: recovers by itself
 #   and the `status` subcommand: exit 0 on the healthy cluster, 2 within its deadline after
@@ -14,65 +16,37 @@
 #      recovery back to healthy
 #
 # Environment: EXPORTER_BIN (default target/debug/patroni-raft-exporter), POLL_INTERVAL (2),
-# EXPORTER_PORT (9394). Prints detection timings and a summary; rc 1 if anything failed.
+# EXPORTER_PORT (9394). Prints detection timings (also in results.tsv) and a summary; rc 1 if
+# anything failed.
 set -euo pipefail
 
 E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh
 source "$E2E_DIR/lib.sh"
 
-export PATRONI_VERSION="${1:-${PATRONI_VERSION:-4.1.5}}"
+# as root: each version in a network namespace of its own (several at once: in parallel);
+# otherwise on the host's loopback, after any other user of the real cluster
+E2E_NETNS=optional e2e_scenario scenarios "$@"
 POLL_INTERVAL="${POLL_INTERVAL:-2}"
 EXPORTER_PORT="${EXPORTER_PORT:-9394}"
-EXPORTER_BIN="${EXPORTER_BIN:-$E2E_TARGET_DIR/debug/patroni-raft-exporter}"
-RUN_DIR="$E2E_WORK/e2e-$PATRONI_VERSION"
 export EXPORTER_URL="http://127.0.0.1:$EXPORTER_PORT/metrics"
 export EXPORTER_LOG="$RUN_DIR/exporter.log"
 export DATA_DIR="$E2E_WORK/cluster-$PATRONI_VERSION"
-CLUSTER="$E2E_DIR/cluster.sh"
-# The cluster's daemons must not inherit the lock descriptor (fd 9), or it would outlive us.
-cluster() { "$CLUSTER" "$@" 9>&-; }
 S='scope="pg-test"'
-TIMINGS=()
-EXPORTER_PID=""
 
 [[ -x $EXPORTER_BIN ]] || { echo "no exporter binary at $EXPORTER_BIN (cargo build first)" >&2; exit 2; }
-# One real cluster per machine (it owns 127.0.0.11-13:8008/2222/5432): wait for any other user.
-exec 9>"$E2E_CLUSTER_LOCK"
-flock -w 900 9 || { echo "another real cluster is running (lock $E2E_CLUSTER_LOCK)" >&2; exit 2; }
-mkdir -p "$RUN_DIR"
+e2e_setup
 eval "$(cluster env)"   # MEMBERn_REST, MEMBERn_RAFT, REST_USER, REST_PASS, RAFT_PASS, ...
 
-cleanup() {
-  local rc=$?
-  if [[ -n $EXPORTER_PID ]] && kill -0 "$EXPORTER_PID" 2>/dev/null; then
-    kill -TERM "$EXPORTER_PID" 2>/dev/null || true
-    wait "$EXPORTER_PID" 2>/dev/null || true
-  fi
-  cluster down --fast >/dev/null 2>&1 || true
-  exit "$rc"
+# what on_fail shows (besides the logs): the Raft and member role series
+show_state() {
+  fetch_metrics >/dev/null 2>&1 || return 0
+  echo "===== exporter's view at the failure (Raft and member role series)"
+  printf '%s\n' "$METRICS_TEXT" | grep -E '^patroni_(raft_(up|state|leader|has_quorum|term|cluster_)|member_(role|reported_role|role_mismatch|api_up)\{)' | grep -v ' 0$' || true
 }
-trap cleanup EXIT
-
-timing() { TIMINGS+=("$(printf '%-55s %6ss' "$1" "$2")"); e2e_log "timing: $1: $2 s"; }
-
-# on_fail MSG: record the failure with the relevant logs, and stop this matrix (later
-# scenarios build on the state this one should have reached).
-on_fail() {
-  fail "$1"
-  if fetch_metrics >/dev/null 2>&1; then
-    echo "===== exporter's view at the failure (Raft and member role series)" >&2
-    printf '%s\n' "$METRICS_TEXT" | grep -E '^patroni_(raft_(up|state|leader|has_quorum|term|cluster_)|member_(role|reported_role|role_mismatch|api_up)\{)' | grep -v ' 0$' >&2 || true
-  fi
-  dump_logs "$EXPORTER_LOG" >&2 || true
-  e2e_summary || true
-  exit 1
-}
-
 
 leader_name() { # the member whose role is leader in the exporter's view
-  fetch_metrics >/dev/null 2>&1 || return 1
-  metric_lines patroni_member_role "$S"',role="leader",...' | awk '/ 1$/ { match($0, /member="[^"]*"/); print substr($0, RSTART + 8, RLENGTH - 9); exit }'
+  metric_label patroni_member_role "$S"',role="leader",...' member 1 2>/dev/null | head -n1
 }
 
 member_index() { echo "${1##*-}"; }
@@ -90,6 +64,7 @@ start_exporter() {
     --web.listen-address "127.0.0.1:$EXPORTER_PORT" \
     --log.level info >"$EXPORTER_LOG" 2>&1 9>&- &
   EXPORTER_PID=$!
+  E2E_PIDS+=("$EXPORTER_PID")
   e2e_log "exporter pid $EXPORTER_PID on :$EXPORTER_PORT (log $EXPORTER_LOG)"
 }
 
@@ -111,11 +86,10 @@ status_check() {
   if awk -v t="$took" 'BEGIN { exit !(t > 10.5) }'; then on_fail "$what: status took ${took}s, deadline 10s"; fi
   if ! grep -qE -- "$pattern" "$out"; then on_fail "$what: status output lacks /$pattern/"; fi
   pass "$what (exit $rc in ${took}s)"
-  timing "status: $what" "$took"
+  e2e_result "${what%%:*}" "status: ${what#*: } (s)" "$took"
 }
 
 e2e_log "=== matrix Patroni $PATRONI_VERSION ($("$VENV/bin/pip" show pysyncobj 2>/dev/null | awk '/^Version/ {print "pysyncobj " $2}'))"
-cluster down --fast >/dev/null 2>&1 || true
 
 # ---------------------------------------------------------------- 5. exporter first
 start_exporter
@@ -127,14 +101,11 @@ cluster up --sync >&2 || on_fail "cluster up"
 expect "5: recovers by itself: patroni_up 1" patroni_up "$S" == 1 30
 
 # ---------------------------------------------------------------- 1. healthy
-expect "1: three members" patroni_cluster_members "$S" == 3 30
-expect "1: one leader" patroni_cluster_leaders "$S" == 1 10
-expect "1: two sync standbys" patroni_cluster_sync_standbys "$S" == 2 30
-expect "1: Raft cluster quorum" patroni_raft_cluster_quorum "$S" == 1 10
+expect_healthy 1
 expect "1: three Raft voters" patroni_raft_voters "$S" == 3 10
 expect "1: one Raft leader" patroni_raft_cluster_leaders "$S" == 1 10
 for i in 0 1 2; do
-  eval "raft=\$MEMBER${i}_RAFT"
+  raft=$(e2e_member "$i" RAFT)
   expect "1: node $raft up" patroni_raft_up "$S,node=\"$raft\"" == 1 10
   expect "1: node $raft has quorum" patroni_raft_has_quorum "$S,node=\"$raft\"" == 1 10
   expect "1: member postgresql-$i API up" patroni_member_api_up "$S,member=\"postgresql-$i\"" == 1 10
@@ -162,14 +133,14 @@ done
 fetch_metrics >/dev/null
 changes=$(metric_value patroni_cluster_leader_changes_total "$S")
 candidate=postgresql-$(( ( $(member_index "$old_leader") + 1 ) % 3 ))
-eval "leader_url=\$MEMBER$(member_index "$old_leader")_REST"
+leader_url=$(e2e_rest "$(member_index "$old_leader")")
 e2e_log "switchover $old_leader -> $candidate"
 t0=$(e2e_now)
 code=$(curl -s -o "$RUN_DIR/switchover.txt" -w '%{http_code}' --max-time 60 -u "$REST_USER:$REST_PASS" \
   -X POST -d "{\"leader\":\"$old_leader\",\"candidate\":\"$candidate\"}" "$leader_url/switchover") || true
-[[ $code == 200 ]] && pass "2: POST /switchover answered 200" || on_fail "2: POST /switchover answered $code: $(cat "$RUN_DIR/switchover.txt")"
+ensure "2: POST /switchover answered 200" "2: POST /switchover answered $code: $(cat "$RUN_DIR/switchover.txt" 2>/dev/null)" test "$code" = 200
 expect "2: $candidate is leader in metrics" patroni_member_role "$S,member=\"$candidate\",role=\"leader\"" == 1 30
-timing "switchover: POST to new leader in metrics" "$(e2e_since "$t0")"
+e2e_result 2 "switchover: POST to new leader in metrics (s)" "$(e2e_since "$t0")"
 expect "2: leader_changes_total went up" patroni_cluster_leader_changes_total "$S" '>' "$changes" 10
 expect "2: timeline went up by one" patroni_cluster_timeline "$S" == $(( timeline + 1 )) 30
 expect "2: healthy again: two sync standbys" patroni_cluster_sync_standbys "$S" == 2 60
@@ -183,7 +154,7 @@ e2e_log "failover: SIGKILL $victim"
 t0=$(e2e_now)
 cluster kill "$victim_index" >&2
 expect "3: killed leader's API reported down" patroni_member_api_up "$S,member=\"$victim\"" == 0 "$(( POLL_INTERVAL * 2 + 2 ))"
-timing "failover: kill to dead API in metrics" "$(e2e_since "$t0")"
+e2e_result 3 "failover: kill to dead API in metrics (s)" "$(e2e_since "$t0")"
 new_leader=""
 deadline=$(( $(date +%s) + 90 ))
 while (( $(date +%s) < deadline )); do
@@ -191,8 +162,9 @@ while (( $(date +%s) < deadline )); do
   [[ -n $new_leader && $new_leader != "$victim" ]] && break
   sleep 0.5
 done
-[[ -n $new_leader && $new_leader != "$victim" ]] && pass "3: new leader $new_leader in metrics" || on_fail "3: no new leader within 90 s (saw '${new_leader}')"
-timing "failover: leader kill to new leader in metrics" "$(e2e_since "$t0")"
+if [[ -n $new_leader && $new_leader != "$victim" ]]; then pass "3: new leader $new_leader in metrics"
+else on_fail "3: no new leader within 90 s (saw '${new_leader}')"; fi
+e2e_result 3 "failover: leader kill to new leader in metrics (s)" "$(e2e_since "$t0")"
 cluster start "$victim_index" >&2
 expect "3: old leader's API back" patroni_member_api_up "$S,member=\"$victim\"" == 1 60
 expect "3: old leader rejoined as a streaming replica" patroni_member_state "$S,member=\"$victim\",state=\"streaming\"" == 1 90
@@ -201,7 +173,7 @@ expect "3: healthy again: two sync standbys" patroni_cluster_sync_standbys "$S" 
 # ---------------------------------------------------------------- 4. quorum loss
 survivor=$(leader_name) || on_fail "4: a leader in metrics"
 survivor_index=$(member_index "$survivor")
-eval "survivor_raft=\$MEMBER${survivor_index}_RAFT"
+survivor_raft=$(e2e_member "$survivor_index" RAFT)
 fetch_metrics >/dev/null
 losses=$(metric_value patroni_raft_quorum_losses_total "$S")
 e2e_log "quorum loss: killing both members other than $survivor"
@@ -211,19 +183,19 @@ for i in 0 1 2; do
 done
 within=$(( POLL_INTERVAL * 2 ))
 expect "4: patroni_raft_cluster_quorum 0 within two poll intervals" patroni_raft_cluster_quorum "$S" == 0 "$within"
-timing "quorum loss: kill to patroni_raft_cluster_quorum 0" "$(e2e_since "$t0")"
+e2e_result 4 "quorum loss: kill to patroni_raft_cluster_quorum 0 (s)" "$(e2e_since "$t0")"
 expect "4: survivor $survivor_raft has_quorum 0" patroni_raft_has_quorum "$S,node=\"$survivor_raft\"" == 0 "$within"
 expect "4: /cluster still shows a leader (frozen view)" patroni_cluster_leaders "$S" == 1 5
 expect "4: quorum_losses_total went up" patroni_raft_quorum_losses_total "$S" '>' "$losses" 5
 status_check "4: status after losing quorum" 2 'CRITICAL Raft quorum lost'
 expect "4: role mismatch on the survivor that demoted itself" patroni_member_role_mismatch "$S,member=\"$survivor\"" == 1 60
-timing "quorum loss: kill to role_mismatch 1 (survivor demoted)" "$(e2e_since "$t0")"
+e2e_result 4 "quorum loss: kill to role_mismatch 1 (survivor demoted) (s)" "$(e2e_since "$t0")"
 t0=$(e2e_now)
 for i in 0 1 2; do
   (( i == survivor_index )) || cluster start "$i" >&2
 done
 expect "4: recovery: patroni_raft_cluster_quorum 1" patroni_raft_cluster_quorum "$S" == 1 60
-timing "recovery: restart to patroni_raft_cluster_quorum 1" "$(e2e_since "$t0")"
+e2e_result 4 "recovery: restart to patroni_raft_cluster_quorum 1 (s)" "$(e2e_since "$t0")"
 # The survivor re-promotes on its next HA loop once its own Raft node works again; under
 # load it was seen to keep failing DCS writes for over a minute after quorum was back.
 expect "4: recovery: a Raft leader again" patroni_raft_cluster_leaders "$S" == 1 60
@@ -231,13 +203,11 @@ expect "4: recovery: no role mismatch on $survivor" patroni_member_role_mismatch
 expect "4: recovery: one leader" patroni_cluster_leaders "$S" == 1 30
 expect "4: recovery: two sync standbys" patroni_cluster_sync_standbys "$S" == 2 90
 for i in 0 1 2; do
-  eval "raft=\$MEMBER${i}_RAFT"
+  raft=$(e2e_member "$i" RAFT)
   expect "4: recovery: node $raft has quorum" patroni_raft_has_quorum "$S,node=\"$raft\"" == 1 30
 done
 
 # ---------------------------------------------------------------- exporter survived it all
-kill -0 "$EXPORTER_PID" 2>/dev/null && pass "exporter process still running" || on_fail "exporter process died"
-grep -q panicked "$EXPORTER_LOG" && on_fail "exporter log shows a panic"
 # the Raft password, used for the whole run, is in neither the log nor the metrics
 fetch_metrics || on_fail "final scrape"
 printf '%s\n' "$METRICS_TEXT" >"$RUN_DIR/metrics-final.txt"
@@ -246,8 +216,4 @@ if grep -qF -- "$RAFT_PASS" "$EXPORTER_LOG" "$RUN_DIR/metrics-final.txt"; then
   on_fail "the Raft password appears in the exporter's log or /metrics"
 fi
 pass "no secret in the exporter's log ($(wc -l <"$EXPORTER_LOG") lines) or /metrics"
-
-echo
-echo "Detection timings (Patroni $PATRONI_VERSION, poll interval ${POLL_INTERVAL}s):"
-printf '  %s\n' "${TIMINGS[@]}"
-e2e_summary
+e2e_finish "e2e scenarios (detection timings in s, poll interval ${POLL_INTERVAL}s)"

@@ -3,7 +3,9 @@
 # self-signed CA and `verify_client: required` (Charmed PostgreSQL with a TLS relation), its own
 # endpoint behind TLS and basic auth, and no secret leaking anywhere.
 #
-# Usage: tests/e2e/tls.sh [PATRONI_VERSION]     (default 3.3.8, what Charmed PostgreSQL ships)
+# Usage: tests/e2e/tls.sh [PATRONI_VERSION...]  (default 3.3.8, what Charmed PostgreSQL ships). As
+# root in a network namespace of its own (several versions: in parallel), else on the host's
+# loopback. Run dir $E2E_WORK/tls-VERSION.
 #
 #   1. cluster up with TLS=1 (tests/e2e/cluster.sh makes the CA and certificates with openssl)
 #   2. the exporter is configured from member 0's patroni.yml (https URL, CA, Raft partners and
@@ -26,51 +28,23 @@ E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh
 source "$E2E_DIR/lib.sh"
 
-export PATRONI_VERSION="${1:-${PATRONI_VERSION:-3.3.8}}"
+# as root in a network namespace of its own, else on the host's loopback after any other user
+E2E_DEFAULT_VERSION=3.3.8 E2E_NETNS=optional e2e_scenario tls "$@"
 EXPORTER_PORT="${EXPORTER_PORT:-9395}"
 PLAIN_PORT=$((EXPORTER_PORT + 1))
-EXPORTER_BIN="${EXPORTER_BIN:-$E2E_TARGET_DIR/debug/patroni-raft-exporter}"
-RUN_DIR="$E2E_WORK/e2e-tls-$PATRONI_VERSION"
 export DATA_DIR="${DATA_DIR:-$E2E_WORK/cluster-tls-$PATRONI_VERSION}"
 export EXPORTER_URL="https://127.0.0.1:$EXPORTER_PORT/metrics"
 export EXPORTER_LOG="$RUN_DIR/exporter.log"
 export EXPORTER_CURL_CONFIG="$RUN_DIR/curl-scrape.conf"
 PLAIN_LOG="$RUN_DIR/exporter-no-client-cert.log"
-CLUSTER="$E2E_DIR/cluster.sh"
 S='scope="pg-test"'
 WEB_USER=prometheus
 WEB_PASS="web-pass-$RANDOM$RANDOM"
 WEB_PASS2="web-rotated-$RANDOM$RANDOM"
-EXPORTER_PID=""
-PLAIN_PID=""
 
 [[ -x $EXPORTER_BIN ]] || { echo "no exporter binary at $EXPORTER_BIN (cargo build first)" >&2; exit 2; }
-# One real cluster per machine (it owns 127.0.0.11-13:8008/2222/5432): wait for any other user.
-exec 9>"$E2E_CLUSTER_LOCK"
-flock -w 900 9 || { echo "another real cluster is running (lock $E2E_CLUSTER_LOCK)" >&2; exit 2; }
-# The cluster's daemons and the exporters must not inherit the lock descriptor (fd 9).
-cluster() { "$CLUSTER" "$@" 9>&-; }
-rm -rf "$RUN_DIR"
-mkdir -p "$RUN_DIR"
+e2e_setup
 chmod 700 "$RUN_DIR"
-
-stop_pid() { # stop_pid PID: only our own children, by PID
-  local pid=$1
-  [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
-cleanup() {
-  local rc=$?
-  stop_pid "$EXPORTER_PID"
-  stop_pid "$PLAIN_PID"
-  cluster down --fast >/dev/null 2>&1 || true
-  exit "$rc"
-}
-trap cleanup EXIT
-
 
 # bcrypt_hash: the bcrypt hash (cost 10) of the password on stdin, as htpasswd -B makes it
 bcrypt_hash() {
@@ -87,7 +61,7 @@ print(crypt.crypt(sys.stdin.readline().rstrip("\n"), crypt.mksalt(crypt.METHOD_B
 write_web_config() { # write_web_config PASSWORD
   local hash
   hash=$(bcrypt_hash <<<"$1")
-  [[ $hash == '$2'* ]] || on_fail "cannot make a bcrypt hash (need htpasswd or python3 with crypt)"
+  [[ $hash == "\$2"* ]] || on_fail "cannot make a bcrypt hash (need htpasswd or python3 with crypt)"
   cat >"$RUN_DIR/web.yml" <<EOF
 tls_server_config:
   cert_file: $EXPORTER_SERVER_CERT
@@ -104,7 +78,6 @@ http_code() { # http_code CURL_ARGS... -> the status code (000: no HTTP answer)
 }
 
 e2e_log "=== TLS matrix Patroni $PATRONI_VERSION"
-cluster down --fast >/dev/null 2>&1 || true
 
 # ---------------------------------------------------------------- 1. cluster on https
 TLS=1 cluster up >&2 || on_fail "TLS cluster up"
@@ -112,8 +85,8 @@ eval "$(cluster env)"   # MEMBERn_*, REST_*, RAFT_PASS, TLS_CA, EXPORTER_CLIENT_
 [[ $REST_SCHEME == https ]] || on_fail "cluster is not on https"
 pass "1: cluster up on https with verify_client: required"
 code=$(http_code --cacert "$TLS_CA" "$MEMBER0_REST/cluster")
-[[ $code == 000 || $code -ge 400 ]] && pass "1: a member refuses a client without certificate ($code)" \
-  || on_fail "1: a member answered $code without a client certificate"
+if [[ $code == 000 || $code -ge 400 ]]; then pass "1: a member refuses a client without certificate ($code)"
+else on_fail "1: a member answered $code without a client certificate"; fi
 
 # ---------------------------------------------------------------- 2. the exporter
 ( umask 077; printf '%s\n' "$REST_PASS" >"$RUN_DIR/rest-secret" )
@@ -126,21 +99,22 @@ write_web_config "$WEB_PASS"
   --web.config.file "$RUN_DIR/web.yml" --web.listen-address "127.0.0.1:$EXPORTER_PORT" \
   --poll.interval 2s --poll.timeout 1s --log.level debug >"$EXPORTER_LOG" 2>&1 9>&- &
 EXPORTER_PID=$!
+E2E_PIDS+=("$EXPORTER_PID")
 e2e_log "exporter pid $EXPORTER_PID on https://127.0.0.1:$EXPORTER_PORT (log $EXPORTER_LOG)"
-grep -q 'BEGIN ENCRYPTED PRIVATE KEY' "$EXPORTER_CLIENT_KEY" && pass "2: the exporter's client key is encrypted" \
-  || on_fail "2: the exporter's client key is not encrypted"
+ensure "2: the exporter's client key is encrypted" \
+  "2: the exporter's client key is not encrypted" grep -q 'BEGIN ENCRYPTED PRIVATE KEY' "$EXPORTER_CLIENT_KEY"
 
 # ---------------------------------------------------------------- 3. its endpoint
 expect "3: /metrics over TLS with basic auth" patroni_exporter_build_info '...' present - 15
 code=$(http_code --cacert "$TLS_CA" "https://127.0.0.1:$EXPORTER_PORT/metrics")
-[[ $code == 401 ]] && pass "3: no credentials: 401" || on_fail "3: no credentials: got $code, want 401"
+ensure "3: no credentials: 401" "3: no credentials: got $code, want 401" test "$code" = 401
 printf 'cacert = "%s"\nuser = "%s:%s"\n' "$TLS_CA" "$WEB_USER" "not-the-password" >"$RUN_DIR/curl-wrong.conf"
 code=$(http_code -K "$RUN_DIR/curl-wrong.conf" "https://127.0.0.1:$EXPORTER_PORT/metrics")
-[[ $code == 401 ]] && pass "3: wrong password: 401" || on_fail "3: wrong password: got $code, want 401"
+ensure "3: wrong password: 401" "3: wrong password: got $code, want 401" test "$code" = 401
 code=$(http_code -K "$EXPORTER_CURL_CONFIG" "https://127.0.0.1:$EXPORTER_PORT/metrics")
-[[ $code == 200 ]] && pass "3: right password: 200" || on_fail "3: right password: got $code, want 200"
+ensure "3: right password: 200" "3: right password: got $code, want 200" test "$code" = 200
 code=$(http_code "http://127.0.0.1:$EXPORTER_PORT/metrics")
-[[ $code != 200 ]] && pass "3: plain http gets no metrics ($code)" || on_fail "3: plain http answered 200"
+ensure "3: plain http gets no metrics ($code)" "3: plain http answered 200" test "$code" != 200
 
 # ---------------------------------------------------------------- 4. metrics over https
 expect "4: patroni_up over https with a client certificate" patroni_up "$S" == 1 30
@@ -157,6 +131,7 @@ expect "4: no TLS errors" patroni_exporter_poll_errors_total "$S,source=\"cluste
   --raft.disabled --poll.interval 1s --poll.timeout 1s \
   --web.listen-address "127.0.0.1:$PLAIN_PORT" --log.level debug >"$PLAIN_LOG" 2>&1 9>&- &
 PLAIN_PID=$!
+E2E_PIDS+=("$PLAIN_PID")
 if EXPORTER_URL="http://127.0.0.1:$PLAIN_PORT/metrics" EXPORTER_CURL_CONFIG="" \
   wait_for_metric patroni_exporter_poll_errors_total "$S,source=\"cluster\",kind=\"tls\"" '>=' 1 20 >/dev/null; then
   pass "5: without a client certificate: kind=\"tls\" (${E2E_ELAPSED}s)"
@@ -165,9 +140,9 @@ else
 fi
 EXPORTER_URL="http://127.0.0.1:$PLAIN_PORT/metrics" EXPORTER_CURL_CONFIG="" FETCH=1 \
   metric_value patroni_up "$S" >"$RUN_DIR/plain-up.txt" 2>/dev/null || true
-[[ $(cat "$RUN_DIR/plain-up.txt") == 0 ]] && pass "5: and patroni_up 0" || on_fail "5: patroni_up is $(cat "$RUN_DIR/plain-up.txt")"
+if [[ $(cat "$RUN_DIR/plain-up.txt") == 0 ]]; then pass "5: and patroni_up 0"; else on_fail "5: patroni_up is $(cat "$RUN_DIR/plain-up.txt")"; fi
 curl -sf -m 5 "http://127.0.0.1:$PLAIN_PORT/metrics" >"$RUN_DIR/metrics-no-client-cert.txt" || true
-stop_pid "$PLAIN_PID"; PLAIN_PID=""
+e2e_stop_pid "$PLAIN_PID"
 
 # ---------------------------------------------------------------- 6. SIGHUP
 cp "$EXPORTER_CURL_CONFIG" "$RUN_DIR/curl-old.conf"
@@ -180,11 +155,10 @@ until grep -q 'poller reconfigured' "$EXPORTER_LOG"; do
   sleep 0.5
 done
 code=$(http_code -K "$EXPORTER_CURL_CONFIG" "https://127.0.0.1:$EXPORTER_PORT/metrics")
-[[ $code == 200 ]] && pass "6: SIGHUP: the rotated web password works" || on_fail "6: rotated password: got $code"
+ensure "6: SIGHUP: the rotated web password works" "6: rotated password: got $code" test "$code" = 200
 code=$(http_code -K "$RUN_DIR/curl-old.conf" "https://127.0.0.1:$EXPORTER_PORT/metrics")
-[[ $code == 401 ]] && pass "6: SIGHUP: the old web password is refused" || on_fail "6: old password: got $code"
-grep -q 'poller reconfigured' "$EXPORTER_LOG" && pass "6: SIGHUP: the poller was reconfigured" \
-  || on_fail "6: no 'poller reconfigured' in the log"
+ensure "6: SIGHUP: the old web password is refused" "6: old password: got $code" test "$code" = 401
+ensure "6: SIGHUP: the poller was reconfigured" "6: no 'poller reconfigured' in the log" grep -q 'poller reconfigured' "$EXPORTER_LOG"
 fetch_metrics || on_fail "6: no metrics after SIGHUP"
 before=$(metric_value patroni_exporter_last_poll_timestamp_seconds "$S")
 expect "6: still polling after SIGHUP" patroni_exporter_last_poll_timestamp_seconds "$S" '>' "$before" 10
@@ -194,8 +168,8 @@ expect "6: still patroni_up 1" patroni_up "$S" == 1 10
 curl -sf -m 5 -K "$EXPORTER_CURL_CONFIG" "$EXPORTER_URL" >"$RUN_DIR/metrics-final.txt" || on_fail "7: final scrape"
 cp "/proc/$EXPORTER_PID/cmdline" "$RUN_DIR/cmdline" 2>/dev/null || on_fail "7: exporter gone"
 cp "/proc/$EXPORTER_PID/environ" "$RUN_DIR/environ" 2>/dev/null || true
-kill -0 "$EXPORTER_PID" 2>/dev/null && pass "7: exporter still running" || on_fail "7: exporter died"
-stop_pid "$EXPORTER_PID"; EXPORTER_PID=""
+if kill -0 "$EXPORTER_PID" 2>/dev/null; then pass "7: exporter still running"; else on_fail "7: exporter died"; fi
+e2e_stop_pid "$EXPORTER_PID"
 for f in "$EXPORTER_LOG" "$RUN_DIR/metrics-final.txt"; do
   [[ $(wc -l <"$f") -gt 20 ]] || on_fail "7: $f is nearly empty: the check below would prove nothing"
 done
