@@ -40,7 +40,8 @@ local rules = import 'lib/rules.libsonnet';
             The best verdict of every exporter watching the scope (1 confirmed > 0 lost > -1 not
             visible): with exporters in several failure domains, this pages only when none of
             them confirms the quorum and at least one has evidence of the loss. Aggregate over
-            the labels that tell your exporters apart (instance, job, and e.g. juju_unit).
+            the labels that tell your exporters apart (_config.aggregationLabels: instance, job,
+            and e.g. juju_unit).
           |||,
           expr: 'max without (${aggregationLabels}) (patroni_raft_cluster_quorum) == 0',
           labels: { severity: 'critical' },
