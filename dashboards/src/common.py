@@ -225,6 +225,21 @@ def exporter_row(first_id: int) -> tuple:
                  "Seconds since the last completed poll. Above 60 s for 1m: PatroniExporterPollStale "
                  "(all values of the cluster are frozen).",
                  unit="s", span=8, min_val=0),
+        stat_panel(first_id + 4, "Exporter version",
+                   f'max by (version, revision) (patroni_exporter_build_info'
+                   f' * on (instance) group_left () max by (instance) (patroni_up{{{SEL}}}))',
+                   "Version and git revision of each exporter that watches the selected clusters.",
+                   legend="{{version}} ({{revision}})", text_mode=mc.BigValueTextMode.NAME,
+                   steps=[(None, "blue")], span=8),
+        ts_panel(first_id + 5, "Polls skipped",
+                 [q(f'sum by (scope) (increase(patroni_exporter_polls_skipped_total{{{SEL}}}[$__rate_interval]))',
+                    "{{scope}}", "A"),
+                  q(f'max by (scope) (patroni_up{{{SEL}}}) * 0 '
+                    f'unless on (scope) sum by (scope) (patroni_exporter_polls_skipped_total{{{SEL}}})',
+                    "{{scope}} none skipped", "B")],
+                 "Poll intervals skipped because the previous poll was still running: the poll "
+                 "takes longer than --poll.interval (slow or hanging members).",
+                 span=16, height=4, min_val=0),
     ]
     return row, panels
 
