@@ -5,5 +5,6 @@
   grafanaDashboards+:: {
     'patroni-cluster.json': import '../dashboards/patroni-cluster.json',
     'patroni-raft.json': import '../dashboards/patroni-raft.json',
+    'patroni-fleet.json': import '../dashboards/patroni-fleet.json',
   },
 }

@@ -53,7 +53,8 @@ sys.path.insert(0, "scripts")
 from metric_names import exposed, used_in as metrics_in
 out = Path(sys.argv[1])
 known = exposed()
-want_uids = {"patroni-cluster.json": "patroni-raft-cluster", "patroni-raft.json": "patroni-raft-raft"}
+want_uids = {"patroni-cluster.json": "patroni-raft-cluster", "patroni-raft.json": "patroni-raft-raft",
+             "patroni-fleet.json": "patroni-raft-fleet"}
 DS = "${datasource}"
 errors, nexpr = [], 0
 for name, uid in want_uids.items():

@@ -465,12 +465,18 @@ def draw_table(canvas, panel, ctx, prom) -> bool:
     if index:
         columns.sort(key=lambda c: index.get(c, len(index)))
     headers = [rename.get(c, c) for c in columns]
+    sort_desc = False
     for s in (panel.get("options") or {}).get("sortBy") or []:
-        sort_by = s.get("displayName")
+        sort_by, sort_desc = s.get("displayName"), bool(s.get("desc"))
     rows = list(merged.values())
     if sort_by in headers:
         col = columns[headers.index(sort_by)]
-        rows.sort(key=lambda r: str(r.get(col, "")))
+        # Grafana sorts a number column by number, a text column by text; missing cells last
+        nums = [r.get(col) for r in rows if r.get(col) is not None]
+        if nums and all(isinstance(v, float) for v in nums):
+            rows.sort(key=lambda r: r.get(col) if r.get(col) is not None else -math.inf, reverse=sort_desc)
+        else:
+            rows.sort(key=lambda r: str(r.get(col, "")), reverse=sort_desc)
     defaults = (panel.get("fieldConfig") or {}).get("defaults") or {}
     overrides = {}
     for o in (panel.get("fieldConfig") or {}).get("overrides") or []:

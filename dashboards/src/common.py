@@ -169,7 +169,7 @@ def state_panel(pid: int, title: str, targets: list, desc: str, mapping, span: i
 
 def table_panel(pid: int, title: str, targets: list, desc: str, join_field: str,
                 exclude: list[str], rename: dict[str, str], span: int = 24, height: int = 8,
-                overrides: list | None = None):
+                overrides: list | None = None, sort_desc: bool = False):
     """Instant table queries merged into one row per `join_field`; the columns in the order
     of `rename` (else Grafana orders them by query, and the cluster lands in the middle)."""
     p = (table.Panel().id(pid).title(title).description(desc).datasource(DS)
@@ -181,7 +181,8 @@ def table_panel(pid: int, title: str, targets: list, desc: str, join_field: str,
         id_val="organize",
         options={"excludeByName": {k: True for k in exclude}, "renameByName": rename,
                  "indexByName": {k: i for i, k in enumerate(rename)}}))
-    p = p.sort_by([bc.TableSortByFieldState().display_name(join_field)])
+    sort = bc.TableSortByFieldState().display_name(join_field)
+    p = p.sort_by([sort.desc(True) if sort_desc else sort])
     for name, props in (overrides or []):
         p = p.override_by_name(name, props)
     return p
