@@ -8,6 +8,8 @@
 #   EXPORTER_ADDR, PROMETHEUS_ADDR, ALERTMANAGER_ADDR   (127.0.0.1:9393, :9090, :9093)
 #   DEMO_DIR, DEMO_CLUSTER_DIR   where the demo keeps its files and the cluster its data
 #                     ($E2E_WORK/demo, $E2E_WORK/cluster-demo): scripts/dashboards-png.sh uses others
+#   DEMO_EXTRA_TARGETS="host:port ..."  more exporters for Prometheus to scrape in the same job
+#                     (scripts/dashboards-png.sh: a second real cluster's and fleet-sim's)
 #
 # Then break things and watch: scripts/demo.sh kill 1; scripts/demo.sh kill 2 (Raft quorum
 # lost: PatroniRaftQuorumLost reaches Alertmanager after about 70 s), scripts/demo.sh start 1 ...
@@ -74,6 +76,8 @@ up() {
     --patroni.url http://127.0.0.11:8008 --raft.password-file "$DEMO/raft-password" \
     --web.listen-address "$EXPORTER_ADDR"
 
+  local extra_targets="" t
+  for t in ${DEMO_EXTRA_TARGETS:-}; do extra_targets+=", '$t'"; done
   cat >"$DEMO/prometheus.yml" <<EOF
 global:
   scrape_interval: 5s
@@ -87,7 +91,7 @@ alerting:
 scrape_configs:
   - job_name: patroni-raft-exporter
     static_configs:
-      - targets: ['$EXPORTER_ADDR']
+      - targets: ['$EXPORTER_ADDR'$extra_targets]
 EOF
   cat >"$DEMO/alertmanager.yml" <<EOF
 route:
