@@ -137,14 +137,15 @@ import_help() {
 Grafana dashboards (import them into your Grafana; the demo does not run one):
   $REPO/dashboards/patroni-cluster.json   uid patroni-raft-cluster  "Patroni cluster"
   $REPO/dashboards/patroni-raft.json      uid patroni-raft-raft     "Patroni Raft"
-  Both have a data source variable named 'datasource' (type prometheus) and a 'scope' variable.
+  $REPO/dashboards/patroni-fleet.json     uid patroni-raft-fleet    "Patroni fleet" (every cluster, worst first)
+  All have a data source variable named 'datasource' (type prometheus) and a 'scope' variable.
   UI:  Dashboards > New > Import > Upload dashboard JSON file; choose as 'Data source' the
        Prometheus that scrapes the exporter (this demo's: http://$PROMETHEUS_ADDR).
   API: jq '{dashboard: ., overwrite: true}' $REPO/dashboards/patroni-cluster.json |
          curl -u USER -H 'Content-Type: application/json' --data-binary @- http://GRAFANA/api/dashboards/db
-  Provisioning: copy both files into the folder of a dashboard provider (options.path in
+  Provisioning: copy the files into the folder of a dashboard provider (options.path in
        provisioning/dashboards/*.yaml); the fixed uids keep links and bookmarks stable.
-  Pictures of both dashboards during a real incident: docs/img/ (make dashboards-png).
+  Pictures of the dashboards during a real incident: docs/img/ (make dashboards-png).
 EOF
 }
 
