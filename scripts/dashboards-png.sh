@@ -17,6 +17,7 @@
 # Usage: scripts/dashboards-png.sh [--render-only]
 #   --render-only   only render, from a Prometheus already holding the incident (PNG_PROM_URL,
 #                   PNG_EVENTS=file of "epoch<TAB>label" lines, PNG_START/PNG_END epochs)
+#   PNG_SCOPE=pg-test  the cluster the per-cluster dashboards show (the fleet shows every one)
 #   PNG_OUT=docs/img     where the PNGs go
 #   PNG_KEEP=1      leave the demo running afterwards (with PNG_NETNS_OK=1, to re-render)
 #   PNG_HEALTHY=75 PNG_AFTER_SWITCHOVER=60 PNG_RECOVERED=75   seconds held in each phase
@@ -41,7 +42,6 @@ AM=127.0.0.1:9093
 OTHER_VERSION=4.1.5
 OTHER_EXPORTER=127.0.0.1:9394
 FLEET_EXPORTER=127.0.0.1:9395
-DASHBOARDS=(dashboards/patroni-fleet.json dashboards/patroni-cluster.json dashboards/patroni-raft.json)
 
 log() { printf '[dashboards-png %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -59,16 +59,21 @@ render_venv() {
 render() { # render PROM_URL START END EVENTS
   local page
   mkdir -p "$OUT"
-  # the whole incident: <dashboard>.png
-  "$RENDER_VENV/bin/python" scripts/render-dashboards.py --prometheus "$1" --start "$2" --end "$3" \
-    --events "$4" --out "$OUT" "${DASHBOARDS[@]}"
+  # the whole incident: <dashboard>.png; the fleet with every cluster, the per-cluster
+  # dashboards for the demo's cluster (as its link from the fleet opens them: var-scope)
+  render_one "$1" "$2" "$3" "$4" "" ""
   # what the paged operator sees: up to 20 s after the page reached Alertmanager
   page=$(awk -F'\t' '/PatroniRaftQuorumLost/ {print int($1) + 20; exit}' "$4")
   if [[ -n $page ]]; then
-    "$RENDER_VENV/bin/python" scripts/render-dashboards.py --prometheus "$1" --start "$2" --end "$page" \
-      --events "$4" --out "$OUT" --suffix=-paged --caption "   (20 s after the page: what the on-call sees)" \
-      "${DASHBOARDS[@]}"
+    render_one "$1" "$2" "$page" "$4" -paged "   (20 s after the page: what the on-call sees)"
   fi
+}
+render_one() { # render_one PROM_URL START END EVENTS SUFFIX CAPTION
+  "$RENDER_VENV/bin/python" scripts/render-dashboards.py --prometheus "$1" --start "$2" --end "$3" \
+    --events "$4" --out "$OUT" --suffix="$5" --caption "$6" dashboards/patroni-fleet.json
+  "$RENDER_VENV/bin/python" scripts/render-dashboards.py --prometheus "$1" --start "$2" --end "$3" \
+    --events "$4" --out "$OUT" --suffix="$5" --caption "$6" --var scope="${PNG_SCOPE:-pg-test}" \
+    dashboards/patroni-cluster.json dashboards/patroni-raft.json
 }
 
 if [[ ${1:-} == --render-only ]]; then

@@ -231,7 +231,7 @@ def exporter_row(first_id: int) -> tuple:
                    f' * on (instance) group_left () max by (instance) (patroni_up{{{SEL}}}))',
                    "Version and git revision of each exporter that watches the selected clusters.",
                    legend="{{version}} ({{revision}})", text_mode=mc.BigValueTextMode.NAME,
-                   steps=[(None, "blue")], span=8),
+                   steps=[(None, "blue")], span=8, height=6),
         ts_panel(first_id + 5, "Polls skipped",
                  [q(f'sum by (scope) (increase(patroni_exporter_polls_skipped_total{{{SEL}}}[$__rate_interval]))',
                     "{{scope}}", "A"),
@@ -240,7 +240,7 @@ def exporter_row(first_id: int) -> tuple:
                     "{{scope}} none skipped", "B")],
                  "Poll intervals skipped because the previous poll was still running: the poll "
                  "takes longer than --poll.interval (slow or hanging members).",
-                 span=16, height=4, min_val=0),
+                 span=16, height=6, min_val=0),
     ]
     return row, panels
 
