@@ -13,10 +13,12 @@ CLUSTER_UID = "patroni-raft-cluster"
 # One number per cluster for "worst first": 2 critical, 1 warning, 0 ok. The worst of: the
 # alerts firing for the cluster (their severity), the quorum verdict (lost 2, not visible 1),
 # nobody to fail over to (1), no member answering GET /cluster (2), exporter data older than
-# 60 s (1). Each term gets its own label `t` so that `or` keeps them all for the max.
+# 60 s (1). Each term gets its own label `t` so that `or` keeps them all for the max. ALERTS
+# without a scope (PatroniExporterDown) match scope=~".*" too: scope!="" keeps them out.
+ALERT_SEL = f'alertstate="firing",{SEL},scope!=""'
 _TERMS = [
-    f'2 * max by (scope) (ALERTS{{alertstate="firing",severity="critical",{SEL}}})',
-    f'max by (scope) (ALERTS{{alertstate="firing",severity="warning",{SEL}}})',
+    f'2 * max by (scope) (ALERTS{{{ALERT_SEL},severity="critical"}})',
+    f'max by (scope) (ALERTS{{{ALERT_SEL},severity="warning"}})',
     f'(max by (scope) (patroni_raft_cluster_quorum{{{SEL}}}) < bool 1)'
     f' + (max by (scope) (patroni_raft_cluster_quorum{{{SEL}}}) == bool 0)',
     f'min by (scope) (patroni_cluster_failover_candidates{{{SEL}}}) == bool 0',
@@ -82,7 +84,7 @@ def dashboard():
          q(f'min by (scope) (patroni_up{{{SEL}}})', ref="I", instant=True, table_fmt=True),
          q(f'time() - max by (scope) (patroni_exporter_last_poll_timestamp_seconds{{{SEL}}})',
            ref="J", instant=True, table_fmt=True),
-         q(f'count by (scope) (ALERTS{{alertstate="firing",{SEL}}})', ref="K", instant=True, table_fmt=True)],
+         q(f'count by (scope) (ALERTS{{{ALERT_SEL}}})', ref="K", instant=True, table_fmt=True)],
         "One row per cluster, the worst first (Status: CRITICAL, WARNING, OK; see the dashboard's "
         "description for what counts). Quorum: the best verdict of every exporter; margin: how "
         "many more voters can fail; Leader: who holds the leader key; Candidates: members Patroni "
