@@ -182,20 +182,25 @@ def dashboard():
         "Distinct DCS views among the members' own GET /cluster, distinct voter sets among the "
         "Raft nodes: 1 when they agree (alerts PatroniDcsViewsDiverge, PatroniRaftVoterSetsDiffer).",
         span=8))
+    fields = ["leader", "members", "timelines", "config"]
     d = d.with_panel(table_panel(
         53, "Members whose view differs",
-        [q(f'max by (scope, member, field) (patroni_member_dcs_view_differs{{{SEL}}} == 1)',
-           ref="A", instant=True, table_fmt=True),
-         q(f'max by (scope, member) (patroni_member_left_dcs_timestamp_seconds{{{SEL}}}) * 1000',
-           ref="B", instant=True, table_fmt=True)],
-        "Which member's own GET /cluster differs from the view most members share, and in what "
-        "(leader, members, timelines, config); members that left the DCS view with the time they "
-        "left. Empty when every member agrees.",
+        [q(f'max by (scope, member) (patroni_member_dcs_view_differs{{{SEL},field="{f}"}})',
+           ref=ref, instant=True, table_fmt=True) for ref, f in zip("ABCD", fields)]
+        + [q(f'max by (scope, member) (patroni_member_left_dcs_timestamp_seconds{{{SEL}}}) * 1000',
+             ref="E", instant=True, table_fmt=True)],
+        "Every member whose own GET /cluster answered: whether its view differs from the view "
+        "most members share in the leader, the member set, the timelines or the config "
+        "(DIFFERS: a stale or diverged Raft replica); members that left the DCS view with the "
+        "time they left.",
         join_field="member", span=8, height=8,
-        exclude=["Time", "Value #A"],
-        rename={"scope": "Cluster", "member": "Member", "field": "Differs in",
-                "Value #B": "Left the DCS view"},
-        overrides=[("Left the DCS view", [prop("unit", "dateTimeAsIso")])]))
+        exclude=["Time"],
+        rename={"scope": "Cluster", "member": "Member",
+                **{f"Value #{ref}": f for ref, f in zip("ABCD", fields)},
+                "Value #E": "Left the DCS view"},
+        overrides=[(f, [mapping_prop({"1": ("DIFFERS", "red"), "0": ("same", "green")}), cell_color()])
+                   for f in fields]
+        + [("Left the DCS view", [prop("unit", "dateTimeAsIso")])]))
 
     # ---- How close the next outage is
     d = d.with_row(db.Row("Margins").id(60))
@@ -205,11 +210,16 @@ def dashboard():
         "cluster, 0 with one down (alert PatroniRaftQuorumNoMargin), negative when lost.",
         legend="{{scope}}", steps=[(None, "red"), (0, "orange"), (1, "green")], span=4))
     d = d.with_panel(stat_panel(
-        62, "A failover now loses", f'max by (scope) (patroni_cluster_failover_data_at_risk_bytes{{{SEL}}})',
+        62, "A failover now loses",
+        # -1 (unknown) while the exporter has no leader position to measure from
+        f'max by (scope) (patroni_cluster_failover_data_at_risk_bytes{{{SEL}}})'
+        f' or max by (scope) (patroni_up{{{SEL}}}) * 0 - 1',
         "The WAL a failover right now would lose: the leader's position minus what the best "
         "promotable replica received (0 with a synchronous standby in synchronous mode). Above "
-        "maximum_lag_on_failover Patroni promotes nobody (alert PatroniFailoverDataAtRisk).",
-        legend="{{scope}}", unit="bytes", steps=[(None, "green"), (1, "orange"), (1048576, "red")],
+        "maximum_lag_on_failover Patroni promotes nobody (alert PatroniFailoverDataAtRisk). "
+        "unknown: no leader position to measure from (no leader, or its GET /patroni fails).",
+        legend="{{scope}}", unit="bytes", mapping={"-1": ("unknown", "orange")},
+        steps=[(None, "orange"), (0, "green"), (1, "orange"), (1048576, "red")],
         span=4))
     d = d.with_panel(ts_panel(
         63, "Replication lag (seconds)",
@@ -235,12 +245,16 @@ def dashboard():
     d = d.with_panel(table_panel(
         66, "Failsafe topology",
         [q(f'max by (scope, member) (patroni_member_failsafe_topology{{{SEL}}})', ref="A",
-           instant=True, table_fmt=True)],
-        "While failsafe_mode is on: the members the primary needs to answer it to stay primary "
-        "without the DCS (GET /failsafe). Empty while failsafe mode is off.",
+           instant=True, table_fmt=True),
+         q(f'max by (scope) (patroni_config_failsafe_mode{{{SEL}}})', ref="B", instant=True, table_fmt=True)],
+        "failsafe_mode of the cluster and, while it is on, the members the primary needs to "
+        "answer it to stay primary without the DCS (GET /failsafe). One row per cluster, with "
+        "no member, while failsafe mode is off.",
         join_field="member", span=8, height=8, exclude=["Time"],
-        rename={"scope": "Cluster", "member": "Member", "Value": "In failsafe topology"},
-        overrides=[("In failsafe topology", [mapping_prop({"1": ("yes", "green"), "0": ("NO", "orange")}), cell_color()])]))
+        rename={"scope": "Cluster", "Value #B": "failsafe_mode", "member": "Member",
+                "Value #A": "In failsafe topology"},
+        overrides=[("In failsafe topology", [mapping_prop({"1": ("yes", "green"), "0": ("NO", "orange")}), cell_color()]),
+                   ("failsafe_mode", [mapping_prop({"1": ("on", "blue"), "0": ("off", "text")})])]))
 
     # ---- Versions, configuration, history: what an operator checks before changing anything
     d = d.with_row(db.Row("Versions and configuration").id(70))
@@ -307,14 +321,18 @@ def dashboard():
             ("strict", [mapping_prop(on_off)]), ("failsafe_mode", [mapping_prop(on_off)]),
             ("check_timeline", [mapping_prop(on_off)]),
         ]))
+    tags = ["nofailover", "nosync", "noloadbalance", "clonefrom", "nostream"]
     d = d.with_panel(table_panel(
         73, "Member tags",
-        [q(f'max by (scope, member, tag) (patroni_member_tag{{{SEL}}} == 1)', ref="A", instant=True, table_fmt=True)],
-        "The boolean tags in force on each member (nofailover, nosync, noloadbalance, clonefrom, "
-        "nostream). Empty when no member has one.",
+        [q(f'max by (scope, member) (patroni_member_tag{{{SEL},tag="{t}"}})', ref=ref, instant=True,
+           table_fmt=True) for ref, t in zip("ABCDE", tags)],
+        "The boolean tags in force on each member (its own GET /patroni; nofailover also when "
+        "failover_priority <= 0, nosync when sync_priority <= 0).",
         join_field="member", span=8, height=5,
-        exclude=["Time", "Value", "Value #A"],
-        rename={"scope": "Cluster", "member": "Member", "tag": "Tag"}))
+        exclude=["Time"],
+        rename={"scope": "Cluster", "member": "Member",
+                **{f"Value #{ref}": t for ref, t in zip("ABCDE", tags)}},
+        overrides=[(t, [mapping_prop({"1": ("SET", "orange"), "0": ("-", "text")})]) for t in tags]))
     d = d.with_panel(stat_panel(
         74, "Since the last failover",
         f'time() - max by (scope) (patroni_cluster_last_failover_timestamp_seconds{{{SEL}}})',
