@@ -3,9 +3,10 @@
 #
 #   scripts/check-alerts.sh
 #
-# Needs promtool and amtool on PATH (or PROMTOOL=/AMTOOL=). It installs nothing; on Debian:
-#   apt-get install -y --no-install-recommends prometheus prometheus-alertmanager
+# Needs promtool and amtool on PATH (or PROMTOOL=/AMTOOL=), and jsonnet. It installs nothing; on Debian:
+#   apt-get install -y --no-install-recommends prometheus prometheus-alertmanager jsonnet python3-yaml
 # Checks:
+#   0. alerts/patroni-raft.rules.yml is byte for byte what the mixin renders (scripts/render-mixin.sh --check)
 #   1. promtool check rules alerts/*.rules.yml
 #   2. promtool test rules alerts/tests/*.yml        (prints "N passed, 0 failed")
 #   3. amtool check-config alerts/alertmanager.example.yml, and routing: critical -> pager
@@ -20,9 +21,10 @@ AMTOOL="${AMTOOL:-$(command -v amtool || true)}"
 missing=""
 [ -n "$PROMTOOL" ] || missing="$missing promtool (Debian package: prometheus)"
 [ -n "$AMTOOL" ] || missing="$missing amtool (Debian package: prometheus-alertmanager)"
+command -v "${JSONNET:-jsonnet}" >/dev/null || missing="$missing jsonnet (Debian package: jsonnet)"
 if [ -n "$missing" ]; then
   echo "error: missing tool(s):$missing" >&2
-  echo "  install: apt-get install -y --no-install-recommends prometheus prometheus-alertmanager" >&2
+  echo "  install: apt-get install -y --no-install-recommends prometheus prometheus-alertmanager jsonnet" >&2
   exit 1
 fi
 PY="${PYTHON:-python3}"
@@ -32,6 +34,9 @@ RULES=(alerts/*.rules.yml)
 TESTS=(alerts/tests/*.yml)
 AM=alerts/alertmanager.example.yml
 RUNBOOK=docs/runbooks.md
+
+echo "== mixin: the shipped rules are its rendering"
+scripts/render-mixin.sh --check
 
 echo "== promtool check rules"
 "$PROMTOOL" check rules "${RULES[@]}"

@@ -8,10 +8,16 @@
 # Incident (about 8 minutes): healthy -> switchover (Patroni REST POST /switchover) -> the new
 # leader and one replica killed (Raft quorum lost; waits until Alertmanager has
 # PatroniRaftQuorumLost) -> both restarted -> healthy again.
+# The fleet (docs/img/patroni-fleet*.png): beside the demo's cluster pg-test (Patroni 3.3.8), a
+# second real cluster pg-other (Patroni 4.1.5, tests/e2e/cluster.sh ADDR_MODE=single: 127.0.0.1,
+# ports 8008+N, in the same namespace) with its own exporter on 127.0.0.1:9394, one replica of
+# it killed at the switchover and restarted with the others; and FLEET_SIM_CLUSTERS (default 4)
+# fleet-sim clusters (healthy fakes, for numbers) with their own exporter on 127.0.0.1:9395.
 #
 # Usage: scripts/dashboards-png.sh [--render-only]
 #   --render-only   only render, from a Prometheus already holding the incident (PNG_PROM_URL,
 #                   PNG_EVENTS=file of "epoch<TAB>label" lines, PNG_START/PNG_END epochs)
+#   PNG_SCOPE=pg-test  the cluster the per-cluster dashboards show (the fleet shows every one)
 #   PNG_OUT=docs/img     where the PNGs go
 #   PNG_KEEP=1      leave the demo running afterwards (with PNG_NETNS_OK=1, to re-render)
 #   PNG_HEALTHY=75 PNG_AFTER_SWITCHOVER=60 PNG_RECOVERED=75   seconds held in each phase
@@ -33,6 +39,9 @@ RENDER_VENV="${RENDER_VENV:-$E2E_WORK/venv-render}"
 RENDER_REQ=dashboards/render-requirements.txt
 PROM=127.0.0.1:9090
 AM=127.0.0.1:9093
+OTHER_VERSION=4.1.5
+OTHER_EXPORTER=127.0.0.1:9394
+FLEET_EXPORTER=127.0.0.1:9395
 
 log() { printf '[dashboards-png %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -50,16 +59,21 @@ render_venv() {
 render() { # render PROM_URL START END EVENTS
   local page
   mkdir -p "$OUT"
-  # the whole incident: <dashboard>.png
-  "$RENDER_VENV/bin/python" scripts/render-dashboards.py --prometheus "$1" --start "$2" --end "$3" \
-    --events "$4" --out "$OUT" dashboards/patroni-cluster.json dashboards/patroni-raft.json
+  # the whole incident: <dashboard>.png; the fleet with every cluster, the per-cluster
+  # dashboards for the demo's cluster (as its link from the fleet opens them: var-scope)
+  render_one "$1" "$2" "$3" "$4" "" ""
   # what the paged operator sees: up to 20 s after the page reached Alertmanager
   page=$(awk -F'\t' '/PatroniRaftQuorumLost/ {print int($1) + 20; exit}' "$4")
   if [[ -n $page ]]; then
-    "$RENDER_VENV/bin/python" scripts/render-dashboards.py --prometheus "$1" --start "$2" --end "$page" \
-      --events "$4" --out "$OUT" --suffix=-paged --caption "   (20 s after the page: what the on-call sees)" \
-      dashboards/patroni-cluster.json dashboards/patroni-raft.json
+    render_one "$1" "$2" "$page" "$4" -paged "   (20 s after the page: what the on-call sees)"
   fi
+}
+render_one() { # render_one PROM_URL START END EVENTS SUFFIX CAPTION
+  "$RENDER_VENV/bin/python" scripts/render-dashboards.py --prometheus "$1" --start "$2" --end "$3" \
+    --events "$4" --out "$OUT" --suffix="$5" --caption "$6" dashboards/patroni-fleet.json
+  "$RENDER_VENV/bin/python" scripts/render-dashboards.py --prometheus "$1" --start "$2" --end "$3" \
+    --events "$4" --out "$OUT" --suffix="$5" --caption "$6" --var scope="${PNG_SCOPE:-pg-test}" \
+    dashboards/patroni-cluster.json dashboards/patroni-raft.json
 }
 
 if [[ ${1:-} == --render-only ]]; then
@@ -70,8 +84,9 @@ fi
 
 # ---- outside the namespace: everything that needs the network or a long build
 if [[ -z ${PNG_IN_NETNS:-} ]]; then
-  scripts/install-deps.sh --patroni "$PATRONI_VERSION"
+  scripts/install-deps.sh --patroni "$PATRONI_VERSION" "$OTHER_VERSION"
   cargo build --release --bin patroni-raft-exporter
+  cargo build --release --features testkit --bin fleet-sim
   render_venv
   if [[ ${PNG_NETNS_OK:-} == 1 ]]; then
     exec env PNG_IN_NETNS=1 "$REPO/scripts/dashboards-png.sh" "$@"
@@ -86,6 +101,12 @@ ip link set lo up 2>/dev/null || true
 export DEMO_DIR="$WORK/demo" DEMO_CLUSTER_DIR="$WORK/cluster"
 export EXPORTER_BIN="$E2E_TARGET_DIR/release/patroni-raft-exporter"
 export PROMETHEUS_ADDR=$PROM ALERTMANAGER_ADDR=$AM
+export DEMO_EXTRA_TARGETS="$OTHER_EXPORTER $FLEET_EXPORTER"
+FLEET_SIM="$E2E_TARGET_DIR/release/fleet-sim"
+OTHER_DIR="$WORK/cluster-other"
+# the second real cluster: its own data, scope and addresses (127.0.0.1, ports 8008+N)
+other() { env PATRONI_VERSION=$OTHER_VERSION SCOPE=pg-other ADDR_MODE=single DATA_DIR="$OTHER_DIR" tests/e2e/cluster.sh "$@"; }
+FLEET_PIDS=()
 DEMO=scripts/demo.sh
 EVENTS="$WORK/events.tsv"
 mkdir -p "$WORK"
@@ -98,8 +119,12 @@ cleanup() {
     log "PNG_KEEP=1: the demo keeps running in this namespace; re-render with PNG_START=$START PNG_END=${END:-} PNG_EVENTS=$EVENTS $0 --render-only"
     exit "$rc"
   fi
-  log "stopping the demo"
+  log "stopping the demo, the second cluster, fleet-sim and their exporters"
   "$DEMO" down >/dev/null 2>&1 || log "demo down failed (see $DEMO_DIR)"
+  local pid
+  for pid in "${FLEET_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${FLEET_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  other down --fast >/dev/null 2>&1 || log "pg-other down failed (see $OTHER_DIR)"
   exit "$rc"
 }
 trap cleanup EXIT
@@ -122,6 +147,24 @@ alert_firing() { # alert_firing NAME: 0 when Alertmanager holds an active alert 
 }
 
 START=$(date +%s) END=
+# ---- the fleet around the demo: pg-other (real) and fleet-sim, each with its own exporter
+other up
+( umask 077; printf 'raft-pass\n' >"$WORK/raft-password" )
+"$EXPORTER_BIN" --patroni.url http://127.0.0.1:8008 --raft.password-file "$WORK/raft-password" \
+  --web.listen-address "$OTHER_EXPORTER" >"$WORK/exporter-other.log" 2>&1 &
+FLEET_PIDS+=($!)
+"$FLEET_SIM" --clusters "${FLEET_SIM_CLUSTERS:-4}" --duration 3600s --poll-interval 5s --prefix fleet-sim \
+  --config-out "$WORK/fleet.yml" --password-file "$WORK/fleet-password" >"$WORK/fleet-sim.out" 2>"$WORK/fleet-sim.err" &
+FLEET_PIDS+=($!)
+deadline=$(( $(date +%s) + 60 ))
+until grep -q '^ready' "$WORK/fleet-sim.out" 2>/dev/null; do
+  (( $(date +%s) < deadline )) || die "fleet-sim not ready: $(tail -3 "$WORK/fleet-sim.err")"
+  sleep 0.5
+done
+"$EXPORTER_BIN" --config.file "$WORK/fleet.yml" --web.listen-address "$FLEET_EXPORTER" \
+  >"$WORK/exporter-fleet.log" 2>&1 &
+FLEET_PIDS+=($!)
+
 "$DEMO" up
 eval "$(cluster_env)"
 mark "demo up"
@@ -132,7 +175,10 @@ CLUSTER_JSON=$(cluster_json)
 OLD_LEADER=$(jq -r '.members[] | select(.role == "leader") | .name' <<<"$CLUSTER_JSON")
 CANDIDATE=$(jq -r '[.members[] | select(.role == "sync_standby" or .role == "replica") | .name][0]' <<<"$CLUSTER_JSON")
 [[ -n $OLD_LEADER && -n $CANDIDATE && $CANDIDATE != null ]] || die "no leader/candidate in GET /cluster: $CLUSTER_JSON"
-mark "switchover $OLD_LEADER -> $CANDIDATE"
+mark "switchover $OLD_LEADER -> $CANDIDATE; pg-other: a replica killed"
+OTHER_REPLICA=$(other status 2>/dev/null | jq -r '[.members[] | select(.role != "leader") | .name][0] | ltrimstr("postgresql-")')
+[[ $OTHER_REPLICA =~ ^[0-9]$ ]] || die "no replica in pg-other's GET /cluster"
+other kill "$OTHER_REPLICA"
 printf 'user = "%s:%s"\n' "$REST_USER" "$REST_PASS" \
   | curl -fsS --max-time 60 -K - -H 'Content-Type: application/json' \
       -d "{\"leader\": \"$OLD_LEADER\", \"candidate\": \"$CANDIDATE\"}" "$MEMBER0_REST/switchover" >&2
@@ -168,10 +214,12 @@ curl -fs --max-time 3 "http://$AM/api/v2/alerts?active=true" \
 hold 20 "quorum lost"
 
 # ---- recovery
-mark "members restarted"
+mark "members restarted (and pg-other's)"
 "$DEMO" start "$KILL_A"
 "$DEMO" start "$KILL_B"
+other start "$OTHER_REPLICA"
 "$DEMO" cluster wait --sync >/dev/null || die "the cluster did not become healthy again"
+other wait >/dev/null || die "pg-other did not become healthy again"
 mark "healthy again"
 hold "${PNG_RECOVERED:-75}" recovered
 END=$(date +%s)

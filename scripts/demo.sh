@@ -8,6 +8,8 @@
 #   EXPORTER_ADDR, PROMETHEUS_ADDR, ALERTMANAGER_ADDR   (127.0.0.1:9393, :9090, :9093)
 #   DEMO_DIR, DEMO_CLUSTER_DIR   where the demo keeps its files and the cluster its data
 #                     ($E2E_WORK/demo, $E2E_WORK/cluster-demo): scripts/dashboards-png.sh uses others
+#   DEMO_EXTRA_TARGETS="host:port ..."  more exporters for Prometheus to scrape in the same job
+#                     (scripts/dashboards-png.sh: a second real cluster's and fleet-sim's)
 #
 # Then break things and watch: scripts/demo.sh kill 1; scripts/demo.sh kill 2 (Raft quorum
 # lost: PatroniRaftQuorumLost reaches Alertmanager after about 70 s), scripts/demo.sh start 1 ...
@@ -66,6 +68,8 @@ up() {
     --patroni.url http://127.0.0.11:8008 --raft.password-file "$DEMO/raft-password" \
     --web.listen-address "$EXPORTER_ADDR"
 
+  local extra_targets="" t   # DEMO_EXTRA_TARGETS: more exporters (scripts/dashboards-png.sh)
+  for t in ${DEMO_EXTRA_TARGETS:-}; do extra_targets+=", '$t'"; done
   stop prometheus "$DEMO/prometheus.yml"
   stop alertmanager "$DEMO/alertmanager.yml"
   # lib.sh: Alertmanager (group_wait 10s), then Prometheus (every 5 s) sending it the shipped rules' alerts
@@ -73,7 +77,7 @@ up() {
   e2e_alertmanager "$DEMO" || am_ready=0
   echo "$E2E_AM_PID" >"$DEMO/alertmanager.pid"
   ((am_ready)) || { log "Alertmanager not ready: $(tail -3 "$DEMO/alertmanager.log")"; return 1; }
-  e2e_prometheus "$DEMO" "$EXPORTER_ADDR" 5s || prom_ready=0
+  e2e_prometheus "$DEMO" "      - targets: ['$EXPORTER_ADDR'$extra_targets]" 5s || prom_ready=0
   echo "$E2E_PROM_PID" >"$DEMO/prometheus.pid"
   ((prom_ready)) || { log "Prometheus not ready: $(tail -3 "$DEMO/prometheus.log")"; return 1; }
   e2e_wait_http "http://$EXPORTER_ADDR/-/ready" 30 || { log "no answer from the exporter: $(tail -3 "$DEMO/exporter.log")"; return 1; }
@@ -103,14 +107,15 @@ import_help() {
 Grafana dashboards (import them into your Grafana; the demo does not run one):
   $REPO/dashboards/patroni-cluster.json   uid patroni-raft-cluster  "Patroni cluster"
   $REPO/dashboards/patroni-raft.json      uid patroni-raft-raft     "Patroni Raft"
-  Both have a data source variable named 'datasource' (type prometheus) and a 'scope' variable.
+  $REPO/dashboards/patroni-fleet.json     uid patroni-raft-fleet    "Patroni fleet" (every cluster, worst first)
+  All have a data source variable named 'datasource' (type prometheus) and a 'scope' variable.
   UI:  Dashboards > New > Import > Upload dashboard JSON file; choose as 'Data source' the
        Prometheus that scrapes the exporter (this demo's: http://$PROMETHEUS_ADDR).
   API: jq '{dashboard: ., overwrite: true}' $REPO/dashboards/patroni-cluster.json |
          curl -u USER -H 'Content-Type: application/json' --data-binary @- http://GRAFANA/api/dashboards/db
-  Provisioning: copy both files into the folder of a dashboard provider (options.path in
+  Provisioning: copy the files into the folder of a dashboard provider (options.path in
        provisioning/dashboards/*.yaml); the fixed uids keep links and bookmarks stable.
-  Pictures of both dashboards during a real incident: docs/img/ (make dashboards-png).
+  Pictures of the dashboards during a real incident: docs/img/ (make dashboards-png).
 EOF
 }
 

@@ -8,6 +8,9 @@
 #   scripts/gen-dashboards.sh --check   regenerate into a temp dir, validate, fail if the
 #                                       committed dashboards/*.json differ (for CI)
 #
+# Validation includes panel coverage: every metric family of the golden /metrics output is used
+# by some panel's query, or docs/metrics.md gives the reason in "Not on a dashboard panel".
+#
 # The venv is created from /usr/bin/python3 in .work/venv-dash (VENV= to override) when missing
 # or when dashboards/requirements.txt changed; it needs PyPI the first time.
 set -euo pipefail
@@ -50,7 +53,8 @@ sys.path.insert(0, "scripts")
 from metric_names import exposed, used_in as metrics_in
 out = Path(sys.argv[1])
 known = exposed()
-want_uids = {"patroni-cluster.json": "patroni-raft-cluster", "patroni-raft.json": "patroni-raft-raft"}
+want_uids = {"patroni-cluster.json": "patroni-raft-cluster", "patroni-raft.json": "patroni-raft-raft",
+             "patroni-fleet.json": "patroni-raft-fleet"}
 DS = "${datasource}"
 errors, nexpr = [], 0
 for name, uid in want_uids.items():
@@ -94,9 +98,15 @@ for name, uid in want_uids.items():
         if isinstance(q, str) and v.get("type") == "query":
             for m in metrics_in(q) - known:
                 errors.append(f"{name}: variable {v.get('name')}: unknown metric {m}")
+# panel coverage (issue #22): every exposed family on a panel, or a reason in docs/metrics.md
+from metric_names import coverage_errors
+cov_errors, n_on, n_reason = coverage_errors(
+    [json.loads((out / name).read_text()) for name in want_uids if (out / name).exists()])
+errors += cov_errors
 if errors:
     print("\n".join("error: " + e for e in errors), file=sys.stderr); sys.exit(1)
 print(f"dashboards valid: {len(want_uids)} files, {nexpr} expressions, metric names all known")
+print(f"panel coverage: {n_on} families on a panel, {n_reason} with a reason in docs/metrics.md, none left")
 PYEOF
 
 # ---- schema: decode into grafana-foundation-sdk's typed models, enums and scalar types valid,

@@ -16,7 +16,9 @@
 #   scripts/check-no-test-doubles.sh), dpkg-dev (dpkg-shlibdeps for cargo-deb), lintian,
 #   adduser (the .deb's maintainer scripts), faketime (libfaketime: a member's clock off,
 #   tests/e2e/next-outage.sh), shellcheck (scripts/shellcheck.sh: every shell script, in
-#   `make test`). postgresql-15 brings psql (postgresql-client-15) and pgbench.
+#   `make test`), jsonnet + python3-yaml (scripts/render-mixin.sh renders the shipped rules
+#   from mixin/; tests/e2e/mixin-job.sh). postgresql-15 brings psql (postgresql-client-15)
+#   and pgbench.
 #   Services are not started by the install (temporary policy-rc.d); if the postgresql
 #   package still started Debian's default cluster, it is stopped again.
 # Python venvs (built from /usr/bin/python3, usable by an unprivileged user), one per matrix:
@@ -34,7 +36,7 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$SCRIPT_DIR/../tests/e2e/paths.sh"
 
 APT_PACKAGES=(postgresql-15 prometheus prometheus-alertmanager jq curl iproute2 util-linux wrk python3-venv nftables binutils
-              dpkg-dev lintian adduser faketime shellcheck)
+              dpkg-dev lintian adduser faketime shellcheck jsonnet python3-yaml)
 # Pinned: the .deb's layout comes from Cargo.toml [package.metadata.deb] as this version reads it.
 CARGO_DEB_VERSION=3.8.0
 PYTHON=/usr/bin/python3

@@ -7,12 +7,19 @@ what the encoder writes, so a renamed family changes the golden file and then fa
 dashboard or rule that still uses the old name.
 
     python3 scripts/metric_names.py      # prints the exposed names, one per line
+
+Panel coverage (issue #22): every exposed family is on a dashboard panel, or docs/metrics.md
+says why not in its section "Not on a dashboard panel" (`- \`name\`: reason` lines);
+coverage_errors() is what scripts/gen-dashboards.sh fails on.
 """
 import re
 import sys
 from pathlib import Path
 
-GOLDEN = Path(__file__).resolve().parent.parent / "tests" / "golden" / "metrics.txt"
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "golden" / "metrics.txt"
+METRICS_MD = ROOT / "docs" / "metrics.md"
+NOT_ON_A_PANEL = "## Not on a dashboard panel"
 
 
 def exposed(golden=GOLDEN):
@@ -34,6 +41,43 @@ def used_in(expr):
     if re.search(r"\bup\b", e):
         names.add("up")
     return names
+
+
+def panel_exprs(dashboard):
+    """Every query of every panel of a dashboard (JSON), rows' nested panels included;
+    annotations and template variables are not panels."""
+    panels = list(dashboard.get("panels", []))
+    for p in list(panels):
+        panels.extend(p.get("panels", []) or [])
+    return [t.get("expr", "") for p in panels for t in (p.get("targets") or [])]
+
+
+def not_on_a_panel(md=METRICS_MD):
+    """{family: reason} from the section NOT_ON_A_PANEL of docs/metrics.md."""
+    text = Path(md).read_text()
+    if NOT_ON_A_PANEL not in text:
+        return {}
+    section = text.split(NOT_ON_A_PANEL, 1)[1].split("\n## ", 1)[0]
+    return {m.group(1): m.group(2).strip()
+            for m in re.finditer(r"^- `([a-zA-Z_:][a-zA-Z0-9_:]*)`:?(.*)$", section, re.M)}
+
+
+def coverage_errors(dashboards, golden=GOLDEN, md=METRICS_MD):
+    """Families neither on a panel of `dashboards` (parsed JSON) nor given a reason; reasons
+    for families that are on a panel after all, or that the exporter does not expose."""
+    on_panel = set()
+    for d in dashboards:
+        for e in panel_exprs(d):
+            on_panel |= used_in(e)
+    families, reasons = exposed(golden), not_on_a_panel(md)
+    errors = [f"{f}: on no dashboard panel and no reason in docs/metrics.md '{NOT_ON_A_PANEL[3:]}'"
+              for f in sorted(families - on_panel - set(reasons))]
+    errors += [f"{f}: docs/metrics.md gives a reason for leaving it off the panels, but it is on one"
+               for f in sorted(set(reasons) & on_panel)]
+    errors += [f"{f}: docs/metrics.md '{NOT_ON_A_PANEL[3:]}' names a family the exporter does not expose"
+               for f in sorted(set(reasons) - families)]
+    errors += [f"{f}: no reason given" for f, r in sorted(reasons.items()) if not r]
+    return errors, len(families & on_panel), len(reasons)
 
 
 if __name__ == "__main__":

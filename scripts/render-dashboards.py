@@ -15,7 +15,9 @@ panels); the events of the scripted incident (--events, "epoch<TAB>label" lines)
 dotted lines, listed under the title.
 
 usage: render-dashboards.py --prometheus URL --start EPOCH --end EPOCH [--events FILE]
-                            --out DIR DASHBOARD.json...
+                            [--var NAME=VALUE]... --out DIR DASHBOARD.json...
+  --var scope=pg-test   a template variable's value, as Grafana's URL var-scope=pg-test (for the
+                        dashboards that have that variable; default: its All value)
 """
 from __future__ import annotations
 
@@ -99,7 +101,8 @@ def substitute(expr: str, variables: dict[str, str]) -> str:
     return expr
 
 
-def template_values(dashboard: dict, start: float, end: float, step: float, scrape: float) -> dict:
+def template_values(dashboard: dict, start: float, end: float, step: float, scrape: float,
+                    chosen: dict[str, str] | None = None) -> dict:
     rng = int(end - start)
     values = {
         "__interval": f"{int(step)}s", "__interval_ms": str(int(step * 1000)),
@@ -111,7 +114,9 @@ def template_values(dashboard: dict, start: float, end: float, step: float, scra
         name = var.get("name")
         if var.get("type") == "datasource":
             continue
-        if var.get("includeAll") and var.get("allValue"):
+        if name in (chosen or {}):
+            values[name] = chosen[name]
+        elif var.get("includeAll") and var.get("allValue"):
             values[name] = var["allValue"]
         elif isinstance(var.get("current"), dict) and var["current"].get("value") not in (None, ""):
             values[name] = str(var["current"]["value"])
@@ -465,12 +470,18 @@ def draw_table(canvas, panel, ctx, prom) -> bool:
     if index:
         columns.sort(key=lambda c: index.get(c, len(index)))
     headers = [rename.get(c, c) for c in columns]
+    sort_desc = False
     for s in (panel.get("options") or {}).get("sortBy") or []:
-        sort_by = s.get("displayName")
+        sort_by, sort_desc = s.get("displayName"), bool(s.get("desc"))
     rows = list(merged.values())
     if sort_by in headers:
         col = columns[headers.index(sort_by)]
-        rows.sort(key=lambda r: str(r.get(col, "")))
+        # Grafana sorts a number column by number, a text column by text; missing cells last
+        nums = [r.get(col) for r in rows if r.get(col) is not None]
+        if nums and all(isinstance(v, float) for v in nums):
+            rows.sort(key=lambda r: r.get(col) if r.get(col) is not None else -math.inf, reverse=sort_desc)
+        else:
+            rows.sort(key=lambda r: str(r.get(col, "")), reverse=sort_desc)
     defaults = (panel.get("fieldConfig") or {}).get("defaults") or {}
     overrides = {}
     for o in (panel.get("fieldConfig") or {}).get("overrides") or []:
@@ -542,14 +553,14 @@ def annotation_marks(prom: Prom, dashboard: dict, ctx: dict) -> list[tuple[float
 
 
 def render(path: Path, prom: Prom, start: float, end: float, events: list[tuple[float, str]], out: Path,
-           suffix: str = "", caption: str = "") -> dict:
+           suffix: str = "", caption: str = "", chosen: dict[str, str] | None = None) -> dict:
     dashboard = json.loads(path.read_text())
     scrape = prom.scrape_interval()
     # Grafana: interval = range / max data points (about the panel width in pixels), not
     # below the scrape interval; rounded to whole seconds.
     step = max(scrape, math.ceil((end - start) / 600))
     ctx = {"start": start, "end": end, "step": step}
-    ctx["vars"] = template_values(dashboard, start, end, step, scrape)
+    ctx["vars"] = template_values(dashboard, start, end, step, scrape, chosen)
     ctx["marks"] = annotation_marks(prom, dashboard, ctx) + [(t, ":", "#a0a0a0") for t, _ in events]
     panels = dashboard.get("panels", [])
     rows = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in panels)
@@ -613,6 +624,8 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--suffix", default="", help="appended to each PNG's name")
     ap.add_argument("--caption", default="", help="appended to the time range under the title")
+    ap.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
+                    help="a template variable's value (default: its All value)")
     ap.add_argument("dashboards", nargs="+")
     args = ap.parse_args()
     prom = Prom(args.prometheus)
@@ -620,7 +633,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     events = read_events(args.events)
     for d in args.dashboards:
-        s = render(Path(d), prom, args.start, args.end, events, out, args.suffix, args.caption)
+        s = render(Path(d), prom, args.start, args.end, events, out, args.suffix, args.caption,
+                   dict(v.split("=", 1) for v in args.var))
         nd = ", ".join(s["no_data"]) or "none"
         print(f"wrote {s['file']}: {s['panels']} panels, No data in: {nd}")
     for e in prom.errors:

@@ -34,6 +34,10 @@ package_e2e() {
   if ((EUID == 0)); then tests/e2e/package.sh 3.3.8; else sudo -n tests/e2e/package.sh 3.3.8; fi
 }
 
+mixin_job() {
+  if ((EUID == 0)); then tests/e2e/mixin-job.sh; else sudo -n tests/e2e/mixin-job.sh; fi
+}
+
 # The crate as crates.io would get it builds from its packaged files alone (Cargo.toml include).
 # Its own target dir: the packaged copy has the same unit hashes as the checkout, and built in
 # the shared one, its build script and library (dep-info pointing into target/package/) would
@@ -60,6 +64,9 @@ step "cargo publish --dry-run (packaged crate builds)" publish_dry_run
 if (( RUN_E2E )); then
   step "cargo build (exporter binary for e2e)" cargo build --locked --bin patroni-raft-exporter
   step "the exporter binary holds no test double" scripts/check-no-test-doubles.sh
+  # issue #22: the mixin's rules rendered for job="pg-ha": PatroniExporterDown fires in a real
+  # Prometheus (a network namespace of its own, no Patroni; ~20 s)
+  step "mixin: rules for job pg-ha fire in a real Prometheus" mixin_job
   # as root each version in a network namespace of its own, in parallel (~3 min wall clock);
   # otherwise one after the other on the host's loopback (the real-cluster lock)
   # shellcheck disable=SC2086  # one word per version

@@ -169,7 +169,7 @@ def state_panel(pid: int, title: str, targets: list, desc: str, mapping, span: i
 
 def table_panel(pid: int, title: str, targets: list, desc: str, join_field: str,
                 exclude: list[str], rename: dict[str, str], span: int = 24, height: int = 8,
-                overrides: list | None = None):
+                overrides: list | None = None, sort_desc: bool = False):
     """Instant table queries merged into one row per `join_field`; the columns in the order
     of `rename` (else Grafana orders them by query, and the cluster lands in the middle)."""
     p = (table.Panel().id(pid).title(title).description(desc).datasource(DS)
@@ -181,7 +181,8 @@ def table_panel(pid: int, title: str, targets: list, desc: str, join_field: str,
         id_val="organize",
         options={"excludeByName": {k: True for k in exclude}, "renameByName": rename,
                  "indexByName": {k: i for i, k in enumerate(rename)}}))
-    p = p.sort_by([bc.TableSortByFieldState().display_name(join_field)])
+    sort = bc.TableSortByFieldState().display_name(join_field)
+    p = p.sort_by([sort.desc(True) if sort_desc else sort])
     for name, props in (overrides or []):
         p = p.override_by_name(name, props)
     return p
@@ -225,6 +226,21 @@ def exporter_row(first_id: int) -> tuple:
                  "Seconds since the last completed poll. Above 60 s for 1m: PatroniExporterPollStale "
                  "(all values of the cluster are frozen).",
                  unit="s", span=8, min_val=0),
+        stat_panel(first_id + 4, "Exporter version",
+                   f'max by (version, revision) (patroni_exporter_build_info'
+                   f' * on (instance) group_left () max by (instance) (patroni_up{{{SEL}}}))',
+                   "Version and git revision of each exporter that watches the selected clusters.",
+                   legend="{{version}} ({{revision}})", text_mode=mc.BigValueTextMode.NAME,
+                   steps=[(None, "blue")], span=8, height=6),
+        ts_panel(first_id + 5, "Polls skipped",
+                 [q(f'sum by (scope) (increase(patroni_exporter_polls_skipped_total{{{SEL}}}[$__rate_interval]))',
+                    "{{scope}}", "A"),
+                  q(f'max by (scope) (patroni_up{{{SEL}}}) * 0 '
+                    f'unless on (scope) sum by (scope) (patroni_exporter_polls_skipped_total{{{SEL}}})',
+                    "{{scope}} none skipped", "B")],
+                 "Poll intervals skipped because the previous poll was still running: the poll "
+                 "takes longer than --poll.interval (slow or hanging members).",
+                 span=16, height=6, min_val=0),
     ]
     return row, panels
 

@@ -11,11 +11,13 @@ from pathlib import Path
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 
 import patroni_cluster
+import patroni_fleet
 import patroni_raft
 
 DASHBOARDS = {
     "patroni-cluster.json": patroni_cluster.dashboard,
     "patroni-raft.json": patroni_raft.dashboard,
+    "patroni-fleet.json": patroni_fleet.dashboard,
 }
 
 

@@ -136,8 +136,10 @@ def dashboard():
     d = d.with_panel(ts_panel(
         21, "Replication lag",
         [q(f'patroni_member_lag_bytes{{{SEL}}}', "{{scope}} {{member}}", "A"),
-         q(f'patroni_member_replay_lag_bytes{{{SEL}}}', "{{scope}} {{member}} replay", "B")],
-        "Bytes each replica is behind the leader (GET /cluster 'lag'; replay lag from Patroni 4.1). "
+         q(f'patroni_member_replay_lag_bytes{{{SEL}}}', "{{scope}} {{member}} replay", "B"),
+         q(f'patroni_member_receive_lag_bytes{{{SEL}}}', "{{scope}} {{member}} receive", "C")],
+        "Bytes each replica is behind the leader (GET /cluster 'lag'; receive and replay lag from "
+        "Patroni 4.1). "
         "Alert PatroniReplicationLagHigh above 16 MiB for 5m.", unit="bytes"))
     d = d.with_panel(ts_panel(
         22, "Timeline per member",
@@ -149,9 +151,13 @@ def dashboard():
         23, "Members, leaders, sync standbys",
         [q(f'patroni_cluster_members{{{SEL}}}', "{{scope}} members", "A"),
          q(f'patroni_cluster_leaders{{{SEL}}}', "{{scope}} leaders", "B"),
-         q(f'patroni_cluster_sync_standbys{{{SEL}}}', "{{scope}} sync standbys", "C")],
-        "Counts from GET /cluster. Leaders must be exactly 1 (alerts PatroniNoLeader, "
-        "PatroniMultipleLeaders)."))
+         q(f'patroni_cluster_sync_standbys{{{SEL}}}', "{{scope}} sync standbys", "C"),
+         q(f'patroni_leader_streaming_standbys{{{SEL}}}', "{{scope}} streaming (leader's PostgreSQL)", "D"),
+         q(f'patroni_leader_synchronous_standbys{{{SEL}}}', "{{scope}} synchronous (leader's PostgreSQL)", "E")],
+        "Counts from GET /cluster, and the standbys the leader's own PostgreSQL streams to and "
+        "waits for (pg_stat_replication). Leaders must be exactly 1 (alerts PatroniNoLeader, "
+        "PatroniMultipleLeaders); sync standbys in /cluster above the leader's synchronous ones: "
+        "a stale DCS view (alert PatroniSyncStateMismatch)."))
     d = d.with_panel(ts_panel(
         24, "WAL positions",
         [q(f'patroni_member_wal_position_bytes{{{SEL}}}', "{{scope}} {{member}} {{kind}}", "A")],
@@ -176,20 +182,25 @@ def dashboard():
         "Distinct DCS views among the members' own GET /cluster, distinct voter sets among the "
         "Raft nodes: 1 when they agree (alerts PatroniDcsViewsDiverge, PatroniRaftVoterSetsDiffer).",
         span=8))
+    fields = ["leader", "members", "timelines", "config"]
     d = d.with_panel(table_panel(
         53, "Members whose view differs",
-        [q(f'max by (scope, member, field) (patroni_member_dcs_view_differs{{{SEL}}} == 1)',
-           ref="A", instant=True, table_fmt=True),
-         q(f'max by (scope, member) (patroni_member_left_dcs_timestamp_seconds{{{SEL}}}) * 1000',
-           ref="B", instant=True, table_fmt=True)],
-        "Which member's own GET /cluster differs from the view most members share, and in what "
-        "(leader, members, timelines, config); members that left the DCS view with the time they "
-        "left. Empty when every member agrees.",
+        [q(f'max by (scope, member) (patroni_member_dcs_view_differs{{{SEL},field="{f}"}})',
+           ref=ref, instant=True, table_fmt=True) for ref, f in zip("ABCD", fields)]
+        + [q(f'max by (scope, member) (patroni_member_left_dcs_timestamp_seconds{{{SEL}}}) * 1000',
+             ref="E", instant=True, table_fmt=True)],
+        "Every member whose own GET /cluster answered: whether its view differs from the view "
+        "most members share in the leader, the member set, the timelines or the config "
+        "(DIFFERS: a stale or diverged Raft replica); members that left the DCS view with the "
+        "time they left.",
         join_field="member", span=8, height=8,
-        exclude=["Time", "Value #A"],
-        rename={"scope": "Cluster", "member": "Member", "field": "Differs in",
-                "Value #B": "Left the DCS view"},
-        overrides=[("Left the DCS view", [prop("unit", "dateTimeAsIso")])]))
+        exclude=["Time"],
+        rename={"scope": "Cluster", "member": "Member",
+                **{f"Value #{ref}": f for ref, f in zip("ABCD", fields)},
+                "Value #E": "Left the DCS view"},
+        overrides=[(f, [mapping_prop({"1": ("DIFFERS", "red"), "0": ("same", "green")}), cell_color()])
+                   for f in fields]
+        + [("Left the DCS view", [prop("unit", "dateTimeAsIso")])]))
 
     # ---- How close the next outage is
     d = d.with_row(db.Row("Margins").id(60))
@@ -199,11 +210,16 @@ def dashboard():
         "cluster, 0 with one down (alert PatroniRaftQuorumNoMargin), negative when lost.",
         legend="{{scope}}", steps=[(None, "red"), (0, "orange"), (1, "green")], span=4))
     d = d.with_panel(stat_panel(
-        62, "A failover now loses", f'max by (scope) (patroni_cluster_failover_data_at_risk_bytes{{{SEL}}})',
+        62, "A failover now loses",
+        # -1 (unknown) while the exporter has no leader position to measure from
+        f'max by (scope) (patroni_cluster_failover_data_at_risk_bytes{{{SEL}}})'
+        f' or max by (scope) (patroni_up{{{SEL}}}) * 0 - 1',
         "The WAL a failover right now would lose: the leader's position minus what the best "
         "promotable replica received (0 with a synchronous standby in synchronous mode). Above "
-        "maximum_lag_on_failover Patroni promotes nobody (alert PatroniFailoverDataAtRisk).",
-        legend="{{scope}}", unit="bytes", steps=[(None, "green"), (1, "orange"), (1048576, "red")],
+        "maximum_lag_on_failover Patroni promotes nobody (alert PatroniFailoverDataAtRisk). "
+        "unknown: no leader position to measure from (no leader, or its GET /patroni fails).",
+        legend="{{scope}}", unit="bytes", mapping={"-1": ("unknown", "orange")},
+        steps=[(None, "orange"), (0, "green"), (1, "orange"), (1048576, "red")],
         span=4))
     d = d.with_panel(ts_panel(
         63, "Replication lag (seconds)",
@@ -220,7 +236,8 @@ def dashboard():
     d = d.with_panel(ts_panel(
         65, "Clocks",
         [q(f'patroni_member_clock_offset_seconds{{{SEL}}}', "{{scope}} {{member}} offset", "A"),
-         q(f'patroni_cluster_leader_clock_skew_seconds{{{SEL}}}', "{{scope}} primary vs Raft leader", "B")],
+         q(f'patroni_cluster_leader_clock_skew_seconds{{{SEL}}}', "{{scope}} primary vs Raft leader", "B"),
+         q(f'patroni_member_clock_offset_error_seconds{{{SEL}}}', "{{scope}} {{member}} +- error", "C")],
         "Each member's clock against the exporter's (Date header, +-0.5 s plus half the round "
         "trip: patroni_member_clock_offset_error_seconds), and the primary's against the Raft "
         "leader's host, which sets the leader key's lifetime (alert PatroniLeaderClockSkew "
@@ -228,12 +245,117 @@ def dashboard():
     d = d.with_panel(table_panel(
         66, "Failsafe topology",
         [q(f'max by (scope, member) (patroni_member_failsafe_topology{{{SEL}}})', ref="A",
-           instant=True, table_fmt=True)],
-        "While failsafe_mode is on: the members the primary needs to answer it to stay primary "
-        "without the DCS (GET /failsafe). Empty while failsafe mode is off.",
+           instant=True, table_fmt=True),
+         q(f'max by (scope) (patroni_config_failsafe_mode{{{SEL}}})', ref="B", instant=True, table_fmt=True)],
+        "failsafe_mode of the cluster and, while it is on, the members the primary needs to "
+        "answer it to stay primary without the DCS (GET /failsafe). One row per cluster, with "
+        "no member, while failsafe mode is off.",
         join_field="member", span=8, height=8, exclude=["Time"],
-        rename={"scope": "Cluster", "member": "Member", "Value": "In failsafe topology"},
-        overrides=[("In failsafe topology", [mapping_prop({"1": ("yes", "green"), "0": ("NO", "orange")}), cell_color()])]))
+        rename={"scope": "Cluster", "Value #B": "failsafe_mode", "member": "Member",
+                "Value #A": "In failsafe topology"},
+        overrides=[("In failsafe topology", [mapping_prop({"1": ("yes", "green"), "0": ("NO", "orange")}), cell_color()]),
+                   ("failsafe_mode", [mapping_prop({"1": ("on", "blue"), "0": ("off", "text")})])]))
+
+    # ---- Versions, configuration, history: what an operator checks before changing anything
+    d = d.with_row(db.Row("Versions and configuration").id(70))
+    yes = lambda color: {"1": ("YES", color), "0": ("no", "green")}  # noqa: E731
+    d = d.with_panel(table_panel(
+        71, "Members: versions, uptime, flags",
+        [q(f'max by (scope, member, host) (patroni_member_info{{{SEL}}})', ref="A", instant=True, table_fmt=True),
+         q(f'max by (scope, member, version) (patroni_member_patroni_info{{{SEL}}})', ref="B", instant=True, table_fmt=True),
+         q(f'max by (scope, member) (patroni_member_server_version{{{SEL}}})', ref="C", instant=True, table_fmt=True),
+         q(f'time() - max by (scope, member) (patroni_member_postmaster_start_time_seconds{{{SEL}}})',
+           ref="D", instant=True, table_fmt=True),
+         q(f'max by (scope, member) (patroni_member_reported_timeline{{{SEL}}})', ref="E", instant=True, table_fmt=True),
+         q(f'max by (scope, member) (patroni_member_failover_priority{{{SEL}}})', ref="F", instant=True, table_fmt=True),
+         q(f'max by (scope, member) (patroni_member_wal_replay_paused{{{SEL}}})', ref="G", instant=True, table_fmt=True),
+         q(f'max by (scope, member) (patroni_member_watchdog_failed{{{SEL}}})', ref="H", instant=True, table_fmt=True),
+         q(f'max by (scope, member) (patroni_member_failsafe_active{{{SEL}}})', ref="I", instant=True, table_fmt=True),
+         q(f'max by (scope, member) (patroni_member_sync_state_mismatch{{{SEL}}})', ref="J", instant=True, table_fmt=True)],
+        "One row per member: host (GET /cluster), the Patroni and PostgreSQL versions and how "
+        "long PostgreSQL has run (GET /patroni), the timeline it reports itself, its "
+        "failover_priority (0: never promoted), and the flags behind alerts: WAL replay paused "
+        "(PatroniWalReplayPaused; replicas only), watchdog failed (PatroniWatchdogFailed), "
+        "failsafe mode active (PatroniFailsafeModeActive), a sync standby in the DCS that the "
+        "leader's PostgreSQL does not replicate to synchronously (PatroniSyncStateMismatch).",
+        join_field="member", height=6,
+        exclude=["Time", "Value #A", "Value #B"],
+        rename={"scope": "Cluster", "member": "Member", "host": "Host", "version": "Patroni",
+                "Value #C": "PostgreSQL", "Value #D": "PostgreSQL uptime",
+                "Value #E": "Timeline (own)", "Value #F": "Failover priority",
+                "Value #G": "Replay paused", "Value #H": "Watchdog failed",
+                "Value #I": "Failsafe active", "Value #J": "Sync state mismatch"},
+        overrides=[
+            ("PostgreSQL uptime", [prop("unit", "s")]),
+            ("Failover priority", [mapping_prop({"0": ("0 (never)", "orange")}), cell_color()]),
+            ("Replay paused", [mapping_prop(yes("orange")), cell_color()]),
+            ("Watchdog failed", [mapping_prop(yes("red")), cell_color()]),
+            ("Failsafe active", [mapping_prop(yes("orange")), cell_color()]),
+            ("Sync state mismatch", [mapping_prop(yes("red")), cell_color()]),
+        ]))
+    on_off = {"1": ("on", "blue"), "0": ("off", "text")}
+    d = d.with_panel(table_panel(
+        72, "Dynamic configuration (GET /config)",
+        [q(f'max by (scope) (patroni_config_ttl_seconds{{{SEL}}})', ref="A", instant=True, table_fmt=True),
+         q(f'max by (scope) (patroni_config_loop_wait_seconds{{{SEL}}})', ref="B", instant=True, table_fmt=True),
+         q(f'max by (scope) (patroni_config_retry_timeout_seconds{{{SEL}}})', ref="C", instant=True, table_fmt=True),
+         q(f'max by (scope) (patroni_config_maximum_lag_on_failover_bytes{{{SEL}}})', ref="D", instant=True, table_fmt=True),
+         q(f'max by (scope, mode) (patroni_config_synchronous_mode{{{SEL}}} == 1)', ref="E", instant=True, table_fmt=True),
+         q(f'max by (scope) (patroni_config_synchronous_mode_strict{{{SEL}}})', ref="F", instant=True, table_fmt=True),
+         q(f'max by (scope) (patroni_config_synchronous_nodes{{{SEL}}})', ref="G", instant=True, table_fmt=True),
+         q(f'max by (scope) (patroni_config_failsafe_mode{{{SEL}}})', ref="H", instant=True, table_fmt=True),
+         q(f'max by (scope) (patroni_config_check_timeline{{{SEL}}})', ref="I", instant=True, table_fmt=True)],
+        "The dynamic configuration in force (Patroni's default where unset). ttl - loop_wait is "
+        "the slack the leader key has between two renewals (PatroniLeaderClockSkew uses a "
+        "quarter of it); maximum_lag_on_failover bounds PatroniFailoverDataAtRisk; "
+        "synchronous_mode, strict and the node count decide who may be promoted.",
+        join_field="scope", span=16, height=5,
+        exclude=["Time", "Value #E"],
+        rename={"scope": "Cluster", "Value #A": "ttl", "Value #B": "loop_wait",
+                "Value #C": "retry_timeout", "Value #D": "maximum_lag_on_failover",
+                "mode": "synchronous_mode", "Value #F": "strict", "Value #G": "sync nodes",
+                "Value #H": "failsafe_mode", "Value #I": "check_timeline"},
+        overrides=[
+            ("ttl", [prop("unit", "s")]), ("loop_wait", [prop("unit", "s")]),
+            ("retry_timeout", [prop("unit", "s")]), ("maximum_lag_on_failover", [prop("unit", "bytes")]),
+            ("strict", [mapping_prop(on_off)]), ("failsafe_mode", [mapping_prop(on_off)]),
+            ("check_timeline", [mapping_prop(on_off)]),
+        ]))
+    tags = ["nofailover", "nosync", "noloadbalance", "clonefrom", "nostream"]
+    d = d.with_panel(table_panel(
+        73, "Member tags",
+        [q(f'max by (scope, member) (patroni_member_tag{{{SEL},tag="{t}"}})', ref=ref, instant=True,
+           table_fmt=True) for ref, t in zip("ABCDE", tags)],
+        "The boolean tags in force on each member (its own GET /patroni; nofailover also when "
+        "failover_priority <= 0, nosync when sync_priority <= 0).",
+        join_field="member", span=8, height=5,
+        exclude=["Time"],
+        rename={"scope": "Cluster", "member": "Member",
+                **{f"Value #{ref}": t for ref, t in zip("ABCDE", tags)}},
+        overrides=[(t, [mapping_prop({"1": ("SET", "orange"), "0": ("-", "text")})]) for t in tags]))
+    d = d.with_panel(stat_panel(
+        74, "Since the last failover",
+        f'time() - max by (scope) (patroni_cluster_last_failover_timestamp_seconds{{{SEL}}})',
+        "Time since the newest GET /history entry: the last switchover, failover or promotion.",
+        legend="{{scope}}", unit="s", steps=[(None, "blue")], span=6))
+    d = d.with_panel(stat_panel(
+        75, "Scheduled switchover", f'max by (scope) (patroni_cluster_scheduled_switchover{{{SEL}}})',
+        "A switchover scheduled for later (patronictl switchover --scheduled).",
+        legend="{{scope}}", mapping={"1": ("SCHEDULED", "orange"), "0": ("none", "green")}, span=6))
+    d = d.with_panel(stat_panel(
+        76, "Timeline history entries", f'max by (scope) (patroni_cluster_history_entries{{{SEL}}})',
+        "Entries in GET /history: one per promotion (trimmed by Patroni to max_timelines_history).",
+        legend="{{scope}}", steps=[(None, "blue")], span=6))
+    d = d.with_panel(stat_panel(
+        77, "Changes in the time range",
+        [(f'sum by (scope) (increase(patroni_cluster_leader_changes_total{{{SEL}}}[$__range]))'
+          f' or max by (scope) (patroni_up{{{SEL}}}) * 0', "{{scope}} leader"),
+         (f'sum by (scope) (increase(patroni_config_changes_total{{{SEL}}}[$__range]))'
+          f' or max by (scope) (patroni_up{{{SEL}}}) * 0', "{{scope}} configuration")],
+        "Leader changes (switchovers and failovers; alert PatroniFrequentLeaderChanges above 3 "
+        "in 1h) and changes of the dynamic configuration (patronictl edit-config, PATCH /config) "
+        "the exporter saw in the time range shown.",
+        steps=[(None, "green"), (1, "blue")], span=6, text_mode=mc.BigValueTextMode.VALUE_AND_NAME))
 
     row, panels = exporter_row(40)
     d = d.with_row(row)

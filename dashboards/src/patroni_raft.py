@@ -146,4 +146,19 @@ def dashboard():
         [q(f'max by (scope, node) (patroni_raft_up{{{SEL}}})', "{{node}}")],
         "UP when the exporter read this node's status in the last poll (PatroniRaftNodeUnreachable).",
         UP_MAP))
+    d = d.with_panel(table_panel(
+        23, "Nodes: versions and uptime",
+        [q(f'max by (scope, node, version) (patroni_raft_info{{{SEL}}})', ref="A", instant=True, table_fmt=True),
+         q(f'max by (scope, node) (patroni_raft_self_code_version{{{SEL}}})', ref="B", instant=True, table_fmt=True),
+         q(f'max by (scope, node) (patroni_raft_enabled_code_version{{{SEL}}})', ref="C", instant=True, table_fmt=True),
+         q(f'max by (scope, node) (patroni_raft_uptime_seconds{{{SEL}}})', ref="D", instant=True, table_fmt=True)],
+        "Each reachable node's pysyncobj version, the replicated code version its code supports "
+        "and the one enabled cluster-wide (a node whose code version is below the enabled one "
+        "cannot apply the log), and the uptime of its Raft object (a restart of Patroni resets it).",
+        join_field="node", span=12,
+        exclude=["Time", "Value #A"],
+        rename={"scope": "Cluster", "node": "Node", "version": "pysyncobj",
+                "Value #B": "Code version (node)", "Value #C": "Code version (enabled)",
+                "Value #D": "Raft uptime"},
+        overrides=[("Raft uptime", [prop("unit", "s")])]))
     return d.build()

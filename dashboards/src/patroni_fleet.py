@@ -1,0 +1,118 @@
+"""Dashboard 'Patroni fleet' (uid patroni-raft-fleet): every cluster in one table, worst first."""
+from __future__ import annotations
+
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.models import common as mc
+
+from common import (SEL, VERDICT_MAP, build, cell_color, mapping_prop, prop, q, stat_panel,
+                    state_panel, table_panel)
+
+UID = "patroni-raft-fleet"
+CLUSTER_UID = "patroni-raft-cluster"
+
+# One number per cluster for "worst first": 2 critical, 1 warning, 0 ok. The worst of: the
+# alerts firing for the cluster (their severity), the quorum verdict (lost 2, not visible 1),
+# nobody to fail over to (1), no member answering GET /cluster (2), exporter data older than
+# 60 s (1). Each term gets its own label `t` so that `or` keeps them all for the max. ALERTS
+# without a scope (PatroniExporterDown) match scope=~".*" too: scope!="" keeps them out.
+ALERT_SEL = f'alertstate="firing",{SEL},scope!=""'
+_TERMS = [
+    f'2 * max by (scope) (ALERTS{{{ALERT_SEL},severity="critical"}})',
+    f'max by (scope) (ALERTS{{{ALERT_SEL},severity="warning"}})',
+    f'(max by (scope) (patroni_raft_cluster_quorum{{{SEL}}}) < bool 1)'
+    f' + (max by (scope) (patroni_raft_cluster_quorum{{{SEL}}}) == bool 0)',
+    f'min by (scope) (patroni_cluster_failover_candidates{{{SEL}}}) == bool 0',
+    f'2 * (min by (scope) (patroni_up{{{SEL}}}) == bool 0)',
+    f'time() - max by (scope) (patroni_exporter_last_poll_timestamp_seconds{{{SEL}}}) > bool 60',
+]
+STATUS_EXPR = "max by (scope) (\n  " + "\n  or ".join(
+    f'label_replace({t}, "t", "{i}", "", "")' for i, t in enumerate(_TERMS)) + "\n)"
+STATUS_MAP = {"0": ("OK", "green"), "1": ("WARNING", "orange"), "2": ("CRITICAL", "red")}
+
+
+def dashboard():
+    d = build("Patroni fleet", UID,
+              "Every Patroni cluster watched by patroni-raft-exporter, one row each, worst first: "
+              "quorum verdict, leader, failover candidates, worst lag, data at risk, last "
+              "failover, exporter health. The cluster name links to its Patroni cluster dashboard. "
+              "Runbooks: https://github.com/canonical/patroni-raft-exporter/blob/main/docs/runbooks.md",
+              ["patroni", "postgresql", "raft", "fleet"])
+
+    d = d.with_row(db.Row("Fleet").id(1))
+    d = d.with_panel(stat_panel(
+        2, "Clusters", f'count(max by (scope) (patroni_up{{{SEL}}}))',
+        "Clusters the exporters watch (selected by the scope variable).",
+        steps=[(None, "blue")], span=4))
+    d = d.with_panel(stat_panel(
+        3, "Critical", f'count({STATUS_EXPR} == 2) or vector(0)',
+        "Clusters with a critical alert firing, a lost Raft quorum or no member answering "
+        "GET /cluster.", steps=[(None, "green"), (1, "red")], span=4))
+    d = d.with_panel(stat_panel(
+        4, "Warning", f'count({STATUS_EXPR} == 1) or vector(0)',
+        "Clusters with a warning firing, a quorum the exporter cannot see, no failover "
+        "candidate, or exporter data older than 60 s.", steps=[(None, "green"), (1, "orange")], span=4))
+    d = d.with_panel(stat_panel(
+        5, "Quorum not confirmed",
+        f'count(max by (scope) (patroni_raft_cluster_quorum{{{SEL}}}) < 1) or vector(0)',
+        "Clusters whose best quorum verdict is LOST or Not visible (alerts PatroniRaftQuorumLost, "
+        "PatroniRaftQuorumNotVisible).", steps=[(None, "green"), (1, "red")], span=4))
+    d = d.with_panel(stat_panel(
+        6, "Nobody to fail over to",
+        f'count(min by (scope) (patroni_cluster_failover_candidates{{{SEL}}}) == 0) or vector(0)',
+        "Clusters where no member could replace the leader now (alert PatroniNoFailoverCandidate).",
+        steps=[(None, "green"), (1, "red")], span=4))
+    d = d.with_panel(stat_panel(
+        7, "Stale exporter data",
+        f'count(time() - max by (scope) (patroni_exporter_last_poll_timestamp_seconds{{{SEL}}}) > 60) or vector(0)',
+        "Clusters whose last completed poll is older than 60 s (alert PatroniExporterPollStale).",
+        steps=[(None, "green"), (1, "orange")], span=4))
+
+    link = {"title": "Patroni cluster ${__value.text}",
+            "url": f"/d/{CLUSTER_UID}/patroni-cluster?var-scope=${{__value.raw}}&${{datasource:queryparam}}&${{__url_time_range}}"}
+    d = d.with_panel(table_panel(
+        10, "Clusters, worst first",
+        [q(STATUS_EXPR, ref="A", instant=True, table_fmt=True),
+         q(f'max by (scope) (patroni_raft_cluster_quorum{{{SEL}}})', ref="B", instant=True, table_fmt=True),
+         q(f'max by (scope) (patroni_raft_quorum_margin{{{SEL}}})', ref="C", instant=True, table_fmt=True),
+         q(f'max by (scope, member) (patroni_member_role{{{SEL},role=~"leader|standby_leader"}} == 1)',
+           ref="D", instant=True, table_fmt=True),
+         q(f'min by (scope) (patroni_cluster_failover_candidates{{{SEL}}})', ref="E", instant=True, table_fmt=True),
+         q(f'max by (scope) (patroni_member_lag_bytes{{{SEL}}})', ref="F", instant=True, table_fmt=True),
+         q(f'max by (scope) (patroni_cluster_failover_data_at_risk_bytes{{{SEL}}})', ref="G", instant=True, table_fmt=True),
+         q(f'time() - max by (scope) (patroni_cluster_last_failover_timestamp_seconds{{{SEL}}})',
+           ref="H", instant=True, table_fmt=True),
+         q(f'min by (scope) (patroni_up{{{SEL}}})', ref="I", instant=True, table_fmt=True),
+         q(f'time() - max by (scope) (patroni_exporter_last_poll_timestamp_seconds{{{SEL}}})',
+           ref="J", instant=True, table_fmt=True),
+         q(f'count by (scope) (ALERTS{{{ALERT_SEL}}})', ref="K", instant=True, table_fmt=True)],
+        "One row per cluster, the worst first (Status: CRITICAL, WARNING, OK; see the dashboard's "
+        "description for what counts). Quorum: the best verdict of every exporter; margin: how "
+        "many more voters can fail; Leader: who holds the leader key; Candidates: members Patroni "
+        "would promote if the leader died now; Worst lag: the replica furthest behind; Data at "
+        "risk: what a failover now would lose; Last failover: since the newest GET /history "
+        "entry; /cluster and Data age: the exporter's health for that cluster; Alerts: firing "
+        "now. Click a cluster for its dashboard.",
+        join_field="Status", height=9, sort_desc=True,
+        exclude=["Time", "Value #D"],
+        rename={"Value #A": "Status", "scope": "Cluster", "Value #B": "Quorum",
+                "Value #C": "Margin", "member": "Leader", "Value #E": "Candidates",
+                "Value #F": "Worst lag", "Value #G": "Data at risk", "Value #H": "Last failover",
+                "Value #I": "/cluster", "Value #J": "Data age", "Value #K": "Alerts firing"},
+        overrides=[
+            ("Status", [mapping_prop(STATUS_MAP), cell_color()]),
+            ("Cluster", [prop("links", [link])]),
+            ("Quorum", [mapping_prop(VERDICT_MAP), cell_color()]),
+            ("Margin", [mapping_prop({"0": ("0", "orange"), "-1": ("-1", "red"), "-2": ("-2", "red")}),
+                        cell_color()]),
+            ("Candidates", [mapping_prop({"0": ("NOBODY", "red")}), cell_color()]),
+            ("Worst lag", [prop("unit", "bytes")]),
+            ("Data at risk", [prop("unit", "bytes")]),
+            ("Last failover", [prop("unit", "s")]),
+            ("/cluster", [mapping_prop({"1": ("UP", "green"), "0": ("DOWN", "red")}), cell_color()]),
+            ("Data age", [prop("unit", "s")]),
+        ]))
+    d = d.with_panel(state_panel(
+        11, "Status over time", [q(STATUS_EXPR, "{{scope}}")],
+        "Each cluster's status (as in the table) poll by poll: when a cluster turned red, for how "
+        "long, and which others were affected at the same time.", STATUS_MAP, span=24, height=7))
+    return d.build()
