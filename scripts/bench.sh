@@ -21,6 +21,7 @@
 # Environment (defaults): SIZES="1 10 100 1000" INTERVAL=10 CYCLES=6 (poll cycles measured)
 #   WRK_CONNS=50 WRK_THREADS=2 WRK_DURATION=10s OUT=target/bench EXPORTER=target/release/...
 #   PORT=19393 (exporter, 127.0.0.1) E2E_WORK DATA_DIR PATRONI_VERSION=4.1.5
+#   SIM_WORKERS=1 FLOOR (the floor client; none: skip the floor)
 #   PLOT_VENV=$E2E_WORK/venv-plot EXPORTER_ARGS (extra flags of the fleet's exporter, e.g.
 #   "--no-collector.views --no-collector.probes" to measure what those collectors cost)
 # Everything runs on 127.0.0.1/8, every wait is bounded, and only processes started here
@@ -42,6 +43,9 @@ FLEET_SIM="${FLEET_SIM:-$ROOT/target/release/fleet-sim}"
 # --no-run); FLOOR=none measures the exporter alone.
 FLOOR="${FLOOR:-}"
 PORT="${PORT:-19393}"
+# fleet-sim's tokio workers: 2 keeps it answering within the poll timeout at N = 1000 when
+# the machine is loaded (with 1, a starved simulator turns into poll timeouts).
+SIM_WORKERS="${SIM_WORKERS:-1}"
 CLK_TCK="$(getconf CLK_TCK)"
 mkdir -p "$OUT"
 
@@ -129,7 +133,7 @@ fleet_one() {
   local wrk_secs=${WRK_DURATION%s}
   local run_for=$((60 + INTERVAL * (2 * CYCLES + 5) + 3 * wrk_secs + 120))
   log "N=$n: starting fleet-sim ($((n * 6)) listeners, runs at most ${run_for}s)"
-  "$FLEET_SIM" --clusters "$n" --duration "${run_for}s" --poll-interval "${INTERVAL}s" \
+  "$FLEET_SIM" --clusters "$n" --duration "${run_for}s" --poll-interval "${INTERVAL}s" --workers "$SIM_WORKERS" \
     --config-out "$dir/exporter.yml" --password-file "$dir/raft-password" \
     >"$dir/fleet-sim.out" 2>"$dir/fleet-sim.err" &
   local sim=$!
