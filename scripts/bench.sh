@@ -119,9 +119,11 @@ wrk_run() {
     END { printf "%s %s %s %s\n", rps + 0, p50 + 0, p99 + 0, bad + 0 }' "$file"
 }
 
-# encode_stats < log: "p50_ms max_ms count" of the render cache's encode_seconds.
+# encode_stats [FIELD] < log: "p50_ms max_ms count" of FIELD (default encode_seconds, the
+# wall-clock time of a rendering; encode_cpu_seconds its CPU time, gzip_cpu_seconds a gzip's)
+# in the render cache's debug log.
 encode_stats() {
-  { grep -o 'encode_seconds=[0-9.e-]*' || true; } | cut -d= -f2 | sort -g |
+  { grep -o "${1:-encode_seconds}=[0-9.e-]*" || true; } | cut -d= -f2 | sort -g |
     awk '{ v[NR] = $1 } END { if (NR) printf "%.2f %.2f %d\n", v[int((NR + 1) / 2)] * 1000, v[NR] * 1000, NR; else print "0 0 0" }'
 }
 
@@ -204,6 +206,10 @@ fleet_one() {
   local encode encode_load
   encode=$(head -n "$steady_log_lines" "$dir/exporter.log" | encode_stats)
   encode_load=$(tail -n +"$((steady_log_lines + 1))" "$dir/exporter.log" | encode_stats)
+  local encode_cpu encode_cpu_load gzip_cpu_load
+  encode_cpu=$(head -n "$steady_log_lines" "$dir/exporter.log" | encode_stats encode_cpu_seconds)
+  encode_cpu_load=$(tail -n +"$((steady_log_lines + 1))" "$dir/exporter.log" | encode_stats encode_cpu_seconds)
+  gzip_cpu_load=$(tail -n +"$((steady_log_lines + 1))" "$dir/exporter.log" | encode_stats gzip_cpu_seconds)
 
   # The floor: the exporter stops, the bare client sends the same requests to the same
   # fleet-sim for as many cycles.
@@ -253,11 +259,12 @@ fleet_one() {
     -v rps="$rps" -v p50="$p50" -v p99="$p99" -v bad="$non2xx" -v rpsg="$rps_gz" -v p50g="$p50_gz" -v p99g="$p99_gz" \
     -v ready="$ready_secs" -v sc="$start_cpu" -v h="$CLK_TCK" \
     -v sms="$scrape_ms" -v sgms="$scrape_gz_ms" -v fl="$floor_cpu" \
+    -v ec50="${encode_cpu%% *}" -v ecmax="$(cut -d' ' -f2 <<<"$encode_cpu")" -v ecl50="${encode_cpu_load%% *}" -v gz50="${gzip_cpu_load%% *}" \
     'BEGIN { cycles = el / iv;
-      printf "%d,%.3f,%.4f,%.1f,%.1f,%.1f,%.4f,%.4f,%d,%d,%d,%d,%d,%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.2f,%.3f,%.3f,%.4f,%.2f\n",
+      printf "%d,%.3f,%.4f,%.1f,%.1f,%.1f,%.4f,%.4f,%d,%d,%d,%d,%d,%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.2f,%.3f,%.3f,%.4f,%.2f,%.2f,%.2f,%.2f,%.2f\n",
         n, cpu, cpu / cycles, 100 * cpu / el, rss / 1024, hwm / 1024, pm, px, sk, er, up, ru, q,
         se, by, gz, e50, emax, el50, elmax, rn, rps, p50, p99, bad, rpsg, p50g, p99g, ready, sc / h,
-        sms, sgms, fl, (fl > 0 ? cpu / cycles / fl : 0) }')
+        sms, sgms, fl, (fl > 0 ? cpu / cycles / fl : 0), ec50, ecmax, ecl50, gz50 }')
   echo "$row" >>"$OUT/fleet.csv"
   log "N=$n: $row"
 }
@@ -267,7 +274,7 @@ fleet() {
   ensure_floor
   ulimit -n "$(ulimit -Hn)"
   log "file descriptor limit $(ulimit -n); CPUs $(nproc)"
-  echo "clusters,cpu_seconds,cpu_seconds_per_cycle,cpu_percent_of_one_core,rss_mib,peak_rss_mib,poll_mean_s,poll_max_s,polls_skipped,poll_errors,patroni_up,raft_up,raft_quorum,series,metrics_bytes,metrics_gzip_bytes,encode_p50_ms,encode_max_ms,encode_under_load_p50_ms,encode_under_load_max_ms,renders_under_load,wrk_rps,wrk_p50_ms,wrk_p99_ms,wrk_non2xx,wrk_gzip_rps,wrk_gzip_p50_ms,wrk_gzip_p99_ms,ready_seconds,startup_cpu_seconds,cpu_ms_per_scrape,cpu_ms_per_gzip_scrape,floor_cpu_seconds_per_cycle,exporter_over_floor" >"$OUT/fleet.csv"
+  echo "clusters,cpu_seconds,cpu_seconds_per_cycle,cpu_percent_of_one_core,rss_mib,peak_rss_mib,poll_mean_s,poll_max_s,polls_skipped,poll_errors,patroni_up,raft_up,raft_quorum,series,metrics_bytes,metrics_gzip_bytes,encode_p50_ms,encode_max_ms,encode_under_load_p50_ms,encode_under_load_max_ms,renders_under_load,wrk_rps,wrk_p50_ms,wrk_p99_ms,wrk_non2xx,wrk_gzip_rps,wrk_gzip_p50_ms,wrk_gzip_p99_ms,ready_seconds,startup_cpu_seconds,cpu_ms_per_scrape,cpu_ms_per_gzip_scrape,floor_cpu_seconds_per_cycle,exporter_over_floor,encode_cpu_p50_ms,encode_cpu_max_ms,encode_cpu_under_load_p50_ms,gzip_cpu_under_load_p50_ms" >"$OUT/fleet.csv"
   local n
   for n in $SIZES; do
     fleet_one "$n"
