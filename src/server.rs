@@ -80,8 +80,9 @@ async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Resp
     let shared = state.clone();
     let rendered = state
         .render_cache
-        .get(&state.store, format, move |format, capacity| {
-            crate::metrics::render(&shared.store.current_encoded(), format, capacity)
+        .get(&state.store, format, move |format, mut buffer| {
+            crate::metrics::render_into(&shared.store.current_encoded(), format, &mut buffer);
+            buffer
         })
         .await;
     if !accepts_gzip(header_str(&headers, header::ACCEPT_ENCODING)) {

@@ -142,6 +142,12 @@ impl EncodedCluster {
 /// and every cluster's chunk after it, in the order of `clusters`.
 pub fn render(clusters: &[Arc<EncodedCluster>], format: Format, capacity: usize) -> String {
     let mut out = String::with_capacity(capacity);
+    render_into(clusters, format, &mut out);
+    out
+}
+
+/// Like [`render`], appending to `out` (e.g. the buffer of a previous rendering, cleared).
+pub fn render_into(clusters: &[Arc<EncodedCluster>], format: Format, out: &mut String) {
     out.push_str(&BUILD_INFO);
     for (index, descriptor) in CATALOG.iter().enumerate() {
         if clusters
@@ -161,7 +167,6 @@ pub fn render(clusters: &[Arc<EncodedCluster>], format: Format, capacity: usize)
     if format == Format::OpenMetrics {
         out.push_str("# EOF\n");
     }
-    out
 }
 
 /// Renders every cluster of `store` in `format`.
