@@ -8,7 +8,10 @@
 #           each), the exporter polling them every $INTERVAL s; reports exporter CPU seconds
 #           per poll cycle (/proc/PID/stat), RSS, poll durations (from /metrics), /metrics
 #           size, encode time (the exporter's debug log), and /metrics latency under
-#           $WRK_CONNS concurrent scrapers (wrk).
+#           $WRK_CONNS concurrent scrapers (wrk), with the exporter's CPU per scrape; then
+#           the floor (benches/floor.rs: the same requests to the same fleet-sim with the
+#           same HTTP stack, no parsing, snapshot or encoding) for as many cycles, and the
+#           ratio of the exporter's CPU per cycle to the floor's.
 #   real    a real 3-member Patroni + Raft cluster (tests/e2e/cluster.sh, locked with
 #           the real-cluster lock): wrk on the exporter's /metrics vs Patroni's GET /metrics,
 #           and one Raft status query (cargo bench --bench raft_query) vs syncobj_admin -status
@@ -21,6 +24,7 @@
 # Environment (defaults): SIZES="1 10 100 1000" INTERVAL=10 CYCLES=6 (poll cycles measured)
 #   WRK_CONNS=50 WRK_THREADS=2 WRK_DURATION=10s OUT=target/bench EXPORTER=target/release/...
 #   PORT=19393 (exporter, 127.0.0.1) E2E_WORK DATA_DIR PATRONI_VERSION=4.1.5
+#   SIM_WORKERS=1 FLOOR (the floor client; none: skip the floor)
 #   PLOT_VENV=$E2E_WORK/venv-plot EXPORTER_ARGS (extra flags of the fleet's exporter, e.g.
 #   "--no-collector.views --no-collector.probes" to measure what those collectors cost)
 # Everything runs on 127.0.0.1/8, every wait is bounded, and only processes started here
@@ -40,7 +44,13 @@ WRK_DURATION="${WRK_DURATION:-10s}"
 OUT="${OUT:-$ROOT/target/bench}"
 EXPORTER="${EXPORTER:-$ROOT/target/release/patroni-raft-exporter}"
 FLEET_SIM="${FLEET_SIM:-$ROOT/target/release/fleet-sim}"
+# The floor client: by default the build of benches/floor.rs (cargo bench --bench floor
+# --no-run); FLOOR=none measures the exporter alone.
+FLOOR="${FLOOR:-}"
 PORT="${PORT:-19393}"
+# fleet-sim's tokio workers: 2 keeps it answering within the poll timeout at N = 1000 when
+# the machine is loaded (with 1, a starved simulator turns into poll timeouts).
+SIM_WORKERS="${SIM_WORKERS:-1}"
 CLK_TCK="$(getconf CLK_TCK)"
 mkdir -p "$OUT"
 
@@ -82,6 +92,19 @@ ensure_release() {
   fi
 }
 
+# The floor client's executable (built with the release profile, as the exporter).
+ensure_floor() {
+  [[ $FLOOR == none ]] && return 0
+  if [[ -z $FLOOR ]]; then
+    FLOOR=$(cargo bench --bench floor --no-run --message-format=json 2>/dev/null |
+      sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
+  fi
+  [[ -x $FLOOR ]] || { log "no floor client (cargo bench --bench floor --no-run)"; return 1; }
+}
+
+# wrk_requests FILE: the number of requests wrk completed.
+wrk_requests() { awk '/requests in/ { print $1 }' "$1"; }
+
 # wrk_run URL FILE: wrk with latency distribution into FILE; prints "rps p50_ms p99_ms".
 wrk_run() {
   local url=$1 file=$2
@@ -101,9 +124,11 @@ wrk_run() {
     END { printf "%s %s %s %s\n", rps + 0, p50 + 0, p99 + 0, bad + 0 }' "$file"
 }
 
-# encode_stats < log: "p50_ms max_ms count" of the render cache's encode_seconds.
+# encode_stats [FIELD] < log: "p50_ms max_ms count" of FIELD (default encode_seconds, the
+# wall-clock time of a rendering; encode_cpu_seconds its CPU time, gzip_cpu_seconds a gzip's)
+# in the render cache's debug log.
 encode_stats() {
-  { grep -o 'encode_seconds=[0-9.e-]*' || true; } | cut -d= -f2 | sort -g |
+  { grep -o "${1:-encode_seconds}=[0-9.e-]*" || true; } | cut -d= -f2 | sort -g |
     awk '{ v[NR] = $1 } END { if (NR) printf "%.2f %.2f %d\n", v[int((NR + 1) / 2)] * 1000, v[NR] * 1000, NR; else print "0 0 0" }'
 }
 
@@ -127,9 +152,9 @@ fleet_one() {
   local dir="$OUT/fleet-$n"
   rm -rf "$dir"; mkdir -p "$dir"
   local wrk_secs=${WRK_DURATION%s}
-  local run_for=$((60 + INTERVAL * (CYCLES + 3) + 3 * wrk_secs + 60))
+  local run_for=$((60 + INTERVAL * (2 * CYCLES + 5) + 3 * wrk_secs + 120))
   log "N=$n: starting fleet-sim ($((n * 6)) listeners, runs at most ${run_for}s)"
-  "$FLEET_SIM" --clusters "$n" --duration "${run_for}s" --poll-interval "${INTERVAL}s" \
+  "$FLEET_SIM" --clusters "$n" --duration "${run_for}s" --poll-interval "${INTERVAL}s" --workers "$SIM_WORKERS" \
     --config-out "$dir/exporter.yml" --password-file "$dir/raft-password" \
     >"$dir/fleet-sim.out" 2>"$dir/fleet-sim.err" &
   local sim=$!
@@ -172,17 +197,52 @@ fleet_one() {
   series=$(grep -vc '^#' "$dir/metrics.txt")
   bytes=$(wc -c <"$dir/metrics.txt")
 
-  # Latency under concurrent scrapers: plain, then gzip (as Prometheus asks).
-  local wrk_plain wrk_gzip
+  # Latency under concurrent scrapers: plain, then gzip (as Prometheus asks), with the
+  # exporter's CPU over each run: less what polling costs in as long (the steady rate
+  # above), per request served, is the CPU per scrape.
+  local wrk_plain wrk_gzip w0 w1 w2
+  w0=$(cpu_ticks "$exporter")
   wrk_plain=$(wrk_run "http://127.0.0.1:$PORT/metrics" "$dir/wrk-plain.txt")
+  w1=$(cpu_ticks "$exporter")
   wrk_gzip=$(wrk_run "http://127.0.0.1:$PORT/metrics" "$dir/wrk-gzip.txt" -H 'Accept-Encoding: gzip')
+  w2=$(cpu_ticks "$exporter")
   hwm=$(hwm_kib "$exporter")
+  local scrape_ms scrape_gz_ms
+  scrape_ms=$(awk -v t="$((w1 - w0))" -v h="$CLK_TCK" -v c="$((c1 - c0))" -v el="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" -v d="$wrk_secs" -v n="$(wrk_requests "$dir/wrk-plain.txt")" \
+    'BEGIN { if (n > 0) printf "%.3f", 1000 * (t / h - d * c / h / el) / n; else print 0 }')
+  scrape_gz_ms=$(awk -v t="$((w2 - w1))" -v h="$CLK_TCK" -v c="$((c1 - c0))" -v el="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" -v d="$wrk_secs" -v n="$(wrk_requests "$dir/wrk-gzip.txt")" \
+    'BEGIN { if (n > 0) printf "%.3f", 1000 * (t / h - d * c / h / el) / n; else print 0 }')
 
   # Encode times logged by the render cache: while scraped once per interval (steady), and
   # under the concurrent scrapers (load: competing with wrk and gzip for the 2 cores).
   local encode encode_load
   encode=$(head -n "$steady_log_lines" "$dir/exporter.log" | encode_stats)
   encode_load=$(tail -n +"$((steady_log_lines + 1))" "$dir/exporter.log" | encode_stats)
+  local encode_cpu encode_cpu_load gzip_cpu_load
+  encode_cpu=$(head -n "$steady_log_lines" "$dir/exporter.log" | encode_stats encode_cpu_seconds)
+  encode_cpu_load=$(tail -n +"$((steady_log_lines + 1))" "$dir/exporter.log" | encode_stats encode_cpu_seconds)
+  gzip_cpu_load=$(tail -n +"$((steady_log_lines + 1))" "$dir/exporter.log" | encode_stats gzip_cpu_seconds)
+
+  # The floor: the exporter stops, the bare client sends the same requests to the same
+  # fleet-sim for as many cycles.
+  kill "$exporter"
+  timeout 10 tail --pid="$exporter" -f /dev/null 2>/dev/null || kill -9 "$exporter" 2>/dev/null || true
+  local floor_cpu=0
+  if [[ $FLOOR != none ]]; then
+    "$FLOOR" --config "$dir/exporter.yml" --duration "$((INTERVAL * (CYCLES + 2) + 5))s" \
+      >"$dir/floor.out" 2>"$dir/floor.err" &
+    local floor=$!
+    PIDS+=("$floor")
+    wait_for 60 grep -q '^ready' "$dir/floor.out" || { log "floor not ready"; cat "$dir/floor.err" >&2; return 1; }
+    sleep "$INTERVAL"
+    local f0 f1 ft0 ft1
+    ft0=$(date +%s.%N); f0=$(cpu_ticks "$floor")
+    sleep "$((INTERVAL * CYCLES))"
+    ft1=$(date +%s.%N); f1=$(cpu_ticks "$floor")
+    timeout 60 tail --pid="$floor" -f /dev/null 2>/dev/null || true
+    log "N=$n: floor $(tail -1 "$dir/floor.out")"
+    floor_cpu=$(awk -v c="$((f1 - f0))" -v h="$CLK_TCK" -v a="$ft0" -v b="$ft1" -v iv="$INTERVAL" 'BEGIN { print c / h / ((b - a) / iv) }')
+  fi
 
   cleanup
 
@@ -210,19 +270,23 @@ fleet_one() {
     -v se="$series" -v by="$bytes" -v gz="$gz_bytes" -v e50="$enc_p50" -v emax="$enc_max" -v el50="$enc_load_p50" -v elmax="$enc_load_max" -v rn="$renders" \
     -v rps="$rps" -v p50="$p50" -v p99="$p99" -v bad="$non2xx" -v rpsg="$rps_gz" -v p50g="$p50_gz" -v p99g="$p99_gz" \
     -v ready="$ready_secs" -v sc="$start_cpu" -v h="$CLK_TCK" \
+    -v sms="$scrape_ms" -v sgms="$scrape_gz_ms" -v fl="$floor_cpu" \
+    -v ec50="${encode_cpu%% *}" -v ecmax="$(cut -d' ' -f2 <<<"$encode_cpu")" -v ecl50="${encode_cpu_load%% *}" -v gz50="${gzip_cpu_load%% *}" \
     'BEGIN { cycles = el / iv;
-      printf "%d,%.3f,%.4f,%.1f,%.1f,%.1f,%.4f,%.4f,%d,%d,%d,%d,%d,%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.2f\n",
+      printf "%d,%.3f,%.4f,%.1f,%.1f,%.1f,%.4f,%.4f,%d,%d,%d,%d,%d,%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.2f,%.3f,%.3f,%.4f,%.2f,%.2f,%.2f,%.2f,%.2f\n",
         n, cpu, cpu / cycles, 100 * cpu / el, rss / 1024, hwm / 1024, pm, px, sk, er, up, ru, q,
-        se, by, gz, e50, emax, el50, elmax, rn, rps, p50, p99, bad, rpsg, p50g, p99g, ready, sc / h }')
+        se, by, gz, e50, emax, el50, elmax, rn, rps, p50, p99, bad, rpsg, p50g, p99g, ready, sc / h,
+        sms, sgms, fl, (fl > 0 ? cpu / cycles / fl : 0), ec50, ecmax, ecl50, gz50 }')
   echo "$row" >>"$OUT/fleet.csv"
   log "N=$n: $row"
 }
 
 fleet() {
   ensure_release
+  ensure_floor
   ulimit -n "$(ulimit -Hn)"
   log "file descriptor limit $(ulimit -n); CPUs $(nproc)"
-  echo "clusters,cpu_seconds,cpu_seconds_per_cycle,cpu_percent_of_one_core,rss_mib,peak_rss_mib,poll_mean_s,poll_max_s,polls_skipped,poll_errors,patroni_up,raft_up,raft_quorum,series,metrics_bytes,metrics_gzip_bytes,encode_p50_ms,encode_max_ms,encode_under_load_p50_ms,encode_under_load_max_ms,renders_under_load,wrk_rps,wrk_p50_ms,wrk_p99_ms,wrk_non2xx,wrk_gzip_rps,wrk_gzip_p50_ms,wrk_gzip_p99_ms,ready_seconds,startup_cpu_seconds" >"$OUT/fleet.csv"
+  echo "clusters,cpu_seconds,cpu_seconds_per_cycle,cpu_percent_of_one_core,rss_mib,peak_rss_mib,poll_mean_s,poll_max_s,polls_skipped,poll_errors,patroni_up,raft_up,raft_quorum,series,metrics_bytes,metrics_gzip_bytes,encode_p50_ms,encode_max_ms,encode_under_load_p50_ms,encode_under_load_max_ms,renders_under_load,wrk_rps,wrk_p50_ms,wrk_p99_ms,wrk_non2xx,wrk_gzip_rps,wrk_gzip_p50_ms,wrk_gzip_p99_ms,ready_seconds,startup_cpu_seconds,cpu_ms_per_scrape,cpu_ms_per_gzip_scrape,floor_cpu_seconds_per_cycle,exporter_over_floor,encode_cpu_p50_ms,encode_cpu_max_ms,encode_cpu_under_load_p50_ms,gzip_cpu_under_load_p50_ms" >"$OUT/fleet.csv"
   local n
   for n in $SIZES; do
     fleet_one "$n"

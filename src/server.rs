@@ -1,9 +1,10 @@
 //! The HTTP endpoint: `/metrics`, `/probe?scope=NAME`, a landing page, `/-/healthy` and
 //! `/-/ready`.
 //!
-//! Serving never touches the network: it encodes the snapshots already in memory, so a
-//! scrape answers at once even while every member of every cluster hangs. `/metrics` reuses
-//! the latest rendering while no cluster published ([`RenderCache`]); both endpoints send
+//! Serving never touches the network: it assembles the samples encoded when each snapshot
+//! was published, so a scrape answers at once even while every member of every cluster
+//! hangs. `/metrics` reuses the latest rendering while no cluster published
+//! ([`RenderCache`]); both endpoints send
 //! gzip to scrapers that accept it (Prometheus does). `/probe?scope=NAME` serves one
 //! cluster, so that Prometheus can shard a large fleet by target (see docs/scaling.md).
 
@@ -16,17 +17,15 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
 use crate::metrics::cache::{accepts_gzip, gzip, RenderCache};
-use crate::metrics::exposition::{render_sized, Format};
+use crate::metrics::exposition::Format;
 use crate::snapshot::SnapshotStore;
 use crate::web::WebState;
 
 /// What the handlers share.
 pub struct AppState {
-    pub registry: Registry,
     pub store: Arc<SnapshotStore>,
     pub telemetry_path: String,
     /// The latest `/metrics` rendering per format.
@@ -37,7 +36,6 @@ impl AppState {
     /// The state of an exporter serving the snapshots of `store` under `telemetry_path`.
     pub fn new(store: Arc<SnapshotStore>, telemetry_path: impl Into<String>) -> Arc<AppState> {
         Arc::new(AppState {
-            registry: crate::metrics::registry(store.clone()),
             store,
             telemetry_path: telemetry_path.into(),
             render_cache: RenderCache::default(),
@@ -82,8 +80,9 @@ async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Resp
     let shared = state.clone();
     let rendered = state
         .render_cache
-        .get(&state.store, format, move |format, capacity| {
-            render_sized(&shared.registry, format, capacity)
+        .get(&state.store, format, move |format, mut buffer| {
+            crate::metrics::render_into(&shared.store.current_encoded(), format, &mut buffer);
+            buffer
         })
         .await;
     if !accepts_gzip(header_str(&headers, header::ACCEPT_ENCODING)) {
@@ -121,7 +120,7 @@ async fn probe(
         )
             .into_response();
     };
-    let Some(snapshot) = state.store.by_scope(&scope) else {
+    let Some(encoded) = state.store.encoded_by_scope(&scope) else {
         return (
             StatusCode::NOT_FOUND,
             "no such scope (not configured, or not polled yet)\n",
@@ -129,7 +128,7 @@ async fn probe(
             .into_response();
     };
     let format = Format::negotiate(header_str(&headers, header::ACCEPT));
-    let body = crate::metrics::render_snapshots(vec![snapshot], format);
+    let body = crate::metrics::render(&[encoded], format, 32 * 1024);
     if accepts_gzip(header_str(&headers, header::ACCEPT_ENCODING)) {
         exposition_response(format, gzip(body.as_bytes()), true)
     } else {

@@ -1,87 +1,195 @@
-//! The one place where metric families are written: descriptor once, then its samples.
+//! The one place where metric families are written: the samples of one cluster, one chunk
+//! per family, and (once per process) the catalog of every family's descriptor.
+//!
+//! Every family function calls [`FamilyWriter::gauge`] or [`FamilyWriter::counter`]
+//! unconditionally and in a fixed order, so the n-th call is always the same family: a
+//! cluster's encoding is a list of chunks indexed like the catalog (checked in debug builds).
+//! The sample lines are written here by hand, byte for byte as prometheus-client's text
+//! encoder writes them (the tests compare the two), and are the same in OpenMetrics and in
+//! the 0.0.4 text format; only the descriptors differ ([`Descriptor`]).
 
 use std::fmt;
 
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
-use prometheus_client::metrics::MetricType;
+use super::labels::EncodeLabels;
 
 /// Appended to every help text: values come from the last poll, not from this scrape.
-const CACHED: &str =
+pub(super) const CACHED: &str =
     " Cached: value as of the last poll (see patroni_exporter_last_poll_timestamp_seconds).";
 
-/// Writes families through a prometheus-client [`DescriptorEncoder`].
-pub struct FamilyWriter<'e> {
-    encoder: DescriptorEncoder<'e>,
+/// The metric types the exporter writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Gauge,
+    Counter,
 }
 
-impl<'e> FamilyWriter<'e> {
-    pub fn new(encoder: DescriptorEncoder<'e>) -> FamilyWriter<'e> {
-        FamilyWriter { encoder }
+/// One family's descriptor, in both exposition formats.
+#[derive(Debug, Clone)]
+pub struct Descriptor {
+    pub name: &'static str,
+    /// `# HELP` and `# TYPE` as OpenMetrics has them: a counter named without `_total`.
+    pub openmetrics: String,
+    /// The same for the 0.0.4 text format: a counter named with its `_total` suffix.
+    pub text: String,
+}
+
+impl Descriptor {
+    pub fn new(name: &'static str, help: &str, kind: Kind) -> Descriptor {
+        match kind {
+            Kind::Gauge => {
+                let header = format!("# HELP {name} {help}\n# TYPE {name} gauge\n");
+                Descriptor {
+                    name,
+                    openmetrics: header.clone(),
+                    text: header,
+                }
+            }
+            Kind::Counter => Descriptor {
+                name,
+                openmetrics: format!("# HELP {name} {help}\n# TYPE {name} counter\n"),
+                text: format!("# HELP {name}_total {help}\n# TYPE {name}_total counter\n"),
+            },
+        }
+    }
+}
+
+/// Writes the samples of each family into one buffer, recording where each family ends.
+pub struct FamilyWriter {
+    out: String,
+    /// End offset in `out` of each family written so far.
+    ends: Vec<u32>,
+    /// When building the catalog: every family's descriptor, in call order.
+    catalog: Option<Vec<Descriptor>>,
+    /// When encoding a cluster: the catalog's names, to check the call order.
+    expected: Option<&'static [Descriptor]>,
+}
+
+impl FamilyWriter {
+    /// A writer for one cluster's samples, appended to `out` (an empty buffer to reuse);
+    /// `expected` is the catalog its calls must follow.
+    pub fn new(out: String, expected: &'static [Descriptor]) -> FamilyWriter {
+        FamilyWriter {
+            out,
+            ends: Vec::with_capacity(expected.len()),
+            catalog: None,
+            expected: Some(expected),
+        }
     }
 
-    /// A gauge family; nothing is written when there are no samples, so an absent value
-    /// (e.g. no timeline reported) is absent from the output rather than a fake zero.
-    pub fn gauge<L: EncodeLabelSet>(
+    /// A writer that records every family's descriptor (run over no snapshot at all).
+    pub fn catalog() -> FamilyWriter {
+        FamilyWriter {
+            out: String::new(),
+            ends: Vec::new(),
+            catalog: Some(Vec::new()),
+            expected: None,
+        }
+    }
+
+    /// The samples written and the end offset of each family.
+    pub fn finish(self) -> (String, Vec<u32>) {
+        (self.out, self.ends)
+    }
+
+    /// The descriptors recorded by a [`FamilyWriter::catalog`] writer.
+    pub fn into_catalog(self) -> Vec<Descriptor> {
+        self.catalog.unwrap_or_default()
+    }
+
+    /// The samples and the descriptors recorded by a [`FamilyWriter::catalog`] writer.
+    #[cfg(test)]
+    pub fn into_samples_and_catalog(self) -> (String, Vec<Descriptor>) {
+        (self.out, self.catalog.unwrap_or_default())
+    }
+
+    fn begin(&mut self, name: &'static str, help: &str, cached: bool, kind: Kind) {
+        if let Some(catalog) = &mut self.catalog {
+            let help = if cached {
+                format!("{help}{CACHED}")
+            } else {
+                help.to_owned()
+            };
+            catalog.push(Descriptor::new(name, &help, kind));
+        }
+        if let Some(expected) = self.expected {
+            debug_assert_eq!(
+                expected.get(self.ends.len()).map(|d| d.name),
+                Some(name),
+                "family written out of catalog order"
+            );
+        }
+    }
+
+    fn end(&mut self) {
+        let end = u32::try_from(self.out.len()).expect("a cluster's samples fit in 4 GiB");
+        self.ends.push(end);
+    }
+
+    fn family(
         &mut self,
-        name: &str,
+        name: &'static str,
+        help: &str,
+        cached: bool,
+        samples: impl IntoIterator<Item = (impl EncodeLabels, f64)>,
+    ) -> fmt::Result {
+        self.begin(name, help, cached, Kind::Gauge);
+        for (labels, value) in samples {
+            self.out.push_str(name);
+            labels.encode(&mut self.out);
+            self.out.push(' ');
+            if value.fract() == 0.0 && value.abs() < 9.0e15 {
+                // Integers print without a trailing `.0`, as every other exporter does.
+                self.out.push_str(itoa::Buffer::new().format(value as i64));
+            } else {
+                self.out.push_str(dtoa::Buffer::new().format(value));
+            }
+            self.out.push('\n');
+        }
+        self.end();
+        Ok(())
+    }
+
+    /// A gauge family; a cluster without samples writes nothing, and a family no cluster
+    /// has samples for is left out of the output, so an absent value (e.g. no timeline
+    /// reported) is absent rather than a fake zero.
+    pub fn gauge<L: EncodeLabels>(
+        &mut self,
+        name: &'static str,
         help: &str,
         samples: impl IntoIterator<Item = (L, f64)>,
     ) -> fmt::Result {
-        let mut samples = samples.into_iter().peekable();
-        if samples.peek().is_none() {
-            return Ok(());
-        }
-        let mut metric = self
-            .encoder
-            .encode_descriptor(name, help, None, MetricType::Gauge)?;
-        for (labels, value) in samples {
-            let mut sample = metric.encode_family(&labels)?;
-            if value.fract() == 0.0 && value.abs() < 9.0e15 {
-                // Integers print without a trailing `.0`, as every other exporter does.
-                sample.encode_gauge(&(value as i64))?;
-            } else {
-                sample.encode_gauge(&value)?;
-            }
-        }
-        Ok(())
+        self.family(name, help, false, samples)
     }
 
     /// Like [`FamilyWriter::gauge`], with the "cached" note appended to the help text.
-    pub fn cached_gauge<L: EncodeLabelSet>(
+    pub fn cached_gauge<L: EncodeLabels>(
         &mut self,
-        name: &str,
+        name: &'static str,
         help: &str,
         samples: impl IntoIterator<Item = (L, f64)>,
     ) -> fmt::Result {
-        self.gauge(name, &cached_help(help), samples)
+        self.family(name, help, true, samples)
     }
 
-    /// A counter family. `name` is given without `_total`; the encoder appends it.
-    pub fn counter<L: EncodeLabelSet>(
+    /// A counter family. `name` is given without `_total`; the samples get it.
+    pub fn counter<L: EncodeLabels>(
         &mut self,
-        name: &str,
+        name: &'static str,
         help: &str,
         samples: impl IntoIterator<Item = (L, u64)>,
     ) -> fmt::Result {
-        let mut samples = samples.into_iter().peekable();
-        if samples.peek().is_none() {
-            return Ok(());
-        }
-        let help = cached_help(help);
-        let mut metric = self
-            .encoder
-            .encode_descriptor(name, &help, None, MetricType::Counter)?;
+        self.begin(name, help, true, Kind::Counter);
         for (labels, value) in samples {
-            metric
-                .encode_family(&labels)?
-                .encode_counter::<NoLabelSet, u64, f64>(&value, None)?;
+            self.out.push_str(name);
+            self.out.push_str("_total");
+            labels.encode(&mut self.out);
+            self.out.push(' ');
+            self.out.push_str(itoa::Buffer::new().format(value));
+            self.out.push('\n');
         }
+        self.end();
         Ok(())
     }
-}
-
-fn cached_help(help: &str) -> String {
-    format!("{help}{CACHED}")
 }
 
 /// 1.0 for true, 0.0 for false.

@@ -1,14 +1,31 @@
 //! Typed label sets, one struct per combination of labels the exporter emits.
 //!
-//! Written with a small macro rather than `#[derive(EncodeLabelSet)]` because the derive of
-//! prometheus-client 0.25 does not accept lifetimes: owned `String` fields would mean cloning
-//! every label value of every series at every scrape. These borrow from the snapshot.
-
-use std::fmt;
-
-use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
+//! Written with a small macro: the label sets borrow from the snapshot (no label value is
+//! cloned), and encode themselves as `{name="value",...}` with the escaping of the text
+//! formats (`\\`, `\"`, `\n`), as prometheus-client does (compared in the tests).
 
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot, RaftNodeSnapshot};
+
+/// A set of labels that writes itself, braces included.
+pub trait EncodeLabels {
+    fn encode(&self, out: &mut String);
+}
+
+/// Appends a label value with `\`, `"` and newlines escaped.
+pub fn escape_into(out: &mut String, value: &str) {
+    if !value.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
+        out.push_str(value);
+        return;
+    }
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
 
 macro_rules! label_set {
     ($(#[$doc:meta])* $name:ident { $($field:ident),+ $(,)? }) => {
@@ -18,9 +35,18 @@ macro_rules! label_set {
             $(pub $field: &'a str),+
         }
 
-        impl EncodeLabelSet for $name<'_> {
-            fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), fmt::Error> {
-                [$((stringify!($field), self.$field)),+].encode(encoder)
+        impl EncodeLabels for $name<'_> {
+            fn encode(&self, out: &mut String) {
+                let mut separator = '{';
+                $(
+                    out.push(separator);
+                    out.push_str(concat!(stringify!($field), "=\""));
+                    escape_into(out, self.$field);
+                    out.push('"');
+                    separator = ',';
+                )+
+                let _ = separator;
+                out.push('}');
             }
         }
     };

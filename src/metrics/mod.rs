@@ -1,10 +1,18 @@
 //! The metrics encoder: snapshots in, Prometheus exposition out.
 //!
-//! A custom prometheus-client [`Collector`] reads the current snapshots at scrape time and
-//! writes one family at a time across all clusters. Nothing here is stateful: a member or a
-//! node that is not in the latest snapshot simply produces no series, so series of members
-//! that left vanish at the next poll (no stale gauges, no `remove()` bookkeeping); a member
-//! the poller still remembers after it left `/cluster` is in the snapshot, marked.
+//! Each cluster's samples are encoded once, when its poller publishes a snapshot
+//! ([`EncodedCluster`], kept with the snapshot in the store), one chunk per family. A scrape
+//! only assembles: family by family, the family's descriptor once, then every cluster's
+//! chunk of that family in configuration order ([`render`]). So all samples of a family stay
+//! contiguous under one `# HELP`/`# TYPE` (OpenMetrics requires it, and Prometheus rejects a
+//! repeated `# TYPE`), a family no cluster has samples for is left out, and the cost of a
+//! scrape is a copy of the bytes rather than an encoding of every cluster.
+//!
+//! Nothing here is stateful beyond that: a member or a node that is not in the latest
+//! snapshot produces no series, so series of members that left vanish at the next poll (no
+//! stale gauges, no `remove()` bookkeeping), and a cluster removed by a reload goes with its
+//! slot; a member the poller still remembers after it left `/cluster` is in the snapshot,
+//! marked.
 //!
 //! Layout: `families` is the small writer every family goes through; `patroni_families`
 //! and `raft_families` map the two sources' parts of a snapshot to metric names (the names
@@ -12,8 +20,8 @@
 //! `failover_families` failover readiness, `split_families` what comparing every member
 //! and node shows (primaries by their own word, diverging views and voter sets), and
 //! `margin_families` how close the next outage is;
-//! [`exposition`] renders the registry in the format the scraper asked for; [`cache`] keeps
-//! the latest rendering so that concurrent scrapes share one encoding.
+//! [`exposition`] names the formats; [`cache`] keeps the latest rendering so that
+//! concurrent scrapes share one assembly and one gzip.
 
 pub mod cache;
 pub mod exposition;
@@ -25,87 +33,146 @@ mod patroni_families;
 mod raft_families;
 mod split_families;
 
-use std::sync::Arc;
-
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::DescriptorEncoder;
-use prometheus_client::registry::Registry;
+use std::cell::RefCell;
+use std::fmt;
+use std::sync::{Arc, LazyLock};
 
 use crate::snapshot::{ClusterSnapshot, SnapshotStore};
-use families::FamilyWriter;
-use labels::BuildLabels;
+use exposition::Format;
+use families::{Descriptor, FamilyWriter, Kind};
+use labels::{BuildLabels, EncodeLabels};
 
 /// The exporter's version and the git revision it was built from.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const REVISION: &str = env!("PATRONI_RAFT_EXPORTER_REVISION");
 
-/// Encodes the latest snapshots of every cluster at each scrape.
-#[derive(Debug)]
-pub struct SnapshotCollector {
-    store: Arc<SnapshotStore>,
-}
-
-impl SnapshotCollector {
-    pub fn new(store: Arc<SnapshotStore>) -> SnapshotCollector {
-        SnapshotCollector { store }
-    }
-}
-
-impl Collector for SnapshotCollector {
-    fn encode(&self, encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let snapshots = self.store.current();
-        encode_snapshots(encoder, &snapshots)
-    }
-}
-
-/// Writes every family for the given snapshots.
-pub fn encode_snapshots(
-    encoder: DescriptorEncoder,
-    snapshots: &[Arc<ClusterSnapshot>],
-) -> Result<(), std::fmt::Error> {
-    let mut writer = FamilyWriter::new(encoder);
-    writer.gauge(
-        "patroni_exporter_build_info",
-        "A metric with a constant '1' labelled by the exporter's version and git revision.",
-        [(
-            BuildLabels {
-                version: VERSION,
-                revision: REVISION,
-            },
-            1.0,
-        )],
-    )?;
-    patroni_families::encode(&mut writer, snapshots)?;
-    failover_families::encode(&mut writer, snapshots)?;
-    raft_families::encode(&mut writer, snapshots)?;
-    split_families::encode(&mut writer, snapshots)?;
-    margin_families::encode(&mut writer, snapshots)?;
+/// Writes every per-cluster family for the given snapshots, in catalog order.
+fn encode_families(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
+    patroni_families::encode(writer, snapshots)?;
+    failover_families::encode(writer, snapshots)?;
+    raft_families::encode(writer, snapshots)?;
+    split_families::encode(writer, snapshots)?;
+    margin_families::encode(writer, snapshots)?;
     Ok(())
 }
 
-/// A registry holding the snapshot collector, ready to be rendered by [`exposition`].
-pub fn registry(store: Arc<SnapshotStore>) -> Registry {
-    let mut registry = Registry::default();
-    registry.register_collector(Box::new(SnapshotCollector::new(store)));
-    registry
+/// Every per-cluster family's descriptor, in the order they are written.
+static CATALOG: LazyLock<Vec<Descriptor>> = LazyLock::new(|| {
+    let mut writer = FamilyWriter::catalog();
+    encode_families(&mut writer, &[]).expect("writing into a String cannot fail");
+    writer.into_catalog()
+});
+
+/// The exporter's own family, written first: `patroni_exporter_build_info`, descriptor and
+/// sample (the same in both formats).
+static BUILD_INFO: LazyLock<String> = LazyLock::new(|| {
+    let name = "patroni_exporter_build_info";
+    let descriptor = Descriptor::new(
+        name,
+        "A metric with a constant '1' labelled by the exporter's version and git revision.",
+        Kind::Gauge,
+    );
+    let mut out = descriptor.text;
+    out.push_str(name);
+    BuildLabels {
+        version: VERSION,
+        revision: REVISION,
+    }
+    .encode(&mut out);
+    out.push_str(" 1\n");
+    out
+});
+
+/// One cluster's samples, encoded once from one snapshot: a chunk per family of the catalog
+/// (empty when the cluster has no sample in it), in one buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedCluster {
+    text: String,
+    /// End offset in `text` of each family's chunk, one per catalog entry.
+    ends: Vec<u32>,
 }
 
-/// A collector over a fixed list of snapshots (e.g. one cluster for `/probe`).
-#[derive(Debug)]
-struct FixedSnapshots(Vec<Arc<ClusterSnapshot>>);
+thread_local! {
+    /// Where a cluster is encoded before being copied into a buffer of its exact size: it
+    /// grows once per thread, and the copies kept with the snapshots waste nothing.
+    static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
+}
 
-impl Collector for FixedSnapshots {
-    fn encode(&self, encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        encode_snapshots(encoder, &self.0)
+impl EncodedCluster {
+    /// Encodes the samples of every family for one snapshot.
+    pub fn encode(snapshot: &Arc<ClusterSnapshot>) -> EncodedCluster {
+        let catalog: &'static [Descriptor] = &CATALOG;
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            let buffer = std::mem::take(&mut *scratch);
+            let mut writer = FamilyWriter::new(buffer, catalog);
+            encode_families(&mut writer, std::slice::from_ref(snapshot))
+                .expect("writing into a String cannot fail");
+            let (mut buffer, ends) = writer.finish();
+            debug_assert_eq!(ends.len(), catalog.len());
+            let text = buffer.as_str().to_owned();
+            buffer.clear();
+            *scratch = buffer;
+            EncodedCluster { text, ends }
+        })
+    }
+
+    /// The samples of family `index` of the catalog.
+    fn family(&self, index: usize) -> &str {
+        let start = index
+            .checked_sub(1)
+            .map_or(0, |previous| self.ends[previous] as usize);
+        &self.text[start..self.ends[index] as usize]
+    }
+
+    /// Bytes of samples.
+    pub fn len(&self) -> usize {
+        self.text.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
     }
 }
 
-/// Renders only the given snapshots (plus the exporter's build info) in `format`.
-pub fn render_snapshots(
-    snapshots: Vec<Arc<ClusterSnapshot>>,
-    format: exposition::Format,
-) -> String {
-    let mut registry = Registry::default();
-    registry.register_collector(Box::new(FixedSnapshots(snapshots)));
-    exposition::render(&registry, format)
+/// Assembles the exposition of the given clusters in `format`, into a buffer of `capacity`
+/// bytes to start with (e.g. the size of the previous rendering: a fleet's output is
+/// megabytes, and growing the buffer by doubling copies it several times): the exporter's
+/// build info, then each family that some cluster has samples for, with its descriptor once
+/// and every cluster's chunk after it, in the order of `clusters`.
+pub fn render(clusters: &[Arc<EncodedCluster>], format: Format, capacity: usize) -> String {
+    let mut out = String::with_capacity(capacity);
+    render_into(clusters, format, &mut out);
+    out
 }
+
+/// Like [`render`], appending to `out` (e.g. the buffer of a previous rendering, cleared).
+pub fn render_into(clusters: &[Arc<EncodedCluster>], format: Format, out: &mut String) {
+    out.push_str(&BUILD_INFO);
+    for (index, descriptor) in CATALOG.iter().enumerate() {
+        if clusters
+            .iter()
+            .all(|cluster| cluster.family(index).is_empty())
+        {
+            continue;
+        }
+        out.push_str(match format {
+            Format::OpenMetrics => &descriptor.openmetrics,
+            Format::PrometheusText => &descriptor.text,
+        });
+        for cluster in clusters {
+            out.push_str(cluster.family(index));
+        }
+    }
+    if format == Format::OpenMetrics {
+        out.push_str("# EOF\n");
+    }
+}
+
+/// Renders every cluster of `store` in `format`.
+pub fn render_store(store: &SnapshotStore, format: Format) -> String {
+    render(&store.current_encoded(), format, 64 * 1024)
+}
+
+#[cfg(test)]
+mod tests;

@@ -155,15 +155,52 @@ async fn exchange(
     key: Option<&RaftKey>,
     limits: &QueryLimits,
 ) -> Result<RaftStatus, RaftError> {
+    let (reply, client_key) = exchange_raw(addr, key, limits).await?;
+    let value = match (key, client_key) {
+        (Some(key), Some(client_key)) => {
+            unwrap_keyed(decode_payload(&reply, Some(key), limits)?, &client_key)?
+        }
+        _ => decode_payload(&reply, None, limits)?,
+    };
+    status_from_value(&value)
+}
+
+/// The same exchange as [`query_status`], but the status reply is returned as received (its
+/// frame payload: encrypted when keyed), not decrypted, decompressed or parsed. The keyed
+/// handshake's reply is decoded, as the protocol needs the node's key from it. For the
+/// benchmark's floor (`benches/floor.rs`): what the requests cost without the parsing.
+///
+/// # Errors
+/// As [`query_status`], except decoding errors of the status reply.
+pub async fn query_raw(
+    addr: &str,
+    key: Option<&RaftKey>,
+    limits: &QueryLimits,
+) -> Result<Vec<u8>, RaftError> {
+    match tokio::time::timeout(limits.timeout, exchange_raw(addr, key, limits)).await {
+        Ok(result) => result.map(|(reply, _)| reply),
+        Err(_) => Err(RaftError::Timeout {
+            addr: addr.to_string(),
+            timeout: limits.timeout,
+        }),
+    }
+}
+
+/// Connects, sends the status command (after the key exchange when keyed) and returns the
+/// payload of the reply frame, with the client key the reply must carry when keyed.
+async fn exchange_raw(
+    addr: &str,
+    key: Option<&RaftKey>,
+    limits: &QueryLimits,
+) -> Result<(Vec<u8>, Option<[u8; 32]>), RaftError> {
     let mut stream = TcpStream::connect(addr)
         .await
         .map_err(|e| connection_lost(addr, e))?;
     let _ = stream.set_nodelay(true);
-    let value = match key {
+    match key {
         None => {
             send(&mut stream, addr, &request::status_command_plain(), None, 0).await?;
-            let reply = recv_first(&mut stream, addr, limits).await?;
-            decode_payload(&reply, None, limits)?
+            Ok((recv_first(&mut stream, addr, limits).await?, None))
         }
         Some(key) => {
             // pysyncobj requires non-decreasing timestamps per connection and checks
@@ -195,11 +232,9 @@ async fn exchange(
                 };
             let command = request::status_command_keyed(&node_key);
             send(&mut stream, addr, &command, Some(key), ts).await?;
-            let reply = recv_next(&mut stream, limits).await?;
-            unwrap_keyed(decode_payload(&reply, Some(key), limits)?, &client_key)?
+            Ok((recv_next(&mut stream, limits).await?, Some(client_key)))
         }
-    };
-    status_from_value(&value)
+    }
 }
 
 #[cfg(test)]

@@ -359,6 +359,13 @@ impl ClusterSnapshot {
     }
 }
 
+/// A published snapshot with its samples, encoded once at publication.
+#[derive(Debug, Clone)]
+struct Published {
+    snapshot: Arc<ClusterSnapshot>,
+    encoded: Arc<crate::metrics::EncodedCluster>,
+}
+
 /// The latest snapshot of every configured cluster, one slot per cluster.
 ///
 /// A slot is replaced whole (an `Arc` swap under a short write lock); readers clone the
@@ -367,9 +374,12 @@ impl ClusterSnapshot {
 ///
 /// The store also counts publications ([`SnapshotStore::generation`]), so that a rendering
 /// of every snapshot can be reused until any cluster publishes again (or a reload resets it).
+///
+/// Each snapshot's metric samples are encoded when it is published, on the publisher's
+/// thread, and kept with it ([`crate::metrics::EncodedCluster`]): a scrape only assembles.
 #[derive(Debug)]
 pub struct SnapshotStore {
-    slots: RwLock<Vec<Option<Arc<ClusterSnapshot>>>>,
+    slots: RwLock<Vec<Option<Published>>>,
     generation: AtomicU64,
     id: u64,
 }
@@ -396,7 +406,7 @@ impl SnapshotStore {
         self.generation.load(Ordering::Acquire)
     }
 
-    fn slots(&self) -> std::sync::RwLockReadGuard<'_, Vec<Option<Arc<ClusterSnapshot>>>> {
+    fn slots(&self) -> std::sync::RwLockReadGuard<'_, Vec<Option<Published>>> {
         // A poisoned lock only means a reader panicked; the data (Arcs) is still whole.
         self.slots
             .read()
@@ -408,14 +418,25 @@ impl SnapshotStore {
         self.slots()
             .iter()
             .flatten()
-            .find(|snapshot| snapshot.scope == scope)
-            .cloned()
+            .find(|published| published.snapshot.scope == scope)
+            .map(|published| published.snapshot.clone())
+    }
+
+    /// The encoded samples of the cluster whose `scope` label is `scope`, if polled.
+    pub fn encoded_by_scope(&self, scope: &str) -> Option<Arc<crate::metrics::EncodedCluster>> {
+        self.slots()
+            .iter()
+            .flatten()
+            .find(|published| published.snapshot.scope == scope)
+            .map(|published| published.encoded.clone())
     }
 
     /// Publishes the newest snapshot of cluster `slot`; ignored for a slot that a reload
     /// removed.
     pub fn publish(&self, slot: usize, snapshot: ClusterSnapshot) {
         let snapshot = Arc::new(snapshot);
+        let encoded = Arc::new(crate::metrics::EncodedCluster::encode(&snapshot));
+        let published = Published { snapshot, encoded };
         let mut slots = self
             .slots
             .write()
@@ -423,8 +444,10 @@ impl SnapshotStore {
         let Some(entry) = slots.get_mut(slot) else {
             return;
         };
-        *entry = Some(snapshot);
+        // The previous snapshot is dropped after the lock is released.
+        let previous = entry.replace(published);
         drop(slots);
+        drop(previous);
         // After the swap: whoever reads the new generation also sees the new snapshot.
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
@@ -442,7 +465,21 @@ impl SnapshotStore {
 
     /// The current snapshots, in configuration order; clusters not yet polled are skipped.
     pub fn current(&self) -> Vec<Arc<ClusterSnapshot>> {
-        self.slots().iter().flatten().cloned().collect()
+        self.slots()
+            .iter()
+            .flatten()
+            .map(|published| published.snapshot.clone())
+            .collect()
+    }
+
+    /// The encoded samples of the current snapshots, in configuration order; clusters not
+    /// yet polled are skipped.
+    pub fn current_encoded(&self) -> Vec<Arc<crate::metrics::EncodedCluster>> {
+        self.slots()
+            .iter()
+            .flatten()
+            .map(|published| published.encoded.clone())
+            .collect()
     }
 
     /// True once every cluster has been polled at least once.

@@ -408,9 +408,7 @@ async fn members_that_leave_are_remembered_for_ttl_then_vanish_from_the_output()
     let store = Arc::new(SnapshotStore::new(1));
     let mut poller = ClusterPoller::new(0, config).await.unwrap();
     store.publish(0, poller.poll_once().await);
-    let registry = patroni_raft_exporter::metrics::registry(store.clone());
-    let render =
-        || patroni_raft_exporter::metrics::exposition::render(&registry, Format::PrometheusText);
+    let render = || patroni_raft_exporter::metrics::render_store(&store, Format::PrometheusText);
     let before = render();
     assert!(before.contains("patroni_member_in_dcs{scope=\"pg-test\",member=\"postgresql-2\"} 1"));
 
@@ -628,10 +626,8 @@ async fn a_hanging_cluster_never_delays_metrics_or_another_cluster() {
     tokio::spawn(slow.run(store.clone(), shutdown.clone()));
     tokio::spawn(fast.run(store.clone(), shutdown));
     tokio::time::sleep(Duration::from_millis(700)).await;
-    let registry = patroni_raft_exporter::metrics::registry(store.clone());
     let started = Instant::now();
-    let output =
-        patroni_raft_exporter::metrics::exposition::render(&registry, Format::PrometheusText);
+    let output = patroni_raft_exporter::metrics::render_store(&store, Format::PrometheusText);
     assert!(started.elapsed() < Duration::from_millis(100));
     assert!(
         output.contains("patroni_cluster_members{scope=\"pg-test\"} 3"),
@@ -764,9 +760,7 @@ async fn an_isolated_primary_out_of_the_dcs_view_is_still_asked_and_counted() {
     let snapshot = poller.poll_once().await;
     let report = ClusterReport::from_snapshot(&snapshot);
     store.publish(0, snapshot);
-    let registry = patroni_raft_exporter::metrics::registry(store.clone());
-    let output =
-        patroni_raft_exporter::metrics::exposition::render(&registry, Format::PrometheusText);
+    let output = patroni_raft_exporter::metrics::render_store(&store, Format::PrometheusText);
     for line in [
         "patroni_member_in_dcs{scope=\"isolated\",member=\"postgresql-0\"} 0",
         "patroni_member_in_dcs{scope=\"isolated\",member=\"postgresql-1\"} 1",

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use patroni_raft_exporter::config::{ClusterConfig, RaftSettings};
-use patroni_raft_exporter::metrics::exposition::{render, Format};
+use patroni_raft_exporter::metrics::exposition::Format;
+use patroni_raft_exporter::metrics::render_store;
 use patroni_raft_exporter::poller::ClusterPoller;
 use patroni_raft_exporter::raft::fake::{unwrap_captured_reply, Behaviour, FakeRaftNode};
 use patroni_raft_exporter::raft::RaftKey;
@@ -394,8 +395,7 @@ pub async fn poll_twice_and_render(
     for (slot, poller) in pollers.iter_mut().enumerate() {
         store.publish(slot, poller.poll_once().await);
     }
-    let registry = patroni_raft_exporter::metrics::registry(store);
-    render(&registry, format)
+    render_store(&store, format)
 }
 
 /// Polls each cluster once, publishes, and renders `/metrics` in `format`.
@@ -406,8 +406,7 @@ pub async fn poll_and_render(configs: Vec<ClusterConfig>, format: Format) -> Str
         let snapshot = poller.poll_once().await;
         store.publish(slot, snapshot);
     }
-    let registry = patroni_raft_exporter::metrics::registry(store);
-    render(&registry, format)
+    render_store(&store, format)
 }
 
 /// Replaces the values that change from run to run (poll timing, build revision), and

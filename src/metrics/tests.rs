@@ -1,0 +1,403 @@
+//! The hand-written exposition against prometheus-client's encoder, and the assembly of
+//! per-cluster chunks against the rules of the text formats.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use super::families::{Descriptor, FamilyWriter, Kind};
+use super::labels::MemberInfoLabels;
+use super::*;
+use crate::raft::parse_admin_text;
+use crate::snapshot::{captured, QuorumAssessment, RaftNodeSnapshot};
+
+/// Tricky label values: escapes, non-ASCII, empty.
+const LABEL_VALUES: &[&str] = &[
+    "plain",
+    "",
+    "quote\"d",
+    "back\\slash",
+    "new\nline",
+    "all \\\"\n three\\n",
+    "ünïcödé ✓",
+];
+
+/// Values around every branch of the gauge formatting (integer or not, large, special).
+const VALUES: &[f64] = &[
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    0.5,
+    0.1,
+    1.0 / 3.0,
+    1e-7,
+    123456.789,
+    8.999_999_999_999_99e15,
+    9.0e15,
+    -9.0e15,
+    1e20,
+    1.7e308,
+    f64::MIN_POSITIVE,
+    f64::NAN,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+];
+
+/// prometheus-client writing one family, the way the exporter did before it wrote its own.
+#[derive(Debug)]
+struct Reference {
+    name: &'static str,
+    help: &'static str,
+    kind: Kind,
+    samples: Vec<([(&'static str, String); 4], f64)>,
+}
+
+impl Collector for Reference {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let kind = match self.kind {
+            Kind::Gauge => MetricType::Gauge,
+            Kind::Counter => MetricType::Counter,
+        };
+        let mut metric = encoder.encode_descriptor(self.name, self.help, None, kind)?;
+        for (labels, value) in &self.samples {
+            let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let mut sample = metric.encode_family(&labels)?;
+            match self.kind {
+                Kind::Gauge if value.fract() == 0.0 && value.abs() < 9.0e15 => {
+                    sample.encode_gauge(&(*value as i64))?
+                }
+                Kind::Gauge => sample.encode_gauge(value)?,
+                Kind::Counter => sample
+                    .encode_counter::<prometheus_client::encoding::NoLabelSet, u64, f64>(
+                        &(*value as u64),
+                        None,
+                    )?,
+            }
+        }
+        Ok(())
+    }
+}
+
+fn reference_openmetrics(reference: Reference) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(reference));
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+    out
+}
+
+#[test]
+fn samples_and_descriptors_are_written_as_prometheus_client_writes_them() {
+    let mut samples = Vec::new();
+    for (i, value) in VALUES.iter().enumerate() {
+        let v = |k: usize| LABEL_VALUES[(i + k) % LABEL_VALUES.len()].to_owned();
+        samples.push((
+            [
+                ("scope", v(0)),
+                ("member", v(1)),
+                ("host", v(2)),
+                ("api_url", v(3)),
+            ],
+            *value,
+        ));
+    }
+    let help = "A help text, with \"quotes\" and a backslash \\.";
+    for kind in [Kind::Gauge, Kind::Counter] {
+        let samples: Vec<_> = match kind {
+            Kind::Gauge => samples.clone(),
+            Kind::Counter => [0u64, 1, 42, u64::MAX]
+                .into_iter()
+                .zip(samples.iter().cycle())
+                .map(|(value, (labels, _))| (labels.clone(), value as f64))
+                .collect(),
+        };
+        let mut writer = FamilyWriter::catalog();
+        let labels = |labels: &[(&'static str, String); 4]| {
+            let [scope, member, host, api_url] = labels.each_ref().map(|(_, v)| v.clone());
+            (scope, member, host, api_url)
+        };
+        let owned: Vec<_> = samples.iter().map(|(l, v)| (labels(l), *v)).collect();
+        let borrowed = owned.iter().map(|((scope, member, host, api_url), value)| {
+            (
+                MemberInfoLabels {
+                    scope,
+                    member,
+                    host,
+                    api_url,
+                },
+                *value,
+            )
+        });
+        match kind {
+            Kind::Gauge => writer.gauge("some_family", help, borrowed).unwrap(),
+            Kind::Counter => writer
+                .counter(
+                    "some_family",
+                    help,
+                    borrowed.map(|(labels, value)| (labels, value as u64)),
+                )
+                .unwrap(),
+        }
+        let (text, catalog) = writer.into_samples_and_catalog();
+        let descriptor = &catalog[0];
+        let expected = reference_openmetrics(Reference {
+            name: "some_family",
+            help: match kind {
+                Kind::Gauge => help,
+                // Counters carry the "cached" note.
+                Kind::Counter => {
+                    Box::leak(format!("{help}{}", super::families::CACHED).into_boxed_str())
+                }
+            },
+            kind,
+            samples: samples.clone(),
+        });
+        assert_eq!(
+            format!("{}{text}# EOF\n", descriptor.openmetrics),
+            expected,
+            "{kind:?}"
+        );
+        assert_eq!(
+            format!("{}{text}", descriptor.text),
+            openmetrics_to_prometheus_text(&expected),
+            "{kind:?}"
+        );
+    }
+}
+
+/// Converts OpenMetrics text into the 0.0.4 text format, line by line: the conversion the
+/// exporter made before it kept descriptors per format.
+fn openmetrics_to_prometheus_text(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    let mut lines = openmetrics.lines().peekable();
+    while let Some(line) = lines.next() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let name = rest.split(' ').next().unwrap_or_default();
+            let type_line = lines.peek().copied().unwrap_or_default();
+            let is_counter = type_line
+                .strip_prefix("# TYPE ")
+                .is_some_and(|t| t.strip_prefix(name) == Some(" counter"));
+            if is_counter {
+                out.push_str(&format!("# HELP {name}_total{}\n", &rest[name.len()..]));
+                lines.next();
+                out.push_str(&format!("# TYPE {name}_total counter\n"));
+                continue;
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+fn fixture(path: &str) -> String {
+    std::fs::read_to_string(format!(
+        "{}/tests/fixtures/{path}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
+
+/// A healthy captured cluster named `scope`, with its 3 Raft nodes, keeping only the first
+/// `members` members.
+fn cluster(scope: &str, members: usize) -> Arc<ClusterSnapshot> {
+    let dir = "patroni-4.1.5/states/healthy";
+    let (mut view, mut listed) = captured(
+        &format!("{dir}/cluster.json"),
+        &format!("{dir}/patroni-m{{i}}.json"),
+    );
+    view.members.truncate(members);
+    listed.truncate(members);
+    let raft_nodes: Vec<RaftNodeSnapshot> = (0..3)
+        .map(|i| RaftNodeSnapshot {
+            node: format!("127.0.0.1{}:2222", i + 1),
+            status: Ok(parse_admin_text(&fixture(&format!(
+                "patroni-3.3.8/syncobj_admin-status-m{i}.txt"
+            )))
+            .unwrap()),
+        })
+        .collect();
+    let quorum = QuorumAssessment::assess(&raft_nodes, &BTreeSet::new());
+    let mut snapshot = ClusterSnapshot {
+        scope: scope.to_owned(),
+        polled_at_seconds: 1_700_000_000.25,
+        cluster: Some(view),
+        members: listed,
+        raft_nodes,
+        raft_enabled: true,
+        quorum,
+        ..ClusterSnapshot::default()
+    };
+    snapshot
+        .counters
+        .poll_errors
+        .insert((crate::snapshot::Source::Raft, "timeout"), 2);
+    Arc::new(snapshot)
+}
+
+fn store_with(clusters: &[Arc<ClusterSnapshot>]) -> SnapshotStore {
+    let store = SnapshotStore::new(clusters.len());
+    for (slot, snapshot) in clusters.iter().enumerate() {
+        store.publish(slot, (**snapshot).clone());
+    }
+    store
+}
+
+/// The metric name of a sample line.
+fn sample_name(line: &str) -> &str {
+    line.split(['{', ' ']).next().unwrap()
+}
+
+#[test]
+fn every_family_is_one_block_under_one_descriptor_with_the_clusters_in_order() {
+    let clusters = [cluster("alpha", 3), cluster("beta", 2), cluster("gamma", 3)];
+    let store = store_with(&clusters);
+    for format in [Format::OpenMetrics, Format::PrometheusText] {
+        let text = render_store(&store, format);
+        let mut seen_types = HashMap::new();
+        let mut current: Option<String> = None;
+        let mut last_scope_index = 0;
+        for (number, line) in text.lines().enumerate() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let name = rest.split(' ').next().unwrap().to_owned();
+                assert!(
+                    seen_types.insert(name.clone(), number).is_none(),
+                    "{format:?}: TYPE {name} repeated"
+                );
+                current = Some(name);
+                last_scope_index = 0;
+                continue;
+            }
+            if line.starts_with('#') {
+                continue;
+            }
+            let family = current.as_deref().expect("a sample before any TYPE");
+            let name = sample_name(line);
+            assert!(
+                name == family || name == format!("{family}_total"),
+                "{format:?}: sample {line} under TYPE {family}"
+            );
+            // Clusters in configuration order within the family.
+            if let Some(scope) = line.split("scope=\"").nth(1) {
+                let scope = scope.split('"').next().unwrap();
+                let index = ["alpha", "beta", "gamma"]
+                    .iter()
+                    .position(|s| *s == scope)
+                    .unwrap();
+                assert!(index >= last_scope_index, "{format:?}: {line} out of order");
+                last_scope_index = index;
+            }
+        }
+        assert!(
+            seen_types.len() > 60,
+            "{format:?}: {} families",
+            seen_types.len()
+        );
+        assert_eq!(text.ends_with("# EOF\n"), format == Format::OpenMetrics);
+    }
+}
+
+#[test]
+fn the_text_format_is_the_openmetrics_one_converted() {
+    let store = store_with(&[cluster("alpha", 3), cluster("beta", 1)]);
+    let openmetrics = render_store(&store, Format::OpenMetrics);
+    assert!(openmetrics.contains("# TYPE patroni_exporter_poll_errors counter\n"));
+    assert!(openmetrics.contains(
+        "patroni_exporter_poll_errors_total{scope=\"alpha\",source=\"raft\",kind=\"timeout\"} 2\n"
+    ));
+    assert_eq!(
+        render_store(&store, Format::PrometheusText),
+        openmetrics_to_prometheus_text(&openmetrics)
+    );
+}
+
+#[test]
+fn a_family_without_samples_is_left_out_and_clusters_without_them_add_nothing() {
+    let mut without_history = (*cluster("alpha", 3)).clone();
+    without_history.history = None;
+    let mut with_history = (*cluster("beta", 3)).clone();
+    with_history.history = Some(Vec::new());
+    let alone = store_with(&[Arc::new(without_history.clone())]);
+    let text = render_store(&alone, Format::PrometheusText);
+    assert!(!text.contains("patroni_cluster_history_entries"));
+    let both = store_with(&[Arc::new(without_history), Arc::new(with_history)]);
+    let text = render_store(&both, Format::PrometheusText);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains("patroni_cluster_history_entries"))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "# HELP patroni_cluster_history_entries Entries in GET /history (timeline switches, trimmed by Patroni to max_timelines_history). Cached: value as of the last poll (see patroni_exporter_last_poll_timestamp_seconds).",
+            "# TYPE patroni_cluster_history_entries gauge",
+            "patroni_cluster_history_entries{scope=\"beta\"} 0",
+        ]
+    );
+}
+
+#[test]
+fn members_and_clusters_that_go_also_go_from_the_output() {
+    let store = store_with(&[cluster("alpha", 3), cluster("beta", 3)]);
+    let member = "member=\"postgresql-2\"";
+    let before = render_store(&store, Format::PrometheusText);
+    assert_eq!(
+        before.matches(member).count() % 2,
+        0,
+        "both clusters list the member"
+    );
+    assert!(before.contains(&format!("patroni_member_info{{scope=\"alpha\",{member}")));
+    // alpha publishes without its third member: its series go, beta's stay.
+    store.publish(0, (*cluster("alpha", 2)).clone());
+    let after = render_store(&store, Format::PrometheusText);
+    assert!(!after.contains(&format!("scope=\"alpha\",{member}")));
+    assert!(after.contains(&format!("patroni_member_info{{scope=\"beta\",{member}")));
+    // A reload to one cluster: every series of the old slots goes until they publish.
+    store.reset(1);
+    let reloaded = render_store(&store, Format::PrometheusText);
+    assert!(!reloaded.contains("scope="), "{reloaded}");
+    assert!(reloaded.starts_with("# HELP patroni_exporter_build_info "));
+    store.publish(0, (*cluster("beta", 1)).clone());
+    let republished = render_store(&store, Format::PrometheusText);
+    assert!(!republished.contains("scope=\"alpha\""));
+    assert!(republished.contains("patroni_member_info{scope=\"beta\""));
+}
+
+#[test]
+fn encoding_once_per_snapshot_is_encoding_at_scrape_time() {
+    // A cluster's chunks do not depend on the other clusters: the assembly of clusters
+    // encoded one by one is what encoding them all at once in one pass writes.
+    let clusters = [cluster("alpha", 3), cluster("beta", 2)];
+    let mut writer = FamilyWriter::new(String::new(), &CATALOG);
+    encode_families(&mut writer, &clusters).unwrap();
+    let (all_at_once, ends) = writer.finish();
+    assert_eq!(ends.len(), CATALOG.len());
+    let encoded: Vec<_> = clusters
+        .iter()
+        .map(|c| Arc::new(EncodedCluster::encode(c)))
+        .collect();
+    let assembled = render(&encoded, Format::OpenMetrics, 0);
+    let samples: String = assembled
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.starts_with("patroni_exporter_build_info"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    assert_eq!(samples, all_at_once);
+}
+
+#[test]
+fn the_catalog_names_each_family_once() {
+    let names: BTreeSet<&str> = CATALOG.iter().map(|d: &Descriptor| d.name).collect();
+    assert_eq!(names.len(), CATALOG.len());
+    assert!(CATALOG
+        .iter()
+        .all(|d| d.openmetrics.starts_with(&format!("# HELP {} ", d.name))));
+}
