@@ -3,7 +3,7 @@
 set -u
 N=${N:-100}
 OUT=${OUT:-/work/fleet21-out/callgrind}
-mkdir -p "$OUT"; cd "$OUT"
+mkdir -p "$OUT"; cd "$OUT" || exit 1
 ulimit -n "$(ulimit -Hn)"
 FLOOR=/work/fleet21-bin/after/floor
 EXPORTER=${EXPORTER:-/work/fleet21-bin/after/patroni-raft-exporter}
@@ -16,8 +16,7 @@ measure() { # name command...
   local pid=$!
   sleep 25   # start-up and the first polls (key derivation) outside the measurement
   callgrind_control -i on "$pid" > /dev/null
-  local i
-  for i in 1 2 3; do
+  for _ in 1 2 3; do
     sleep 10
     if [[ $name == exporter* ]]; then curl -s -o /dev/null -H 'Accept-Encoding: gzip' http://127.0.0.1:19511/metrics; fi
   done
@@ -32,4 +31,4 @@ for f in exporter floor; do
   callgrind_annotate --inclusive=yes "$f.cg" 2>/dev/null | head -60 > "$f.inclusive.txt"
   callgrind_annotate "$f.cg" 2>/dev/null | head -60 > "$f.exclusive.txt"
 done
-echo done > "$OUT/done"
+echo "done" > "$OUT/done"

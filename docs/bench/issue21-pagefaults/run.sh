@@ -5,18 +5,18 @@
 # rendering is not held by a response.
 set -u
 EXP=$1; OUT=$2; PORT=${PORT:-19521}
-mkdir -p "$OUT"; cd "$OUT"
+mkdir -p "$OUT"; cd "$OUT" || exit 1
 ulimit -n "$(ulimit -Hn)"
 nice -n 5 /work/fleet21-bin/before/fleet-sim --clusters 1000 --workers 2 --duration 180s --poll-interval 30s --config-out cfg.yml --password-file pw > sim.out 2> sim.err &
 SIM=$!
 until grep -q ready sim.out; do sleep 1; done
-nice -n 5 "$EXP" --config.file cfg.yml --web.listen-address 127.0.0.1:$PORT --log.level 'warn,patroni_raft_exporter::metrics::cache=debug' 2> exp.log &
+nice -n 5 "$EXP" --config.file cfg.yml --web.listen-address "127.0.0.1:$PORT" --log.level 'warn,patroni_raft_exporter::metrics::cache=debug' 2> exp.log &
 P=$!
-until curl -fs 127.0.0.1:$PORT/-/ready > /dev/null; do sleep 1; done
+until curl -fs "127.0.0.1:$PORT"/-/ready > /dev/null; do sleep 1; done
 sleep 35
 for i in $(seq 1 "${SCRAPES:-10}"); do
   m0=$(awk '{print $10}' /proc/$P/stat)
-  curl -s -o /dev/null 127.0.0.1:$PORT/metrics
+  curl -s -o /dev/null "127.0.0.1:$PORT"/metrics
   m1=$(awk '{print $10}' /proc/$P/stat)
   echo "scrape $i: minor faults $((m1 - m0))"
   sleep 1
