@@ -13,7 +13,7 @@ use crate::snapshot::{ClusterSnapshot, ViewField};
 pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
     writer.cached_gauge(
         "patroni_member_in_dcs",
-        "1 when the member is listed in the GET /cluster the exporter reads; 0 for a member remembered after it left that view (asked for the cluster's ttl, and as long as it says it is primary).",
+        "1 when the member is listed in the GET /cluster the exporter reads; 0 for a member remembered after it left that view (asked for the cluster's ttl, and as long as it says it is primary or its own GET /cluster still lists it).",
         snapshots.iter().flat_map(|s| {
             s.members_and_departed()
                 .map(move |m| (member_labels(s, m), flag(m.left_dcs_at.is_none())))

@@ -10,10 +10,16 @@
 //! * for the cluster's `ttl` after it left (long enough for its own loop to demote it, or
 //!   for a restarted member to come back), and
 //! * beyond that for as long as it says it is primary (or standby leader): a primary that
-//!   never demotes is the worst case, not one to forget.
+//!   never demotes is the worst case, not one to forget;
+//! * and for as long as its own `/cluster` still lists it: its Raft replica is stale (a node
+//!   cut off from the Raft majority keeps serving the last state it applied, the member's own
+//!   key included), and that split view is what `patroni_cluster_dcs_views` must keep showing
+//!   until the member catches up (the partition lab's Raft cut: forgotten after `ttl`, the
+//!   view it still served vanished from the comparison while the split lasted).
 //!
-//! A member that answers nothing for `ttl` is forgotten, so a removed member leaves the
-//! output. The memory holds at most [`MAX_MEMBERS`] members.
+//! A member that answers nothing for `ttl` (or whose own view no longer lists it, and that is
+//! no primary) is forgotten, so a removed member leaves the output. The memory holds at most
+//! [`MAX_MEMBERS`] members.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -91,8 +97,9 @@ impl MemberMemory {
             .collect()
     }
 
-    /// After the poll: forgets the departed members that left more than `ttl` ago and do
-    /// not say they are primary, and drops them from `departed` (this poll's answers).
+    /// After the poll: forgets the departed members that left more than `ttl` ago, do not
+    /// say they are primary and are not listed in their own `/cluster` (a stale replica),
+    /// and drops them from `departed` (this poll's answers).
     pub(super) fn settle(&mut self, departed: &mut Vec<MemberSnapshot>, ttl: Duration) {
         departed.retain(|snapshot| {
             let name = &snapshot.member.name;
@@ -101,11 +108,17 @@ impl MemberMemory {
                 .get(name)
                 .is_some_and(|d| d.left.elapsed() > ttl);
             let primary = snapshot.own_view.as_ref().is_ok_and(says_primary);
-            if expired && !primary {
+            let lists_itself = snapshot
+                .dcs_view
+                .as_ref()
+                .and_then(|view| view.as_ref().ok())
+                .is_some_and(|seen| seen.view.members.contains(name));
+            let keep = !expired || primary || lists_itself;
+            if !keep {
                 self.departed.remove(name);
                 self.rotated.remove(name);
             }
-            !expired || primary
+            keep
         });
     }
 
@@ -221,6 +234,33 @@ mod tests {
             Duration::ZERO,
         );
         assert!(memory.departed_after(&view(&["b"]), 4.0).is_empty());
+    }
+
+    #[test]
+    fn a_departed_member_whose_own_view_still_lists_it_is_kept_past_ttl() {
+        use crate::snapshot::{DcsView, MemberDcsView};
+        let mut memory = MemberMemory::default();
+        memory.departed_after(&view(&["a", "b", "c"]), 1.0);
+        let departed = memory.departed_after(&view(&["b", "c"]), 2.0);
+        // Its Raft replica is cut off: its own /cluster is the last state it applied.
+        let mut stale = answered(&departed[0].0, Some("replica"));
+        let own = |names: &[&str]| {
+            Some(Ok(MemberDcsView {
+                view: DcsView::of(&view(names)),
+                config: None,
+            }))
+        };
+        stale.dcs_view = own(&["a", "b", "c"]);
+        let mut asked = vec![stale.clone()];
+        memory.settle(&mut asked, Duration::ZERO);
+        assert_eq!(asked.len(), 1);
+        assert_eq!(memory.departed_after(&view(&["b", "c"]), 3.0).len(), 1);
+        // It caught up with the majority (its key gone there too): forgotten after ttl.
+        stale.dcs_view = own(&["b", "c"]);
+        let mut asked = vec![stale.clone()];
+        memory.settle(&mut asked, Duration::ZERO);
+        assert!(asked.is_empty());
+        assert!(memory.departed_after(&view(&["b", "c"]), 4.0).is_empty());
     }
 
     #[test]
