@@ -4,10 +4,12 @@
 # real Alertmanager, all inside a network namespace of the lab's own, where nftables cuts
 # links. Asserts what each fault must show, measures every detection time, and writes
 # $E2E_WORK/lab-VERSION/results.tsv (+ events.jsonl, the raw timeline, and snap-*.txt, what
-# patronictl, GET /cluster, Patroni's /metrics and syncobj_admin said in each phase).
+# patronictl, GET /cluster, Patroni's /metrics and syncobj_admin said in each phase). The
+# recorder (lab_recorder.py) writes the ground truth next to what the exporters and the alerting
+# say: each member's own GET /patroni and GET /cluster, each Raft node's own status.
 #
 # Usage: tests/e2e/lab.sh [PATRONI_VERSION...]   (3.3.8 and/or 4.1.5; default 3.3.8). Root only
-# (network namespace, nftables). ~6.5 min; several versions run in parallel, each in its own
+# (network namespace, nftables). ~12 min; several versions run in parallel, each in its own
 # namespace (logs in $E2E_WORK/lab-VERSION.log). EXPORTER_BIN defaults to the debug build.
 #
 # Vantage points: each exporter target carries a `deployment` label. The shipped rules
@@ -19,15 +21,28 @@
 #   pair       A: --patroni.url member 0, blinded from members 1 and 2 (A sits in member 0's
 #              failure domain); B: --patroni.url member 1, sees everything
 # Phases (overlapping the rules' `for:` waits, which cannot be shortened):
-#   1 healthy (30 s): m0-m2 confirm the quorum, no alert of any severity even pending, `status`
-#     exit 0 per member URL; blind and wrongpass start here and are judged after phase 2
+#   1 healthy (150 s of exporter life, HEALTHY_S): m0-m2 confirm the quorum, no alert of any
+#     severity even pending, `status` exit 0 per member URL; blind and wrongpass start here and
+#     are judged after phase 2
 #   2 member 0 (Patroni leader, first Raft leader) isolated from members 1 and 2, both
 #     directions, for 80 s: quorum still confirmed, member 0 flagged, demotion + failover in
-#     the metrics; pair: A says 0 for > 1 min, B says 1: no page
+#     the metrics; m1 and m2 show patroni_cluster_primaries 2 for the whole window in which two
+#     members' own GET /patroni said primary (but a poll at each edge); pair: A says 0 for
+#     > 1 min, B says 1: no page
 #   3 asymmetric: the Patroni leader's outgoing Raft packets dropped, incoming kept (50 s):
 #     every role change Patroni makes appears in the exporter within two poll intervals
 #   4 members 1 and 2 killed: PatroniRaftQuorumLost reaches Alertmanager (m0 and pair); they
 #     start again: the page resolves
+#   5 one replica's Raft (tcp 2222) cut off, both directions, REST open, until its own
+#     GET /cluster differs from the majority's (its key expires there, not in its frozen
+#     replica): m0-m2 show patroni_cluster_dcs_views 2 and dcs_view_differs{member} 1 within two
+#     polls, PatroniDcsViewsDiverge fires naming the member and field; heal: views 1, resolved
+#   6 a replica restarted with the Raft leader as its only partner (cluster.sh
+#     MEMBER_RAFT_PARTNERS_N; its own connections to that partner refused while it starts, or
+#     Patroni would fetch the full member list from it): m0-m2 show patroni_raft_voter_sets 2
+#     and voter_set_differs{node} 1 within two polls, PatroniRaftVoterSetsDiffer fires, no
+#     PatroniRaftQuorumLost while the majority's own status says quorum; restarted with the
+#     right list: healthy, voter sets 1
 #
 # How the cut works: on loopback every member connects from 127.0.0.1, so addresses cannot tell
 # the members apart. cluster.sh runs member N with the primary group LAB_GID+N
@@ -805,47 +820,64 @@ if UP_TIMEOUT=90 cluster wait --sync >&2; then result raftcut "heal: cluster hea
 else fail "raftcut: not healthy 90 s after heal"; fi
 
 # ================================================================== phase 6: partner lists differ
-# Patroni asks its listed partners for the members at start (DynMemberSyncObj) and takes theirs
-# when one answers, so a list that lacks a partner is repaired unless no listed partner answers
-# at that moment: member X starts with the Raft leader L as its only partner while X's own
-# connections to L's Raft port are refused (nftables chain `hold`, lifted once X's Raft node
-# answers its status). X then counts {X, L}; L and Y count all three; Y and X never connect.
+# pysyncobj repairs a partner list on its own (Patroni's DynMemberSyncObj): at start Patroni
+# asks the listed partners for the members and takes theirs when one answers, a node restores
+# the membership saved in its Raft dump over the configured list, and a leader's snapshot carries
+# it too. 6a measures that: member X restarted with the Raft leader L as its only partner, its own
+# connections to L's Raft port refused while it starts (nftables chain `hold`). 6b is the
+# disagreement that persists: X restarted with a fresh Raft data dir (a new node) and a stale
+# partner list naming only 127.0.0.99:2222, where nothing listens (no partner answers, no dump,
+# and X refuses the real voters' connections: they are not in its list).
 RL=$(poll_until 30 raft_leader_idx); PL=$(primary_idx)
 [[ $RL =~ ^[0-2]$ ]] || { fail "voters: no Raft node says it leads with a quorum (ground truth); assuming member 0"; RL=0; }
 X=""
 for c in 2 1 0; do [[ $c != "$RL" && $c != "$PL" ]] && { X=$c; break; }; done
 Y=$((3 - X - RL))
-XN="postgresql-$X" XNODE="$(ip_of "$X"):2222" LNODE="$(ip_of "$RL"):2222"
-e2e_log "=== phase 6: member $X restarted with raft.partner_addrs $LNODE only (Raft leader $RL; lacks member $Y)"
+XN="postgresql-$X" XNODE="$(ip_of "$X"):2222" LNODE="$(ip_of "$RL"):2222" BOGUS=127.0.0.99:2222
+XRAFT="$DATA_DIR/postgresql-$X/raft"
+f_x_answers=".src == \"raft\" and .node == $(js "$XNODE") and (.error | not)"
+x_partners() { # x_partners SINCE: member X's partners in its latest answered status since SINCE
+  jq -r --arg n "$XNODE" --argjson a "$1" 'select(.src == "raft" and .node == $n and .t >= $a and (.error | not)) | .partners | keys | join(",")' "$EVENTS" | tail -n1
+}
+e2e_log "=== phase 6a: member $X restarted with raft.partner_addrs $LNODE only (Raft leader $RL; lacks member $Y), $LNODE refused while it starts"
 T_VS=$(e2e_now)
 nft add rule inet lab hold meta skgid "$(gid_of "$X")" ip daddr "$(ip_of "$RL")" tcp dport 2222 reject with tcp reset
 cluster stop "$X" >&2
 T_VS_START=$(e2e_now)
 env "MEMBER_RAFT_PARTNERS_$X=$LNODE" "$CLUSTER" start "$X" >&2 9>&- || fail "voters: member $X did not start"
-f_x_answers=".src == \"raft\" and .node == $(js "$XNODE") and (.error | not)"
 T_XA=$(poll_until 60 ev_first "$T_VS_START" "$f_x_answers")
 nft flush chain inet lab hold
-result voters "member $X's Raft node answers its status (s after its start; hold lifted)" "$( [[ -n $T_XA ]] && awk -v a="$T_VS_START" -v b="$T_XA" 'BEGIN { printf "%.1f", b - a }' || echo "not within 60s")"
-sleep 3
-xp=$(jq -r --arg n "$XNODE" --argjson a "$T_VS_START" 'select(.src == "raft" and .node == $n and .t >= $a and (.error | not)) | .partners | keys | join(",")' "$EVENTS" | tail -n1)
-result voters "ground truth: member $X's partners (its own status): ${xp:-none}" "-"
-if [[ $xp != "$LNODE" ]]; then
-  fail "voters: member $X counts partners '${xp:-none}', not '$LNODE' alone: no disagreement to detect"
+sleep 2
+xp=$(x_partners "$T_VS_START")
+result voters "6a: member $X (list: $LNODE) counts partners ${xp:-none} by its own status, $( [[ -n $T_XA ]] && awk -v a="$T_VS_START" -v b="$T_XA" 'BEGIN { printf "%.1f", b - a }' || echo never)s after its start" "-"
+e2e_log "observed: voters 6a: member $X's partners by its own status: ${xp:-none}"
+T_6B=$(e2e_now)
+e2e_log "=== phase 6b: member $X restarted with a fresh Raft data dir and raft.partner_addrs $BOGUS (nothing listens there)"
+cluster stop "$X" >&2
+find "$XRAFT" -mindepth 1 -delete
+T_VS_START=$(e2e_now)
+env "MEMBER_RAFT_PARTNERS_$X=$BOGUS" "$CLUSTER" start "$X" >&2 9>&- || fail "voters: member $X did not start"
+T_XA=$(poll_until 60 ev_first "$T_VS_START" "$f_x_answers")
+sleep 2
+xp=$(x_partners "$T_VS_START")
+result voters "6b: ground truth: member $X's partners (its own status): ${xp:-none}, first answer (s after its start)" "$( [[ -n $T_XA ]] && awk -v a="$T_VS_START" -v b="$T_XA" 'BEGIN { printf "%.1f", b - a }' || echo never)"
+if [[ $xp != "$BOGUS" ]]; then
+  fail "voters: member $X counts partners '${xp:-none}', not '$BOGUS' alone: no disagreement to detect"
 else
-  pass "voters: member $X counts {$XNODE, $LNODE} (its own status); the others count all three"
-  T_VD=$T_XA
+  pass "voters: member $X counts {$XNODE, $BOGUS} (its own status); the others count all three"
   snapshot 6-voters-differ
   for d in m0 m1 m2; do
-    within_polls voters "$d: patroni_raft_voter_sets 2, s after member $X's first status" "$T_VS_START" 30 "$(f_exp "$d" "patroni_raft_voter_sets{$S}" 2)" "$T_VD" || true
-    within_polls voters "$d: voter_set_differs{node=$XNODE} 1, s after member $X's first status" "$T_VS_START" 30 "$(f_exp "$d" "$(node_series patroni_raft_voter_set_differs "$X")" 1)" "$T_VD" || true
+    within_polls voters "$d: patroni_raft_voter_sets 2, s after member $X's first status" "$T_VS_START" 30 "$(f_exp "$d" "patroni_raft_voter_sets{$S}" 2)" "$T_XA" || true
+    within_polls voters "$d: voter_set_differs{node=$XNODE} 1, s after member $X's first status" "$T_VS_START" 30 "$(f_exp "$d" "$(node_series patroni_raft_voter_set_differs "$X")" 1)" "$T_XA" || true
   done
   for d in m0 m1 m2; do
-    wait_ev voters "$d: PatroniRaftVoterSetsDiffer pending (s after member $X's first status)" "$T_VS_START" 40 "$(f_prom PatroniRaftVoterSetsDiffer "$d" pending)" "$T_VD" || true
+    wait_ev voters "$d: PatroniRaftVoterSetsDiffer pending (s after member $X's first status)" "$T_VS_START" 40 "$(f_prom PatroniRaftVoterSetsDiffer "$d" pending)" "$T_XA" || true
   done
   for d in m0 m1 m2; do
-    wait_ev voters "$d: PatroniRaftVoterSetsDiffer firing (s after member $X's first status)" "$T_VS_START" 120 "$(f_prom PatroniRaftVoterSetsDiffer "$d" firing)" "$T_VD" || true
-    wait_ev voters "$d: PatroniRaftVoterSetsDiffer at Alertmanager (s after member $X's first status)" "$T_VS_START" 125 "$(f_am PatroniRaftVoterSetsDiffer "$d" active)" "$T_VD" || true
+    wait_ev voters "$d: PatroniRaftVoterSetsDiffer firing (s after member $X's first status)" "$T_VS_START" 120 "$(f_prom PatroniRaftVoterSetsDiffer "$d" firing)" "$T_XA" || true
+    wait_ev voters "$d: PatroniRaftVoterSetsDiffer at Alertmanager (s after member $X's first status)" "$T_VS_START" 125 "$(f_am PatroniRaftVoterSetsDiffer "$d" active)" "$T_XA" || true
     desc=$(alert_text "$d" PatroniRaftVoterSetsDiffer firing "$T_VS_START")
+    result voters "$d: PatroniRaftVoterSetsDiffer description: ${desc:-none}" "-"
     [[ $desc == *"$XNODE"* ]] && pass "voters $d: the firing alert's description names $XNODE" \
       || fail "voters $d: the firing alert's description does not name $XNODE: ${desc:-none}"
   done
@@ -853,12 +885,11 @@ fi
 snapshot 6-voters-late
 snapshot_wait
 T_VS_END=$(e2e_now)
-# ground truth of the quorum: the Raft nodes of L and Y, by their own status, through the window
-# from the moment X answered (before: X was stopped and starting, the others kept their quorum)
-lost=$(jq -r --argjson a "${T_XA:-$T_VS_START}" --argjson b "$T_VS_END" --arg l "$LNODE" --arg y "$(ip_of "$Y"):2222" \
+# ground truth of the quorum: the Raft nodes of L and Y, by their own status, through 6a and 6b
+lost=$(jq -r --argjson a "$T_VS" --argjson b "$T_VS_END" --arg l "$LNODE" --arg y "$(ip_of "$Y"):2222" \
   'select(.src == "raft" and (.node == $l or .node == $y) and .t >= $a and .t <= $b and (.has_quorum != true)) | "\(.node)@+\((.t - $a) * 10 | round / 10)s"' "$EVENTS" | paste -sd' ')
-terms=$(jq -r --argjson a "$T_VS_START" --argjson b "$T_VS_END" 'select(.src == "raft" and .t >= $a and .t <= $b and (.error | not)) | "\(.node | sub(":2222"; ""))=\(.state)/\(.leader // "-" | sub(":2222"; ""))/t\(.term)/q\(.has_quorum)@+\((.t - $a) * 10 | round / 10)"' "$EVENTS" | paste -sd' ')
-result voters "ground truth: Raft nodes (state/leader/term/has_quorum) after the restart: $terms" "-"
+terms=$(jq -r --argjson a "$T_VS" --argjson b "$T_VS_END" 'select(.src == "raft" and .t >= $a and .t <= $b) | "\(.node | sub(":2222"; ""))=\(if .error then "error" else "\(.state)/\(.leader // "-" | sub(":2222"; ""))/t\(.term)/q\(.has_quorum)" end)@+\((.t - $a) * 10 | round / 10)"' "$EVENTS" | paste -sd' ')
+result voters "ground truth: Raft nodes (state/leader/term/has_quorum, s from 6a's start): $terms" "-"
 for d in m0 m1 m2; do
   ql=$(jq -r --arg d "$d" --argjson a "$T_VS" --argjson b "$T_VS_END" \
     'select(.src == "prom" and .alert == "PatroniRaftQuorumLost" and .labels.deployment == $d and .t >= $a and .t <= $b and .state != "inactive") | .state' "$EVENTS" | sort -u | paste -sd,)
@@ -870,18 +901,21 @@ for d in m0 m1 m2; do
     [[ $ql != *firing* ]] && pass "voters $d: PatroniRaftQuorumLost not firing" || fail "voters $d: PatroniRaftQuorumLost firing"
   fi
   judge_criticals voters "$d" "$T_VS" "$T_VS_END"
-  result voters "$d: alerts: $(alerts_of "$d" "$T_VS" "$T_VS_END"); verdicts $(verdict_summary "$d" "$T_VS" "$T_VS_END")" "-"
+  result voters "$d: alerts (6b): $(alerts_of "$d" "$T_6B" "$T_VS_END"); verdicts $(verdict_summary "$d" "$T_6B" "$T_VS_END")" "-"
 done
-e2e_log "member $X restarted with the default partner list"
+e2e_log "member $X restarted with a fresh Raft data dir and the default partner list"
 cluster stop "$X" >&2
+find "$XRAFT" -mindepth 1 -delete
 T_VR=$(e2e_now)
 env "MEMBER_RAFT_PARTNERS_$X=" "$CLUSTER" start "$X" >&2 9>&- || fail "voters: member $X did not start again"
 if UP_TIMEOUT=90 cluster wait --sync >&2; then result voters "right list: cluster healthy again (sync, s after the start)" "$(e2e_since "$T_VR")"; pass "voters: healthy after the restart with the right list"
 else fail "voters: not healthy 90 s after the restart with the right list"; fi
-for d in m0 m1 m2; do
-  wait_ev voters "right list: $d: patroni_raft_voter_sets 1 (s after the start)" "$T_VR" 60 "$(f_exp "$d" "patroni_raft_voter_sets{$S}" 1)" || true
-  wait_ev voters "right list: $d: PatroniRaftVoterSetsDiffer inactive (s after the start)" "$T_VR" 60 "$(f_prom PatroniRaftVoterSetsDiffer "$d" inactive)" || true
-done
+if [[ $xp == "$BOGUS" ]]; then
+  for d in m0 m1 m2; do
+    wait_ev voters "right list: $d: patroni_raft_voter_sets 1 (s after the start)" "$T_VR" 60 "$(f_exp "$d" "patroni_raft_voter_sets{$S}" 1)" || true
+    wait_ev voters "right list: $d: PatroniRaftVoterSetsDiffer inactive (s after the start)" "$T_VR" 60 "$(f_prom PatroniRaftVoterSetsDiffer "$d" inactive)" || true
+  done
+fi
 
 # ================================================================== report
 T_TOTAL=$(e2e_since "$T_START")
