@@ -711,7 +711,7 @@ local rules = import 'lib/rules.libsonnet';
             description: |||
               For ${for} the members of scope {{ $labels.scope }} have answered GET /cluster from Raft
               replicas that disagree ({{ $value }} views):
-              {{ with printf "patroni_member_dcs_view_differs{scope=%q} == 1" $labels.scope | query }}{{ range $i, $s := . }}{{ if $i }}, {{ end }}{{ $s.Labels.member }} ({{ $s.Labels.field }}){{ end }}{{ else }}?{{ end }}
+              {{ with printf "max by (member, field) (patroni_member_dcs_view_differs{scope=%q} == 1)" $labels.scope | query }}{{ range $i, $s := . }}{{ if $i }}, {{ end }}{{ $s.Labels.member }} ({{ $s.Labels.field }}){{ end }}{{ else }}?{{ end }}
               differ from the view most members share. A member on a stale or diverged replica acts on
               a DCS the majority does not share (it is not a failover candidate).
             |||,
@@ -731,7 +731,7 @@ local rules = import 'lib/rules.libsonnet';
             description: |||
               For ${for} the Raft nodes of scope {{ $labels.scope }} have counted their majority against
               {{ $value }} different voter sets:
-              {{ with printf "patroni_raft_voter_set_differs{scope=%q} == 1" $labels.scope | query }}{{ range $i, $s := . }}{{ if $i }}, {{ end }}{{ $s.Labels.node }}{{ end }}{{ else }}?{{ end }}
+              {{ with printf "max by (node) (patroni_raft_voter_set_differs{scope=%q} == 1)" $labels.scope | query }}{{ range $i, $s := . }}{{ if $i }}, {{ end }}{{ $s.Labels.node }}{{ end }}{{ else }}?{{ end }}
               differ from the others. Such a node may be isolated, or count a majority the others do
               not: compare raft.partner_addrs in each member's patroni.yml.
             |||,

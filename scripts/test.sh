@@ -94,7 +94,9 @@ if (( RUN_E2E )); then
   step "e2e next outage, Patroni $E2E_MATRICES" tests/e2e/next-outage.sh $E2E_MATRICES
   step "e2e alerting: real Prometheus + Alertmanager page on quorum loss" tests/e2e/alerting.sh 3.3.8
   # partitions (nftables in a network namespace of its own per version, the versions in
-  # parallel): quorum verdict, shipped alerts, two vantage points; ~6.5 min wall clock
+  # parallel): quorum verdict, shipped alerts, two vantage points, 150 s healthy check, and the
+  # split views of issue #19 (two primaries, one member's Raft cut off, a partner list that
+  # differs); ~12 min wall clock (727 s / 716 s, 2026-11-24)
   # shellcheck disable=SC2086  # one word per version
   step "e2e partition lab, Patroni $E2E_MATRICES" tests/e2e/lab.sh $E2E_MATRICES
   # https + verify_client + the exporter's own TLS and basic auth + no secret leaks: on the

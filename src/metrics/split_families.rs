@@ -13,7 +13,7 @@ use crate::snapshot::{ClusterSnapshot, ViewField};
 pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
     writer.cached_gauge(
         "patroni_member_in_dcs",
-        "1 when the member is listed in the GET /cluster the exporter reads; 0 for a member out of that view that still answers: remembered after it left (for 2 x ttl + loop_wait, and as long as it says primary or its liveness fails), or found as a Raft voter without a member.",
+        "1 when the member is listed in the GET /cluster the exporter reads; 0 for a member out of that view that still answers: remembered after it left (for 2 x ttl + loop_wait, and as long as it says primary, its liveness fails or its own GET /cluster still lists it), or found as a Raft voter without a member.",
         snapshots.iter().flat_map(|s| {
             let listed = s.members.iter().map(move |m| (member_labels(s, m), 1.0));
             listed.chain(s.departed.iter().map(move |m| (member_labels(s, m), 0.0)))

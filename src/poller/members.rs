@@ -17,10 +17,15 @@
 //!   `2 × ttl` after its next loop was due (Patroni's `api.py`, `do_GET_liveness`: `ttl` on a
 //!   primary, `2 × ttl` on a replica, counted from `next_run`), ~`ttl + loop_wait` after it
 //!   left. Forgotten at `ttl`, it vanished before it could say so (measured: forgotten at
-//!   52–61 s, 503 at 61–62 s, on both Patroni versions).
+//!   52–61 s, 503 at 61–62 s, on both Patroni versions);
+//! * and for as long as its own `/cluster` still lists it: its Raft replica is stale (a node
+//!   cut off from the Raft majority keeps serving the last state it applied, the member's own
+//!   key included), and that split view is what `patroni_cluster_dcs_views` must keep showing
+//!   until the member catches up (the partition lab's Raft cut: forgotten after `ttl`, the
+//!   view it still served vanished from the comparison while the split lasted).
 //!
-//! A member that answers nothing for `ttl` is forgotten, so a removed member leaves the
-//! output. The memory holds at most [`MAX_MEMBERS`] members.
+//! A member that answers nothing for `ttl` is forgotten, and so is one past every limit above,
+//! so a removed member leaves the output. The memory holds at most [`MAX_MEMBERS`] members.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -58,6 +63,16 @@ impl DcsTiming {
             loop_wait: Duration::from_secs(config.loop_wait_seconds),
         }
     }
+}
+
+/// Whether `member`'s own `/cluster` still lists it: its Raft replica is stale (cut off from
+/// the majority, it serves the state it last applied, its own key included).
+fn lists_itself(member: &MemberSnapshot) -> bool {
+    member
+        .dcs_view
+        .as_ref()
+        .and_then(|view| view.as_ref().ok())
+        .is_some_and(|seen| seen.view.members.contains(&member.member.name))
 }
 
 /// What the poller remembers of the members across polls.
@@ -119,8 +134,9 @@ impl MemberMemory {
     }
 
     /// After the poll: forgets the departed members whose time is up (see the module doc:
-    /// `ttl`, or `2 × ttl + loop_wait` while they answer, or as long as they say primary or
-    /// fail `/liveness`), and drops them from `departed` (this poll's answers).
+    /// `ttl`, or `2 × ttl + loop_wait` while they answer, or as long as they say primary, fail
+    /// `/liveness` or are listed in their own `/cluster`), and drops them from `departed`
+    /// (this poll's answers).
     pub(super) fn settle(&mut self, departed: &mut Vec<MemberSnapshot>, timing: DcsTiming) {
         departed.retain(|snapshot| {
             let name = &snapshot.member.name;
@@ -133,6 +149,7 @@ impl MemberMemory {
                 absent <= timing.ttl * 2 + timing.loop_wait
                     || snapshot.own_view.as_ref().is_ok_and(says_primary)
                     || snapshot.probes.liveness == Some(false)
+                    || lists_itself(snapshot)
             };
             if !keep {
                 self.departed.remove(name);
@@ -300,6 +317,33 @@ mod tests {
             asked.is_empty(),
             "forgotten once the limits are past and it is live"
         );
+    }
+
+    #[test]
+    fn a_departed_member_whose_own_view_still_lists_it_is_kept_past_ttl() {
+        use crate::snapshot::{DcsView, MemberDcsView};
+        let mut memory = MemberMemory::default();
+        memory.departed_after(&view(&["a", "b", "c"]), 1.0);
+        let departed = memory.departed_after(&view(&["b", "c"]), 2.0);
+        // Its Raft replica is cut off: its own /cluster is the last state it applied.
+        let mut stale = answered(&departed[0].0, Some("replica"));
+        let own = |names: &[&str]| {
+            Some(Ok(MemberDcsView {
+                view: DcsView::of(&view(names)),
+                config: None,
+            }))
+        };
+        stale.dcs_view = own(&["a", "b", "c"]);
+        let mut asked = vec![stale.clone()];
+        memory.settle(&mut asked, timing(0, 0));
+        assert_eq!(asked.len(), 1);
+        assert_eq!(memory.departed_after(&view(&["b", "c"]), 3.0).len(), 1);
+        // It caught up with the majority (its key gone there too): forgotten after ttl.
+        stale.dcs_view = own(&["b", "c"]);
+        let mut asked = vec![stale.clone()];
+        memory.settle(&mut asked, timing(0, 0));
+        assert!(asked.is_empty());
+        assert!(memory.departed_after(&view(&["b", "c"]), 4.0).is_empty());
     }
 
     #[test]

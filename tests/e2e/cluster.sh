@@ -46,6 +46,12 @@
 #                    one stretches Python's timed waits by the offset), and a sitecustomize
 #                    works around libfaketime 0.9.10 breaking Python's time.sleep() with it
 #                    (EINVAL). tests/e2e/next-outage.sh (clock skew)
+#   MEMBER_RAFT_PARTNERS_N  (at `start`; kept in member N's patroni.yml) member N's
+#                    raft.partner_addrs, comma-separated host:port, instead of the other members:
+#                    `MEMBER_RAFT_PARTNERS_2=127.0.0.11:2222 cluster.sh start 2` rewrites its
+#                    config and starts it with that list; set but empty: the default list again
+#                    (tests/e2e/lab.sh, voters that disagree). Patroni asks the listed partners
+#                    for the members at start and takes theirs when one answers.
 #   SCOPE=pg-test    REST_USER=patroni REST_PASS=patroni-pass  RAFT_PASS=raft-pass
 #   LOOP_WAIT=10 TTL=30 RETRY_TIMEOUT=10 SYNC_NODE_COUNT=2
 #   WAL_SEGSIZE      initdb --wal-segsize in MB (default 16; 1 = less WAL to write and delete)
@@ -283,11 +289,16 @@ own() { if ((EUID == 0)); then chown -R "$OS_USER:" "$@"; fi; }
 
 # ------------------------------------------------------------------ config
 write_config() {
-  local n=$1 d ip partners="" j
+  local n=$1 d ip partners="" j var="MEMBER_RAFT_PARTNERS_$1" list=()
   d=$(mdir "$n"); ip=$(ip_of "$n")
-  for j in $(members); do
-    ((j == n)) || partners+="  - '$(raft_addr "$j")'"$'\n'
-  done
+  if [[ -n ${!var:-} ]]; then
+    IFS=, read -ra list <<<"${!var}"
+    for j in "${list[@]}"; do partners+="  - '$j'"$'\n'; done
+  else
+    for j in $(members); do
+      ((j == n)) || partners+="  - '$(raft_addr "$j")'"$'\n'
+    done
+  fi
   mkdir -p "$d/raft" "$d/sock"
   chmod 700 "$d/sock"
   {
@@ -427,7 +438,11 @@ start_member() {
   local n=$1 d pid pidfile logf run_as
   d=$(mdir "$n"); pidfile="$d/patroni.pid"; logf="$d/patroni.log"
   if pid=$(patroni_pid "$n"); then log "$(name_of "$n") already running (patroni pid $pid)"; return 0; fi
-  [[ -f $(cfg_of "$n") ]] || write_config "$n"
+  local partners_var="MEMBER_RAFT_PARTNERS_$n"
+  if [[ ! -f $(cfg_of "$n") || -n ${!partners_var+x} ]]; then
+    write_config "$n"
+    [[ -n ${!partners_var:-} ]] && log "$(name_of "$n"): raft.partner_addrs ${!partners_var}"
+  fi
   rm -f "$pidfile"
   own "$d"
   run_as=("${RUN_AS[@]}")

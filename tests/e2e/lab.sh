@@ -4,10 +4,12 @@
 # real Alertmanager, all inside a network namespace of the lab's own, where nftables cuts
 # links. Asserts what each fault must show, measures every detection time, and writes
 # $E2E_WORK/lab-VERSION/results.tsv (+ events.jsonl, the raw timeline, and snap-*.txt, what
-# patronictl, GET /cluster, Patroni's /metrics and syncobj_admin said in each phase).
+# patronictl, GET /cluster, Patroni's /metrics and syncobj_admin said in each phase). The
+# recorder (lab_recorder.py) writes the ground truth next to what the exporters and the alerting
+# say: each member's own GET /patroni and GET /cluster, each Raft node's own status.
 #
 # Usage: tests/e2e/lab.sh [PATRONI_VERSION...]   (3.3.8 and/or 4.1.5; default 3.3.8). Root only
-# (network namespace, nftables). ~6.5 min; several versions run in parallel, each in its own
+# (network namespace, nftables). ~12 min; several versions run in parallel, each in its own
 # namespace (logs in $E2E_WORK/lab-VERSION.log). EXPORTER_BIN defaults to the debug build.
 #
 # Vantage points: each exporter target carries a `deployment` label. The shipped rules
@@ -19,15 +21,28 @@
 #   pair       A: --patroni.url member 0, blinded from members 1 and 2 (A sits in member 0's
 #              failure domain); B: --patroni.url member 1, sees everything
 # Phases (overlapping the rules' `for:` waits, which cannot be shortened):
-#   1 healthy (30 s): m0-m2 confirm the quorum, no alert of any severity even pending, `status`
-#     exit 0 per member URL; blind and wrongpass start here and are judged after phase 2
+#   1 healthy (150 s of exporter life, HEALTHY_S): m0-m2 confirm the quorum, no alert of any
+#     severity even pending, `status` exit 0 per member URL; blind and wrongpass start here and
+#     are judged after phase 2
 #   2 member 0 (Patroni leader, first Raft leader) isolated from members 1 and 2, both
 #     directions, for 80 s: quorum still confirmed, member 0 flagged, demotion + failover in
-#     the metrics; pair: A says 0 for > 1 min, B says 1: no page
+#     the metrics; m1 and m2 show patroni_cluster_primaries 2 for the whole window in which two
+#     members' own GET /patroni said primary (but a poll at each edge); pair: A says 0 for
+#     > 1 min, B says 1: no page
 #   3 asymmetric: the Patroni leader's outgoing Raft packets dropped, incoming kept (50 s):
 #     every role change Patroni makes appears in the exporter within two poll intervals
 #   4 members 1 and 2 killed: PatroniRaftQuorumLost reaches Alertmanager (m0 and pair); they
 #     start again: the page resolves
+#   5 one replica's Raft (tcp 2222) cut off, both directions, REST open, until its own
+#     GET /cluster differs from the majority's (its key expires there, not in its frozen
+#     replica): m0-m2 show patroni_cluster_dcs_views 2 and dcs_view_differs{member} 1 within two
+#     polls, PatroniDcsViewsDiverge fires naming the member and field; heal: views 1, resolved
+#   6 a replica restarted with the Raft leader as its only partner (cluster.sh
+#     MEMBER_RAFT_PARTNERS_N; its own connections to that partner refused while it starts, or
+#     Patroni would fetch the full member list from it): m0-m2 show patroni_raft_voter_sets 2
+#     and voter_set_differs{node} 1 within two polls, PatroniRaftVoterSetsDiffer fires, no
+#     PatroniRaftQuorumLost while the majority's own status says quorum; restarted with the
+#     right list: healthy, voter sets 1
 #
 # How the cut works: on loopback every member connects from 127.0.0.1, so addresses cannot tell
 # the members apart. cluster.sh runs member N with the primary group LAB_GID+N
@@ -95,6 +110,7 @@ export DATA_DIR="$E2E_WORK/cluster-lab-$PATRONI_VERSION"
 LAB_GID="${LAB_GID:-62000}"                 # member N: LAB_GID+N; exporters: LAB_GID+100+i
 export MEMBER_GID_BASE=$LAB_GID
 POLL=2                                      # exporter --poll.interval (s)
+HEALTHY_S=150                               # phase 1: exporter life without any alert (s)
 PROM=http://127.0.0.1:9090 AM=http://127.0.0.1:9093
 EVENTS="$RUN_DIR/events.jsonl" RESULTS="$RUN_DIR/results.tsv"
 S='scope="pg-test"'
@@ -126,6 +142,7 @@ e2e_log "=== partition lab, Patroni $PATRONI_VERSION, run dir $RUN_DIR"
   echo "table inet lab {"
   echo "  chain blind {}"
   echo "  chain faults {}"
+  echo "  chain hold {}"
   echo "  chain out {"
   echo "    type filter hook output priority 0; policy accept;"
   for g in $(seq "$LAB_GID" $((LAB_GID + 2))) $(seq $((LAB_GID + 100)) $((LAB_GID + 106))); do
@@ -133,6 +150,7 @@ e2e_log "=== partition lab, Patroni $PATRONI_VERSION, run dir $RUN_DIR"
   done
   echo "    jump blind"
   echo "    jump faults"
+  echo "    jump hold"
   echo "  }"
   echo "}"
 } | nft -f -
@@ -164,6 +182,18 @@ blind_exporter() {
   for m in "$@"; do nft add rule inet lab blind meta skgid "$g" ip daddr "$(ip_of "$m")" drop; done
 }
 heal() { nft flush chain inet lab faults; }
+# cut_raft X: member X's Raft (tcp 2222) cut from its partners, both directions, on the
+# connections either side opened; REST, replication and every client's Raft queries stay open
+cut_raft() {
+  local x=$1 p
+  for p in 0 1 2; do
+    ((p == x)) && continue
+    nft add rule inet lab faults meta skgid "$(gid_of "$x")" ip daddr "$(ip_of "$p")" tcp dport 2222 drop
+    nft add rule inet lab faults meta skgid "$(gid_of "$x")" ct mark "$(gid_of "$p")" tcp sport 2222 drop
+    nft add rule inet lab faults meta skgid "$(gid_of "$p")" ip daddr "$(ip_of "$x")" tcp dport 2222 drop
+    nft add rule inet lab faults meta skgid "$(gid_of "$p")" ct mark "$(gid_of "$x")" tcp sport 2222 drop
+  done
+}
 
 # ---- results
 TIMES=()
@@ -224,6 +254,28 @@ two_primaries() {
         | if $e.t <= $b and ([.roles[] | select(. == "master" or . == "primary")] | length) >= 2
              and $e.t >= $a then .two = true else . end)
     | if .two then "yes" else "no" end' "$EVENTS"
+}
+# two_primaries_window SINCE UNTIL: "FROM TO" of the first stretch in the window in which two
+# members' own GET /patroni said primary (TO = UNTIL when it lasts), or "" when none
+two_primaries_window() {
+  jq -s -r --argjson a "$1" --argjson b "$2" '
+    [.[] | select(.src == "member" and .t <= $b)] | sort_by(.t)
+    | reduce .[] as $e ({roles: {}, from: null, to: null};
+        .roles[$e.member] = ($e.role // "")
+        | ([.roles[] | select(. == "master" or . == "primary")] | length) as $n
+        | if .from == null and $e.t >= $a and $n >= 2 then .from = $e.t
+          elif .from != null and .to == null and $n < 2 then .to = $e.t else . end)
+    | if .from == null then "" else "\(.from) \(.to // $b)" end' "$EVENTS"
+}
+# series_time EXPORTER SERIES FROM TO JQ_COND: seconds of [FROM, TO] in which the series' value
+# (a string, null when absent) met JQ_COND (on `.`), by the recorded changes
+series_time() {
+  jq -s -r --arg e "$1" --arg s "$2" --argjson a "$3" --argjson b "$4" "
+    [.[] | select(.src == \"exp\" and .exp == \$e and .series == \$s)] | sort_by(.t) as \$ev
+    | [{t: \$a, v: ([\$ev[] | select(.t <= \$a)] | last | .value)}]
+      + [\$ev[] | select(.t > \$a and .t < \$b) | {t, v: .value}] + [{t: \$b, v: null}]
+    | [range(0; length - 1) as \$i | select(.[\$i].v | $5) | .[\$i + 1].t - .[\$i].t] | add // 0
+    | . * 10 | round / 10" "$EVENTS"
 }
 # judge_criticals SCENARIO DEPLOYMENT SINCE UNTIL: no critical alert firing, except
 # PatroniMultiplePrimaries exactly when the ground truth had two primaries in the window
@@ -373,9 +425,11 @@ for url in "$PROM/-/ready" "$AM/-/ready"; do
     sleep 0.5
   done
 done
-python3 "$E2E_DIR/lab_recorder.py" --out "$EVENTS" --prom "$PROM" --am "$AM" "${REC_ARGS[@]}" \
+# the venv's python: the recorder asks the Raft nodes' status with pysyncobj's own client
+"$(e2e_venv_dir "$PATRONI_VERSION")/bin/python3" "$E2E_DIR/lab_recorder.py" --out "$EVENTS" --prom "$PROM" --am "$AM" "${REC_ARGS[@]}" \
   --member postgresql-0=http://127.0.0.11:8008 --member postgresql-1=http://127.0.0.12:8008 \
-  --member postgresql-2=http://127.0.0.13:8008 >"$RUN_DIR/recorder.log" 2>&1 &
+  --member postgresql-2=http://127.0.0.13:8008 --raft 127.0.0.11:2222 --raft 127.0.0.12:2222 \
+  --raft 127.0.0.13:2222 --raft-password-file "$RUN_DIR/raft-password" >"$RUN_DIR/recorder.log" 2>&1 &
 PIDS+=("$!")
 
 # every exporter has a verdict (wrongpass: -1, all others: 1), and Prometheus scrapes them all
@@ -410,13 +464,18 @@ result blind "status from the blinded vantage point: exit code" "$rc"
 wait_ev blind "blind: patroni_raft_up{node=member 0} 0" "$T_BLIND" 20 "$(f_exp blind "$(node_series patroni_raft_up 0)" 0)" || true
 wait_ev blind "pairA: patroni_raft_up{node=member 1} 0" "$T_BLIND" 20 "$(f_exp pairA "$(node_series patroni_raft_up 1)" 0)" || true
 sleep_until() { local s; s=$(awk -v t="$1" -v n="$(e2e_now)" 'BEGIN { d = t - n; printf "%.1f", (d > 0 ? d : 0) }'); sleep "$s"; }
-sleep_until "$(plus "$T_P1" 30)"
+# the issue's healthy check: the quick start on each member, nothing pending or firing for
+# 150 s of exporter life (blind and wrongpass, deployments of their own, run meanwhile)
+sleep_until "$(awk -v a="$(plus "$T_P1" 30)" -v b="$(plus "$T0" "$HEALTHY_S")" 'BEGIN { print (a > b ? a : b) }')"
 snapshot_wait
 T_P1_END=$(e2e_now)
+life=$(e2e_since "$T0")
 for d in m0 m1 m2; do
   seen=$(alerts_of "$d" 0 "$T_P1_END")
-  if [[ -z $seen ]]; then pass "healthy $d: no alert of any severity, not even pending ($(e2e_since "$T0")s of exporter life)"
-  else fail "healthy $d: alerts seen: $seen"; fi
+  if [[ -z $seen ]] && awk -v l="$life" -v h="$HEALTHY_S" 'BEGIN { exit !(l >= h) }'; then
+    pass "healthy $d: no alert of any severity, not even pending (${life}s of exporter life, >= ${HEALTHY_S}s)"
+  else fail "healthy $d: alerts seen in ${life}s of exporter life: ${seen:-none}"; fi
+  result healthy "$d: seconds of exporter life without any alert (pending or firing)" "$([[ -z $seen ]] && echo "$life" || echo "alerts: $seen")"
   v=$(value_at "$d" "$quorum_series" "$T_P1_END")
   [[ $v == 1 ]] && pass "healthy $d: patroni_raft_cluster_quorum 1" || fail "healthy $d: patroni_raft_cluster_quorum $v"
 done
@@ -467,6 +526,35 @@ for d in m0 m1 m2; do
   judge_criticals isolate "$d" "$T_ISO" "$T_HEAL"
   result isolate "$d: alerts (pending/firing) during the isolation: $(alerts_of "$d" "$T_ISO" "$T_HEAL")" "-"
 done
+# two primaries by their own GET /patroni (ground truth): m1 and m2 (quick start on a majority
+# member) show patroni_cluster_primaries 2 for the whole window, but for one poll interval (+ the
+# recorder's 0.5 s sampling) at each edge; m0 (the isolated member's frozen view) is reported
+primaries_series="patroni_cluster_primaries{$S}"
+read -r TP_A TP_B <<<"$(two_primaries_window "$T_ISO" "$T_HEAL")" || true
+if [[ -n ${TP_A:-} ]]; then
+  win=$(awk -v a="$TP_A" -v b="$TP_B" 'BEGIN { printf "%.1f", b - a }')
+  edge=$(awk -v p="$POLL" 'BEGIN { print p + 0.5 }')
+  result isolate "ground truth: two primaries (members' own GET /patroni), s from the cut: +$(awk -v a="$T_ISO" -v b="$TP_A" 'BEGIN { printf "%.1f", b - a }')s for" "$win"
+  for d in m0 m1 m2; do
+    cov=$(series_time "$d" "$primaries_series" "$TP_A" "$TP_B" '(. // "0" | tonumber) >= 2')
+    result isolate "$d: patroni_cluster_primaries 2 for s of the ${win}s window" "$cov"
+    [[ $d == m0 ]] && continue
+    inner=$(awk -v a="$TP_A" -v b="$TP_B" -v e="$edge" 'BEGIN { printf "%.3f %.3f", a + e, b - e }')
+    read -r IA IB <<<"$inner"
+    if awk -v a="$IA" -v b="$IB" 'BEGIN { exit !(b > a) }'; then
+      held=$(series_time "$d" "$primaries_series" "$IA" "$IB" '(. // "0" | tonumber) >= 2')
+      need=$(awk -v a="$IA" -v b="$IB" 'BEGIN { printf "%.1f", b - a }')
+      awk -v h="$held" -v n="$need" 'BEGIN { exit !(h >= n - 0.05) }' \
+        && pass "isolate $d: patroni_cluster_primaries 2 for the whole two-primaries window but ${edge}s at each edge (${held}s of ${need}s; ${cov}s of ${win}s in all)" \
+        || fail "isolate $d: patroni_cluster_primaries 2 for only ${held}s of the ${need}s inside the two-primaries window ($(jq -r --arg e "$d" --arg s "$primaries_series" --argjson a "$TP_A" --argjson b "$TP_B" 'select(.src == "exp" and .exp == $e and .series == $s and .t >= $a - 3 and .t <= $b + 3) | "\(.value)@+\((.t - $a) * 10 | round / 10)"' "$EVENTS" | paste -sd' '))"
+    else
+      fail "isolate $d: the two-primaries window (${win}s) is too short to judge against two ${edge}s edges"
+    fi
+  done
+else
+  result isolate "ground truth: two primaries (members' own GET /patroni)" "never"
+  e2e_log "isolate: the members' own GET /patroni never said primary twice at once: nothing to cover"
+fi
 # part 4: pairA alone said 0 for more than the rule's `for: 1m`, pairB confirmed: no page
 T_A0=$(ev_first "$T_ISO" "$(f_exp pairA "$quorum_series" 0)")
 if [[ -n $T_A0 ]]; then
@@ -591,6 +679,244 @@ wait_ev kill "restart: m0 PatroniRaftQuorumLost resolved at Alertmanager" "$T_RE
 wait_ev pair "restart: pair PatroniRaftQuorumLost resolved at Alertmanager" "$T_RESTART" 60 "$(f_am PatroniRaftQuorumLost pair resolved)" || true
 if UP_TIMEOUT=90 cluster wait --sync >&2; then result kill "restart: cluster healthy again (sync)" "$(e2e_since "$T_RESTART")"; pass "kill: healthy after restart"
 else fail "kill: not healthy 90 s after restart"; fi
+
+# ================================================================== phase 5: one member's Raft cut
+# helpers: ground truth from the recorder (members' own GET /patroni, GET /cluster; Raft status)
+idx_of_node() { sed -nE 's/^127\.0\.0\.1([1-3]):2222$/\1/p' <<<"$1" | awk '{ print $1 - 1 }'; }
+# raft_leader_idx: the member whose Raft node says, in its latest recorded status, that it
+# leads with a quorum ("" when none does)
+raft_leader_idx() {
+  idx_of_node "$(jq -s -r '[.[] | select(.src == "raft")] | group_by(.node) | map(sort_by(.t) | last)
+    | map(select(.has_quorum == true and .state == 2)) | .[0].node // ""' "$EVENTS")"
+}
+# primary_idx: the member whose latest own GET /patroni says primary ("" when none)
+primary_idx() {
+  jq -s -r '[.[] | select(.src == "member")] | group_by(.member) | map(sort_by(.t) | last)
+    | map(select(.role == "master" or .role == "primary")) | .[0].member // "" | ltrimstr("postgresql-")' "$EVENTS"
+}
+# view_split X SINCE UNTIL: "FROM TO" of the first stretch after SINCE in which member X's own
+# GET /cluster (leader key holder, members) differs from the other two members', which agree
+# (TO = UNTIL while it lasts), or ""
+view_split() {
+  jq -s -r --arg x "postgresql-$1" --argjson a "$2" --argjson b "$3" '
+    [.[] | select(.src == "cluster" and .t <= $b)] | sort_by(.t)
+    | reduce .[] as $e ({v: {}, from: null, to: null};
+        .v[$e.member] = (if $e.error then null else {leader: $e.leader, members: $e.members} end)
+        | ([.v | to_entries[] | select(.key != $x) | .value]) as $o
+        | (($o | length) == 2 and $o[0] != null and $o[0] == $o[1] and .v[$x] != null and .v[$x] != $o[0]) as $split
+        | if .from == null and $e.t >= $a and $split then .from = $e.t
+          elif .from != null and .to == null and ($split | not) then .to = $e.t else . end)
+    | if .from == null then "" else "\(.from) \(.to // $b)" end' "$EVENTS"
+}
+# views_agree_at SINCE: first time at or after SINCE at which all three members' own
+# GET /cluster (leader, members) are equal
+views_agree_at() {
+  jq -s -r --argjson a "$1" '
+    [.[] | select(.src == "cluster")] | sort_by(.t)
+    | reduce .[] as $e ({v: {}, at: null};
+        .v[$e.member] = (if $e.error then null else {leader: $e.leader, members: $e.members} end)
+        | if .at == null and $e.t >= $a and (.v | length) == 3 and ([.v[]] | unique | length) == 1 and ([.v[]] | all(. != null))
+          then .at = $e.t else . end)
+    | .at // ""' "$EVENTS"
+}
+# poll_until TIMEOUT CMD...: CMD's output once it is not empty (every 0.5 s), or "" at TIMEOUT
+poll_until() {
+  local deadline=$(($(date +%s) + $1)) out; shift
+  while :; do
+    out=$("$@")
+    [[ -n $out ]] && { echo "$out"; return 0; }
+    (($(date +%s) < deadline)) || return 0
+    sleep 0.5
+  done
+}
+# within_polls SCENARIO WHAT SINCE TIMEOUT JQ_FILTER REF: the first matching event comes at most
+# two poll intervals (+ the recorder's 0.5 s sampling) after REF (the ground truth's moment; up to
+# 1 s before it: the exporter may read a member just before the recorder does)
+within_polls() {
+  local t d
+  t=$(poll_until "$4" ev_first "$3" "$5")
+  if [[ -z $t ]]; then result "$1" "$2" "not within ${4}s"; fail "$1: $2: not within ${4}s"; return 1; fi
+  d=$(awk -v a="$6" -v b="$t" 'BEGIN { printf "%.1f", b - a }')
+  result "$1" "$2" "$d"
+  if awk -v d="$d" -v l="$((2 * POLL))" 'BEGIN { exit !(d <= l + 0.5 && d >= -1) }'; then
+    pass "$1: $2: ${d}s (within two polls)"
+  else
+    fail "$1: $2: ${d}s (not within two polls of the ground truth)"
+  fi
+}
+f_differs() { # f_differs EXPORTER MEMBER: patroni_member_dcs_view_differs{member=MEMBER,...} 1
+  printf '.src == "exp" and .exp == %s and (.series | startswith("patroni_member_dcs_view_differs{") and contains(%s)) and .value == "1"' \
+    "$(js "$1")" "$(js "member=\"$2\"")"
+}
+alert_text() { # alert_text EXPORTER_DEPLOYMENT ALERT STATE SINCE: the description of the first such event
+  jq -r --arg d "$1" --arg a "$2" --arg st "$3" --argjson t "$4" \
+    'select(.src == "prom" and .alert == $a and .labels.deployment == $d and .state == $st and .t >= $t) | .annotations.description // ""' \
+    "$EVENTS" | head -n1 | tr -s ' \n' ' '
+}
+
+RL=$(raft_leader_idx); PL=$(primary_idx)
+X=""
+for c in 2 1 0; do [[ $c != "$RL" && $c != "$PL" ]] && { X=$c; break; }; done
+XN="postgresql-$X"
+e2e_log "=== phase 5: member $X's Raft cut off (port 2222, both directions; REST open); Patroni leader $PL, Raft leader $RL"
+result raftcut "cut member $X (a Patroni replica, not the Raft leader; Patroni leader $PL, Raft leader $RL)" "-"
+T_CUT=$(e2e_now)
+cut_raft "$X"
+read -r TS_A TS_B <<<"$(poll_until 90 view_split "$X" "$T_CUT" 1e12)" || true
+if [[ -z ${TS_A:-} ]]; then
+  fail "raftcut: member $X's own GET /cluster never differed from the majority's within 90 s"
+  result raftcut "ground truth: $XN's GET /cluster differs from the majority's (s after the cut)" "never within 90s"
+  result raftcut "what Patroni said instead: $(jq -c --argjson a "$T_CUT" 'select(.src == "cluster" and .t >= $a) | {m: .member, l: .leader, ms: .members, t: ((.t - $a) * 10 | round / 10)}' "$EVENTS" | paste -sd' ')" "-"
+else
+  snapshot 5-raftcut-stale
+  result raftcut "ground truth: $XN's GET /cluster differs from the majority's (s after the cut)" "$(awk -v a="$T_CUT" -v b="$TS_A" 'BEGIN { printf "%.1f", b - a }')"
+  result raftcut "ground truth: the views: $(jq -r --argjson t "$TS_A" 'select(.src == "cluster" and .t <= $t) | "\(.member)=leader:\(.leader | join(","))/members:\(.members | join(","))"' "$EVENTS" | tail -n3 | paste -sd' ')" "-"
+  for d in m0 m1 m2; do
+    within_polls raftcut "$d: patroni_cluster_dcs_views 2, s after the stale view" "$T_CUT" 30 "$(f_exp "$d" "patroni_cluster_dcs_views{$S}" 2)" "$TS_A" || true
+    within_polls raftcut "$d: dcs_view_differs{member=$XN} 1, s after the stale view" "$T_CUT" 30 "$(f_differs "$d" "$XN")" "$TS_A" || true
+  done
+  for d in m0 m1 m2; do
+    wait_ev raftcut "$d: PatroniDcsViewsDiverge pending (s after the cut)" "$T_CUT" 60 "$(f_prom PatroniDcsViewsDiverge "$d" pending)" || true
+  done
+  for d in m0 m1 m2; do
+    wait_ev raftcut "$d: PatroniDcsViewsDiverge firing (s after the cut)" "$T_CUT" 110 "$(f_prom PatroniDcsViewsDiverge "$d" firing)" || true
+    wait_ev raftcut "$d: PatroniDcsViewsDiverge at Alertmanager (s after the cut)" "$T_CUT" 115 "$(f_am PatroniDcsViewsDiverge "$d" active)" || true
+    desc=$(alert_text "$d" PatroniDcsViewsDiverge firing "$T_CUT")
+    fields=$(jq -r --arg e "$d" --argjson a "$T_CUT" --arg m "member=\"$XN\"" \
+      'select(.src == "exp" and .exp == $e and .t >= $a and (.series | startswith("patroni_member_dcs_view_differs{") and contains($m)) and .value == "1") | .series | capture("field=\"(?<f>[a-z]+)\"").f' "$EVENTS" | sort -u | paste -sd,)
+    result raftcut "$d: fields that differ for $XN: ${fields:-none}; description: ${desc:-none}" "-"
+    if [[ -n $desc && $desc == *"$XN ("* ]] && [[ -n $fields ]] && grep -qE "$XN \\(([a-z, ]*)(${fields//,/|})" <<<"$desc"; then
+      pass "raftcut $d: the firing alert's description names $XN and its field(s) (${fields})"
+    else
+      fail "raftcut $d: the firing alert's description does not name $XN with a field (${fields:-none}): ${desc:-none}"
+    fi
+  done
+  snapshot 5-raftcut-firing
+  T_SH=$(e2e_now)
+  for d in m0 m1 m2; do
+    bad=$(jq -r --arg e "$d" --arg s "patroni_cluster_dcs_views{$S}" --argjson a "$TS_A" --argjson b "$T_SH" \
+      'select(.src == "exp" and .exp == $e and .series == $s and .t > $a and .t <= $b and .value != "2") | "\(.value)@+\((.t - $a) * 10 | round / 10)s"' "$EVENTS" | paste -sd' ')
+    truth_end=$(awk -v b="$TS_B" -v h="$T_SH" 'BEGIN { print (b < h ? "ended early" : "held to the heal") }')
+    [[ -z $bad ]] && pass "raftcut $d: views 2 from the stale view to the heal (ground truth: split $truth_end)" \
+      || fail "raftcut $d: views left 2 while $XN's view was stale (ground truth: split $truth_end): $bad s after the stale view"
+    judge_criticals raftcut "$d" "$T_CUT" "$T_SH"
+    result raftcut "$d: alerts during the cut: $(alerts_of "$d" "$T_CUT" "$T_SH"); verdicts $(verdict_summary "$d" "$T_CUT" "$T_SH")" "-"
+  done
+  snapshot_wait
+  e2e_log "healing member $X's Raft"
+  heal
+  T_SH=$(e2e_now)
+  TA=$(poll_until 60 views_agree_at "$T_SH")
+  result raftcut "heal: ground truth: the three GET /cluster agree again (s after the heal)" "$( [[ -n $TA ]] && awk -v a="$T_SH" -v b="$TA" 'BEGIN { printf "%.1f", b - a }' || echo "not within 60s")"
+  for d in m0 m1 m2; do
+    wait_ev raftcut "heal: $d: patroni_cluster_dcs_views 1 (s after the heal)" "$T_SH" 60 "$(f_exp "$d" "patroni_cluster_dcs_views{$S}" 1)" || true
+    wait_ev raftcut "heal: $d: PatroniDcsViewsDiverge inactive (s after the heal)" "$T_SH" 60 "$(f_prom PatroniDcsViewsDiverge "$d" inactive)" || true
+    wait_ev raftcut "heal: $d: PatroniDcsViewsDiverge resolved at Alertmanager (s after the heal)" "$T_SH" 70 "$(f_am PatroniDcsViewsDiverge "$d" resolved)" || true
+  done
+fi
+heal
+T_HEALED=$(e2e_now)
+if UP_TIMEOUT=90 cluster wait --sync >&2; then result raftcut "heal: cluster healthy again (sync)" "$(e2e_since "$T_HEALED")"; pass "raftcut: healthy after heal"
+else fail "raftcut: not healthy 90 s after heal"; fi
+
+# ================================================================== phase 6: partner lists differ
+# pysyncobj repairs a partner list on its own (Patroni's DynMemberSyncObj): at start Patroni
+# asks the listed partners for the members and takes theirs when one answers, a node restores
+# the membership saved in its Raft dump over the configured list, and a leader's snapshot carries
+# it too. 6a measures that: member X restarted with the Raft leader L as its only partner, its own
+# connections to L's Raft port refused while it starts (nftables chain `hold`). 6b is the
+# disagreement that persists: X restarted with a fresh Raft data dir (a new node) and a stale
+# partner list naming only 127.0.0.99:2222, where nothing listens (no partner answers, no dump,
+# and X refuses the real voters' connections: they are not in its list).
+RL=$(poll_until 30 raft_leader_idx); PL=$(primary_idx)
+[[ $RL =~ ^[0-2]$ ]] || { fail "voters: no Raft node says it leads with a quorum (ground truth); assuming member 0"; RL=0; }
+X=""
+for c in 2 1 0; do [[ $c != "$RL" && $c != "$PL" ]] && { X=$c; break; }; done
+Y=$((3 - X - RL))
+XN="postgresql-$X" XNODE="$(ip_of "$X"):2222" LNODE="$(ip_of "$RL"):2222" BOGUS=127.0.0.99:2222
+XRAFT="$DATA_DIR/postgresql-$X/raft"
+f_x_answers=".src == \"raft\" and .node == $(js "$XNODE") and (.error | not)"
+x_partners() { # x_partners SINCE: member X's partners in its latest answered status since SINCE
+  jq -r --arg n "$XNODE" --argjson a "$1" 'select(.src == "raft" and .node == $n and .t >= $a and (.error | not)) | .partners | keys | join(",")' "$EVENTS" | tail -n1
+}
+e2e_log "=== phase 6a: member $X restarted with raft.partner_addrs $LNODE only (Raft leader $RL; lacks member $Y), $LNODE refused while it starts"
+T_VS=$(e2e_now)
+cluster stop "$X" >&2
+# after the stop: refusing X's packets to L's Raft port while X runs resets its live connection
+# (X > L initiates it), which made X call an election in the first runs
+nft add rule inet lab hold meta skgid "$(gid_of "$X")" ip daddr "$(ip_of "$RL")" tcp dport 2222 reject with tcp reset
+T_VS_START=$(e2e_now)
+env "MEMBER_RAFT_PARTNERS_$X=$LNODE" "$CLUSTER" start "$X" >&2 9>&- || fail "voters: member $X did not start"
+T_XA=$(poll_until 60 ev_first "$T_VS_START" "$f_x_answers")
+nft flush chain inet lab hold
+sleep 2
+xp=$(x_partners "$T_VS_START")
+result voters "6a: member $X (list: $LNODE) counts partners ${xp:-none} by its own status, $( [[ -n $T_XA ]] && awk -v a="$T_VS_START" -v b="$T_XA" 'BEGIN { printf "%.1f", b - a }' || echo never)s after its start" "-"
+e2e_log "observed: voters 6a: member $X's partners by its own status: ${xp:-none}"
+T_6B=$(e2e_now)
+e2e_log "=== phase 6b: member $X restarted with a fresh Raft data dir and raft.partner_addrs $BOGUS (nothing listens there)"
+cluster stop "$X" >&2
+find "$XRAFT" -mindepth 1 -delete
+T_VS_START=$(e2e_now)
+env "MEMBER_RAFT_PARTNERS_$X=$BOGUS" "$CLUSTER" start "$X" >&2 9>&- || fail "voters: member $X did not start"
+T_XA=$(poll_until 60 ev_first "$T_VS_START" "$f_x_answers")
+sleep 2
+xp=$(x_partners "$T_VS_START")
+result voters "6b: ground truth: member $X's partners (its own status): ${xp:-none}, first answer (s after its start)" "$( [[ -n $T_XA ]] && awk -v a="$T_VS_START" -v b="$T_XA" 'BEGIN { printf "%.1f", b - a }' || echo never)"
+if [[ $xp != "$BOGUS" ]]; then
+  fail "voters: member $X counts partners '${xp:-none}', not '$BOGUS' alone: no disagreement to detect"
+else
+  pass "voters: member $X counts {$XNODE, $BOGUS} (its own status); the others count all three"
+  snapshot 6-voters-differ
+  for d in m0 m1 m2; do
+    within_polls voters "$d: patroni_raft_voter_sets 2, s after member $X's first status" "$T_VS_START" 30 "$(f_exp "$d" "patroni_raft_voter_sets{$S}" 2)" "$T_XA" || true
+    within_polls voters "$d: voter_set_differs{node=$XNODE} 1, s after member $X's first status" "$T_VS_START" 30 "$(f_exp "$d" "$(node_series patroni_raft_voter_set_differs "$X")" 1)" "$T_XA" || true
+  done
+  for d in m0 m1 m2; do
+    wait_ev voters "$d: PatroniRaftVoterSetsDiffer pending (s after member $X's first status)" "$T_VS_START" 40 "$(f_prom PatroniRaftVoterSetsDiffer "$d" pending)" "$T_XA" || true
+  done
+  for d in m0 m1 m2; do
+    wait_ev voters "$d: PatroniRaftVoterSetsDiffer firing (s after member $X's first status)" "$T_VS_START" 120 "$(f_prom PatroniRaftVoterSetsDiffer "$d" firing)" "$T_XA" || true
+    wait_ev voters "$d: PatroniRaftVoterSetsDiffer at Alertmanager (s after member $X's first status)" "$T_VS_START" 125 "$(f_am PatroniRaftVoterSetsDiffer "$d" active)" "$T_XA" || true
+    desc=$(alert_text "$d" PatroniRaftVoterSetsDiffer firing "$T_VS_START")
+    result voters "$d: PatroniRaftVoterSetsDiffer description: ${desc:-none}" "-"
+    [[ $desc == *"$XNODE"* ]] && pass "voters $d: the firing alert's description names $XNODE" \
+      || fail "voters $d: the firing alert's description does not name $XNODE: ${desc:-none}"
+  done
+fi
+snapshot_wait
+T_VS_END=$(e2e_now)
+# ground truth of the quorum: the Raft nodes of L and Y, by their own status, through 6a and 6b
+lost=$(jq -r --argjson a "$T_VS" --argjson b "$T_VS_END" --arg l "$LNODE" --arg y "$(ip_of "$Y"):2222" \
+  'select(.src == "raft" and (.node == $l or .node == $y) and .t >= $a and .t <= $b and (.has_quorum != true)) | "\(.node)@+\((.t - $a) * 10 | round / 10)s"' "$EVENTS" | paste -sd' ')
+terms=$(jq -r --argjson a "$T_VS" --argjson b "$T_VS_END" 'select(.src == "raft" and .t >= $a and .t <= $b) | "\(.node | sub(":2222"; ""))=\(if .error then "error" else "\(.state)/\(.leader // "-" | sub(":2222"; ""))/t\(.term)/q\(.has_quorum)" end)@+\((.t - $a) * 10 | round / 10)"' "$EVENTS" | paste -sd' ')
+result voters "ground truth: Raft nodes (state/leader/term/has_quorum, s from 6a's start): $terms" "-"
+for d in m0 m1 m2; do
+  ql=$(jq -r --arg d "$d" --argjson a "$T_VS" --argjson b "$T_VS_END" \
+    'select(.src == "prom" and .alert == "PatroniRaftQuorumLost" and .labels.deployment == $d and .t >= $a and .t <= $b and .state != "inactive") | .state' "$EVENTS" | sort -u | paste -sd,)
+  if [[ -z $lost ]]; then
+    [[ -z $ql ]] && pass "voters $d: no PatroniRaftQuorumLost, not even pending, while the majority had its quorum (its own status)" \
+      || fail "voters $d: PatroniRaftQuorumLost $ql while members $RL and $Y had their quorum"
+  else
+    result voters "$d: PatroniRaftQuorumLost ${ql:-never} (the majority's own status said no quorum at: $lost)" "-"
+    [[ $ql != *firing* ]] && pass "voters $d: PatroniRaftQuorumLost not firing" || fail "voters $d: PatroniRaftQuorumLost firing"
+  fi
+  judge_criticals voters "$d" "$T_VS" "$T_VS_END"
+  result voters "$d: alerts (6b): $(alerts_of "$d" "$T_6B" "$T_VS_END"); verdicts $(verdict_summary "$d" "$T_6B" "$T_VS_END")" "-"
+done
+e2e_log "member $X restarted with a fresh Raft data dir and the default partner list"
+cluster stop "$X" >&2
+find "$XRAFT" -mindepth 1 -delete
+T_VR=$(e2e_now)
+env "MEMBER_RAFT_PARTNERS_$X=" "$CLUSTER" start "$X" >&2 9>&- || fail "voters: member $X did not start again"
+if UP_TIMEOUT=90 cluster wait --sync >&2; then result voters "right list: cluster healthy again (sync, s after the start)" "$(e2e_since "$T_VR")"; pass "voters: healthy after the restart with the right list"
+else fail "voters: not healthy 90 s after the restart with the right list"; fi
+if [[ $xp == "$BOGUS" ]]; then
+  for d in m0 m1 m2; do
+    wait_ev voters "right list: $d: patroni_raft_voter_sets 1 (s after the start)" "$T_VR" 60 "$(f_exp "$d" "patroni_raft_voter_sets{$S}" 1)" || true
+    wait_ev voters "right list: $d: PatroniRaftVoterSetsDiffer inactive (s after the start)" "$T_VR" 60 "$(f_prom PatroniRaftVoterSetsDiffer "$d" inactive)" || true
+  done
+fi
 
 # ================================================================== report
 T_TOTAL=$(e2e_since "$T_START")

@@ -11,6 +11,15 @@ Polls, every --interval seconds, and appends one JSON line per CHANGE to --out:
   {"t": epoch, "src": "member", "member": N, "role": R, "state": S}
       each member's own GET /patroni (ground truth for "what Patroni did"; the recorder's
       sockets belong to no member and no exporter, so the lab's nftables rules never drop them)
+  {"t": epoch, "src": "cluster", "member": N, "leader": [..], "members": [..], "timelines": {..}}
+      each member's own GET /cluster (its Raft replica's DCS view: the leader key's holder, the
+      members with a key, each one's timeline; {"error": ...} when it does not answer)
+  {"t": epoch, "src": "raft", "node": ADDR, "has_quorum": B, "state": S, "leader": ADDR,
+   "term": T, "partners": {ADDR: 2|0}}
+      each Raft node's own status (pysyncobj's `status` command, exactly what syncobj_admin
+      -status sends; the password is read from --raft-password-file, never from argv), every
+      --raft-interval seconds in a thread of its own so that a hung node cannot stall the rest;
+      {"error": ...} when it does not answer. Needs pysyncobj: run with the Patroni venv's python.
 
 Why a recorder: the lab's scenarios overlap their waits (the alert rules' `for:` cannot be
 shortened), so several detections run at once; timestamps of every transition, written as
@@ -23,6 +32,7 @@ import json
 import re
 import signal
 import sys
+import threading
 import time
 import urllib.request
 
@@ -33,7 +43,9 @@ FAMILIES = {
     "patroni_raft_state", "patroni_raft_leader", "patroni_raft_partner_connected",
     "patroni_raft_cluster_leaders", "patroni_member_api_up", "patroni_member_role",
     "patroni_member_reported_role", "patroni_member_role_mismatch", "patroni_member_state",
-    "patroni_cluster_leaders", "patroni_up",
+    "patroni_cluster_leaders", "patroni_up", "patroni_cluster_primaries", "patroni_member_in_dcs",
+    "patroni_cluster_dcs_views", "patroni_member_dcs_view_differs", "patroni_raft_voter_sets",
+    "patroni_raft_voter_set_differs",
 }
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)")
 
@@ -55,22 +67,28 @@ class Recorder:
         self.am = set()
         self.exp = {}       # (exporter, series) -> value
         self.members = {}   # member -> (role, state)
+        self.views = {}     # member -> its GET /cluster, as recorded
+        self.nodes = {}     # Raft node -> its status, as recorded
+        self.lock = threading.Lock()
 
     def emit(self, event):
-        event["t"] = round(time.time(), 3)
-        self.out.write(json.dumps(event, sort_keys=True) + "\n")
+        with self.lock:
+            event["t"] = round(time.time(), 3)
+            self.out.write(json.dumps(event, sort_keys=True) + "\n")
 
     def poll_prometheus(self):
         try:
             alerts = json.loads(get(self.args.prom + "/api/v1/alerts", self.args.timeout))["data"]["alerts"]
         except Exception:  # noqa: BLE001 - a missed poll is no event
             return
-        seen = {}
+        seen, annotations = {}, {}
         for alert in alerts:
             seen[label_key(alert["labels"])] = (alert["labels"], alert["state"])
+            annotations[label_key(alert["labels"])] = alert.get("annotations", {})
         for key, (labels, state) in seen.items():
             if self.prom.get(key) != state:
-                self.emit({"src": "prom", "alert": labels.get("alertname"), "labels": labels, "state": state})
+                self.emit({"src": "prom", "alert": labels.get("alertname"), "labels": labels, "state": state,
+                           "annotations": annotations.get(key, {})})
                 self.prom[key] = state
         for key in [k for k in self.prom if k not in seen]:
             labels = json.loads(key)
@@ -84,9 +102,11 @@ class Recorder:
         except Exception:  # noqa: BLE001
             return
         seen = {label_key(a["labels"]): a["labels"] for a in alerts}
+        annotations = {label_key(a["labels"]): a.get("annotations", {}) for a in alerts}
         for key, labels in seen.items():
             if key not in self.am:
-                self.emit({"src": "am", "alert": labels.get("alertname"), "labels": labels, "state": "active"})
+                self.emit({"src": "am", "alert": labels.get("alertname"), "labels": labels, "state": "active",
+                           "annotations": annotations[key]})
                 self.am.add(key)
         for key in [k for k in self.am if k not in seen]:
             labels = json.loads(key)
@@ -121,7 +141,57 @@ class Recorder:
             self.emit({"src": "member", "member": name, "role": now[0], "state": now[1]})
             self.members[name] = now
 
+    def poll_view(self, name, url):
+        try:
+            body = json.loads(get(url + "/cluster", self.args.timeout))
+            members = body.get("members") or []
+            now = {
+                "leader": sorted(m.get("name") for m in members if m.get("role") in ("leader", "standby_leader")),
+                "members": sorted(m.get("name") for m in members),
+                "timelines": {m.get("name"): m.get("timeline") for m in members},
+            }
+        except Exception as error:  # noqa: BLE001 - no answer is a state of its own
+            now = {"error": type(error).__name__}
+        if self.views.get(name) != now:
+            self.emit(dict(now, src="cluster", member=name))
+            self.views[name] = now
+
+    def poll_raft(self, node, encryptor):
+        # pysyncobj's own client, as syncobj_admin uses it; only the `status` command is sent
+        from pysyncobj.utility import TcpUtility  # pylint: disable=import-outside-toplevel
+        utility = TcpUtility(None, self.args.timeout)
+        utility._TcpUtility__connection.encryptor = encryptor  # pylint: disable=protected-access
+        try:
+            status = utility.executeCommand(node, ["status"])
+        except Exception as error:  # noqa: BLE001
+            status, failure = None, type(error).__name__
+        else:
+            failure = "no answer"
+        if isinstance(status, dict):
+            partners = {k[len("partner_node_status_server_"):]: v for k, v in status.items()
+                        if k.startswith("partner_node_status_server_")}
+            now = {"has_quorum": bool(status.get("has_quorum")), "state": status.get("state"),
+                   "leader": None if status.get("leader") is None else str(status.get("leader")),
+                   "term": status.get("raft_term"), "partners": partners}
+        else:
+            now = {"error": failure}
+        if self.nodes.get(node) != now:
+            self.emit(dict(now, src="raft", node=node))
+            self.nodes[node] = now
+
+    def run_raft(self):
+        from pysyncobj.encryptor import getEncryptor  # pylint: disable=import-outside-toplevel
+        with open(self.args.raft_password_file, encoding="utf-8") as handle:
+            encryptor = getEncryptor(handle.read().strip())
+        while True:
+            started = time.time()
+            for node in self.args.raft:
+                self.poll_raft(node, encryptor)
+            time.sleep(max(0.0, self.args.raft_interval - (time.time() - started)))
+
     def run(self):
+        if self.args.raft:
+            threading.Thread(target=self.run_raft, daemon=True).start()
         while True:
             started = time.time()
             self.poll_prometheus()
@@ -132,6 +202,7 @@ class Recorder:
             for spec in self.args.member:
                 name, url = spec.split("=", 1)
                 self.poll_member(name, url)
+                self.poll_view(name, url)
             time.sleep(max(0.0, self.args.interval - (time.time() - started)))
 
 
@@ -142,6 +213,9 @@ def main():
     parser.add_argument("--am", required=True, help="Alertmanager base URL")
     parser.add_argument("--exporter", action="append", default=[], help="NAME=METRICS_URL")
     parser.add_argument("--member", action="append", default=[], help="NAME=REST_BASE_URL")
+    parser.add_argument("--raft", action="append", default=[], help="Raft node HOST:PORT")
+    parser.add_argument("--raft-password-file", help="the Raft password (first line)")
+    parser.add_argument("--raft-interval", type=float, default=1.0)
     parser.add_argument("--interval", type=float, default=0.5)
     parser.add_argument("--timeout", type=float, default=1.0)
     args = parser.parse_args()
