@@ -57,53 +57,9 @@ E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh
 source "$E2E_DIR/lib.sh"
 
-export PATRONI_VERSION="${1:-${PATRONI_VERSION:-3.3.8}}"
-EXPORTER_BIN="${EXPORTER_BIN:-$E2E_TARGET_DIR/debug/patroni-raft-exporter}"
-export RUN_DIR="$E2E_WORK/lab-$PATRONI_VERSION"
-
-# ------------------------------------------------------------------ several versions at once
-# each in its own namespace (own addresses, lock, data dir and run dir), logs printed in order
-if (($# > 1)); then
-  declare -A LAB_PIDS
-  for v in "$@"; do
-    "$0" "$v" >"$E2E_WORK/lab-$v.log" 2>&1 &
-    LAB_PIDS[$v]=$!
-  done
-  rc=0 summary=()
-  for v in "$@"; do
-    vrc=0; wait "${LAB_PIDS[$v]}" || vrc=$?
-    ((vrc == 0)) || rc=1
-    echo "==================== partition lab, Patroni $v (log $E2E_WORK/lab-$v.log)"
-    cat "$E2E_WORK/lab-$v.log"
-    summary+=("Patroni $v: $(grep -E '^[0-9]+ passed, [0-9]+ failed' "$E2E_WORK/lab-$v.log" | tail -n1 || echo "no summary (rc $vrc)") in $(awk -F'\t' '$2 == "total" { print $4 }' "$E2E_WORK/lab-$v/results.tsv" 2>/dev/null)s")
-  done
-  printf 'partition lab: %s\n' "${summary[@]}"
-  exit "$rc"
-fi
-
-# ------------------------------------------------------------------ outer: the namespace
-if [[ ${LAB_IN_NETNS:-} != 1 ]]; then
-  ((EUID == 0)) || { echo "lab.sh needs root (network namespace, nftables)" >&2; exit 2; }
-  for c in ip nft setpriv jq curl python3 prometheus prometheus-alertmanager; do
-    command -v "$c" >/dev/null || { echo "$c missing: scripts/install-deps.sh" >&2; exit 2; }
-  done
-  [[ -x $EXPORTER_BIN ]] || { echo "no exporter binary at $EXPORTER_BIN (cargo build --bin patroni-raft-exporter)" >&2; exit 2; }
-  # the venv is built outside: the namespace has no route to a package index
-  [[ -x $(e2e_venv_dir "$PATRONI_VERSION")/bin/patroni ]] || "$E2E_REPO/scripts/install-deps.sh" --no-apt --patroni "$PATRONI_VERSION"
-  NS="lab-${PATRONI_VERSION//./}-$$"
-  ip netns add "$NS"
-  outer_cleanup() {
-    local pid
-    # only processes inside our own namespace (started by this run) are left to stop
-    for pid in $(ip netns pids "$NS" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
-    ip netns del "$NS" 2>/dev/null || true
-  }
-  trap outer_cleanup EXIT
-  ip netns exec "$NS" ip link set lo up
-  rc=0
-  ip netns exec "$NS" env LAB_IN_NETNS=1 EXPORTER_BIN="$EXPORTER_BIN" "$0" "$PATRONI_VERSION" || rc=$?
-  exit "$rc"
-fi
+# as root, each version in a network namespace of its own (own addresses, lock, data dir and
+# run dir), several versions at once, logs printed in order (lib.sh's runner)
+E2E_DEFAULT_VERSION=3.3.8 E2E_TOOLS="nft python3 prometheus prometheus-alertmanager" e2e_scenario lab "$@"
 
 # ------------------------------------------------------------------ inner: the lab
 export DATA_DIR="$E2E_WORK/cluster-lab-$PATRONI_VERSION"
@@ -114,14 +70,13 @@ HEALTHY_S=150                               # phase 1: exporter life without any
 PROM=http://127.0.0.1:9090 AM=http://127.0.0.1:9093
 EVENTS="$RUN_DIR/events.jsonl" RESULTS="$RUN_DIR/results.tsv"
 S='scope="pg-test"'
-CLUSTER="$E2E_DIR/cluster.sh"
-cluster() { "$CLUSTER" "$@" 9>&-; }
 
 exec 9>"$E2E_CLUSTER_LOCK"
 flock -w 60 9 || { echo "lock $E2E_CLUSTER_LOCK held in our own namespace?" >&2; exit 2; }
 rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR"
 printf 'version\tscenario\twhat\tseconds\n' >"$RESULTS"
 PIDS=()
+# shellcheck disable=SC2317  # the EXIT trap runs it
 cleanup() {
   local rc=$? pid
   for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
@@ -289,7 +244,8 @@ judge_criticals() {
   elif [[ " $crit " == *" PatroniMultiplePrimaries "* ]]; then
     fail "$scen $d: PatroniMultiplePrimaries firing without two primaries in the members' own GET /patroni"
   fi
-  [[ -z $crit ]] && pass "$scen $d: no critical alert firing (two primaries: $truth)" || fail "$scen $d: critical alert(s) firing: $crit"
+  if [[ -z $crit ]]; then pass "$scen $d: no critical alert firing (two primaries: $truth)"
+  else fail "$scen $d: critical alert(s) firing: $crit"; fi
 }
 # criticals DEPLOYMENT SINCE UNTIL STATE: critical alerts of a deployment that reached STATE
 criticals() {
@@ -336,14 +292,14 @@ snapshot() { # snapshot NAME: in the background; waited for by snapshot_wait
     {
       echo "### $1 at $(date -u +%H:%M:%S) (t+$(e2e_since "$T_START")s), Patroni $PATRONI_VERSION"
       echo "### patronictl list (timeout 20 s)"
-      timeout 20 "$CLUSTER" ctl list 2>&1 9>&- || echo "(patronictl rc=$?)"
+      timeout 20 "$E2E_CLUSTER" ctl list 2>&1 9>&- || echo "(patronictl rc=$?)"
       for n in 0 1 2; do
         echo "### GET /cluster from member $n"
         curl -s -m 3 "http://$(ip_of "$n"):8008/cluster" | jq -c '[.members[] | {name, role, state, timeline}]' 2>&1 || echo "(no answer)"
         echo "### GET /metrics from member $n (selected)"
         curl -s -m 3 "http://$(ip_of "$n"):8008/metrics" | grep -E '^patroni_(primary|replica|sync_standby|postgres_running|dcs_last_seen|cluster_unlocked|postgres_timeline|is_paused|failsafe_mode_is_active)[{ ]' || echo "(no answer)"
         echo "### syncobj_admin -status of member $n"
-        timeout 25 "$CLUSTER" raft "$n" 2>&1 9>&- | grep -E '^(has_quorum|leader|state|raft_term|partner_node_status|partner_nodes_count)' || echo "(no status)"
+        timeout 25 "$E2E_CLUSTER" raft "$n" 2>&1 9>&- | grep -E '^(has_quorum|leader|state|raft_term|partner_node_status|partner_nodes_count)' || echo "(no status)"
       done
     } >"$f" 2>&1
   ) &
@@ -477,7 +433,8 @@ for d in m0 m1 m2; do
   else fail "healthy $d: alerts seen in ${life}s of exporter life: ${seen:-none}"; fi
   result healthy "$d: seconds of exporter life without any alert (pending or firing)" "$([[ -z $seen ]] && echo "$life" || echo "alerts: $seen")"
   v=$(value_at "$d" "$quorum_series" "$T_P1_END")
-  [[ $v == 1 ]] && pass "healthy $d: patroni_raft_cluster_quorum 1" || fail "healthy $d: patroni_raft_cluster_quorum $v"
+  if [[ $v == 1 ]]; then pass "healthy $d: patroni_raft_cluster_quorum 1"
+  else fail "healthy $d: patroni_raft_cluster_quorum $v"; fi
 done
 for e in blind pairA; do result blind "$e: verdict after blinding ($(verdict_summary "$e" "$T_BLIND" "$T_P1_END"))" "-"; done
 
@@ -521,8 +478,8 @@ T_HEAL=$(e2e_now)
 for d in m0 m1 m2; do
   bad=$(jq -r --arg e "$d" --arg s "$quorum_series" --argjson a "$T_ISO" --argjson b "$T_HEAL" \
     'select(.src == "exp" and .exp == $e and .series == $s and .t >= $a and .t <= $b and .value != "1") | .value' "$EVENTS" | paste -sd,)
-  [[ -z $bad ]] && pass "isolate $d: quorum stayed confirmed (1) throughout ($(verdict_summary "$d" "$T_ISO" "$T_HEAL"))" \
-    || fail "isolate $d: verdict left 1: $bad ($(verdict_summary "$d" "$T_ISO" "$T_HEAL"))"
+  if [[ -z $bad ]]; then pass "isolate $d: quorum stayed confirmed (1) throughout ($(verdict_summary "$d" "$T_ISO" "$T_HEAL"))"
+  else fail "isolate $d: verdict left 1: $bad ($(verdict_summary "$d" "$T_ISO" "$T_HEAL"))"; fi
   judge_criticals isolate "$d" "$T_ISO" "$T_HEAL"
   result isolate "$d: alerts (pending/firing) during the isolation: $(alerts_of "$d" "$T_ISO" "$T_HEAL")" "-"
 done
@@ -544,9 +501,8 @@ if [[ -n ${TP_A:-} ]]; then
     if awk -v a="$IA" -v b="$IB" 'BEGIN { exit !(b > a) }'; then
       held=$(series_time "$d" "$primaries_series" "$IA" "$IB" '(. // "0" | tonumber) >= 2')
       need=$(awk -v a="$IA" -v b="$IB" 'BEGIN { printf "%.1f", b - a }')
-      awk -v h="$held" -v n="$need" 'BEGIN { exit !(h >= n - 0.05) }' \
-        && pass "isolate $d: patroni_cluster_primaries 2 for the whole two-primaries window but ${edge}s at each edge (${held}s of ${need}s; ${cov}s of ${win}s in all)" \
-        || fail "isolate $d: patroni_cluster_primaries 2 for only ${held}s of the ${need}s inside the two-primaries window ($(jq -r --arg e "$d" --arg s "$primaries_series" --argjson a "$TP_A" --argjson b "$TP_B" 'select(.src == "exp" and .exp == $e and .series == $s and .t >= $a - 3 and .t <= $b + 3) | "\(.value)@+\((.t - $a) * 10 | round / 10)"' "$EVENTS" | paste -sd' '))"
+      if awk -v h="$held" -v n="$need" 'BEGIN { exit !(h >= n - 0.05) }'; then pass "isolate $d: patroni_cluster_primaries 2 for the whole two-primaries window but ${edge}s at each edge (${held}s of ${need}s; ${cov}s of ${win}s in all)"
+      else fail "isolate $d: patroni_cluster_primaries 2 for only ${held}s of the ${need}s inside the two-primaries window ($(jq -r --arg e "$d" --arg s "$primaries_series" --argjson a "$TP_A" --argjson b "$TP_B" 'select(.src == "exp" and .exp == $e and .series == $s and .t >= $a - 3 and .t <= $b + 3) | "\(.value)@+\((.t - $a) * 10 | round / 10)"' "$EVENTS" | paste -sd' '))"; fi
     else
       fail "isolate $d: the two-primaries window (${win}s) is too short to judge against two ${edge}s edges"
     fi
@@ -568,16 +524,15 @@ if [[ -n $T_A0 ]]; then
   result pair "pairA verdict 0 held (s) while pairB confirmed" "$held"
 fi
 bv=$(value_at pairB "$quorum_series" "$T_HEAL")
-[[ $bv == 1 ]] && pass "pair: pairB (sees all) confirms (1)" || fail "pair: pairB says $bv"
+if [[ $bv == 1 ]]; then pass "pair: pairB (sees all) confirms (1)"; else fail "pair: pairB says $bv"; fi
 pair_alerts=$(jq -r --argjson b "$T_HEAL" 'select(.src == "prom" and .labels.deployment == "pair" and .alert == "PatroniRaftQuorumLost" and .t <= $b) | .state' "$EVENTS" | paste -sd,)
-[[ -z $pair_alerts ]] && pass "pair: no PatroniRaftQuorumLost, not even pending, while one exporter confirms" \
-  || fail "pair: PatroniRaftQuorumLost $pair_alerts while pairB confirmed"
+if [[ -z $pair_alerts ]]; then pass "pair: no PatroniRaftQuorumLost, not even pending, while one exporter confirms"
+else fail "pair: PatroniRaftQuorumLost $pair_alerts while pairB confirmed"; fi
 # Prometheus itself: the per-exporter form (without the max) would have paged on pairA
 per_exporter=$(curl -fs -m 5 "$PROM/api/v1/query" --data-urlencode 'query=min_over_time((patroni_raft_cluster_quorum{deployment="pair"} == bool 0)[60s:2s])' \
   | jq -r '[.data.result[] | select(.value[1] == "1") | .metric.instance] | join(",")') || per_exporter=""
-[[ $per_exporter == "127.0.0.1:${EXP_PORT[pairA]}" ]] \
-  && pass "pair: Prometheus shows pairA's own series == 0 for the last 60s (a per-exporter rule would page)" \
-  || fail "pair: expected pairA's series at 0 for 60s in Prometheus, got '$per_exporter'"
+if [[ $per_exporter == "127.0.0.1:${EXP_PORT[pairA]}" ]]; then pass "pair: Prometheus shows pairA's own series == 0 for the last 60s (a per-exporter rule would page)"
+else fail "pair: expected pairA's series at 0 for 60s in Prometheus, got '$per_exporter'"; fi
 
 e2e_log "healing the isolation"
 heal
@@ -599,7 +554,8 @@ wait_ev blind "PatroniMemberApiUnreachable (postgresql-2) at Alertmanager" "$T_B
 T_J=$(e2e_now)
 for d in wrongpass blind; do
   crit=$(criticals "$d" 0 "$T_J" firing)
-  [[ -z $crit ]] && pass "$d: no critical alert firing in $(e2e_since "$T0")s" || fail "$d: critical alert(s) firing: $crit"
+  if [[ -z $crit ]]; then pass "$d: no critical alert firing in $(e2e_since "$T0")s"
+  else fail "$d: critical alert(s) firing: $crit"; fi
   result "$d" "critical alerts only pending (transients): $(criticals "$d" 0 "$T_J" pending)" "-"
   result "$d" "alerts at Alertmanager: $(jq -r --arg d "$d" 'select(.src == "am" and .labels.deployment == $d and .state == "active") | .alert' "$EVENTS" | sort -u | paste -sd' ')" "-"
   result "$d" "verdicts: $(verdict_summary "$d" "$T0" "$T_J")" "-"
@@ -608,8 +564,8 @@ done
 # ask (1 and 2: their hosts are untrusted) have no api_up sample, so PatroniMemberApiUnreachable
 # never starts for them. (Member 0 is asked: its API may really time out while Patroni restarts.)
 api_alerts=$(jq -r --argjson b "$T_J" 'select(.src == "prom" and .labels.deployment == "wrongpass" and .alert == "PatroniMemberApiUnreachable" and .labels.member != "postgresql-0" and .t <= $b) | .labels.member' "$EVENTS" | sort -u | paste -sd,)
-[[ -z $api_alerts ]] && pass "wrongpass: no PatroniMemberApiUnreachable for the members it did not ask" \
-  || fail "wrongpass: PatroniMemberApiUnreachable for $api_alerts (members not asked are not down)"
+if [[ -z $api_alerts ]]; then pass "wrongpass: no PatroniMemberApiUnreachable for the members it did not ask"
+else fail "wrongpass: PatroniMemberApiUnreachable for $api_alerts (members not asked are not down)"; fi
 # they have said their piece: stop them (the kill scenario would be real evidence for them too)
 kill -TERM "${EXP_PID[blind]}" "${EXP_PID[wrongpass]}" 2>/dev/null || true
 
@@ -646,9 +602,8 @@ while read -r ch; do
   if [[ -z $te ]]; then sleep $((2 * POLL + 1)); te=$(ev_first "$(plus "$t" "-$POLL")" "$f"); fi
   d=$(awk -v a="$t" -v b="$te" 'BEGIN { if (b == "") print "never"; else printf "%.1f", b - a }')
   result asym "m0: reported_role{$m,$want} 1, s after $m's own GET /patroni said so" "$d"
-  [[ $d != never ]] && awk -v d="$d" -v l="$((2 * POLL))" 'BEGIN { exit !(d <= l + 0.5) }' \
-    && pass "asym: $m $role in the exporter within two poll intervals (${d}s)" \
-    || fail "asym: $m $role in the exporter: ${d}s (> two poll intervals + 0.5 s sampling)"
+  if [[ $d != never ]] && awk -v d="$d" -v l="$((2 * POLL))" 'BEGIN { exit !(d <= l + 0.5) }'; then pass "asym: $m $role in the exporter within two poll intervals (${d}s)"
+  else fail "asym: $m $role in the exporter: ${d}s (> two poll intervals + 0.5 s sampling)"; fi
 done <<<"$changes"
 for d in m0 m1 m2; do
   result asym "$d: verdicts $(verdict_summary "$d" "$T_ASYM" "$T_ASYM_END"); alerts: $(alerts_of "$d" "$T_ASYM" "$T_ASYM_END")" "-"
@@ -697,6 +652,7 @@ primary_idx() {
 # view_split X SINCE UNTIL: "FROM TO" of the first stretch after SINCE in which member X's own
 # GET /cluster (leader key holder, members) differs from the other two members', which agree
 # (TO = UNTIL while it lasts), or ""
+# shellcheck disable=SC2317  # called below (shellcheck's reachability is misled by jq's quoting)
 view_split() {
   jq -s -r --arg x "postgresql-$1" --argjson a "$2" --argjson b "$3" '
     [.[] | select(.src == "cluster" and .t <= $b)] | sort_by(.t)
@@ -710,6 +666,7 @@ view_split() {
 }
 # views_agree_at SINCE: first time at or after SINCE at which all three members' own
 # GET /cluster (leader, members) are equal
+# shellcheck disable=SC2317  # called below (shellcheck's reachability is misled by jq's quoting)
 views_agree_at() {
   jq -s -r --argjson a "$1" '
     [.[] | select(.src == "cluster")] | sort_by(.t)
@@ -797,8 +754,8 @@ else
     bad=$(jq -r --arg e "$d" --arg s "patroni_cluster_dcs_views{$S}" --argjson a "$TS_A" --argjson b "$T_SH" \
       'select(.src == "exp" and .exp == $e and .series == $s and .t > $a and .t <= $b and .value != "2") | "\(.value)@+\((.t - $a) * 10 | round / 10)s"' "$EVENTS" | paste -sd' ')
     truth_end=$(awk -v b="$TS_B" -v h="$T_SH" 'BEGIN { print (b < h ? "ended early" : "held to the heal") }')
-    [[ -z $bad ]] && pass "raftcut $d: views 2 from the stale view to the heal (ground truth: split $truth_end)" \
-      || fail "raftcut $d: views left 2 while $XN's view was stale (ground truth: split $truth_end): $bad s after the stale view"
+    if [[ -z $bad ]]; then pass "raftcut $d: views 2 from the stale view to the heal (ground truth: split $truth_end)"
+    else fail "raftcut $d: views left 2 while $XN's view was stale (ground truth: split $truth_end): $bad s after the stale view"; fi
     judge_criticals raftcut "$d" "$T_CUT" "$T_SH"
     result raftcut "$d: alerts during the cut: $(alerts_of "$d" "$T_CUT" "$T_SH"); verdicts $(verdict_summary "$d" "$T_CUT" "$T_SH")" "-"
   done
@@ -846,7 +803,7 @@ cluster stop "$X" >&2
 # (X > L initiates it), which made X call an election in the first runs
 nft add rule inet lab hold meta skgid "$(gid_of "$X")" ip daddr "$(ip_of "$RL")" tcp dport 2222 reject with tcp reset
 T_VS_START=$(e2e_now)
-env "MEMBER_RAFT_PARTNERS_$X=$LNODE" "$CLUSTER" start "$X" >&2 9>&- || fail "voters: member $X did not start"
+env "MEMBER_RAFT_PARTNERS_$X=$LNODE" "$E2E_CLUSTER" start "$X" >&2 9>&- || fail "voters: member $X did not start"
 T_XA=$(poll_until 60 ev_first "$T_VS_START" "$f_x_answers")
 nft flush chain inet lab hold
 sleep 2
@@ -858,7 +815,7 @@ e2e_log "=== phase 6b: member $X restarted with a fresh Raft data dir and raft.p
 cluster stop "$X" >&2
 find "$XRAFT" -mindepth 1 -delete
 T_VS_START=$(e2e_now)
-env "MEMBER_RAFT_PARTNERS_$X=$BOGUS" "$CLUSTER" start "$X" >&2 9>&- || fail "voters: member $X did not start"
+env "MEMBER_RAFT_PARTNERS_$X=$BOGUS" "$E2E_CLUSTER" start "$X" >&2 9>&- || fail "voters: member $X did not start"
 T_XA=$(poll_until 60 ev_first "$T_VS_START" "$f_x_answers")
 sleep 2
 xp=$(x_partners "$T_VS_START")
@@ -880,8 +837,8 @@ else
     wait_ev voters "$d: PatroniRaftVoterSetsDiffer at Alertmanager (s after member $X's first status)" "$T_VS_START" 125 "$(f_am PatroniRaftVoterSetsDiffer "$d" active)" "$T_XA" || true
     desc=$(alert_text "$d" PatroniRaftVoterSetsDiffer firing "$T_VS_START")
     result voters "$d: PatroniRaftVoterSetsDiffer description: ${desc:-none}" "-"
-    [[ $desc == *"$XNODE"* ]] && pass "voters $d: the firing alert's description names $XNODE" \
-      || fail "voters $d: the firing alert's description does not name $XNODE: ${desc:-none}"
+    if [[ $desc == *"$XNODE"* ]]; then pass "voters $d: the firing alert's description names $XNODE"
+    else fail "voters $d: the firing alert's description does not name $XNODE: ${desc:-none}"; fi
   done
 fi
 snapshot_wait
@@ -895,11 +852,12 @@ for d in m0 m1 m2; do
   ql=$(jq -r --arg d "$d" --argjson a "$T_VS" --argjson b "$T_VS_END" \
     'select(.src == "prom" and .alert == "PatroniRaftQuorumLost" and .labels.deployment == $d and .t >= $a and .t <= $b and .state != "inactive") | .state' "$EVENTS" | sort -u | paste -sd,)
   if [[ -z $lost ]]; then
-    [[ -z $ql ]] && pass "voters $d: no PatroniRaftQuorumLost, not even pending, while the majority had its quorum (its own status)" \
-      || fail "voters $d: PatroniRaftQuorumLost $ql while members $RL and $Y had their quorum"
+    if [[ -z $ql ]]; then pass "voters $d: no PatroniRaftQuorumLost, not even pending, while the majority had its quorum (its own status)"
+    else fail "voters $d: PatroniRaftQuorumLost $ql while members $RL and $Y had their quorum"; fi
   else
     result voters "$d: PatroniRaftQuorumLost ${ql:-never} (the majority's own status said no quorum at: $lost)" "-"
-    [[ $ql != *firing* ]] && pass "voters $d: PatroniRaftQuorumLost not firing" || fail "voters $d: PatroniRaftQuorumLost firing"
+    if [[ $ql != *firing* ]]; then pass "voters $d: PatroniRaftQuorumLost not firing"
+    else fail "voters $d: PatroniRaftQuorumLost firing"; fi
   fi
   judge_criticals voters "$d" "$T_VS" "$T_VS_END"
   result voters "$d: alerts (6b): $(alerts_of "$d" "$T_6B" "$T_VS_END"); verdicts $(verdict_summary "$d" "$T_6B" "$T_VS_END")" "-"
@@ -908,7 +866,7 @@ e2e_log "member $X restarted with a fresh Raft data dir and the default partner 
 cluster stop "$X" >&2
 find "$XRAFT" -mindepth 1 -delete
 T_VR=$(e2e_now)
-env "MEMBER_RAFT_PARTNERS_$X=" "$CLUSTER" start "$X" >&2 9>&- || fail "voters: member $X did not start again"
+env "MEMBER_RAFT_PARTNERS_$X=" "$E2E_CLUSTER" start "$X" >&2 9>&- || fail "voters: member $X did not start again"
 if UP_TIMEOUT=90 cluster wait --sync >&2; then result voters "right list: cluster healthy again (sync, s after the start)" "$(e2e_since "$T_VR")"; pass "voters: healthy after the restart with the right list"
 else fail "voters: not healthy 90 s after the restart with the right list"; fi
 if [[ $xp == "$BOGUS" ]]; then
