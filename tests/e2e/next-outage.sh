@@ -528,10 +528,29 @@ cluster ctl pause pg-test --wait >"$RUN_DIR/pause.txt" 2>&1 || { cat "$RUN_DIR/p
 e2e_result 3 "patronictl pause --wait (s)" "$(e2e_since "$t0")"
 pg "$T" "SELECT pg_wal_replay_pause()" >/dev/null || on_fail "3: pg_wal_replay_pause()"
 T3=$(e2e_now)
+# a poll that started before the pause carries the value of before it: until Patroni resumed the
+# first pause, the lag grew, and the first poll after T3 may still say so (run of 2026-11-24 on
+# 4.1.5: 7.5 s read 1 s after T3, from a poll that began before it). Only polls that began after
+# T3 are compared with PostgreSQL's measure, which is extrapolated as if paused since then.
+poll_began() { # the start of the exporter's last poll (its end minus its duration), from METRICS_TEXT
+  local end took
+  end=$(FETCH=0 metric_value patroni_exporter_last_poll_timestamp_seconds "$S") || return 1
+  took=$(FETCH=0 metric_value patroni_exporter_poll_duration_seconds "$S") || return 1
+  calc "$end - $took" 3
+}
+polled_after() { # polled_after T TIMEOUT: wait until the exporter published a poll that began after T
+  local deadline=$(($(date +%s) + $2)) b
+  while (($(date +%s) < deadline)); do
+    if fetch_metrics && b=$(poll_began) && awk -v b="$b" -v t="$1" 'BEGIN { exit !(b > t) }'; then return 0; fi
+    sleep 0.2
+  done
+  return 1
+}
+polled_after "$T3" $((4 * POLL + 5)) || on_fail "3: no poll began after the pause within $((4 * POLL + 5)) s"
 expect "3: patroni_member_replay_lag_seconds{$(name "$T")} grows" patroni_member_replay_lag_seconds "$(ml "$T")" '>=' 2 40
 reading() { # -> "exporter_value exporter_poll_time truth_at_that_poll wall_time"
   local v p tr tt
-  fetch_metrics || return 1
+  polled_after "$T3" $((4 * POLL + 5)) || return 1
   v=$(FETCH=0 metric_value patroni_member_replay_lag_seconds "$(ml "$T")") || return 1
   p=$(FETCH=0 metric_value patroni_exporter_last_poll_timestamp_seconds "$S") || return 1
   tr=$(pg "$T" "SELECT extract(epoch FROM now() - pg_last_xact_replay_timestamp())")
@@ -542,6 +561,7 @@ reading() { # -> "exporter_value exporter_poll_time truth_at_that_poll wall_time
 read -r v1 _ tr1 w1 _ < <(reading) || on_fail "3: reading 1"
 sleep 10
 read -r v2 p2 tr2 w2 _ < <(reading) || on_fail "3: reading 2"
+[[ $(pg "$T" "SELECT pg_is_wal_replay_paused()") == t ]] || fail "3: replay on $(name "$T") no longer paused at reading 2 (readings not comparable)"
 e2e_result 3 "reading 1: exporter / now() - pg_last_xact_replay_timestamp() on $(name "$T") at that poll (s)" "$(calc "$v1" 2) / $tr1"
 e2e_result 3 "reading 2: exporter / ground truth at that poll (s)" "$(calc "$v2" 2) / $tr2"
 e2e_result 3 "readings: wall clock apart / exporter values apart (s)" "$(calc "$w2 - $w1" 2) / $(calc "$v2 - $v1" 2)"
