@@ -6,11 +6,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::families::{flag, FamilyWriter};
+use super::labels::MemberLabels;
 use super::labels::{member_labels, scope};
-use super::labels::{
-    MemberLabels, MemberReasonLabels, MemberReplicatefromLabels, MemberTagLabels,
-    SynchronousModeLabels,
-};
 use super::patroni_families::own_views;
 use crate::patroni::{is_sync_role, DynamicConfig, MemberStatus, SynchronousMode};
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
@@ -58,11 +55,11 @@ fn encode_readiness(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>
         judged().flat_map(|(s, m)| {
             m.exclusions.iter().map(move |exclusion| {
                 (
-                    MemberReasonLabels {
+                    MemberLabels {
                         scope: &s.scope,
                         member: &m.name,
-                        reason: exclusion.reason.as_str(),
-                    },
+                    }
+                    .reason(exclusion.reason.as_str()),
                     1.0,
                 )
             })
@@ -105,10 +102,7 @@ fn encode_config(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) 
         configs().flat_map(|(s, config)| {
             SynchronousMode::ALL.into_iter().map(move |mode| {
                 (
-                    SynchronousModeLabels {
-                        scope: &s.scope,
-                        mode: mode.as_str(),
-                    },
+                    scope(s).mode(mode.as_str()),
                     flag(config.synchronous_mode == mode),
                 )
             })
@@ -169,11 +163,7 @@ fn encode_member_signals(
         own_views().flat_map(|(s, m, own)| {
             BOOLEAN_TAGS.iter().map(move |(tag, select)| {
                 (
-                    MemberTagLabels {
-                        scope: &s.scope,
-                        member: &m.member.name,
-                        tag,
-                    },
+                    member_labels(s, m).tag(tag),
                     flag(select(own)),
                 )
             })
@@ -189,11 +179,7 @@ fn encode_member_signals(
         "1 for a member tagged replicatefrom, labelled with the member it streams from.",
         own_views().filter_map(|(s, m, own)| {
             Some((
-                MemberReplicatefromLabels {
-                    scope: &s.scope,
-                    member: &m.member.name,
-                    replicatefrom: own.tags.replicatefrom.as_deref()?,
-                },
+                member_labels(s, m).replicatefrom(own.tags.replicatefrom.as_deref()?),
                 1.0,
             ))
         }),

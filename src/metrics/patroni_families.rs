@@ -4,10 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::families::{flag, one_hot, FamilyWriter};
-use super::labels::{
-    member_labels, scope, MemberInfoLabels, MemberRoleLabels, MemberStateLabels,
-    MemberVersionLabels, MemberWalLabels, PollErrorLabels,
-};
+use super::labels::{member_labels, scope, MemberInfoLabels, PollErrorLabels};
 use crate::patroni::{is_sync_role, Lag, MemberStatus};
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
 
@@ -212,16 +209,8 @@ fn encode_members(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>])
         "patroni_member_role",
         "1 for the member's role in GET /cluster, 0 for the other known roles.",
         all_members(snapshots).flat_map(|(s, m)| {
-            one_hot(&m.member.role, KNOWN_ROLES).map(move |(role, value)| {
-                (
-                    MemberRoleLabels {
-                        scope: &s.scope,
-                        member: &m.member.name,
-                        role,
-                    },
-                    value,
-                )
-            })
+            one_hot(&m.member.role, KNOWN_ROLES)
+                .map(move |(role, value)| (member_labels(s, m).role(role), value))
         }),
     )?;
     writer.cached_gauge(
@@ -230,11 +219,7 @@ fn encode_members(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>])
         all_members(snapshots).flat_map(|(s, m)| {
             one_hot(&m.member.state, KNOWN_STATES).map(move |(state, value)| {
                 (
-                    MemberStateLabels {
-                        scope: &s.scope,
-                        member: &m.member.name,
-                        state,
-                    },
+                    member_labels(s, m).state(state),
                     value,
                 )
             })
@@ -299,11 +284,7 @@ fn encode_member_own_views(
             own.role.as_deref().into_iter().flat_map(move |reported| {
                 one_hot(reported, KNOWN_REPORTED_ROLES).map(move |(role, value)| {
                     (
-                        MemberRoleLabels {
-                            scope: &s.scope,
-                            member: &m.member.name,
-                            role,
-                        },
+                        member_labels(s, m).role(role),
                         value,
                     )
                 })
@@ -332,16 +313,7 @@ fn encode_member_own_views(
                 ("replayed", own.wal_replayed_bytes),
             ]
             .into_iter()
-            .filter_map(move |(kind, value)| {
-                Some((
-                    MemberWalLabels {
-                        scope: &s.scope,
-                        member: &m.member.name,
-                        kind,
-                    },
-                    value? as f64,
-                ))
-            })
+            .filter_map(move |(kind, value)| Some((member_labels(s, m).kind(kind), value? as f64)))
         }),
     )?;
     writer.cached_gauge(
@@ -371,11 +343,7 @@ fn encode_member_own_views(
         "1 per member, labelled with the Patroni version it runs.",
         own_views().filter_map(|(s, m, own)| {
             Some((
-                MemberVersionLabels {
-                    scope: &s.scope,
-                    member: &m.member.name,
-                    version: own.patroni_version.as_deref()?,
-                },
+                member_labels(s, m).version(own.patroni_version.as_deref()?),
                 1.0,
             ))
         }),

@@ -4,14 +4,68 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::families::{flag, one_hot, FamilyWriter};
-use super::labels::{
-    node_labels, scope, EvidenceLabels, NodeLeaderLabels, NodePartnerLabels, NodeStateLabels,
-    NodeVersionLabels, UnansweredLabels,
-};
+use super::labels::{node_labels, scope};
 use crate::raft::RaftStatus;
 use crate::snapshot::{ClusterSnapshot, QuorumEvidence, Unanswered};
 
 const RAFT_STATES: &[&str] = &["follower", "candidate", "leader"];
+
+/// The per-node families that are one number of the node's status, in output order: name,
+/// help, value (`None`: no sample for that node).
+type NodeNumber = (&'static str, &'static str, fn(&RaftStatus) -> Option<f64>);
+
+const NODE_NUMBERS: &[NodeNumber] = &[
+    (
+        "patroni_raft_term",
+        "The node's current Raft term (raft_term).",
+        |status| Some(status.raft_term as f64),
+    ),
+    (
+        "patroni_raft_commit_index",
+        "The node's Raft commit index (commit_idx).",
+        |status| Some(status.commit_idx as f64),
+    ),
+    (
+        "patroni_raft_last_applied_index",
+        "The node's last applied Raft log index (last_applied).",
+        |status| Some(status.last_applied as f64),
+    ),
+    (
+        "patroni_raft_leader_commit_index",
+        "The leader's commit index as last heard by the node (leader_commit_idx); absent before it heard from a leader.",
+        |status| status.leader_commit_idx.map(|index| index as f64),
+    ),
+    (
+        "patroni_raft_log_entries",
+        "Entries in the node's Raft log after compaction (log_len).",
+        |status| Some(status.log_len as f64),
+    ),
+    (
+        "patroni_raft_partners",
+        "Other voting nodes in the node's configuration (partner_nodes_count).",
+        |status| Some(status.partner_nodes_count as f64),
+    ),
+    (
+        "patroni_raft_readonly_nodes",
+        "Read-only nodes connected to the node (readonly_nodes_count).",
+        |status| Some(status.readonly_nodes_count as f64),
+    ),
+    (
+        "patroni_raft_uptime_seconds",
+        "Seconds since the node's Raft object was created.",
+        |status| Some(status.uptime_seconds as f64),
+    ),
+    (
+        "patroni_raft_self_code_version",
+        "Highest replicated code version in the node's code (self_code_version).",
+        |status| Some(status.self_code_version as f64),
+    ),
+    (
+        "patroni_raft_enabled_code_version",
+        "Cluster-wide enabled code version (enabled_code_version).",
+        |status| Some(status.enabled_code_version as f64),
+    ),
+];
 
 pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
     let raft = || snapshots.iter().filter(|s| s.raft_enabled);
@@ -26,10 +80,7 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
         raft().flat_map(|s| {
             QuorumEvidence::ALL.into_iter().map(move |evidence| {
                 (
-                    EvidenceLabels {
-                        scope: &s.scope,
-                        evidence: evidence.as_str(),
-                    },
+                    scope(s).evidence(evidence.as_str()),
                     flag(s.quorum.evidence == evidence),
                 )
             })
@@ -58,10 +109,7 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
         raft().flat_map(|s| {
             Unanswered::ALL.into_iter().map(move |reason| {
                 (
-                    UnansweredLabels {
-                        scope: &s.scope,
-                        reason: reason.as_str(),
-                    },
+                    scope(s).reason(reason.as_str()),
                     s.quorum.unanswered(reason) as f64,
                 )
             })
@@ -110,79 +158,20 @@ fn encode_nodes(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -
         "patroni_raft_state",
         "1 for the node's Raft state (follower, candidate, leader), 0 for the others.",
         answered().flat_map(|(s, node, status)| {
-            one_hot(status.state.as_str(), RAFT_STATES).map(move |(state, value)| {
-                (
-                    NodeStateLabels {
-                        scope: &s.scope,
-                        node: &node.node,
-                        state,
-                    },
-                    value,
-                )
-            })
+            one_hot(status.state.as_str(), RAFT_STATES)
+                .map(move |(state, value)| (node_labels(s, node).state(state), value))
         }),
     )?;
-    writer.cached_gauge(
-        "patroni_raft_term",
-        "The node's current Raft term (raft_term).",
-        number(|status| Some(status.raft_term as f64)),
-    )?;
-    writer.cached_gauge(
-        "patroni_raft_commit_index",
-        "The node's Raft commit index (commit_idx).",
-        number(|status| Some(status.commit_idx as f64)),
-    )?;
-    writer.cached_gauge(
-        "patroni_raft_last_applied_index",
-        "The node's last applied Raft log index (last_applied).",
-        number(|status| Some(status.last_applied as f64)),
-    )?;
-    writer.cached_gauge(
-        "patroni_raft_leader_commit_index",
-        "The leader's commit index as last heard by the node (leader_commit_idx); absent before it heard from a leader.",
-        number(|status| status.leader_commit_idx.map(|index| index as f64)),
-    )?;
-    writer.cached_gauge(
-        "patroni_raft_log_entries",
-        "Entries in the node's Raft log after compaction (log_len).",
-        number(|status| Some(status.log_len as f64)),
-    )?;
-    writer.cached_gauge(
-        "patroni_raft_partners",
-        "Other voting nodes in the node's configuration (partner_nodes_count).",
-        number(|status| Some(status.partner_nodes_count as f64)),
-    )?;
-    writer.cached_gauge(
-        "patroni_raft_readonly_nodes",
-        "Read-only nodes connected to the node (readonly_nodes_count).",
-        number(|status| Some(status.readonly_nodes_count as f64)),
-    )?;
-    writer.cached_gauge(
-        "patroni_raft_uptime_seconds",
-        "Seconds since the node's Raft object was created.",
-        number(|status| Some(status.uptime_seconds as f64)),
-    )?;
-    writer.cached_gauge(
-        "patroni_raft_self_code_version",
-        "Highest replicated code version in the node's code (self_code_version).",
-        number(|status| Some(status.self_code_version as f64)),
-    )?;
-    writer.cached_gauge(
-        "patroni_raft_enabled_code_version",
-        "Cluster-wide enabled code version (enabled_code_version).",
-        number(|status| Some(status.enabled_code_version as f64)),
-    )?;
+    for (name, help, value) in NODE_NUMBERS {
+        writer.cached_gauge(name, help, number(*value))?;
+    }
     writer.cached_gauge(
         "patroni_raft_partner_connected",
         "1 when the node has a TCP connection to the partner (partner_node_status 2). TCP state, not liveness: a hung partner can stay connected.",
         answered().flat_map(|(s, node, status)| {
             status.partners.iter().map(move |partner| {
                 (
-                    NodePartnerLabels {
-                        scope: &s.scope,
-                        node: &node.node,
-                        partner: &partner.node,
-                    },
+                    node_labels(s, node).partner(&partner.node),
                     flag(partner.connected()),
                 )
             })
@@ -190,16 +179,9 @@ fn encode_nodes(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -
     )?;
     let per_partner = |select: fn(&RaftStatus) -> &[(String, i64)]| {
         answered().flat_map(move |(s, node, status)| {
-            select(status).iter().map(move |(partner, index)| {
-                (
-                    NodePartnerLabels {
-                        scope: &s.scope,
-                        node: &node.node,
-                        partner,
-                    },
-                    *index as f64,
-                )
-            })
+            select(status)
+                .iter()
+                .map(move |(partner, index)| (node_labels(s, node).partner(partner), *index as f64))
         })
     };
     writer.cached_gauge(
@@ -217,11 +199,7 @@ fn encode_nodes(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -
         "1 for the node this node believes leads; absent when it knows none. An isolated follower can keep naming a dead leader.",
         answered().filter_map(|(s, node, status)| {
             Some((
-                NodeLeaderLabels {
-                    scope: &s.scope,
-                    node: &node.node,
-                    leader: status.leader.as_deref()?,
-                },
+                node_labels(s, node).leader(status.leader.as_deref()?),
                 1.0,
             ))
         }),
@@ -229,15 +207,6 @@ fn encode_nodes(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -
     writer.cached_gauge(
         "patroni_raft_info",
         "1 per reachable node, labelled with its pysyncobj version.",
-        answered().map(|(s, node, status)| {
-            (
-                NodeVersionLabels {
-                    scope: &s.scope,
-                    node: &node.node,
-                    version: &status.version,
-                },
-                1.0,
-            )
-        }),
+        answered().map(|(s, node, status)| (node_labels(s, node).version(&status.version), 1.0)),
     )
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::families::{flag, FamilyWriter};
 use super::labels::{member_labels, scope};
-use super::labels::{MemberFieldLabels, NodeLabels};
+use super::labels::{MemberLabels, NodeLabels};
 use crate::snapshot::{ClusterSnapshot, ViewField};
 
 pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
@@ -61,11 +61,11 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
                     .filter(move |field| *field != ViewField::Config || m.config_known)
                     .map(move |field| {
                         (
-                            MemberFieldLabels {
+                            MemberLabels {
                                 scope: &s.scope,
                                 member: &m.member,
-                                field: field.as_str(),
-                            },
+                            }
+                            .field(field.as_str()),
                             flag(m.differs.contains(&field)),
                         )
                     })
