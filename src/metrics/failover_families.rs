@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::families::{flag, FamilyWriter};
 use super::labels::MemberLabels;
 use super::labels::{member_labels, scope};
-use super::patroni_families::own_views;
+use super::patroni_families::{own_numbers, own_views};
 use crate::patroni::{is_sync_role, DynamicConfig, MemberStatus, SynchronousMode};
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
 
@@ -204,9 +204,7 @@ fn encode_member_signals(
     writer.cached_gauge(
         "patroni_member_scheduled_restart_timestamp_seconds",
         "Unix time of a restart scheduled on this member (patronictl restart --scheduled); absent when none.",
-        own_views().filter_map(|(s, m, own)| {
-            Some((member_labels(s, m), own.scheduled_restart_seconds?))
-        }),
+        own_numbers(snapshots, |own| own.scheduled_restart_seconds),
     )
 }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::families::{flag, one_hot, FamilyWriter};
 use super::labels::{node_labels, scope};
+use super::split_families::nonzero_counts;
 use crate::raft::RaftStatus;
 use crate::snapshot::{ClusterSnapshot, QuorumEvidence, Unanswered};
 
@@ -89,9 +90,7 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
     writer.cached_gauge(
         "patroni_raft_voters",
         "Voters in the Raft configuration: the voters the answering nodes name (each itself and its partners), else those of the last poll with an answer, else the nodes queried.",
-        raft()
-            .filter(|s| s.quorum.voters > 0)
-            .map(|s| (scope(s), s.quorum.voters as f64)),
+        nonzero_counts(raft(), |s| s.quorum.voters),
     )?;
     writer.cached_gauge(
         "patroni_raft_voters_answering",
