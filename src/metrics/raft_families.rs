@@ -11,63 +11,6 @@ use crate::snapshot::{ClusterSnapshot, QuorumEvidence, Unanswered};
 
 const RAFT_STATES: &[&str] = &["follower", "candidate", "leader"];
 
-/// The per-node families that are one number of the node's status, in output order: name,
-/// help, value (`None`: no sample for that node).
-type NodeNumber = (&'static str, &'static str, fn(&RaftStatus) -> Option<f64>);
-
-const NODE_NUMBERS: &[NodeNumber] = &[
-    (
-        "patroni_raft_term",
-        "The node's current Raft term (raft_term).",
-        |status| Some(status.raft_term as f64),
-    ),
-    (
-        "patroni_raft_commit_index",
-        "The node's Raft commit index (commit_idx).",
-        |status| Some(status.commit_idx as f64),
-    ),
-    (
-        "patroni_raft_last_applied_index",
-        "The node's last applied Raft log index (last_applied).",
-        |status| Some(status.last_applied as f64),
-    ),
-    (
-        "patroni_raft_leader_commit_index",
-        "The leader's commit index as last heard by the node (leader_commit_idx); absent before it heard from a leader.",
-        |status| status.leader_commit_idx.map(|index| index as f64),
-    ),
-    (
-        "patroni_raft_log_entries",
-        "Entries in the node's Raft log after compaction (log_len).",
-        |status| Some(status.log_len as f64),
-    ),
-    (
-        "patroni_raft_partners",
-        "Other voting nodes in the node's configuration (partner_nodes_count).",
-        |status| Some(status.partner_nodes_count as f64),
-    ),
-    (
-        "patroni_raft_readonly_nodes",
-        "Read-only nodes connected to the node (readonly_nodes_count).",
-        |status| Some(status.readonly_nodes_count as f64),
-    ),
-    (
-        "patroni_raft_uptime_seconds",
-        "Seconds since the node's Raft object was created.",
-        |status| Some(status.uptime_seconds as f64),
-    ),
-    (
-        "patroni_raft_self_code_version",
-        "Highest replicated code version in the node's code (self_code_version).",
-        |status| Some(status.self_code_version as f64),
-    ),
-    (
-        "patroni_raft_enabled_code_version",
-        "Cluster-wide enabled code version (enabled_code_version).",
-        |status| Some(status.enabled_code_version as f64),
-    ),
-];
-
 pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
     let raft = || snapshots.iter().filter(|s| s.raft_enabled);
     writer.cached_gauge(
@@ -161,9 +104,56 @@ fn encode_nodes(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -
                 .map(move |(state, value)| (node_labels(s, node).state(state), value))
         }),
     )?;
-    for (name, help, value) in NODE_NUMBERS {
-        writer.cached_gauge(name, help, number(*value))?;
-    }
+    writer.cached_gauge(
+        "patroni_raft_term",
+        "The node's current Raft term (raft_term).",
+        number(|status| Some(status.raft_term as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_commit_index",
+        "The node's Raft commit index (commit_idx).",
+        number(|status| Some(status.commit_idx as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_last_applied_index",
+        "The node's last applied Raft log index (last_applied).",
+        number(|status| Some(status.last_applied as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_leader_commit_index",
+        "The leader's commit index as last heard by the node (leader_commit_idx); absent before it heard from a leader.",
+        number(|status| status.leader_commit_idx.map(|index| index as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_log_entries",
+        "Entries in the node's Raft log after compaction (log_len).",
+        number(|status| Some(status.log_len as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_partners",
+        "Other voting nodes in the node's configuration (partner_nodes_count).",
+        number(|status| Some(status.partner_nodes_count as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_readonly_nodes",
+        "Read-only nodes connected to the node (readonly_nodes_count).",
+        number(|status| Some(status.readonly_nodes_count as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_uptime_seconds",
+        "Seconds since the node's Raft object was created.",
+        number(|status| Some(status.uptime_seconds as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_self_code_version",
+        "Highest replicated code version in the node's code (self_code_version).",
+        number(|status| Some(status.self_code_version as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_enabled_code_version",
+        "Cluster-wide enabled code version (enabled_code_version).",
+        number(|status| Some(status.enabled_code_version as f64)),
+    )?;
     writer.cached_gauge(
         "patroni_raft_partner_connected",
         "1 when the node has a TCP connection to the partner (partner_node_status 2). TCP state, not liveness: a hung partner can stay connected.",
