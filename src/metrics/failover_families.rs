@@ -9,7 +9,7 @@ use super::families::{flag, FamilyWriter};
 use super::labels::MemberLabels;
 use super::labels::{member_labels, scope};
 use super::patroni_families::{own_numbers, own_views};
-use crate::patroni::{is_sync_role, DynamicConfig, MemberStatus, SynchronousMode};
+use crate::patroni::{is_sync_role, DynamicConfig, MemberStatus, ReplicationPeer, SynchronousMode};
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
 
 pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
@@ -224,21 +224,21 @@ fn encode_leader_replication(
             .iter()
             .filter_map(|s| Some((s.as_ref(), leader_view(s)?)))
     };
+    let standbys = |select: fn(&ReplicationPeer) -> bool| {
+        leaders().map(move |(s, own)| {
+            let selected = own.replication.iter().filter(|peer| select(peer));
+            (scope(s), selected.count() as f64)
+        })
+    };
     writer.cached_gauge(
         "patroni_leader_streaming_standbys",
         "Standbys streaming from the leader, as the leader's PostgreSQL reports them (pg_stat_replication in its GET /patroni): true while GET /cluster is frozen.",
-        leaders().map(|(s, own)| {
-            let streaming = own.replication.iter().filter(|peer| peer.is_streaming());
-            (scope(s), streaming.count() as f64)
-        }),
+        standbys(ReplicationPeer::is_streaming),
     )?;
     writer.cached_gauge(
         "patroni_leader_synchronous_standbys",
         "Standbys the leader's PostgreSQL waits for on commit (sync_state sync or quorum in pg_stat_replication).",
-        leaders().map(|(s, own)| {
-            let synchronous = own.replication.iter().filter(|peer| peer.is_synchronous());
-            (scope(s), synchronous.count() as f64)
-        }),
+        standbys(ReplicationPeer::is_synchronous),
     )?;
     writer.cached_gauge(
         "patroni_member_sync_state_mismatch",
