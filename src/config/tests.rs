@@ -1,6 +1,5 @@
 //! Settings resolved from flags, the config file and Patroni's YAML; the api_url policy.
 
-use std::path::Path;
 use std::time::Duration;
 
 use super::file::Inherited;
@@ -99,14 +98,8 @@ fn patroni_yaml_client_certificate_only_when_members_ask_for_one() {
     assert!(config.rest.cert_file.is_none() && config.rest.key_password.is_none());
     std::fs::write(&path, format!("{base}  verify_client: required\n")).unwrap();
     let config = entry.resolve(&defaults()).unwrap();
-    assert_eq!(
-        config.rest.cert_file.as_deref(),
-        Some(Path::new("/etc/p/cert.pem"))
-    );
-    assert_eq!(
-        config.rest.key_file.as_deref(),
-        Some(Path::new("/etc/p/key.pem"))
-    );
+    assert_eq!(config.rest.cert_file, Some("/etc/p/cert.pem".into()));
+    assert_eq!(config.rest.key_file, Some("/etc/p/key.pem".into()));
     assert_eq!(
         config.rest.key_password.as_ref().unwrap().expose(),
         "key-secret"
@@ -119,14 +112,8 @@ fn patroni_yaml_client_certificate_only_when_members_ask_for_one() {
     )
     .unwrap();
     let config = entry.resolve(&defaults()).unwrap();
-    assert_eq!(
-        config.rest.cert_file.as_deref(),
-        Some(Path::new("/etc/p/ctl.pem"))
-    );
-    assert_eq!(
-        config.rest.ca_file.as_deref(),
-        Some(Path::new("/etc/p/ctl-ca.pem"))
-    );
+    assert_eq!(config.rest.cert_file, Some("/etc/p/ctl.pem".into()));
+    assert_eq!(config.rest.ca_file, Some("/etc/p/ctl-ca.pem".into()));
     assert!(config.rest.key_password.is_none());
     assert!(config.rest.insecure_skip_verify);
 }
