@@ -1,8 +1,10 @@
 //! Typed label sets, one struct per combination of labels the exporter emits.
 //!
-//! Written with a small macro: the label sets borrow from the snapshot (no label value is
-//! cloned), and encode themselves as `{name="value",...}` with the escaping of the text
-//! formats (`\\`, `\"`, `\n`), as prometheus-client does (compared in the tests).
+//! Written with two small macros: `label_sets!` declares the sets, which borrow from the
+//! snapshot (no label value is cloned) and encode themselves as `{name="value",...}` with the
+//! escaping of the text formats (`\\`, `\"`, `\n`), as prometheus-client does (compared in
+//! the tests); `extended_by!` builds a set from the one with a label less
+//! (`member_labels(s, m).role(role)`), so that a family names only the label it adds.
 
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot, RaftNodeSnapshot};
 
