@@ -299,11 +299,22 @@ def series_of(results) -> list[tuple[str, list[float], list[float]]]:
     return out
 
 
-def draw_stat(canvas, panel, ctx, prom) -> bool:
+def field_defaults(panel: dict) -> dict:
+    """The panel's fieldConfig.defaults (unit, mappings, thresholds...), {} when unset."""
+    return (panel.get("fieldConfig") or {}).get("defaults") or {}
+
+
+def framed_series(canvas, panel, ctx, prom, instant: bool):
+    """Draws the panel's frame and runs its queries: the frame's area, the series, the
+    panel's field defaults and its value mappings."""
     area = panel_frame(canvas, panel)
-    series = series_of(run_targets(prom, panel, ctx, True))
-    defaults = (panel.get("fieldConfig") or {}).get("defaults") or {}
-    mapping = value_mappings(defaults.get("mappings"))
+    series = series_of(run_targets(prom, panel, ctx, instant))
+    defaults = field_defaults(panel)
+    return area, series, defaults, value_mappings(defaults.get("mappings"))
+
+
+def draw_stat(canvas, panel, ctx, prom) -> bool:
+    area, series, defaults, mapping = framed_series(canvas, panel, ctx, prom, True)
     unit = defaults.get("unit")
     text_mode = (panel.get("options") or {}).get("textMode", "auto")
     if not series:
@@ -343,11 +354,8 @@ def legend_rows(names: list[str], width_px: float) -> tuple[int, int]:
 
 
 def draw_timeseries(canvas, panel, ctx, prom) -> bool:
-    area = panel_frame(canvas, panel)
-    series = series_of(run_targets(prom, panel, ctx, False))
-    defaults = (panel.get("fieldConfig") or {}).get("defaults") or {}
+    area, series, defaults, mapping = framed_series(canvas, panel, ctx, prom, False)
     unit = defaults.get("unit")
-    mapping = value_mappings(defaults.get("mappings"))
     left, bottom, w, h = area
     if not series:
         no_data(canvas, area)
@@ -390,10 +398,7 @@ def draw_timeseries(canvas, panel, ctx, prom) -> bool:
 
 
 def draw_state_timeline(canvas, panel, ctx, prom) -> bool:
-    area = panel_frame(canvas, panel)
-    series = series_of(run_targets(prom, panel, ctx, False))
-    defaults = (panel.get("fieldConfig") or {}).get("defaults") or {}
-    mapping = value_mappings(defaults.get("mappings"))
+    area, series, defaults, mapping = framed_series(canvas, panel, ctx, prom, False)
     left, bottom, w, h = area
     if not series:
         no_data(canvas, area)
@@ -482,7 +487,7 @@ def draw_table(canvas, panel, ctx, prom) -> bool:
             rows.sort(key=lambda r: r.get(col) if r.get(col) is not None else -math.inf, reverse=sort_desc)
         else:
             rows.sort(key=lambda r: str(r.get(col, "")), reverse=sort_desc)
-    defaults = (panel.get("fieldConfig") or {}).get("defaults") or {}
+    defaults = field_defaults(panel)
     overrides = {}
     for o in (panel.get("fieldConfig") or {}).get("overrides") or []:
         if (o.get("matcher") or {}).get("id") == "byName":

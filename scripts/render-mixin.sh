@@ -13,13 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-CHECK=0
-case "${1:-}" in
-  --check) CHECK=1 ;;
-  "") ;;
-  -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-  *) echo "usage: $0 [--check]" >&2; exit 2 ;;
-esac
+source scripts/check-option.sh "$@"   # sets CHECK
 JSONNET="${JSONNET:-$(command -v jsonnet || true)}"
 [ -n "$JSONNET" ] || { echo "error: jsonnet not found (apt-get install jsonnet)" >&2; exit 1; }
 RULES=alerts/patroni-raft.rules.yml

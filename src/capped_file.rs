@@ -40,9 +40,7 @@ mod tests {
 
     #[test]
     fn bounded_and_named() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        std::fs::write(&path, b"12345").unwrap();
+        let (dir, path) = crate::temp_file("f", b"12345");
         assert_eq!(read(&path, "test file", 5).unwrap(), b"12345");
         let error = read(&path, "test file", 4).unwrap_err().to_string();
         assert!(

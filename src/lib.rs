@@ -50,3 +50,16 @@ pub(crate) fn fixture(path: &str) -> Vec<u8> {
     let path = format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
     std::fs::read(&path).unwrap_or_else(|error| panic!("{path}: {error}"))
 }
+
+/// For the unit tests of the file loaders: `contents` written to `name` in a new temporary
+/// directory, which lives (with the file) as long as the returned guard.
+#[cfg(test)]
+pub(crate) fn temp_file(
+    name: &str,
+    contents: impl AsRef<[u8]>,
+) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, contents).unwrap();
+    (dir, path)
+}

@@ -65,9 +65,7 @@ mod tests {
 
     #[test]
     fn file_loses_trailing_newline_only() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("pw");
-        std::fs::write(&path, " p w \n").unwrap();
+        let (_dir, path) = crate::temp_file("pw", " p w \n");
         assert_eq!(Secret::from_file(&path).unwrap().expose(), " p w ");
     }
 }

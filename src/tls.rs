@@ -159,13 +159,10 @@ mod tests {
 
     #[test]
     fn legacy_encryption_and_garbage_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let legacy = dir.path().join("legacy.pem");
-        std::fs::write(
-            &legacy,
+        let (dir, legacy) = crate::temp_file(
+            "legacy.pem",
             "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-256-CBC,00\n\nAAAA\n-----END RSA PRIVATE KEY-----\n",
-        )
-        .unwrap();
+        );
         let error = load_private_key(&legacy, Some(&Secret::new("x")))
             .unwrap_err()
             .to_string();
@@ -178,9 +175,7 @@ mod tests {
 
     #[test]
     fn oversized_files_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let big = dir.path().join("big.pem");
-        std::fs::write(&big, vec![b'a'; (MAX_PEM_BYTES + 1) as usize]).unwrap();
+        let (_dir, big) = crate::temp_file("big.pem", vec![b'a'; (MAX_PEM_BYTES + 1) as usize]);
         let error = load_certificates(&big, "CA file").unwrap_err().to_string();
         assert!(error.contains("larger than"), "{error}");
     }

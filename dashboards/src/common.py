@@ -1,6 +1,8 @@
 """Shared helpers for the patroni-raft-exporter dashboards (grafana-foundation-sdk builders)."""
 from __future__ import annotations
 
+import string
+
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.builders import common as bc
 from grafana_foundation_sdk.builders import prometheus, stat, table, timeseries, statetimeline
@@ -38,6 +40,11 @@ def q(expr: str, legend: str = "", ref: str = "A", instant: bool = False, table_
     if table_fmt:
         b = b.format(PromQueryFormat.TABLE)
     return b
+
+
+def table_queries(*exprs: str) -> list:
+    """Instant queries in table format, one per column group of a table_panel, refs A, B, C..."""
+    return [q(e, ref=ref, instant=True, table_fmt=True) for ref, e in zip(string.ascii_uppercase, exprs)]
 
 
 def thresholds(*steps: tuple[float | None, str]):
@@ -245,10 +252,16 @@ def exporter_row(first_id: int) -> tuple:
     return row, panels
 
 
-def build(title: str, uid: str, description: str, tags: list[str]):
+def build(title: str, uid: str, description: str, tags: list[str],
+          annotations: tuple[tuple[str, str, str], ...] = ()):
+    """The dashboard with its template variables and, for each (name, colour, expr) of
+    `annotations`, an annotation marking the events `expr` finds."""
     d = (db.Dashboard(title).uid(uid).description(description).tags(tags)
          .time("now-6h", "now").refresh("30s").timezone("browser").editable()
          .tooltip(dm.DashboardCursorSync.CROSSHAIR))
     for v in variables():
         d = d.with_variable(v)
+    for name, color, expr in annotations:
+        d = d.annotation(db.AnnotationQuery().name(name).datasource(DS).enable(True)
+                         .icon_color(color).expr(expr))
     return d

@@ -4,8 +4,8 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import common as mc
 
-from common import (DS, SEL, UP_MAP, YESNO_BAD, build, cell_color, exporter_row, mapping_prop, state_panel,
-                    prop, q, quorum_stats, stat_panel, verdict_timeline, table_panel, ts_panel)
+from common import (SEL, UP_MAP, YESNO_BAD, build, cell_color, exporter_row, mapping_prop, state_panel,
+                    prop, q, quorum_stats, stat_panel, verdict_timeline, table_panel, table_queries, ts_panel)
 
 UID = "patroni-raft-cluster"
 
@@ -14,14 +14,10 @@ def dashboard():
     d = build("Patroni cluster", UID,
               "Patroni clusters on the Raft DCS (patroni-raft-exporter): quorum, leader, members, "
               "replication. Runbooks: https://github.com/canonical/patroni-raft-exporter/blob/main/docs/runbooks.md",
-              ["patroni", "postgresql", "raft"])
-    # Annotations: leader changes and timeline changes of the selected clusters.
-    d = d.annotation(db.AnnotationQuery().name("Leader changes").datasource(DS).enable(True)
-                     .icon_color("orange")
-                     .expr(f'increase(patroni_cluster_leader_changes_total{{{SEL}}}[2m]) > 0'))
-    d = d.annotation(db.AnnotationQuery().name("Timeline changes").datasource(DS).enable(True)
-                     .icon_color("purple")
-                     .expr(f'changes(patroni_cluster_timeline{{{SEL}}}[2m]) > 0'))
+              ["patroni", "postgresql", "raft"],
+              # leader changes and timeline changes of the selected clusters
+              (("Leader changes", "orange", f'increase(patroni_cluster_leader_changes_total{{{SEL}}}[2m]) > 0'),
+               ("Timeline changes", "purple", f'changes(patroni_cluster_timeline{{{SEL}}}[2m]) > 0')))
 
     # ---- Status (top): quorum first
     d = d.with_row(db.Row("Status").id(1))
@@ -78,10 +74,9 @@ def dashboard():
         steps=[(None, "red"), (1, "orange"), (2, "green")], span=6, height=5))
     d = d.with_panel(table_panel(
         13, "Failover candidates and exclusions",
-        [q(f'max by (scope, member, reason) (patroni_member_failover_excluded{{{SEL}}} == 1)'
-           f' or on (scope, member) label_replace(max by (scope, member)'
-           f' (patroni_member_failover_eligible{{{SEL}}} == 1), "reason", "candidate", "", "")',
-           ref="A", instant=True, table_fmt=True)],
+        table_queries(f'max by (scope, member, reason) (patroni_member_failover_excluded{{{SEL}}} == 1)'
+                      f' or on (scope, member) label_replace(max by (scope, member)'
+                      f' (patroni_member_failover_eligible{{{SEL}}} == 1), "reason", "candidate", "", "")'),
         "Every member but the leader: 'candidate' when Patroni would promote it now, else each "
         "reason why not: unreachable, unknown (not asked), not_running, nofailover (tag or "
         "failover_priority 0), watchdog, not_sync (synchronous mode), lag (> "
@@ -100,18 +95,17 @@ def dashboard():
     # ---- Members table
     members = table_panel(
         8, "Members",
-        [
-            q(f'max by (scope, member, role) (patroni_member_role{{{SEL}}} == 1)', ref="A", instant=True, table_fmt=True),
-            q(f'max by (scope, member, state) (patroni_member_state{{{SEL}}} == 1)', ref="B", instant=True, table_fmt=True),
-            q(f'max by (scope, member) (patroni_member_timeline{{{SEL}}})', ref="C", instant=True, table_fmt=True),
-            q(f'max by (scope, member) (patroni_member_lag_bytes{{{SEL}}})', ref="D", instant=True, table_fmt=True),
-            q(f'max by (scope, member) (patroni_member_api_up{{{SEL}}})', ref="E", instant=True, table_fmt=True),
-            q(f'max by (scope, member, reported_role) (label_replace(patroni_member_reported_role{{{SEL}}} == 1, "reported_role", "$1", "role", "(.*)"))',
-              ref="F", instant=True, table_fmt=True),
-            q(f'max by (scope, member) (patroni_member_role_mismatch{{{SEL}}})', ref="G", instant=True, table_fmt=True),
-            q(f'max by (scope, member) (patroni_member_pending_restart{{{SEL}}})', ref="H", instant=True, table_fmt=True),
-            q(f'max by (scope, member) (patroni_member_in_dcs{{{SEL}}})', ref="I", instant=True, table_fmt=True),
-        ],
+        table_queries(
+            f'max by (scope, member, role) (patroni_member_role{{{SEL}}} == 1)',
+            f'max by (scope, member, state) (patroni_member_state{{{SEL}}} == 1)',
+            f'max by (scope, member) (patroni_member_timeline{{{SEL}}})',
+            f'max by (scope, member) (patroni_member_lag_bytes{{{SEL}}})',
+            f'max by (scope, member) (patroni_member_api_up{{{SEL}}})',
+            f'max by (scope, member, reported_role) (label_replace(patroni_member_reported_role{{{SEL}}} == 1, "reported_role", "$1", "role", "(.*)"))',
+            f'max by (scope, member) (patroni_member_role_mismatch{{{SEL}}})',
+            f'max by (scope, member) (patroni_member_pending_restart{{{SEL}}})',
+            f'max by (scope, member) (patroni_member_in_dcs{{{SEL}}})',
+        ),
         "One row per member. role/state/timeline/lag come from GET /cluster (the DCS view); "
         "'reported role' and 'API up' from the member's own GET /patroni. A role mismatch means "
         "the DCS view is frozen (typically no Raft quorum). 'In DCS view' LEFT: a member that "
@@ -185,10 +179,9 @@ def dashboard():
     fields = ["leader", "members", "timelines", "config"]
     d = d.with_panel(table_panel(
         53, "Members whose view differs",
-        [q(f'max by (scope, member) (patroni_member_dcs_view_differs{{{SEL},field="{f}"}})',
-           ref=ref, instant=True, table_fmt=True) for ref, f in zip("ABCD", fields)]
-        + [q(f'max by (scope, member) (patroni_member_left_dcs_timestamp_seconds{{{SEL}}}) * 1000',
-             ref="E", instant=True, table_fmt=True)],
+        table_queries(*[f'max by (scope, member) (patroni_member_dcs_view_differs{{{SEL},field="{f}"}})'
+                        for f in fields],
+                      f'max by (scope, member) (patroni_member_left_dcs_timestamp_seconds{{{SEL}}}) * 1000'),
         "Every member whose own GET /cluster answered: whether its view differs from the view "
         "most members share in the leader, the member set, the timelines or the config "
         "(DIFFERS: a stale or diverged Raft replica); members that left the DCS view with the "
@@ -244,9 +237,8 @@ def dashboard():
         "beyond a quarter of ttl - loop_wait).", unit="s", span=8))
     d = d.with_panel(table_panel(
         66, "Failsafe topology",
-        [q(f'max by (scope, member) (patroni_member_failsafe_topology{{{SEL}}})', ref="A",
-           instant=True, table_fmt=True),
-         q(f'max by (scope) (patroni_config_failsafe_mode{{{SEL}}})', ref="B", instant=True, table_fmt=True)],
+        table_queries(f'max by (scope, member) (patroni_member_failsafe_topology{{{SEL}}})',
+                      f'max by (scope) (patroni_config_failsafe_mode{{{SEL}}})'),
         "failsafe_mode of the cluster and, while it is on, the members the primary needs to "
         "answer it to stay primary without the DCS (GET /failsafe). One row per cluster, with "
         "no member, while failsafe mode is off.",
@@ -261,17 +253,16 @@ def dashboard():
     yes = lambda color: {"1": ("YES", color), "0": ("no", "green")}  # noqa: E731
     d = d.with_panel(table_panel(
         71, "Members: versions, uptime, flags",
-        [q(f'max by (scope, member, host) (patroni_member_info{{{SEL}}})', ref="A", instant=True, table_fmt=True),
-         q(f'max by (scope, member, version) (patroni_member_patroni_info{{{SEL}}})', ref="B", instant=True, table_fmt=True),
-         q(f'max by (scope, member) (patroni_member_server_version{{{SEL}}})', ref="C", instant=True, table_fmt=True),
-         q(f'time() - max by (scope, member) (patroni_member_postmaster_start_time_seconds{{{SEL}}})',
-           ref="D", instant=True, table_fmt=True),
-         q(f'max by (scope, member) (patroni_member_reported_timeline{{{SEL}}})', ref="E", instant=True, table_fmt=True),
-         q(f'max by (scope, member) (patroni_member_failover_priority{{{SEL}}})', ref="F", instant=True, table_fmt=True),
-         q(f'max by (scope, member) (patroni_member_wal_replay_paused{{{SEL}}})', ref="G", instant=True, table_fmt=True),
-         q(f'max by (scope, member) (patroni_member_watchdog_failed{{{SEL}}})', ref="H", instant=True, table_fmt=True),
-         q(f'max by (scope, member) (patroni_member_failsafe_active{{{SEL}}})', ref="I", instant=True, table_fmt=True),
-         q(f'max by (scope, member) (patroni_member_sync_state_mismatch{{{SEL}}})', ref="J", instant=True, table_fmt=True)],
+        table_queries(f'max by (scope, member, host) (patroni_member_info{{{SEL}}})',
+                      f'max by (scope, member, version) (patroni_member_patroni_info{{{SEL}}})',
+                      f'max by (scope, member) (patroni_member_server_version{{{SEL}}})',
+                      f'time() - max by (scope, member) (patroni_member_postmaster_start_time_seconds{{{SEL}}})',
+                      f'max by (scope, member) (patroni_member_reported_timeline{{{SEL}}})',
+                      f'max by (scope, member) (patroni_member_failover_priority{{{SEL}}})',
+                      f'max by (scope, member) (patroni_member_wal_replay_paused{{{SEL}}})',
+                      f'max by (scope, member) (patroni_member_watchdog_failed{{{SEL}}})',
+                      f'max by (scope, member) (patroni_member_failsafe_active{{{SEL}}})',
+                      f'max by (scope, member) (patroni_member_sync_state_mismatch{{{SEL}}})'),
         "One row per member: host (GET /cluster), the Patroni and PostgreSQL versions and how "
         "long PostgreSQL has run (GET /patroni), the timeline it reports itself, its "
         "failover_priority (0: never promoted), and the flags behind alerts: WAL replay paused "
@@ -296,15 +287,15 @@ def dashboard():
     on_off = {"1": ("on", "blue"), "0": ("off", "text")}
     d = d.with_panel(table_panel(
         72, "Dynamic configuration (GET /config)",
-        [q(f'max by (scope) (patroni_config_ttl_seconds{{{SEL}}})', ref="A", instant=True, table_fmt=True),
-         q(f'max by (scope) (patroni_config_loop_wait_seconds{{{SEL}}})', ref="B", instant=True, table_fmt=True),
-         q(f'max by (scope) (patroni_config_retry_timeout_seconds{{{SEL}}})', ref="C", instant=True, table_fmt=True),
-         q(f'max by (scope) (patroni_config_maximum_lag_on_failover_bytes{{{SEL}}})', ref="D", instant=True, table_fmt=True),
-         q(f'max by (scope, mode) (patroni_config_synchronous_mode{{{SEL}}} == 1)', ref="E", instant=True, table_fmt=True),
-         q(f'max by (scope) (patroni_config_synchronous_mode_strict{{{SEL}}})', ref="F", instant=True, table_fmt=True),
-         q(f'max by (scope) (patroni_config_synchronous_nodes{{{SEL}}})', ref="G", instant=True, table_fmt=True),
-         q(f'max by (scope) (patroni_config_failsafe_mode{{{SEL}}})', ref="H", instant=True, table_fmt=True),
-         q(f'max by (scope) (patroni_config_check_timeline{{{SEL}}})', ref="I", instant=True, table_fmt=True)],
+        table_queries(f'max by (scope) (patroni_config_ttl_seconds{{{SEL}}})',
+                      f'max by (scope) (patroni_config_loop_wait_seconds{{{SEL}}})',
+                      f'max by (scope) (patroni_config_retry_timeout_seconds{{{SEL}}})',
+                      f'max by (scope) (patroni_config_maximum_lag_on_failover_bytes{{{SEL}}})',
+                      f'max by (scope, mode) (patroni_config_synchronous_mode{{{SEL}}} == 1)',
+                      f'max by (scope) (patroni_config_synchronous_mode_strict{{{SEL}}})',
+                      f'max by (scope) (patroni_config_synchronous_nodes{{{SEL}}})',
+                      f'max by (scope) (patroni_config_failsafe_mode{{{SEL}}})',
+                      f'max by (scope) (patroni_config_check_timeline{{{SEL}}})'),
         "The dynamic configuration in force (Patroni's default where unset). ttl - loop_wait is "
         "the slack the leader key has between two renewals (PatroniLeaderClockSkew uses a "
         "quarter of it); maximum_lag_on_failover bounds PatroniFailoverDataAtRisk; "
@@ -324,8 +315,7 @@ def dashboard():
     tags = ["nofailover", "nosync", "noloadbalance", "clonefrom", "nostream"]
     d = d.with_panel(table_panel(
         73, "Member tags",
-        [q(f'max by (scope, member) (patroni_member_tag{{{SEL},tag="{t}"}})', ref=ref, instant=True,
-           table_fmt=True) for ref, t in zip("ABCDE", tags)],
+        table_queries(*[f'max by (scope, member) (patroni_member_tag{{{SEL},tag="{t}"}})' for t in tags]),
         "The boolean tags in force on each member (its own GET /patroni; nofailover also when "
         "failover_priority <= 0, nosync when sync_priority <= 0).",
         join_field="member", span=8, height=5,

@@ -4,8 +4,8 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import common as mc
 
-from common import (DS, QUORUM_MAP, SEL, UP_MAP, build, cell_color, mapping_prop, prop, q,
-                    quorum_stats, stat_panel, state_panel, table_panel, ts_panel,
+from common import (QUORUM_MAP, SEL, UP_MAP, build, cell_color, mapping_prop, prop, q,
+                    quorum_stats, stat_panel, state_panel, table_panel, table_queries, ts_panel,
                     verdict_timeline)
 
 UID = "patroni-raft-raft"
@@ -22,13 +22,9 @@ def dashboard():
               "Raft (pysyncobj) DCS of Patroni clusters, as seen by patroni-raft-exporter: quorum, "
               "leadership, log indexes, partner links. Runbooks: "
               "https://github.com/canonical/patroni-raft-exporter/blob/main/docs/runbooks.md",
-              ["patroni", "raft", "pysyncobj"])
-    d = d.annotation(db.AnnotationQuery().name("Raft leader changes").datasource(DS).enable(True)
-                     .icon_color("orange")
-                     .expr(f'increase(patroni_raft_leader_changes_total{{{SEL}}}[2m]) > 0'))
-    d = d.annotation(db.AnnotationQuery().name("Quorum losses").datasource(DS).enable(True)
-                     .icon_color("red")
-                     .expr(f'increase(patroni_raft_quorum_losses_total{{{SEL}}}[2m]) > 0'))
+              ["patroni", "raft", "pysyncobj"],
+              (("Raft leader changes", "orange", f'increase(patroni_raft_leader_changes_total{{{SEL}}}[2m]) > 0'),
+               ("Quorum losses", "red", f'increase(patroni_raft_quorum_losses_total{{{SEL}}}[2m]) > 0')))
 
     d = d.with_row(db.Row("Cluster").id(1))
     for p in quorum_stats(2):
@@ -62,19 +58,19 @@ def dashboard():
 
     d = d.with_panel(table_panel(
         7, "Nodes",
-        [
-            q(f'max by (scope, node) (patroni_raft_up{{{SEL}}})', ref="A", instant=True, table_fmt=True),
-            q(f'max by (scope, node) (patroni_raft_has_quorum{{{SEL}}})', ref="B", instant=True, table_fmt=True),
-            q(f'max by (scope, node, state) (patroni_raft_state{{{SEL}}} == 1)', ref="C", instant=True, table_fmt=True),
-            q(f'max by (scope, node) (patroni_raft_term{{{SEL}}})', ref="D", instant=True, table_fmt=True),
-            q(f'max by (scope, node, leader) (patroni_raft_leader{{{SEL}}} == 1)', ref="E", instant=True, table_fmt=True),
-            q(f'max by (scope, node) (patroni_raft_partners{{{SEL}}})', ref="F", instant=True, table_fmt=True),
-            q(f'max by (scope, node) (patroni_raft_readonly_nodes{{{SEL}}})', ref="G", instant=True, table_fmt=True),
-            q(f'max by (scope, node) (patroni_raft_commit_index{{{SEL}}})', ref="H", instant=True, table_fmt=True),
-            q(f'max by (scope, node) (patroni_raft_uptime_seconds{{{SEL}}})', ref="I", instant=True, table_fmt=True),
-            q(f'max by (scope, node, version) (patroni_raft_info{{{SEL}}})', ref="J", instant=True, table_fmt=True),
-            q(f'max by (scope, node) (patroni_raft_voter_set_differs{{{SEL}}})', ref="K", instant=True, table_fmt=True),
-        ],
+        table_queries(
+            f'max by (scope, node) (patroni_raft_up{{{SEL}}})',
+            f'max by (scope, node) (patroni_raft_has_quorum{{{SEL}}})',
+            f'max by (scope, node, state) (patroni_raft_state{{{SEL}}} == 1)',
+            f'max by (scope, node) (patroni_raft_term{{{SEL}}})',
+            f'max by (scope, node, leader) (patroni_raft_leader{{{SEL}}} == 1)',
+            f'max by (scope, node) (patroni_raft_partners{{{SEL}}})',
+            f'max by (scope, node) (patroni_raft_readonly_nodes{{{SEL}}})',
+            f'max by (scope, node) (patroni_raft_commit_index{{{SEL}}})',
+            f'max by (scope, node) (patroni_raft_uptime_seconds{{{SEL}}})',
+            f'max by (scope, node, version) (patroni_raft_info{{{SEL}}})',
+            f'max by (scope, node) (patroni_raft_voter_set_differs{{{SEL}}})',
+        ),
         "One row per Raft node (the syncobj-admin -status view). 'Believed leader' is the leader "
         "each node reports; nodes disagreeing on it are partitioned or electing. Read-only nodes "
         "are non-voting clients such as patronictl. 'Voter set' DIFFERS: the node counts its "
@@ -148,10 +144,10 @@ def dashboard():
         UP_MAP))
     d = d.with_panel(table_panel(
         23, "Nodes: versions and uptime",
-        [q(f'max by (scope, node, version) (patroni_raft_info{{{SEL}}})', ref="A", instant=True, table_fmt=True),
-         q(f'max by (scope, node) (patroni_raft_self_code_version{{{SEL}}})', ref="B", instant=True, table_fmt=True),
-         q(f'max by (scope, node) (patroni_raft_enabled_code_version{{{SEL}}})', ref="C", instant=True, table_fmt=True),
-         q(f'max by (scope, node) (patroni_raft_uptime_seconds{{{SEL}}})', ref="D", instant=True, table_fmt=True)],
+        table_queries(f'max by (scope, node, version) (patroni_raft_info{{{SEL}}})',
+                      f'max by (scope, node) (patroni_raft_self_code_version{{{SEL}}})',
+                      f'max by (scope, node) (patroni_raft_enabled_code_version{{{SEL}}})',
+                      f'max by (scope, node) (patroni_raft_uptime_seconds{{{SEL}}})'),
         "Each reachable node's pysyncobj version, the replicated code version its code supports "
         "and the one enabled cluster-wide (a node whose code version is below the enabled one "
         "cannot apply the log), and the uptime of its Raft object (a restart of Patroni resets it).",

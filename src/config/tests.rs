@@ -1,6 +1,5 @@
 //! Settings resolved from flags, the config file and Patroni's YAML; the api_url policy.
 
-use std::path::Path;
 use std::time::Duration;
 
 use super::file::Inherited;
@@ -41,21 +40,16 @@ fn config_file_with_two_clusters() {
 
 #[test]
 fn unknown_keys_are_errors() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("exporter.yml");
-    std::fs::write(&path, "clusters:\n  - patroni_url: http://x\n").unwrap();
+    let (_dir, path) = crate::temp_file("exporter.yml", "clusters:\n  - patroni_url: http://x\n");
     assert!(ConfigFile::load(&path).is_err());
 }
 
 #[test]
 fn charmed_postgresql_patroni_yaml() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("patroni.yaml");
-    std::fs::write(
-        &path,
+    let (_dir, path) = crate::temp_file(
+        "patroni.yaml",
         "scope: postgresql\nnamespace: /db/\nname: postgresql-0\nrestapi:\n  listen: '10.1.2.3:8008'\n  connect_address: '10.1.2.3:8008'\n  certfile: /var/snap/charmed-postgresql/current/etc/patroni/cert.pem\n  cafile: /var/snap/charmed-postgresql/current/etc/patroni/ca.pem\n  authentication:\n    username: patroni\n    password: rest-secret\nraft:\n  data_dir: /var/snap/charmed-postgresql/common/var/lib/postgresql/raft\n  self_addr: '10.1.2.3:2222'\n  partner_addrs:\n  - 10.1.2.4:2222\n  - 10.1.2.5:2222\n  password: raft-secret\nbootstrap:\n  dcs:\n    ttl: 30\n",
-    )
-    .unwrap();
+    );
     let entry = ClusterEntry {
         patroni_config_file: Some(path),
         ..ClusterEntry::default()
@@ -99,14 +93,8 @@ fn patroni_yaml_client_certificate_only_when_members_ask_for_one() {
     assert!(config.rest.cert_file.is_none() && config.rest.key_password.is_none());
     std::fs::write(&path, format!("{base}  verify_client: required\n")).unwrap();
     let config = entry.resolve(&defaults()).unwrap();
-    assert_eq!(
-        config.rest.cert_file.as_deref(),
-        Some(Path::new("/etc/p/cert.pem"))
-    );
-    assert_eq!(
-        config.rest.key_file.as_deref(),
-        Some(Path::new("/etc/p/key.pem"))
-    );
+    assert_eq!(config.rest.cert_file, Some("/etc/p/cert.pem".into()));
+    assert_eq!(config.rest.key_file, Some("/etc/p/key.pem".into()));
     assert_eq!(
         config.rest.key_password.as_ref().unwrap().expose(),
         "key-secret"
@@ -119,14 +107,8 @@ fn patroni_yaml_client_certificate_only_when_members_ask_for_one() {
     )
     .unwrap();
     let config = entry.resolve(&defaults()).unwrap();
-    assert_eq!(
-        config.rest.cert_file.as_deref(),
-        Some(Path::new("/etc/p/ctl.pem"))
-    );
-    assert_eq!(
-        config.rest.ca_file.as_deref(),
-        Some(Path::new("/etc/p/ctl-ca.pem"))
-    );
+    assert_eq!(config.rest.cert_file, Some("/etc/p/ctl.pem".into()));
+    assert_eq!(config.rest.ca_file, Some("/etc/p/ctl-ca.pem".into()));
     assert!(config.rest.key_password.is_none());
     assert!(config.rest.insecure_skip_verify);
 }

@@ -6,13 +6,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::families::{flag, FamilyWriter};
+use super::labels::MemberLabels;
 use super::labels::{member_labels, scope};
-use super::labels::{
-    MemberLabels, MemberReasonLabels, MemberReplicatefromLabels, MemberTagLabels,
-    SynchronousModeLabels,
-};
-use super::patroni_families::own_views;
-use crate::patroni::{is_sync_role, DynamicConfig, MemberStatus, SynchronousMode};
+use super::patroni_families::{own_numbers, own_views};
+use crate::patroni::{is_sync_role, DynamicConfig, MemberStatus, ReplicationPeer, SynchronousMode};
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
 
 pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
@@ -58,11 +55,11 @@ fn encode_readiness(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>
         judged().flat_map(|(s, m)| {
             m.exclusions.iter().map(move |exclusion| {
                 (
-                    MemberReasonLabels {
+                    MemberLabels {
                         scope: &s.scope,
                         member: &m.name,
-                        reason: exclusion.reason.as_str(),
-                    },
+                    }
+                    .reason(exclusion.reason.as_str()),
                     1.0,
                 )
             })
@@ -105,10 +102,7 @@ fn encode_config(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) 
         configs().flat_map(|(s, config)| {
             SynchronousMode::ALL.into_iter().map(move |mode| {
                 (
-                    SynchronousModeLabels {
-                        scope: &s.scope,
-                        mode: mode.as_str(),
-                    },
+                    scope(s).mode(mode.as_str()),
                     flag(config.synchronous_mode == mode),
                 )
             })
@@ -169,11 +163,7 @@ fn encode_member_signals(
         own_views().flat_map(|(s, m, own)| {
             BOOLEAN_TAGS.iter().map(move |(tag, select)| {
                 (
-                    MemberTagLabels {
-                        scope: &s.scope,
-                        member: &m.member.name,
-                        tag,
-                    },
+                    member_labels(s, m).tag(tag),
                     flag(select(own)),
                 )
             })
@@ -189,11 +179,7 @@ fn encode_member_signals(
         "1 for a member tagged replicatefrom, labelled with the member it streams from.",
         own_views().filter_map(|(s, m, own)| {
             Some((
-                MemberReplicatefromLabels {
-                    scope: &s.scope,
-                    member: &m.member.name,
-                    replicatefrom: own.tags.replicatefrom.as_deref()?,
-                },
+                member_labels(s, m).replicatefrom(own.tags.replicatefrom.as_deref()?),
                 1.0,
             ))
         }),
@@ -218,9 +204,7 @@ fn encode_member_signals(
     writer.cached_gauge(
         "patroni_member_scheduled_restart_timestamp_seconds",
         "Unix time of a restart scheduled on this member (patronictl restart --scheduled); absent when none.",
-        own_views().filter_map(|(s, m, own)| {
-            Some((member_labels(s, m), own.scheduled_restart_seconds?))
-        }),
+        own_numbers(snapshots, |own| own.scheduled_restart_seconds),
     )
 }
 
@@ -240,21 +224,21 @@ fn encode_leader_replication(
             .iter()
             .filter_map(|s| Some((s.as_ref(), leader_view(s)?)))
     };
+    let standbys = |select: fn(&ReplicationPeer) -> bool| {
+        leaders().map(move |(s, own)| {
+            let selected = own.replication.iter().filter(|peer| select(peer));
+            (scope(s), selected.count() as f64)
+        })
+    };
     writer.cached_gauge(
         "patroni_leader_streaming_standbys",
         "Standbys streaming from the leader, as the leader's PostgreSQL reports them (pg_stat_replication in its GET /patroni): true while GET /cluster is frozen.",
-        leaders().map(|(s, own)| {
-            let streaming = own.replication.iter().filter(|peer| peer.is_streaming());
-            (scope(s), streaming.count() as f64)
-        }),
+        standbys(ReplicationPeer::is_streaming),
     )?;
     writer.cached_gauge(
         "patroni_leader_synchronous_standbys",
         "Standbys the leader's PostgreSQL waits for on commit (sync_state sync or quorum in pg_stat_replication).",
-        leaders().map(|(s, own)| {
-            let synchronous = own.replication.iter().filter(|peer| peer.is_synchronous());
-            (scope(s), synchronous.count() as f64)
-        }),
+        standbys(ReplicationPeer::is_synchronous),
     )?;
     writer.cached_gauge(
         "patroni_member_sync_state_mismatch",

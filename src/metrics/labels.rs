@@ -1,8 +1,10 @@
 //! Typed label sets, one struct per combination of labels the exporter emits.
 //!
-//! Written with a small macro: the label sets borrow from the snapshot (no label value is
-//! cloned), and encode themselves as `{name="value",...}` with the escaping of the text
-//! formats (`\\`, `\"`, `\n`), as prometheus-client does (compared in the tests).
+//! Written with two small macros: `label_sets!` declares the sets, which borrow from the
+//! snapshot (no label value is cloned) and encode themselves as `{name="value",...}` with the
+//! escaping of the text formats (`\\`, `\"`, `\n`), as prometheus-client does (compared in
+//! the tests); `extended_by!` builds a set from the one with a label less
+//! (`member_labels(s, m).role(role)`), so that a family names only the label it adds.
 
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot, RaftNodeSnapshot};
 
@@ -27,8 +29,8 @@ pub fn escape_into(out: &mut String, value: &str) {
     }
 }
 
-macro_rules! label_set {
-    ($(#[$doc:meta])* $name:ident { $($field:ident),+ $(,)? }) => {
+macro_rules! label_sets {
+    ($($(#[$doc:meta])* $name:ident { $($field:ident),+ $(,)? };)+) => {$(
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub struct $name<'a> {
@@ -49,93 +51,95 @@ macro_rules! label_set {
                 out.push('}');
             }
         }
+    )+};
+}
+
+label_sets! {
+    /// A cluster.
+    ScopeLabels { scope };
+    /// A cluster and the evidence its quorum verdict rests on.
+    EvidenceLabels { scope, evidence };
+    /// A cluster and one reason why voters gave no status.
+    UnansweredLabels { scope, reason };
+    /// A member of a cluster.
+    MemberLabels { scope, member };
+    /// A member and one of its possible roles.
+    MemberRoleLabels { scope, member, role };
+    /// A member and one of its possible states.
+    MemberStateLabels { scope, member, state };
+    /// A member's identity.
+    MemberInfoLabels { scope, member, host, api_url };
+    /// A member and the Patroni version it runs.
+    MemberVersionLabels { scope, member, version };
+    /// A member and one reason why it would not be promoted.
+    MemberReasonLabels { scope, member, reason };
+    /// A member and one of its boolean tags.
+    MemberTagLabels { scope, member, tag };
+    /// A member and the member it replicates from (`replicatefrom` tag).
+    MemberReplicatefromLabels { scope, member, replicatefrom };
+    /// A cluster and one synchronous replication mode.
+    SynchronousModeLabels { scope, mode };
+    /// A member and one field of its DCS view.
+    MemberFieldLabels { scope, member, field };
+    /// A member's WAL position of one kind (`flush`, `received`, `replayed`).
+    MemberWalLabels { scope, member, kind };
+    /// A poll error counter.
+    PollErrorLabels { scope, source, kind };
+    /// A Raft node, by its address.
+    NodeLabels { scope, node };
+    /// A Raft node and one of its possible states.
+    NodeStateLabels { scope, node, state };
+    /// A Raft node and one of its partners.
+    NodePartnerLabels { scope, node, partner };
+    /// A Raft node and the leader it believes in.
+    NodeLeaderLabels { scope, node, leader };
+    /// A Raft node and its pysyncobj version.
+    NodeVersionLabels { scope, node, version };
+    /// The exporter's own build.
+    BuildLabels { version, revision };
+}
+
+/// `base.extra(value)`: the label set `base` with one more label, so that a family's samples
+/// start from the labels of their cluster, member or node.
+macro_rules! extended_by {
+    ($($base:ident $fields:tt => { $($extra:ident: $name:ident),+ $(,)? })+) => {$(
+        impl<'a> $base<'a> {
+            $(extended_by!(@method $fields $extra $name);)+
+        }
+    )+};
+    (@method { $($field:ident),+ } $extra:ident $name:ident) => {
+        pub fn $extra(self, $extra: &'a str) -> $name<'a> {
+            $name {
+                $($field: self.$field,)+
+                $extra,
+            }
+        }
     };
 }
 
-label_set!(
-    /// A cluster.
-    ScopeLabels { scope }
-);
-label_set!(
-    /// A cluster and the evidence its quorum verdict rests on.
-    EvidenceLabels { scope, evidence }
-);
-label_set!(
-    /// A cluster and one reason why voters gave no status.
-    UnansweredLabels { scope, reason }
-);
-label_set!(
-    /// A member of a cluster.
-    MemberLabels { scope, member }
-);
-label_set!(
-    /// A member and one of its possible roles.
-    MemberRoleLabels { scope, member, role }
-);
-label_set!(
-    /// A member and one of its possible states.
-    MemberStateLabels { scope, member, state }
-);
-label_set!(
-    /// A member's identity.
-    MemberInfoLabels { scope, member, host, api_url }
-);
-label_set!(
-    /// A member and the Patroni version it runs.
-    MemberVersionLabels { scope, member, version }
-);
-label_set!(
-    /// A member and one reason why it would not be promoted.
-    MemberReasonLabels { scope, member, reason }
-);
-label_set!(
-    /// A member and one of its boolean tags.
-    MemberTagLabels { scope, member, tag }
-);
-label_set!(
-    /// A member and the member it replicates from (`replicatefrom` tag).
-    MemberReplicatefromLabels { scope, member, replicatefrom }
-);
-label_set!(
-    /// A cluster and one synchronous replication mode.
-    SynchronousModeLabels { scope, mode }
-);
-label_set!(
-    /// A member and one field of its DCS view.
-    MemberFieldLabels { scope, member, field }
-);
-label_set!(
-    /// A member's WAL position of one kind (`flush`, `received`, `replayed`).
-    MemberWalLabels { scope, member, kind }
-);
-label_set!(
-    /// A poll error counter.
-    PollErrorLabels { scope, source, kind }
-);
-label_set!(
-    /// A Raft node, by its address.
-    NodeLabels { scope, node }
-);
-label_set!(
-    /// A Raft node and one of its possible states.
-    NodeStateLabels { scope, node, state }
-);
-label_set!(
-    /// A Raft node and one of its partners.
-    NodePartnerLabels { scope, node, partner }
-);
-label_set!(
-    /// A Raft node and the leader it believes in.
-    NodeLeaderLabels { scope, node, leader }
-);
-label_set!(
-    /// A Raft node and its pysyncobj version.
-    NodeVersionLabels { scope, node, version }
-);
-label_set!(
-    /// The exporter's own build.
-    BuildLabels { version, revision }
-);
+extended_by! {
+    ScopeLabels { scope } => {
+        evidence: EvidenceLabels,
+        reason: UnansweredLabels,
+        mode: SynchronousModeLabels,
+    }
+    MemberLabels { scope, member } => {
+        role: MemberRoleLabels,
+        state: MemberStateLabels,
+        version: MemberVersionLabels,
+        reason: MemberReasonLabels,
+        tag: MemberTagLabels,
+        replicatefrom: MemberReplicatefromLabels,
+        field: MemberFieldLabels,
+        kind: MemberWalLabels,
+    }
+    NodeLabels { scope, node } => {
+        state: NodeStateLabels,
+        partner: NodePartnerLabels,
+        leader: NodeLeaderLabels,
+        version: NodeVersionLabels,
+    }
+}
 
 /// The labels of a cluster.
 pub fn scope(snapshot: &ClusterSnapshot) -> ScopeLabels<'_> {

@@ -4,10 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::families::{flag, one_hot, FamilyWriter};
-use super::labels::{
-    member_labels, scope, MemberInfoLabels, MemberRoleLabels, MemberStateLabels,
-    MemberVersionLabels, MemberWalLabels, PollErrorLabels,
-};
+use super::labels::{member_labels, scope, MemberInfoLabels, MemberLabels, PollErrorLabels};
 use crate::patroni::{is_sync_role, Lag, MemberStatus};
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
 
@@ -75,6 +72,15 @@ pub(super) fn own_views(
     snapshots: &[Arc<ClusterSnapshot>],
 ) -> impl Iterator<Item = (&ClusterSnapshot, &MemberSnapshot, &MemberStatus)> {
     asked_members(snapshots).filter_map(|(s, m)| Some((s, m, m.own_view.as_ref().ok()?)))
+}
+
+/// For each member whose own `GET /patroni` answered, `value` of that answer; no sample where
+/// it is `None`.
+pub(super) fn own_numbers(
+    snapshots: &[Arc<ClusterSnapshot>],
+    value: impl Fn(&MemberStatus) -> Option<f64>,
+) -> impl Iterator<Item = (MemberLabels<'_>, f64)> {
+    own_views(snapshots).filter_map(move |(s, m, own)| Some((member_labels(s, m), value(own)?)))
 }
 
 fn encode_exporter(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
@@ -212,16 +218,8 @@ fn encode_members(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>])
         "patroni_member_role",
         "1 for the member's role in GET /cluster, 0 for the other known roles.",
         all_members(snapshots).flat_map(|(s, m)| {
-            one_hot(&m.member.role, KNOWN_ROLES).map(move |(role, value)| {
-                (
-                    MemberRoleLabels {
-                        scope: &s.scope,
-                        member: &m.member.name,
-                        role,
-                    },
-                    value,
-                )
-            })
+            one_hot(&m.member.role, KNOWN_ROLES)
+                .map(move |(role, value)| (member_labels(s, m).role(role), value))
         }),
     )?;
     writer.cached_gauge(
@@ -230,11 +228,7 @@ fn encode_members(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>])
         all_members(snapshots).flat_map(|(s, m)| {
             one_hot(&m.member.state, KNOWN_STATES).map(move |(state, value)| {
                 (
-                    MemberStateLabels {
-                        scope: &s.scope,
-                        member: &m.member.name,
-                        state,
-                    },
+                    member_labels(s, m).state(state),
                     value,
                 )
             })
@@ -299,11 +293,7 @@ fn encode_member_own_views(
             own.role.as_deref().into_iter().flat_map(move |reported| {
                 one_hot(reported, KNOWN_REPORTED_ROLES).map(move |(role, value)| {
                     (
-                        MemberRoleLabels {
-                            scope: &s.scope,
-                            member: &m.member.name,
-                            role,
-                        },
+                        member_labels(s, m).role(role),
                         value,
                     )
                 })
@@ -318,9 +308,7 @@ fn encode_member_own_views(
     writer.cached_gauge(
         "patroni_member_postmaster_start_time_seconds",
         "Unix time at which the member's Postgres started.",
-        own_views().filter_map(|(s, m, own)| {
-            Some((member_labels(s, m), own.postmaster_start_time_seconds?))
-        }),
+        own_numbers(snapshots, |own| own.postmaster_start_time_seconds),
     )?;
     writer.cached_gauge(
         "patroni_member_wal_position_bytes",
@@ -332,50 +320,35 @@ fn encode_member_own_views(
                 ("replayed", own.wal_replayed_bytes),
             ]
             .into_iter()
-            .filter_map(move |(kind, value)| {
-                Some((
-                    MemberWalLabels {
-                        scope: &s.scope,
-                        member: &m.member.name,
-                        kind,
-                    },
-                    value? as f64,
-                ))
-            })
+            .filter_map(move |(kind, value)| Some((member_labels(s, m).kind(kind), value? as f64)))
         }),
     )?;
     writer.cached_gauge(
         "patroni_member_replayed_timestamp_seconds",
         "Unix time of the last transaction replayed by a replica.",
-        own_views()
-            .filter_map(|(s, m, own)| Some((member_labels(s, m), own.replayed_timestamp_seconds?))),
+        own_numbers(snapshots, |own| own.replayed_timestamp_seconds),
     )?;
     writer.cached_gauge(
         "patroni_member_dcs_last_seen_timestamp_seconds",
         "Unix time of the member's last DCS read. With Raft it advances without quorum too: not a quorum indicator.",
-        own_views().filter_map(|(s, m, own)| Some((member_labels(s, m), own.dcs_last_seen_seconds? as f64))),
+        own_numbers(snapshots, |own| Some(own.dcs_last_seen_seconds? as f64)),
     )?;
     writer.cached_gauge(
         "patroni_member_server_version",
         "The member's Postgres server version number (e.g. 150018).",
-        own_views()
-            .filter_map(|(s, m, own)| Some((member_labels(s, m), own.server_version? as f64))),
+        own_numbers(snapshots, |own| Some(own.server_version? as f64)),
     )?;
     writer.cached_gauge(
         "patroni_member_reported_timeline",
         "The timeline the member reports about itself in GET /patroni.",
-        own_views().filter_map(|(s, m, own)| Some((member_labels(s, m), own.timeline? as f64))),
+        own_numbers(snapshots, |own| Some(own.timeline? as f64)),
     )?;
     writer.cached_gauge(
         "patroni_member_patroni_info",
         "1 per member, labelled with the Patroni version it runs.",
         own_views().filter_map(|(s, m, own)| {
             Some((
-                MemberVersionLabels {
-                    scope: &s.scope,
-                    member: &m.member.name,
-                    version: own.patroni_version.as_deref()?,
-                },
+                member_labels(s, m).version(own.patroni_version.as_deref()?),
                 1.0,
             ))
         }),

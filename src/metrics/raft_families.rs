@@ -4,10 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::families::{flag, one_hot, FamilyWriter};
-use super::labels::{
-    node_labels, scope, EvidenceLabels, NodeLeaderLabels, NodePartnerLabels, NodeStateLabels,
-    NodeVersionLabels, UnansweredLabels,
-};
+use super::labels::{node_labels, scope};
+use super::split_families::nonzero_counts;
 use crate::raft::RaftStatus;
 use crate::snapshot::{ClusterSnapshot, QuorumEvidence, Unanswered};
 
@@ -26,10 +24,7 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
         raft().flat_map(|s| {
             QuorumEvidence::ALL.into_iter().map(move |evidence| {
                 (
-                    EvidenceLabels {
-                        scope: &s.scope,
-                        evidence: evidence.as_str(),
-                    },
+                    scope(s).evidence(evidence.as_str()),
                     flag(s.quorum.evidence == evidence),
                 )
             })
@@ -38,9 +33,7 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
     writer.cached_gauge(
         "patroni_raft_voters",
         "Voters in the Raft configuration: the voters the answering nodes name (each itself and its partners), else those of the last poll with an answer, else the nodes queried.",
-        raft()
-            .filter(|s| s.quorum.voters > 0)
-            .map(|s| (scope(s), s.quorum.voters as f64)),
+        nonzero_counts(raft(), |s| s.quorum.voters),
     )?;
     writer.cached_gauge(
         "patroni_raft_voters_answering",
@@ -58,10 +51,7 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
         raft().flat_map(|s| {
             Unanswered::ALL.into_iter().map(move |reason| {
                 (
-                    UnansweredLabels {
-                        scope: &s.scope,
-                        reason: reason.as_str(),
-                    },
+                    scope(s).reason(reason.as_str()),
                     s.quorum.unanswered(reason) as f64,
                 )
             })
@@ -110,16 +100,8 @@ fn encode_nodes(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -
         "patroni_raft_state",
         "1 for the node's Raft state (follower, candidate, leader), 0 for the others.",
         answered().flat_map(|(s, node, status)| {
-            one_hot(status.state.as_str(), RAFT_STATES).map(move |(state, value)| {
-                (
-                    NodeStateLabels {
-                        scope: &s.scope,
-                        node: &node.node,
-                        state,
-                    },
-                    value,
-                )
-            })
+            one_hot(status.state.as_str(), RAFT_STATES)
+                .map(move |(state, value)| (node_labels(s, node).state(state), value))
         }),
     )?;
     writer.cached_gauge(
@@ -178,11 +160,7 @@ fn encode_nodes(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -
         answered().flat_map(|(s, node, status)| {
             status.partners.iter().map(move |partner| {
                 (
-                    NodePartnerLabels {
-                        scope: &s.scope,
-                        node: &node.node,
-                        partner: &partner.node,
-                    },
+                    node_labels(s, node).partner(&partner.node),
                     flag(partner.connected()),
                 )
             })
@@ -190,16 +168,9 @@ fn encode_nodes(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -
     )?;
     let per_partner = |select: fn(&RaftStatus) -> &[(String, i64)]| {
         answered().flat_map(move |(s, node, status)| {
-            select(status).iter().map(move |(partner, index)| {
-                (
-                    NodePartnerLabels {
-                        scope: &s.scope,
-                        node: &node.node,
-                        partner,
-                    },
-                    *index as f64,
-                )
-            })
+            select(status)
+                .iter()
+                .map(move |(partner, index)| (node_labels(s, node).partner(partner), *index as f64))
         })
     };
     writer.cached_gauge(
@@ -217,11 +188,7 @@ fn encode_nodes(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -
         "1 for the node this node believes leads; absent when it knows none. An isolated follower can keep naming a dead leader.",
         answered().filter_map(|(s, node, status)| {
             Some((
-                NodeLeaderLabels {
-                    scope: &s.scope,
-                    node: &node.node,
-                    leader: status.leader.as_deref()?,
-                },
+                node_labels(s, node).leader(status.leader.as_deref()?),
                 1.0,
             ))
         }),
@@ -229,15 +196,6 @@ fn encode_nodes(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -
     writer.cached_gauge(
         "patroni_raft_info",
         "1 per reachable node, labelled with its pysyncobj version.",
-        answered().map(|(s, node, status)| {
-            (
-                NodeVersionLabels {
-                    scope: &s.scope,
-                    node: &node.node,
-                    version: &status.version,
-                },
-                1.0,
-            )
-        }),
+        answered().map(|(s, node, status)| (node_labels(s, node).version(&status.version), 1.0)),
     )
 }

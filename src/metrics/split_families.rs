@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::families::{flag, FamilyWriter};
 use super::labels::{member_labels, scope};
-use super::labels::{MemberFieldLabels, NodeLabels};
+use super::labels::{MemberLabels, NodeLabels, ScopeLabels};
 use crate::snapshot::{ClusterSnapshot, ViewField};
 
 pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
@@ -46,10 +46,7 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
     writer.cached_gauge(
         "patroni_cluster_dcs_views",
         "Distinct DCS views (leader, member set, timelines, config) among the members whose own GET /cluster answered; 1 when they agree.",
-        snapshots
-            .iter()
-            .filter(|s| s.views.distinct > 0)
-            .map(|s| (scope(s), s.views.distinct as f64)),
+        nonzero_counts(snapshots.iter(), |s| s.views.distinct as u64),
     )?;
     writer.cached_gauge(
         "patroni_member_dcs_view_differs",
@@ -61,11 +58,11 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
                     .filter(move |field| *field != ViewField::Config || m.config_known)
                     .map(move |field| {
                         (
-                            MemberFieldLabels {
+                            MemberLabels {
                                 scope: &s.scope,
                                 member: &m.member,
-                                field: field.as_str(),
-                            },
+                            }
+                            .field(field.as_str()),
                             flag(m.differs.contains(&field)),
                         )
                     })
@@ -75,10 +72,7 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
     writer.cached_gauge(
         "patroni_raft_voter_sets",
         "Distinct voter sets (a node and its partners) among the Raft nodes that answered; 1 when they agree.",
-        snapshots
-            .iter()
-            .filter(|s| s.voter_sets.distinct > 0)
-            .map(|s| (scope(s), s.voter_sets.distinct as f64)),
+        nonzero_counts(snapshots.iter(), |s| s.voter_sets.distinct as u64),
     )?;
     writer.cached_gauge(
         "patroni_raft_voter_set_differs",
@@ -95,4 +89,16 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
             })
         }),
     )
+}
+
+/// Per cluster, `count` where it is above 0; 0 means there was nothing to count (no member
+/// or node answered), so no sample rather than a fake zero.
+pub(super) fn nonzero_counts<'a>(
+    clusters: impl Iterator<Item = &'a Arc<ClusterSnapshot>>,
+    count: impl Fn(&ClusterSnapshot) -> u64,
+) -> impl Iterator<Item = (ScopeLabels<'a>, f64)> {
+    clusters.filter_map(move |s| match count(s) {
+        0 => None,
+        n => Some((scope(s), n as f64)),
+    })
 }

@@ -246,31 +246,45 @@ mod tests {
         assert_eq!(departed[0].0.name, "a");
         assert_eq!(departed[0].1, 2.0);
         // Within ttl: kept, whatever it says; the time it left does not move.
-        let mut asked = vec![answered(&departed[0].0, None)];
-        memory.settle(&mut asked, timing(30, 10));
-        assert_eq!(asked.len(), 1);
+        let silent = answered(&departed[0].0, None);
+        assert!(kept(&mut memory, &silent, timing(30, 10)));
         assert_eq!(memory.departed_after(&view(&["b", "c"]), 3.0)[0].1, 2.0);
         // Past ttl and silent: forgotten, and left out of this poll's snapshot.
-        memory.settle(&mut asked, timing(0, 0));
-        assert!(asked.is_empty());
+        assert!(!kept(&mut memory, &silent, timing(0, 0)));
         assert!(memory.departed_after(&view(&["b", "c"]), 4.0).is_empty());
     }
 
     #[test]
     fn a_departed_primary_is_kept_past_ttl() {
-        let mut memory = MemberMemory::default();
-        memory.departed_after(&view(&["a", "b"]), 1.0);
-        let departed = memory.departed_after(&view(&["b"]), 2.0);
+        let (mut memory, departed) = departed_member(&["a", "b"], &["b"]);
         memory.settle(
-            &mut vec![answered(&departed[0].0, Some("primary"))],
+            &mut vec![answered(&departed, Some("primary"))],
             timing(0, 0),
         );
         assert_eq!(memory.departed_after(&view(&["b"]), 3.0).len(), 1);
         memory.settle(
-            &mut vec![answered(&departed[0].0, Some("replica"))],
+            &mut vec![answered(&departed, Some("replica"))],
             timing(0, 0),
         );
         assert!(memory.departed_after(&view(&["b"]), 4.0).is_empty());
+    }
+
+    /// A memory that saw the view `before` at 1.0 and `after` at 2.0, and the one member that
+    /// left between them.
+    fn departed_member(before: &[&str], after: &[&str]) -> (MemberMemory, Member) {
+        let mut memory = MemberMemory::default();
+        memory.departed_after(&view(before), 1.0);
+        let departed = memory.departed_after(&view(after), 2.0);
+        assert_eq!(departed.len(), 1);
+        let member = departed[0].0.clone();
+        (memory, member)
+    }
+
+    /// Settles a poll that asked `member` alone: whether it stays in that poll's snapshot.
+    fn kept(memory: &mut MemberMemory, member: &MemberSnapshot, timing: DcsTiming) -> bool {
+        let mut asked = vec![member.clone()];
+        memory.settle(&mut asked, timing);
+        asked.len() == 1
     }
 
     fn timing(ttl: u64, loop_wait: u64) -> DcsTiming {
@@ -284,37 +298,29 @@ mod tests {
     /// ~ttl + loop_wait later. It must still be there to say so.
     #[test]
     fn a_departed_member_that_answers_is_kept_for_two_ttl_and_loop_wait() {
-        let mut memory = MemberMemory::default();
-        memory.departed_after(&view(&["a", "b"]), 1.0);
-        let departed = memory.departed_after(&view(&["b"]), 2.0);
-        let replica = answered(&departed[0].0, Some("replica"));
+        let (mut memory, departed) = departed_member(&["a", "b"], &["b"]);
+        let replica = answered(&departed, Some("replica"));
         // Past ttl (0) but within 2 x ttl + loop_wait (an hour): kept while it answers...
-        let mut asked = vec![replica.clone()];
-        memory.settle(&mut asked, timing(0, 3600));
-        assert_eq!(asked.len(), 1);
+        assert!(kept(&mut memory, &replica, timing(0, 3600)));
         // ... but not when it stopped answering: ttl alone counts then.
-        let mut silent = vec![answered(&departed[0].0, None)];
-        memory.settle(&mut silent, timing(0, 3600));
-        assert!(silent.is_empty());
+        let silent = answered(&departed, None);
+        assert!(!kept(&mut memory, &silent, timing(0, 3600)));
         assert!(memory.departed_after(&view(&["b"]), 3.0).is_empty());
     }
 
     #[test]
     fn a_departed_member_whose_liveness_fails_is_kept_past_every_limit() {
-        let mut memory = MemberMemory::default();
-        memory.departed_after(&view(&["a", "b"]), 1.0);
-        let departed = memory.departed_after(&view(&["b"]), 2.0);
-        let mut stalled = answered(&departed[0].0, Some("replica"));
+        let (mut memory, departed) = departed_member(&["a", "b"], &["b"]);
+        let mut stalled = answered(&departed, Some("replica"));
         stalled.probes.liveness = Some(false);
-        let mut asked = vec![stalled.clone()];
-        memory.settle(&mut asked, timing(0, 0));
-        assert_eq!(asked.len(), 1, "kept while /liveness says 503");
+        assert!(
+            kept(&mut memory, &stalled, timing(0, 0)),
+            "kept while /liveness says 503"
+        );
         let mut recovered = stalled;
         recovered.probes.liveness = Some(true);
-        let mut asked = vec![recovered];
-        memory.settle(&mut asked, timing(0, 0));
         assert!(
-            asked.is_empty(),
+            !kept(&mut memory, &recovered, timing(0, 0)),
             "forgotten once the limits are past and it is live"
         );
     }
@@ -322,11 +328,9 @@ mod tests {
     #[test]
     fn a_departed_member_whose_own_view_still_lists_it_is_kept_past_ttl() {
         use crate::snapshot::{DcsView, MemberDcsView};
-        let mut memory = MemberMemory::default();
-        memory.departed_after(&view(&["a", "b", "c"]), 1.0);
-        let departed = memory.departed_after(&view(&["b", "c"]), 2.0);
+        let (mut memory, departed) = departed_member(&["a", "b", "c"], &["b", "c"]);
         // Its Raft replica is cut off: its own /cluster is the last state it applied.
-        let mut stale = answered(&departed[0].0, Some("replica"));
+        let mut stale = answered(&departed, Some("replica"));
         let own = |names: &[&str]| {
             Some(Ok(MemberDcsView {
                 view: DcsView::of(&view(names)),
@@ -334,15 +338,11 @@ mod tests {
             }))
         };
         stale.dcs_view = own(&["a", "b", "c"]);
-        let mut asked = vec![stale.clone()];
-        memory.settle(&mut asked, timing(0, 0));
-        assert_eq!(asked.len(), 1);
+        assert!(kept(&mut memory, &stale, timing(0, 0)));
         assert_eq!(memory.departed_after(&view(&["b", "c"]), 3.0).len(), 1);
         // It caught up with the majority (its key gone there too): forgotten after ttl.
         stale.dcs_view = own(&["b", "c"]);
-        let mut asked = vec![stale.clone()];
-        memory.settle(&mut asked, timing(0, 0));
-        assert!(asked.is_empty());
+        assert!(!kept(&mut memory, &stale, timing(0, 0)));
         assert!(memory.departed_after(&view(&["b", "c"]), 4.0).is_empty());
     }
 

@@ -529,26 +529,16 @@ impl ClusterPoller {
         if let Some(view) = cluster {
             let leaders: Vec<&str> = view.leaders().map(|m| m.name.as_str()).collect();
             if let [leader] = leaders[..] {
-                if memory
-                    .leader
-                    .as_deref()
-                    .is_some_and(|previous| previous != leader)
-                {
+                if remember_leader(&mut memory.leader, leader) {
                     memory.counters.leader_changes += 1;
                 }
-                memory.leader = Some(leader.to_owned());
             }
         }
         if self.raft.is_some() {
             if let Some(leader) = effective_raft_leader(raft_nodes) {
-                if memory
-                    .raft_leader
-                    .as_deref()
-                    .is_some_and(|previous| previous != leader)
-                {
+                if remember_leader(&mut memory.raft_leader, leader) {
                     memory.counters.raft_leader_changes += 1;
                 }
-                memory.raft_leader = Some(leader.to_owned());
             }
             let verdict = quorum.verdict();
             if verdict != QuorumVerdict::NotVisible {
@@ -585,6 +575,14 @@ impl ClusterPoller {
             }
         }
     }
+}
+
+/// Remembers `leader` as the last leader seen; true when it replaces a different one (the
+/// first leader seen, or the same one again, is no change).
+fn remember_leader(last: &mut Option<String>, leader: &str) -> bool {
+    let changed = last.as_deref().is_some_and(|previous| previous != leader);
+    *last = Some(leader.to_owned());
+    changed
 }
 
 fn unix_now() -> f64 {

@@ -352,36 +352,20 @@ async fn wrong_or_missing_password_is_auth() {
     expect_kind(serve.clone(), Some(k.clone()), None, "auth").await;
     // password against a node without one
     expect_kind(serve.clone(), None, Some(k.clone()), "auth").await;
-    // explicit close after the first frame
-    expect_kind(Behaviour::CloseAfterFirstFrame, None, None, "auth").await;
-    expect_kind(
-        Behaviour::CloseAfterFirstFrame,
-        Some(k.clone()),
-        Some(k),
-        "auth",
-    )
-    .await;
+    // explicit close after the first frame, with and without encryption
+    for key in [None, Some(k)] {
+        expect_kind(Behaviour::CloseAfterFirstFrame, key.clone(), key, "auth").await;
+    }
 }
 
 #[tokio::test]
 async fn stalls_time_out() {
     let k = key_for("s3cret");
-    expect_kind(Behaviour::NeverAnswer, None, None, "timeout").await;
-    expect_kind(
-        Behaviour::NeverAnswer,
-        Some(k.clone()),
-        Some(k.clone()),
-        "timeout",
-    )
-    .await;
-    expect_kind(
-        Behaviour::HandshakeThenStall,
-        Some(k.clone()),
-        Some(k.clone()),
-        "timeout",
-    )
-    .await;
-    expect_kind(Behaviour::HandshakeThenStall, None, None, "timeout").await;
+    for stall in [Behaviour::NeverAnswer, Behaviour::HandshakeThenStall] {
+        for key in [None, Some(k.clone())] {
+            expect_kind(stall.clone(), key.clone(), key, "timeout").await;
+        }
+    }
 }
 
 #[tokio::test]

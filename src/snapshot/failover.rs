@@ -413,6 +413,11 @@ mod tests {
             .collect()
     }
 
+    /// Asserts that member `name` would not be promoted, for `reason` alone.
+    fn assert_excluded_for(readiness: &FailoverReadiness, name: &str, reason: ExclusionReason) {
+        assert_eq!(reasons(readiness, name), [reason], "{name}");
+    }
+
     fn own(members: &mut [MemberSnapshot], index: usize) -> &mut MemberStatus {
         members[index].own_view.as_mut().unwrap()
     }
@@ -448,10 +453,7 @@ mod tests {
         own(&mut members, 2).tags.nofailover = true;
         let readiness = FailoverReadiness::assess(&cluster, &members, Some(&config()));
         assert_eq!(readiness.candidates(), 0);
-        assert_eq!(
-            reasons(&readiness, "postgresql-2"),
-            [ExclusionReason::Nofailover]
-        );
+        assert_excluded_for(&readiness, "postgresql-2", ExclusionReason::Nofailover);
     }
 
     #[test]
@@ -467,14 +469,8 @@ mod tests {
         });
         let readiness = FailoverReadiness::assess(&cluster, &members, Some(&config()));
         assert_eq!(readiness.candidates(), 0);
-        assert_eq!(
-            reasons(&readiness, "postgresql-1"),
-            [ExclusionReason::Unreachable]
-        );
-        assert_eq!(
-            reasons(&readiness, "postgresql-2"),
-            [ExclusionReason::Unknown]
-        );
+        assert_excluded_for(&readiness, "postgresql-1", ExclusionReason::Unreachable);
+        assert_excluded_for(&readiness, "postgresql-2", ExclusionReason::Unknown);
     }
 
     #[test]
@@ -506,10 +502,7 @@ mod tests {
         members[2].member.role = "replica".into();
         cluster.members[2].role = "replica".into();
         let readiness = FailoverReadiness::assess(&cluster, &members, Some(&config()));
-        assert_eq!(
-            reasons(&readiness, "postgresql-2"),
-            [ExclusionReason::NotSync]
-        );
+        assert_excluded_for(&readiness, "postgresql-2", ExclusionReason::NotSync);
         assert_eq!(readiness.candidates(), 1);
         // Asynchronous: every replica qualifies.
         let asynchronous = DynamicConfig::default();
@@ -535,14 +528,8 @@ mod tests {
         own(&mut members, 1).watchdog_failed = true;
         own(&mut members, 2).state = Some("stopped".into());
         let readiness = FailoverReadiness::assess(&cluster, &members, Some(&config()));
-        assert_eq!(
-            reasons(&readiness, "postgresql-1"),
-            [ExclusionReason::Watchdog]
-        );
-        assert_eq!(
-            reasons(&readiness, "postgresql-2"),
-            [ExclusionReason::NotRunning]
-        );
+        assert_excluded_for(&readiness, "postgresql-1", ExclusionReason::Watchdog);
+        assert_excluded_for(&readiness, "postgresql-2", ExclusionReason::NotRunning);
 
         let (cluster, mut members) = healthy_4_1_5();
         let mut checking = config();
@@ -713,10 +700,7 @@ mod tests {
         assert_eq!(readiness.candidates(), 2, "the members themselves are fine");
         let readiness = readiness.without_dcs_quorum();
         assert_eq!(readiness.candidates(), 0);
-        assert_eq!(
-            reasons(&readiness, "postgresql-1"),
-            [ExclusionReason::DcsQuorum]
-        );
+        assert_excluded_for(&readiness, "postgresql-1", ExclusionReason::DcsQuorum);
     }
 
     #[test]

@@ -491,13 +491,19 @@ mod tests {
         QuorumAssessment::assess(nodes, &BTreeSet::new())
     }
 
+    /// A, B and C all answering, `leader` (state 2) leading, everyone connected to everyone.
+    fn healthy(leader: &str) -> QuorumAssessment {
+        let node = |addr: &str| {
+            let state = if addr == leader { 2 } else { 0 };
+            let others: Vec<&str> = [A, B, C].into_iter().filter(|n| *n != addr).collect();
+            answer(addr, state, Some(leader), &others)
+        };
+        judge(&[node(A), node(B), node(C)])
+    }
+
     #[test]
     fn healthy_seen_whole_is_confirmed_by_the_leader() {
-        let q = judge(&[
-            answer(A, 0, Some(B), &[B, C]),
-            answer(B, 2, Some(B), &[A, C]),
-            answer(C, 0, Some(B), &[A, B]),
-        ]);
+        let q = healthy(B);
         assert_eq!(q.evidence, QuorumEvidence::Leader);
         assert_eq!((q.voters, q.answering, q.with_quorum), (3, 3, 3));
         assert!(q.all_voters_answer());
@@ -576,17 +582,19 @@ mod tests {
         );
     }
 
+    /// Asserts that the assessment's description (what `status` prints) says `text`.
+    fn assert_describes(q: &QuorumAssessment, text: &str) {
+        let description = q.describe();
+        assert!(description.contains(text), "{description}");
+    }
+
     #[test]
     fn a_wrong_password_is_never_a_loss() {
         let nodes = [failed(A, "auth"), failed(B, "auth"), failed(C, "auth")];
         let q = QuorumAssessment::assess(&nodes, &known());
         assert_eq!(q.verdict(), QuorumVerdict::NotVisible);
         assert_eq!(q.unanswered(Unanswered::Auth), 3);
-        assert!(
-            q.describe().contains("3 refuse the password"),
-            "{}",
-            q.describe()
-        );
+        assert_describes(&q, "3 refuse the password");
     }
 
     #[test]
@@ -652,11 +660,7 @@ mod tests {
         ]);
         assert_eq!(q.voter_sets, 2);
         assert_ne!(q.verdict(), QuorumVerdict::Confirmed, "{q:?}");
-        assert!(
-            q.describe().contains("disagree on the voter set"),
-            "{}",
-            q.describe()
-        );
+        assert_describes(&q, "disagree on the voter set");
     }
 
     #[test]
@@ -675,12 +679,7 @@ mod tests {
 
     #[test]
     fn the_margin_counts_the_voters_that_can_still_fail() {
-        let healthy = judge(&[
-            answer(A, 2, Some(A), &[B, C]),
-            answer(B, 0, Some(A), &[A, C]),
-            answer(C, 0, Some(A), &[A, B]),
-        ]);
-        assert_eq!(healthy.margin, Some(1));
+        assert_eq!(healthy(A).margin, Some(1));
         // One voter down: the leader still leads a majority, with nothing to spare.
         let one_down = judge(&[
             answer(A, 2, Some(A), &[B]),

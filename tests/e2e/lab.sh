@@ -112,23 +112,22 @@ e2e_log "=== partition lab, Patroni $PATRONI_VERSION, run dir $RUN_DIR"
 ip_of() { echo "127.0.0.$((11 + $1))"; }
 gid_of() { echo $((LAB_GID + $1)); }
 
-# cut_link A B: members A and B no longer exchange a packet (any port, both directions):
-# drop what A sends on A's connections to B and on B's connections to A, and vice versa
-cut_link() {
-  local a=$1 b=$2
-  nft add rule inet lab faults meta skgid "$(gid_of "$a")" ip daddr "$(ip_of "$b")" drop
-  nft add rule inet lab faults meta skgid "$(gid_of "$a")" ct mark "$(gid_of "$b")" drop
-  nft add rule inet lab faults meta skgid "$(gid_of "$b")" ip daddr "$(ip_of "$a")" drop
-  nft add rule inet lab faults meta skgid "$(gid_of "$b")" ct mark "$(gid_of "$a")" drop
+# drop_sent A B [raft]: what member A sends to member B is dropped, on the connections A opened
+# (destination B) and on those B opened (ct mark B); with raft, only Raft's (tcp 2222) packets
+drop_sent() {
+  local a=$1 b=$2 to=() from=()
+  if [[ ${3:-} == raft ]]; then to=(tcp dport 2222); from=(tcp sport 2222); fi
+  nft add rule inet lab faults meta skgid "$(gid_of "$a")" ip daddr "$(ip_of "$b")" "${to[@]}" drop
+  nft add rule inet lab faults meta skgid "$(gid_of "$a")" ct mark "$(gid_of "$b")" "${from[@]}" drop
 }
+# cut_link A B: members A and B no longer exchange a packet (any port, both directions)
+cut_link() { drop_sent "$1" "$2"; drop_sent "$2" "$1"; }
 # mute_raft X: member X's outgoing Raft packets to its partners dropped (on the connections it
 # opened and on those they opened), everything it receives kept
 mute_raft() {
   local x=$1 p
   for p in 0 1 2; do
-    ((p == x)) && continue
-    nft add rule inet lab faults meta skgid "$(gid_of "$x")" ip daddr "$(ip_of "$p")" tcp dport 2222 drop
-    nft add rule inet lab faults meta skgid "$(gid_of "$x")" ct mark "$(gid_of "$p")" tcp sport 2222 drop
+    ((p == x)) || drop_sent "$x" "$p" raft
   done
 }
 # blind_exporter GID MEMBER...: the exporter running with GID reaches none of MEMBERs (any port)
@@ -143,10 +142,8 @@ cut_raft() {
   local x=$1 p
   for p in 0 1 2; do
     ((p == x)) && continue
-    nft add rule inet lab faults meta skgid "$(gid_of "$x")" ip daddr "$(ip_of "$p")" tcp dport 2222 drop
-    nft add rule inet lab faults meta skgid "$(gid_of "$x")" ct mark "$(gid_of "$p")" tcp sport 2222 drop
-    nft add rule inet lab faults meta skgid "$(gid_of "$p")" ip daddr "$(ip_of "$x")" tcp dport 2222 drop
-    nft add rule inet lab faults meta skgid "$(gid_of "$p")" ct mark "$(gid_of "$x")" tcp sport 2222 drop
+    drop_sent "$x" "$p" raft
+    drop_sent "$p" "$x" raft
   done
 }
 

@@ -27,11 +27,7 @@ async fn golden_output(format: Format) -> String {
     let healthy = FakeCluster::start(
         "healthy-3-3-8",
         &fixture("patroni-3.3.8/cluster.json"),
-        [
-            Some(fixture("patroni-3.3.8/patroni-m0.json")),
-            Some(fixture("patroni-3.3.8/patroni-m1.json")),
-            Some(fixture("patroni-3.3.8/patroni-m2.json")),
-        ],
+        own_captures("patroni-3.3.8/patroni-"),
         &fixture("patroni-3.3.8/history.json"),
     )
     .await;
@@ -44,18 +40,12 @@ async fn golden_output(format: Format) -> String {
         "s3cret",
     )
     .await;
-    for (index, node) in healthy_nodes.iter().enumerate() {
-        addresses.add(node.clone(), format!("127.0.0.1{}:2222", index + 1));
-    }
+    addresses.add_raft_nodes(&healthy_nodes);
 
     let switchover = FakeCluster::start(
         "switchover-4-1-5",
         &fixture("patroni-4.1.5/02-cluster-right-after-switchover.json"),
-        [
-            Some(fixture("patroni-4.1.5/02-patroni-after-switchover-m0.json")),
-            Some(fixture("patroni-4.1.5/02-patroni-after-switchover-m1.json")),
-            Some(fixture("patroni-4.1.5/02-patroni-after-switchover-m2.json")),
-        ],
+        own_captures("patroni-4.1.5/02-patroni-after-switchover-"),
         &fixture("patroni-4.1.5/02-history-after-switchover.json"),
     )
     .await;
@@ -80,9 +70,7 @@ async fn golden_output(format: Format) -> String {
         "s3cret",
     )
     .await;
-    for (index, node) in survivor_nodes.iter().enumerate() {
-        addresses.add(node.clone(), format!("127.0.0.1{}:2222", index + 1));
-    }
+    addresses.add_raft_nodes(&survivor_nodes);
 
     // Captured on the real cluster (tests/e2e/capture-states.sh): tags that leave no failover
     // candidate, and failsafe mode keeping the leader while Raft is cut.
@@ -93,13 +81,7 @@ async fn golden_output(format: Format) -> String {
         let cluster = FakeCluster::start(
             &format!("{state}-{}", version.replace('.', "-")),
             &captured_state(version, state, "cluster.json"),
-            [0, 1, 2].map(|i| {
-                Some(captured_state(
-                    version,
-                    state,
-                    &format!("patroni-m{i}.json"),
-                ))
-            }),
+            own_captures(&format!("patroni-{version}/states/{state}/patroni-")),
             b"[]",
         )
         .await;
@@ -122,16 +104,10 @@ async fn golden_output(format: Format) -> String {
         ["127.0.0.71", "127.0.0.72", "127.0.0.73"],
         "departed-4-1-5",
         &fixture("patroni-4.1.5/01-cluster-from-m1.json"),
-        [0, 1, 2].map(|i| Some(fixture(&format!("patroni-4.1.5/01-patroni-m{i}.json")))),
+        own_captures("patroni-4.1.5/01-patroni-"),
         &fixture("patroni-4.1.5/01-history.json"),
     )
     .await;
-    let mut majority: serde_json::Value =
-        serde_json::from_slice(&fixture("patroni-4.1.5/01-cluster-from-m1.json")).unwrap();
-    let listed = majority["members"].as_array_mut().unwrap();
-    listed.remove(0);
-    listed[0]["role"] = "leader".into();
-    let majority = serde_json::to_vec(&majority).unwrap();
 
     // Split views: members 1 and 2 answer from the replica that saw the switchover to
     // member 1 (timeline 2), member 0 from one frozen before it, and still says primary:
@@ -151,18 +127,17 @@ async fn golden_output(format: Format) -> String {
     split.serve_cluster_on(0, &fixture("patroni-4.1.5/01-cluster-from-m0.json"));
     // Its Raft nodes on the members' hosts, member 1's node the leader: the clock of the
     // primary is compared with the clock of the Raft leader's host (the same member here).
+    let [follower, leader, other_follower] = healthy_raft(1);
     let (split_nodes, _split_raft) = raft_cluster(
         [
-            ("127.0.0.61", Some("enc_follower_0.3.12")),
-            ("127.0.0.62", Some("enc_leader_0.3.12")),
-            ("127.0.0.63", Some("enc_follower_0.3.12")),
+            ("127.0.0.61", follower),
+            ("127.0.0.62", leader),
+            ("127.0.0.63", other_follower),
         ],
         "s3cret",
     )
     .await;
-    for (index, node) in split_nodes.iter().enumerate() {
-        addresses.add(node.clone(), format!("127.0.0.1{}:2222", index + 1));
-    }
+    addresses.add_raft_nodes(&split_nodes);
 
     let configs = vec![
         cluster_config(healthy.urls(), Some((healthy_nodes, Some("s3cret")))),
@@ -196,17 +171,8 @@ async fn golden_output(format: Format) -> String {
         ),
     ];
     // Configs 2 (failsafe) and 4 (departed) need a second poll.
-    let output = poll_twice_and_render(
-        configs,
-        &[2, 4],
-        || {
-            departed.serve_cluster_on(1, &majority);
-            departed.serve_cluster_on(2, &majority);
-            departed.serve_on(1, "/patroni", &fixture("patroni-4.1.5/01-patroni-m0.json"));
-        },
-        format,
-    )
-    .await;
+    let output =
+        poll_twice_and_render(configs, &[2, 4], || departed.isolate_member_0(), format).await;
     let output = healthy.addresses.normalize(&output);
     let output = switchover.addresses.normalize(&output);
     let output = survivor_cluster.addresses.normalize(&output);
@@ -303,17 +269,9 @@ async fn openmetrics_output_ends_with_eof_and_counters_are_typed_without_total()
 }
 
 async fn single_member_output(reply: Reply) -> (String, Duration) {
-    let member = FakePatroni::start("127.0.0.1").await;
-    member.route("/cluster", reply);
+    let (_member, config) = single_member(reply).await;
     let started = Instant::now();
-    let output = poll_and_render(
-        vec![cluster_config(
-            vec![url::Url::parse(&member.url()).unwrap()],
-            None,
-        )],
-        Format::PrometheusText,
-    )
-    .await;
+    let output = poll_and_render(vec![config], Format::PrometheusText).await;
     (output, started.elapsed())
 }
 
@@ -378,12 +336,8 @@ async fn endless_headers_fail_within_the_timeout() {
 
 #[tokio::test]
 async fn scope_mismatch_is_an_error_not_a_mix() {
-    let member = FakePatroni::start("127.0.0.1").await;
-    member.route(
-        "/cluster",
-        Reply::Json(fixture("patroni-3.3.8/cluster.json")),
-    );
-    let mut config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
+    let (_member, mut config) =
+        single_member(Reply::Json(fixture("patroni-3.3.8/cluster.json"))).await;
     config.expected_scope = Some("other-cluster".into());
     let output = poll_and_render(vec![config], Format::PrometheusText).await;
     assert!(
@@ -439,12 +393,10 @@ async fn members_that_leave_are_remembered_for_ttl_then_vanish_from_the_output()
 
 #[tokio::test]
 async fn leader_changes_are_counted() {
-    let member = FakePatroni::start("127.0.0.1").await;
-    member.route(
-        "/cluster",
-        Reply::Json(fixture("patroni-4.1.5/01-cluster-from-m0.json")),
-    );
-    let config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
+    let (member, config) = single_member(Reply::Json(fixture(
+        "patroni-4.1.5/01-cluster-from-m0.json",
+    )))
+    .await;
     let mut poller = ClusterPoller::new(0, config).await.unwrap();
     assert_eq!(poller.poll_once().await.counters.leader_changes, 0);
     member.route(
@@ -468,30 +420,19 @@ async fn leader_changes_are_counted() {
 #[tokio::test]
 async fn http_endpoints() {
     let store = Arc::new(SnapshotStore::new(1));
-    let Endpoint {
-        addr,
-        stop,
-        task: server,
-    } = start_endpoint(store.clone(), None).await;
-    let client = reqwest::Client::new();
-    let get = |path: &str| client.get(format!("http://{addr}{path}")).send();
+    let endpoint = start_endpoint(store.clone(), None).await;
 
-    assert_eq!(get("/-/healthy").await.unwrap().status(), 200);
-    assert_eq!(get("/-/ready").await.unwrap().status(), 503);
-    let landing = get("/").await.unwrap().text().await.unwrap();
+    assert_eq!(endpoint.get("/-/healthy").await.status(), 200);
+    assert_eq!(endpoint.get("/-/ready").await.status(), 503);
+    let landing = endpoint.get("/").await.text().await.unwrap();
     assert!(landing.contains("href=\"/metrics\""));
 
-    let member = FakePatroni::start("127.0.0.1").await;
-    member.route(
-        "/cluster",
-        Reply::Json(fixture("patroni-3.3.8/cluster.json")),
-    );
-    let config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
+    let (_member, config) = single_member(Reply::Json(fixture("patroni-3.3.8/cluster.json"))).await;
     let mut poller = ClusterPoller::new(0, config).await.unwrap();
     store.publish(0, poller.poll_once().await);
-    assert_eq!(get("/-/ready").await.unwrap().status(), 200);
+    assert_eq!(endpoint.get("/-/ready").await.status(), 200);
 
-    let text = get("/metrics").await.unwrap();
+    let text = endpoint.get("/metrics").await;
     assert_eq!(
         text.headers()["content-type"],
         "text/plain; version=0.0.4; charset=utf-8"
@@ -501,24 +442,19 @@ async fn http_endpoints() {
         .await
         .unwrap()
         .contains("patroni_cluster_members{scope=\"pg-test\"} 3"));
-    let openmetrics = client
-        .get(format!("http://{addr}/metrics"))
-        .header("accept", "application/openmetrics-text; version=1.0.0")
-        .send()
-        .await
-        .unwrap();
+    let openmetrics = endpoint
+        .get_with_header(
+            "/metrics",
+            ("accept", "application/openmetrics-text; version=1.0.0"),
+        )
+        .await;
     assert!(openmetrics.headers()["content-type"]
         .to_str()
         .unwrap()
         .starts_with("application/openmetrics-text"));
     assert!(openmetrics.text().await.unwrap().ends_with("# EOF\n"));
 
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(5), server)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    endpoint.shut_down().await;
 }
 
 /// `/probe?scope=NAME` serves one cluster; `/metrics` is reused until a cluster publishes,
@@ -526,16 +462,10 @@ async fn http_endpoints() {
 #[tokio::test]
 async fn probe_cache_and_gzip() {
     let store = Arc::new(SnapshotStore::new(2));
-    let Endpoint {
-        addr,
-        stop,
-        task: server,
-    } = start_endpoint(store.clone(), None).await;
-    let client = reqwest::Client::new();
-    let get = |path: &str| client.get(format!("http://{addr}{path}")).send();
+    let endpoint = start_endpoint(store.clone(), None).await;
 
-    assert_eq!(get("/probe").await.unwrap().status(), 400);
-    assert_eq!(get("/probe?scope=pg-test").await.unwrap().status(), 404);
+    assert_eq!(endpoint.get("/probe").await.status(), 400);
+    assert_eq!(endpoint.get("/probe?scope=pg-test").await.status(), 404);
 
     let first = FakePatroni::start("127.0.0.1").await;
     first.route(
@@ -555,35 +485,32 @@ async fn probe_cache_and_gzip() {
         pollers.push(poller);
     }
 
-    let probe = get("/probe?scope=other").await.unwrap();
+    let probe = endpoint.get("/probe?scope=other").await;
     assert_eq!(probe.status(), 200);
     let probe = probe.text().await.unwrap();
     assert!(probe.contains("patroni_cluster_members{scope=\"other\"} 3"));
     assert!(!probe.contains("pg-test"), "only the asked cluster");
     assert!(probe.contains("patroni_exporter_build_info"));
 
-    let metrics = get("/metrics").await.unwrap().text().await.unwrap();
+    let metrics = endpoint.get("/metrics").await.text().await.unwrap();
     assert!(metrics.contains("patroni_cluster_members{scope=\"other\"} 3"));
     assert!(metrics.contains("patroni_cluster_members{scope=\"pg-test\"} 3"));
     // Nothing published since: the same rendering.
     assert_eq!(
-        get("/metrics").await.unwrap().text().await.unwrap(),
+        endpoint.get("/metrics").await.text().await.unwrap(),
         metrics
     );
     // A publication is seen by the next scrape.
     tokio::time::sleep(Duration::from_millis(20)).await;
     store.publish(0, pollers[0].poll_once().await);
-    let fresh = get("/metrics").await.unwrap().text().await.unwrap();
+    let fresh = endpoint.get("/metrics").await.text().await.unwrap();
     assert_ne!(fresh, metrics, "the new poll's timestamp must show");
 
     for path in ["/metrics", "/probe?scope=pg-test"] {
-        let plain = get(path).await.unwrap().bytes().await.unwrap();
-        let gzipped = client
-            .get(format!("http://{addr}{path}"))
-            .header("accept-encoding", "gzip")
-            .send()
-            .await
-            .unwrap();
+        let plain = endpoint.get(path).await.bytes().await.unwrap();
+        let gzipped = endpoint
+            .get_with_header(path, ("accept-encoding", "gzip"))
+            .await;
         assert_eq!(gzipped.headers()["content-encoding"], "gzip", "{path}");
         assert_eq!(gzipped.headers()["vary"], "Accept-Encoding", "{path}");
         let compressed = gzipped.bytes().await.unwrap();
@@ -597,12 +524,7 @@ async fn probe_cache_and_gzip() {
         assert_eq!(unpacked, plain, "{path}");
     }
 
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(5), server)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    endpoint.shut_down().await;
 }
 
 #[tokio::test]
@@ -671,7 +593,7 @@ async fn collectors_switched_off_are_not_asked_and_their_families_are_absent() {
         FakeCluster::start(
             "collectors",
             &fixture("patroni-4.1.5/01-cluster-from-m0.json"),
-            [0, 1, 2].map(|i| Some(fixture(&format!("patroni-4.1.5/01-patroni-m{i}.json")))),
+            own_captures("patroni-4.1.5/01-patroni-"),
             &fixture("patroni-4.1.5/01-history.json"),
         )
         .await
@@ -734,7 +656,7 @@ async fn an_isolated_primary_out_of_the_dcs_view_is_still_asked_and_counted() {
     let cluster = FakeCluster::start(
         "isolated",
         &fixture("patroni-4.1.5/01-cluster-from-m1.json"),
-        [0, 1, 2].map(|i| Some(fixture(&format!("patroni-4.1.5/01-patroni-m{i}.json")))),
+        own_captures("patroni-4.1.5/01-patroni-"),
         &fixture("patroni-4.1.5/01-history.json"),
     )
     .await;
@@ -746,17 +668,8 @@ async fn an_isolated_primary_out_of_the_dcs_view_is_still_asked_and_counted() {
     let mut poller = ClusterPoller::new(0, config).await.unwrap();
     store.publish(0, poller.poll_once().await);
 
-    // Poll 2: members 1 and 2 let member 0's key expire and member 1 promoted itself (its
-    // own /patroni says primary); member 0, cut off from them, still says primary.
-    let mut majority: serde_json::Value =
-        serde_json::from_slice(&fixture("patroni-4.1.5/01-cluster-from-m1.json")).unwrap();
-    let members = majority["members"].as_array_mut().unwrap();
-    members.remove(0);
-    members[0]["role"] = "leader".into();
-    let majority = serde_json::to_vec(&majority).unwrap();
-    cluster.serve_cluster_on(1, &majority);
-    cluster.serve_cluster_on(2, &majority);
-    cluster.serve_on(1, "/patroni", &fixture("patroni-4.1.5/01-patroni-m0.json"));
+    // Poll 2: member 0 isolated, member 1 promoted by the majority.
+    cluster.isolate_member_0();
     let snapshot = poller.poll_once().await;
     let report = ClusterReport::from_snapshot(&snapshot);
     store.publish(0, snapshot);

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use patroni_raft_exporter::config::ClusterConfig;
+use patroni_raft_exporter::config::{ClusterConfig, RaftSettings};
 use patroni_raft_exporter::metrics::exposition::Format;
 use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
 use patroni_raft_exporter::patroni::BasicAuth;
@@ -55,24 +55,37 @@ fn one_member_cluster(scope: &str, api: &str, host: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// A config polling the one member at `member_url` and expecting the scope `scope`.
+fn scoped_config(scope: &str, member_url: &str) -> ClusterConfig {
+    ClusterConfig::default().with(|config| {
+        config.expected_scope = Some(scope.into());
+        config.patroni_urls = vec![url(member_url)];
+    })
+}
+
+/// An https member signed by `pki`'s CA whose `/cluster` names itself under the scope `tls`;
+/// `require_client` makes it ask for a client certificate.
+async fn tls_member(pki: &Pki, require_client: bool) -> FakePatroni {
+    let member = FakePatroni::start_tls("127.0.0.1", pki.server_config(require_client)).await;
+    member.route(
+        "/cluster",
+        Reply::Json(one_member_cluster("tls", &member.url(), "127.0.0.1")),
+    );
+    member
+}
+
 // ------------------------------------------------------------------ TLS to members
 
 #[tokio::test]
 async fn https_members_with_a_private_ca_and_client_certificates() {
     let _shared = MEMORY.read().await;
     let pki = Pki::new();
-    let member = FakePatroni::start_tls("127.0.0.1", pki.server_config(true)).await;
-    member.route(
-        "/cluster",
-        Reply::Json(one_member_cluster("tls", &member.url(), "127.0.0.1")),
-    );
+    let member = tls_member(&pki, true).await;
     member.route(
         "/patroni",
         Reply::Json(fixture("patroni-3.3.8/patroni-m0.json")),
     );
-    let base = ClusterConfig::default().with(|config| {
-        config.expected_scope = Some("tls".into());
-        config.patroni_urls = vec![url(&member.url())];
+    let base = scoped_config("tls", &member.url()).with(|config| {
         config.poll.timeout = Duration::from_secs(2);
     });
     let with_identity = base.clone().with(|config| {
@@ -125,11 +138,7 @@ async fn https_members_with_a_private_ca_and_client_certificates() {
 async fn an_encrypted_client_key_is_decrypted_with_its_password_file() {
     let _shared = MEMORY.read().await;
     let pki = Pki::new();
-    let member = FakePatroni::start_tls("127.0.0.1", pki.server_config(true)).await;
-    member.route(
-        "/cluster",
-        Reply::Json(one_member_cluster("tls", &member.url(), "127.0.0.1")),
-    );
+    let member = tls_member(&pki, true).await;
     let key_pem = std::fs::read_to_string(&pki.client_key).unwrap();
     let (_, der) = pkcs8_decode(&key_pem);
     let encrypted = pkcs8::PrivateKeyInfo::try_from(der.as_slice())
@@ -140,9 +149,7 @@ async fn an_encrypted_client_key_is_decrypted_with_its_password_file() {
         .unwrap();
     let encrypted_path = pki.dir.path().join("client-key-encrypted.pem");
     std::fs::write(&encrypted_path, encrypted.as_bytes()).unwrap();
-    let config = ClusterConfig::default().with(|config| {
-        config.expected_scope = Some("tls".into());
-        config.patroni_urls = vec![url(&member.url())];
+    let config = scoped_config("tls", &member.url()).with(|config| {
         config.rest.ca_file = Some(pki.ca.clone());
         config.rest.cert_file = Some(pki.client_cert.clone());
         config.rest.key_file = Some(encrypted_path.clone());
@@ -196,9 +203,7 @@ async fn basic_auth_is_sent_and_api_urls_off_the_configured_hosts_are_not_follow
         "/patroni",
         Reply::Json(fixture("patroni-3.3.8/patroni-m1.json")),
     );
-    let config = ClusterConfig::default().with(|config| {
-        config.expected_scope = Some("auth".into());
-        config.patroni_urls = vec![url(&configured.url())];
+    let config = scoped_config("auth", &configured.url()).with(|config| {
         config.rest.basic_auth = Some(BasicAuth {
             username: "watcher".into(),
             password: Secret::new("rest-read-pass"),
@@ -281,9 +286,7 @@ async fn https_is_never_downgraded_by_an_api_url() {
         "/cluster",
         Reply::Json(one_member_cluster("tls", &plain.url(), "127.0.0.1")),
     );
-    let config = ClusterConfig::default().with(|config| {
-        config.expected_scope = Some("tls".into());
-        config.patroni_urls = vec![url(&member.url())];
+    let config = scoped_config("tls", &member.url()).with(|config| {
         config.rest.ca_file = Some(pki.ca.clone());
     });
     let output = poll_and_render(vec![config], Format::PrometheusText).await;
@@ -427,6 +430,19 @@ fn bcrypt_hash(password: &str) -> String {
     bcrypt::hash(password, 4).unwrap()
 }
 
+/// GET `url` with `client` as the user `prometheus` and `password`.
+async fn scrape(
+    client: &reqwest::Client,
+    url: &str,
+    password: &str,
+) -> reqwest::Result<reqwest::Response> {
+    client
+        .get(url)
+        .basic_auth("prometheus", Some(password))
+        .send()
+        .await
+}
+
 #[tokio::test]
 async fn the_endpoint_behind_tls_client_certificates_and_basic_auth() {
     let _shared = MEMORY.read().await;
@@ -461,19 +477,9 @@ async fn the_endpoint_behind_tls_client_certificates_and_basic_auth() {
     let anonymous = client.get(&metrics).send().await.unwrap();
     assert_eq!(anonymous.status(), 401);
     assert_eq!(anonymous.headers()["www-authenticate"], "Basic");
-    let wrong = client
-        .get(&metrics)
-        .basic_auth("prometheus", Some("nope"))
-        .send()
-        .await
-        .unwrap();
+    let wrong = scrape(&client, &metrics, "nope").await.unwrap();
     assert_eq!(wrong.status(), 401);
-    let ok = client
-        .get(&metrics)
-        .basic_auth("prometheus", Some("scrape-pass"))
-        .send()
-        .await
-        .unwrap();
+    let ok = scrape(&client, &metrics, "scrape-pass").await.unwrap();
     assert_eq!(ok.status(), 200);
     assert!(ok
         .text()
@@ -487,12 +493,7 @@ async fn the_endpoint_behind_tls_client_certificates_and_basic_auth() {
         .timeout(Duration::from_secs(5))
         .build()
         .unwrap();
-    assert!(no_identity
-        .get(&metrics)
-        .basic_auth("prometheus", Some("scrape-pass"))
-        .send()
-        .await
-        .is_err());
+    assert!(scrape(&no_identity, &metrics, "scrape-pass").await.is_err());
     // Plain http to the TLS port gets nothing.
     assert!(reqwest::Client::new()
         .get(format!("http://127.0.0.1:{}/metrics", addr.port()))
@@ -505,29 +506,14 @@ async fn the_endpoint_behind_tls_client_certificates_and_basic_auth() {
     // SIGHUP path: a rotated password applies without a restart.
     write_config("prometheus", "rotated-pass");
     web.reload().unwrap();
-    let old = client
-        .get(&metrics)
-        .basic_auth("prometheus", Some("scrape-pass"))
-        .send()
-        .await
-        .unwrap();
+    let old = scrape(&client, &metrics, "scrape-pass").await.unwrap();
     assert_eq!(old.status(), 401);
-    let new = client
-        .get(&metrics)
-        .basic_auth("prometheus", Some("rotated-pass"))
-        .send()
-        .await
-        .unwrap();
+    let new = scrape(&client, &metrics, "rotated-pass").await.unwrap();
     assert_eq!(new.status(), 200);
     // A broken file on reload keeps the running settings.
     std::fs::write(&web_config, "basic_auth_users: [").unwrap();
     assert!(web.reload().is_err());
-    let still = client
-        .get(&metrics)
-        .basic_auth("prometheus", Some("rotated-pass"))
-        .send()
-        .await
-        .unwrap();
+    let still = scrape(&client, &metrics, "rotated-pass").await.unwrap();
     assert_eq!(still.status(), 200);
 }
 
@@ -544,12 +530,8 @@ async fn the_endpoint_bounds_idle_connections_and_answers_others() {
         idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
     }
     let started = Instant::now();
-    let response = reqwest::Client::new()
-        .get(format!("http://{addr}/-/healthy"))
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await
-        .unwrap();
+    let healthy = format!("http://{addr}/-/healthy");
+    let response = get(&reqwest::Client::new(), &healthy, Duration::from_secs(5)).await;
     assert_eq!(response.status(), 200);
     assert!(started.elapsed() < Duration::from_millis(500));
 }
@@ -567,6 +549,31 @@ fn rss_kib() -> u64 {
                 .and_then(|kib| kib.parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// A cluster of the hostile fleet, polled every 500 ms with an 800 ms timeout from the member
+/// at `member_url` and, when `raft` is given, from its Raft nodes on port 2222 with its
+/// password.
+fn hostile_config(
+    scope: &str,
+    member_url: &str,
+    raft: Option<(Vec<String>, Option<&str>)>,
+) -> ClusterConfig {
+    scoped_config(scope, member_url).with(|config| {
+        config.poll.interval = Duration::from_millis(500);
+        config.poll.timeout = Duration::from_millis(800);
+        config.raft = raft.map(|(nodes, password)| RaftSettings {
+            nodes,
+            port: 2222,
+            password: password.map(Secret::new),
+            command: None,
+        });
+    })
+}
+
+/// GET `url` with `client`, giving up after `timeout`.
+async fn get(client: &reqwest::Client, url: &str, timeout: Duration) -> reqwest::Response {
+    client.get(url).timeout(timeout).send().await.unwrap()
 }
 
 /// Every hostile peer of the issue at once, each its own cluster, polled continuously by
@@ -629,12 +636,7 @@ async fn a_fleet_of_hostile_peers() {
     for (scope, reply, kind) in rest_cases {
         let member = FakePatroni::start("127.0.0.1").await;
         member.route("/cluster", reply);
-        configs.push(ClusterConfig::default().with(|config| {
-            config.expected_scope = Some(scope.into());
-            config.patroni_urls = vec![url(&member.url())];
-            config.poll.interval = Duration::from_millis(500);
-            config.poll.timeout = Duration::from_millis(800);
-        }));
+        configs.push(hostile_config(scope, &member.url(), None));
         expectations.push((scope.into(), "cluster", kind));
         fakes.push(member);
     }
@@ -648,18 +650,11 @@ async fn a_fleet_of_hostile_peers() {
             "169.254.169.254",
         )),
     );
-    configs.push(ClusterConfig::default().with(|config| {
-        config.expected_scope = Some("api-url-elsewhere".into());
-        config.patroni_urls = vec![url(&pointing.url())];
-        config.poll.interval = Duration::from_millis(500);
-        config.poll.timeout = Duration::from_millis(800);
-        config.raft = Some(patroni_raft_exporter::config::RaftSettings {
-            nodes: Vec::new(),
-            port: 2222,
-            password: None,
-            command: None,
-        });
-    }));
+    configs.push(hostile_config(
+        "api-url-elsewhere",
+        &pointing.url(),
+        Some((Vec::new(), None)),
+    ));
     expectations.push(("api-url-elsewhere".into(), "member", "api_url_not_allowed"));
     fakes.push(pointing);
 
@@ -688,38 +683,24 @@ async fn a_fleet_of_hostile_peers() {
         let (addr, node) = FakeRaftNode::start(behaviour, Some(key.clone()))
             .await
             .unwrap();
-        let dead = url(&format!("http://{}", dead_address().await));
-        configs.push(ClusterConfig::default().with(|config| {
-            config.expected_scope = Some(scope.into());
-            config.patroni_urls = vec![dead];
-            config.poll.interval = Duration::from_millis(500);
-            config.poll.timeout = Duration::from_millis(800);
-            config.raft = Some(patroni_raft_exporter::config::RaftSettings {
-                nodes: vec![addr],
-                port: 2222,
-                password: Some(Secret::new("s3cret")),
-                command: None,
-            });
-        }));
+        let dead = format!("http://{}", dead_address().await);
+        configs.push(hostile_config(
+            scope,
+            &dead,
+            Some((vec![addr], Some("s3cret"))),
+        ));
         expectations.push((scope.into(), "raft", kind));
         nodes.push(node);
     }
     // Timestamps going backwards (the fake stamps the key exchange 1000 and the reply 5):
     // accepted by design, pysyncobj >= 0.3.12 stamps tokens with a monotonic clock.
     let backwards = raft_node_from_vector("enc_leader_0.3.12", "s3cret").await;
-    let dead = url(&format!("http://{}", dead_address().await));
-    configs.push(ClusterConfig::default().with(|config| {
-        config.expected_scope = Some("raft-timestamp-backwards".into());
-        config.patroni_urls = vec![dead];
-        config.poll.interval = Duration::from_millis(500);
-        config.poll.timeout = Duration::from_millis(800);
-        config.raft = Some(patroni_raft_exporter::config::RaftSettings {
-            nodes: vec![backwards.addr().to_owned()],
-            port: 2222,
-            password: Some(Secret::new("s3cret")),
-            command: None,
-        });
-    }));
+    let dead = format!("http://{}", dead_address().await);
+    configs.push(hostile_config(
+        "raft-timestamp-backwards",
+        &dead,
+        Some((vec![backwards.addr().to_owned()], Some("s3cret"))),
+    ));
 
     let rss_before = rss_kib();
     let store = Arc::new(SnapshotStore::new(configs.len()));
@@ -731,6 +712,7 @@ async fn a_fleet_of_hostile_peers() {
     let endpoint = start_endpoint(store.clone(), None).await;
     let addr = endpoint.addr;
     let client = reqwest::Client::new();
+    let metrics = format!("http://{addr}/metrics");
 
     // Scrape throughout six poll rounds; every scrape must be fast. RSS is sampled after
     // the first second (allocator arenas warmed up) and at the end: it must not keep growing.
@@ -744,12 +726,7 @@ async fn a_fleet_of_hostile_peers() {
             rss_warm = Some(rss_kib());
         }
         let started = Instant::now();
-        let response = client
-            .get(format!("http://{addr}/metrics"))
-            .timeout(Duration::from_secs(2))
-            .send()
-            .await
-            .unwrap();
+        let response = get(&client, &metrics, Duration::from_secs(2)).await;
         assert_eq!(response.status(), 200);
         output = response.text().await.unwrap();
         slowest = slowest.max(started.elapsed());

@@ -42,15 +42,13 @@ async fn raft_nodes(
     )
     .await;
     let mut addresses = Addresses::default();
-    for (index, node) in nodes.iter().enumerate() {
-        addresses.add(node.clone(), format!("127.0.0.1{}:2222", index + 1));
-    }
+    addresses.add_raft_nodes(&nodes);
     (nodes, fakes, addresses)
 }
 
 async fn case(
     cluster_json: &str,
-    own: [Option<&str>; 3],
+    own: [Option<Vec<u8>>; 3],
     history: &str,
     raft: [Option<&str>; 3],
 ) -> Case {
@@ -58,7 +56,7 @@ async fn case(
         ["127.0.0.31", "127.0.0.32", "127.0.0.33"],
         "pg-test",
         &fixture(cluster_json),
-        own.map(|path| path.map(fixture)),
+        own,
         &fixture(history),
     )
     .await;
@@ -76,17 +74,9 @@ async fn case(
 async fn healthy() -> Case {
     case(
         "patroni-3.3.8/cluster.json",
-        [
-            Some("patroni-3.3.8/patroni-m0.json"),
-            Some("patroni-3.3.8/patroni-m1.json"),
-            Some("patroni-3.3.8/patroni-m2.json"),
-        ],
+        own_captures("patroni-3.3.8/patroni-"),
         "patroni-3.3.8/history.json",
-        [
-            Some("enc_leader_0.3.12"),
-            Some("enc_follower_0.3.12"),
-            Some("enc_follower_0.3.12"),
-        ],
+        healthy_raft(0),
     )
     .await
 }
@@ -94,17 +84,9 @@ async fn healthy() -> Case {
 async fn switchover_in_progress() -> Case {
     case(
         "patroni-4.1.5/02-cluster-right-after-switchover.json",
-        [
-            Some("patroni-4.1.5/02-patroni-after-switchover-m0.json"),
-            Some("patroni-4.1.5/02-patroni-after-switchover-m1.json"),
-            Some("patroni-4.1.5/02-patroni-after-switchover-m2.json"),
-        ],
+        own_captures("patroni-4.1.5/02-patroni-after-switchover-"),
         "patroni-4.1.5/02-history-after-switchover.json",
-        [
-            Some("enc_follower_0.3.12"),
-            Some("enc_leader_0.3.12"),
-            Some("enc_follower_0.3.12"),
-        ],
+        healthy_raft(1),
     )
     .await
 }
@@ -114,7 +96,7 @@ async fn quorum_lost() -> Case {
         "patroni-4.1.5/03-cluster-survivor-t+60s.json",
         [
             None,
-            Some("patroni-4.1.5/03-patroni-survivor-t+60s.json"),
+            Some(fixture("patroni-4.1.5/03-patroni-survivor-t+60s.json")),
             None,
         ],
         "patroni-4.1.5/02-history-after-switchover.json",
@@ -124,15 +106,13 @@ async fn quorum_lost() -> Case {
 }
 
 async fn member_down() -> Case {
+    let [m0, m1, _] = own_captures("patroni-3.3.8/patroni-");
+    let [leader, follower, _] = healthy_raft(0);
     case(
         "patroni-3.3.8/cluster.json",
-        [
-            Some("patroni-3.3.8/patroni-m0.json"),
-            Some("patroni-3.3.8/patroni-m1.json"),
-            None,
-        ],
+        [m0, m1, None],
         "patroni-3.3.8/history.json",
-        [Some("enc_leader_0.3.12"), Some("enc_follower_0.3.12"), None],
+        [leader, follower, None],
     )
     .await
 }
@@ -141,17 +121,9 @@ async fn member_down() -> Case {
 async fn no_failover_candidate() -> Case {
     case(
         "patroni-3.3.8/states/nofailover-all-replicas/cluster.json",
-        [
-            Some("patroni-3.3.8/states/nofailover-all-replicas/patroni-m0.json"),
-            Some("patroni-3.3.8/states/nofailover-all-replicas/patroni-m1.json"),
-            Some("patroni-3.3.8/states/nofailover-all-replicas/patroni-m2.json"),
-        ],
+        own_captures("patroni-3.3.8/states/nofailover-all-replicas/patroni-"),
         "patroni-3.3.8/history.json",
-        [
-            Some("enc_leader_0.3.12"),
-            Some("enc_follower_0.3.12"),
-            Some("enc_follower_0.3.12"),
-        ],
+        healthy_raft(0),
     )
     .await
 }
@@ -159,19 +131,12 @@ async fn no_failover_candidate() -> Case {
 /// Member 0 answers from a Raft replica frozen before the switchover to member 1 and still
 /// says primary; members 1 and 2 saw the switchover. The checker reads member 0 first.
 async fn two_primaries() -> Case {
+    let [_, m1, m2] = own_captures("patroni-4.1.5/02-patroni-after-switchover-");
     let case = case(
         "patroni-4.1.5/02-cluster-after-switchover.json",
-        [
-            Some("patroni-4.1.5/01-patroni-m0.json"),
-            Some("patroni-4.1.5/02-patroni-after-switchover-m1.json"),
-            Some("patroni-4.1.5/02-patroni-after-switchover-m2.json"),
-        ],
+        [Some(fixture("patroni-4.1.5/01-patroni-m0.json")), m1, m2],
         "patroni-4.1.5/02-history-after-switchover.json",
-        [
-            Some("enc_follower_0.3.12"),
-            Some("enc_leader_0.3.12"),
-            Some("enc_follower_0.3.12"),
-        ],
+        healthy_raft(1),
     )
     .await;
     case._cluster
@@ -231,57 +196,64 @@ async fn switchover_in_progress_is_a_warning() {
     golden("switchover", switchover_in_progress().await, Level::Warning).await;
 }
 
-#[tokio::test]
-async fn quorum_lost_is_critical_and_says_so() {
-    let case = quorum_lost().await;
+/// [`golden`], after checking that the text says each of `lines` and that the exit code is
+/// `exit_code`.
+async fn golden_saying(name: &str, case: Case, level: Level, exit_code: u8, lines: &[&str]) {
     let reports = reports(&case).await;
     let text = render::text(&reports, Colour(false));
-    assert!(
-        text.contains("CRITICAL Raft quorum lost: 1 of 3 voters answer, 0 report has_quorum; 2 refuse connections"),
-        "{text}"
-    );
-    assert!(text.contains(
-        "postgresql-1 is leader in the DCS view but reports itself as replica: the DCS view is frozen"
-    ));
-    assert_eq!(overall(&reports).exit_code(), 2);
-    golden("quorum-lost", case, Level::Critical).await;
+    for line in lines {
+        assert!(text.contains(line), "{name}: {line:?} missing:\n{text}");
+    }
+    assert_eq!(overall(&reports).exit_code(), exit_code);
+    golden(name, case, level).await;
+}
+
+#[tokio::test]
+async fn quorum_lost_is_critical_and_says_so() {
+    golden_saying(
+        "quorum-lost",
+        quorum_lost().await,
+        Level::Critical,
+        2,
+        &[
+            "CRITICAL Raft quorum lost: 1 of 3 voters answer, 0 report has_quorum; 2 refuse connections",
+            "postgresql-1 is leader in the DCS view but reports itself as replica: the DCS view is frozen",
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn no_failover_candidate_is_a_warning_that_names_the_reasons() {
-    let case = no_failover_candidate().await;
-    let reports = reports(&case).await;
-    let text = render::text(&reports, Colour(false));
-    assert!(
-        text.contains("If the leader dies now: nobody can take over"),
-        "{text}"
-    );
-    assert!(text.contains("postgresql-1 excluded: tagged nofailover (failover_priority 0)"));
-    assert!(text.contains(
-        "WARNING no failover candidate: if the leader dies now, nobody is promoted; excluded: postgresql-1 (nofailover), postgresql-2 (nofailover)"
-    ));
-    assert_eq!(overall(&reports).exit_code(), 1);
-    golden("no-failover-candidate", case, Level::Warning).await;
+    golden_saying(
+        "no-failover-candidate",
+        no_failover_candidate().await,
+        Level::Warning,
+        1,
+        &[
+            "If the leader dies now: nobody can take over",
+            "postgresql-1 excluded: tagged nofailover (failover_priority 0)",
+            "WARNING no failover candidate: if the leader dies now, nobody is promoted; excluded: postgresql-1 (nofailover), postgresql-2 (nofailover)",
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn two_primaries_are_critical_and_named_whichever_view_is_read() {
-    let case = two_primaries().await;
-    let reports = reports(&case).await;
-    let text = render::text(&reports, Colour(false));
-    assert!(
-        text.contains("CRITICAL TWO PRIMARIES: postgresql-0 and postgresql-1: each says primary in its own GET /patroni"),
-        "{text}"
-    );
-    // The checker read member 0's frozen view, but the majority's view is the reference.
-    assert!(
-        text.contains(
-            "WARNING the members' DCS views differ (2 views): postgresql-0 (leader, timelines)"
-        ),
-        "{text}"
-    );
-    assert_eq!(overall(&reports).exit_code(), 2);
-    golden("two-primaries", case, Level::Critical).await;
+    golden_saying(
+        "two-primaries",
+        two_primaries().await,
+        Level::Critical,
+        2,
+        &[
+            "CRITICAL TWO PRIMARIES: postgresql-0 and postgresql-1: each says primary in its own GET /patroni",
+            // The checker read member 0's frozen view, but the majority's view is the
+            // reference.
+            "WARNING the members' DCS views differ (2 views): postgresql-0 (leader, timelines)",
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -25,6 +25,24 @@ pub fn fixture(path: &str) -> Vec<u8> {
     std::fs::read(&full).unwrap_or_else(|error| panic!("{full}: {error}"))
 }
 
+/// The three members' own `/patroni` captures, `{prefix}m0.json` to `{prefix}m2.json`, for
+/// [`FakeCluster::start`].
+pub fn own_captures(prefix: &str) -> [Option<Vec<u8>>; 3] {
+    [0, 1, 2].map(|i| Some(fixture(&format!("{prefix}m{i}.json"))))
+}
+
+/// The captured Raft statuses of three healthy nodes, node `leader` the leader, for
+/// [`raft_cluster`].
+pub fn healthy_raft(leader: usize) -> [Option<&'static str>; 3] {
+    std::array::from_fn(|index| {
+        Some(if index == leader {
+            "enc_leader_0.3.12"
+        } else {
+            "enc_follower_0.3.12"
+        })
+    })
+}
+
 /// Address substitutions that make output independent of the random ports of the fakes.
 #[derive(Default, Clone)]
 pub struct Addresses {
@@ -34,6 +52,13 @@ pub struct Addresses {
 impl Addresses {
     pub fn add(&mut self, actual: impl Into<String>, stable: impl Into<String>) {
         self.pairs.push((actual.into(), stable.into()));
+    }
+
+    /// The fake Raft `nodes` under the names the captures give them: `127.0.0.1N:2222`.
+    pub fn add_raft_nodes(&mut self, nodes: &[String]) {
+        for (index, node) in nodes.iter().enumerate() {
+            self.add(node.clone(), format!("127.0.0.1{}:2222", index + 1));
+        }
     }
 
     /// Replaces every actual address (followed by a delimiter) with its stable name.
@@ -137,6 +162,21 @@ impl FakeCluster {
         if let Some(member) = &self._running[index] {
             member.route("/cluster", Reply::Json(body.into_bytes()));
         }
+    }
+
+    /// For a cluster started from the `patroni-4.1.5/01-*` captures, an isolated primary:
+    /// members 1 and 2 let member 0's key expire and member 1 promoted itself (its own
+    /// `/patroni` says primary), while member 0, cut off from them, still says primary.
+    pub fn isolate_member_0(&self) {
+        let mut majority: serde_json::Value =
+            serde_json::from_slice(&fixture("patroni-4.1.5/01-cluster-from-m1.json")).unwrap();
+        let members = majority["members"].as_array_mut().unwrap();
+        members.remove(0);
+        members[0]["role"] = "leader".into();
+        let majority = serde_json::to_vec(&majority).unwrap();
+        self.serve_cluster_on(1, &majority);
+        self.serve_cluster_on(2, &majority);
+        self.serve_on(1, "/patroni", &fixture("patroni-4.1.5/01-patroni-m0.json"));
     }
 
     /// Serves `body` at `path` on every running member (e.g. another captured `/config`).
@@ -361,6 +401,15 @@ pub fn cluster_config(
     .with(|config| config.poll.timeout = Duration::from_millis(800))
 }
 
+/// A member on 127.0.0.1 answering `/cluster` with `reply` (nothing else), and the settings
+/// that poll it.
+pub async fn single_member(reply: Reply) -> (FakePatroni, ClusterConfig) {
+    let member = FakePatroni::start("127.0.0.1").await;
+    member.route("/cluster", reply);
+    let config = cluster_config(vec![Url::parse(&member.url()).unwrap()], None);
+    (member, config)
+}
+
 /// Changes settings in place and gives them back, so that a variant of a test cluster is
 /// one expression: `base.clone().with(|config| config.rest.ca_file = None)`.
 pub trait Configure {
@@ -458,6 +507,36 @@ pub struct Endpoint {
     /// Stops the server when sent or dropped.
     pub stop: tokio::sync::oneshot::Sender<()>,
     pub task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Endpoint {
+    /// GET `path` over plain http.
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.request(path).send().await.unwrap()
+    }
+
+    /// GET `path` over plain http with one more request header.
+    pub async fn get_with_header(
+        &self,
+        path: &str,
+        (name, value): (&str, &str),
+    ) -> reqwest::Response {
+        self.request(path).header(name, value).send().await.unwrap()
+    }
+
+    fn request(&self, path: &str) -> reqwest::RequestBuilder {
+        reqwest::Client::new().get(format!("http://{}{path}", self.addr))
+    }
+
+    /// Stops the server and waits for it to end cleanly.
+    pub async fn shut_down(self) {
+        self.stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), self.task)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+    }
 }
 
 /// Serves `store` on a free port of 127.0.0.1 under `/metrics`, behind `web` (TLS and basic
