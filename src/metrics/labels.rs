@@ -57,6 +57,10 @@ label_set!(
     ScopeLabels { scope }
 );
 label_set!(
+    /// A standby cluster and the source cluster it is configured to follow.
+    StandbySourceLabels { scope, source_scope }
+);
+label_set!(
     /// A cluster and the evidence its quorum verdict rests on.
     EvidenceLabels { scope, evidence }
 );

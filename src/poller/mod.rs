@@ -30,7 +30,8 @@ use crate::patroni::{self, ClusterView, PatroniClient, PatroniError};
 use crate::snapshot::{
     answered_views, effective_raft_leader, primaries, ClusterSnapshot, Counters, DcsView,
     FailoverReadiness, Failure, MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment,
-    QuorumVerdict, RaftNodeSnapshot, SnapshotStore, Source, ViewComparison, VoterSetComparison,
+    QuorumVerdict, RaftNodeSnapshot, SnapshotStore, Source, StandbySource, ViewComparison,
+    VoterSetComparison,
 };
 
 mod discovery;
@@ -195,6 +196,13 @@ impl ClusterPoller {
                 self.memory.counters.polls_skipped += overrun.floor() as u64;
                 snapshot.counters.polls_skipped = self.memory.counters.polls_skipped;
             }
+            // A standby cluster's source position, from the source's latest published
+            // snapshot (why here: crate::snapshot's `standby` module).
+            snapshot.standby_source = self
+                .config
+                .standby_of
+                .as_deref()
+                .map(|source| StandbySource::new(source, store.by_scope(source).as_deref()));
             store.publish(self.slot, snapshot);
         }
     }
@@ -488,6 +496,7 @@ impl ClusterPoller {
             raft_enabled: self.raft.is_some(),
             quorum,
             counters: self.memory.counters.clone(),
+            standby_source: None,
         }
     }
 

@@ -7,6 +7,7 @@
 use super::model::{member_row, raft_row};
 pub use super::model::{
     ClusterReport, ExcludedMember, FailoverReport, LagCell, Level, MemberRow, Problem, RaftRow,
+    StandbyReport,
 };
 use crate::patroni::is_leader_role;
 use crate::raft::RaftState;
@@ -54,6 +55,7 @@ impl ClusterReport {
             members,
             raft_nodes,
             failover: FailoverReport::from_snapshot(snapshot),
+            standby: StandbyReport::from_snapshot(snapshot),
             problems,
         }
     }
@@ -61,7 +63,10 @@ impl ClusterReport {
 
 /// States of a member that are not a problem.
 fn healthy_state(role: &str, state: &str) -> bool {
-    if is_leader_role(role) {
+    if role == "standby_leader" {
+        // a standby leader is a replica of its source: `streaming` in /cluster (Patroni 3.0+)
+        matches!(state, "streaming" | "running" | "in archive recovery")
+    } else if is_leader_role(role) {
         state == "running"
     } else {
         matches!(state, "streaming" | "running" | "in archive recovery")
@@ -80,10 +85,35 @@ fn problems(snapshot: &ClusterSnapshot) -> Vec<Problem> {
     split_problems(snapshot, &mut problems);
     margin_problems(snapshot, &mut problems);
     failover_problems(snapshot, &mut problems);
+    standby_problems(snapshot, &mut problems);
     problems
         .0
         .sort_by_key(|problem| std::cmp::Reverse(problem.level));
     problems.0
+}
+
+/// A standby leader that does not stream from its source: it replays only what reaches the
+/// archive, or nothing, and the lag to the source grows.
+fn standby_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
+    let Some(standby) = StandbyReport::from_snapshot(snapshot) else {
+        return;
+    };
+    let (Some(leader), Some(false)) = (&standby.standby_leader, standby.streaming) else {
+        return;
+    };
+    let how = if standby.archive_recovery == Some(true) {
+        "it replays from the archive only"
+    } else {
+        "it neither streams nor replays from an archive"
+    };
+    let source = standby
+        .source_scope
+        .as_deref()
+        .map_or(String::new(), |scope| format!(" ({scope})"));
+    problems.say(
+        Level::Warning,
+        format!("standby leader {leader} does not stream from its source{source}: {how}"),
+    );
 }
 
 /// The problems found so far.
