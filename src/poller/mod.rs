@@ -196,15 +196,20 @@ impl ClusterPoller {
                 self.memory.counters.polls_skipped += overrun.floor() as u64;
                 snapshot.counters.polls_skipped = self.memory.counters.polls_skipped;
             }
-            // A standby cluster's source position, from the source's latest published
-            // snapshot (why here: crate::snapshot's `standby` module).
-            snapshot.standby_source = self
-                .config
-                .standby_of
-                .as_deref()
-                .map(|source| StandbySource::new(source, store.by_scope(source).as_deref()));
-            store.publish(self.slot, snapshot);
+            self.publish(store, snapshot);
         }
+    }
+
+    /// Publishes `snapshot` into `store` as this cluster's latest; for a standby cluster
+    /// (`standby_of`), with the source's leader position from the source's latest published
+    /// snapshot (why here: crate::snapshot's `standby` module).
+    pub fn publish(&self, store: &SnapshotStore, mut snapshot: ClusterSnapshot) {
+        snapshot.standby_source = self
+            .config
+            .standby_of
+            .as_deref()
+            .map(|source| StandbySource::new(source, store.by_scope(source).as_deref()));
+        store.publish(self.slot, snapshot);
     }
 
     /// One complete poll of the cluster, in two rounds of requests.

@@ -28,12 +28,12 @@ pub use failover::{
     human_bytes, Exclusion, ExclusionReason, FailoverReadiness, MemberReadiness, PollFacts,
 };
 pub use quorum::{QuorumAssessment, QuorumEvidence, QuorumVerdict, Unanswered};
-pub use standby::{
-    standby_leader_archive_recovery, standby_leader_streaming, SourcePosition, StandbySource,
-};
 pub use split::{
     answered_views, primaries, says_primary, DcsView, MemberDcsView, MemberViewDiff, NodeVoterSet,
     ViewComparison, ViewField, VoterSetComparison,
+};
+pub use standby::{
+    standby_leader_archive_recovery, standby_leader_streaming, SourcePosition, StandbySource,
 };
 
 /// Which source a poll error came from: the `source` label of

@@ -209,7 +209,13 @@ mod tests {
         let mut dr = standby(3_000, Some("streaming"));
         assert_eq!(dr.standby_lag_bytes(), None, "no source configured");
         dr.standby_source = Some(StandbySource::new("pg-main", Some(&source())));
-        let position = dr.standby_source.as_ref().unwrap().position.clone().unwrap();
+        let position = dr
+            .standby_source
+            .as_ref()
+            .unwrap()
+            .position
+            .clone()
+            .unwrap();
         assert_eq!(position.leader, "main-0");
         assert_eq!(position.polled_at_seconds, 100.0);
         assert_eq!(dr.standby_lag_bytes(), Some(2_000));
@@ -227,7 +233,11 @@ mod tests {
         let mut two = source();
         two.members[1] = member("main-1", "replica", primary(6_000));
         dr.standby_source = Some(StandbySource::new("pg-main", Some(&two)));
-        assert_eq!(dr.standby_lag_bytes(), None, "two primaries: no single position");
+        assert_eq!(
+            dr.standby_lag_bytes(),
+            None,
+            "two primaries: no single position"
+        );
     }
 
     #[test]
@@ -252,5 +262,59 @@ mod tests {
         let leader = neither.standby_leaders().next().unwrap();
         assert_eq!(standby_leader_streaming(leader), Some(false));
         assert_eq!(neither.standby_leaders().count(), 1);
+    }
+}
+
+/// The captures of `tests/e2e/standby.sh` (`tests/fixtures/patroni-*/states/standby*`).
+#[cfg(test)]
+mod captured {
+    use super::*;
+
+    fn standby_cluster(version: &str, state: &str) -> ClusterSnapshot {
+        let dir = format!("patroni-{version}/states/{state}");
+        let (cluster, members) = crate::snapshot::captured(
+            &format!("{dir}/cluster.json"),
+            &format!("{dir}/patroni-m{{i}}.json"),
+        );
+        ClusterSnapshot {
+            scope: cluster.scope.clone().unwrap_or_default(),
+            cluster: Some(cluster),
+            members,
+            ..ClusterSnapshot::default()
+        }
+    }
+
+    #[test]
+    fn a_streaming_standby_leader_on_both_versions() {
+        for version in ["3.3.8", "4.1.5"] {
+            let dr = standby_cluster(version, "standby");
+            assert_eq!(dr.is_standby_cluster(), Some(true), "{version}");
+            let leaders: Vec<_> = dr.standby_leaders().collect();
+            assert_eq!(leaders.len(), 1, "{version}");
+            assert_eq!(leaders[0].member.name, "dr-0");
+            assert_eq!(
+                standby_leader_streaming(leaders[0]),
+                Some(true),
+                "{version}"
+            );
+            assert_eq!(
+                dr.primaries().len(),
+                1,
+                "the standby leader counts as the primary"
+            );
+        }
+    }
+
+    #[test]
+    fn the_source_primary_stopped_leaves_no_replication_state() {
+        let dr = standby_cluster("3.3.8", "standby-not-streaming");
+        let leader = dr.standby_leaders().next().unwrap();
+        assert_eq!(
+            leader.own_view.as_ref().unwrap().replication_state,
+            None,
+            "neither streaming nor in archive recovery: Patroni leaves the key out"
+        );
+        assert_eq!(standby_leader_streaming(leader), Some(false));
+        assert_eq!(standby_leader_archive_recovery(leader), Some(false));
     }
 }

@@ -77,7 +77,10 @@ fn standby_line(out: &mut String, report: &ClusterReport) {
     let Some(standby) = &report.standby else {
         return;
     };
-    let source = standby.source_scope.as_deref().unwrap_or("a source not configured");
+    let source = standby
+        .source_scope
+        .as_deref()
+        .unwrap_or("a source not configured");
     let streaming = match (standby.streaming, standby.archive_recovery) {
         (Some(true), _) => "streaming",
         (Some(false), Some(true)) => "NOT streaming (archive only)",

@@ -449,3 +449,59 @@ pub fn overall(reports: &[ClusterReport]) -> Level {
         .max()
         .unwrap_or(Level::Unknown)
 }
+
+#[cfg(test)]
+mod standby_tests {
+    use super::*;
+    use crate::snapshot::{captured, StandbySource};
+
+    /// A capture of tests/e2e/standby.sh, with pg-test configured as its source.
+    fn report(version: &str, state: &str) -> ClusterReport {
+        let dir = format!("patroni-{version}/states/{state}");
+        let (cluster, members) = captured(
+            &format!("{dir}/cluster.json"),
+            &format!("{dir}/patroni-m{{i}}.json"),
+        );
+        let snapshot = ClusterSnapshot {
+            scope: "pg-dr".into(),
+            cluster: Some(cluster),
+            members,
+            standby_source: Some(StandbySource::new("pg-test", None)),
+            ..ClusterSnapshot::default()
+        };
+        ClusterReport::from_snapshot(&snapshot)
+    }
+
+    #[test]
+    fn a_streaming_standby_cluster_is_ok_and_names_its_source() {
+        for version in ["3.3.8", "4.1.5"] {
+            let report = report(version, "standby");
+            // (failover readiness is not judged here: only the standby's own problems count)
+            assert!(
+                !report
+                    .problems
+                    .iter()
+                    .any(|p| p.message.contains("standby")),
+                "{version}: {:?}",
+                report.problems
+            );
+            let standby = report.standby.as_ref().unwrap();
+            assert_eq!(standby.source_scope.as_deref(), Some("pg-test"));
+            assert_eq!(standby.standby_leader.as_deref(), Some("dr-0"));
+            assert_eq!(standby.streaming, Some(true));
+            assert_eq!(standby.lag_bytes, None, "the source was not polled");
+            let text = super::super::render::text(&[report], super::super::render::Colour(false));
+            assert!(
+                text.contains("Standby cluster of pg-test: standby leader dr-0 streaming, lag to the source -"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_standby_leader_that_does_not_stream_is_a_warning() {
+        let report = report("3.3.8", "standby-not-streaming");
+        assert!(report.problems.iter().any(|p| p.message
+            == "standby leader dr-0 does not stream from its source (pg-test): it neither streams nor replays from an archive"));
+    }
+}

@@ -108,6 +108,10 @@ async fn golden_output(format: Format) -> String {
     };
     let tags = captured("3.3.8", "tags").await;
     let failsafe = captured("4.1.5", "failsafe-active").await;
+    // Standby clusters (tests/e2e/standby.sh), paired with the healthy cluster as their
+    // source: one streaming, one whose source primary was stopped.
+    let standby = captured("4.1.5", "standby").await;
+    let standby_cut = captured("3.3.8", "standby-not-streaming").await;
     // The failsafe topology, as Patroni's GET /failsafe answers it while failsafe_mode is on
     // (asked from the second poll: the first one learns failsafe_mode from /config).
     failsafe.serve_everywhere(
@@ -194,6 +198,10 @@ async fn golden_output(format: Format) -> String {
             ],
             Some((survivor_nodes, Some("s3cret"))),
         ),
+        cluster_config(standby.urls(), None)
+            .with(|config| config.standby_of = Some("healthy-3-3-8".into())),
+        cluster_config(standby_cut.urls(), None)
+            .with(|config| config.standby_of = Some("healthy-3-3-8".into())),
     ];
     // Configs 2 (failsafe) and 4 (departed) need a second poll.
     let output = poll_twice_and_render(
@@ -214,6 +222,8 @@ async fn golden_output(format: Format) -> String {
     let output = failsafe.addresses.normalize(&output);
     let output = split.addresses.normalize(&output);
     let output = departed.addresses.normalize(&output);
+    let output = standby.addresses.normalize(&output);
+    let output = standby_cut.addresses.normalize(&output);
     normalize_volatile(&addresses.normalize(&output))
 }
 
