@@ -763,7 +763,7 @@ local rules = import 'lib/rules.libsonnet';
             summary: 'Standby leader {{ $labels.member }} of standby cluster {{ $labels.scope }} does not stream from its source.',
             description: |||
               For ${for} the standby leader {{ $labels.member }} of scope {{ $labels.scope }} has not been
-              streaming from its source cluster ({{ with printf "patroni_standby_leader_archive_recovery{scope=%q,member=%q}" $labels.scope $labels.member | query }}{{ if eq (. | first | value) 1.0 }}it replays from the archive only{{ else }}it neither streams nor replays from an archive{{ end }}{{ else }}?{{ end }}).
+              streaming from its source cluster (streaming = {{ $value }}; {{ with printf "patroni_standby_leader_archive_recovery{scope=%q,member=%q}" $labels.scope $labels.member | query }}{{ if eq (. | first | value) 1.0 }}it replays from the archive only{{ else }}it neither streams nor replays from an archive{{ end }}{{ else }}?{{ end }}).
               Its data ages with every transaction of the source: a failover to this region now loses them.
             |||,
           },
