@@ -126,23 +126,23 @@ e2e_log "=== 1: both clusters healthy, at rest"
 expect "1: patroni_cluster_standby 1 for pg-dr" patroni_cluster_standby "$DR" == 1 30
 expect "1: patroni_cluster_standby 0 for pg-test" patroni_cluster_standby "$SRC" == 0 10
 expect "1: dr-0 streams from its source" patroni_standby_leader_streaming "$DL" == 1 30
-[[ $(dr_own | jq -r '.role + "/" + (.replication_state // "none")') == standby_leader/streaming ]] \
-  && pass "1: dr-0's own GET /patroni: standby_leader, replication_state streaming" \
-  || on_fail "1: dr-0's own GET /patroni: $(dr_own | jq -c '{role, replication_state}')"
+if [[ $(dr_own | jq -r '.role + "/" + (.replication_state // "none")') == standby_leader/streaming ]]; then
+  pass "1: dr-0's own GET /patroni: standby_leader, replication_state streaming"
+else on_fail "1: dr-0's own GET /patroni: $(dr_own | jq -c '{role, replication_state}')"; fi
 expect "1: patroni_standby_source_info names pg-test" patroni_standby_source_info "$LAG" == 1 10
 expect "1: patroni_standby_archive_recovery 0" patroni_standby_leader_archive_recovery "$DL" == 0 10
 expect "1: lag within 64 KiB at rest" patroni_standby_lag_bytes "$LAG" '<=' 65536 30
-x=$(lag) && [[ -n $x ]] || on_fail "1: no lag sample"
+x=$(lag) || x=""
+[[ -n $x ]] || on_fail "1: no lag sample"
 t=$(truth 0) || on_fail "1: ground truth (psql)"
 e2e_result 1 "at rest: exporter lag / ground truth (bytes)" "$x / $t"
-(($(abs "$((x - t))") <= 65536)) && pass "1: lag $x B = ground truth $t B within 64 KiB" \
-  || on_fail "1: lag $x B, ground truth $t B"
+if (($(abs "$((x - t))") <= 65536)); then pass "1: lag $x B = ground truth $t B within 64 KiB"
+else on_fail "1: lag $x B, ground truth $t B"; fi
 capture standby
 rc=$(e2e_status rest -- --config.file exporter.yml)
 ensure "1: status exit 0 (OK)" "1: status exit $rc on two healthy clusters" test "$rc" = 0
-grep -q 'Standby cluster of pg-test: standby leader dr-0 streaming' "$RUN_DIR/status-rest.txt" \
-  && pass "1: status shows the pair (pg-dr, standby cluster of pg-test, dr-0 streaming)" \
-  || on_fail "1: status does not show the pair"
+ensure "1: status shows the pair (pg-dr, standby cluster of pg-test, dr-0 streaming)" "1: status does not show the pair" \
+  grep -q 'Standby cluster of pg-test: standby leader dr-0 streaming' "$RUN_DIR/status-rest.txt"
 
 # ================================================================== 2. write load, lag rises and comes back
 e2e_log "=== 2: write load on the source primary for ${LOAD_S}s (pg-dr replays ${APPLY_DELAY}s late)"
@@ -178,9 +178,10 @@ TOL=$((RATE * 2 * POLL + 262144))
 e2e_result 2 "load: WAL written (bytes) / seconds / bytes per second" "$WAL / $LOAD_S_REAL / $RATE"
 e2e_result 2 "under load: max exporter lag / max ground truth (bytes)" "$max_x / $max_t"
 e2e_result 2 "under load: max |exporter lag - ground truth| over $n samples (bytes; tolerance 2 polls of WAL + 256 KiB = $TOL)" "$max_dev"
-((max_x > 1048576)) && pass "2: the lag rose under the load (max $max_x B)" || on_fail "2: the lag did not rise over 1 MiB (max $max_x B)"
-((n >= LOAD_S / 2 && max_dev <= TOL)) && pass "2: the lag followed the ground truth within $TOL B ($n samples, max deviation $max_dev B)" \
-  || on_fail "2: $n samples, max deviation $max_dev B > $TOL B (samples.tsv)"
+ensure "2: the lag rose under the load (max $max_x B)" "2: the lag did not rise over 1 MiB (max $max_x B)" \
+  test "$max_x" -gt 1048576
+if ((n >= LOAD_S / 2 && max_dev <= TOL)); then pass "2: the lag followed the ground truth within $TOL B ($n samples, max deviation $max_dev B)"
+else on_fail "2: $n samples, max deviation $max_dev B > $TOL B (samples.tsv)"; fi
 T_STOP=$(e2e_now)
 # load stopped: sampled until the exporter and PostgreSQL agree on a lag within 64 KiB in the
 # same sample (the exporter's source position is one poll old, and pg-dr replays each commit
@@ -198,14 +199,14 @@ while (($(date +%s) < deadline)); do
   sleep 1
 done
 e2e_result 2 "load stopped -> exporter lag <= 64 KiB / ground truth <= 64 KiB (s; replay delay ${APPLY_DELAY} s)" "${T_X:-never} / ${T_T:-never}"
-[[ -n $back ]] && pass "2: the lag came back: exporter / ground truth $back B after $(e2e_since "$T_STOP")s" \
-  || on_fail "2: the lag did not come back within 64 KiB (exporter / ground truth in samples.tsv)"
+ensure "2: the lag came back: exporter / ground truth $back B after $(e2e_since "$T_STOP")s" \
+  "2: the lag did not come back within 64 KiB (exporter / ground truth in samples.tsv)" test -n "$back"
 e2e_result 2 "after the load: exporter lag / ground truth (bytes)" "$back"
 
 # ================================================================== 3. the source primary stopped
 e2e_log "=== 3: the source primary postgresql-0 stopped"
 states=$(e2e_prom_alerts)
-[[ -z $(e2e_alert_state "$states" "$NS") ]] && pass "3: $NS not in Prometheus before" || on_fail "3: $NS before the stop"
+ensure "3: $NS not in Prometheus before" "3: $NS before the stop" test -z "$(e2e_alert_state "$states" "$NS")"
 T_CUT=$(e2e_now)
 cluster stop 0 >&2 || on_fail "3: cluster.sh stop 0"
 e2e_result 3 "cluster.sh stop 0 (graceful) took (s)" "$(e2e_since "$T_CUT")"
@@ -221,14 +222,15 @@ while (($(date +%s) < ${T_CUT%.*} + 150)); do
   [[ -z $T_FIRE && $s == firing ]] && { T_FIRE=$el; e2e_result 3 "stop -> $NS firing (s)" "$el"; break; }
   sleep 1
 done
-[[ -n $T_X0 ]] && pass "3: patroni_standby_leader_streaming 0 after ${T_X0}s (own word after ${T_OWN:-?}s)" \
-  || on_fail "3: dr-0 still streaming by the exporter"
+ensure "3: patroni_standby_leader_streaming 0 after ${T_X0}s (own word after ${T_OWN:-?}s)" \
+  "3: dr-0 still streaming by the exporter" test -n "$T_X0"
 capture standby-not-streaming
-[[ -n $T_FIRE ]] && pass "3: $NS pending after ${T_PEND}s, firing after ${T_FIRE}s" || on_fail "3: $NS not firing within 150 s"
+ensure "3: $NS pending after ${T_PEND}s, firing after ${T_FIRE}s" "3: $NS not firing within 150 s" test -n "$T_FIRE"
 rc=$(e2e_status stopped -- --config.file exporter.yml)
 # (exit 1 or 2: pg-test has a member down, or is failing over, too)
-[[ $rc == [12] ]] && grep -q 'WARNING standby leader dr-0 does not stream from its source (pg-test)' "$RUN_DIR/status-stopped.txt" \
-  && pass "3: status exit $rc, pg-dr WARNING: dr-0 does not stream from its source" || on_fail "3: status exit $rc (want 1 or 2 and the warning)"
+if [[ $rc == [12] ]] && grep -q 'WARNING standby leader dr-0 does not stream from its source (pg-test)' "$RUN_DIR/status-stopped.txt"; then
+  pass "3: status exit $rc, pg-dr WARNING: dr-0 does not stream from its source"
+else on_fail "3: status exit $rc (want 1 or 2 and the warning)"; fi
 
 e2e_log "=== 3: postgresql-0 started again (a replica of the new source leader: dr-0 cascades from it)"
 T_BACK=$(e2e_now)
@@ -237,7 +239,7 @@ expect "3: dr-0 streams again" patroni_standby_leader_streaming "$DL" == 1 120
 e2e_result 3 "start 0 -> patroni_standby_leader_streaming 1 (s)" "$(e2e_since "$T_BACK")"
 deadline=$(($(date +%s) + 30))
 until [[ -z $(e2e_alert_state "$(e2e_prom_alerts)" "$NS") ]] || (($(date +%s) > deadline)); do sleep 1; done
-[[ -z $(e2e_alert_state "$(e2e_prom_alerts)" "$NS") ]] && pass "3: $NS resolved" || on_fail "3: $NS still active"
+ensure "3: $NS resolved" "3: $NS still active" test -z "$(e2e_alert_state "$(e2e_prom_alerts)" "$NS")"
 
 e2e_finish "standby cluster"
 }
