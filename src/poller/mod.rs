@@ -30,8 +30,7 @@ use crate::patroni::{self, ClusterView, PatroniClient, PatroniError};
 use crate::snapshot::{
     answered_views, effective_raft_leader, primaries, ClusterSnapshot, Counters, DcsView,
     FailoverReadiness, Failure, MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment,
-    QuorumVerdict, RaftNodeSnapshot, SnapshotStore, Source, StandbySource, ViewComparison,
-    VoterSetComparison,
+    QuorumVerdict, RaftNodeSnapshot, SnapshotStore, Source, ViewComparison, VoterSetComparison,
 };
 
 mod discovery;
@@ -196,20 +195,8 @@ impl ClusterPoller {
                 self.memory.counters.polls_skipped += overrun.floor() as u64;
                 snapshot.counters.polls_skipped = self.memory.counters.polls_skipped;
             }
-            self.publish(store, snapshot);
+            store.publish_paired(self.slot, snapshot, self.config.standby_of.as_deref());
         }
-    }
-
-    /// Publishes `snapshot` into `store` as this cluster's latest; for a standby cluster
-    /// (`standby_of`), with the source's leader position from the source's latest published
-    /// snapshot (why here: crate::snapshot's `standby` module).
-    pub fn publish(&self, store: &SnapshotStore, mut snapshot: ClusterSnapshot) {
-        snapshot.standby_source = self
-            .config
-            .standby_of
-            .as_deref()
-            .map(|source| StandbySource::new(source, store.by_scope(source).as_deref()));
-        store.publish(self.slot, snapshot);
     }
 
     /// One complete poll of the cluster, in two rounds of requests.

@@ -5,9 +5,9 @@
 //! Why the pairing is made at publication, by the standby's poller: the lag needs the source
 //! cluster's leader position, which another poller owns. The two pollers stay independent (a
 //! dead source must not delay the standby's poll); when the standby's poll is done, its poller
-//! reads the source's latest *published* snapshot from the store by scope and copies the one
-//! number it needs ([`SourcePosition`]) into the standby's snapshot, before that snapshot is
-//! published and encoded. So the judgement stays a pure function of one immutable snapshot,
+//! publishes it with [`SnapshotStore::publish_paired`], which reads the source's latest
+//! *published* snapshot from the store by scope and copies the one number it needs
+//! ([`SourcePosition`]) into the standby's snapshot before that snapshot is stored and encoded. So the judgement stays a pure function of one immutable snapshot,
 //! the per-cluster encoding cache (`metrics::cache`) stays per cluster, and `status` pairs the
 //! snapshots of one run the same way. The price: the source's position is as old as the
 //! source's last poll (at most one poll interval), so under a write load the lag reads up to
@@ -19,7 +19,7 @@
 //! archive (`restore_command` set), absent when it does neither (Patroni's
 //! `postgresql.replication_state_from_parameters`, the same in 3.3.8 and 4.1.5).
 
-use super::{ClusterSnapshot, MemberSnapshot};
+use super::{ClusterSnapshot, MemberSnapshot, SnapshotStore};
 
 /// The source cluster's leader position, copied from the source's latest snapshot.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,6 +71,22 @@ impl StandbySource {
             scope: scope.to_owned(),
             position: source.and_then(SourcePosition::of),
         }
+    }
+}
+
+impl SnapshotStore {
+    /// Publishes `snapshot` as cluster `slot`'s latest ([`SnapshotStore::publish`]); for a
+    /// standby cluster (`standby_of`: the source's scope), with the source's leader position
+    /// from the source's latest published snapshot: the pairing this module's doc explains.
+    pub fn publish_paired(
+        &self,
+        slot: usize,
+        mut snapshot: ClusterSnapshot,
+        standby_of: Option<&str>,
+    ) {
+        snapshot.standby_source =
+            standby_of.map(|source| StandbySource::new(source, self.by_scope(source).as_deref()));
+        self.publish(slot, snapshot);
     }
 }
 

@@ -395,6 +395,7 @@ pub async fn poll_twice_and_render(
     format: Format,
 ) -> String {
     let store = Arc::new(SnapshotStore::new(configs.len()));
+    let standby_of: Vec<Option<String>> = configs.iter().map(|c| c.standby_of.clone()).collect();
     let mut pollers = Vec::with_capacity(configs.len());
     for (slot, config) in configs.into_iter().enumerate() {
         pollers.push(ClusterPoller::new(slot, config).await.unwrap());
@@ -403,9 +404,9 @@ pub async fn poll_twice_and_render(
         pollers[*index].poll_once().await;
     }
     between();
-    for poller in pollers.iter_mut() {
+    for (slot, poller) in pollers.iter_mut().enumerate() {
         let snapshot = poller.poll_once().await;
-        poller.publish(&store, snapshot);
+        store.publish_paired(slot, snapshot, standby_of[slot].as_deref());
     }
     render_store(&store, format)
 }
