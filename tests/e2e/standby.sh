@@ -9,7 +9,7 @@
 # namespace of its own.
 #
 # Usage: tests/e2e/standby.sh [PATRONI_VERSION...]   (3.3.8 and/or 4.1.5; default 4.1.5).
-# Root only. ~4 min per version; several versions run in parallel, each in its own namespace
+# Root only. ~2-3 min per version; several versions run in parallel, each in its own namespace
 # (logs in $E2E_WORK/standby-VERSION.log, measurements in $E2E_WORK/standby-VERSION/results.tsv,
 # samples.tsv, `status` outputs in status-*.txt).
 #
