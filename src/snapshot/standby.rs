@@ -174,21 +174,21 @@ mod tests {
         }
     }
 
+    fn replica(replayed: u64) -> MemberStatus {
+        MemberStatus {
+            role: Some("replica".into()),
+            wal_replayed_bytes: Some(replayed),
+            ..MemberStatus::default()
+        }
+    }
+
     fn source() -> ClusterSnapshot {
         ClusterSnapshot {
             scope: "pg-main".into(),
             polled_at_seconds: 100.0,
             members: vec![
                 member("main-0", "leader", primary(5_000)),
-                member(
-                    "main-1",
-                    "sync_standby",
-                    MemberStatus {
-                        role: Some("replica".into()),
-                        wal_replayed_bytes: Some(4_000),
-                        ..MemberStatus::default()
-                    },
-                ),
+                member("main-1", "sync_standby", replica(4_000)),
             ],
             ..ClusterSnapshot::default()
         }
@@ -199,15 +199,7 @@ mod tests {
             scope: "pg-dr".into(),
             members: vec![
                 member("dr-0", "standby_leader", standby_leader(replayed, state)),
-                member(
-                    "dr-1",
-                    "replica",
-                    MemberStatus {
-                        role: Some("replica".into()),
-                        wal_replayed_bytes: Some(1),
-                        ..MemberStatus::default()
-                    },
-                ),
+                member("dr-1", "replica", replica(1)),
             ],
             ..ClusterSnapshot::default()
         }
