@@ -2,8 +2,9 @@
 // item 5): dashboards and alerts written for Patroni's GET /metrics (3.x and 4.x) keep working
 // on the exporter, which asks every member itself. Rendered to alerts/patroni-compat.rules.yml
 // by scripts/render-mixin.sh; tested by alerts/tests/compat.test.yml, which
-// scripts/compat-test.py makes from the golden /metrics of the captured 3.3.8 cluster and
-// Patroni's own /metrics captured at the same moment (tests/fixtures/patroni-3.3.8/metrics-m*.txt).
+// scripts/compat-test.py makes from the golden /metrics of a captured healthy 3.3.8 and 4.1.5
+// cluster and Patroni's own /metrics captured at the same moment (tests/fixtures/patroni-3.3.8/
+// metrics-m*.txt, patroni-4.1.5/01-metrics-m*.txt): every value equal.
 //
 // Patroni labels each series {scope, name}: here `name` is the exporter's `member`, and the
 // exporter's `role`, `kind`, `state` labels are aggregated away; the scrape's job and instance
@@ -44,6 +45,7 @@ local perMember(scopeExpr) = '%s + ignoring (member) group_left () (%s)' % [zero
         { record: 'patroni_xlog_location', expr: member(orZero('max without (kind) (patroni_member_wal_position_bytes{kind="flush"})')) },
         { record: 'patroni_standby_leader', expr: member(orZero('max without (role) (patroni_member_reported_role{role="standby_leader"})')) },
         { record: 'patroni_replica', expr: member(orZero('max without (role) (patroni_member_reported_role{role="replica"})')) },
+        { record: 'patroni_quorum_standby', expr: member(orZero('max without (role) (patroni_member_role{role="quorum_standby"})')) },
         { record: 'patroni_sync_standby', expr: member(orZero('max without (role) (patroni_member_role{role="sync_standby"})')) },
         { record: 'patroni_xlog_received_location', expr: member(orZero('max without (kind) (patroni_member_wal_position_bytes{kind="received"})')) },
         { record: 'patroni_xlog_replayed_location', expr: member(orZero('max without (kind) (patroni_member_wal_position_bytes{kind="replayed"})')) },
@@ -58,6 +60,25 @@ local perMember(scopeExpr) = '%s + ignoring (member) group_left () (%s)' % [zero
         { record: 'patroni_dcs_last_seen', expr: member(orZero('patroni_member_dcs_last_seen_timestamp_seconds')) },
         { record: 'patroni_pending_restart', expr: member(orZero('patroni_member_pending_restart')) },
         { record: 'patroni_is_paused', expr: member(perMember('patroni_cluster_paused')) },
+        // 4.x: Patroni's numbers for its PostgreSQL states (api.py); the exporter has the state of
+        // GET /cluster, where a replica's `running` is `streaming` (or `in archive recovery`).
+        // States GET /cluster does not show (initdb, bootstrap, *_failed but start failed) give
+        // no sample.
+        {
+          record: 'patroni_postgres_state',
+          expr: member(|||
+            max without (state) (
+                (patroni_member_state{state=~"running|streaming|in archive recovery"} == 1) * 5
+              or (patroni_member_state{state="creating replica"} == 1) * 4
+              or (patroni_member_state{state="starting"} == 1) * 6
+              or (patroni_member_state{state="start failed"} == 1) * 8
+              or (patroni_member_state{state="restarting"} == 1) * 9
+              or (patroni_member_state{state="stopping"} == 1) * 11
+              or (patroni_member_state{state="stopped"} == 1) * 12
+              or (patroni_member_state{state="crashed"} == 1) * 14
+            )
+          |||),
+        },
       ],
     },
   ],

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Make alerts/tests/compat.test.yml: the promtool test of alerts/patroni-compat.rules.yml.
 
-Input series: the exporter's golden /metrics (tests/golden/metrics.txt) of the cluster made from
-the Patroni 3.3.8 captures (scope "healthy-3-3-8": tests/fixtures/patroni-3.3.8/cluster.json and
-patroni-m*.json). Expected samples: Patroni's OWN GET /metrics of the same three members, captured
-at the same moment (tests/fixtures/patroni-3.3.8/metrics-m*.txt), scope renamed. So the test says:
-the recording rules give what Patroni itself would have said.
+Input series: the exporter's golden /metrics (tests/golden/metrics.txt) of the clusters made from
+the captures of a healthy cluster, one per Patroni version (scope "healthy-3-3-8":
+tests/fixtures/patroni-3.3.8/cluster.json and patroni-m*.json; "healthy-4-1-5":
+patroni-4.1.5/01-cluster-from-m0.json and 01-patroni-m*.json). Expected samples: Patroni's OWN
+GET /metrics of the same three members, captured at the same moment (patroni-3.3.8/metrics-m*.txt,
+patroni-4.1.5/01-metrics-m*.txt), scope renamed. So the test says: the recording rules give what
+Patroni itself would have said, on both versions.
 
   scripts/compat-test.py           write alerts/tests/compat.test.yml
   scripts/compat-test.py --check   fail if it differs from what this script makes (CI)
@@ -20,10 +22,13 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests/golden/metrics.txt"
-PATRONI = [ROOT / f"tests/fixtures/patroni-3.3.8/metrics-m{i}.txt" for i in range(3)]
+# scope in the golden output -> Patroni's own /metrics of its three members
+CASES = {
+    "healthy-3-3-8": [ROOT / f"tests/fixtures/patroni-3.3.8/metrics-m{i}.txt" for i in range(3)],
+    "healthy-4-1-5": [ROOT / f"tests/fixtures/patroni-4.1.5/01-metrics-m{i}.txt" for i in range(3)],
+}
 RULES = ROOT / "alerts/patroni-compat.rules.yml"
 OUT = ROOT / "alerts/tests/compat.test.yml"
-SCOPE = "healthy-3-3-8"
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{[^}]*\})?\s+(\S+)$')
 # Patroni's samples that differ from the exporter's on purpose, with the reason.
 SKIP = {
@@ -45,23 +50,31 @@ def main() -> int:
     records = [r["record"] for g in rules["groups"] for r in g["rules"]]
     exprs = " ".join(r["expr"] for g in rules["groups"] for r in g["rules"])
     used = set(re.findall(r"\bpatroni_(?:member|cluster)_[a-z_]+\b", exprs))
+    scopes = tuple(f'scope="{scope}"' for scope in CASES)
     inputs = [(n, l, v) for n, l, v in samples(GOLDEN)
-              if n in used and f'scope="{SCOPE}"' in l and v != "<varies>"]
-    missing = used - {n for n, _, _ in inputs}
-    if missing:
-        sys.exit(f"error: the golden output of {SCOPE} has no {sorted(missing)}")
+              if n in used and any(s in l for s in scopes) and v != "<varies>"]
+    for scope in CASES:
+        missing = used - {n for n, l, _ in inputs if f'scope="{scope}"' in l}
+        if missing:
+            sys.exit(f"error: the golden output of {scope} has no {sorted(missing)}")
     expected: dict[str, list[tuple[str, str]]] = {}
-    for path in PATRONI:
-        for name, labels, value in samples(path):
-            if name in SKIP:
-                continue
-            if name not in records:
-                sys.exit(f"error: {path.name}: Patroni's {name} has no recording rule and no reason in SKIP")
-            labels = labels.replace('scope="pg-test"', f'scope="{SCOPE}"')
-            expected.setdefault(name, []).append((labels, value))
+    for scope, paths in CASES.items():
+        for path in paths:
+            for name, labels, value in samples(path):
+                if name in SKIP:
+                    continue
+                if name not in records:
+                    sys.exit(f"error: {path.name}: Patroni's {name} has no recording rule and no reason in SKIP")
+                labels = labels.replace('scope="pg-test"', f'scope="{scope}"')
+                expected.setdefault(name, []).append((labels, value))
     for name in records:
         if name not in expected:
             sys.exit(f"error: recording rule {name}: Patroni's captured /metrics has no such series")
+    # a name only one version has (patroni_master: 3.x; patroni_quorum_standby,
+    # patroni_postgres_state: 4.x): the rule gives it for the other version too, so only the
+    # version that has it is compared
+    compared = {name: sorted({l.split('scope="')[1].split('"')[0] for l, _ in expected[name]})
+                for name in records}
 
     def number(v: str) -> float | int:
         f = float(v)
@@ -71,11 +84,13 @@ def main() -> int:
         "rule_files": ["../patroni-compat.rules.yml"],
         "evaluation_interval": "15s",
         "tests": [{
-            "name": "Patroni's own /metrics of the captured 3.3.8 cluster, from the exporter's golden series",
+            "name": "Patroni's own /metrics of the captured 3.3.8 and 4.1.5 clusters, from the exporter's golden series",
             "interval": "15s",
             "input_series": [{"series": f"{n}{l}", "values": f"{v}x2"} for n, l, v in inputs],
             "promql_expr_test": [
-                {"expr": name, "eval_time": "15s",
+                {"expr": name if len(compared[name]) == len(CASES)
+                         else f'{name}{{scope=~"{"|".join(compared[name])}"}}',
+                 "eval_time": "15s",
                  "exp_samples": [{"labels": f"{name}{l}", "value": number(v)}
                                  for l, v in sorted(expected[name])]}
                 for name in records
@@ -83,7 +98,8 @@ def main() -> int:
         }],
     }
     header = ("# Generated by scripts/compat-test.py from tests/golden/metrics.txt (the exporter) and\n"
-              "# tests/fixtures/patroni-3.3.8/metrics-m*.txt (Patroni's own /metrics): do not edit.\n"
+              "# tests/fixtures/patroni-3.3.8/metrics-m*.txt, patroni-4.1.5/01-metrics-m*.txt (Patroni's own\n"
+              "# /metrics): do not edit.\n"
               f"# Not compared: {'; '.join(f'{k} ({v})' for k, v in SKIP.items())}.\n")
     text = header + yaml.safe_dump(test, sort_keys=False, width=200)
     if sys.argv[1:] == ["--check"]:
