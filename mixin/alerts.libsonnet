@@ -739,6 +739,56 @@ local rules = import 'lib/rules.libsonnet';
         },
       ],
     },
+    {
+      name: 'patroni-raft.standby',
+      comment:: |||
+        Standby clusters (Patroni's standby_cluster:, issue #22): the standby leader follows a
+        source cluster's primary; nothing in either cluster's DCS says when it stops following.
+      |||,
+      rules: [
+        {
+          alert: 'PatroniStandbyLeaderNotStreaming',
+          comment:: |||
+            The standby leader's own replication_state (GET /patroni) is not streaming: it replays
+            only what reaches the archive, or nothing. 1m: PostgreSQL's walreceiver retries a lost
+            connection every wal_retrieve_retry_interval (5 s by default), so a restart of the
+            source's walsender or a source switchover is over well within it. Measured
+            (tests/e2e/standby.sh, 3.3.8 and 4.1.5, three runs): the source primary stopped, the
+            standby leader said so itself as soon as the stop returned (2.4-3.0 s), the alert
+            pending 2.5-4.9 s and firing 62.9-65.3 s after; restarted, streaming after 4.9-7.9 s.
+          |||,
+          expr: 'patroni_standby_leader_streaming == 0',
+          labels: { severity: 'warning' },
+          annotations: {
+            summary: 'Standby leader {{ $labels.member }} of standby cluster {{ $labels.scope }} does not stream from its source.',
+            description: |||
+              For ${for} the standby leader {{ $labels.member }} of scope {{ $labels.scope }} has not been
+              streaming from its source cluster (streaming = {{ $value }}; {{ with printf "patroni_standby_leader_archive_recovery{scope=%q,member=%q}" $labels.scope $labels.member | query }}{{ if eq (. | first | value) 1.0 }}it replays from the archive only{{ else }}it neither streams nor replays from an archive{{ end }}{{ else }}?{{ end }}).
+              Its data ages with every transaction of the source: a failover to this region now loses them.
+            |||,
+          },
+        },
+        {
+          alert: 'PatroniStandbyLagHigh',
+          comment:: |||
+            The source leader's position minus the standby leader's replayed one (standby_of in the
+            exporter's --config.file). 16 MiB (one WAL segment) and 5m, as PatroniReplicationLagHigh:
+            a bulk load on the source spikes the lag for minutes. A deliberately delayed standby
+            (recovery_min_apply_delay) lags by design: raise the threshold for it.
+          |||,
+          expr: 'patroni_standby_lag_bytes > 16777216',
+          labels: { severity: 'warning' },
+          annotations: {
+            summary: 'Standby cluster {{ $labels.scope }} lags {{ $value | humanize1024 }}B behind its source {{ $labels.source_scope }}.',
+            description: |||
+              For ${for} the standby leader of scope {{ $labels.scope }} has replayed more than 16 MiB
+              (one WAL segment) less than the leader of its source cluster {{ $labels.source_scope }} wrote
+              (lag = {{ $value | humanize1024 }}B): losing the source's region now loses that much WAL.
+            |||,
+          },
+        },
+      ],
+    },
   ],
 
   prometheusAlerts+:: {

@@ -67,6 +67,8 @@
       PatroniMultiplePrimaries: '0s',
       PatroniDcsViewsDiverge: '30s',
       PatroniRaftVoterSetsDiffer: '1m',
+      PatroniStandbyLeaderNotStreaming: '1m',
+      PatroniStandbyLagHigh: '5m',
     },
   },
 }

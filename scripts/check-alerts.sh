@@ -6,7 +6,9 @@
 # Needs promtool and amtool on PATH (or PROMTOOL=/AMTOOL=), and jsonnet. It installs nothing; on Debian:
 #   apt-get install -y --no-install-recommends prometheus prometheus-alertmanager jsonnet python3-yaml
 # Checks:
-#   0. alerts/patroni-raft.rules.yml is byte for byte what the mixin renders (scripts/render-mixin.sh --check)
+#   0. alerts/patroni-raft.rules.yml and alerts/patroni-compat.rules.yml are byte for byte what the
+#      mixin renders (scripts/render-mixin.sh --check); alerts/tests/compat.test.yml is what
+#      scripts/compat-test.py makes from the golden /metrics and Patroni's own captured /metrics
 #   1. promtool check rules alerts/*.rules.yml
 #   2. promtool test rules alerts/tests/*.yml        (prints "N passed, 0 failed")
 #   3. amtool check-config alerts/alertmanager.example.yml, and routing: critical -> pager
@@ -37,6 +39,7 @@ RUNBOOK=docs/runbooks.md
 
 echo "== mixin: the shipped rules are its rendering"
 scripts/render-mixin.sh --check
+"$PY" scripts/compat-test.py --check
 
 echo "== promtool check rules"
 "$PROMTOOL" check rules "${RULES[@]}"
@@ -81,6 +84,9 @@ for rf in rules:
     if yaml:
         doc = yaml.safe_load(open(rf))
         rs = [r for g in doc["groups"] for r in g["rules"] if "alert" in r]
+        for r in (r for g in doc["groups"] for r in g["rules"] if "record" in r):
+            for m in used_in(r["expr"]) - known:
+                errors.append(f"recording rule {r['record']}: unknown metric {m}")
     else:  # minimal fallback: names only
         rs = [{"alert": a} for a in re.findall(r"^\s*- alert:\s*(\S+)", open(rf).read(), re.M)]
     for r in rs:

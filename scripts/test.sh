@@ -92,6 +92,12 @@ if (( RUN_E2E )); then
   # own per version, the versions in parallel; ~4 min wall clock
   # shellcheck disable=SC2086  # one word per version
   step "e2e next outage, Patroni $E2E_MATRICES" tests/e2e/next-outage.sh $E2E_MATRICES
+  # issue #22 item 4, standby clusters: a second real Patroni + Raft cluster with standby_cluster:
+  # pointing at the first; the standby lag against pg_wal_lsn_diff under a write load and back,
+  # the source primary stopped: PatroniStandbyLeaderNotStreaming firing. A network namespace of
+  # its own per version, the versions in parallel; ~2.5 min wall clock (125-168 s, 2026-11-25)
+  # shellcheck disable=SC2086  # one word per version
+  step "e2e standby cluster, Patroni $E2E_MATRICES" tests/e2e/standby.sh $E2E_MATRICES
   step "e2e alerting: real Prometheus + Alertmanager page on quorum loss" tests/e2e/alerting.sh 3.3.8
   # partitions (nftables in a network namespace of its own per version, the versions in
   # parallel): quorum verdict, shipped alerts, two vantage points, 150 s healthy check, and the

@@ -5,7 +5,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import common as mc
 
 from common import (SEL, VERDICT_MAP, build, cell_color, mapping_prop, prop, q, stat_panel,
-                    state_panel, table_panel)
+                    state_panel, table_panel, ts_panel)
 
 UID = "patroni-raft-fleet"
 CLUSTER_UID = "patroni-raft-cluster"
@@ -115,4 +115,37 @@ def dashboard():
         11, "Status over time", [q(STATUS_EXPR, "{{scope}}")],
         "Each cluster's status (as in the table) poll by poll: when a cluster turned red, for how "
         "long, and which others were affected at the same time.", STATUS_MAP, span=24, height=7))
+
+    # Standby clusters (issue #22): every cluster led by a standby_leader, with the source named
+    # by standby_of in the exporter's --config.file; one row per standby cluster.
+    d = d.with_row(db.Row("Standby clusters").id(20))
+    d = d.with_panel(table_panel(
+        21, "Standby clusters and their sources",
+        [q(f'max by (scope) (patroni_cluster_standby{{{SEL}}} == 1)', ref="A", instant=True, table_fmt=True),
+         q(f'max by (scope, source_scope) (patroni_standby_source_info{{{SEL}}})', ref="B", instant=True, table_fmt=True),
+         q(f'max by (scope, member) (patroni_standby_leader_streaming{{{SEL}}})', ref="C", instant=True, table_fmt=True),
+         q(f'max by (scope) (patroni_standby_leader_archive_recovery{{{SEL}}})', ref="D", instant=True, table_fmt=True),
+         q(f'min by (scope) (patroni_standby_lag_bytes{{{SEL}}})', ref="E", instant=True, table_fmt=True)],
+        "One row per standby cluster (its leader is a standby_leader): the source cluster it follows "
+        "(standby_of in the exporter's --config.file; empty when not configured), its standby "
+        "leader, whether that streams from the source (alert PatroniStandbyLeaderNotStreaming), "
+        "whether it replays from the archive only, and the lag to the source's leader (alert "
+        "PatroniStandbyLagHigh; up to one poll interval's WAL short under load).",
+        join_field="Standby cluster", height=6,
+        exclude=["Time", "Value #A", "Value #B"],
+        rename={"scope": "Standby cluster", "source_scope": "Source", "member": "Standby leader",
+                "Value #C": "Streaming", "Value #D": "Archive only", "Value #E": "Lag to source"},
+        overrides=[
+            ("Streaming", [mapping_prop({"1": ("STREAMING", "green"), "0": ("NOT STREAMING", "red")}),
+                           cell_color()]),
+            ("Archive only", [mapping_prop({"1": ("YES", "orange"), "0": ("no", "green")}), cell_color()]),
+            ("Lag to source", [prop("unit", "bytes")]),
+        ]))
+    d = d.with_panel(ts_panel(
+        22, "Standby lag to the source",
+        [q(f'min by (scope, source_scope) (patroni_standby_lag_bytes{{{SEL}}})',
+           "{{scope}} behind {{source_scope}}")],
+        "The source cluster's leader WAL position minus the standby leader's replayed position, "
+        "per pair. Rises under a write load on the source and comes back; a line that only grows: "
+        "the standby leader does not keep up or does not stream.", unit="bytes", span=24))
     return d.build()

@@ -111,4 +111,27 @@ local expand(r, c) =
       + std.join([''], [rule(r) for r in g.rules]);
     std.join('\n', comment(0, header) + ['groups:']
                    + std.flattenArrays(std.mapWithIndex(group, groups))),
+
+  // Recording rules ({record, expr}, no placeholders) as Prometheus reads them ...
+  records(groups):: {
+    groups: [
+      { name: g.name, rules: [{ record: r.record, expr: value(r.expr) } for r in g.rules] }
+      for g in groups
+    ],
+  },
+
+  // ... and as the text of a rules file, with the comments.
+  recordsYaml(groups, header)::
+    local comment(n, t) = [sp(n) + (if l == '' then '#' else '# ' + l) for l in linesOf(t)];
+    local rule(r) =
+      [sp(6) + '- record: ' + r.record]
+      + (if isBlock(r.expr) then [sp(8) + 'expr: >-'] + [sp(10) + l for l in linesOf(r.expr)]
+         else [sp(8) + 'expr: ' + plain(r.expr)]);
+    local group(i, g) =
+      (if i > 0 then [''] else [])
+      + (if std.objectHasAll(g, 'comment') then comment(2, g.comment) else [])
+      + [sp(2) + '- name: ' + g.name, sp(4) + 'rules:']
+      + std.flattenArrays([rule(r) for r in g.rules]);
+    std.join('\n', comment(0, header) + ['groups:']
+                   + std.flattenArrays(std.mapWithIndex(group, groups))),
 }

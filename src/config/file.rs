@@ -133,6 +133,14 @@ pub struct ClusterEntry {
     #[serde(default)]
     pub disabled_collectors: Vec<Collector>,
 
+    /// The scope of the cluster this one is a standby cluster of (Patroni's
+    /// `standby_cluster:`), another entry of the same file with that `scope` (file only):
+    /// the exporter then exports the lag from that cluster's leader to this one's standby
+    /// leader (`patroni_standby_lag_bytes`).
+    #[arg(skip)]
+    #[serde(default)]
+    pub standby_of: Option<String>,
+
     /// Raft node to query, host:port (repeatable). Default: the voters found from the
     /// configured REST hosts on --raft.port.
     #[arg(long = "raft.node", value_name = "HOST:PORT")]
@@ -229,7 +237,31 @@ impl ConfigFile {
         if file.clusters.is_empty() {
             anyhow::bail!("config file {} lists no clusters", path.display());
         }
+        file.check_standby_sources()
+            .map_err(|error| anyhow::anyhow!("config file {}: {error}", path.display()))?;
         Ok(file)
+    }
+
+    /// Every `standby_of` names the `scope` of another entry.
+    fn check_standby_sources(&self) -> anyhow::Result<()> {
+        for entry in &self.clusters {
+            let Some(source) = &entry.standby_of else {
+                continue;
+            };
+            if entry.scope.as_ref() == Some(source) {
+                anyhow::bail!("cluster {source}: standby_of names the cluster itself");
+            }
+            if !self
+                .clusters
+                .iter()
+                .any(|other| other.scope.as_ref() == Some(source))
+            {
+                anyhow::bail!(
+                    "standby_of: {source} names no cluster of this file (give that cluster `scope: {source}`)"
+                );
+            }
+        }
+        Ok(())
     }
 }
 
@@ -259,6 +291,7 @@ impl ClusterEntry {
         let poll = self.poll_settings(inherited);
         check_limits(&name, &poll, rest.max_body_bytes)?;
         Ok(ClusterConfig {
+            standby_of: self.standby_of.clone(),
             expected_scope,
             patroni_urls,
             allow_api_url_hosts: self.allowed_hosts(yaml)?,

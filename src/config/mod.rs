@@ -54,6 +54,8 @@ pub struct ClusterConfig {
     pub raft: Option<RaftSettings>,
     /// The requests a user switched off (`--no-collector.history`, ...).
     pub collectors: Collectors,
+    /// The scope of the cluster this one is a standby cluster of (`standby_of`).
+    pub standby_of: Option<String>,
 }
 
 /// A group of requests that can be switched off, like node_exporter's collectors: for

@@ -240,3 +240,39 @@ fn a_short_interval_alone_clamps_the_default_timeout_but_an_explicit_one_is_chec
         .to_string();
     assert!(error.contains("longer than the poll interval"), "{error}");
 }
+
+#[test]
+fn standby_of_names_another_cluster_of_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("exporter.yml");
+    let load = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        ConfigFile::load(&path)
+    };
+    let file = load(
+        "clusters:\n  - scope: main\n    patroni_urls: [http://127.0.0.11:8008]\n  - scope: dr\n    patroni_urls: [http://127.0.0.21:8008]\n    standby_of: main\n",
+    )
+    .unwrap();
+    let dr = file.clusters[1].resolve(&defaults()).unwrap();
+    assert_eq!(dr.standby_of.as_deref(), Some("main"));
+    assert_eq!(
+        file.clusters[0].resolve(&defaults()).unwrap().standby_of,
+        None
+    );
+
+    let error = format!(
+        "{:#}",
+        load("clusters:\n  - scope: dr\n    patroni_urls: [http://127.0.0.21:8008]\n    standby_of: main\n")
+            .unwrap_err()
+    );
+    assert!(
+        error.contains("standby_of: main names no cluster of this file"),
+        "{error}"
+    );
+    let error = format!(
+        "{:#}",
+        load("clusters:\n  - scope: dr\n    patroni_urls: [http://127.0.0.21:8008]\n    standby_of: dr\n")
+            .unwrap_err()
+    );
+    assert!(error.contains("names the cluster itself"), "{error}");
+}

@@ -57,6 +57,8 @@ macro_rules! label_sets {
 label_sets! {
     /// A cluster.
     ScopeLabels { scope };
+    /// A standby cluster and the source cluster it is configured to follow.
+    StandbySourceLabels { scope, source_scope };
     /// A cluster and the evidence its quorum verdict rests on.
     EvidenceLabels { scope, evidence };
     /// A cluster and one reason why voters gave no status.

@@ -19,7 +19,8 @@
 //! are an interface: dashboards and alerts depend on them, see `docs/metrics.md`),
 //! `failover_families` failover readiness, `split_families` what comparing every member
 //! and node shows (primaries by their own word, diverging views and voter sets), and
-//! `margin_families` how close the next outage is;
+//! `margin_families` how close the next outage is, `standby_families` standby clusters
+//! and their lag to the source;
 //! [`exposition`] names the formats; [`cache`] keeps the latest rendering so that
 //! concurrent scrapes share one assembly and one gzip.
 
@@ -32,6 +33,7 @@ mod margin_families;
 mod patroni_families;
 mod raft_families;
 mod split_families;
+mod standby_families;
 
 use std::cell::RefCell;
 use std::fmt;
@@ -53,6 +55,7 @@ fn encode_families(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]
     raft_families::encode(writer, snapshots)?;
     split_families::encode(writer, snapshots)?;
     margin_families::encode(writer, snapshots)?;
+    standby_families::encode(writer, snapshots)?;
     Ok(())
 }
 

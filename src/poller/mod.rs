@@ -195,7 +195,7 @@ impl ClusterPoller {
                 self.memory.counters.polls_skipped += overrun.floor() as u64;
                 snapshot.counters.polls_skipped = self.memory.counters.polls_skipped;
             }
-            store.publish(self.slot, snapshot);
+            store.publish_paired(self.slot, snapshot, self.config.standby_of.as_deref());
         }
     }
 
@@ -488,6 +488,7 @@ impl ClusterPoller {
             raft_enabled: self.raft.is_some(),
             quorum,
             counters: self.memory.counters.clone(),
+            standby_source: None,
         }
     }
 

@@ -23,6 +23,7 @@ use crate::raft::{RaftState, RaftStatus};
 mod failover;
 mod quorum;
 mod split;
+mod standby;
 pub use failover::{
     human_bytes, Exclusion, ExclusionReason, FailoverReadiness, MemberReadiness, PollFacts,
 };
@@ -30,6 +31,9 @@ pub use quorum::{QuorumAssessment, QuorumEvidence, QuorumVerdict, Unanswered};
 pub use split::{
     answered_views, primaries, says_primary, DcsView, MemberDcsView, MemberViewDiff, NodeVoterSet,
     ViewComparison, ViewField, VoterSetComparison,
+};
+pub use standby::{
+    standby_leader_archive_recovery, standby_leader_streaming, SourcePosition, StandbySource,
 };
 
 /// Which source a poll error came from: the `source` label of
@@ -235,6 +239,9 @@ pub struct ClusterSnapshot {
     pub raft_enabled: bool,
     pub quorum: QuorumAssessment,
     pub counters: Counters,
+    /// For a standby cluster whose source is configured (`standby_of`), the source's leader
+    /// position when this snapshot was published ([`standby`]); `None` otherwise.
+    pub standby_source: Option<StandbySource>,
 }
 
 impl ClusterSnapshot {

@@ -18,6 +18,7 @@ use futures::future::join_all;
 
 use crate::config::ClusterConfig;
 use crate::poller::ClusterPoller;
+use crate::snapshot::{ClusterSnapshot, StandbySource};
 use render::Colour;
 use report::{ClusterReport, Level, Problem};
 
@@ -49,21 +50,41 @@ pub async fn collect(clusters: Vec<ClusterConfig>, deadline: Duration) -> Vec<Cl
         let attempts = config.patroni_urls.len() as u32 + 2;
         config.poll.timeout = config.poll.timeout.min(deadline / attempts);
         let fallback_scope = config.name();
+        let standby_of = config.standby_of.clone();
         let remaining = deadline.saturating_sub(started.elapsed());
         let poll = async {
             let mut poller = ClusterPoller::new(0, config).await?.asking_everything();
             anyhow::Ok(poller.poll_once().await)
         };
         match tokio::time::timeout(remaining, poll).await {
-            Ok(Ok(snapshot)) => ClusterReport::from_snapshot(&snapshot),
-            Ok(Err(error)) => unknown(fallback_scope, format!("cannot poll: {error:#}")),
-            Err(_) => unknown(
+            Ok(Ok(snapshot)) => Ok((snapshot, standby_of)),
+            Ok(Err(error)) => Err(unknown(fallback_scope, format!("cannot poll: {error:#}"))),
+            Err(_) => Err(unknown(
                 fallback_scope,
                 format!("no complete answer within the deadline of {deadline:?}"),
-            ),
+            )),
         }
     });
-    join_all(polls).await
+    let polled = join_all(polls).await;
+    // Standby clusters are paired with their source's snapshot of the same run, as the
+    // pollers pair them with the source's latest published one (crate::snapshot, `standby`).
+    let sources: Vec<ClusterSnapshot> = polled
+        .iter()
+        .filter_map(|poll| poll.as_ref().ok().map(|(snapshot, _)| snapshot.clone()))
+        .collect();
+    polled
+        .into_iter()
+        .map(|poll| match poll {
+            Ok((mut snapshot, standby_of)) => {
+                snapshot.standby_source = standby_of.map(|scope| {
+                    let source = sources.iter().find(|s| s.scope == scope);
+                    StandbySource::new(&scope, source)
+                });
+                ClusterReport::from_snapshot(&snapshot)
+            }
+            Err(report) => report,
+        })
+        .collect()
 }
 
 fn unknown(scope: String, message: String) -> ClusterReport {
@@ -82,6 +103,7 @@ fn unknown(scope: String, message: String) -> ClusterReport {
         members: Vec::new(),
         raft_nodes: Vec::new(),
         failover: None,
+        standby: None,
         problems: vec![Problem {
             level: Level::Unknown,
             message,

@@ -5,7 +5,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::patroni::Lag;
-use crate::snapshot::{ClusterSnapshot, MemberSnapshot, RaftNodeSnapshot};
+use crate::snapshot::{
+    standby_leader_archive_recovery, standby_leader_streaming, ClusterSnapshot, MemberSnapshot,
+    RaftNodeSnapshot,
+};
 
 /// Nagios plugin levels, ordered by how bad they are for the exit code (UNKNOWN is worse
 /// than OK and WARNING but, by convention, less than CRITICAL for the exit status 3).
@@ -113,7 +116,44 @@ pub struct ClusterReport {
     pub raft_nodes: Vec<RaftRow>,
     /// Who Patroni would promote if the leader died now; `None` without `/cluster`.
     pub failover: Option<FailoverReport>,
+    /// A standby cluster, or a cluster configured with `standby_of`; `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standby: Option<StandbyReport>,
     pub problems: Vec<Problem>,
+}
+
+/// A standby cluster and its source.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StandbyReport {
+    /// The configured source (`standby_of`), when configured.
+    pub source_scope: Option<String>,
+    /// The member that says standby_leader, and whether it streams from the source.
+    pub standby_leader: Option<String>,
+    pub streaming: Option<bool>,
+    pub archive_recovery: Option<bool>,
+    /// The source leader's position minus the standby leader's replayed one.
+    pub lag_bytes: Option<u64>,
+}
+
+impl StandbyReport {
+    pub(super) fn from_snapshot(snapshot: &ClusterSnapshot) -> Option<StandbyReport> {
+        let source_scope = snapshot.standby_source.as_ref().map(|s| s.scope.clone());
+        if source_scope.is_none() && snapshot.is_standby_cluster() != Some(true) {
+            return None;
+        }
+        let mut leaders = snapshot.standby_leaders();
+        let leader = match (leaders.next(), leaders.next()) {
+            (Some(one), None) => Some(one),
+            _ => None,
+        };
+        Some(StandbyReport {
+            source_scope,
+            standby_leader: leader.map(|m| m.member.name.clone()),
+            streaming: leader.and_then(standby_leader_streaming),
+            archive_recovery: leader.and_then(standby_leader_archive_recovery),
+            lag_bytes: snapshot.standby_lag_bytes(),
+        })
+    }
 }
 
 /// Failover readiness in words: the candidates and, for the others, why not.

@@ -65,10 +65,36 @@ fn cluster_text(out: &mut String, report: &ClusterReport, colour: Colour) {
         if report.paused { "  (paused)" } else { "" }
     );
 
+    standby_line(out, report);
     failover_lines(out, report);
     member_table(out, report);
     raft_table(out, report);
     problem_list(out, report, colour);
+}
+
+/// A standby cluster: its source, whether its standby leader streams, the lag.
+fn standby_line(out: &mut String, report: &ClusterReport) {
+    let Some(standby) = &report.standby else {
+        return;
+    };
+    let source = standby
+        .source_scope
+        .as_deref()
+        .unwrap_or("a source not configured");
+    let streaming = match (standby.streaming, standby.archive_recovery) {
+        (Some(true), _) => "streaming",
+        (Some(false), Some(true)) => "NOT streaming (archive only)",
+        (Some(false), _) => "NOT streaming",
+        (None, _) => "-",
+    };
+    let lag = standby
+        .lag_bytes
+        .map_or_else(|| "-".to_owned(), crate::snapshot::human_bytes);
+    let _ = writeln!(
+        out,
+        "Standby cluster of {source}: standby leader {} {streaming}, lag to the source {lag}",
+        standby.standby_leader.as_deref().unwrap_or("none"),
+    );
 }
 
 /// "If the leader dies now": the candidates, then each excluded member with its reasons.

@@ -7,6 +7,7 @@
 use super::model::{member_row, raft_row};
 pub use super::model::{
     ClusterReport, ExcludedMember, FailoverReport, LagCell, Level, MemberRow, Problem, RaftRow,
+    StandbyReport,
 };
 use crate::patroni::is_leader_role;
 use crate::raft::RaftState;
@@ -54,6 +55,7 @@ impl ClusterReport {
             members,
             raft_nodes,
             failover: FailoverReport::from_snapshot(snapshot),
+            standby: StandbyReport::from_snapshot(snapshot),
             problems,
         }
     }
@@ -61,7 +63,10 @@ impl ClusterReport {
 
 /// States of a member that are not a problem.
 fn healthy_state(role: &str, state: &str) -> bool {
-    if is_leader_role(role) {
+    if role == "standby_leader" {
+        // a standby leader is a replica of its source: `streaming` in /cluster (Patroni 3.0+)
+        matches!(state, "streaming" | "running" | "in archive recovery")
+    } else if is_leader_role(role) {
         state == "running"
     } else {
         matches!(state, "streaming" | "running" | "in archive recovery")
@@ -80,10 +85,35 @@ fn problems(snapshot: &ClusterSnapshot) -> Vec<Problem> {
     split_problems(snapshot, &mut problems);
     margin_problems(snapshot, &mut problems);
     failover_problems(snapshot, &mut problems);
+    standby_problems(snapshot, &mut problems);
     problems
         .0
         .sort_by_key(|problem| std::cmp::Reverse(problem.level));
     problems.0
+}
+
+/// A standby leader that does not stream from its source: it replays only what reaches the
+/// archive, or nothing, and the lag to the source grows.
+fn standby_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
+    let Some(standby) = StandbyReport::from_snapshot(snapshot) else {
+        return;
+    };
+    let (Some(leader), Some(false)) = (&standby.standby_leader, standby.streaming) else {
+        return;
+    };
+    let how = if standby.archive_recovery == Some(true) {
+        "it replays from the archive only"
+    } else {
+        "it neither streams nor replays from an archive"
+    };
+    let source = standby
+        .source_scope
+        .as_deref()
+        .map_or(String::new(), |scope| format!(" ({scope})"));
+    problems.say(
+        Level::Warning,
+        format!("standby leader {leader} does not stream from its source{source}: {how}"),
+    );
 }
 
 /// The problems found so far.
@@ -418,4 +448,60 @@ pub fn overall(reports: &[ClusterReport]) -> Level {
         .map(|report| report.level)
         .max()
         .unwrap_or(Level::Unknown)
+}
+
+#[cfg(test)]
+mod standby_tests {
+    use super::*;
+    use crate::snapshot::{captured, StandbySource};
+
+    /// A capture of tests/e2e/standby.sh, with pg-test configured as its source.
+    fn report(version: &str, state: &str) -> ClusterReport {
+        let dir = format!("patroni-{version}/states/{state}");
+        let (cluster, members) = captured(
+            &format!("{dir}/cluster.json"),
+            &format!("{dir}/patroni-m{{i}}.json"),
+        );
+        let snapshot = ClusterSnapshot {
+            scope: "pg-dr".into(),
+            cluster: Some(cluster),
+            members,
+            standby_source: Some(StandbySource::new("pg-test", None)),
+            ..ClusterSnapshot::default()
+        };
+        ClusterReport::from_snapshot(&snapshot)
+    }
+
+    #[test]
+    fn a_streaming_standby_cluster_is_ok_and_names_its_source() {
+        for version in ["3.3.8", "4.1.5"] {
+            let report = report(version, "standby");
+            // (failover readiness is not judged here: only the standby's own problems count)
+            assert!(
+                !report
+                    .problems
+                    .iter()
+                    .any(|p| p.message.contains("standby")),
+                "{version}: {:?}",
+                report.problems
+            );
+            let standby = report.standby.as_ref().unwrap();
+            assert_eq!(standby.source_scope.as_deref(), Some("pg-test"));
+            assert_eq!(standby.standby_leader.as_deref(), Some("dr-0"));
+            assert_eq!(standby.streaming, Some(true));
+            assert_eq!(standby.lag_bytes, None, "the source was not polled");
+            let text = super::super::render::text(&[report], super::super::render::Colour(false));
+            assert!(
+                text.contains("Standby cluster of pg-test: standby leader dr-0 streaming, lag to the source -"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_standby_leader_that_does_not_stream_is_a_warning() {
+        let report = report("3.3.8", "standby-not-streaming");
+        assert!(report.problems.iter().any(|p| p.message
+            == "standby leader dr-0 does not stream from its source (pg-test): it neither streams nor replays from an archive"));
+    }
 }

@@ -53,6 +53,16 @@
 #                    (tests/e2e/lab.sh, voters that disagree). Patroni asks the listed partners
 #                    for the members at start and takes theirs when one answers.
 #   SCOPE=pg-test    REST_USER=patroni REST_PASS=patroni-pass  RAFT_PASS=raft-pass
+#   IP_BASE=11       (multi mode) member N listens on 127.0.0.(IP_BASE+N): a second cluster
+#                    next to the first, e.g. IP_BASE=21 (tests/e2e/standby.sh)
+#   MEMBER_PREFIX=postgresql  member N is named MEMBER_PREFIX-N (a second cluster's names
+#                    must differ: a standby leader named like a source replica would be taken
+#                    for it in the source's synchronous_standby_names)
+#   STANDBY_OF=HOST:PORT  (at `up`, in the bootstrap DCS) a standby cluster (`standby_cluster:`)
+#                    replicating from the PostgreSQL at HOST:PORT (the source's primary):
+#                    its leader is a standby_leader; `wait` expects one (tests/e2e/standby.sh)
+#   STANDBY_APPLY_DELAY  (with STANDBY_OF) the standby cluster's recovery_min_apply_delay, e.g.
+#                    10s: its leader replays WAL that long after the source committed it
 #   LOOP_WAIT=10 TTL=30 RETRY_TIMEOUT=10 SYNC_NODE_COUNT=2
 #   WAL_SEGSIZE      initdb --wal-segsize in MB (default 16; 1 = less WAL to write and delete)
 #   TLS=1            (at `up`; remembered in DATA_DIR) the REST API on https with a fresh
@@ -79,6 +89,10 @@ DATA="${DATA_DIR:-$E2E_WORK/cluster}"
 PGBIN="${PGBIN:-/usr/lib/postgresql/15/bin}"
 OS_USER="${PG_OS_USER:-pgtest}"
 SCOPE="${SCOPE:-pg-test}"
+IP_BASE="${IP_BASE:-11}"
+MEMBER_PREFIX="${MEMBER_PREFIX:-postgresql}"
+STANDBY_OF="${STANDBY_OF:-}"
+STANDBY_APPLY_DELAY="${STANDBY_APPLY_DELAY:-}"
 NAMESPACE="${NAMESPACE:-/db/}"
 NMEMBERS=3
 BOOTSTRAP_MEMBER="${BOOTSTRAP_MEMBER:-0}"   # only this member gets a bootstrap: section
@@ -123,20 +137,21 @@ resolve_mode() {
     auto)
       if timeout 5 python3 -c '
 import socket
-for a in ("127.0.0.11", "127.0.0.12", "127.0.0.13"):
-    s = socket.socket(); s.bind((a, 0)); s.close()' 2>/dev/null
+import sys
+for i in range(3):
+    s = socket.socket(); s.bind(("127.0.0.%d" % (int(sys.argv[1]) + i), 0)); s.close()' "$IP_BASE" 2>/dev/null
       then MODE=multi; else MODE=single; fi ;;
     *) die "ADDR_MODE must be auto, multi or single" ;;
   esac
 }
-ip_of()     { if [[ $MODE == multi ]]; then echo "127.0.0.$((11 + $1))"; else echo 127.0.0.1; fi; }
+ip_of()     { if [[ $MODE == multi ]]; then echo "127.0.0.$((IP_BASE + $1))"; else echo 127.0.0.1; fi; }
 rest_port() { if [[ $MODE == multi ]]; then echo 8008; else echo $((8008 + $1)); fi; }
 raft_port() { if [[ $MODE == multi ]]; then echo 2222; else echo $((2222 + $1)); fi; }
 pg_port()   { if [[ $MODE == multi ]]; then echo 5432; else echo $((5432 + $1)); fi; }
 rest_url()  { echo "$REST_SCHEME://$(ip_of "$1"):$(rest_port "$1")"; }
 raft_addr() { echo "$(ip_of "$1"):$(raft_port "$1")"; }
-name_of()   { echo "postgresql-$1"; }
-mdir()      { echo "$DATA/postgresql-$1"; }
+name_of()   { echo "$MEMBER_PREFIX-$1"; }
+mdir()      { echo "$DATA/$MEMBER_PREFIX-$1"; }
 cfg_of()    { echo "$(mdir "$1")/patroni.yml"; }
 pgdata_of() { echo "$(mdir "$1")/pgdata"; }
 check_n()   { { [[ ${1:-} =~ ^[0-9]+$ ]] && (($1 < NMEMBERS)); } || die "member index must be 0..$((NMEMBERS - 1)) (got '${1:-}')"; }
@@ -343,6 +358,7 @@ bootstrap:
     synchronous_mode: true
     synchronous_mode_strict: false
     synchronous_node_count: $SYNC_NODE_COUNT
+$(standby_config)
     postgresql:
       use_pg_rewind: true
       remove_data_directory_on_rewind_failure: false
@@ -397,6 +413,21 @@ EOF
   } >"$(cfg_of "$n")"
   chmod 600 "$(cfg_of "$n")"
   own "$d"
+}
+
+# the bootstrap DCS's standby_cluster section when STANDBY_OF is set (Patroni ignores
+# synchronous_mode in a standby cluster); the standby leader streams from HOST:PORT with this
+# cluster's replication user, which the source has too (same credentials)
+standby_config() {
+  [[ -n $STANDBY_OF ]] || return 0
+  cat <<EOF
+    standby_cluster:
+      host: ${STANDBY_OF%:*}
+      port: ${STANDBY_OF##*:}
+      create_replica_methods:
+      - basebackup
+$([[ -n $STANDBY_APPLY_DELAY ]] && echo "      recovery_min_apply_delay: $STANDBY_APPLY_DELAY")
+EOF
 }
 
 # ------------------------------------------------------------------ start / stop
@@ -529,6 +560,8 @@ members_agree() {
     mine=$(curl -sf -m 3 "${CURL_TLS[@]}" "$(rest_url "$n")/patroni" 2>/dev/null) || return 1
     if [[ $role == leader ]]; then
       jq -e '(.role == "primary" or .role == "master") and .state == "running"' <<<"$mine" >/dev/null || return 1
+    elif [[ $role == standby_leader ]]; then
+      jq -e '.role == "standby_leader" and .state == "running"' <<<"$mine" >/dev/null || return 1
     else
       jq -e --argjson s "$want_sync" '.state == "running" and .replication_state == "streaming"
         and ($s == 0 or .sync_standby == true)' <<<"$mine" >/dev/null || return 1
@@ -553,8 +586,9 @@ wait_healthy() {
     if line=$(cluster_json); then
       js=${line#*$'\t'}
       read -r leaders streaming syncs < <(jq -r '[
-          ([.members[] | select(.role == "leader" and .state == "running")] | length),
-          ([.members[] | select(.role != "leader" and .state == "streaming")] | length),
+          ([.members[] | select((.role == "leader" and .state == "running")
+            or (.role == "standby_leader" and (.state == "running" or .state == "streaming")))] | length),
+          ([.members[] | select(.role != "leader" and .role != "standby_leader" and .state == "streaming")] | length),
           ([.members[] | select(.role == "sync_standby" and .state == "streaming")] | length)
         ] | @tsv' <<<"$js" 2>/dev/null || echo "0 0 0")
       if ((leaders == 1 && streaming == NMEMBERS - 1)) && ((want_sync == 0 || syncs == NMEMBERS - 1)) \

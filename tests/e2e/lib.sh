@@ -95,10 +95,12 @@
 #                                    0 + --raft.password-file $RUN_DIR/raft-secret (written from
 #                                    RAFT_PASS), --poll.interval POLL_S s, --poll.timeout 1s, on
 #                                    127.0.0.1:9393, log $EXPORTER_LOG; PID in EXPORTER_PID and E2E_PIDS
-#   e2e_status NAME [URL]            `patroni-raft-exporter status` as the README shows it (from
+#   e2e_status NAME [URL | -- ARG...]
+#                                    `patroni-raft-exporter status` as the README shows it (from
 #                                    $RUN_DIR, the password file by its relative name, URL default
-#                                    member 0): output in status-NAME.txt (and on stderr), exit
-#                                    code in status-NAME.rc; prints the exit code
+#                                    member 0; after `--`: these arguments instead, e.g.
+#                                    --config.file FILE): output in status-NAME.txt (and on
+#                                    stderr), exit code in status-NAME.rc; prints the exit code
 #   e2e_member N WHAT                $MEMBERn_WHAT of `cluster env` (REST, RAFT, PG, CONFIG, ...)
 #   e2e_rest N / e2e_own_role N      member N's REST URL / the role its own GET /patroni says
 #                                    ("down" when it does not answer)
@@ -583,9 +585,10 @@ e2e_exporter() { # e2e_exporter POLL_S [ARG...]
   EXPORTER_PID=$!
   E2E_PIDS+=("$EXPORTER_PID")
 }
-e2e_status() { # e2e_status NAME [URL]
-  local rc=0
-  (cd "$RUN_DIR" && timeout 30 "$EXPORTER_BIN" status --patroni.url "${2:-$MEMBER0_REST}" --raft.password-file raft-secret) \
+e2e_status() { # e2e_status NAME [URL | -- ARG...]
+  local rc=0 args=(--patroni.url "${2:-$MEMBER0_REST}" --raft.password-file raft-secret)
+  [[ ${2:-} == -- ]] && args=("${@:3}")
+  (cd "$RUN_DIR" && timeout 30 "$EXPORTER_BIN" status "${args[@]}") \
     >"$RUN_DIR/status-$1.txt" 2>&1 9>&- || rc=$?
   echo "$rc" >"$RUN_DIR/status-$1.rc"
   sed 's/^/    /' "$RUN_DIR/status-$1.txt" >&2

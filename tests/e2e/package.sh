@@ -98,6 +98,7 @@ if [[ $conffiles == "$DEFAULT_FILE $CONFIG_FILE " ]]; then pass "2: conffiles: $
 expected_paths=(
   "/usr/bin/$PACKAGE" "$UNIT" "$DEFAULT_FILE" "$CONFIG_FILE"
   "/usr/share/$PACKAGE/alerts/patroni-raft.rules.yml" "/usr/share/$PACKAGE/alerts/alertmanager.example.yml"
+  "/usr/share/$PACKAGE/alerts/patroni-compat.rules.yml"
   "/usr/share/$PACKAGE/dashboards/patroni-cluster.json" "/usr/share/$PACKAGE/dashboards/patroni-raft.json"
   "/usr/share/man/man1/$PACKAGE.1.gz" "/usr/share/bash-completion/completions/$PACKAGE"
   "/usr/share/zsh/vendor-completions/_$PACKAGE" "/usr/share/fish/vendor_completions.d/$PACKAGE.fish"

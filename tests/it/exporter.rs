@@ -18,9 +18,10 @@ use support::*;
 
 const GOLDEN: &str = "tests/golden/metrics.txt";
 
-/// Five clusters in one exporter: a healthy Patroni 3.3.8 cluster with Raft, Patroni 4.1.5
+/// Clusters in one exporter: a healthy Patroni 3.3.8 cluster with Raft, Patroni 4.1.5
 /// right after a switchover, a 4.1.5 survivor 60 s after losing Raft quorum, 3.3.8 with tags
-/// that leave no failover candidate, and 4.1.5 in failsafe mode (Raft cut between members).
+/// that leave no failover candidate, 4.1.5 in failsafe mode (Raft cut between members), and
+/// more below (split views, departed members, a healthy 4.1.5, two standby clusters).
 async fn golden_output(format: Format) -> String {
     let mut addresses = Addresses::default();
 
@@ -90,6 +91,20 @@ async fn golden_output(format: Format) -> String {
     };
     let tags = captured("3.3.8", "tags").await;
     let failsafe = captured("4.1.5", "failsafe-active").await;
+    // Standby clusters (tests/e2e/standby.sh), paired with the healthy cluster as their
+    // source: one streaming, one whose source primary was stopped.
+    let standby = captured("4.1.5", "standby").await;
+    // A healthy 4.1.5 cluster as first captured: its members' own GET /metrics of the same
+    // moment (01-metrics-m*.txt) are what alerts/tests/compat.test.yml expects of the
+    // recording rules of Patroni's names (scripts/compat-test.py).
+    let healthy_415 = FakeCluster::start(
+        "healthy-4-1-5",
+        &fixture("patroni-4.1.5/01-cluster-from-m0.json"),
+        [0, 1, 2].map(|i| Some(fixture(&format!("patroni-4.1.5/01-patroni-m{i}.json")))),
+        &fixture("patroni-4.1.5/01-history.json"),
+    )
+    .await;
+    let standby_cut = captured("3.3.8", "standby-not-streaming").await;
     // The failsafe topology, as Patroni's GET /failsafe answers it while failsafe_mode is on
     // (asked from the second poll: the first one learns failsafe_mode from /config).
     failsafe.serve_everywhere(
@@ -169,6 +184,11 @@ async fn golden_output(format: Format) -> String {
             ],
             Some((survivor_nodes, Some("s3cret"))),
         ),
+        cluster_config(healthy_415.urls(), None),
+        cluster_config(standby.urls(), None)
+            .with(|config| config.standby_of = Some("healthy-3-3-8".into())),
+        cluster_config(standby_cut.urls(), None)
+            .with(|config| config.standby_of = Some("healthy-3-3-8".into())),
     ];
     // Configs 2 (failsafe) and 4 (departed) need a second poll.
     let output =
@@ -180,6 +200,9 @@ async fn golden_output(format: Format) -> String {
     let output = failsafe.addresses.normalize(&output);
     let output = split.addresses.normalize(&output);
     let output = departed.addresses.normalize(&output);
+    let output = healthy_415.addresses.normalize(&output);
+    let output = standby.addresses.normalize(&output);
+    let output = standby_cut.addresses.normalize(&output);
     normalize_volatile(&addresses.normalize(&output))
 }
 

@@ -15,5 +15,8 @@ pub fn parse_timestamp(text: &str) -> Option<f64> {
     let parsed = OffsetDateTime::parse(text, &Rfc3339)
         .or_else(|_| OffsetDateTime::parse(text, &with_space))
         .ok()?;
-    Some(parsed.unix_timestamp_nanos() as f64 / 1e9)
+    // Whole microseconds (Patroni's resolution) divided once, as Python's `timedelta.total_seconds()`
+    // does: the value is then the very number Patroni's own /metrics shows (nanoseconds since
+    // 1970 exceed f64's 53 bits, and `nanos as f64 / 1e9` was off in the 7th decimal).
+    Some((parsed.unix_timestamp_nanos() / 1_000) as f64 / 1e6)
 }

@@ -216,12 +216,23 @@ impl FakeCluster {
 /// A captured `/cluster` body with the scope `scope` and the captured members' api_urls
 /// (`http://127.0.0.1N:8008`) pointing at `member_urls`.
 fn rewrite_cluster(cluster: &[u8], scope: &str, member_urls: &[String]) -> String {
-    let mut cluster = String::from_utf8(cluster.to_vec())
-        .unwrap()
-        .replace("\"scope\": \"pg-test\"", &format!("\"scope\": \"{scope}\""))
-        .replace("\"scope\":\"pg-test\"", &format!("\"scope\":\"{scope}\""));
+    let mut cluster = String::from_utf8(cluster.to_vec()).unwrap();
+    // pg-test on 127.0.0.1N, and the standby cluster pg-dr of tests/e2e/standby.sh on 127.0.0.2N
+    for captured in ["pg-test", "pg-dr"] {
+        cluster = cluster
+            .replace(
+                &format!("\"scope\": \"{captured}\""),
+                &format!("\"scope\": \"{scope}\""),
+            )
+            .replace(
+                &format!("\"scope\":\"{captured}\""),
+                &format!("\"scope\":\"{scope}\""),
+            );
+    }
     for (index, url) in member_urls.iter().enumerate() {
-        cluster = cluster.replace(&format!("http://127.0.0.1{}:8008", index + 1), url);
+        for subnet in [1, 2] {
+            cluster = cluster.replace(&format!("http://127.0.0.{subnet}{}:8008", index + 1), url);
+        }
     }
     cluster
 }
@@ -433,6 +444,7 @@ pub async fn poll_twice_and_render(
     format: Format,
 ) -> String {
     let store = Arc::new(SnapshotStore::new(configs.len()));
+    let standby_of: Vec<Option<String>> = configs.iter().map(|c| c.standby_of.clone()).collect();
     let mut pollers = Vec::with_capacity(configs.len());
     for (slot, config) in configs.into_iter().enumerate() {
         pollers.push(ClusterPoller::new(slot, config).await.unwrap());
@@ -442,7 +454,8 @@ pub async fn poll_twice_and_render(
     }
     between();
     for (slot, poller) in pollers.iter_mut().enumerate() {
-        store.publish(slot, poller.poll_once().await);
+        let snapshot = poller.poll_once().await;
+        store.publish_paired(slot, snapshot, standby_of[slot].as_deref());
     }
     render_store(&store, format)
 }

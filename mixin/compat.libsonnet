@@ -1,0 +1,85 @@
+// Recording rules that give the exporter's series Patroni's own /metrics names (issue #22
+// item 5): dashboards and alerts written for Patroni's GET /metrics (3.x and 4.x) keep working
+// on the exporter, which asks every member itself. Rendered to alerts/patroni-compat.rules.yml
+// by scripts/render-mixin.sh; tested by alerts/tests/compat.test.yml, which
+// scripts/compat-test.py makes from the golden /metrics of a captured healthy 3.3.8 and 4.1.5
+// cluster and Patroni's own /metrics captured at the same moment (tests/fixtures/patroni-3.3.8/
+// metrics-m*.txt, patroni-4.1.5/01-metrics-m*.txt): every value equal.
+//
+// Patroni labels each series {scope, name}: here `name` is the exporter's `member`, and the
+// exporter's `role`, `kind`, `state` labels are aggregated away; the scrape's job and instance
+// stay. Like Patroni, members whose GET /patroni did not answer have no series. Not provided:
+// patroni_version (Patroni encodes the version as a number, 030308; the exporter has it as a
+// label of patroni_member_patroni_info, which PromQL cannot turn into a value).
+// Do not load these rules where Patroni's own /metrics is scraped too: the names would clash.
+local member(expr) = |||
+  max without (member) (
+    label_replace(%s, "name", "$1", "member", "(.+)")
+  )
+||| % expr;
+// a member that answered GET /patroni, valued 0: Patroni's 0 where a field is absent
+local zero = '0 * patroni_member_server_version';
+local orZero(expr) = '(%s) or %s' % [expr, zero];
+local perMember(scopeExpr) = '%s + ignoring (member) group_left () (%s)' % [zero, scopeExpr];
+
+{
+  patroniCompatRulesHeader:: |||
+    Recording rules for patroni-raft-exporter: Patroni's own /metrics names from the exporter's series.
+
+    Generated from mixin/compat.libsonnet by scripts/render-mixin.sh: edit the mixin, not this file.
+    Tested by alerts/tests/compat.test.yml (scripts/compat-test.py) against Patroni's own /metrics.
+  |||,
+
+  patroniCompatRuleGroups:: [
+    {
+      name: 'patroni-raft.patroni-compat',
+      comment:: |||
+        Patroni's GET /metrics names, {scope, name} labels, from the exporter's series (docs/metrics.md,
+        "Porting panels from Patroni's own /metrics").
+      |||,
+      rules: [
+        { record: 'patroni_postgres_running', expr: member('max without (state) (patroni_member_state{state=~"running|streaming|in archive recovery"})') },
+        { record: 'patroni_postmaster_start_time', expr: member('patroni_member_postmaster_start_time_seconds') },
+        { record: 'patroni_master', expr: member(orZero('max without (role) (patroni_member_reported_role{role="primary"})')) },
+        { record: 'patroni_primary', expr: member(orZero('max without (role) (patroni_member_reported_role{role="primary"})')) },
+        { record: 'patroni_xlog_location', expr: member(orZero('max without (kind) (patroni_member_wal_position_bytes{kind="flush"})')) },
+        { record: 'patroni_standby_leader', expr: member(orZero('max without (role) (patroni_member_reported_role{role="standby_leader"})')) },
+        { record: 'patroni_replica', expr: member(orZero('max without (role) (patroni_member_reported_role{role="replica"})')) },
+        { record: 'patroni_quorum_standby', expr: member(orZero('max without (role) (patroni_member_role{role="quorum_standby"})')) },
+        { record: 'patroni_sync_standby', expr: member(orZero('max without (role) (patroni_member_role{role="sync_standby"})')) },
+        { record: 'patroni_xlog_received_location', expr: member(orZero('max without (kind) (patroni_member_wal_position_bytes{kind="received"})')) },
+        { record: 'patroni_xlog_replayed_location', expr: member(orZero('max without (kind) (patroni_member_wal_position_bytes{kind="replayed"})')) },
+        { record: 'patroni_xlog_replayed_timestamp', expr: member(orZero('patroni_member_replayed_timestamp_seconds')) },
+        { record: 'patroni_xlog_paused', expr: member(orZero('patroni_member_wal_replay_paused')) },
+        { record: 'patroni_postgres_streaming', expr: member(orZero('max without (state) (patroni_member_state{state="streaming"})')) },
+        { record: 'patroni_postgres_in_archive_recovery', expr: member(orZero('max without (state) (patroni_member_state{state="in archive recovery"})')) },
+        { record: 'patroni_postgres_server_version', expr: member('patroni_member_server_version') },
+        { record: 'patroni_cluster_unlocked', expr: member(perMember('patroni_cluster_leaders == bool 0')) },
+        { record: 'patroni_failsafe_mode_is_active', expr: member(orZero('patroni_member_failsafe_active')) },
+        { record: 'patroni_postgres_timeline', expr: member(orZero('patroni_member_reported_timeline')) },
+        { record: 'patroni_dcs_last_seen', expr: member(orZero('patroni_member_dcs_last_seen_timestamp_seconds')) },
+        { record: 'patroni_pending_restart', expr: member(orZero('patroni_member_pending_restart')) },
+        { record: 'patroni_is_paused', expr: member(perMember('patroni_cluster_paused')) },
+        // 4.x: Patroni's numbers for its PostgreSQL states (api.py); the exporter has the state of
+        // GET /cluster, where a replica's `running` is `streaming` (or `in archive recovery`).
+        // States GET /cluster does not show (initdb, bootstrap, *_failed but start failed) give
+        // no sample.
+        {
+          record: 'patroni_postgres_state',
+          expr: member(|||
+            max without (state) (
+                (patroni_member_state{state=~"running|streaming|in archive recovery"} == 1) * 5
+              or (patroni_member_state{state="creating replica"} == 1) * 4
+              or (patroni_member_state{state="starting"} == 1) * 6
+              or (patroni_member_state{state="start failed"} == 1) * 8
+              or (patroni_member_state{state="restarting"} == 1) * 9
+              or (patroni_member_state{state="stopping"} == 1) * 11
+              or (patroni_member_state{state="stopped"} == 1) * 12
+              or (patroni_member_state{state="crashed"} == 1) * 14
+            )
+          |||),
+        },
+      ],
+    },
+  ],
+}
