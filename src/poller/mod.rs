@@ -13,7 +13,7 @@
 //! The poller is also the only place with memory across polls: the URLs learned from
 //! `api_url`s, the last known scope and member hosts (so Raft nodes are still queried when
 //! no REST member answers), the members that left the view, and the counters of leader
-//! changes and quorum losses. Discovery is in [`discovery`], the requests in [`requests`];
+//! changes and quorum losses ([`changes`]). Discovery is in [`discovery`], the requests in [`requests`];
 //! every judgement is made in [`crate::snapshot`].
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,16 +26,18 @@ use tokio::time::MissedTickBehavior;
 use url::Url;
 
 use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
-use crate::patroni::{self, ClusterView, PatroniClient, PatroniError};
+use crate::patroni::{self, PatroniClient, PatroniError};
 use crate::snapshot::{
-    answered_views, effective_raft_leader, primaries, ClusterSnapshot, Counters, DcsView,
-    FailoverReadiness, Failure, MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment,
-    QuorumVerdict, RaftNodeSnapshot, SnapshotStore, Source, ViewComparison, VoterSetComparison,
+    answered_views, primaries, ClusterSnapshot, Counters, DcsView, FailoverReadiness, Failure,
+    MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment, RaftNodeSnapshot,
+    SnapshotStore, Source, ViewComparison, VoterSetComparison,
 };
 
+mod changes;
 mod discovery;
 mod members;
 mod requests;
+use changes::ChangeMemory;
 use discovery::{quorum_voter_set, without_aliases};
 use members::{DcsTiming, MemberMemory};
 use requests::{member_at, raft_query, RaftQuery, Wants};
@@ -74,10 +76,8 @@ struct PollMemory {
     /// The voter set (each answering node and its partners) of the last poll in which a
     /// node answered: what the quorum verdict judges when no node answers.
     voters: BTreeSet<String>,
-    leader: Option<String>,
-    raft_leader: Option<String>,
-    /// The last verdict that was not `not visible`, to count losses of a confirmed quorum.
-    last_decisive_verdict: Option<QuorumVerdict>,
+    /// The last leaders and verdict, to count their changes.
+    changes: ChangeMemory,
     /// The dynamic configuration last read from `/config`.
     dynamic_config: Option<patroni::DynamicConfig>,
     /// Members across polls: who left the view (still asked), each member's `/config`.
@@ -468,7 +468,11 @@ impl ClusterPoller {
         if raft_nodes.iter().any(|node| node.status.is_ok()) {
             self.memory.voters = quorum_voter_set(&raft_nodes);
         }
-        self.count_changes(cluster.as_ref(), &raft_nodes, &quorum);
+        self.memory.changes.count(
+            &mut self.memory.counters,
+            cluster.as_ref(),
+            self.raft.is_some().then_some((&raft_nodes[..], &quorum)),
+        );
 
         ClusterSnapshot {
             scope: self.scope(),
@@ -520,39 +524,6 @@ impl ClusterPoller {
             .unwrap_or_else(|| self.config.name())
     }
 
-    fn count_changes(
-        &mut self,
-        cluster: Option<&ClusterView>,
-        raft_nodes: &[RaftNodeSnapshot],
-        quorum: &QuorumAssessment,
-    ) {
-        let memory = &mut self.memory;
-        if let Some(view) = cluster {
-            let leaders: Vec<&str> = view.leaders().map(|m| m.name.as_str()).collect();
-            if let [leader] = leaders[..] {
-                if remember_leader(&mut memory.leader, leader) {
-                    memory.counters.leader_changes += 1;
-                }
-            }
-        }
-        if self.raft.is_some() {
-            if let Some(leader) = effective_raft_leader(raft_nodes) {
-                if remember_leader(&mut memory.raft_leader, leader) {
-                    memory.counters.raft_leader_changes += 1;
-                }
-            }
-            let verdict = quorum.verdict();
-            if verdict != QuorumVerdict::NotVisible {
-                if verdict == QuorumVerdict::Lost
-                    && memory.last_decisive_verdict == Some(QuorumVerdict::Confirmed)
-                {
-                    memory.counters.raft_quorum_losses += 1;
-                }
-                memory.last_decisive_verdict = Some(verdict);
-            }
-        }
-    }
-
     /// Counts a failure and logs when a target starts failing, changes its error or recovers.
     fn note(&mut self, source: Source, target: &str, failure: Option<&Failure>) {
         let scope = self.scope();
@@ -576,14 +547,6 @@ impl ClusterPoller {
             }
         }
     }
-}
-
-/// Remembers `leader` as the last leader seen; true when it replaces a different one (the
-/// first leader seen, or the same one again, is no change).
-fn remember_leader(last: &mut Option<String>, leader: &str) -> bool {
-    let changed = last.as_deref().is_some_and(|previous| previous != leader);
-    *last = Some(leader.to_owned());
-    changed
 }
 
 fn unix_now() -> f64 {
