@@ -23,7 +23,10 @@
     clusterLabel: 'scope',
 
     // runbook_url of every alert: the alert name lowercased, a section of docs/runbooks.md.
-    runbookURLPattern: 'https://github.com/canonical/patroni-raft-exporter/blob/main/docs/runbooks.md#%s',
+    // The default is where the Debian package installs it: the project has no public home
+    // to link to. Point it at your own copy (a wiki, a Git forge), e.g.
+    // 'https://git.example.com/ops/patroni-raft-exporter/blob/main/docs/runbooks.md#%s'.
+    runbookURLPattern: 'file:///usr/share/doc/patroni-raft-exporter/docs/runbooks.md#%s',
 
     // The `for:` of every alert that has one. Why each value: the comment next to the rule in
     // mixin/alerts.libsonnet, the file header there, and the alert's section of docs/runbooks.md.

@@ -75,7 +75,7 @@ try:
     import yaml
 except ImportError:
     yaml = None
-BASE = "https://github.com/canonical/patroni-raft-exporter/blob/main/docs/runbooks.md#"
+BASE = "file:///usr/share/doc/patroni-raft-exporter/docs/runbooks.md#"
 known = exposed() | {"up"}
 headings = set(re.findall(r"^## (\S+)\s*$", open(runbook).read(), re.M))
 test_text = "".join(open(t).read() for t in tests)

@@ -13,7 +13,7 @@ UID = "patroni-raft-cluster"
 def dashboard():
     d = build("Patroni cluster", UID,
               "Patroni clusters on the Raft DCS (patroni-raft-exporter): quorum, leader, members, "
-              "replication. Runbooks: https://github.com/canonical/patroni-raft-exporter/blob/main/docs/runbooks.md",
+              "replication. Runbooks: /usr/share/doc/patroni-raft-exporter/docs/runbooks.md (docs/runbooks.md of the exporter)",
               ["patroni", "postgresql", "raft"],
               # leader changes and timeline changes of the selected clusters
               (("Leader changes", "orange", f'increase(patroni_cluster_leader_changes_total{{{SEL}}}[2m]) > 0'),

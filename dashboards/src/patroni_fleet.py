@@ -35,7 +35,7 @@ def dashboard():
               "Every Patroni cluster watched by patroni-raft-exporter, one row each, worst first: "
               "quorum verdict, leader, failover candidates, worst lag, data at risk, last "
               "failover, exporter health. The cluster name links to its Patroni cluster dashboard. "
-              "Runbooks: https://github.com/canonical/patroni-raft-exporter/blob/main/docs/runbooks.md",
+              "Runbooks: /usr/share/doc/patroni-raft-exporter/docs/runbooks.md (docs/runbooks.md of the exporter)",
               ["patroni", "postgresql", "raft", "fleet"])
 
     d = d.with_row(db.Row("Fleet").id(1))

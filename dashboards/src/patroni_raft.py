@@ -21,7 +21,7 @@ def dashboard():
     d = build("Patroni Raft", UID,
               "Raft (pysyncobj) DCS of Patroni clusters, as seen by patroni-raft-exporter: quorum, "
               "leadership, log indexes, partner links. Runbooks: "
-              "https://github.com/canonical/patroni-raft-exporter/blob/main/docs/runbooks.md",
+              "/usr/share/doc/patroni-raft-exporter/docs/runbooks.md (docs/runbooks.md of the exporter)",
               ["patroni", "raft", "pysyncobj"],
               (("Raft leader changes", "orange", f'increase(patroni_raft_leader_changes_total{{{SEL}}}[2m]) > 0'),
                ("Quorum losses", "red", f'increase(patroni_raft_quorum_losses_total{{{SEL}}}[2m]) > 0')))
