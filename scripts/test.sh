@@ -56,6 +56,7 @@ golden_promtool() { sed 's/ <varies>$/ 0/' tests/golden/metrics.txt | promtool c
 step "install dependencies (apt, Patroni venvs, promtool, cargo-deb)" scripts/install-deps.sh
 step "shellcheck (every shell script)" scripts/shellcheck.sh
 step "lib.sh selftest (the /metrics text reader, no cluster)" tests/e2e/lib-selftest.sh
+step "no import circle between the modules of src/" scripts/module-cycles.py
 step "rustfmt --check" cargo fmt --all -- --check
 step "clippy -D warnings" cargo clippy --all-targets --locked -- -D warnings
 step "cargo test" cargo test --locked

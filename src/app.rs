@@ -18,9 +18,9 @@ use tracing_subscriber::EnvFilter;
 
 use crate::cli::{Args, LogFormat};
 use crate::config::ClusterConfig;
+use crate::metrics::Store;
 use crate::poller::ClusterPoller;
 use crate::server::{self, AppState};
-use crate::snapshot::SnapshotStore;
 use crate::web::WebState;
 
 /// Sets up `tracing` from `--log.level` and `--log.format`, writing to stderr.
@@ -59,7 +59,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let clusters = args.cluster.clusters()?;
     let listen_address = args.listen_address()?;
     let web = Arc::new(WebState::load(args.web_config_file.as_deref())?);
-    let store = Arc::new(SnapshotStore::new(clusters.len()));
+    let store = Arc::new(Store::new(clusters.len()));
     let (shutdown_sender, shutdown) = watch::channel(false);
     let mut fleet = Fleet::default();
     fleet.start(clusters, &store, &shutdown);
@@ -93,7 +93,7 @@ impl Fleet {
     fn start(
         &mut self,
         clusters: Vec<ClusterConfig>,
-        store: &Arc<SnapshotStore>,
+        store: &Arc<Store>,
         shutdown: &watch::Receiver<bool>,
     ) {
         for (slot, config) in clusters.into_iter().enumerate() {
@@ -116,7 +116,7 @@ impl Fleet {
     async fn apply(
         &mut self,
         clusters: Vec<ClusterConfig>,
-        store: &Arc<SnapshotStore>,
+        store: &Arc<Store>,
         shutdown: &watch::Receiver<bool>,
     ) {
         if clusters.len() == self.slots.len() {
@@ -138,7 +138,7 @@ impl Fleet {
 async fn reload_on_hangup(
     args: Args,
     mut fleet: Fleet,
-    store: Arc<SnapshotStore>,
+    store: Arc<Store>,
     web: Arc<WebState>,
     shutdown: watch::Receiver<bool>,
 ) {
@@ -187,7 +187,7 @@ const RESTART_DELAY: Duration = Duration::from_secs(1);
 async fn supervise(
     slot: usize,
     configs: watch::Receiver<ClusterConfig>,
-    store: Arc<SnapshotStore>,
+    store: Arc<Store>,
     shutdown: watch::Receiver<bool>,
 ) {
     let name = format!("poller of cluster {}", configs.borrow().name());
@@ -228,7 +228,7 @@ where
 async fn run_cluster(
     slot: usize,
     mut configs: watch::Receiver<ClusterConfig>,
-    store: Arc<SnapshotStore>,
+    store: Arc<Store>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut poller = loop {

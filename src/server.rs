@@ -21,12 +21,12 @@ use tokio::net::TcpListener;
 
 use crate::metrics::cache::{accepts_gzip, gzip, RenderCache};
 use crate::metrics::exposition::Format;
-use crate::snapshot::SnapshotStore;
+use crate::metrics::Store;
 use crate::web::WebState;
 
 /// What the handlers share.
 pub struct AppState {
-    pub store: Arc<SnapshotStore>,
+    pub store: Arc<Store>,
     pub telemetry_path: String,
     /// The latest `/metrics` rendering per format.
     pub render_cache: RenderCache,
@@ -34,7 +34,7 @@ pub struct AppState {
 
 impl AppState {
     /// The state of an exporter serving the snapshots of `store` under `telemetry_path`.
-    pub fn new(store: Arc<SnapshotStore>, telemetry_path: impl Into<String>) -> Arc<AppState> {
+    pub fn new(store: Arc<Store>, telemetry_path: impl Into<String>) -> Arc<AppState> {
         Arc::new(AppState {
             store,
             telemetry_path: telemetry_path.into(),

@@ -23,12 +23,12 @@ use flate2::Compression;
 use tokio::sync::Mutex;
 
 use super::exposition::Format;
-use crate::snapshot::SnapshotStore;
+use super::Store;
 
 /// One rendering of the exposition, with its gzip form made on first demand.
 #[derive(Debug)]
 pub struct Rendered {
-    /// The store it was rendered from ([`SnapshotStore::id`]).
+    /// The store it was rendered from ([`crate::snapshot::SnapshotStore::id`]).
     pub store: u64,
     /// The store generation read just before encoding started.
     pub generation: u64,
@@ -94,7 +94,7 @@ impl RenderCache {
     /// one of the previous size plus an eighth.
     pub async fn get(
         &self,
-        store: &SnapshotStore,
+        store: &Store,
         format: Format,
         render: impl FnOnce(Format, String) -> String + Send + 'static,
     ) -> Arc<Rendered> {
@@ -242,7 +242,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unheld_rendering_lends_its_buffer_to_the_next() {
-        let store = SnapshotStore::new(1);
+        let store = Store::new(1);
         let cache = RenderCache::new();
         let render = |_, mut buffer: String| {
             buffer.push_str(&"a_metric 1\n".repeat(10_000));
@@ -264,7 +264,7 @@ mod tests {
 
     #[tokio::test]
     async fn one_rendering_per_generation() {
-        let store = SnapshotStore::new(1);
+        let store = Store::new(1);
         let cache = RenderCache::new();
         let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let render = |counter: Arc<std::sync::atomic::AtomicUsize>| {
@@ -289,7 +289,7 @@ mod tests {
         assert_eq!(counter.load(std::sync::atomic::Ordering::SeqCst), 2);
         // Another store (e.g. after a reload) is never served an old rendering, although
         // its generations start from 0 again.
-        let reloaded = SnapshotStore::new(1);
+        let reloaded = Store::new(1);
         cache
             .get(&reloaded, Format::PrometheusText, render(counter.clone()))
             .await;

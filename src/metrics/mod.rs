@@ -39,7 +39,7 @@ use std::cell::RefCell;
 use std::fmt;
 use std::sync::{Arc, LazyLock};
 
-use crate::snapshot::{ClusterSnapshot, SnapshotStore};
+use crate::snapshot::{ClusterSnapshot, Encoding, SnapshotStore};
 use exposition::Format;
 use families::{Descriptor, FamilyWriter, Kind};
 use labels::{BuildLabels, EncodeLabels};
@@ -93,6 +93,16 @@ pub struct EncodedCluster {
     text: String,
     /// End offset in `text` of each family's chunk, one per catalog entry.
     ends: Vec<u32>,
+}
+
+/// The store of snapshots with this layer's encoding: what the poller publishes into and
+/// `/metrics` reads.
+pub type Store = SnapshotStore<EncodedCluster>;
+
+impl Encoding for EncodedCluster {
+    fn encode(snapshot: &Arc<ClusterSnapshot>) -> EncodedCluster {
+        EncodedCluster::encode(snapshot)
+    }
 }
 
 thread_local! {
@@ -173,7 +183,7 @@ pub fn render_into(clusters: &[Arc<EncodedCluster>], format: Format, out: &mut S
 }
 
 /// Renders every cluster of `store` in `format`.
-pub fn render_store(store: &SnapshotStore, format: Format) -> String {
+pub fn render_store(store: &Store, format: Format) -> String {
     render(&store.current_encoded(), format, 64 * 1024)
 }
 

@@ -243,8 +243,8 @@ fn cluster(scope: &str, members: usize) -> Arc<ClusterSnapshot> {
     Arc::new(snapshot)
 }
 
-fn store_with(clusters: &[Arc<ClusterSnapshot>]) -> SnapshotStore {
-    let store = SnapshotStore::new(clusters.len());
+fn store_with(clusters: &[Arc<ClusterSnapshot>]) -> Store {
+    let store = Store::new(clusters.len());
     for (slot, snapshot) in clusters.iter().enumerate() {
         store.publish(slot, (**snapshot).clone());
     }

@@ -28,8 +28,8 @@ use url::Url;
 use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
 use crate::patroni::{self, PatroniClient, PatroniError};
 use crate::snapshot::{
-    answered_views, primaries, ClusterSnapshot, Counters, DcsView, FailoverReadiness, Failure,
-    MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment, RaftNodeSnapshot,
+    answered_views, primaries, ClusterSnapshot, Counters, DcsView, Encoding, FailoverReadiness,
+    Failure, MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment, RaftNodeSnapshot,
     SnapshotStore, Source, ViewComparison, VoterSetComparison,
 };
 
@@ -154,7 +154,11 @@ impl ClusterPoller {
     /// The first poll starts at once; the second after between half and one and a half
     /// intervals, at a phase that depends on the slot ([`phase`]), so that the polls of a
     /// large fleet are spread evenly over the interval instead of all starting together.
-    pub async fn run(self, store: Arc<SnapshotStore>, mut shutdown: watch::Receiver<bool>) {
+    pub async fn run<E: Encoding>(
+        self,
+        store: Arc<SnapshotStore<E>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
         self.run_until(&store, async move {
             let _ = shutdown.changed().await;
         })
@@ -168,9 +172,9 @@ impl ClusterPoller {
     /// [`run`]: ClusterPoller::run
     /// [`reconfigured`]: ClusterPoller::reconfigured
     /// [`poll_once`]: ClusterPoller::poll_once
-    pub async fn run_until(
+    pub async fn run_until<E: Encoding>(
         mut self,
-        store: &SnapshotStore,
+        store: &SnapshotStore<E>,
         stop: impl std::future::Future<Output = ()>,
     ) -> ClusterPoller {
         let interval = self.config.poll.interval;

@@ -19,7 +19,7 @@
 //! archive (`restore_command` set), absent when it does neither (Patroni's
 //! `postgresql.replication_state_from_parameters`, the same in 3.3.8 and 4.1.5).
 
-use super::{ClusterSnapshot, MemberSnapshot, SnapshotStore};
+use super::{ClusterSnapshot, Encoding, MemberSnapshot, SnapshotStore};
 
 /// The source cluster's leader position, copied from the source's latest snapshot.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,7 +74,7 @@ impl StandbySource {
     }
 }
 
-impl SnapshotStore {
+impl<E: Encoding> SnapshotStore<E> {
     /// Publishes `snapshot` as cluster `slot`'s latest ([`SnapshotStore::publish`]); for a
     /// standby cluster (`standby_of`: the source's scope), with the source's leader position
     /// from the source's latest published snapshot: the pairing this module's doc explains.

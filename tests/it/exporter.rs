@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use patroni_raft_exporter::metrics::exposition::Format;
+use patroni_raft_exporter::metrics::Store;
 use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
 use patroni_raft_exporter::poller::ClusterPoller;
 use patroni_raft_exporter::server::{self, AppState};
-use patroni_raft_exporter::snapshot::SnapshotStore;
 use support::*;
 
 const GOLDEN: &str = "tests/golden/metrics.txt";
@@ -382,7 +382,7 @@ async fn members_that_leave_are_remembered_for_ttl_then_vanish_from_the_output()
         Reply::Json(br#"{"ttl": 1, "loop_wait": 1}"#.to_vec()),
     );
     let config = cluster_config(vec![url::Url::parse(&member.url()).unwrap()], None);
-    let store = Arc::new(SnapshotStore::new(1));
+    let store = Arc::new(Store::new(1));
     let mut poller = ClusterPoller::new(0, config).await.unwrap();
     store.publish(0, poller.poll_once().await);
     let render = || patroni_raft_exporter::metrics::render_store(&store, Format::PrometheusText);
@@ -442,7 +442,7 @@ async fn leader_changes_are_counted() {
 
 #[tokio::test]
 async fn http_endpoints() {
-    let store = Arc::new(SnapshotStore::new(1));
+    let store = Arc::new(Store::new(1));
     let endpoint = start_endpoint(store.clone(), None).await;
 
     assert_eq!(endpoint.get("/-/healthy").await.status(), 200);
@@ -484,7 +484,7 @@ async fn http_endpoints() {
 /// and both send gzip to a scraper that accepts it.
 #[tokio::test]
 async fn probe_cache_and_gzip() {
-    let store = Arc::new(SnapshotStore::new(2));
+    let store = Arc::new(Store::new(2));
     let endpoint = start_endpoint(store.clone(), None).await;
 
     assert_eq!(endpoint.get("/probe").await.status(), 400);
@@ -559,7 +559,7 @@ async fn a_hanging_cluster_never_delays_metrics_or_another_cluster() {
         "/cluster",
         Reply::Json(fixture("patroni-3.3.8/cluster.json")),
     );
-    let store = Arc::new(SnapshotStore::new(2));
+    let store = Arc::new(Store::new(2));
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     let mut slow = cluster_config(vec![url::Url::parse(&hanging.url()).unwrap()], None);
     slow.poll.timeout = Duration::from_secs(30);
@@ -603,7 +603,7 @@ fn every_exported_family_is_documented() {
 
 #[test]
 fn a_telemetry_path_of_probe_is_not_a_conflict() {
-    let store = Arc::new(SnapshotStore::new(1));
+    let store = Arc::new(Store::new(1));
     let state = AppState::new(store, "/probe");
     // axum panics on two routes for one path.
     let _router = server::router(state);
@@ -687,7 +687,7 @@ async fn an_isolated_primary_out_of_the_dcs_view_is_still_asked_and_counted() {
     let mut urls = cluster.urls();
     urls.rotate_left(1);
     let config = cluster_config(urls, None);
-    let store = Arc::new(SnapshotStore::new(1));
+    let store = Arc::new(Store::new(1));
     let mut poller = ClusterPoller::new(0, config).await.unwrap();
     store.publish(0, poller.poll_once().await);
 

@@ -12,13 +12,13 @@ use std::time::{Duration, Instant};
 
 use patroni_raft_exporter::config::{ClusterConfig, RaftSettings};
 use patroni_raft_exporter::metrics::exposition::Format;
+use patroni_raft_exporter::metrics::Store;
 use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
 use patroni_raft_exporter::patroni::BasicAuth;
 use patroni_raft_exporter::poller::ClusterPoller;
 use patroni_raft_exporter::raft::fake::{Behaviour, FakeRaftNode};
 use patroni_raft_exporter::raft::RaftKey;
 use patroni_raft_exporter::secret::Secret;
-use patroni_raft_exporter::snapshot::SnapshotStore;
 use patroni_raft_exporter::web::WebState;
 use support::pki::Pki;
 use support::*;
@@ -346,7 +346,7 @@ async fn a_slow_poll_is_skipped_and_counted_never_stacked() {
     });
     let poller = ClusterPoller::new(0, config).await.unwrap();
     let (stop, shutdown) = tokio::sync::watch::channel(false);
-    let store = Arc::new(SnapshotStore::new(1));
+    let store = Arc::new(Store::new(1));
     let task = tokio::spawn(poller.run(store.clone(), shutdown));
     tokio::time::sleep(Duration::from_millis(1700)).await;
     stop.send(true).unwrap();
@@ -462,7 +462,7 @@ async fn the_endpoint_behind_tls_client_certificates_and_basic_auth() {
     let web = Arc::new(WebState::load(Some(&web_config)).unwrap());
     let Endpoint {
         addr, stop: _stop, ..
-    } = start_endpoint(Arc::new(SnapshotStore::new(0)), Some(web.clone())).await;
+    } = start_endpoint(Arc::new(Store::new(0)), Some(web.clone())).await;
     let ca = reqwest::Certificate::from_pem(&std::fs::read(&pki.ca).unwrap()).unwrap();
     let mut identity = std::fs::read(&pki.client_cert).unwrap();
     identity.extend(std::fs::read(&pki.client_key).unwrap());
@@ -524,7 +524,7 @@ async fn the_endpoint_bounds_idle_connections_and_answers_others() {
     let web = Arc::new(WebState::load(None).unwrap());
     let Endpoint {
         addr, stop: _stop, ..
-    } = start_endpoint(Arc::new(SnapshotStore::new(0)), Some(web)).await;
+    } = start_endpoint(Arc::new(Store::new(0)), Some(web)).await;
     let mut idle = Vec::new();
     for _ in 0..50 {
         idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
@@ -703,7 +703,7 @@ async fn a_fleet_of_hostile_peers() {
     ));
 
     let rss_before = rss_kib();
-    let store = Arc::new(SnapshotStore::new(configs.len()));
+    let store = Arc::new(Store::new(configs.len()));
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     for (slot, config) in configs.into_iter().enumerate() {
         let poller = ClusterPoller::new(slot, config).await.unwrap();

@@ -9,12 +9,12 @@ use std::time::Duration;
 use patroni_raft_exporter::config::{ClusterConfig, RaftSettings};
 use patroni_raft_exporter::metrics::exposition::Format;
 use patroni_raft_exporter::metrics::render_store;
+use patroni_raft_exporter::metrics::Store;
 use patroni_raft_exporter::poller::ClusterPoller;
 use patroni_raft_exporter::raft::fake::{unwrap_captured_reply, Behaviour, FakeRaftNode};
 use patroni_raft_exporter::raft::RaftKey;
 use patroni_raft_exporter::secret::Secret;
 use patroni_raft_exporter::server::{self, AppState};
-use patroni_raft_exporter::snapshot::SnapshotStore;
 use patroni_raft_exporter::web::WebState;
 use url::Url;
 
@@ -443,7 +443,7 @@ pub async fn poll_twice_and_render(
     between: impl FnOnce(),
     format: Format,
 ) -> String {
-    let store = Arc::new(SnapshotStore::new(configs.len()));
+    let store = Arc::new(Store::new(configs.len()));
     let standby_of: Vec<Option<String>> = configs.iter().map(|c| c.standby_of.clone()).collect();
     let mut pollers = Vec::with_capacity(configs.len());
     for (slot, config) in configs.into_iter().enumerate() {
@@ -462,7 +462,7 @@ pub async fn poll_twice_and_render(
 
 /// Polls each cluster once, publishes, and renders `/metrics` in `format`.
 pub async fn poll_and_render(configs: Vec<ClusterConfig>, format: Format) -> String {
-    let store = Arc::new(SnapshotStore::new(configs.len()));
+    let store = Arc::new(Store::new(configs.len()));
     for (slot, config) in configs.into_iter().enumerate() {
         let mut poller = ClusterPoller::new(slot, config).await.unwrap();
         let snapshot = poller.poll_once().await;
@@ -554,7 +554,7 @@ impl Endpoint {
 
 /// Serves `store` on a free port of 127.0.0.1 under `/metrics`, behind `web` (TLS and basic
 /// auth as configured; `None`: plain http, no auth), as the binary does.
-pub async fn start_endpoint(store: Arc<SnapshotStore>, web: Option<Arc<WebState>>) -> Endpoint {
+pub async fn start_endpoint(store: Arc<Store>, web: Option<Arc<WebState>>) -> Endpoint {
     let web = web.unwrap_or_else(|| Arc::new(WebState::load(None).unwrap()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -1,0 +1,156 @@
+//! The store `/metrics` reads from: the latest snapshot of every cluster, with its encoding.
+//!
+//! Why the encoding is a type parameter ([`Encoding`]): the samples are encoded once, at
+//! publication, and kept with the snapshot, but the encoding is the metrics layer's, which
+//! depends on this one. The store names only what it needs of it, so that data and imports
+//! flow one way (snapshot → metrics) and `metrics::Store` fixes the parameter.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use super::ClusterSnapshot;
+
+/// What is made of a snapshot once, when it is published (the metrics layer's samples), so
+/// that readers only assemble.
+pub trait Encoding: Send + Sync + 'static {
+    fn encode(snapshot: &Arc<ClusterSnapshot>) -> Self;
+}
+
+/// A published snapshot with its samples, encoded once at publication.
+#[derive(Debug)]
+struct Published<E> {
+    snapshot: Arc<ClusterSnapshot>,
+    encoded: Arc<E>,
+}
+
+// By hand: a derived Clone would ask `E: Clone`, and only the `Arc`s are cloned.
+impl<E> Clone for Published<E> {
+    fn clone(&self) -> Self {
+        Published {
+            snapshot: self.snapshot.clone(),
+            encoded: self.encoded.clone(),
+        }
+    }
+}
+
+/// The latest snapshot of every configured cluster, one slot per cluster.
+///
+/// A slot is replaced whole (an `Arc` swap under a short write lock); readers clone the
+/// `Arc`s and encode without holding any lock. The number of slots changes only when a
+/// reload (SIGHUP) changes the number of clusters.
+///
+/// The store also counts publications ([`SnapshotStore::generation`]), so that a rendering
+/// of every snapshot can be reused until any cluster publishes again (or a reload resets it).
+///
+/// Each snapshot is encoded when it is published, on the publisher's thread, and kept with
+/// it (`E`, the metrics layer's encoding): a scrape only assembles.
+#[derive(Debug)]
+pub struct SnapshotStore<E> {
+    slots: RwLock<Vec<Option<Published<E>>>>,
+    generation: AtomicU64,
+    id: u64,
+}
+
+impl<E: Encoding> SnapshotStore<E> {
+    pub fn new(clusters: usize) -> SnapshotStore<E> {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+        SnapshotStore {
+            slots: RwLock::new(vec![None; clusters]),
+            generation: AtomicU64::new(0),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// Tells this store from any other of the process, whose generations start from 0 too.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// How many snapshots have been published (and resets made) so far. It only grows; a
+    /// rendering made after reading generation `g` contains every snapshot published before
+    /// `g` was read.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    fn slots(&self) -> std::sync::RwLockReadGuard<'_, Vec<Option<Published<E>>>> {
+        // A poisoned lock only means a reader panicked; the data (Arcs) is still whole.
+        self.slots
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The current snapshot of the cluster whose `scope` label is `scope`, if polled.
+    pub fn by_scope(&self, scope: &str) -> Option<Arc<ClusterSnapshot>> {
+        self.slots()
+            .iter()
+            .flatten()
+            .find(|published| published.snapshot.scope == scope)
+            .map(|published| published.snapshot.clone())
+    }
+
+    /// The encoded samples of the cluster whose `scope` label is `scope`, if polled.
+    pub fn encoded_by_scope(&self, scope: &str) -> Option<Arc<E>> {
+        self.slots()
+            .iter()
+            .flatten()
+            .find(|published| published.snapshot.scope == scope)
+            .map(|published| published.encoded.clone())
+    }
+
+    /// Publishes the newest snapshot of cluster `slot`; ignored for a slot that a reload
+    /// removed.
+    pub fn publish(&self, slot: usize, snapshot: ClusterSnapshot) {
+        let snapshot = Arc::new(snapshot);
+        let encoded = Arc::new(E::encode(&snapshot));
+        let published = Published { snapshot, encoded };
+        let mut slots = self
+            .slots
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let Some(entry) = slots.get_mut(slot) else {
+            return;
+        };
+        // The previous snapshot is dropped after the lock is released.
+        let previous = entry.replace(published);
+        drop(slots);
+        drop(previous);
+        // After the swap: whoever reads the new generation also sees the new snapshot.
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Sets the number of clusters after a reload; every slot starts empty again.
+    pub fn reset(&self, clusters: usize) {
+        let mut slots = self
+            .slots
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *slots = vec![None; clusters];
+        drop(slots);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The current snapshots, in configuration order; clusters not yet polled are skipped.
+    pub fn current(&self) -> Vec<Arc<ClusterSnapshot>> {
+        self.slots()
+            .iter()
+            .flatten()
+            .map(|published| published.snapshot.clone())
+            .collect()
+    }
+
+    /// The encoded samples of the current snapshots, in configuration order; clusters not
+    /// yet polled are skipped.
+    pub fn current_encoded(&self) -> Vec<Arc<E>> {
+        self.slots()
+            .iter()
+            .flatten()
+            .map(|published| published.encoded.clone())
+            .collect()
+    }
+
+    /// True once every cluster has been polled at least once.
+    pub fn all_polled(&self) -> bool {
+        self.slots().iter().all(Option::is_some)
+    }
+}
