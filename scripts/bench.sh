@@ -20,7 +20,8 @@
 #           http, over https with resumption (fleet-sim issues TLS 1.3 tickets, as Python's
 #           ssl does), over https without (no tickets: every handshake full), and the floor
 #           over https; CPU seconds per poll cycle, RSS, and the handshakes fleet-sim counted,
-#           full and resumed, per cycle: $OUT/tls.csv (docs/performance.md, "TLS fleet")
+#           full and resumed, per cycle: $OUT/tls.csv (docs/performance.md, "TLS fleet");
+#           TLS_MODES picks some of "floor plain tls tls-noresume floor-tls" (all by default)
 #   plot    docs/performance.png from $OUT/fleet.csv (matplotlib in a venv, $PLOT_VENV).
 #   shards  $SHARD_CLUSTERS (2000) simulated clusters over $SHARDS (2) exporters, and a real
 #           Prometheus scraping each scope's /probe through hashmod (docs/scaling.md):
@@ -446,7 +447,7 @@ tls() {
   echo "clusters,mode,cpu_seconds_per_cycle,rss_mib,peak_rss_mib,full_handshakes_per_cycle,resumed_handshakes_per_cycle,poll_errors,patroni_up,raft_up,ready_seconds,load1" >"$OUT/tls.csv"
   local n mode
   for n in $SIZES; do
-    for mode in floor plain tls tls-noresume floor-tls; do
+    for mode in ${TLS_MODES:-floor plain tls tls-noresume floor-tls}; do
       tls_one "$n" "$mode"
     done
   done
