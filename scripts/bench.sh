@@ -426,7 +426,6 @@ tls_one() {
     health=$(EXPORTER_URL="file://$dir/metrics.txt" fleet_health)
   fi
   cleanup
-  [[ $mode != floor* ]] || log "N=$n $mode: $(tail -1 "$dir/floor.out")"
   local row
   # shellcheck disable=SC2086  # $h0 $h1 $health: split into the fields they hold
   row=$(awk -v n="$n" -v mode="$mode" -v c="$((c1 - c0))" -v h="$CLK_TCK" -v a="$t0" -v b="$t1" -v iv="$INTERVAL" \
