@@ -6,8 +6,9 @@
 //! every member at its URL, `/cluster` of the two others (their DCS views), `/history` and
 //! `/config` of the reader, `/config` of the member in rotation unless it is the reader,
 //! `/liveness` and `/readiness` of the member in rotation, and the status of the 3 Raft
-//! nodes. The same reqwest client settings as the exporter's (`PatroniClient::new`: rustls,
-//! timeouts, no redirect, no proxy, user agent), one client shared by every cluster, the
+//! nodes. The exporter's own reqwest client (`PatroniClient::new`: rustls with its session
+//! cache, the `ca_file` of the first cluster, timeouts, no redirect, no proxy, user agent),
+//! one client shared by every cluster, the
 //! same default tokio runtime; each cluster polls at its own phase of the interval as the
 //! exporter's pollers do (the first poll at once). The Raft exchange is the exporter's own
 //! ([`query_raw`]): connect, key exchange, status command, reply frame; the handshake's reply
@@ -24,6 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
+use patroni_raft_exporter::patroni::{ClientSettings, PatroniClient};
 use patroni_raft_exporter::raft::{query_raw, QueryLimits, RaftKey};
 use serde::Deserialize;
 
@@ -38,6 +40,8 @@ struct Cluster {
     raft_nodes: Vec<String>,
     raft_password_file: std::path::PathBuf,
     poll_interval: String,
+    #[serde(default)]
+    ca_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Default)]
@@ -147,14 +151,11 @@ fn main() -> anyhow::Result<()> {
 async fn run(file: ConfigFile, duration: Duration) -> anyhow::Result<()> {
     patroni_raft_exporter::tls::install_crypto_provider();
     let timeout = Duration::from_secs(2);
-    // PatroniClient::new's settings for a plain-HTTP cluster.
-    let client = reqwest::Client::builder()
-        .connect_timeout(timeout)
-        .timeout(timeout)
-        .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .user_agent(concat!("patroni-raft-exporter/", env!("CARGO_PKG_VERSION")))
-        .build()?;
+    let settings = ClientSettings {
+        ca_file: file.clusters[0].ca_file.clone(),
+        ..ClientSettings::default()
+    };
+    let client = PatroniClient::new(settings, timeout)?.http().clone();
     let password = std::fs::read_to_string(&file.clusters[0].raft_password_file)?;
     // One derivation for the shared password, as the exporter's shared_key does.
     let key = Arc::new(RaftKey::derive(password.trim_end().as_bytes()));

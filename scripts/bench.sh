@@ -3,7 +3,7 @@
 # real Patroni cluster. Results (CSV, raw wrk output, logs) go to $OUT; docs/performance.md
 # quotes them.
 #
-# Usage: scripts/bench.sh [fleet|real|plot|shards|all]     (default: all, which is not shards)
+# Usage: scripts/bench.sh [fleet|tls|real|plot|shards|all]  (default: all: fleet, real, plot)
 #   fleet   for N in $SIZES: fleet-sim with N clusters (3 members + 3 encrypted Raft nodes
 #           each), the exporter polling them every $INTERVAL s; reports exporter CPU seconds
 #           per poll cycle (/proc/PID/stat), RSS, poll durations (from /metrics), /metrics
@@ -16,6 +16,12 @@
 #           the real-cluster lock): wrk on the exporter's /metrics vs Patroni's GET /metrics,
 #           and one Raft status query (cargo bench --bench raft_query) vs syncobj_admin -status
 #           (hyperfine when installed, else a timed loop).
+#   tls     for N in $SIZES, each against a fleet-sim of its own: the floor, the exporter over
+#           http, over https with resumption (fleet-sim issues TLS 1.3 tickets, as Python's
+#           ssl does), over https without (no tickets: every handshake full), and the floor
+#           over https; CPU seconds per poll cycle, RSS, and the handshakes fleet-sim counted,
+#           full and resumed, per cycle: $OUT/tls.csv (docs/performance.md, "TLS fleet");
+#           TLS_MODES picks some of "floor plain tls tls-noresume floor-tls" (all by default)
 #   plot    docs/performance.png from $OUT/fleet.csv (matplotlib in a venv, $PLOT_VENV).
 #   shards  $SHARD_CLUSTERS (2000) simulated clusters over $SHARDS (2) exporters, and a real
 #           Prometheus scraping each scope's /probe through hashmod (docs/scaling.md):
@@ -365,6 +371,89 @@ real() {
 }
 
 # ---------------------------------------------------------------------------------------
+# handshakes FILE: "full resumed" from fleet-sim's --stats-out file.
+handshakes() {
+  sed -n 's/^full_handshakes=\([0-9]*\) resumed_handshakes=\([0-9]*\)$/\1 \2/p' "$1"
+}
+
+# tls_one N MODE: one line of $OUT/tls.csv. MODE is floor, plain, tls, tls-noresume or
+# floor-tls: a fleet-sim of N clusters (https unless plain or floor), then the exporter or the
+# floor against it; after one settling interval, CPU and handshakes over $CYCLES intervals.
+tls_one() {
+  local n=$1 mode=$2
+  local dir="$OUT/tls-$n-$mode"
+  rm -rf "$dir"; mkdir -p "$dir"
+  local sim_args=() run_for=$((120 + INTERVAL * (CYCLES + 3)))
+  case $mode in
+    tls | floor-tls) sim_args=(--tls-ca-out "$dir/ca.pem") ;;
+    tls-noresume) sim_args=(--tls-ca-out "$dir/ca.pem" --tls-no-resumption) ;;
+  esac
+  "$FLEET_SIM" --clusters "$n" --duration "${run_for}s" --poll-interval "${INTERVAL}s" --workers "$SIM_WORKERS" \
+    --config-out "$dir/exporter.yml" --password-file "$dir/raft-password" --stats-out "$dir/handshakes" \
+    "${sim_args[@]}" >"$dir/fleet-sim.out" 2>"$dir/fleet-sim.err" &
+  PIDS+=("$!")
+  wait_for 120 grep -q '^ready' "$dir/fleet-sim.out" || { log "fleet-sim not ready"; cat "$dir/fleet-sim.err" >&2; return 1; }
+  local started=$SECONDS pid
+  case $mode in
+    floor*)
+      "$FLOOR" --config "$dir/exporter.yml" --duration "$((INTERVAL * (CYCLES + 2) + 5))s" \
+        >"$dir/floor.out" 2>"$dir/floor.err" &
+      pid=$!
+      PIDS+=("$pid")
+      wait_for 60 grep -q '^ready' "$dir/floor.out" || { log "floor not ready"; cat "$dir/floor.err" >&2; return 1; }
+      ;;
+    *)
+      "$EXPORTER" --config.file "$dir/exporter.yml" --web.listen-address "127.0.0.1:$PORT" --log.level warn \
+        2>"$dir/exporter.log" &
+      pid=$!
+      PIDS+=("$pid")
+      wait_for 120 curl -fsS "http://127.0.0.1:$PORT/-/ready" || { log "exporter not ready"; tail "$dir/exporter.log" >&2; return 1; }
+      ;;
+  esac
+  local ready_secs=$((SECONDS - started))
+  sleep "$INTERVAL"
+  local t0 c0 h0 t1 c1 h1 i
+  t0=$(date +%s.%N); c0=$(cpu_ticks "$pid"); h0=$(handshakes "$dir/handshakes")
+  for ((i = 0; i < CYCLES; i++)); do
+    sleep "$INTERVAL"
+    [[ $mode == floor* ]] || curl -fsS -o /dev/null "http://127.0.0.1:$PORT/metrics"
+  done
+  t1=$(date +%s.%N); c1=$(cpu_ticks "$pid"); h1=$(handshakes "$dir/handshakes")
+  local rss hwm health="0 0 0 0 0 0 0"
+  rss=$(rss_kib "$pid"); hwm=$(hwm_kib "$pid")
+  if [[ $mode != floor* ]]; then
+    curl -fsS -o "$dir/metrics.txt" "http://127.0.0.1:$PORT/metrics"
+    health=$(EXPORTER_URL="file://$dir/metrics.txt" fleet_health)
+  fi
+  cleanup
+  local row
+  # shellcheck disable=SC2086  # $h0 $h1 $health: split into the fields they hold
+  row=$(awk -v n="$n" -v mode="$mode" -v c="$((c1 - c0))" -v h="$CLK_TCK" -v a="$t0" -v b="$t1" -v iv="$INTERVAL" \
+    -v rss="$rss" -v hwm="$hwm" -v ready="$ready_secs" -v load="$(cut -d' ' -f1 /proc/loadavg)" \
+    -v hs="$h0 $h1" -v health="$health" \
+    'BEGIN { split(hs, k, " "); split(health, f, " "); cycles = (b - a) / iv;
+      printf "%d,%s,%.4f,%.1f,%.1f,%.1f,%.1f,%d,%d,%d,%d,%.2f\n", n, mode, c / h / cycles, rss / 1024, hwm / 1024,
+        (k[3] - k[1]) / cycles, (k[4] - k[2]) / cycles, f[4], f[5], f[6], ready, load }')
+  echo "$row" >>"$OUT/tls.csv"
+  log "N=$n $mode: $row"
+}
+
+tls() {
+  ensure_release
+  ensure_floor
+  ulimit -n "$(ulimit -Hn)"
+  log "file descriptor limit $(ulimit -n); CPUs $(nproc); load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "clusters,mode,cpu_seconds_per_cycle,rss_mib,peak_rss_mib,full_handshakes_per_cycle,resumed_handshakes_per_cycle,poll_errors,patroni_up,raft_up,ready_seconds,load1" >"$OUT/tls.csv"
+  local n mode
+  for n in $SIZES; do
+    for mode in ${TLS_MODES:-floor plain tls tls-noresume floor-tls}; do
+      tls_one "$n" "$mode"
+    done
+  done
+  column -s, -t <"$OUT/tls.csv" >&2 || cat "$OUT/tls.csv" >&2
+}
+
+# ---------------------------------------------------------------------------------------
 # shards: docs/scaling.md's recipe 2, measured. fleet-sim with $SHARD_CLUSTERS clusters, split by
 # scripts/shard-config.py into $SHARDS exporter configs, one exporter per shard, and a real
 # Prometheus scraping every scope's /probe with the hashmod relabeling of docs/scaling.md (plus a
@@ -487,6 +576,7 @@ case "${1:-all}" in
   real) real ;;
   plot) plot ;;
   shards) shards ;;
+  tls) tls ;;
   all) fleet; real; plot ;;
-  *) sed -n '2,28p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,33p' "$0" >&2; exit 2 ;;
 esac

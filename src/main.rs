@@ -39,7 +39,10 @@ fn main() -> std::process::ExitCode {
                 std::process::ExitCode::from(3)
             }
         },
-        None => match runtime.block_on(app::run(args)) {
+        None => match runtime.block_on(async {
+            tokio::spawn(trim_allocator());
+            app::run(args).await
+        }) {
             Ok(()) => std::process::ExitCode::SUCCESS,
             Err(error) => {
                 tracing::error!(error = format!("{error:#}"), "exiting");
@@ -64,6 +67,27 @@ fn tune_allocator() {
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
         libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
+/// Gives the memory glibc's malloc holds free back to the system, every 10 s.
+///
+/// The first polls of every cluster start together: at N = 1000, some 10 000 requests in
+/// flight, each with its connection, buffers and futures, about 200 MB of heap at the peak
+/// (heaptrack, docs/performance.md "TLS fleet and memory"). Once they end, malloc keeps the
+/// freed pages in its arenas (free chunks amid live ones are never returned by `free`), and
+/// the RSS stays at that peak for the life of the process. `malloc_trim` returns the free
+/// pages of every arena (`madvise(MADV_DONTNEED)`), on the blocking pool. N = 1000: RSS
+/// 229.5 → 107.9 MiB, CPU per poll cycle unchanged within the noise.
+async fn trim_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let mut ticks = tokio::time::interval(std::time::Duration::from_secs(10));
+        loop {
+            ticks.tick().await;
+            // SAFETY: malloc_trim only releases free memory of malloc's own arenas.
+            let _ = tokio::task::spawn_blocking(|| unsafe { libc::malloc_trim(0) }).await;
+        }
     }
 }
 

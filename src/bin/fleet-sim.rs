@@ -9,22 +9,40 @@
 //! key exchange, Fernet, zlib, pickle. Their status replies name the other two nodes as
 //! partners and node 0 as the leader, as a healthy 0.3.17 cluster does.
 //!
-//! Every listener is on 127.0.0.1 with a port chosen by the kernel: 6 per cluster, so
-//! 1000 clusters need 6000 file descriptors plus the open connections (raise `ulimit -n`).
+//! Every listener has a port chosen by the kernel: 6 per cluster, so 1000 clusters need
+//! 6000 file descriptors plus the open connections (raise `ulimit -n`). Each member (its
+//! REST server and its Raft node) has an address of its own in 127.1.0.0/16 ([`member_ip`]),
+//! as members of a real fleet have their own hosts: a client keeps per host what a host
+//! needs (rustls its TLS sessions, keyed by server name), and one shared 127.0.0.1 would
+//! hide how many hosts that is.
+//!
+//! With `--tls-ca-out`, the REST servers speak https as Patroni's does with a `certfile`:
+//! a CA made at start signs one certificate per member (ECDSA P-256, its address as the
+//! subject alternative name), each member has a rustls server of its own with its own
+//! ticket key (one Patroni process each: a session of one member is worth nothing at
+//! another), issuing 2 TLS 1.3 tickets per handshake as Python's `ssl` does
+//! (`SSLContext.num_tickets`), and closing the connection after each response, so that every
+//! request pays a handshake, full or resumed. `--tls-no-resumption` issues no ticket and keeps
+//! no session: every handshake is full (the bench's "without resumption"). `--stats-out`
+//! counts the handshakes, full and resumed, of the whole fleet.
+//!
 //! The simulator writes the exporter's `--config.file` (every cluster with its 3 REST URLs,
-//! its 3 Raft nodes explicit and the password file), prints `ready` on stdout, and exits by
-//! itself after `--duration` (or on SIGINT/SIGTERM).
+//! its 3 Raft nodes explicit, the password file and, over https, the CA file), prints `ready`
+//! on stdout, and exits by itself after `--duration` (or on SIGINT/SIGTERM).
 //!
 //! ```sh
 //! fleet-sim --clusters 1000 --duration 300s --config-out /tmp/fleet.yml --password-file /tmp/fleet-pw
 //! ```
 
-use std::path::PathBuf;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
+use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply, Seen};
 use patroni_raft_exporter::raft::fake::{healthy_status_pickle, Behaviour, FakeRaftNode};
 use patroni_raft_exporter::raft::RaftKey;
 use serde_json::Value;
@@ -68,6 +86,72 @@ struct Args {
     /// Prefix of the cluster names (scopes): PREFIX-0000, PREFIX-0001, ...
     #[arg(long, default_value = "sim")]
     prefix: String,
+    /// Serve the REST endpoints over https, and write the CA that signed the members'
+    /// certificates to this file (the config names it as every cluster's `ca_file`).
+    #[arg(long = "tls-ca-out")]
+    tls_ca_out: Option<PathBuf>,
+    /// Over https, issue no session ticket and keep no session: every handshake is full.
+    #[arg(long = "tls-no-resumption", requires = "tls_ca_out")]
+    tls_no_resumption: bool,
+    /// Write the fleet's handshake counts here every second:
+    /// `full_handshakes=N resumed_handshakes=M`.
+    #[arg(long = "stats-out")]
+    stats_out: Option<PathBuf>,
+}
+
+/// The address of member `k` of the fleet (cluster `k / 3`): 127.1.0.1, 127.1.0.2, ...,
+/// 250 to a /24, up to 64 000 members.
+fn member_ip(k: usize) -> Ipv4Addr {
+    Ipv4Addr::new(127, 1, (k / 250) as u8, (k % 250 + 1) as u8)
+}
+
+/// The CA of a TLS fleet, and a rustls server per member.
+struct FleetPki {
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+    resumption: bool,
+}
+
+impl FleetPki {
+    /// A new CA, written as PEM to `ca_out`.
+    fn new(ca_out: &Path, resumption: bool) -> anyhow::Result<FleetPki> {
+        let key = rcgen::KeyPair::generate()?;
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "fleet-sim CA");
+        std::fs::write(ca_out, params.self_signed(&key)?.pem())
+            .with_context(|| format!("writing {}", ca_out.display()))?;
+        Ok(FleetPki {
+            issuer: rcgen::Issuer::new(params, key),
+            resumption,
+        })
+    }
+
+    /// The server of the member at `ip`: its certificate, its own ticket key.
+    fn server(&self, ip: Ipv4Addr) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+        let key = rcgen::KeyPair::generate()?;
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+        params
+            .subject_alt_names
+            .push(rcgen::SanType::IpAddress(ip.into()));
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, ip.to_string());
+        let cert = params.signed_by(&key, &self.issuer)?;
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+        let mut config = rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.der().clone()], key)?;
+        if self.resumption {
+            // Stateless tickets, as OpenSSL issues them (2 per handshake, rustls' default).
+            config.ticketer = rustls::crypto::ring::Ticketer::new()?;
+        } else {
+            config.send_tls13_tickets = 0;
+            config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        }
+        Ok(Arc::new(config))
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -82,14 +166,25 @@ fn main() -> anyhow::Result<()> {
 async fn run(args: Args) -> anyhow::Result<()> {
     let key = RaftKey::derive(args.password.as_bytes());
     write_secret(&args.password_file, &args.password)?;
+    patroni_raft_exporter::tls::install_crypto_provider();
+    let pki = match &args.tls_ca_out {
+        Some(path) => Some(FleetPki::new(path, !args.tls_no_resumption)?),
+        None => None,
+    };
+    let scheme = if pki.is_some() { "https" } else { "http" };
+    let ca_line = match &args.tls_ca_out {
+        Some(path) => format!("    ca_file: {}\n", path.display()),
+        None => String::new(),
+    };
 
     let mut keep_alive: Vec<FakeRaftNode> = Vec::with_capacity(args.clusters * 3);
     let mut members: Vec<FakePatroni> = Vec::with_capacity(args.clusters * 3);
     let mut yaml = String::from("# written by fleet-sim\nclusters:\n");
     for index in 0..args.clusters {
         let scope = format!("{}-{index:04}", args.prefix);
-        let rest: Vec<TcpListener> = bind_n(3).await?;
-        let raft: Vec<TcpListener> = bind_n(3).await?;
+        let ips: Vec<Ipv4Addr> = (index * 3..index * 3 + 3).map(member_ip).collect();
+        let rest: Vec<TcpListener> = bind_all(&ips).await?;
+        let raft: Vec<TcpListener> = bind_all(&ips).await?;
         let rest_addrs: Vec<String> = rest
             .iter()
             .map(|l| l.local_addr().map(|a| a.to_string()))
@@ -99,9 +194,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .map(|l| l.local_addr().map(|a| a.to_string()))
             .collect::<Result<_, _>>()?;
 
-        let cluster = cluster_document(&scope, &rest_addrs)?;
+        let cluster = cluster_document(&scope, scheme, &rest_addrs)?;
         for (member, listener) in rest.into_iter().enumerate() {
-            let fake = FakePatroni::serve(listener, None);
+            let tls = match &pki {
+                Some(pki) => Some(pki.server(ips[member])?),
+                None => None,
+            };
+            let fake = FakePatroni::serve(listener, tls);
             fake.route("/cluster", Reply::Json(cluster.clone()));
             fake.route("/patroni", Reply::Json(member_document(member, &scope)?));
             fake.route("/history", Reply::Json(HISTORY.as_bytes().to_vec()));
@@ -118,10 +217,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         }
 
         yaml.push_str(&format!(
-            "  - scope: {scope}\n    patroni_urls: [{}]\n    raft_nodes: [{}]\n    raft_password_file: {}\n    poll_interval: {}\n",
+            "  - scope: {scope}\n    patroni_urls: [{}]\n    raft_nodes: [{}]\n    raft_password_file: {}\n    poll_interval: {}\n{ca_line}",
             rest_addrs
                 .iter()
-                .map(|a| format!("'http://{a}'"))
+                .map(|a| format!("'{scheme}://{a}'"))
                 .collect::<Vec<_>>()
                 .join(", "),
             raft_addrs
@@ -142,6 +241,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
         args.config_out.display()
     );
 
+    if let Some(path) = args.stats_out.clone() {
+        let seen: Vec<Arc<Seen>> = members.iter().map(|fake| fake.seen.clone()).collect();
+        tokio::spawn(write_stats(path, seen));
+    }
+
     tokio::select! {
         _ = tokio::time::sleep(args.duration) => {}
         _ = patroni_raft_exporter::app::shutdown_signal() => {}
@@ -151,16 +255,35 @@ async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn bind_n(n: usize) -> anyhow::Result<Vec<TcpListener>> {
-    let mut listeners = Vec::with_capacity(n);
-    for _ in 0..n {
+async fn bind_all(ips: &[Ipv4Addr]) -> anyhow::Result<Vec<TcpListener>> {
+    let mut listeners = Vec::with_capacity(ips.len());
+    for ip in ips {
         listeners.push(
-            TcpListener::bind("127.0.0.1:0")
+            TcpListener::bind((*ip, 0))
                 .await
-                .context("binding a listener on 127.0.0.1 (raise ulimit -n?)")?,
+                .with_context(|| format!("binding a listener on {ip} (raise ulimit -n?)"))?,
         );
     }
     Ok(listeners)
+}
+
+/// Every second, the fleet's handshake counts into `path` (replaced whole, so a reader never
+/// sees half a line).
+async fn write_stats(path: PathBuf, seen: Vec<Arc<Seen>>) {
+    let partial = path.with_extension("partial");
+    let mut ticks = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        ticks.tick().await;
+        let sum = |count: fn(&Seen) -> usize| seen.iter().map(|s| count(s)).sum::<usize>();
+        let line = format!(
+            "full_handshakes={} resumed_handshakes={}\n",
+            sum(|s| s.full_handshakes.load(Ordering::Relaxed)),
+            sum(|s| s.resumed_handshakes.load(Ordering::Relaxed)),
+        );
+        if std::fs::write(&partial, line).is_ok() {
+            let _ = std::fs::rename(&partial, &path);
+        }
+    }
 }
 
 fn write_secret(path: &PathBuf, password: &str) -> anyhow::Result<()> {
@@ -178,15 +301,18 @@ fn write_secret(path: &PathBuf, password: &str) -> anyhow::Result<()> {
 }
 
 /// The captured `/cluster` with this cluster's scope and member addresses.
-fn cluster_document(scope: &str, rest_addrs: &[String]) -> anyhow::Result<Vec<u8>> {
+fn cluster_document(scope: &str, scheme: &str, rest_addrs: &[String]) -> anyhow::Result<Vec<u8>> {
     let mut doc: Value = serde_json::from_str(CLUSTER)?;
     doc["scope"] = Value::from(scope);
     let members = doc["members"]
         .as_array_mut()
         .context("members is not an array")?;
     for (member, addr) in members.iter_mut().zip(rest_addrs) {
-        member["api_url"] = Value::from(format!("http://{addr}/patroni"));
-        member["host"] = Value::from("127.0.0.1");
+        member["api_url"] = Value::from(format!("{scheme}://{addr}/patroni"));
+        let host = addr
+            .rsplit_once(':')
+            .map_or(addr.as_str(), |(host, _)| host);
+        member["host"] = Value::from(host);
     }
     Ok(serde_json::to_vec_pretty(&doc)?)
 }
@@ -208,7 +334,7 @@ mod tests {
             .map(String::from)
             .to_vec();
         let cluster = patroni_raft_exporter::patroni::parse_cluster(
-            &cluster_document("sim-0007", &addrs).unwrap(),
+            &cluster_document("sim-0007", "http", &addrs).unwrap(),
         )
         .unwrap();
         assert_eq!(cluster.scope.as_deref(), Some("sim-0007"));
@@ -216,5 +342,13 @@ mod tests {
             cluster.members[2].api_url.as_deref(),
             Some("http://127.0.0.1:5003/patroni")
         );
+    }
+
+    #[test]
+    fn members_have_addresses_of_their_own() {
+        assert_eq!(member_ip(0), Ipv4Addr::new(127, 1, 0, 1));
+        assert_eq!(member_ip(249), Ipv4Addr::new(127, 1, 0, 250));
+        assert_eq!(member_ip(250), Ipv4Addr::new(127, 1, 1, 1));
+        assert_eq!(member_ip(2999), Ipv4Addr::new(127, 1, 11, 250));
     }
 }

@@ -74,8 +74,7 @@ impl PatroniClient {
     /// # Errors
     /// When the CA file, the client certificate or its key cannot be read or parsed.
     pub fn new(settings: ClientSettings, timeout: Duration) -> anyhow::Result<PatroniClient> {
-        crate::tls::install_crypto_provider();
-        let mut builder = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .connect_timeout(timeout)
             .timeout(timeout)
             // Patroni never redirects; following one would let a peer point us anywhere.
@@ -83,36 +82,31 @@ impl PatroniClient {
             // The members are addressed directly; an environment proxy would change what we see.
             .no_proxy()
             .user_agent(concat!("patroni-raft-exporter/", env!("CARGO_PKG_VERSION")));
-        if let Some(path) = &settings.ca_file {
-            // Parsed by rustls-pki-types first: reqwest's own parser accepts a file with no
-            // certificate at all, which would silently trust nothing extra.
-            for certificate in crate::tls::load_certificates(path, "CA file")? {
-                builder =
-                    builder.add_root_certificate(reqwest::Certificate::from_der(&certificate)?);
-            }
-        }
-        match (&settings.cert_file, &settings.key_file) {
-            (Some(cert_file), Some(key_file)) => {
-                let mut pem = crate::tls::read_pem_file(cert_file, "client certificate")?;
-                crate::tls::load_certificates(cert_file, "client certificate")?;
-                let key = crate::tls::load_private_key(key_file, settings.key_password.as_ref())?;
-                pem.push(b'\n');
-                pem.extend_from_slice(crate::tls::private_key_pem(&key)?.as_bytes());
-                let identity = reqwest::Identity::from_pem(&pem).map_err(|_| {
-                    anyhow::anyhow!(
-                        "client certificate {} and key {} do not form a usable identity",
-                        cert_file.display(),
-                        key_file.display()
-                    )
-                })?;
-                builder = builder.identity(identity);
-            }
-            (None, None) => {}
+        // Parsed by rustls-pki-types: reqwest's own parser accepts a file with no certificate
+        // at all, which would silently trust nothing extra.
+        let extra_roots = match &settings.ca_file {
+            Some(path) => crate::tls::load_certificates(path, "CA file")?,
+            None => Vec::new(),
+        };
+        let identity = match (&settings.cert_file, &settings.key_file) {
+            (Some(cert_file), Some(key_file)) => Some((
+                crate::tls::load_certificates(cert_file, "client certificate")?,
+                crate::tls::load_private_key(key_file, settings.key_password.as_ref())?,
+            )),
+            (None, None) => None,
             _ => anyhow::bail!("a client certificate needs both a certificate file and a key file"),
-        }
-        if settings.insecure_skip_verify {
-            builder = builder.danger_accept_invalid_certs(true);
-        }
+        };
+        // Our own rustls configuration, for its session cache (src/tls.rs says why).
+        let tls = crate::tls::client_config(extra_roots, identity, settings.insecure_skip_verify)
+            .map_err(|error| match (&settings.cert_file, &settings.key_file) {
+            (Some(cert_file), Some(key_file)) => anyhow::anyhow!(
+                "client certificate {} and key {} do not form a usable identity ({error})",
+                cert_file.display(),
+                key_file.display()
+            ),
+            _ => error,
+        })?;
+        let builder = builder.tls_backend_preconfigured(tls);
         Ok(PatroniClient {
             http: builder.build()?,
             settings,
@@ -192,6 +186,12 @@ impl PatroniClient {
         let client = Arc::new(PatroniClient::new(settings.clone(), timeout)?);
         clients.insert(key, client.clone());
         Ok(client)
+    }
+
+    /// The HTTP client itself: the floor of `scripts/bench.sh fleet` (benches/floor.rs) sends
+    /// its bare requests through it, so that both measure the same HTTP and TLS stack.
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
     }
 
     /// `GET {base}/cluster`.

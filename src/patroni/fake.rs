@@ -34,12 +34,16 @@ pub enum Reply {
     Redirect(String),
 }
 
-/// What the fake saw: each request's head, and how many were in flight at most.
+/// What the fake saw: each request's head, how many were in flight at most, and over https
+/// how many TLS handshakes were full and how many resumed a session (fleet-sim counts them
+/// to show whether the exporter resumes).
 #[derive(Default)]
 pub struct Seen {
     pub requests: Mutex<Vec<String>>,
     in_flight: AtomicUsize,
     pub max_in_flight: AtomicUsize,
+    pub full_handshakes: AtomicUsize,
+    pub resumed_handshakes: AtomicUsize,
 }
 
 /// A running fake member. Dropping it stops the listener.
@@ -97,6 +101,14 @@ impl FakePatroni {
                         Some(config) => {
                             let acceptor = tokio_rustls::TlsAcceptor::from(config);
                             if let Ok(stream) = acceptor.accept(stream).await {
+                                let resumed = stream.get_ref().1.handshake_kind()
+                                    == Some(rustls::HandshakeKind::Resumed);
+                                let count = if resumed {
+                                    &seen.resumed_handshakes
+                                } else {
+                                    &seen.full_handshakes
+                                };
+                                count.fetch_add(1, Ordering::Relaxed);
                                 let _ = answer(stream, routes, seen).await;
                             }
                         }

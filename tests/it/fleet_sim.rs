@@ -1,14 +1,16 @@
 //! The fleet simulator used by `scripts/bench.sh` gives the exporter a healthy fleet: every
 //! cluster answers `/cluster`, its members and Raft nodes (encrypted) with no error, under the
 //! config file the simulator writes. A broken simulator would make the benchmark measure
-//! error paths instead.
+//! error paths instead. Over https, the exporter's client resumes the TLS sessions of the
+//! members it polled before (fleet-sim counts the handshakes), and resumes none when
+//! fleet-sim issues no tickets.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use patroni_raft_exporter::config::file::Inherited;
-use patroni_raft_exporter::config::ConfigFile;
+use patroni_raft_exporter::config::{ClusterConfig, ConfigFile};
 use patroni_raft_exporter::poller::ClusterPoller;
 
 /// Kills the simulator when the test ends, however it ends.
@@ -21,9 +23,16 @@ impl Drop for Child {
     }
 }
 
-#[tokio::test]
-async fn fleet_sim_serves_a_healthy_fleet() {
+/// A simulator of 3 clusters, over https with the `tls` flags if given; its directory and the
+/// clusters of its config.
+async fn start(tls: Option<&[&str]>) -> (Child, tempfile::TempDir, Vec<ClusterConfig>) {
     let dir = tempfile::tempdir().unwrap();
+    let mut extra = Vec::new();
+    if let Some(flags) = tls {
+        extra.push("--tls-ca-out".to_owned());
+        extra.push(dir.path().join("ca.pem").display().to_string());
+        extra.extend(flags.iter().map(|flag| flag.to_string()));
+    }
     let config = dir.path().join("exporter.yml");
     let password = dir.path().join("raft-password");
     let mut sim = Child(
@@ -33,6 +42,9 @@ async fn fleet_sim_serves_a_healthy_fleet() {
             .arg(&config)
             .arg("--password-file")
             .arg(&password)
+            .arg("--stats-out")
+            .arg(dir.path().join("handshakes"))
+            .args(&extra)
             .stdout(Stdio::piped())
             .spawn()
             .unwrap(),
@@ -61,7 +73,27 @@ async fn fleet_sim_serves_a_healthy_fleet() {
         .collect();
     assert_eq!(clusters.len(), 3);
     assert_eq!(clusters[0].poll.interval, Duration::from_secs(10));
+    (sim, dir, clusters)
+}
 
+/// fleet-sim's handshake counts once it wrote them after the polls: (full, resumed).
+async fn handshakes(dir: &tempfile::TempDir) -> (usize, usize) {
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let line = std::fs::read_to_string(dir.path().join("handshakes")).unwrap();
+    let count = |name: &str| {
+        line.split_whitespace()
+            .find_map(|field| field.strip_prefix(name))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    (count("full_handshakes="), count("resumed_handshakes="))
+}
+
+#[tokio::test]
+async fn fleet_sim_serves_a_healthy_fleet() {
+    let (_sim, dir, clusters) = start(None).await;
+    assert_eq!(handshakes(&dir).await, (0, 0), "no TLS over http");
     for (slot, cluster) in clusters.into_iter().enumerate() {
         let mut poller = ClusterPoller::new(slot, cluster).await.unwrap();
         let snapshot = poller.poll_once().await;
@@ -92,4 +124,33 @@ async fn fleet_sim_serves_a_healthy_fleet() {
         assert_eq!(snapshot.quorum.leaders_claiming, 1);
         assert!(snapshot.counters.poll_errors.is_empty());
     }
+}
+
+/// Polls every cluster twice over https; the handshakes fleet-sim counted.
+async fn poll_twice_over_tls(flags: &[&str]) -> (usize, usize) {
+    let (_sim, dir, clusters) = start(Some(flags)).await;
+    let mut pollers = Vec::new();
+    for (slot, cluster) in clusters.into_iter().enumerate() {
+        assert!(cluster.rest.ca_file.is_some());
+        pollers.push(ClusterPoller::new(slot, cluster).await.unwrap());
+    }
+    for _ in 0..2 {
+        for poller in &mut pollers {
+            let snapshot = poller.poll_once().await;
+            assert!(snapshot.cluster_failure.is_none(), "{snapshot:?}");
+            assert!(snapshot.members.iter().all(|m| m.own_view.is_ok()));
+            assert!(snapshot.counters.poll_errors.is_empty());
+        }
+    }
+    handshakes(&dir).await
+}
+
+#[tokio::test]
+async fn the_exporter_resumes_tls_sessions() {
+    let (full, resumed) = poll_twice_over_tls(&[]).await;
+    // Requests in flight at once to one member, in the first poll, find no ticket yet; every
+    // request of the second poll finds one.
+    assert!(full > 0 && resumed > full, "full {full}, resumed {resumed}");
+    let (full, resumed) = poll_twice_over_tls(&["--tls-no-resumption"]).await;
+    assert!(full > 0 && resumed == 0, "full {full}, resumed {resumed}");
 }
