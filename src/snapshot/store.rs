@@ -80,22 +80,25 @@ impl<E: Encoding> SnapshotStore<E> {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The current snapshot of the cluster whose `scope` label is `scope`, if polled.
-    pub fn by_scope(&self, scope: &str) -> Option<Arc<ClusterSnapshot>> {
+    /// The published snapshot of the cluster whose `scope` label is `scope`, if polled.
+    fn published_by_scope(&self, scope: &str) -> Option<Published<E>> {
         self.slots()
             .iter()
             .flatten()
             .find(|published| published.snapshot.scope == scope)
-            .map(|published| published.snapshot.clone())
+            .cloned()
+    }
+
+    /// The current snapshot of the cluster whose `scope` label is `scope`, if polled.
+    pub fn by_scope(&self, scope: &str) -> Option<Arc<ClusterSnapshot>> {
+        self.published_by_scope(scope)
+            .map(|published| published.snapshot)
     }
 
     /// The encoded samples of the cluster whose `scope` label is `scope`, if polled.
     pub fn encoded_by_scope(&self, scope: &str) -> Option<Arc<E>> {
-        self.slots()
-            .iter()
-            .flatten()
-            .find(|published| published.snapshot.scope == scope)
-            .map(|published| published.encoded.clone())
+        self.published_by_scope(scope)
+            .map(|published| published.encoded)
     }
 
     /// Publishes the newest snapshot of cluster `slot`; ignored for a slot that a reload
