@@ -108,17 +108,27 @@ impl ClusterSnapshot {
         })
     }
 
+    /// The one member that says `standby_leader`; `None` when none or several do.
+    pub fn standby_leader(&self) -> Option<&MemberSnapshot> {
+        let mut leaders = self.standby_leaders();
+        match (leaders.next(), leaders.next()) {
+            (Some(one), None) => Some(one),
+            _ => None,
+        }
+    }
+
     /// How far the standby leader's replayed position is behind the source's leader, in
     /// bytes (0 when it is ahead of the source's older reading). `None` when this cluster has
     /// no source configured, the source's position is unknown, or there is not exactly one
     /// standby leader with a replayed position.
     pub fn standby_lag_bytes(&self) -> Option<u64> {
         let source = self.standby_source.as_ref()?.position.as_ref()?;
-        let mut leaders = self.standby_leaders();
-        let (Some(leader), None) = (leaders.next(), leaders.next()) else {
-            return None;
-        };
-        let replayed = leader.own_view.as_ref().ok()?.wal_replayed_bytes?;
+        let replayed = self
+            .standby_leader()?
+            .own_view
+            .as_ref()
+            .ok()?
+            .wal_replayed_bytes?;
         Some(source.wal_bytes.saturating_sub(replayed))
     }
 }

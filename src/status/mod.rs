@@ -18,7 +18,7 @@ use futures::future::join_all;
 
 use crate::config::ClusterConfig;
 use crate::poller::ClusterPoller;
-use crate::snapshot::{ClusterSnapshot, StandbySource};
+use crate::snapshot::StandbySource;
 use render::Colour;
 use report::{ClusterReport, Level, Problem};
 
@@ -67,19 +67,28 @@ pub async fn collect(clusters: Vec<ClusterConfig>, deadline: Duration) -> Vec<Cl
     });
     let polled = join_all(polls).await;
     // Standby clusters are paired with their source's snapshot of the same run, as the
-    // pollers pair them with the source's latest published one (crate::snapshot, `standby`).
-    let sources: Vec<ClusterSnapshot> = polled
+    // pollers pair them with the source's latest published one (crate::snapshot, `standby`):
+    // every pairing is read first, then written into its snapshot.
+    let snapshot_of = |scope: &str| {
+        polled
+            .iter()
+            .filter_map(|poll| poll.as_ref().ok())
+            .map(|(snapshot, _)| snapshot)
+            .find(|snapshot| snapshot.scope == scope)
+    };
+    let pairings: Vec<Option<StandbySource>> = polled
         .iter()
-        .filter_map(|poll| poll.as_ref().ok().map(|(snapshot, _)| snapshot.clone()))
+        .map(|poll| {
+            let standby_of = poll.as_ref().ok()?.1.as_deref()?;
+            Some(StandbySource::new(standby_of, snapshot_of(standby_of)))
+        })
         .collect();
     polled
         .into_iter()
-        .map(|poll| match poll {
-            Ok((mut snapshot, standby_of)) => {
-                snapshot.standby_source = standby_of.map(|scope| {
-                    let source = sources.iter().find(|s| s.scope == scope);
-                    StandbySource::new(&scope, source)
-                });
+        .zip(pairings)
+        .map(|(poll, pairing)| match poll {
+            Ok((mut snapshot, _)) => {
+                snapshot.standby_source = pairing;
                 ClusterReport::from_snapshot(&snapshot)
             }
             Err(report) => report,

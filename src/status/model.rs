@@ -141,11 +141,7 @@ impl StandbyReport {
         if source_scope.is_none() && snapshot.is_standby_cluster() != Some(true) {
             return None;
         }
-        let mut leaders = snapshot.standby_leaders();
-        let leader = match (leaders.next(), leaders.next()) {
-            (Some(one), None) => Some(one),
-            _ => None,
-        };
+        let leader = snapshot.standby_leader();
         Some(StandbyReport {
             source_scope,
             standby_leader: leader.map(|m| m.member.name.clone()),
