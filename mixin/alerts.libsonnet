@@ -686,12 +686,12 @@ local rules = import 'lib/rules.libsonnet';
           expr: 'max without (${aggregationLabels}) (increase(patroni_cluster_multiple_primaries_polls_total[1m])) > 1',
           labels: { severity: 'critical' },
           annotations: {
-            summary: @'TWO PRIMARIES in Patroni cluster {{ $labels.scope }}: {{ with printf "patroni_member_reported_role{scope=%q,role=~\"primary|standby_leader\"} == 1" $labels.scope | query }}{{ range $i, $s := . }}{{ if $i }} and {{ end }}{{ $s.Labels.member }}{{ end }}{{ else }}(gone now){{ end }} say primary.',
+            summary: @'TWO PRIMARIES in Patroni cluster {{ $labels.scope }}: {{ with printf "patroni_member_reported_role{scope=%q,role=~\"primary|standby_leader\"} == 1" $labels.scope | query | sortByLabel "member" }}{{ range $i, $s := . }}{{ if $i }} and {{ end }}{{ $s.Labels.member }}{{ end }}{{ else }}(gone now){{ end }} say primary.',
             description: |||
               In {{ $value | printf "%.0f" }} polls of the last minute more than one member of scope
               {{ $labels.scope }} said primary in its own GET /patroni
               ({{ with printf "patroni_cluster_primaries{scope=%q}" $labels.scope | query }}{{ . | first | value }}{{ else }}?{{ end }} now).
-              {{ with printf "patroni_member_in_dcs{scope=%q} == 0" $labels.scope | query }}Out of the DCS view: {{ range $i, $s := . }}{{ if $i }}, {{ end }}{{ $s.Labels.member }}{{ end }} (an isolated old leader that has not demoted itself yet). {{ end }}Both
+              {{ with printf "patroni_member_in_dcs{scope=%q} == 0" $labels.scope | query | sortByLabel "member" }}Out of the DCS view: {{ range $i, $s := . }}{{ if $i }}, {{ end }}{{ $s.Labels.member }}{{ end }} (an isolated old leader that has not demoted itself yet). {{ end }}Both
               servers may accept writes: the data diverges, and the old primary's writes after the fork
               are lost when it is rewound. Fence the one out of the DCS view now.
             |||,
@@ -711,7 +711,7 @@ local rules = import 'lib/rules.libsonnet';
             description: |||
               For ${for} the members of scope {{ $labels.scope }} have answered GET /cluster from Raft
               replicas that disagree ({{ $value }} views):
-              {{ with printf "max by (member, field) (patroni_member_dcs_view_differs{scope=%q} == 1)" $labels.scope | query }}{{ range $i, $s := . }}{{ if $i }}, {{ end }}{{ $s.Labels.member }} ({{ $s.Labels.field }}){{ end }}{{ else }}?{{ end }}
+              {{ with printf "max by (member, field) (patroni_member_dcs_view_differs{scope=%q} == 1)" $labels.scope | query | sortByLabel "field" | sortByLabel "member" }}{{ range $i, $s := . }}{{ if $i }}, {{ end }}{{ $s.Labels.member }} ({{ $s.Labels.field }}){{ end }}{{ else }}?{{ end }}
               differ from the view most members share. A member on a stale or diverged replica acts on
               a DCS the majority does not share (it is not a failover candidate).
             |||,
@@ -731,7 +731,7 @@ local rules = import 'lib/rules.libsonnet';
             description: |||
               For ${for} the Raft nodes of scope {{ $labels.scope }} have counted their majority against
               {{ $value }} different voter sets:
-              {{ with printf "max by (node) (patroni_raft_voter_set_differs{scope=%q} == 1)" $labels.scope | query }}{{ range $i, $s := . }}{{ if $i }}, {{ end }}{{ $s.Labels.node }}{{ end }}{{ else }}?{{ end }}
+              {{ with printf "max by (node) (patroni_raft_voter_set_differs{scope=%q} == 1)" $labels.scope | query | sortByLabel "node" }}{{ range $i, $s := . }}{{ if $i }}, {{ end }}{{ $s.Labels.node }}{{ end }}{{ else }}?{{ end }}
               differ from the others. Such a node may be isolated, or count a majority the others do
               not: compare raft.partner_addrs in each member's patroni.yml.
             |||,

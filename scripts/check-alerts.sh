@@ -106,6 +106,18 @@ for rf in rules:
                 errors.append(f"{a}: description must show labels and $value")
             for m in used_in(r["expr"]) - known:
                 errors.append(f"{a}: unknown metric {m}")
+            # A query's series come back in no fixed order: a template that lists several of
+            # them must sort them, or the text changes between evaluations (it made the promtool
+            # tests fail 1 run in 6, and Alertmanager sees a changed annotation as a new one).
+            for k, text in ann.items():
+                text = str(text)
+                for act in re.finditer(r"\{\{-?\s*(range|with)\s+(.*?)\s*-?\}\}", text):
+                    verb, pipe = act.groups()
+                    if not re.search(r"\|\s*query\b", pipe) or "sortByLabel" in pipe:
+                        continue
+                    body = re.split(r"\{\{-?\s*(?:end|else)\b", text[act.end():], maxsplit=1)[0]
+                    if verb == "range" or re.search(r"\{\{-?\s*range\s+(?:\$\w+\s*,\s*)?(?:\$\w+\s*:=\s*)?\.\s*-?\}\}", body):
+                        errors.append(f"{a}: {k} lists the series of a query unsorted (add | sortByLabel \"label\"): {pipe}")
         if a not in headings:
             errors.append(f"{a}: no '## {a}' section in {runbook}")
         if not re.search(rf"alertname: {a}\b[^\n]*\n\s*exp_alerts:\s*\n\s*- exp_labels", test_text):
