@@ -22,7 +22,7 @@ pub(super) struct ClusterAnswer {
     pub(super) answered: Option<(Url, ClusterView)>,
 }
 /// Every voter the answering nodes name: each node itself and its partners.
-pub(super) fn quorum_voter_set(raft_nodes: &[RaftNodeSnapshot]) -> BTreeSet<String> {
+pub(super) fn named_voters(raft_nodes: &[RaftNodeSnapshot]) -> BTreeSet<String> {
     let mut voters = BTreeSet::new();
     for status in raft_nodes
         .iter()
@@ -203,7 +203,7 @@ impl ClusterPoller {
     /// hosts join the policy (trusted when the statuses were decrypted with the password).
     /// Kept when no node answered, so that a cluster that comes back is found through them.
     pub(super) fn learn_raft(&mut self, raft_nodes: &[RaftNodeSnapshot]) {
-        let named = quorum_voter_set(raft_nodes);
+        let named = named_voters(raft_nodes);
         if named.is_empty() {
             return;
         }

@@ -28,9 +28,9 @@ use url::Url;
 use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
 use crate::patroni::{self, PatroniClient, PatroniError};
 use crate::snapshot::{
-    answered_views, primaries, ClusterSnapshot, Counters, DcsView, Encoding, FailoverReadiness,
-    Failure, MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment, RaftNodeSnapshot,
-    SnapshotStore, Source, ViewComparison, VoterSetComparison,
+    answered_views, counted_voter_set, primaries, ClusterSnapshot, Counters, DcsView, Encoding,
+    FailoverReadiness, Failure, MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment,
+    RaftNodeSnapshot, SnapshotStore, Source, ViewComparison, VoterSetComparison,
 };
 
 mod changes;
@@ -38,7 +38,7 @@ mod discovery;
 mod members;
 mod requests;
 use changes::ChangeMemory;
-use discovery::{quorum_voter_set, without_aliases};
+use discovery::without_aliases;
 use members::{DcsTiming, MemberMemory};
 use requests::{member_at, raft_query, RaftQuery, Wants};
 
@@ -470,7 +470,7 @@ impl ClusterPoller {
             self.memory.counters.multiple_primaries_polls += 1;
         }
         if raft_nodes.iter().any(|node| node.status.is_ok()) {
-            self.memory.voters = quorum_voter_set(&raft_nodes);
+            self.memory.voters = counted_voter_set(&raft_nodes).voters;
         }
         self.memory.changes.count(
             &mut self.memory.counters,

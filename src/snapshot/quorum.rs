@@ -173,9 +173,13 @@ pub struct QuorumAssessment {
     pub voters_known: bool,
     /// Distinct voter sets (a node and its partners) among the answering nodes: more than
     /// one when the nodes disagree on who votes. The verdict then counts the majority of
-    /// the union of the sets, and a node's word counts only when the voters it is connected
-    /// to are a majority of that union.
+    /// the set most answering nodes hold, or of the union of the sets when no set is held by
+    /// most ([`counted_voter_set`]); a node's word counts only when the voters it is
+    /// connected to are a majority of that set.
     pub voter_sets: u64,
+    /// Whether the voters counted are the set a majority of the answering nodes hold (true
+    /// also when they all agree), rather than the union of disagreeing sets.
+    pub voter_set_agreed: bool,
     pub evidence: QuorumEvidence,
     /// How many more voters can fail before the quorum is lost: the voters seen healthy (a
     /// leader with has_quorum and the voters it is connected to, or the answering voters
@@ -198,16 +202,23 @@ impl QuorumAssessment {
             .iter()
             .filter_map(|node| Some((node, node.status.as_ref().ok()?)))
             .collect();
-        let named = voters_named(answered.iter().map(|(_, status)| *status));
-        let (voter_set, voters_known) = if !named.is_empty() {
-            (named, true)
+        let named = counted_voter_set(nodes);
+        let (voter_set, voters_known) = if !named.voters.is_empty() {
+            (named.voters, true)
         } else if !remembered_voters.is_empty() {
             (remembered_voters.clone(), true)
         } else {
             (nodes.iter().map(|node| node.node.clone()).collect(), false)
         };
+        // The partner counts of the nodes that hold the counted set (or a part of it): a node
+        // whose list names more voters than the agreed set is the one that disagrees.
         let reported_size = answered
             .iter()
+            .filter(|(node, status)| {
+                own_voter_set(identity(node, status), status)
+                    .iter()
+                    .all(|voter| voter_set.contains(*voter))
+            })
             .map(|(_, status)| status.partner_nodes_count.max(0) as u64 + 1)
             .max()
             .unwrap_or(0);
@@ -255,8 +266,8 @@ impl QuorumAssessment {
         ) as u64;
         // A node's has_quorum is counted against its own partner list; when the lists
         // differ, it is evidence for the cluster only if the voters it is connected to are a
-        // majority of every voter any node names (a node started alone with no partners
-        // "has a quorum" of one).
+        // majority of the counted set (a node started alone with no partners "has a quorum"
+        // of one).
         let majority_of_all = |node: &RaftNodeSnapshot, status: &RaftStatus| {
             let connected = status
                 .partners
@@ -325,6 +336,7 @@ impl QuorumAssessment {
                 .count() as u64,
             voters_known,
             voter_sets,
+            voter_set_agreed: named.agreed,
             evidence,
             margin,
         }
@@ -385,25 +397,66 @@ impl QuorumAssessment {
             QuorumEvidence::NotVisible => "too few voters answer to decide",
         };
         if self.voter_sets > 1 {
-            parts.push(format!(
-                "the voters disagree on the voter set ({} distinct sets): counted against all {} voters they name",
-                self.voter_sets, self.voters
-            ));
+            parts.push(if self.voter_set_agreed {
+                format!(
+                    "the voters disagree on the voter set ({} distinct sets): counted against the {} voters most of them name",
+                    self.voter_sets, self.voters
+                )
+            } else {
+                format!(
+                    "the voters disagree on the voter set ({} distinct sets): counted against all {} voters they name",
+                    self.voter_sets, self.voters
+                )
+            });
         }
         format!("{} ({basis})", parts.join("; "))
     }
 }
 
-/// The voters the answering nodes name: each one itself and its partners.
-fn voters_named<'a>(statuses: impl Iterator<Item = &'a RaftStatus>) -> BTreeSet<String> {
-    let mut voters = BTreeSet::new();
-    for status in statuses {
-        if !status.self_node.is_empty() {
-            voters.insert(status.self_node.clone());
-        }
-        voters.extend(status.partners.iter().map(|partner| partner.node.clone()));
+/// The voters a quorum is counted against, and whether most answering nodes agree on them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CountedVoters {
+    pub voters: BTreeSet<String>,
+    /// The set is held by more than half of the answering nodes.
+    pub agreed: bool,
+}
+
+/// The voter set to count a majority against: the set (a node and its partners) that more
+/// than half of the answering nodes hold; when no set is held by most, every voter any
+/// answering node names. Empty when no node answers.
+///
+/// Why not always the union: a node started with a stale partner list names a voter that
+/// exists only in its own configuration (canonical/postgresql-operator #1910, a partner
+/// 127.0.0.99 in the partition lab). In the union that phantom makes a 3-node cluster
+/// count 4 voters, so 3 are needed; with the misconfigured node cut off by its own list,
+/// the leader's 2 connected voters no longer confirm anything and the verdict went to
+/// "not visible". The set most nodes hold is the one the Raft leader commits with. Why not
+/// the leader's set alone: a node started alone with no partners leads a cluster of one.
+pub fn counted_voter_set(nodes: &[RaftNodeSnapshot]) -> CountedVoters {
+    let sets: Vec<BTreeSet<&str>> = nodes
+        .iter()
+        .filter_map(|node| {
+            let status = node.status.as_ref().ok()?;
+            Some(own_voter_set(identity(node, status), status))
+        })
+        .collect();
+    let held_by_most = sets
+        .iter()
+        .find(|set| sets.iter().filter(|other| other == set).count() * 2 > sets.len());
+    match held_by_most {
+        Some(set) => CountedVoters {
+            voters: set.iter().map(|voter| (*voter).to_owned()).collect(),
+            agreed: true,
+        },
+        None => CountedVoters {
+            voters: sets
+                .iter()
+                .flatten()
+                .map(|voter| (*voter).to_owned())
+                .collect(),
+            agreed: false,
+        },
     }
-    voters
 }
 
 /// A node and its partners: the voters it counts its majority against.
@@ -454,18 +507,31 @@ mod tests {
         connected: &[&str],
     ) -> RaftNodeSnapshot {
         let partners: Vec<&str> = [A, B, C].into_iter().filter(|n| *n != addr).collect();
-        let has_quorum = connected.len() + 1 > 3 / 2;
+        answer_naming(addr, state, leader, &partners, connected)
+    }
+
+    /// A node whose partner list is `partners` (its own configuration), connected to
+    /// `connected`; it has a quorum when those are a majority of its own list.
+    fn answer_naming(
+        addr: &str,
+        state: i64,
+        leader: Option<&str>,
+        partners: &[&str],
+        connected: &[&str],
+    ) -> RaftNodeSnapshot {
+        let has_quorum = (connected.len() + 1) * 2 > partners.len() + 1;
         let mut text = format!(
             "commit_idx: 41\nenabled_code_version: 0\nhas_quorum: {}\nlast_applied: 41\nleader: {}\nleader_commit_idx: 41\nlog_len: 41\n",
             if has_quorum { "True" } else { "False" },
             leader.unwrap_or("None"),
         );
-        for partner in &partners {
+        for partner in partners {
             let status = if connected.contains(partner) { 2 } else { 0 };
             text.push_str(&format!("partner_node_status_server_{partner}: {status}\n"));
         }
         text.push_str(&format!(
-            "partner_nodes_count: 2\nraft_term: 1\nreadonly_nodes_count: 0\nrevision: deprecated\nself: {addr}\nself_code_version: 0\nstate: {state}\nuptime: 18\nversion: 0.3.12\n"
+            "partner_nodes_count: {}\nraft_term: 1\nreadonly_nodes_count: 0\nrevision: deprecated\nself: {addr}\nself_code_version: 0\nstate: {state}\nuptime: 18\nversion: 0.3.12\n",
+            partners.len()
         ));
         RaftNodeSnapshot {
             node: addr.to_owned(),
@@ -632,21 +698,8 @@ mod tests {
     /// A node restarted with a partner list of its own: `partners` are the ones it names,
     /// all connected.
     fn answer_with_partners(addr: &str, state: i64, partners: &[&str]) -> RaftNodeSnapshot {
-        let mut text = format!(
-            "commit_idx: 41\nenabled_code_version: 0\nhas_quorum: True\nlast_applied: 41\nleader: {}\nleader_commit_idx: 41\nlog_len: 41\n",
-            if state == 2 { addr } else { partners[0] }
-        );
-        for partner in partners {
-            text.push_str(&format!("partner_node_status_server_{partner}: 2\n"));
-        }
-        text.push_str(&format!(
-            "partner_nodes_count: {}\nraft_term: 1\nreadonly_nodes_count: 0\nrevision: deprecated\nself: {addr}\nself_code_version: 0\nstate: {state}\nuptime: 18\nversion: 0.3.12\n",
-            partners.len()
-        ));
-        RaftNodeSnapshot {
-            node: addr.to_owned(),
-            status: Ok(parse_admin_text(&text).unwrap()),
-        }
+        let leader = if state == 2 { addr } else { partners[0] };
+        answer_naming(addr, state, Some(leader), partners, partners)
     }
 
     #[test]
@@ -675,6 +728,38 @@ mod tests {
         assert_eq!(q.voters, 3);
         assert_eq!(q.verdict(), QuorumVerdict::Confirmed);
         assert_eq!(q.evidence, QuorumEvidence::Leader);
+    }
+
+    #[test]
+    fn a_phantom_partner_named_by_one_node_does_not_raise_the_majority() {
+        // The partition lab's 6b: C was started naming A and 127.0.0.99, a node that does not
+        // exist; A and B do not answer it, so C has no quorum. A leads B: the cluster of the
+        // two nodes that agree (and C) still commits. The union would count 4 voters.
+        const PHANTOM: &str = "127.0.0.99:2222";
+        let q = judge(&[
+            answer(A, 2, Some(A), &[B]),
+            answer(B, 0, Some(A), &[A]),
+            answer_naming(C, 1, None, &[A, PHANTOM], &[]),
+        ]);
+        assert_eq!(q.voter_sets, 2);
+        assert!(q.voter_set_agreed);
+        assert_eq!(q.voters, 3, "{q:?}");
+        assert_eq!(q.evidence, QuorumEvidence::Leader);
+        assert_eq!(q.margin, Some(0));
+        assert_describes(&q, "counted against the 3 voters most of them name");
+        // No set held by most (two nodes, two sets): the union, as before.
+        let split = judge(&[
+            answer(A, 2, Some(A), &[B]),
+            answer_naming(C, 1, None, &[A, PHANTOM], &[]),
+        ]);
+        assert!(!split.voter_set_agreed);
+        assert_eq!(split.voters, 4);
+        assert_ne!(split.verdict(), QuorumVerdict::Confirmed);
+        assert_eq!(
+            counted_voter_set(&[]),
+            CountedVoters::default(),
+            "nothing answered, nothing counted"
+        );
     }
 
     #[test]

@@ -282,6 +282,17 @@ verdict_summary() {
   echo "before: $(value_at "$1" "$quorum_series" "$2") changes: ${v:-none} evidence: ${ev:-unchanged}"
 }
 
+# verdict_held PHASE EXPORTER SINCE UNTIL: the quorum verdict was 1 when the window opened and
+# stayed 1 in every poll of it
+verdict_held() {
+  local bad
+  bad=$(jq -r --arg e "$2" --arg s "$quorum_series" --argjson a "$3" --argjson b "$4" \
+    'select(.src == "exp" and .exp == $e and .series == $s and .t >= $a and .t <= $b and .value != "1") | .value' "$EVENTS" | paste -sd,)
+  [[ $(value_at "$2" "$quorum_series" "$3") == 1 ]] || bad="${bad:+$bad,}$(value_at "$2" "$quorum_series" "$3") at the start"
+  if [[ -z $bad ]]; then pass "$1 $2: quorum stayed confirmed (1) throughout ($(verdict_summary "$2" "$3" "$4"))"
+  else fail "$1 $2: verdict left 1: $bad ($(verdict_summary "$2" "$3" "$4"))"; fi
+}
+
 # ---- snapshots of what the cluster's own tools say (for docs/failure-modes.md)
 snapshot() { # snapshot NAME: in the background; waited for by snapshot_wait
   (
@@ -473,10 +484,7 @@ sleep_until "$(plus "$T_ISO" 80)"
 snapshot_wait
 T_HEAL=$(e2e_now)
 for d in m0 m1 m2; do
-  bad=$(jq -r --arg e "$d" --arg s "$quorum_series" --argjson a "$T_ISO" --argjson b "$T_HEAL" \
-    'select(.src == "exp" and .exp == $e and .series == $s and .t >= $a and .t <= $b and .value != "1") | .value' "$EVENTS" | paste -sd,)
-  if [[ -z $bad ]]; then pass "isolate $d: quorum stayed confirmed (1) throughout ($(verdict_summary "$d" "$T_ISO" "$T_HEAL"))"
-  else fail "isolate $d: verdict left 1: $bad ($(verdict_summary "$d" "$T_ISO" "$T_HEAL"))"; fi
+  verdict_held isolate "$d" "$T_ISO" "$T_HEAL"
   judge_criticals isolate "$d" "$T_ISO" "$T_HEAL"
   result isolate "$d: alerts (pending/firing) during the isolation: $(alerts_of "$d" "$T_ISO" "$T_HEAL")" "-"
 done
@@ -856,6 +864,8 @@ for d in m0 m1 m2; do
   if [[ -z $lost ]]; then
     if [[ -z $ql ]]; then pass "voters $d: no PatroniRaftQuorumLost, not even pending, while the majority had its quorum (its own status)"
     else fail "voters $d: PatroniRaftQuorumLost $ql while members $RL and $Y had their quorum"; fi
+    # the stale partner of 6b is counted by one node only: it must not raise the majority
+    [[ $xp == "$BOGUS" ]] && verdict_held voters "$d" "$T_6B" "$T_VS_END"
   else
     result voters "$d: PatroniRaftQuorumLost ${ql:-never} (the majority's own status said no quorum at: $lost)" "-"
     if [[ $ql != *firing* ]]; then pass "voters $d: PatroniRaftQuorumLost not firing"
