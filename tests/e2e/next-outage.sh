@@ -281,38 +281,45 @@ R1=$(raft_leader_member) || on_fail "1: the exporter names the Raft leader's hos
 e2e_result 1 "Raft leader's host before the kill / after the restart" "$(name "$R") / $(name "$R1")"
 
 # ================================================================== 5a. the skew arranged
-if ! P=$(cluster_leader) || [[ -z $P ]]; then on_fail "5a: GET /cluster names a leader"; fi
-T_SKEW0=$(now_t)   # the skew is arranged from here on
-R=$(raft_leader_member) || on_fail "5a: the exporter names the Raft leader's host"
-e2e_log "5a: primary $(name "$P"), Raft leader on $(name "$R")'s host"
-switch_to() { # switch_to N: patronictl switchover from P to member N, then healthy (sync)
+switch_to() { # switch_to PHASE N: patronictl switchover from P to member N, then healthy (sync)
   local t0
   t0=$(e2e_now)
-  cluster ctl switchover pg-test --leader "$(name "$P")" --candidate "$(name "$1")" --force >"$RUN_DIR/switchover.txt" 2>&1 \
-    || { cat "$RUN_DIR/switchover.txt" >&2; on_fail "5a: patronictl switchover to $(name "$1")"; }
-  UP_TIMEOUT=60 cluster wait --sync >&2 || on_fail "5a: healthy (sync) after the switchover"
-  [[ $(cluster_leader) == "$1" ]] || on_fail "5a: $(name "$1") is not the leader after the switchover"
-  e2e_result 5a "switchover to $(name "$1") -> healthy (sync) (s)" "$(e2e_since "$t0")"
-  P=$1
+  cluster ctl switchover pg-test --leader "$(name "$P")" --candidate "$(name "$2")" --force >"$RUN_DIR/switchover.txt" 2>&1 \
+    || { cat "$RUN_DIR/switchover.txt" >&2; on_fail "$1: patronictl switchover to $(name "$2")"; }
+  UP_TIMEOUT=60 cluster wait --sync >&2 || on_fail "$1: healthy (sync) after the switchover"
+  [[ $(cluster_leader) == "$2" ]] || on_fail "$1: $(name "$2") is not the leader after the switchover"
+  e2e_result "$1" "switchover to $(name "$2") -> healthy (sync) (s)" "$(e2e_since "$t0")"
+  P=$2
 }
-if ((R != FAKE)); then
-  # the faked member becomes the primary: it stamps the leader key 8 s ahead of the Raft leader
-  ((P == FAKE)) || switch_to "$FAKE"
-  WANT_SKEW=$FAKE_S
-else
-  # the Raft leader's host is the faked one: a primary elsewhere is 8 s behind it
-  ((P != R)) || switch_to $(((R + 1) % 3))
-  WANT_SKEW=-$FAKE_S
-fi
-((P != R)) || on_fail "5a: the primary runs the Raft leader after the arrangement"
-for n in 0 1 2; do ((n == P || n == R)) || T=$n; done
-for n in 0 1 2; do ((n == P || n == T)) || Q=$n; done
-e2e_log "5a: primary P=$(name "$P"), Raft leader's host R=$(name "$R"), target replica T=$(name "$T"), other replica Q=$(name "$Q")"
-e2e_result 5a "roles: primary / Raft leader's host / target replica" "$(name "$P") / $(name "$R") / $(name "$T")"
-expect_near "5a: leader clock skew within $TOL_CLOCK s of $WANT_SKEW (primary minus Raft leader's host)" \
-  patroni_cluster_leader_clock_skew_seconds "$S" "$WANT_SKEW" "$TOL_CLOCK" 30
-T_SKEW=$(now_t)
-e2e_result 5a "patroni_cluster_leader_clock_skew_seconds (want $WANT_SKEW)" "$(calc "$NEAR_VALUE" 2)"
+# skew_of P R: the skew the exporter must show with the primary on member P and the Raft leader
+# on member R's host (only member FAKE's clock is off)
+skew_of() { echo $(( ($1 == FAKE ? FAKE_S : 0) - ($2 == FAKE ? FAKE_S : 0) )); }
+# arrange_skew PHASE: the primary and the Raft leader on different hosts, one of them the faked
+# one (a switchover when needed); sets P, R, T, Q, WANT_SKEW and T_SKEW (when the exporter shows it)
+arrange_skew() {
+  if ! P=$(cluster_leader) || [[ -z $P ]]; then on_fail "$1: GET /cluster names a leader"; fi
+  R=$(raft_leader_member) || on_fail "$1: the exporter names the Raft leader's host"
+  e2e_log "$1: primary $(name "$P"), Raft leader on $(name "$R")'s host"
+  if ((R != FAKE)); then
+    # the faked member becomes the primary: it stamps the leader key 8 s ahead of the Raft leader
+    ((P == FAKE)) || switch_to "$1" "$FAKE"
+  else
+    # the Raft leader's host is the faked one: a primary elsewhere is 8 s behind it
+    ((P != R)) || switch_to "$1" $(((R + 1) % 3))
+  fi
+  WANT_SKEW=$(skew_of "$P" "$R")
+  ((P != R)) || on_fail "$1: the primary runs the Raft leader after the arrangement"
+  for n in 0 1 2; do ((n == P || n == R)) || T=$n; done
+  for n in 0 1 2; do ((n == P || n == T)) || Q=$n; done
+  e2e_log "$1: primary P=$(name "$P"), Raft leader's host R=$(name "$R"), target replica T=$(name "$T"), other replica Q=$(name "$Q")"
+  e2e_result "$1" "roles: primary / Raft leader's host / target replica" "$(name "$P") / $(name "$R") / $(name "$T")"
+  expect_near "$1: leader clock skew within $TOL_CLOCK s of $WANT_SKEW (primary minus Raft leader's host)" \
+    patroni_cluster_leader_clock_skew_seconds "$S" "$WANT_SKEW" "$TOL_CLOCK" 30
+  T_SKEW=$(now_t)
+  e2e_result "$1" "patroni_cluster_leader_clock_skew_seconds (want $WANT_SKEW)" "$(calc "$NEAR_VALUE" 2)"
+}
+T_SKEW0=$(now_t)   # the skew is arranged from here on
+arrange_skew 5a
 rc=$(e2e_status skew "$(e2e_rest "$P")")
 line=$(grep -m1 "clock is .* the Raft leader's host" "$RUN_DIR/status-skew.txt" || true)
 if [[ -n $line ]]; then pass "5a: status: ${line#"${line%%[! ]*}"}"; else on_fail "5a: status has no clock-skew line"; fi
@@ -591,6 +598,16 @@ wait "$LOAD3" 2>/dev/null || true
 
 # ================================================================== 5b. the skew alert
 e2e_log "=== 5b: PatroniLeaderClockSkew"
+# The Raft leader may have moved since 5a (a Raft election under load, pysyncobj has no pre-vote):
+# with the primary on its host the skew is rightly 0, and the rule's 2 minutes start again
+# once it is arranged anew.
+P5=$(cluster_leader) || P5=""
+R5=$(raft_leader_member) || R5=""
+if [[ -z $R5 || -z $P5 ]] || (( $(skew_of "$P5" "$R5") == 0 )); then
+  e2e_result 5b "the Raft leader moved since 5a (primary / Raft leader's host now): arranged again" "$(name "$P5") / $(name "${R5:-?}")"
+  T_SKEW0=$(now_t)
+  arrange_skew 5b
+fi
 deadline=$(awk -v s="$T_SKEW" 'BEGIN { printf "%d", s + 200 }')
 until [[ $(e2e_alert_state "$(e2e_prom_alerts)" PatroniLeaderClockSkew) == firing ]]; do
   awk -v n="$(now_t)" -v d="$deadline" 'BEGIN { exit !(n > d) }' && on_fail "5b: PatroniLeaderClockSkew not firing 200 s after the skew"
@@ -599,8 +616,8 @@ done
 js=$(e2e_prom_alerts)
 val=$(jq -r '[.data.alerts[] | select(.labels.alertname == "PatroniLeaderClockSkew")][0].value' <<<"$js")
 jq '[.data.alerts[] | select(.labels.alertname == "PatroniLeaderClockSkew")]' <<<"$js" >"$RUN_DIR/alert-PatroniLeaderClockSkew.json"
-if near "$val" "${WANT_SKEW#-}" "$TOL_CLOCK"; then pass "5b: PatroniLeaderClockSkew firing, value $(calc "$val" 2) s"
-else on_fail "5b: PatroniLeaderClockSkew firing with value $val (want ${WANT_SKEW#-})"; fi
+if near "$val" "$FAKE_S" "$TOL_CLOCK"; then pass "5b: PatroniLeaderClockSkew firing, value $(calc "$val" 2) s"
+else on_fail "5b: PatroniLeaderClockSkew firing with value $val (want $FAKE_S)"; fi
 # Prometheus' own activeAt is when the alert went pending (the skew may predate the arrangement:
 # when the faked member already hosted the Raft leader)
 active=$(date -d "$(jq -r '.[0].activeAt' "$RUN_DIR/alert-PatroniLeaderClockSkew.json")" +%s.%N)
@@ -610,12 +627,23 @@ e2e_result 5b "skew arranged (s into the run) -> PatroniLeaderClockSkew pending 
 e2e_result 5b "skew arranged -> PatroniLeaderClockSkew firing (first sample) (s)" "$fire"
 e2e_result 5b "PatroniLeaderClockSkew pending (activeAt) -> firing (s; for: 2m)" "$(calc "$T_START + $T_SKEW0 + $fire - $active")"
 e2e_result 5b "summary" "$(jq -r '.[0].annotations.summary' "$RUN_DIR/alert-PatroniLeaderClockSkew.json")"
-read -r smin smax nabs < <(jq -rs --argjson s "$T_SKEW" \
-  '[.[] | select(.t >= $s)] | [map(select(.skew != "-" and .skew != "?") | .skew | tonumber) | (min, max)] + [map(select(.skew == "-")) | length] | @tsv' "$SAMPLES")
-e2e_result 5b "skew over the run since it was arranged: min / max (s); samples without it" "$(calc "$smin" 2) / $(calc "$smax" 2); $nabs"
+# Every sample since 5a against the truth of that moment: the primary by its own GET /patroni,
+# the Raft leader's host as the exporter names it, only member FAKE's clock off. A sample next to
+# a change of either is skipped (the sampler's requests and the exporter's poll are not one moment).
+read -r checked skipped bad < <(jq -rs --argjson s "$T_SKEW" --argjson f "$FAKE" --argjson o "$FAKE_S" --argjson tol "$TOL_CLOCK" '
+  def off(n): if n == $f then $o else 0 end;
+  def roles: [(.own | map(test(":(primary|master)$")) | index(true)), (.rl | tonumber? // null)];
+  [.[] | select(.t >= $s)] as $x
+  | [range(0; $x | length) | . as $i | $x[$i] | {skew: (.skew | tonumber? // null), r: roles,
+      stable: ($i > 0 and $i + 1 < ($x | length) and ($x[$i - 1] | roles) == roles and ($x[$i + 1] | roles) == roles)}]
+  | map(select(.skew != null and .r[0] != null and .r[1] != null)) as $y
+  | ($y | map(select(.stable))) as $ok
+  | [($ok | length), ($y | length) - ($ok | length),
+     ($ok | map(select((.skew - (off(.r[0]) - off(.r[1]))) | fabs > $tol) | "\(.skew)@P\(.r[0])R\(.r[1])") | join(" "))] | @tsv' "$SAMPLES")
 e2e_result 5b "Raft leader's host in the samples since (member indexes)" "$(jq -rs --argjson s "$T_SKEW" '[.[] | select(.t >= $s) | .rl] | unique | join(",")' "$SAMPLES")"
-if near "$smin" "$WANT_SKEW" "$TOL_CLOCK" && near "$smax" "$WANT_SKEW" "$TOL_CLOCK"; then pass "5b: leader clock skew within $TOL_CLOCK s of $WANT_SKEW in every sample since ($(calc "$smin" 2)..$(calc "$smax" 2))"
-else fail "5b: leader clock skew left $WANT_SKEW +- $TOL_CLOCK ($smin..$smax)"; fi
+e2e_result 5b "samples since 5a checked against primary and Raft leader / skipped next to a change" "$checked / $skipped"
+if ((checked > 0)) && [[ -z ${bad:-} ]]; then pass "5b: leader clock skew within $TOL_CLOCK s of the truth in all $checked samples since 5a"
+else fail "5b: leader clock skew left the truth +- $TOL_CLOCK in: ${bad:-no sample checked}"; fi
 
 e2e_finish "next outage"
 }
