@@ -6,8 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::families::{cached_gauges, flag, info, per_value, FamilyWriter};
-use super::labels::MemberLabels;
-use super::labels::{member_labels, scope};
+use super::labels::{member_labels, member_named, scope};
 use super::patroni_families::{own_numbers, own_views};
 use crate::patroni::{is_sync_role, DynamicConfig, MemberStatus, ReplicationPeer, SynchronousMode};
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
@@ -39,30 +38,16 @@ fn encode_readiness(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>
     writer.cached_gauge(
         "patroni_member_failover_eligible",
         "1 when this member (not the leader) could be promoted now, 0 when not; see patroni_member_failover_excluded for why.",
-        judged().map(|(s, m)| {
-            (
-                MemberLabels {
-                    scope: &s.scope,
-                    member: &m.name,
-                },
-                flag(m.eligible()),
-            )
-        }),
+        judged().map(|(s, m)| (member_named(s, &m.name), flag(m.eligible()))),
     )?;
     writer.cached_gauge(
         "patroni_member_failover_excluded",
         "1 for each reason why this member would not be promoted now: unreachable, unknown (not asked), not_running, nofailover, watchdog, not_sync, lag, timeline, dcs_quorum (the Raft DCS lost its quorum: nobody can take the leader key), dcs_view (its own GET /cluster differs from the other members' in leader or members: its Raft replica is stale).",
         judged().flat_map(|(s, m)| {
-            m.exclusions.iter().map(move |exclusion| {
-                (
-                    MemberLabels {
-                        scope: &s.scope,
-                        member: &m.name,
-                    }
-                    .reason(exclusion.reason.as_str()),
-                    1.0,
-                )
-            })
+            m.exclusions
+                .iter()
+                .map(move |exclusion| member_named(s, &m.name).reason(exclusion.reason.as_str()))
+                .map(info)
         }),
     )
 }
