@@ -110,11 +110,23 @@ impl Value {
     }
 }
 
-/// Limits for [`decode`].
-#[derive(Debug, Clone, Copy)]
+/// Limits for [`decode`]; the default is what the exporter uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PickleLimits {
+    /// Deepest container nesting accepted. Default 32 (a status reply has 3).
     pub max_depth: usize,
+    /// Largest number of objects (values, container entries, memo entries). Default
+    /// 100 000.
     pub max_items: usize,
+}
+
+impl Default for PickleLimits {
+    fn default() -> Self {
+        PickleLimits {
+            max_depth: 32,
+            max_items: 100_000,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
