@@ -631,13 +631,19 @@ mod tests {
 
     #[test]
     fn forbidden_globals() {
-        for g in [
-            &b"cos\nsystem\n"[..],
-            b"cbuiltins\neval\n",
-            b"c__builtin__\nbytes\n",
-            b"cposix\nsystem\n",
+        // GLOBAL module.name, then REDUCE: module.name("id")
+        for global in [
+            "os\nsystem",
+            "builtins\neval",
+            "__builtin__\nbytes",
+            "posix\nsystem",
         ] {
-            let p = [b"\x80\x02", g, b"X\x02\x00\x00\x00id\x85R."].concat();
+            let p = [
+                b"\x80\x02c",
+                global.as_bytes(),
+                b"\nX\x02\x00\x00\x00id\x85R.",
+            ]
+            .concat();
             let e = decode(&p, lim()).unwrap_err();
             assert_eq!(e.kind(), "decode");
             assert!(e.to_string().contains("forbidden global"), "{e}");
