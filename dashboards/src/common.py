@@ -99,14 +99,17 @@ def stat_panel(pid: int, title: str, expr: str | list, desc: str, legend: str = 
     return p
 
 
-def quorum_stats(first_id: int) -> list:
-    """The quorum verdict, its evidence and the voter counts behind it (three stat panels, 14 wide).
+def quorum_row(d, title: str):
+    """`d` with its first row (id 1), opened by the quorum verdict, its evidence and the voter
+    counts behind it (three stat panels, ids 2 to 4, 14 wide): the first thing to read on a
+    cluster's dashboards.
 
     `max by (scope)`: with several exporters the best verdict counts, as in the alert
     PatroniRaftQuorumLost."""
-    return [
+    d = d.with_row(db.Row(title).id(1))
+    for p in [
         stat_panel(
-            first_id, "Raft quorum", f'max by (scope) (patroni_raft_cluster_quorum{{{SEL}}})',
+            2, "Raft quorum", f'max by (scope) (patroni_raft_cluster_quorum{{{SEL}}})',
             "The exporter's quorum verdict. Confirmed: a Raft quorum is proven. LOST: positive "
             "evidence of the loss (alert PatroniRaftQuorumLost); Patroni cannot write to the DCS, "
             "the primary demotes itself and GET /cluster shows a FROZEN view: do not trust the "
@@ -114,7 +117,7 @@ def quorum_stats(first_id: int) -> list:
             "time out, wrong Raft password, voters never seen; alert PatroniRaftQuorumNotVisible).",
             legend="{{scope}}", mapping=VERDICT_MAP, steps=VERDICT_STEPS, span=4),
         stat_panel(
-            first_id + 1, "Quorum evidence", EVIDENCE_EXPR,
+            3, "Quorum evidence", EVIDENCE_EXPR,
             "What the verdict rests on. leader: the Raft leader reports has_quorum; majority: more "
             "than half of the voters report has_quorum; follower: a follower with has_quorum is "
             "connected to the leader it names (weaker); no_quorum: every answering voter reports no "
@@ -122,7 +125,7 @@ def quorum_stats(first_id: int) -> list:
             "not_visible: not enough answers to tell.",
             legend="{{scope}}", mapping=EVIDENCE_MAP, steps=[(None, "orange")], span=4),
         stat_panel(
-            first_id + 2, "Raft voters",
+            4, "Raft voters",
             [(f'max by (scope) (patroni_raft_voters_answering{{{SEL}}})', "answer"),
              (f'max by (scope) (patroni_raft_voters{{{SEL}}})', "of voters"),
              (f'max by (scope) (patroni_raft_voters_with_quorum{{{SEL}}})', "report has_quorum")],
@@ -130,7 +133,9 @@ def quorum_stats(first_id: int) -> list:
             "floor(M/2)+1. The voters that do not answer, by reason, are on the Patroni Raft "
             "dashboard (patroni_raft_voters_unanswered).",
             steps=[(None, "blue")], span=6, text_mode=mc.BigValueTextMode.VALUE_AND_NAME),
-    ]
+    ]:
+        d = d.with_panel(p)
+    return d
 
 
 def verdict_timeline(pid: int, span: int = 12, height: int = 6):
@@ -252,11 +257,16 @@ def exporter_row(first_id: int) -> tuple:
     return row, panels
 
 
+# Ends every dashboard's description: where the runbooks the alerts name are installed.
+RUNBOOKS = " Runbooks: /usr/share/doc/patroni-raft-exporter/docs/runbooks.md (docs/runbooks.md of the exporter)"
+
+
 def build(title: str, uid: str, description: str, tags: list[str],
           annotations: tuple[tuple[str, str, str], ...] = ()):
     """The dashboard with its template variables and, for each (name, colour, expr) of
-    `annotations`, an annotation marking the events `expr` finds."""
-    d = (db.Dashboard(title).uid(uid).description(description).tags(tags)
+    `annotations`, an annotation marking the events `expr` finds; its description ends with
+    where the runbooks are."""
+    d = (db.Dashboard(title).uid(uid).description(description + RUNBOOKS).tags(tags)
          .time("now-6h", "now").refresh("30s").timezone("browser").editable()
          .tooltip(dm.DashboardCursorSync.CROSSHAIR))
     for v in variables():

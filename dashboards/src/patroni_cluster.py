@@ -5,7 +5,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import common as mc
 
 from common import (SEL, UP_MAP, YESNO_BAD, build, cell_color, exporter_row, mapping_prop, state_panel,
-                    prop, q, quorum_stats, stat_panel, verdict_timeline, table_panel, table_queries, ts_panel)
+                    prop, q, quorum_row, stat_panel, verdict_timeline, table_panel, table_queries, ts_panel)
 
 UID = "patroni-raft-cluster"
 
@@ -13,16 +13,14 @@ UID = "patroni-raft-cluster"
 def dashboard():
     d = build("Patroni cluster", UID,
               "Patroni clusters on the Raft DCS (patroni-raft-exporter): quorum, leader, members, "
-              "replication. Runbooks: /usr/share/doc/patroni-raft-exporter/docs/runbooks.md (docs/runbooks.md of the exporter)",
+              "replication.",
               ["patroni", "postgresql", "raft"],
               # leader changes and timeline changes of the selected clusters
               (("Leader changes", "orange", f'increase(patroni_cluster_leader_changes_total{{{SEL}}}[2m]) > 0'),
                ("Timeline changes", "purple", f'changes(patroni_cluster_timeline{{{SEL}}}[2m]) > 0')))
 
     # ---- Status (top): quorum first
-    d = d.with_row(db.Row("Status").id(1))
-    for p in quorum_stats(2):
-        d = d.with_panel(p)
+    d = quorum_row(d, "Status")
     d = d.with_panel(stat_panel(
         5, "Leader",
         # times the member's own API answering: the frozen view of a lost quorum keeps naming a

@@ -34,8 +34,7 @@ def dashboard():
     d = build("Patroni fleet", UID,
               "Every Patroni cluster watched by patroni-raft-exporter, one row each, worst first: "
               "quorum verdict, leader, failover candidates, worst lag, data at risk, last "
-              "failover, exporter health. The cluster name links to its Patroni cluster dashboard. "
-              "Runbooks: /usr/share/doc/patroni-raft-exporter/docs/runbooks.md (docs/runbooks.md of the exporter)",
+              "failover, exporter health. The cluster name links to its Patroni cluster dashboard.",
               ["patroni", "postgresql", "raft", "fleet"])
 
     d = d.with_row(db.Row("Fleet").id(1))

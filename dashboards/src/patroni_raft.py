@@ -5,7 +5,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import common as mc
 
 from common import (QUORUM_MAP, SEL, UP_MAP, build, cell_color, mapping_prop, prop, q,
-                    quorum_stats, stat_panel, state_panel, table_panel, table_queries, ts_panel,
+                    quorum_row, stat_panel, state_panel, table_panel, table_queries, ts_panel,
                     verdict_timeline)
 
 UID = "patroni-raft-raft"
@@ -17,18 +17,20 @@ STATE_EXPR = (f'max by (scope, node) (patroni_raft_state{{{SEL},state="leader"}}
               f' or max by (scope, node) (patroni_raft_state{{{SEL},state="follower"}} == 1) * 0')
 
 
+def per_node(pid: int, title: str, family: str, desc: str):
+    """A time series of one Raft node family, a line per node."""
+    return ts_panel(pid, title, [q(f'{family}{{{SEL}}}', "{{node}}")], desc)
+
+
 def dashboard():
     d = build("Patroni Raft", UID,
               "Raft (pysyncobj) DCS of Patroni clusters, as seen by patroni-raft-exporter: quorum, "
-              "leadership, log indexes, partner links. Runbooks: "
-              "/usr/share/doc/patroni-raft-exporter/docs/runbooks.md (docs/runbooks.md of the exporter)",
+              "leadership, log indexes, partner links.",
               ["patroni", "raft", "pysyncobj"],
               (("Raft leader changes", "orange", f'increase(patroni_raft_leader_changes_total{{{SEL}}}[2m]) > 0'),
                ("Quorum losses", "red", f'increase(patroni_raft_quorum_losses_total{{{SEL}}}[2m]) > 0')))
 
-    d = d.with_row(db.Row("Cluster").id(1))
-    for p in quorum_stats(2):
-        d = d.with_panel(p)
+    d = quorum_row(d, "Cluster")
     d = d.with_panel(stat_panel(
         5, "Raft leaders", f'max by (scope) (patroni_raft_cluster_leaders{{{SEL}}})',
         "Nodes claiming leadership. Must be 1. 0 with quorum: elections failing "
@@ -99,14 +101,12 @@ def dashboard():
         12, "Raft state per node", [q(STATE_EXPR, "{{node}}")],
         "follower / candidate / leader. A node staying candidate with a climbing term cannot "
         "reach a majority.", STATE_MAP))
-    d = d.with_panel(ts_panel(
-        13, "Term",
-        [q(f'patroni_raft_term{{{SEL}}}', "{{node}}")],
+    d = d.with_panel(per_node(
+        13, "Term", "patroni_raft_term",
         "Raft term per node: +1 per election. A term that climbs on one node = that node keeps "
         "starting elections (isolated candidate)."))
-    d = d.with_panel(ts_panel(
-        14, "Commit index",
-        [q(f'patroni_raft_commit_index{{{SEL}}}', "{{node}}", "A")],
+    d = d.with_panel(per_node(
+        14, "Commit index", "patroni_raft_commit_index",
         "Raft commit index per node. Flat lines on every node: nothing is written (no Raft "
         "leader, no quorum). How far each node is behind: the next panel."))
     d = d.with_panel(state_panel(
@@ -133,9 +133,8 @@ def dashboard():
         "The leader's commit index (as last heard by the node) minus the node's last applied "
         "index: entries the node has still to receive or apply. Near 0 on a healthy node; "
         "growing on a follower that cannot keep up.", min_val=0))
-    d = d.with_panel(ts_panel(
-        17, "Raft log entries",
-        [q(f'patroni_raft_log_entries{{{SEL}}}', "{{node}}")],
+    d = d.with_panel(per_node(
+        17, "Raft log entries", "patroni_raft_log_entries",
         "Entries in each node's in-memory Raft log after compaction (log_len)."))
     d = d.with_panel(state_panel(
         20, "Node answers the exporter",

@@ -171,14 +171,13 @@ pub struct ClusterEntry {
 }
 
 /// What an entry of `--config.file` inherits from the command line: the poll settings, the
-/// body cap, the Raft port and whether Raft is polled (`--raft.disabled`).
+/// body cap and the Raft port of the cluster given by flags, whether Raft is polled
+/// (`--raft.disabled`) and the collectors switched off by flags.
 #[derive(Debug, Clone, Default)]
 pub struct Inherited {
-    pub poll_interval: Option<Duration>,
-    pub poll_timeout: Option<Duration>,
-    pub max_body_bytes: Option<usize>,
-    pub max_concurrency: Option<usize>,
-    pub raft_port: Option<u16>,
+    /// The cluster given by flags. Only the fields named above are inherited: an entry's
+    /// URLs, files and credentials are its own.
+    pub flags: ClusterEntry,
     pub raft_disabled: bool,
     /// The collectors switched off by flags.
     pub disabled_collectors: Vec<Collector>,
@@ -192,11 +191,7 @@ impl Inherited {
         disabled_collectors: Vec<Collector>,
     ) -> Inherited {
         Inherited {
-            poll_interval: flags.poll_interval,
-            poll_timeout: flags.poll_timeout,
-            max_body_bytes: flags.max_body_bytes,
-            max_concurrency: flags.max_concurrency,
-            raft_port: flags.raft_port,
+            flags: flags.clone(),
             raft_disabled,
             disabled_collectors,
         }
@@ -370,7 +365,7 @@ impl ClusterEntry {
         Ok(ClientSettings {
             max_body_bytes: self
                 .max_body_bytes
-                .or(inherited.max_body_bytes)
+                .or(inherited.flags.max_body_bytes)
                 .unwrap_or(ClientSettings::default().max_body_bytes),
             ca_file,
             insecure_skip_verify,
@@ -421,7 +416,7 @@ impl ClusterEntry {
             nodes,
             port: self
                 .raft_port
-                .or(inherited.raft_port)
+                .or(inherited.flags.raft_port)
                 .unwrap_or(RaftSettings::DEFAULT_PORT),
             password,
             command: self
@@ -436,7 +431,7 @@ impl ClusterEntry {
         let defaults = PollSettings::default();
         let interval = self
             .poll_interval
-            .or(inherited.poll_interval)
+            .or(inherited.flags.poll_interval)
             .unwrap_or(defaults.interval);
         PollSettings {
             interval,
@@ -445,11 +440,11 @@ impl ClusterEntry {
             // only a timeout given explicitly longer than the interval is refused.
             timeout: self
                 .poll_timeout
-                .or(inherited.poll_timeout)
+                .or(inherited.flags.poll_timeout)
                 .unwrap_or(defaults.timeout.min(interval)),
             max_concurrency: self
                 .max_concurrency
-                .or(inherited.max_concurrency)
+                .or(inherited.flags.max_concurrency)
                 .unwrap_or(defaults.max_concurrency),
         }
     }

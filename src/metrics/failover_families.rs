@@ -5,9 +5,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::families::{flag, FamilyWriter};
-use super::labels::MemberLabels;
-use super::labels::{member_labels, scope};
+use super::families::{cached_gauges, flag, info, per_value, FamilyWriter};
+use super::labels::{member_labels, member_named, scope};
 use super::patroni_families::{own_numbers, own_views};
 use crate::patroni::{is_sync_role, DynamicConfig, MemberStatus, ReplicationPeer, SynchronousMode};
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
@@ -39,30 +38,16 @@ fn encode_readiness(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>
     writer.cached_gauge(
         "patroni_member_failover_eligible",
         "1 when this member (not the leader) could be promoted now, 0 when not; see patroni_member_failover_excluded for why.",
-        judged().map(|(s, m)| {
-            (
-                MemberLabels {
-                    scope: &s.scope,
-                    member: &m.name,
-                },
-                flag(m.eligible()),
-            )
-        }),
+        judged().map(|(s, m)| (member_named(s, &m.name), flag(m.eligible()))),
     )?;
     writer.cached_gauge(
         "patroni_member_failover_excluded",
         "1 for each reason why this member would not be promoted now: unreachable, unknown (not asked), not_running, nofailover, watchdog, not_sync, lag, timeline, dcs_quorum (the Raft DCS lost its quorum: nobody can take the leader key), dcs_view (its own GET /cluster differs from the other members' in leader or members: its Raft replica is stale).",
         judged().flat_map(|(s, m)| {
-            m.exclusions.iter().map(move |exclusion| {
-                (
-                    MemberLabels {
-                        scope: &s.scope,
-                        member: &m.name,
-                    }
-                    .reason(exclusion.reason.as_str()),
-                    1.0,
-                )
-            })
+            m.exclusions
+                .iter()
+                .map(move |exclusion| member_named(s, &m.name).reason(exclusion.reason.as_str()))
+                .map(info)
         }),
     )
 }
@@ -76,58 +61,27 @@ fn encode_config(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) 
     let value = |select: fn(&DynamicConfig) -> f64| {
         configs().map(move |(s, config)| (scope(s), select(config)))
     };
-    writer.cached_gauge(
-        "patroni_config_ttl_seconds",
-        "Dynamic configuration (GET /config, Patroni's default when unset): ttl, the leader key's lifetime.",
-        value(|c| c.ttl_seconds as f64),
-    )?;
-    writer.cached_gauge(
-        "patroni_config_loop_wait_seconds",
-        "Dynamic configuration: loop_wait, the pause between two HA cycles.",
-        value(|c| c.loop_wait_seconds as f64),
-    )?;
-    writer.cached_gauge(
-        "patroni_config_retry_timeout_seconds",
-        "Dynamic configuration: retry_timeout, for DCS and PostgreSQL operations.",
-        value(|c| c.retry_timeout_seconds as f64),
-    )?;
-    writer.cached_gauge(
-        "patroni_config_maximum_lag_on_failover_bytes",
-        "Dynamic configuration: maximum_lag_on_failover, beyond which a replica is not promoted.",
-        value(|c| c.maximum_lag_on_failover_bytes as f64),
-    )?;
+    cached_gauges! {
+        writer, value;
+        "patroni_config_ttl_seconds", |c| c.ttl_seconds as f64, "Dynamic configuration (GET /config, Patroni's default when unset): ttl, the leader key's lifetime.";
+        "patroni_config_loop_wait_seconds", |c| c.loop_wait_seconds as f64, "Dynamic configuration: loop_wait, the pause between two HA cycles.";
+        "patroni_config_retry_timeout_seconds", |c| c.retry_timeout_seconds as f64, "Dynamic configuration: retry_timeout, for DCS and PostgreSQL operations.";
+        "patroni_config_maximum_lag_on_failover_bytes", |c| c.maximum_lag_on_failover_bytes as f64, "Dynamic configuration: maximum_lag_on_failover, beyond which a replica is not promoted.";
+    }
     writer.cached_gauge(
         "patroni_config_synchronous_mode",
         "Dynamic configuration: 1 for the synchronous_mode in force (off, on, quorum), 0 for the others.",
-        configs().flat_map(|(s, config)| {
-            SynchronousMode::ALL.into_iter().map(move |mode| {
-                (
-                    scope(s).mode(mode.as_str()),
-                    flag(config.synchronous_mode == mode),
-                )
-            })
+        per_value(configs(), SynchronousMode::ALL, |(s, config), mode| {
+            (scope(s).mode(mode.as_str()), flag(config.synchronous_mode == mode))
         }),
     )?;
-    writer.cached_gauge(
-        "patroni_config_synchronous_mode_strict",
-        "Dynamic configuration: 1 when synchronous_mode_strict is on (no commits without a synchronous standby).",
-        value(|c| flag(c.synchronous_mode_strict)),
-    )?;
-    writer.cached_gauge(
-        "patroni_config_synchronous_nodes",
-        "Dynamic configuration: synchronous_node_count, the synchronous standbys the primary asks for (the name avoids the _count suffix of histograms).",
-        value(|c| c.synchronous_node_count as f64),
-    )?;
-    writer.cached_gauge(
-        "patroni_config_failsafe_mode",
-        "Dynamic configuration: 1 when failsafe_mode is on (a leader that loses the DCS stays primary while it reaches every member over REST).",
-        value(|c| flag(c.failsafe_mode)),
-    )?;
-    writer.cached_gauge(
-        "patroni_config_check_timeline",
-        "Dynamic configuration: 1 when check_timeline is on (replicas behind the cluster's timeline are not promoted).",
-        value(|c| flag(c.check_timeline)),
-    )?;
+    cached_gauges! {
+        writer, value;
+        "patroni_config_synchronous_mode_strict", |c| flag(c.synchronous_mode_strict), "Dynamic configuration: 1 when synchronous_mode_strict is on (no commits without a synchronous standby).";
+        "patroni_config_synchronous_nodes", |c| c.synchronous_node_count as f64, "Dynamic configuration: synchronous_node_count, the synchronous standbys the primary asks for (the name avoids the _count suffix of histograms).";
+        "patroni_config_failsafe_mode", |c| flag(c.failsafe_mode), "Dynamic configuration: 1 when failsafe_mode is on (a leader that loses the DCS stays primary while it reaches every member over REST).";
+        "patroni_config_check_timeline", |c| flag(c.check_timeline), "Dynamic configuration: 1 when check_timeline is on (replicas behind the cluster's timeline are not promoted).";
+    }
     writer.counter(
         "patroni_config_changes",
         "Changes of the dynamic configuration (GET /config) seen by the poller.",
@@ -177,12 +131,11 @@ fn encode_member_signals(
     writer.cached_gauge(
         "patroni_member_replicatefrom",
         "1 for a member tagged replicatefrom, labelled with the member it streams from.",
-        own_views().filter_map(|(s, m, own)| {
-            Some((
-                member_labels(s, m).replicatefrom(own.tags.replicatefrom.as_deref()?),
-                1.0,
-            ))
-        }),
+        own_views()
+            .filter_map(|(s, m, own)| {
+                Some(member_labels(s, m).replicatefrom(own.tags.replicatefrom.as_deref()?))
+            })
+            .map(info),
     )?;
     writer.cached_gauge(
         "patroni_member_watchdog_failed",

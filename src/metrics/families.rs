@@ -192,6 +192,37 @@ impl FamilyWriter {
     }
 }
 
+/// Cached gauges that differ only in the value they read, one row each:
+/// `cached_gauges! { writer, samples; "name", select, "help"; ... }` writes
+/// `writer.cached_gauge(name, help, samples(select))?` for every row, in order. A family
+/// that reads one more field of the same source is then one row, not a five-line call; the
+/// braces keep rustfmt from spreading a row over lines. Returns early on an error, as `?`.
+macro_rules! cached_gauges {
+    ($writer:expr, $samples:expr; $($name:literal, $select:expr, $help:literal;)+) => {
+        $($writer.cached_gauge($name, $help, $samples($select))?;)+
+    };
+}
+pub(super) use cached_gauges;
+
+/// The sample of an info-style family: what it says is in the labels, the value is 1.
+pub fn info<L>(labels: L) -> (L, f64) {
+    (labels, 1.0)
+}
+
+/// For every item and every value of `all` (the values of an enum: a one-hot state, a count
+/// per reason), `sample(item, value)`: a family with a sample per item and value.
+pub fn per_value<T: Copy, V, S>(
+    items: impl Iterator<Item = T>,
+    all: impl IntoIterator<Item = V> + Clone,
+    sample: impl Fn(T, V) -> S + Copy,
+) -> impl Iterator<Item = S> {
+    items.flat_map(move |item| {
+        all.clone()
+            .into_iter()
+            .map(move |value| sample(item, value))
+    })
+}
+
 /// 1.0 for true, 0.0 for false.
 pub fn flag(value: bool) -> f64 {
     if value {

@@ -155,9 +155,15 @@ pub fn member_labels<'a>(
     snapshot: &'a ClusterSnapshot,
     member: &'a MemberSnapshot,
 ) -> MemberLabels<'a> {
+    member_named(snapshot, &member.member.name)
+}
+
+/// The labels of the member `member` of a cluster, for the judgements that name a member
+/// (failover readiness, DCS views) rather than hold its snapshot.
+pub fn member_named<'a>(snapshot: &'a ClusterSnapshot, member: &'a str) -> MemberLabels<'a> {
     MemberLabels {
         scope: &snapshot.scope,
-        member: &member.member.name,
+        member,
     }
 }
 
@@ -166,8 +172,13 @@ pub fn node_labels<'a>(
     snapshot: &'a ClusterSnapshot,
     node: &'a RaftNodeSnapshot,
 ) -> NodeLabels<'a> {
+    node_named(snapshot, &node.node)
+}
+
+/// The labels of the Raft node `node` (its address) of a cluster.
+pub fn node_named<'a>(snapshot: &'a ClusterSnapshot, node: &'a str) -> NodeLabels<'a> {
     NodeLabels {
         scope: &snapshot.scope,
-        node: &node.node,
+        node,
     }
 }

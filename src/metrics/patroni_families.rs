@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::families::{flag, one_hot, FamilyWriter};
+use super::families::{flag, info, one_hot, FamilyWriter};
 use super::labels::{member_labels, scope, MemberInfoLabels, MemberLabels, PollErrorLabels};
 use crate::patroni::{is_sync_role, Lag, MemberStatus};
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
@@ -346,11 +346,10 @@ fn encode_member_own_views(
     writer.cached_gauge(
         "patroni_member_patroni_info",
         "1 per member, labelled with the Patroni version it runs.",
-        own_views().filter_map(|(s, m, own)| {
-            Some((
-                member_labels(s, m).version(own.patroni_version.as_deref()?),
-                1.0,
-            ))
-        }),
+        own_views()
+            .filter_map(|(s, m, own)| {
+                Some(member_labels(s, m).version(own.patroni_version.as_deref()?))
+            })
+            .map(info),
     )
 }

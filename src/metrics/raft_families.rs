@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::families::{flag, one_hot, FamilyWriter};
+use super::families::{cached_gauges, flag, info, one_hot, per_value, FamilyWriter};
 use super::labels::{node_labels, scope};
 use super::split_families::nonzero_counts;
 use crate::raft::RaftStatus;
@@ -21,13 +21,8 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
     writer.cached_gauge(
         "patroni_raft_quorum_evidence",
         "1 for the evidence the quorum verdict rests on (leader, majority, follower: confirmed; no_quorum, refused: lost; not_visible), 0 for the others.",
-        raft().flat_map(|s| {
-            QuorumEvidence::ALL.into_iter().map(move |evidence| {
-                (
-                    scope(s).evidence(evidence.as_str()),
-                    flag(s.quorum.evidence == evidence),
-                )
-            })
+        per_value(raft(), QuorumEvidence::ALL, |s, evidence| {
+            (scope(s).evidence(evidence.as_str()), flag(s.quorum.evidence == evidence))
         }),
     )?;
     writer.cached_gauge(
@@ -48,13 +43,8 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
     writer.cached_gauge(
         "patroni_raft_voters_unanswered",
         "Voters that gave no status in the last poll, by reason: refused (nothing listens: the process is down), timeout, auth (the Raft password was refused), error.",
-        raft().flat_map(|s| {
-            Unanswered::ALL.into_iter().map(move |reason| {
-                (
-                    scope(s).reason(reason.as_str()),
-                    s.quorum.unanswered(reason) as f64,
-                )
-            })
+        per_value(raft(), Unanswered::ALL, |s, reason| {
+            (scope(s).reason(reason.as_str()), s.quorum.unanswered(reason) as f64)
         }),
     )?;
     writer.cached_gauge(
@@ -104,56 +94,19 @@ fn encode_nodes(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -
                 .map(move |(state, value)| (node_labels(s, node).state(state), value))
         }),
     )?;
-    writer.cached_gauge(
-        "patroni_raft_term",
-        "The node's current Raft term (raft_term).",
-        number(|status| Some(status.raft_term as f64)),
-    )?;
-    writer.cached_gauge(
-        "patroni_raft_commit_index",
-        "The node's Raft commit index (commit_idx).",
-        number(|status| Some(status.commit_idx as f64)),
-    )?;
-    writer.cached_gauge(
-        "patroni_raft_last_applied_index",
-        "The node's last applied Raft log index (last_applied).",
-        number(|status| Some(status.last_applied as f64)),
-    )?;
-    writer.cached_gauge(
-        "patroni_raft_leader_commit_index",
-        "The leader's commit index as last heard by the node (leader_commit_idx); absent before it heard from a leader.",
-        number(|status| status.leader_commit_idx.map(|index| index as f64)),
-    )?;
-    writer.cached_gauge(
-        "patroni_raft_log_entries",
-        "Entries in the node's Raft log after compaction (log_len).",
-        number(|status| Some(status.log_len as f64)),
-    )?;
-    writer.cached_gauge(
-        "patroni_raft_partners",
-        "Other voting nodes in the node's configuration (partner_nodes_count).",
-        number(|status| Some(status.partner_nodes_count as f64)),
-    )?;
-    writer.cached_gauge(
-        "patroni_raft_readonly_nodes",
-        "Read-only nodes connected to the node (readonly_nodes_count).",
-        number(|status| Some(status.readonly_nodes_count as f64)),
-    )?;
-    writer.cached_gauge(
-        "patroni_raft_uptime_seconds",
-        "Seconds since the node's Raft object was created.",
-        number(|status| Some(status.uptime_seconds as f64)),
-    )?;
-    writer.cached_gauge(
-        "patroni_raft_self_code_version",
-        "Highest replicated code version in the node's code (self_code_version).",
-        number(|status| Some(status.self_code_version as f64)),
-    )?;
-    writer.cached_gauge(
-        "patroni_raft_enabled_code_version",
-        "Cluster-wide enabled code version (enabled_code_version).",
-        number(|status| Some(status.enabled_code_version as f64)),
-    )?;
+    cached_gauges! {
+        writer, number;
+        "patroni_raft_term", |status| Some(status.raft_term as f64), "The node's current Raft term (raft_term).";
+        "patroni_raft_commit_index", |status| Some(status.commit_idx as f64), "The node's Raft commit index (commit_idx).";
+        "patroni_raft_last_applied_index", |status| Some(status.last_applied as f64), "The node's last applied Raft log index (last_applied).";
+        "patroni_raft_leader_commit_index", |status| status.leader_commit_idx.map(|index| index as f64), "The leader's commit index as last heard by the node (leader_commit_idx); absent before it heard from a leader.";
+        "patroni_raft_log_entries", |status| Some(status.log_len as f64), "Entries in the node's Raft log after compaction (log_len).";
+        "patroni_raft_partners", |status| Some(status.partner_nodes_count as f64), "Other voting nodes in the node's configuration (partner_nodes_count).";
+        "patroni_raft_readonly_nodes", |status| Some(status.readonly_nodes_count as f64), "Read-only nodes connected to the node (readonly_nodes_count).";
+        "patroni_raft_uptime_seconds", |status| Some(status.uptime_seconds as f64), "Seconds since the node's Raft object was created.";
+        "patroni_raft_self_code_version", |status| Some(status.self_code_version as f64), "Highest replicated code version in the node's code (self_code_version).";
+        "patroni_raft_enabled_code_version", |status| Some(status.enabled_code_version as f64), "Cluster-wide enabled code version (enabled_code_version).";
+    }
     writer.cached_gauge(
         "patroni_raft_partner_connected",
         "1 when the node has a TCP connection to the partner (partner_node_status 2). TCP state, not liveness: a hung partner can stay connected.",
@@ -186,16 +139,15 @@ fn encode_nodes(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -
     writer.cached_gauge(
         "patroni_raft_leader",
         "1 for the node this node believes leads; absent when it knows none. An isolated follower can keep naming a dead leader.",
-        answered().filter_map(|(s, node, status)| {
-            Some((
-                node_labels(s, node).leader(status.leader.as_deref()?),
-                1.0,
-            ))
-        }),
+        answered()
+            .filter_map(|(s, node, status)| Some(node_labels(s, node).leader(status.leader.as_deref()?)))
+            .map(info),
     )?;
     writer.cached_gauge(
         "patroni_raft_info",
         "1 per reachable node, labelled with its pysyncobj version.",
-        answered().map(|(s, node, status)| (node_labels(s, node).version(&status.version), 1.0)),
+        answered()
+            .map(|(s, node, status)| node_labels(s, node).version(&status.version))
+            .map(info),
     )
 }

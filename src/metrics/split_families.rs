@@ -6,8 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::families::{flag, FamilyWriter};
-use super::labels::{member_labels, scope};
-use super::labels::{MemberLabels, NodeLabels, ScopeLabels};
+use super::labels::{member_labels, member_named, node_named, scope, ScopeLabels};
 use crate::snapshot::{ClusterSnapshot, ViewField};
 
 pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
@@ -58,11 +57,7 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
                     .filter(move |field| *field != ViewField::Config || m.config_known)
                     .map(move |field| {
                         (
-                            MemberLabels {
-                                scope: &s.scope,
-                                member: &m.member,
-                            }
-                            .field(field.as_str()),
+                            member_named(s, &m.member).field(field.as_str()),
                             flag(m.differs.contains(&field)),
                         )
                     })
@@ -78,15 +73,7 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
         "patroni_raft_voter_set_differs",
         "1 when the node's voter set (itself and its partners) differs from the one most nodes have.",
         snapshots.iter().flat_map(|s| {
-            s.voter_sets.nodes.iter().map(move |n| {
-                (
-                    NodeLabels {
-                        scope: &s.scope,
-                        node: &n.node,
-                    },
-                    flag(n.differs),
-                )
-            })
+            s.voter_sets.nodes.iter().map(move |n| (node_named(s, &n.node), flag(n.differs)))
         }),
     )
 }

@@ -17,7 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::net::TcpStream;
 
 use super::frame::{self, ReadError};
-use super::pickle::{self, PickleLimits, Value};
+use super::pickle::{self, Value};
 use super::status::status_from_value;
 use super::{fernet, request, zlib, QueryLimits, RaftError, RaftKey, RaftStatus};
 
@@ -60,13 +60,7 @@ pub fn decode_payload(
         None => payload,
     };
     let pickled = zlib::decompress(compressed, limits.max_decompressed_bytes)?;
-    pickle::decode(
-        &pickled,
-        PickleLimits {
-            max_depth: limits.max_pickle_depth,
-            max_items: limits.max_pickle_items,
-        },
-    )
+    pickle::decode(&pickled, limits.pickle)
 }
 
 /// Encodes one payload to send: zlib, then Fernet when keyed.

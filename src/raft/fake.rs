@@ -178,14 +178,15 @@ pub fn unwrap_captured_reply(wrapped: &[u8]) -> Option<Vec<u8>> {
 /// connected, with a quorum (node 0 leads), shaped like the captured
 /// `enc_leader_patroni_0.3.17` reply: `self` and `leader` are `pysyncobj.node.TCPNode`
 /// instances. For simulated fleets, whose addresses are known only at run time.
-pub fn healthy_status_pickle(index: usize, nodes: &[String]) -> Vec<u8> {
+pub fn healthy_status_pickle(index: usize, nodes: &[impl AsRef<str>]) -> Vec<u8> {
     let mut pickle = PickleWriter::new();
     pickle.begin_dict();
     pickle.str("version").str("0.3.17");
     pickle.str("revision").str("deprecated");
-    pickle.str("self").tcp_node(&nodes[index]);
+    let nodes: Vec<&str> = nodes.iter().map(AsRef::as_ref).collect();
+    pickle.str("self").tcp_node(nodes[index]);
     pickle.str("state").int(if index == 0 { 2 } else { 0 });
-    pickle.str("leader").tcp_node(&nodes[0]);
+    pickle.str("leader").tcp_node(nodes[0]);
     pickle.str("has_quorum").true_value();
     pickle
         .str("partner_nodes_count")
@@ -406,13 +407,8 @@ mod tests {
 
     #[test]
     fn healthy_status_pickle_decodes_like_a_real_reply() {
-        let nodes: Vec<String> = ["127.0.0.1:4001", "127.0.0.1:4002", "127.0.0.1:4003"]
-            .map(String::from)
-            .to_vec();
-        let limits = PickleLimits {
-            max_depth: 32,
-            max_items: 100_000,
-        };
+        let nodes = ["127.0.0.1:4001", "127.0.0.1:4002", "127.0.0.1:4003"];
+        let limits = PickleLimits::default();
         let leader =
             status_from_value(&decode(&healthy_status_pickle(0, &nodes), limits).unwrap()).unwrap();
         assert_eq!(leader.state, RaftState::Leader);

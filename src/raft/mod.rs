@@ -65,11 +65,8 @@ pub struct QueryLimits {
     pub max_frame_bytes: usize,
     /// Largest decompressed pickle accepted. Default 4 MiB.
     pub max_decompressed_bytes: usize,
-    /// Deepest container nesting accepted in a pickle. Default 32 (a status reply has 3).
-    pub max_pickle_depth: usize,
-    /// Largest number of objects (values, container entries, memo entries) in a pickle.
-    /// Default 100 000.
-    pub max_pickle_items: usize,
+    /// The limits of the reply's pickle: nesting depth and object count.
+    pub pickle: pickle::PickleLimits,
 }
 
 impl Default for QueryLimits {
@@ -78,8 +75,7 @@ impl Default for QueryLimits {
             timeout: Duration::from_secs(5),
             max_frame_bytes: 1 << 20,
             max_decompressed_bytes: 4 << 20,
-            max_pickle_depth: 32,
-            max_pickle_items: 100_000,
+            pickle: pickle::PickleLimits::default(),
         }
     }
 }

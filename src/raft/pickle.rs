@@ -110,11 +110,23 @@ impl Value {
     }
 }
 
-/// Limits for [`decode`].
-#[derive(Debug, Clone, Copy)]
+/// Limits for [`decode`]; the default is what the exporter uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PickleLimits {
+    /// Deepest container nesting accepted. Default 32 (a status reply has 3).
     pub max_depth: usize,
+    /// Largest number of objects (values, container entries, memo entries). Default
+    /// 100 000.
     pub max_items: usize,
+}
+
+impl Default for PickleLimits {
+    fn default() -> Self {
+        PickleLimits {
+            max_depth: 32,
+            max_items: 100_000,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,13 +135,12 @@ enum Global {
     Class(NodeClass),
 }
 
+/// An object of the machine's arena. Containers hold arena ids (the memo can share one
+/// object between several places); a leaf is already the [`Value`] it decodes to.
 #[derive(Debug)]
 enum Obj {
-    None,
-    Bool(bool),
-    Int(i64),
-    Str(Arc<str>),
-    Bytes(Arc<[u8]>),
+    /// None, a bool, an int, a str or bytes.
+    Leaf(Value),
     List(Vec<usize>),
     Tuple(Vec<usize>),
     Dict(Vec<(usize, usize)>),
@@ -176,6 +187,10 @@ impl<'a> Machine<'a> {
         Ok(())
     }
 
+    fn push_leaf(&mut self, value: Value) -> Result<(), RaftError> {
+        self.push_new(Obj::Leaf(value))
+    }
+
     fn take(&mut self, n: usize) -> Result<&'a [u8], RaftError> {
         if self.data.len() - self.pos < n {
             return Err(err("truncated input"));
@@ -212,10 +227,9 @@ impl<'a> Machine<'a> {
     }
 
     fn pop(&mut self) -> Result<usize, RaftError> {
-        if self.marks.last().is_some_and(|&m| m >= self.stack.len()) {
-            return Err(err("stack underflow (at mark)"));
-        }
-        self.stack.pop().ok_or_else(|| err("stack underflow"))
+        let top = self.top()?;
+        self.stack.pop();
+        Ok(top)
     }
 
     fn top(&self) -> Result<usize, RaftError> {
@@ -236,7 +250,27 @@ impl<'a> Machine<'a> {
         Ok(self.stack.split_off(m))
     }
 
-    fn memo_put(&mut self, idx: u32) -> Result<(), RaftError> {
+    /// BININT1, BININT2, BININT: an int of 1 or 2 unsigned bytes, or of 4 signed ones.
+    fn binint(&mut self, op: u8) -> Result<i64, RaftError> {
+        Ok(match op {
+            b'K' => i64::from(self.u8()?),
+            b'M' => i64::from(self.u16()?),
+            _ => i64::from(self.u32()? as i32),
+        })
+    }
+
+    /// The index of a memo opcode: 1 byte (BINPUT, BINGET), or 4 when `wide` (LONG_BINPUT,
+    /// LONG_BINGET).
+    fn memo_index(&mut self, wide: bool) -> Result<u32, RaftError> {
+        if wide {
+            self.u32()
+        } else {
+            self.u8().map(u32::from)
+        }
+    }
+
+    fn memo_put(&mut self, wide: bool) -> Result<(), RaftError> {
+        let idx = self.memo_index(wide)?;
         let top = self.top()?;
         if self.memo.insert(idx, top).is_none() {
             self.charge(1)?;
@@ -244,7 +278,8 @@ impl<'a> Machine<'a> {
         Ok(())
     }
 
-    fn memo_get(&mut self, idx: u32) -> Result<(), RaftError> {
+    fn memo_get(&mut self, wide: bool) -> Result<(), RaftError> {
+        let idx = self.memo_index(wide)?;
         let id = *self
             .memo
             .get(&idx)
@@ -313,7 +348,7 @@ impl<'a> Machine<'a> {
         }
         let (text, encoding) = match &self.arena[args] {
             Obj::Tuple(t) if t.len() == 2 => match (&self.arena[t[0]], &self.arena[t[1]]) {
-                (Obj::Str(s), Obj::Str(e)) => (s.clone(), e.clone()),
+                (Obj::Leaf(Value::Str(s)), Obj::Leaf(Value::Str(e))) => (s.clone(), e.clone()),
                 _ => return Err(err("_codecs.encode arguments are not (str, str)")),
             },
             _ => return Err(err("_codecs.encode needs a 2-tuple")),
@@ -328,7 +363,7 @@ impl<'a> Machine<'a> {
             .chars()
             .map(|c| u8::try_from(u32::from(c)).map_err(|_| err("non-latin1 character in bytes")))
             .collect::<Result<Vec<u8>, _>>()?;
-        self.push_new(Obj::Bytes(bytes.into()))
+        self.push_leaf(Value::Bytes(bytes.into()))
     }
 
     fn newobj(&mut self) -> Result<(), RaftError> {
@@ -413,19 +448,11 @@ impl<'a> Machine<'a> {
                     let n = self.u32()? as usize;
                     let raw = self.take(n)?;
                     let s = std::str::from_utf8(raw).map_err(|_| err("BINUNICODE is not UTF-8"))?;
-                    self.push_new(Obj::Str(Arc::from(s)))?;
+                    self.push_leaf(Value::Str(Arc::from(s)))?;
                 }
-                b'K' => {
-                    let v = self.u8()?;
-                    self.push_new(Obj::Int(i64::from(v)))?;
-                }
-                b'M' => {
-                    let v = self.u16()?;
-                    self.push_new(Obj::Int(i64::from(v)))?;
-                }
-                b'J' => {
-                    let v = self.u32()? as i32;
-                    self.push_new(Obj::Int(i64::from(v)))?;
+                b'K' | b'M' | b'J' => {
+                    let v = self.binint(op)?;
+                    self.push_leaf(Value::Int(v))?;
                 }
                 0x8a => {
                     let n = usize::from(self.u8()?);
@@ -441,27 +468,15 @@ impl<'a> Machine<'a> {
                         b[..n].copy_from_slice(raw);
                         i64::from_le_bytes(b)
                     };
-                    self.push_new(Obj::Int(v))?;
+                    self.push_leaf(Value::Int(v))?;
                 }
-                0x88 => self.push_new(Obj::Bool(true))?,
-                0x89 => self.push_new(Obj::Bool(false))?,
-                b'N' => self.push_new(Obj::None)?,
-                b'q' => {
-                    let i = u32::from(self.u8()?);
-                    self.memo_put(i)?;
-                }
-                b'r' => {
-                    let i = self.u32()?;
-                    self.memo_put(i)?;
-                }
-                b'h' => {
-                    let i = u32::from(self.u8()?);
-                    self.memo_get(i)?;
-                }
-                b'j' => {
-                    let i = self.u32()?;
-                    self.memo_get(i)?;
-                }
+                0x88 => self.push_leaf(Value::Bool(true))?,
+                0x89 => self.push_leaf(Value::Bool(false))?,
+                b'N' => self.push_leaf(Value::None)?,
+                b'q' => self.memo_put(false)?,
+                b'r' => self.memo_put(true)?,
+                b'h' => self.memo_get(false)?,
+                b'j' => self.memo_get(true)?,
                 b'c' => self.global()?,
                 b'R' => self.reduce()?,
                 0x81 => self.newobj()?,
@@ -499,11 +514,7 @@ impl Builder<'_> {
         }
         self.spend(1)?;
         Ok(match &self.arena[id] {
-            Obj::None => Value::None,
-            Obj::Bool(b) => Value::Bool(*b),
-            Obj::Int(i) => Value::Int(*i),
-            Obj::Str(s) => Value::Str(s.clone()),
-            Obj::Bytes(b) => Value::Bytes(b.clone()),
+            Obj::Leaf(value) => value.clone(),
             Obj::List(items) => Value::List(self.seq(items, depth)?),
             Obj::Tuple(items) => Value::Tuple(self.seq(items, depth)?),
             Obj::Dict(pairs) => Value::Dict(self.pairs(pairs, depth)?),
@@ -566,11 +577,21 @@ pub fn decode(data: &[u8], limits: PickleLimits) -> Result<Value, RaftError> {
 mod tests {
     use super::*;
 
-    fn lim() -> PickleLimits {
+    fn limits(max_depth: usize, max_items: usize) -> PickleLimits {
         PickleLimits {
-            max_depth: 32,
-            max_items: 10_000,
+            max_depth,
+            max_items,
         }
+    }
+
+    fn lim() -> PickleLimits {
+        limits(32, 10_000)
+    }
+
+    /// `head`, `times` copies of `item`, then `tail`: a pickle with a long run of one opcode
+    /// sequence.
+    fn repeated(head: &[u8], item: &[u8], times: usize, tail: &[u8]) -> Vec<u8> {
+        [head, &item.repeat(times), tail].concat()
     }
 
     #[test]
@@ -610,15 +631,19 @@ mod tests {
 
     #[test]
     fn forbidden_globals() {
-        for g in [
-            &b"cos\nsystem\n"[..],
-            b"cbuiltins\neval\n",
-            b"c__builtin__\nbytes\n",
-            b"cposix\nsystem\n",
+        // GLOBAL module.name, then REDUCE: module.name("id")
+        for global in [
+            "os\nsystem",
+            "builtins\neval",
+            "__builtin__\nbytes",
+            "posix\nsystem",
         ] {
-            let mut p = b"\x80\x02".to_vec();
-            p.extend_from_slice(g);
-            p.extend_from_slice(b"X\x02\x00\x00\x00id\x85R.");
+            let p = [
+                b"\x80\x02c",
+                global.as_bytes(),
+                b"\nX\x02\x00\x00\x00id\x85R.",
+            ]
+            .concat();
             let e = decode(&p, lim()).unwrap_err();
             assert_eq!(e.kind(), "decode");
             assert!(e.to_string().contains("forbidden global"), "{e}");
@@ -652,33 +677,15 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("deeper"));
-        let v = decode(
-            &p,
-            PickleLimits {
-                max_depth: 200,
-                max_items: 10_000,
-            },
-        )
-        .unwrap();
+        let v = decode(&p, limits(200, 10_000)).unwrap();
         assert!(matches!(v, Value::List(_)));
     }
 
     #[test]
     fn exponential_sharing_is_bounded() {
         // a = []; then 40 times: a = [a, a]
-        let mut p = b"\x80\x02]q\x00".to_vec();
-        for _ in 0..40 {
-            p.extend_from_slice(b"](h\x00h\x00eq\x00");
-        }
-        p.push(b'.');
-        let e = decode(
-            &p,
-            PickleLimits {
-                max_depth: 64,
-                max_items: 10_000,
-            },
-        )
-        .unwrap_err();
+        let p = repeated(b"\x80\x02]q\x00", b"](h\x00h\x00eq\x00", 40, b".");
+        let e = decode(&p, limits(64, 10_000)).unwrap_err();
         assert!(e.to_string().contains("item limit"), "{e}");
     }
 
@@ -707,20 +714,9 @@ mod tests {
 
     #[test]
     fn item_limit() {
-        let mut p = b"\x80\x02](".to_vec();
-        for _ in 0..1000 {
-            p.extend_from_slice(b"K\x01");
-        }
-        p.extend_from_slice(b"e.");
+        let p = repeated(b"\x80\x02](", b"K\x01", 1000, b"e.");
         assert!(decode(&p, lim()).is_ok());
-        let e = decode(
-            &p,
-            PickleLimits {
-                max_depth: 32,
-                max_items: 500,
-            },
-        )
-        .unwrap_err();
+        let e = decode(&p, limits(32, 500)).unwrap_err();
         assert!(e.to_string().contains("items"), "{e}");
     }
 }

@@ -61,10 +61,7 @@ fn limits() -> QueryLimits {
 }
 
 fn plim() -> PickleLimits {
-    PickleLimits {
-        max_depth: 32,
-        max_items: 100_000,
-    }
+    PickleLimits::default()
 }
 
 /// The status dict of a case's reply pickle (unwrapping `(ck, dict)` in keyed cases).
@@ -676,7 +673,10 @@ mod fuzz {
 
     fn fuzz_limits() -> QueryLimits {
         QueryLimits {
-            max_pickle_items: 5_000,
+            pickle: PickleLimits {
+                max_items: 5_000,
+                ..PickleLimits::default()
+            },
             ..QueryLimits::default()
         }
     }
