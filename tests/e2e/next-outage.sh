@@ -52,8 +52,9 @@
 #      moment, within 1.5 s; PostgreSQL's own measure reads short by that offset, the exporter
 #      corrects it) and against the time since the pause, growing with wall time over 10 s
 #      (within a poll); replay resumed: 0.
-#   5b PatroniLeaderClockSkew firing in Prometheus (for: 2m), the skew within 1.5 s of +-8 in
-#      every sample since it was arranged.
+#   5b PatroniLeaderClockSkew firing in Prometheus (for: 2m), the skew within 1.5 s of the truth
+#      (the primary's offset minus the Raft leader host's) in every sample since it was arranged;
+#      arranged again first when a Raft election moved the leader onto the primary's host.
 set -euo pipefail
 { # parsed whole before it runs: editing this file during a run cannot derail the run
 
