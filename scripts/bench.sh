@@ -130,11 +130,14 @@ wrk_run() {
     END { printf "%s %s %s %s\n", rps + 0, p50 + 0, p99 + 0, bad + 0 }' "$file"
 }
 
-# encode_stats [FIELD] < log: "p50_ms max_ms count" of FIELD (default encode_seconds, the
-# wall-clock time of a rendering; encode_cpu_seconds its CPU time, gzip_cpu_seconds a gzip's)
-# in the render cache's debug log.
+# encode_stats [FIELD] < log: "p50_ms max_ms count" of FIELD in the exporter's debug log of
+# each response (metrics::stream): by default send_seconds, the wall-clock time from its first
+# frame to its last (assembling, compressing and waiting for the socket and a core);
+# encode_cpu_seconds the CPU time of assembling it, gzip_cpu_seconds of compressing it.
+# Binaries before the streamed body (metrics::cache) logged one line per rendering, with
+# encode_seconds (wall) in place of send_seconds.
 encode_stats() {
-  { grep -o "${1:-encode_seconds}=[0-9.e-]*" || true; } | cut -d= -f2 | sort -g |
+  { grep -oE "${1:-(send|encode)_seconds}=[0-9.e-]*" || true; } | cut -d= -f2 | sort -g |
     awk '{ v[NR] = $1 } END { if (NR) printf "%.2f %.2f %d\n", v[int((NR + 1) / 2)] * 1000, v[NR] * 1000, NR; else print "0 0 0" }'
 }
 
@@ -170,7 +173,7 @@ fleet_one() {
   local started=$SECONDS
   # shellcheck disable=SC2086  # EXPORTER_ARGS: extra flags, one word each
   "$EXPORTER" --config.file "$dir/exporter.yml" --web.listen-address "127.0.0.1:$PORT" \
-    --log.level 'warn,patroni_raft_exporter::metrics::cache=debug' ${EXPORTER_ARGS:-} \
+    --log.level 'warn,patroni_raft_exporter::metrics::stream=debug,patroni_raft_exporter::metrics::cache=debug' ${EXPORTER_ARGS:-} \
     2>"$dir/exporter.log" &
   local exporter=$!
   PIDS+=("$exporter")
@@ -219,7 +222,7 @@ fleet_one() {
   scrape_gz_ms=$(awk -v t="$((w2 - w1))" -v h="$CLK_TCK" -v c="$((c1 - c0))" -v el="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" -v d="$wrk_secs" -v n="$(wrk_requests "$dir/wrk-gzip.txt")" \
     'BEGIN { if (n > 0) printf "%.3f", 1000 * (t / h - d * c / h / el) / n; else print 0 }')
 
-  # Encode times logged by the render cache: while scraped once per interval (steady), and
+  # Times logged per response (per rendering before): while scraped once per interval (steady), and
   # under the concurrent scrapers (load: competing with wrk and gzip for the 2 cores).
   local encode encode_load
   encode=$(head -n "$steady_log_lines" "$dir/exporter.log" | encode_stats)
