@@ -193,8 +193,12 @@ fleet_one() {
   done
   t1=$(date +%s.%N); c1=$(cpu_ticks "$exporter")
   local steady_log_lines; steady_log_lines=$(wc -l <"$dir/exporter.log")
-  local rss hwm
+  local rss hwm hwm_start
   rss=$(rss_kib "$exporter")
+  # The peak so far (start-up and polling, before the concurrent scrapers), and the memory
+  # map: where the RSS is (heap arenas, stacks, the binary).
+  hwm_start=$(hwm_kib "$exporter")
+  cp "/proc/$exporter/smaps_rollup" "$dir/smaps_rollup.txt" 2>/dev/null || true
 
   # Size, poll durations, health of the fleet as the exporter sees it.
   curl -fsS -o "$dir/metrics.txt" -w '%{time_total}\n' "http://127.0.0.1:$PORT/metrics" >"$dir/scrape-time.txt"
@@ -281,11 +285,12 @@ fleet_one() {
     -v ready="$ready_secs" -v sc="$start_cpu" -v h="$CLK_TCK" \
     -v sms="$scrape_ms" -v sgms="$scrape_gz_ms" -v fl="$floor_cpu" \
     -v ec50="${encode_cpu%% *}" -v ecmax="$(cut -d' ' -f2 <<<"$encode_cpu")" -v ecl50="${encode_cpu_load%% *}" -v gz50="${gzip_cpu_load%% *}" \
+    -v hs="$hwm_start" \
     'BEGIN { cycles = el / iv;
-      printf "%d,%.3f,%.4f,%.1f,%.1f,%.1f,%.4f,%.4f,%d,%d,%d,%d,%d,%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.2f,%.3f,%.3f,%.4f,%.2f,%.2f,%.2f,%.2f,%.2f\n",
+      printf "%d,%.3f,%.4f,%.1f,%.1f,%.1f,%.4f,%.4f,%d,%d,%d,%d,%d,%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.2f,%.3f,%.3f,%.4f,%.2f,%.2f,%.2f,%.2f,%.2f,%.1f\n",
         n, cpu, cpu / cycles, 100 * cpu / el, rss / 1024, hwm / 1024, pm, px, sk, er, up, ru, q,
         se, by, gz, e50, emax, el50, elmax, rn, rps, p50, p99, bad, rpsg, p50g, p99g, ready, sc / h,
-        sms, sgms, fl, (fl > 0 ? cpu / cycles / fl : 0), ec50, ecmax, ecl50, gz50 }')
+        sms, sgms, fl, (fl > 0 ? cpu / cycles / fl : 0), ec50, ecmax, ecl50, gz50, hs / 1024 }')
   echo "$row" >>"$OUT/fleet.csv"
   log "N=$n: $row"
 }
@@ -295,7 +300,7 @@ fleet() {
   ensure_floor
   ulimit -n "$(ulimit -Hn)"
   log "file descriptor limit $(ulimit -n); CPUs $(nproc)"
-  echo "clusters,cpu_seconds,cpu_seconds_per_cycle,cpu_percent_of_one_core,rss_mib,peak_rss_mib,poll_mean_s,poll_max_s,polls_skipped,poll_errors,patroni_up,raft_up,raft_quorum,series,metrics_bytes,metrics_gzip_bytes,encode_p50_ms,encode_max_ms,encode_under_load_p50_ms,encode_under_load_max_ms,renders_under_load,wrk_rps,wrk_p50_ms,wrk_p99_ms,wrk_non2xx,wrk_gzip_rps,wrk_gzip_p50_ms,wrk_gzip_p99_ms,ready_seconds,startup_cpu_seconds,cpu_ms_per_scrape,cpu_ms_per_gzip_scrape,floor_cpu_seconds_per_cycle,exporter_over_floor,encode_cpu_p50_ms,encode_cpu_max_ms,encode_cpu_under_load_p50_ms,gzip_cpu_under_load_p50_ms" >"$OUT/fleet.csv"
+  echo "clusters,cpu_seconds,cpu_seconds_per_cycle,cpu_percent_of_one_core,rss_mib,peak_rss_mib,poll_mean_s,poll_max_s,polls_skipped,poll_errors,patroni_up,raft_up,raft_quorum,series,metrics_bytes,metrics_gzip_bytes,encode_p50_ms,encode_max_ms,encode_under_load_p50_ms,encode_under_load_max_ms,renders_under_load,wrk_rps,wrk_p50_ms,wrk_p99_ms,wrk_non2xx,wrk_gzip_rps,wrk_gzip_p50_ms,wrk_gzip_p99_ms,ready_seconds,startup_cpu_seconds,cpu_ms_per_scrape,cpu_ms_per_gzip_scrape,floor_cpu_seconds_per_cycle,exporter_over_floor,encode_cpu_p50_ms,encode_cpu_max_ms,encode_cpu_under_load_p50_ms,gzip_cpu_under_load_p50_ms,peak_rss_before_wrk_mib" >"$OUT/fleet.csv"
   local n
   for n in $SIZES; do
     fleet_one "$n"
