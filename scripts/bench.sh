@@ -130,11 +130,14 @@ wrk_run() {
     END { printf "%s %s %s %s\n", rps + 0, p50 + 0, p99 + 0, bad + 0 }' "$file"
 }
 
-# encode_stats [FIELD] < log: "p50_ms max_ms count" of FIELD (default encode_seconds, the
-# wall-clock time of a rendering; encode_cpu_seconds its CPU time, gzip_cpu_seconds a gzip's)
-# in the render cache's debug log.
+# encode_stats [FIELD] < log: "p50_ms max_ms count" of FIELD in the exporter's debug log of
+# each response (metrics::stream): by default send_seconds, the wall-clock time from its first
+# frame to its last (assembling, compressing and waiting for the socket and a core);
+# encode_cpu_seconds the CPU time of assembling it, gzip_cpu_seconds of compressing it.
+# Binaries before the streamed body (metrics::cache) logged one line per rendering, with
+# encode_seconds (wall) in place of send_seconds.
 encode_stats() {
-  { grep -o "${1:-encode_seconds}=[0-9.e-]*" || true; } | cut -d= -f2 | sort -g |
+  { grep -oE "${1:-(send|encode)_seconds}=[0-9.e-]*" || true; } | cut -d= -f2 | sort -g |
     awk '{ v[NR] = $1 } END { if (NR) printf "%.2f %.2f %d\n", v[int((NR + 1) / 2)] * 1000, v[NR] * 1000, NR; else print "0 0 0" }'
 }
 
@@ -170,7 +173,7 @@ fleet_one() {
   local started=$SECONDS
   # shellcheck disable=SC2086  # EXPORTER_ARGS: extra flags, one word each
   "$EXPORTER" --config.file "$dir/exporter.yml" --web.listen-address "127.0.0.1:$PORT" \
-    --log.level 'warn,patroni_raft_exporter::metrics::cache=debug' ${EXPORTER_ARGS:-} \
+    --log.level 'warn,patroni_raft_exporter::metrics::stream=debug,patroni_raft_exporter::metrics::cache=debug' ${EXPORTER_ARGS:-} \
     2>"$dir/exporter.log" &
   local exporter=$!
   PIDS+=("$exporter")
@@ -190,8 +193,12 @@ fleet_one() {
   done
   t1=$(date +%s.%N); c1=$(cpu_ticks "$exporter")
   local steady_log_lines; steady_log_lines=$(wc -l <"$dir/exporter.log")
-  local rss hwm
+  local rss hwm hwm_start
   rss=$(rss_kib "$exporter")
+  # The peak so far (start-up and polling, before the concurrent scrapers), and the memory
+  # map: where the RSS is (heap arenas, stacks, the binary).
+  hwm_start=$(hwm_kib "$exporter")
+  cp "/proc/$exporter/smaps_rollup" "$dir/smaps_rollup.txt" 2>/dev/null || true
 
   # Size, poll durations, health of the fleet as the exporter sees it.
   curl -fsS -o "$dir/metrics.txt" -w '%{time_total}\n' "http://127.0.0.1:$PORT/metrics" >"$dir/scrape-time.txt"
@@ -219,7 +226,7 @@ fleet_one() {
   scrape_gz_ms=$(awk -v t="$((w2 - w1))" -v h="$CLK_TCK" -v c="$((c1 - c0))" -v el="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" -v d="$wrk_secs" -v n="$(wrk_requests "$dir/wrk-gzip.txt")" \
     'BEGIN { if (n > 0) printf "%.3f", 1000 * (t / h - d * c / h / el) / n; else print 0 }')
 
-  # Encode times logged by the render cache: while scraped once per interval (steady), and
+  # Times logged per response (per rendering before): while scraped once per interval (steady), and
   # under the concurrent scrapers (load: competing with wrk and gzip for the 2 cores).
   local encode encode_load
   encode=$(head -n "$steady_log_lines" "$dir/exporter.log" | encode_stats)
@@ -278,11 +285,12 @@ fleet_one() {
     -v ready="$ready_secs" -v sc="$start_cpu" -v h="$CLK_TCK" \
     -v sms="$scrape_ms" -v sgms="$scrape_gz_ms" -v fl="$floor_cpu" \
     -v ec50="${encode_cpu%% *}" -v ecmax="$(cut -d' ' -f2 <<<"$encode_cpu")" -v ecl50="${encode_cpu_load%% *}" -v gz50="${gzip_cpu_load%% *}" \
+    -v hs="$hwm_start" \
     'BEGIN { cycles = el / iv;
-      printf "%d,%.3f,%.4f,%.1f,%.1f,%.1f,%.4f,%.4f,%d,%d,%d,%d,%d,%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.2f,%.3f,%.3f,%.4f,%.2f,%.2f,%.2f,%.2f,%.2f\n",
+      printf "%d,%.3f,%.4f,%.1f,%.1f,%.1f,%.4f,%.4f,%d,%d,%d,%d,%d,%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.1f,%.2f,%.2f,%d,%.2f,%.3f,%.3f,%.4f,%.2f,%.2f,%.2f,%.2f,%.2f,%.1f\n",
         n, cpu, cpu / cycles, 100 * cpu / el, rss / 1024, hwm / 1024, pm, px, sk, er, up, ru, q,
         se, by, gz, e50, emax, el50, elmax, rn, rps, p50, p99, bad, rpsg, p50g, p99g, ready, sc / h,
-        sms, sgms, fl, (fl > 0 ? cpu / cycles / fl : 0), ec50, ecmax, ecl50, gz50 }')
+        sms, sgms, fl, (fl > 0 ? cpu / cycles / fl : 0), ec50, ecmax, ecl50, gz50, hs / 1024 }')
   echo "$row" >>"$OUT/fleet.csv"
   log "N=$n: $row"
 }
@@ -292,7 +300,7 @@ fleet() {
   ensure_floor
   ulimit -n "$(ulimit -Hn)"
   log "file descriptor limit $(ulimit -n); CPUs $(nproc)"
-  echo "clusters,cpu_seconds,cpu_seconds_per_cycle,cpu_percent_of_one_core,rss_mib,peak_rss_mib,poll_mean_s,poll_max_s,polls_skipped,poll_errors,patroni_up,raft_up,raft_quorum,series,metrics_bytes,metrics_gzip_bytes,encode_p50_ms,encode_max_ms,encode_under_load_p50_ms,encode_under_load_max_ms,renders_under_load,wrk_rps,wrk_p50_ms,wrk_p99_ms,wrk_non2xx,wrk_gzip_rps,wrk_gzip_p50_ms,wrk_gzip_p99_ms,ready_seconds,startup_cpu_seconds,cpu_ms_per_scrape,cpu_ms_per_gzip_scrape,floor_cpu_seconds_per_cycle,exporter_over_floor,encode_cpu_p50_ms,encode_cpu_max_ms,encode_cpu_under_load_p50_ms,gzip_cpu_under_load_p50_ms" >"$OUT/fleet.csv"
+  echo "clusters,cpu_seconds,cpu_seconds_per_cycle,cpu_percent_of_one_core,rss_mib,peak_rss_mib,poll_mean_s,poll_max_s,polls_skipped,poll_errors,patroni_up,raft_up,raft_quorum,series,metrics_bytes,metrics_gzip_bytes,encode_p50_ms,encode_max_ms,encode_under_load_p50_ms,encode_under_load_max_ms,renders_under_load,wrk_rps,wrk_p50_ms,wrk_p99_ms,wrk_non2xx,wrk_gzip_rps,wrk_gzip_p50_ms,wrk_gzip_p99_ms,ready_seconds,startup_cpu_seconds,cpu_ms_per_scrape,cpu_ms_per_gzip_scrape,floor_cpu_seconds_per_cycle,exporter_over_floor,encode_cpu_p50_ms,encode_cpu_max_ms,encode_cpu_under_load_p50_ms,gzip_cpu_under_load_p50_ms,peak_rss_before_wrk_mib" >"$OUT/fleet.csv"
   local n
   for n in $SIZES; do
     fleet_one "$n"

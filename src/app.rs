@@ -19,7 +19,7 @@ use tracing_subscriber::EnvFilter;
 use crate::cli::{Args, LogFormat};
 use crate::config::ClusterConfig;
 use crate::metrics::Store;
-use crate::poller::ClusterPoller;
+use crate::poller::{ClusterPoller, StartGate};
 use crate::server::{self, AppState};
 use crate::web::WebState;
 
@@ -87,6 +87,8 @@ struct Fleet {
     slots: Vec<(watch::Sender<ClusterConfig>, tokio::task::JoinHandle<()>)>,
     /// Clusters already warned about `insecure_skip_verify` (warned once, not per reload).
     warned_insecure: HashSet<String>,
+    /// Bounds the first polls in flight at once, at start-up and after a reload.
+    start_gate: StartGate,
 }
 
 impl Fleet {
@@ -99,7 +101,13 @@ impl Fleet {
         for (slot, config) in clusters.into_iter().enumerate() {
             self.warn_insecure(&config);
             let (sender, receiver) = watch::channel(config);
-            let task = tokio::spawn(supervise(slot, receiver, store.clone(), shutdown.clone()));
+            let task = tokio::spawn(supervise(
+                slot,
+                receiver,
+                store.clone(),
+                self.start_gate.clone(),
+                shutdown.clone(),
+            ));
             self.slots.push((sender, task));
         }
     }
@@ -188,11 +196,18 @@ async fn supervise(
     slot: usize,
     configs: watch::Receiver<ClusterConfig>,
     store: Arc<Store>,
+    start_gate: StartGate,
     shutdown: watch::Receiver<bool>,
 ) {
     let name = format!("poller of cluster {}", configs.borrow().name());
     restart_on_panic(&name, RESTART_DELAY, || {
-        run_cluster(slot, configs.clone(), store.clone(), shutdown.clone())
+        run_cluster(
+            slot,
+            configs.clone(),
+            store.clone(),
+            start_gate.clone(),
+            shutdown.clone(),
+        )
     })
     .await;
 }
@@ -229,12 +244,13 @@ async fn run_cluster(
     slot: usize,
     mut configs: watch::Receiver<ClusterConfig>,
     store: Arc<Store>,
+    start_gate: StartGate,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut poller = loop {
         let config = configs.borrow_and_update().clone();
         match ClusterPoller::new(slot, config.clone()).await {
-            Ok(poller) => break poller,
+            Ok(poller) => break poller.through(start_gate),
             Err(error) => {
                 tracing::error!(error = format!("{error:#}"), urls = ?config.patroni_urls, "cannot set up the poller; retrying in 30s or on reload");
                 tokio::select! {

@@ -54,12 +54,14 @@ fn main() -> std::process::ExitCode {
 
 /// Keeps glibc's malloc from holding on to memory the exporter no longer uses.
 ///
-/// A fleet's `/metrics` is megabytes, built in a fresh buffer on a blocking-pool thread. By
-/// default glibc raises its mmap threshold after the first such buffer is freed, so later
-/// ones come from a heap arena that is rarely given back, and every thread may get its own
-/// arena. A fixed 1 MiB threshold returns big buffers to the system when freed, and two
-/// arenas are plenty for two to four busy threads. Measured with 1000 clusters: RSS 138 →
-/// about 115 MiB, peak under 50 concurrent scrapers 240 → about 140 MiB (docs/performance.md).
+/// By default glibc raises its mmap threshold after the first large buffer is freed, so
+/// later ones come from a heap arena that is rarely given back, and every thread may get its
+/// own arena. A fixed 1 MiB threshold returns big buffers to the system when freed, and two
+/// arenas are plenty for two to four busy threads. Measured with 1000 clusters when
+/// `/metrics` was built as one body of megabytes per scrape: RSS 138 → about 115 MiB, peak
+/// under 50 concurrent scrapers 240 → about 140 MiB (docs/performance.md). The body is
+/// streamed in small frames since; the settings still bound what a burst of large
+/// allocations (a big reply, the buffers of many requests at once) leaves behind.
 fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets allocator parameters; it is called before any other thread

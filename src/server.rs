@@ -3,15 +3,16 @@
 //!
 //! Serving never touches the network: it assembles the samples encoded when each snapshot
 //! was published, so a scrape answers at once even while every member of every cluster
-//! hangs. `/metrics` reuses the latest rendering while no cluster published
-//! ([`RenderCache`]); both endpoints send
+//! hangs. Both endpoints stream their body frame by frame from the clusters' chunks
+//! ([`Frames`]: nothing of the size of the whole exposition is built or kept), and send
 //! gzip to scrapers that accept it (Prometheus does). `/probe?scope=NAME` serves one
 //! cluster, so that Prometheus can shard a large fleet by target (see docs/scaling.md).
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -19,17 +20,15 @@ use axum::routing::get;
 use axum::Router;
 use tokio::net::TcpListener;
 
-use crate::metrics::cache::{accepts_gzip, gzip, RenderCache};
 use crate::metrics::exposition::Format;
-use crate::metrics::Store;
+use crate::metrics::stream::{accepts_gzip, Frames};
+use crate::metrics::{EncodedCluster, Store};
 use crate::web::WebState;
 
 /// What the handlers share.
 pub struct AppState {
     pub store: Arc<Store>,
     pub telemetry_path: String,
-    /// The latest `/metrics` rendering per format.
-    pub render_cache: RenderCache,
 }
 
 impl AppState {
@@ -38,7 +37,6 @@ impl AppState {
         Arc::new(AppState {
             store,
             telemetry_path: telemetry_path.into(),
-            render_cache: RenderCache::default(),
         })
     }
 }
@@ -75,29 +73,9 @@ pub async fn serve(
     crate::web::serve(listener, router, web, shutdown).await
 }
 
+/// `/metrics`: every cluster, as of the snapshots current when the scrape arrived.
 async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    let format = Format::negotiate(header_str(&headers, header::ACCEPT));
-    let shared = state.clone();
-    let rendered = state
-        .render_cache
-        .get(&state.store, format, move |format, mut buffer| {
-            crate::metrics::render_into(&shared.store.current_encoded(), format, &mut buffer);
-            buffer
-        })
-        .await;
-    if !accepts_gzip(header_str(&headers, header::ACCEPT_ENCODING)) {
-        return exposition_response(format, rendered.body.clone(), false);
-    }
-    let body = if rendered.has_gzip() {
-        rendered.gzip()
-    } else {
-        let rendered = rendered.clone();
-        match tokio::task::spawn_blocking(move || rendered.gzip()).await {
-            Ok(body) => body,
-            Err(error) => std::panic::resume_unwind(error.into_panic()),
-        }
-    };
-    exposition_response(format, body, true)
+    exposition_response(&headers, state.store.current_encoded())
 }
 
 /// The query of `/probe`.
@@ -127,20 +105,20 @@ async fn probe(
         )
             .into_response();
     };
-    let format = Format::negotiate(header_str(&headers, header::ACCEPT));
-    let body = crate::metrics::render(&[encoded], format, 32 * 1024);
-    if accepts_gzip(header_str(&headers, header::ACCEPT_ENCODING)) {
-        exposition_response(format, gzip(body.as_bytes()), true)
-    } else {
-        exposition_response(format, Bytes::from(body), false)
-    }
+    exposition_response(&headers, vec![encoded])
 }
 
 fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     headers.get(name).and_then(|value| value.to_str().ok())
 }
 
-fn exposition_response(format: Format, body: Bytes, gzipped: bool) -> Response {
+/// The exposition of `clusters` in the format the request asks for (`Accept`), gzipped
+/// when it accepts gzip, as a streamed body.
+fn exposition_response(headers: &HeaderMap, clusters: Vec<Arc<EncodedCluster>>) -> Response {
+    let format = Format::negotiate(header_str(headers, header::ACCEPT));
+    let gzipped = accepts_gzip(header_str(headers, header::ACCEPT_ENCODING));
+    let frames = Frames::new(clusters, format, gzipped);
+    let body = Body::from_stream(futures::stream::iter(frames.map(Ok::<_, Infallible>)));
     let mut response = ([(header::CONTENT_TYPE, format.content_type())], body).into_response();
     let headers = response.headers_mut();
     headers.insert(

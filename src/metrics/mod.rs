@@ -3,7 +3,7 @@
 //! Each cluster's samples are encoded once, when its poller publishes a snapshot
 //! ([`EncodedCluster`], kept with the snapshot in the store), one chunk per family. A scrape
 //! only assembles: family by family, the family's descriptor once, then every cluster's
-//! chunk of that family in configuration order ([`render`]). So all samples of a family stay
+//! chunk of that family in configuration order ([`stream::Exposition`]). So all samples of a family stay
 //! contiguous under one `# HELP`/`# TYPE` (OpenMetrics requires it, and Prometheus rejects a
 //! repeated `# TYPE`), a family no cluster has samples for is left out, and the cost of a
 //! scrape is a copy of the bytes rather than an encoding of every cluster.
@@ -21,10 +21,10 @@
 //! and node shows (primaries by their own word, diverging views and voter sets), and
 //! `margin_families` how close the next outage is, `standby_families` standby clusters
 //! and their lag to the source;
-//! [`exposition`] names the formats; [`cache`] keeps the latest rendering so that
-//! concurrent scrapes share one assembly and one gzip.
+//! [`exposition`] names the formats; [`stream`] assembles a response frame by frame from
+//! the clusters' chunks (and gzips it as it goes), so that no scrape builds or keeps the
+//! whole exposition (20 MB at N = 1000) in memory.
 
-pub mod cache;
 pub mod exposition;
 mod failover_families;
 mod families;
@@ -34,6 +34,7 @@ mod patroni_families;
 mod raft_families;
 mod split_families;
 mod standby_families;
+pub mod stream;
 
 use std::cell::RefCell;
 use std::fmt;
@@ -148,43 +149,19 @@ impl EncodedCluster {
     }
 }
 
-/// Assembles the exposition of the given clusters in `format`, into a buffer of `capacity`
-/// bytes to start with (e.g. the size of the previous rendering: a fleet's output is
-/// megabytes, and growing the buffer by doubling copies it several times): the exporter's
-/// build info, then each family that some cluster has samples for, with its descriptor once
-/// and every cluster's chunk after it, in the order of `clusters`.
-pub fn render(clusters: &[Arc<EncodedCluster>], format: Format, capacity: usize) -> String {
-    let mut out = String::with_capacity(capacity);
-    render_into(clusters, format, &mut out);
-    out
-}
-
-/// Like [`render`], appending to `out` (e.g. the buffer of a previous rendering, cleared).
-pub fn render_into(clusters: &[Arc<EncodedCluster>], format: Format, out: &mut String) {
-    out.push_str(&BUILD_INFO);
-    for (index, descriptor) in CATALOG.iter().enumerate() {
-        if clusters
-            .iter()
-            .all(|cluster| cluster.family(index).is_empty())
-        {
-            continue;
-        }
-        out.push_str(match format {
-            Format::OpenMetrics => &descriptor.openmetrics,
-            Format::PrometheusText => &descriptor.text,
-        });
-        for cluster in clusters {
-            out.push_str(cluster.family(index));
-        }
-    }
-    if format == Format::OpenMetrics {
-        out.push_str("# EOF\n");
-    }
+/// The exposition of the given clusters in `format`, in one `String`: the frames of
+/// [`stream::Exposition`] (what `/metrics` sends) put together, for the tests and the golden
+/// file.
+pub fn render(clusters: &[Arc<EncodedCluster>], format: Format) -> String {
+    let bytes: Vec<u8> = stream::Exposition::new(clusters.to_vec(), format)
+        .flat_map(|frame| frame.to_vec())
+        .collect();
+    String::from_utf8(bytes).expect("the exposition is assembled from strings")
 }
 
 /// Renders every cluster of `store` in `format`.
 pub fn render_store(store: &Store, format: Format) -> String {
-    render(&store.current_encoded(), format, 64 * 1024)
+    render(&store.current_encoded(), format)
 }
 
 #[cfg(test)]

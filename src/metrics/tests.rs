@@ -384,7 +384,7 @@ fn encoding_once_per_snapshot_is_encoding_at_scrape_time() {
         .iter()
         .map(|c| Arc::new(EncodedCluster::encode(c)))
         .collect();
-    let assembled = render(&encoded, Format::OpenMetrics, 0);
+    let assembled = render(&encoded, Format::OpenMetrics);
     let samples: String = assembled
         .lines()
         .filter(|line| !line.starts_with('#') && !line.starts_with("patroni_exporter_build_info"))
@@ -400,4 +400,98 @@ fn the_catalog_names_each_family_once() {
     assert!(CATALOG
         .iter()
         .all(|d| d.openmetrics.starts_with(&format!("# HELP {} ", d.name))));
+}
+
+/// The exposition as it was assembled before it was streamed: in one `String`, family by
+/// family (the render cache's `render_into`); the reference the streamed frames must equal.
+fn concatenated(clusters: &[Arc<EncodedCluster>], format: Format) -> String {
+    let mut out = BUILD_INFO.clone();
+    for (index, descriptor) in CATALOG.iter().enumerate() {
+        if clusters.iter().all(|c| c.family(index).is_empty()) {
+            continue;
+        }
+        out.push_str(match format {
+            Format::OpenMetrics => &descriptor.openmetrics,
+            Format::PrometheusText => &descriptor.text,
+        });
+        for cluster in clusters {
+            out.push_str(cluster.family(index));
+        }
+    }
+    if format == Format::OpenMetrics {
+        out.push_str("# EOF\n");
+    }
+    out
+}
+
+/// Clusters of 1 to 3 members, enough for many frames, frames ending amid a family.
+fn fleet(clusters: usize) -> Vec<Arc<EncodedCluster>> {
+    (0..clusters)
+        .map(|i| {
+            let snapshot = cluster(&format!("cluster-{i}"), 1 + i % 3);
+            Arc::new(EncodedCluster::encode(&snapshot))
+        })
+        .collect()
+}
+
+#[test]
+fn the_streamed_frames_are_the_whole_exposition_concatenated() {
+    let encoded = fleet(40);
+    for format in [Format::OpenMetrics, Format::PrometheusText] {
+        let frames: Vec<_> = stream::Exposition::new(encoded.clone(), format).collect();
+        assert!(frames.len() > 10, "{} frames", frames.len());
+        // Every frame but the last is filled to the frame size, and no larger than the
+        // chunk that crossed it.
+        for frame in &frames[..frames.len() - 1] {
+            assert!(
+                (stream::FRAME..stream::FRAME + 4096).contains(&frame.len()),
+                "{}",
+                frame.len()
+            );
+        }
+        assert_eq!(
+            frames.concat(),
+            concatenated(&encoded, format).into_bytes(),
+            "{format:?}"
+        );
+        // Without any cluster: the build info (and `# EOF`) alone.
+        let empty: Vec<u8> = stream::Exposition::new(Vec::new(), format)
+            .flat_map(|frame| frame.to_vec())
+            .collect();
+        assert_eq!(empty, concatenated(&[], format).into_bytes());
+    }
+}
+
+#[test]
+fn the_gzipped_stream_is_one_gzip_member_of_the_same_text() {
+    use std::io::Read;
+    let encoded = fleet(40);
+    for format in [Format::OpenMetrics, Format::PrometheusText] {
+        let frames: Vec<_> = stream::Frames::new(encoded.clone(), format, true).collect();
+        assert!(frames.len() > 1, "compressed as it goes, not at the end");
+        assert!(frames.iter().all(|frame| !frame.is_empty()));
+        let compressed = frames.concat();
+        let text = concatenated(&encoded, format);
+        assert!(compressed.len() < text.len() / 10, "{}", compressed.len());
+        // One member: the single-member decoder reads it all, as every client does.
+        let mut decoded = String::new();
+        flate2::read::GzDecoder::new(&compressed[..])
+            .read_to_string(&mut decoded)
+            .unwrap();
+        assert_eq!(decoded, text, "{format:?}");
+        let plain: Vec<_> = stream::Frames::new(encoded.clone(), format, false).collect();
+        assert_eq!(plain.concat(), text.into_bytes());
+    }
+}
+
+#[test]
+fn accept_encoding() {
+    use stream::accepts_gzip;
+    assert!(accepts_gzip(Some("gzip")));
+    assert!(accepts_gzip(Some("deflate, GZIP;q=0.5")));
+    assert!(accepts_gzip(Some("*")));
+    assert!(!accepts_gzip(Some("gzip;q=0")));
+    assert!(!accepts_gzip(Some("identity")));
+    assert!(!accepts_gzip(Some("x-gzip-ish")));
+    assert!(!accepts_gzip(None));
 }

@@ -14,7 +14,8 @@
 //! `api_url`s, the last known scope and member hosts (so Raft nodes are still queried when
 //! no REST member answers), the members that left the view, and the counters of leader
 //! changes and quorum losses ([`changes`]). Discovery is in [`discovery`], the requests in [`requests`];
-//! every judgement is made in [`crate::snapshot`].
+//! every judgement is made in [`crate::snapshot`]. How many clusters of a fleet make their
+//! first poll at once is bounded by [`StartGate`] ([`start`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -37,10 +38,12 @@ mod changes;
 mod discovery;
 mod members;
 mod requests;
+pub mod start;
 use changes::ChangeMemory;
 use discovery::without_aliases;
 use members::{DcsTiming, MemberMemory};
 use requests::{member_at, raft_query, RaftQuery, Wants};
+pub use start::StartGate;
 
 /// Where a member asked in this poll comes from.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -101,6 +104,8 @@ pub struct ClusterPoller {
     /// Ask every member the rotating requests (`/config`, `/liveness`, `/readiness`) in
     /// every poll: for `status`, whose single poll must see everything.
     ask_everything: bool,
+    /// Shared with the other pollers of the fleet: bounds the first polls in flight at once.
+    start_gate: Option<StartGate>,
 }
 
 impl ClusterPoller {
@@ -126,7 +131,16 @@ impl ClusterPoller {
             policy,
             permits,
             ask_everything: false,
+            start_gate: None,
         })
+    }
+
+    /// Makes the first poll of each run ([`ClusterPoller::run_until`]) wait for `gate`,
+    /// shared by the pollers of a fleet, so that they do not all poll at once.
+    #[must_use]
+    pub fn through(mut self, gate: StartGate) -> ClusterPoller {
+        self.start_gate = Some(gate);
+        self
     }
 
     /// Makes every poll ask every member what a poll otherwise asks one member in turn
@@ -145,15 +159,17 @@ impl ClusterPoller {
     pub async fn reconfigured(&self, config: ClusterConfig) -> anyhow::Result<ClusterPoller> {
         let mut poller = ClusterPoller::new(self.slot, config).await?;
         poller.memory.counters = self.memory.counters.clone();
+        poller.start_gate = self.start_gate.clone();
         Ok(poller)
     }
 
     /// Polls every interval until `shutdown` turns true. A poll never overlaps the previous
     /// one: a poll that overruns makes the next start late, and the missed ticks are counted.
     ///
-    /// The first poll starts at once; the second after between half and one and a half
-    /// intervals, at a phase that depends on the slot ([`phase`]), so that the polls of a
-    /// large fleet are spread evenly over the interval instead of all starting together.
+    /// The first poll starts at once (or, with a [`StartGate`], as soon as the gate lets it
+    /// through); the second after between half and one and a half intervals from then, at a
+    /// phase that depends on the slot ([`phase`]), so that the polls of a large fleet are
+    /// spread evenly over the interval instead of all starting together.
     pub async fn run<E: Encoding>(
         self,
         store: Arc<SnapshotStore<E>>,
@@ -178,21 +194,44 @@ impl ClusterPoller {
         stop: impl std::future::Future<Output = ()>,
     ) -> ClusterPoller {
         let interval = self.config.poll.interval;
-        let second = tokio::time::Instant::now() + interval.mul_f64(0.5 + phase(self.slot));
-        let mut ticker = tokio::time::interval_at(second, interval);
-        ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
         tokio::pin!(stop);
-        let mut first = true;
+        let mut ticker: Option<tokio::time::Interval> = None;
         loop {
-            if !std::mem::take(&mut first) {
-                // Stop (shutdown or reload) wins over a tick that is due at the same moment.
-                tokio::select! {
-                    biased;
-                    _ = &mut stop => return self,
-                    _ = ticker.tick() => {}
+            let mut snapshot = match ticker.as_mut() {
+                Some(ticker) => {
+                    // Stop (shutdown or reload) wins over a tick that is due at the same moment.
+                    tokio::select! {
+                        biased;
+                        _ = &mut stop => return self,
+                        _ = ticker.tick() => {}
+                    }
+                    // Boxed: a poll's future is about 13 KiB (every request of a poll, joined),
+                    // and inline it would size every idle poller's task by it, between polls
+                    // too: 12.7 MiB of the heap at N = 1000 (heaptrack, docs/performance.md).
+                    Box::pin(self.poll_once()).await
                 }
-            }
-            let mut snapshot = self.poll_once().await;
+                None => {
+                    // Waiting for the start gate (not part of the poll) stops on `stop`.
+                    let entry = match self.start_gate.clone() {
+                        Some(gate) => tokio::select! {
+                            biased;
+                            _ = &mut stop => return self,
+                            entry = gate.enter() => Some(entry),
+                        },
+                        None => None,
+                    };
+                    let started = tokio::time::Instant::now();
+                    let snapshot = match entry {
+                        Some(entry) => entry.during(Box::pin(self.poll_once())).await,
+                        None => Box::pin(self.poll_once()).await,
+                    };
+                    let second = started + interval.mul_f64(0.5 + phase(self.slot));
+                    let mut every = tokio::time::interval_at(second, interval);
+                    every.set_missed_tick_behavior(MissedTickBehavior::Skip);
+                    ticker = Some(every);
+                    snapshot
+                }
+            };
             let overrun = snapshot.poll_duration.as_secs_f64() / interval.as_secs_f64();
             if overrun >= 1.0 {
                 // Counted into the snapshot of the poll that overran, not the next one.

@@ -8,7 +8,7 @@
 //! publishes it with [`SnapshotStore::publish_paired`], which reads the source's latest
 //! *published* snapshot from the store by scope and copies the one number it needs
 //! ([`SourcePosition`]) into the standby's snapshot before that snapshot is stored and encoded. So the judgement stays a pure function of one immutable snapshot,
-//! the per-cluster encoding cache (`metrics::cache`) stays per cluster, and `status` pairs the
+//! the encoding kept with each snapshot (`metrics::EncodedCluster`) stays per cluster, and `status` pairs the
 //! snapshots of one run the same way. The price: the source's position is as old as the
 //! source's last poll (at most one poll interval), so under a write load the lag reads up to
 //! one interval's WAL short; it is never read long. The position's age is kept

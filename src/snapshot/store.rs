@@ -5,7 +5,6 @@
 //! depends on this one. The store names only what it needs of it, so that data and imports
 //! flow one way (snapshot → metrics) and `metrics::Store` fixes the parameter.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use super::ClusterSnapshot;
@@ -39,38 +38,18 @@ impl<E> Clone for Published<E> {
 /// `Arc`s and encode without holding any lock. The number of slots changes only when a
 /// reload (SIGHUP) changes the number of clusters.
 ///
-/// The store also counts publications ([`SnapshotStore::generation`]), so that a rendering
-/// of every snapshot can be reused until any cluster publishes again (or a reload resets it).
-///
 /// Each snapshot is encoded when it is published, on the publisher's thread, and kept with
 /// it (`E`, the metrics layer's encoding): a scrape only assembles.
 #[derive(Debug)]
 pub struct SnapshotStore<E> {
     slots: RwLock<Vec<Option<Published<E>>>>,
-    generation: AtomicU64,
-    id: u64,
 }
 
 impl<E: Encoding> SnapshotStore<E> {
     pub fn new(clusters: usize) -> SnapshotStore<E> {
-        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         SnapshotStore {
             slots: RwLock::new(vec![None; clusters]),
-            generation: AtomicU64::new(0),
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         }
-    }
-
-    /// Tells this store from any other of the process, whose generations start from 0 too.
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
-    /// How many snapshots have been published (and resets made) so far. It only grows; a
-    /// rendering made after reading generation `g` contains every snapshot published before
-    /// `g` was read.
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
     }
 
     fn slots(&self) -> std::sync::RwLockReadGuard<'_, Vec<Option<Published<E>>>> {
@@ -118,8 +97,6 @@ impl<E: Encoding> SnapshotStore<E> {
         let previous = entry.replace(published);
         drop(slots);
         drop(previous);
-        // After the swap: whoever reads the new generation also sees the new snapshot.
-        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Sets the number of clusters after a reload; every slot starts empty again.
@@ -129,8 +106,6 @@ impl<E: Encoding> SnapshotStore<E> {
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         *slots = vec![None; clusters];
-        drop(slots);
-        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The current snapshots, in configuration order; clusters not yet polled are skipped.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use patroni_raft_exporter::metrics::exposition::Format;
-use patroni_raft_exporter::metrics::Store;
+use patroni_raft_exporter::metrics::{render_store, Store};
 use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
 use patroni_raft_exporter::poller::ClusterPoller;
 use patroni_raft_exporter::server::{self, AppState};
@@ -480,10 +480,11 @@ async fn http_endpoints() {
     endpoint.shut_down().await;
 }
 
-/// `/probe?scope=NAME` serves one cluster; `/metrics` is reused until a cluster publishes,
-/// and both send gzip to a scraper that accepts it.
+/// `/probe?scope=NAME` serves one cluster; `/metrics` streams every cluster's chunks as of
+/// the snapshots current when the scrape arrives, the bytes the assembly in one `String`
+/// gives (the golden file's); both send gzip to a scraper that accepts it.
 #[tokio::test]
-async fn probe_cache_and_gzip() {
+async fn probe_streaming_and_gzip() {
     let store = Arc::new(Store::new(2));
     let endpoint = start_endpoint(store.clone(), None).await;
 
@@ -518,7 +519,18 @@ async fn probe_cache_and_gzip() {
     let metrics = endpoint.get("/metrics").await.text().await.unwrap();
     assert!(metrics.contains("patroni_cluster_members{scope=\"other\"} 3"));
     assert!(metrics.contains("patroni_cluster_members{scope=\"pg-test\"} 3"));
-    // Nothing published since: the same rendering.
+    assert_eq!(metrics, render_store(&store, Format::PrometheusText));
+    let openmetrics = endpoint
+        .get_with_header(
+            "/metrics",
+            ("accept", "application/openmetrics-text; version=1.0.0"),
+        )
+        .await;
+    assert_eq!(
+        openmetrics.text().await.unwrap(),
+        render_store(&store, Format::OpenMetrics)
+    );
+    // Nothing published since: the same bytes.
     assert_eq!(
         endpoint.get("/metrics").await.text().await.unwrap(),
         metrics
@@ -546,6 +558,27 @@ async fn probe_cache_and_gzip() {
         .unwrap();
         assert_eq!(unpacked, plain, "{path}");
     }
+
+    // A reload to one cluster: the other one is gone from the next scrape, plain and gzip.
+    store.reset(1);
+    store.publish(0, pollers[0].poll_once().await);
+    let reloaded = endpoint.get("/metrics").await.text().await.unwrap();
+    assert!(reloaded.contains("patroni_cluster_members{scope=\"pg-test\"} 3"));
+    assert!(!reloaded.contains("scope=\"other\""), "{reloaded}");
+    let compressed = endpoint
+        .get_with_header("/metrics", ("accept-encoding", "gzip"))
+        .await
+        .bytes()
+        .await
+        .unwrap();
+    let mut unpacked = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(&compressed[..]),
+        &mut unpacked,
+    )
+    .unwrap();
+    assert_eq!(unpacked, reloaded);
+    assert_eq!(endpoint.get("/probe?scope=other").await.status(), 404);
 
     endpoint.shut_down().await;
 }

@@ -1,0 +1,316 @@
+//! A response body of `/metrics` (and `/probe`) assembled frame by frame from the clusters'
+//! encoded chunks, and gzip-compressed as it goes when the scraper accepts it.
+//!
+//! Why a stream: at N = 1000 the exposition is about 20 MB of text, while each cluster's
+//! samples are already encoded with its snapshot ([`EncodedCluster`]). Concatenating them
+//! into one body per scrape, as a rendering cache did before, kept the latest 20 MB body
+//! and its gzip between scrapes and put one more 20 MB body in memory per distinct
+//! rendering in flight (peak RSS 361–415 MiB under 50 scrapers, docs/performance.md). Here a
+//! scrape holds the list of the clusters' `Arc` chunks it started with and copies them into
+//! frames of [`FRAME`] bytes only as hyper asks for the next one; so a scrape costs a
+//! frame or two of memory (plus what hyper queues for a slow reader), whatever the fleet's
+//! size, and nothing is kept between scrapes.
+//!
+//! Freshness: the chunks are those of the snapshots current when the scrape arrived, never
+//! older ones (the cache promised the same). The bytes are those of [`super::render`]
+//! (which collects this same assembly into one `String`, for the tests and the golden file).
+//!
+//! Why gzip per scrape, while streaming (fast level): one gzip member per cluster cannot be
+//! kept with its chunks, since a cluster's samples are not contiguous in the output (each
+//! family lists every cluster before the next family starts, as the formats require), and a
+//! member per chunk (a few hundred bytes each) would compress little and add 18 bytes of
+//! header and 8 of trailer to each of 150 000 chunks at N = 1000. Keeping one gzip per
+//! store generation would hit only scrapes arriving within the same few milliseconds at
+//! N ≥ 100, since polls publish all the time; one Prometheus scraping once per interval
+//! compresses once per scrape either way. The cost is measured in docs/performance.md
+//! ("Streaming /metrics and a bounded start").
+//!
+//! A frame is built on the runtime's thread that sends the response: a copy of 16 KiB (and
+//! its gzip, a fraction of a millisecond) at a time, so polls sharing the thread are not
+//! held up as a whole 20 MB rendering would hold them.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use flate2::write::GzEncoder;
+use flate2::Compression;
+
+use super::exposition::Format;
+use super::{EncodedCluster, BUILD_INFO, CATALOG};
+
+/// The size a frame is filled to (a frame ends after the chunk that crosses it). Small
+/// enough that hyper's queue of a slow connection (up to 16 frames) stays a few hundred KiB
+/// and a frame's gzip a fraction of a millisecond; large enough that the per-frame overhead
+/// (a chunk header, a poll of the body) is negligible at 20 MB.
+pub const FRAME: usize = 16 * 1024;
+
+/// Where the assembly is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// The exporter's own build info.
+    Head,
+    /// The descriptor of family `index` of the catalog, if any cluster has samples in it.
+    Descriptor(usize),
+    /// The chunks of family `index`, from cluster `from` on.
+    Chunks {
+        index: usize,
+        from: usize,
+    },
+    /// `# EOF` in OpenMetrics.
+    Tail,
+    Done,
+}
+
+/// The exposition of some clusters in one format, as frames: the exporter's build info,
+/// then each family that some cluster has samples for, its descriptor once and every
+/// cluster's chunk after it, in the order of the clusters; `# EOF` last in OpenMetrics.
+#[derive(Debug)]
+pub struct Exposition {
+    clusters: Vec<Arc<EncodedCluster>>,
+    format: Format,
+    stage: Stage,
+    /// What the assembly cost so far, for the log line of the response.
+    bytes: usize,
+    cpu: Duration,
+}
+
+impl Exposition {
+    pub fn new(clusters: Vec<Arc<EncodedCluster>>, format: Format) -> Exposition {
+        Exposition {
+            clusters,
+            format,
+            stage: Stage::Head,
+            bytes: 0,
+            cpu: Duration::ZERO,
+        }
+    }
+
+    /// Appends to `out` until it holds at least `limit` bytes or the exposition ends.
+    fn fill(&mut self, out: &mut Vec<u8>, limit: usize) {
+        while out.len() < limit {
+            self.stage = match self.stage {
+                Stage::Head => {
+                    out.extend_from_slice(BUILD_INFO.as_bytes());
+                    Stage::Descriptor(0)
+                }
+                Stage::Descriptor(index) if index == CATALOG.len() => Stage::Tail,
+                Stage::Descriptor(index) => {
+                    if self
+                        .clusters
+                        .iter()
+                        .all(|cluster| cluster.family(index).is_empty())
+                    {
+                        Stage::Descriptor(index + 1)
+                    } else {
+                        let descriptor = &CATALOG[index];
+                        out.extend_from_slice(match self.format {
+                            Format::OpenMetrics => descriptor.openmetrics.as_bytes(),
+                            Format::PrometheusText => descriptor.text.as_bytes(),
+                        });
+                        Stage::Chunks { index, from: 0 }
+                    }
+                }
+                Stage::Chunks { index, from } => {
+                    let mut next = from;
+                    while next < self.clusters.len() && out.len() < limit {
+                        out.extend_from_slice(self.clusters[next].family(index).as_bytes());
+                        next += 1;
+                    }
+                    if next == self.clusters.len() {
+                        Stage::Descriptor(index + 1)
+                    } else {
+                        Stage::Chunks { index, from: next }
+                    }
+                }
+                Stage::Tail => {
+                    if self.format == Format::OpenMetrics {
+                        out.extend_from_slice(b"# EOF\n");
+                    }
+                    Stage::Done
+                }
+                Stage::Done => return,
+            };
+        }
+    }
+}
+
+impl Iterator for Exposition {
+    type Item = Bytes;
+
+    fn next(&mut self) -> Option<Bytes> {
+        if self.stage == Stage::Done {
+            return None;
+        }
+        let cpu = thread_cpu_time();
+        let mut frame = Vec::with_capacity(FRAME + FRAME / 4);
+        self.fill(&mut frame, FRAME);
+        self.bytes += frame.len();
+        self.cpu += thread_cpu_time().saturating_sub(cpu);
+        (!frame.is_empty()).then(|| Bytes::from(frame))
+    }
+}
+
+/// The frames of an [`Exposition`] as one gzip member (fast level), compressed as they
+/// are asked for.
+#[derive(Debug)]
+pub struct Gzipped {
+    plain: Exposition,
+    /// `None` once the trailer is out.
+    encoder: Option<GzEncoder<Vec<u8>>>,
+    bytes: usize,
+    cpu: Duration,
+}
+
+impl Gzipped {
+    pub fn new(plain: Exposition) -> Gzipped {
+        Gzipped {
+            plain,
+            encoder: Some(GzEncoder::new(Vec::new(), Compression::fast())),
+            bytes: 0,
+            cpu: Duration::ZERO,
+        }
+    }
+}
+
+impl Iterator for Gzipped {
+    type Item = Bytes;
+
+    fn next(&mut self) -> Option<Bytes> {
+        loop {
+            let plain = self.plain.next();
+            let cpu = thread_cpu_time();
+            let compressed = match plain {
+                Some(frame) => {
+                    let encoder = self.encoder.as_mut()?;
+                    encoder
+                        .write_all(&frame)
+                        .expect("compressing into a Vec cannot fail");
+                    // The encoder only appends to its Vec: what it holds is the next frame.
+                    std::mem::take(encoder.get_mut())
+                }
+                None => self
+                    .encoder
+                    .take()?
+                    .finish()
+                    .expect("compressing into a Vec cannot fail"),
+            };
+            self.cpu += thread_cpu_time().saturating_sub(cpu);
+            self.bytes += compressed.len();
+            // A frame can leave nothing yet: deflate holds input back until it has enough.
+            if !compressed.is_empty() {
+                return Some(Bytes::from(compressed));
+            }
+        }
+    }
+}
+
+/// A response body's frames: the exposition, plain or gzipped. Logs what the response cost
+/// (at debug level) when its last frame is out.
+#[derive(Debug)]
+pub struct Frames {
+    body: Body,
+    /// When the first frame was asked for.
+    started: Option<Instant>,
+    done: bool,
+}
+
+#[derive(Debug)]
+enum Body {
+    Plain(Exposition),
+    Gzip(Gzipped),
+}
+
+impl Frames {
+    /// The exposition of `clusters` in `format`, gzip-compressed when `gzip`.
+    pub fn new(clusters: Vec<Arc<EncodedCluster>>, format: Format, gzip: bool) -> Frames {
+        let plain = Exposition::new(clusters, format);
+        Frames {
+            body: if gzip {
+                Body::Gzip(Gzipped::new(plain))
+            } else {
+                Body::Plain(plain)
+            },
+            started: None,
+            done: false,
+        }
+    }
+
+    fn log(&self, started: Instant) {
+        let (plain, compressed, gzip_cpu) = match &self.body {
+            Body::Plain(plain) => (plain, None, None),
+            Body::Gzip(gzipped) => (
+                &gzipped.plain,
+                Some(gzipped.bytes),
+                Some(gzipped.cpu.as_secs_f64()),
+            ),
+        };
+        tracing::debug!(
+            format = ?plain.format,
+            clusters = plain.clusters.len(),
+            bytes = plain.bytes,
+            gzip_bytes = compressed,
+            send_seconds = started.elapsed().as_secs_f64(),
+            encode_cpu_seconds = plain.cpu.as_secs_f64(),
+            gzip_cpu_seconds = gzip_cpu,
+            "served metrics"
+        );
+    }
+}
+
+impl Iterator for Frames {
+    type Item = Bytes;
+
+    fn next(&mut self) -> Option<Bytes> {
+        if self.done {
+            return None;
+        }
+        let started = *self.started.get_or_insert_with(Instant::now);
+        let frame = match &mut self.body {
+            Body::Plain(plain) => plain.next(),
+            Body::Gzip(gzipped) => gzipped.next(),
+        };
+        if frame.is_none() {
+            self.done = true;
+            self.log(started);
+        }
+        frame
+    }
+}
+
+/// CPU time of the calling thread: what assembling and compressing cost, apart from the
+/// waits for the socket and for a core.
+fn thread_cpu_time() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes the timespec it is given.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
+/// Whether an `Accept-Encoding` header value accepts gzip (`gzip` or `*`, without `q=0`).
+pub fn accepts_gzip(accept_encoding: Option<&str>) -> bool {
+    let Some(value) = accept_encoding else {
+        return false;
+    };
+    value.split(',').any(|item| {
+        let mut parts = item.split(';');
+        let coding = parts.next().unwrap_or_default().trim();
+        if !(coding.eq_ignore_ascii_case("gzip") || coding == "*") {
+            return false;
+        }
+        !parts.any(|param| {
+            let param = param.trim();
+            param
+                .strip_prefix("q=")
+                .or_else(|| param.strip_prefix("Q="))
+                .and_then(|q| q.trim().parse::<f32>().ok())
+                .is_some_and(|q| q <= 0.0)
+        })
+    })
+}
