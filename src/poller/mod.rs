@@ -13,9 +13,9 @@
 //! The poller is also the only place with memory across polls: the URLs learned from
 //! `api_url`s, the last known scope and member hosts (so Raft nodes are still queried when
 //! no REST member answers), the members that left the view, and the counters of leader
-//! changes and quorum losses ([`changes`]). Discovery is in [`discovery`], the requests in [`requests`];
-//! every judgement is made in [`crate::snapshot`]. How many clusters of a fleet make their
-//! first poll at once is bounded by [`StartGate`] ([`start`]).
+//! changes and quorum losses ([`changes`]). Discovery is in [`discovery`], the requests in
+//! [`requests`], the start gate and the polls' phases in [`start`]; every judgement is made in
+//! [`crate::snapshot`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -44,6 +44,7 @@ use discovery::without_aliases;
 use members::{DcsTiming, MemberMemory};
 use requests::{member_at, raft_query, RaftQuery, Wants};
 pub use start::StartGate;
+use start::{phase, Entry};
 
 /// Where a member asked in this poll comes from.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -216,15 +217,12 @@ impl ClusterPoller {
                         Some(gate) => tokio::select! {
                             biased;
                             _ = &mut stop => return self,
-                            entry = gate.enter() => Some(entry),
+                            entry = gate.enter() => entry,
                         },
-                        None => None,
+                        None => Entry::ungated(),
                     };
                     let started = tokio::time::Instant::now();
-                    let snapshot = match entry {
-                        Some(entry) => entry.during(Box::pin(self.poll_once())).await,
-                        None => Box::pin(self.poll_once()).await,
-                    };
+                    let snapshot = entry.during(Box::pin(self.poll_once())).await;
                     let second = started + interval.mul_f64(0.5 + phase(self.slot));
                     let mut every = tokio::time::interval_at(second, interval);
                     every.set_missed_tick_behavior(MissedTickBehavior::Skip);
@@ -597,28 +595,4 @@ fn unix_now() -> f64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or_default()
-}
-
-/// The fraction of the interval at which the cluster in `slot` polls: the golden-ratio
-/// sequence, which spreads any number of consecutive slots evenly over [0, 1).
-fn phase(slot: usize) -> f64 {
-    const GOLDEN: f64 = 0.618_033_988_749_895;
-    (slot as f64 * GOLDEN).fract()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn phases_spread_evenly() {
-        let mut phases: Vec<f64> = (0..1000).map(phase).collect();
-        phases.sort_by(f64::total_cmp);
-        let widest_gap = phases
-            .windows(2)
-            .map(|pair| pair[1] - pair[0])
-            .fold(phases[0], f64::max);
-        assert!(phases.iter().all(|p| (0.0..1.0).contains(p)));
-        assert!(widest_gap < 3.0 / 1000.0, "{widest_gap}");
-    }
 }

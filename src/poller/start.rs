@@ -1,7 +1,7 @@
 //! The start gate: how many clusters' first polls may be in flight at once.
 //!
 //! Why: every poller polls at once when it starts (at start-up, and after a reload), and
-//! later polls are spread over the interval ([`super::phase`]). At N = 1000 that is 1000
+//! later polls are spread over the interval ([`phase`]). At N = 1000 that is 1000
 //! polls, some 10 000 requests, in flight together: heaptrack measured a heap peak of
 //! 195 MiB at start (hyper's connection futures, read buffers, reqwest's futures) against
 //! 43–50 MiB while polling, and the RSS kept that peak until `malloc_trim`; the simulator,
@@ -70,10 +70,21 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// The entry of a poller that has no gate (`status`, a single cluster): no permit.
+    pub fn ungated() -> Entry {
+        Entry {
+            permit: None,
+            hold: Duration::ZERO,
+        }
+    }
+
     /// Runs `poll`, giving the permit back when it ends or after the hold time, whichever
     /// comes first.
     pub async fn during<F: Future>(self, poll: F) -> F::Output {
         let Entry { permit, hold } = self;
+        if permit.is_none() {
+            return poll.await;
+        }
         tokio::pin!(poll);
         tokio::select! {
             output = &mut poll => output,
@@ -85,8 +96,27 @@ impl Entry {
     }
 }
 
+/// The fraction of the interval at which the cluster in `slot` polls after its first poll:
+/// the golden-ratio sequence, which spreads any number of consecutive slots evenly over [0, 1).
+pub(super) fn phase(slot: usize) -> f64 {
+    const GOLDEN: f64 = 0.618_033_988_749_895;
+    (slot as f64 * GOLDEN).fract()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn phases_spread_evenly() {
+        let mut phases: Vec<f64> = (0..1000).map(super::phase).collect();
+        phases.sort_by(f64::total_cmp);
+        let widest_gap = phases
+            .windows(2)
+            .map(|pair| pair[1] - pair[0])
+            .fold(phases[0], f64::max);
+        assert!(phases.iter().all(|p| (0.0..1.0).contains(p)));
+        assert!(widest_gap < 3.0 / 1000.0, "{widest_gap}");
+    }
+
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Instant;
