@@ -11,8 +11,11 @@
 # The fleet (docs/img/patroni-fleet*.png): beside the demo's cluster pg-test (Patroni 3.3.8), a
 # second real cluster pg-other (Patroni 4.1.5, tests/e2e/cluster.sh ADDR_MODE=single: 127.0.0.1,
 # ports 8008+N, in the same namespace) with its own exporter on 127.0.0.1:9394, one replica of
-# it killed at the switchover and restarted with the others; and FLEET_SIM_CLUSTERS (default 4)
-# fleet-sim clusters (healthy fakes, for numbers) with their own exporter on 127.0.0.1:9395.
+# it killed at the switchover and restarted with the others; a standby cluster pg-dr (Patroni
+# 4.1.5, standby_cluster: streaming from pg-other's member 0, 127.0.0.21-23), paired with pg-other
+# in that exporter's --config.file (`standby_of: pg-other`), for the fleet's "Standby clusters"
+# row; and FLEET_SIM_CLUSTERS (default 4) fleet-sim clusters (healthy fakes, for numbers) with
+# their own exporter on 127.0.0.1:9395.
 #
 # Usage: scripts/dashboards-png.sh [--render-only]
 #   --render-only   only render, from a Prometheus already holding the incident (PNG_PROM_URL,
@@ -106,6 +109,9 @@ FLEET_SIM="$E2E_TARGET_DIR/release/fleet-sim"
 OTHER_DIR="$WORK/cluster-other"
 # the second real cluster: its own data, scope and addresses (127.0.0.1, ports 8008+N)
 other() { env PATRONI_VERSION=$OTHER_VERSION SCOPE=pg-other ADDR_MODE=single DATA_DIR="$OTHER_DIR" tests/e2e/cluster.sh "$@"; }
+DR_DIR="$WORK/cluster-dr"
+# the standby cluster of pg-other: its own data, scope, names and addresses (127.0.0.21-23)
+dr() { env PATRONI_VERSION=$OTHER_VERSION SCOPE=pg-dr IP_BASE=21 MEMBER_PREFIX=dr DATA_DIR="$DR_DIR" STANDBY_OF="${OTHER_PG:-}" tests/e2e/cluster.sh "$@"; }
 FLEET_PIDS=()
 DEMO=scripts/demo.sh
 EVENTS="$WORK/events.tsv"
@@ -124,6 +130,7 @@ cleanup() {
   local pid
   for pid in "${FLEET_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${FLEET_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  dr down --fast >/dev/null 2>&1 || log "pg-dr down failed (see $DR_DIR)"
   other down --fast >/dev/null 2>&1 || log "pg-other down failed (see $OTHER_DIR)"
   exit "$rc"
 }
@@ -149,8 +156,21 @@ alert_firing() { # alert_firing NAME: 0 when Alertmanager holds an active alert 
 START=$(date +%s) END=
 # ---- the fleet around the demo: pg-other (real) and fleet-sim, each with its own exporter
 other up
+OTHER_PG=$(other env | sed -n "s/^MEMBER0_PG='\(.*\)'$/\1/p")
+dr up
+DR_URL=$(dr env | sed -n "s/^MEMBER0_REST='\(.*\)'$/\1/p")
 ( umask 077; printf 'raft-pass\n' >"$WORK/raft-password" )
-"$EXPORTER_BIN" --patroni.url http://127.0.0.1:8008 --raft.password-file "$WORK/raft-password" \
+cat >"$WORK/exporter-other.yml" <<EOF
+clusters:
+  - scope: pg-other
+    patroni_urls: [http://127.0.0.1:8008]
+    raft_password_file: $WORK/raft-password
+  - scope: pg-dr
+    patroni_urls: [$DR_URL]
+    raft_password_file: $WORK/raft-password
+    standby_of: pg-other
+EOF
+"$EXPORTER_BIN" --config.file "$WORK/exporter-other.yml" \
   --web.listen-address "$OTHER_EXPORTER" >"$WORK/exporter-other.log" 2>&1 &
 FLEET_PIDS+=($!)
 "$FLEET_SIM" --clusters "${FLEET_SIM_CLUSTERS:-4}" --duration 3600s --poll-interval 5s --prefix fleet-sim \
