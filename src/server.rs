@@ -5,7 +5,8 @@
 //! was published, so a scrape answers at once even while every member of every cluster
 //! hangs. Both endpoints stream their body frame by frame from the clusters' chunks
 //! ([`Frames`]: nothing of the size of the whole exposition is built or kept), and send
-//! gzip to scrapers that accept it (Prometheus does). `/probe?scope=NAME` serves one
+//! gzip to scrapers that accept it (Prometheus does); only a small `/metrics` keeps its gzip
+//! body until a cluster publishes ([`GzipReuse`]). `/probe?scope=NAME` serves one
 //! cluster, so that Prometheus can shard a large fleet by target (see docs/scaling.md).
 
 use std::convert::Infallible;
@@ -21,7 +22,7 @@ use axum::Router;
 use tokio::net::TcpListener;
 
 use crate::metrics::exposition::Format;
-use crate::metrics::stream::{accepts_gzip, Frames};
+use crate::metrics::stream::{accepts_gzip, Frames, GzipReuse};
 use crate::metrics::{EncodedCluster, Store};
 use crate::web::WebState;
 
@@ -29,6 +30,8 @@ use crate::web::WebState;
 pub struct AppState {
     pub store: Arc<Store>,
     pub telemetry_path: String,
+    /// `/metrics`' gzip body while the exposition is small and unchanged.
+    gzip_reuse: GzipReuse,
 }
 
 impl AppState {
@@ -37,6 +40,7 @@ impl AppState {
         Arc::new(AppState {
             store,
             telemetry_path: telemetry_path.into(),
+            gzip_reuse: GzipReuse::default(),
         })
     }
 }
@@ -75,7 +79,11 @@ pub async fn serve(
 
 /// `/metrics`: every cluster, as of the snapshots current when the scrape arrived.
 async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    exposition_response(&headers, state.store.current_encoded())
+    exposition_response(
+        &headers,
+        state.store.current_encoded(),
+        Some(&state.gzip_reuse),
+    )
 }
 
 /// The query of `/probe`.
@@ -105,7 +113,7 @@ async fn probe(
         )
             .into_response();
     };
-    exposition_response(&headers, vec![encoded])
+    exposition_response(&headers, vec![encoded], None)
 }
 
 fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
@@ -113,12 +121,24 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
 }
 
 /// The exposition of `clusters` in the format the request asks for (`Accept`), gzipped
-/// when it accepts gzip, as a streamed body.
-fn exposition_response(headers: &HeaderMap, clusters: Vec<Arc<EncodedCluster>>) -> Response {
+/// when it accepts gzip, as a streamed body (a small gzip body kept in `reuse`, if given).
+fn exposition_response(
+    headers: &HeaderMap,
+    clusters: Vec<Arc<EncodedCluster>>,
+    reuse: Option<&GzipReuse>,
+) -> Response {
     let format = Format::negotiate(header_str(headers, header::ACCEPT));
     let gzipped = accepts_gzip(header_str(headers, header::ACCEPT_ENCODING));
-    let frames = Frames::new(clusters, format, gzipped);
-    let body = Body::from_stream(futures::stream::iter(frames.map(Ok::<_, Infallible>)));
+    let kept = reuse
+        .filter(|_| gzipped)
+        .and_then(|reuse| reuse.small(&clusters, format));
+    let body = match kept {
+        Some(kept) => Body::from(kept),
+        None => {
+            let frames = Frames::new(clusters, format, gzipped);
+            Body::from_stream(futures::stream::iter(frames.map(Ok::<_, Infallible>)))
+        }
+    };
     let mut response = ([(header::CONTENT_TYPE, format.content_type())], body).into_response();
     let headers = response.headers_mut();
     headers.insert(

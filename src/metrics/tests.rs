@@ -485,6 +485,46 @@ fn the_gzipped_stream_is_one_gzip_member_of_the_same_text() {
 }
 
 #[test]
+fn a_small_gzip_body_is_kept_until_a_cluster_publishes() {
+    use std::io::Read;
+    let reuse = stream::GzipReuse::default();
+    let mut encoded = fleet(3);
+    let gunzip = |body: &[u8]| {
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(body)
+            .read_to_string(&mut text)
+            .unwrap();
+        text
+    };
+    let first = reuse.small(&encoded, Format::OpenMetrics).unwrap();
+    assert_eq!(gunzip(&first), concatenated(&encoded, Format::OpenMetrics));
+    // The same chunks: the same body, not compressed again.
+    let again = reuse.small(&encoded, Format::OpenMetrics).unwrap();
+    assert_eq!(again.as_ptr(), first.as_ptr());
+    // The other format, or one cluster published anew (a new chunk): made anew.
+    let text = reuse.small(&encoded, Format::PrometheusText).unwrap();
+    assert_eq!(
+        gunzip(&text),
+        concatenated(&encoded, Format::PrometheusText)
+    );
+    encoded[1] = Arc::new(EncodedCluster::encode(&cluster("cluster-1", 1)));
+    let republished = reuse.small(&encoded, Format::PrometheusText).unwrap();
+    assert_ne!(republished.as_ptr(), text.as_ptr());
+    assert_eq!(
+        gunzip(&republished),
+        concatenated(&encoded, Format::PrometheusText)
+    );
+    // A cluster gone: gone from the body too.
+    encoded.pop();
+    let fewer = reuse.small(&encoded, Format::PrometheusText).unwrap();
+    assert!(!gunzip(&fewer).contains("cluster-2"));
+    // A large exposition is streamed, never kept.
+    let large = fleet(60);
+    assert!(large.iter().map(|c| c.len()).sum::<usize>() > stream::REUSE_UP_TO);
+    assert!(reuse.small(&large, Format::OpenMetrics).is_none());
+}
+
+#[test]
 fn accept_encoding() {
     use stream::accepts_gzip;
     assert!(accepts_gzip(Some("gzip")));
