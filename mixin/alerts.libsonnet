@@ -363,10 +363,18 @@ local rules = import 'lib/rules.libsonnet';
         },
         {
           alert: 'PatroniSyncStandbyMissing',
+          comment:: |||
+            Not for a cluster whose dynamic configuration says synchronous_mode off (it has no
+            sync standby by design), nor for a standby cluster (Patroni runs its replicas
+            asynchronously whatever synchronous_mode says), nor in quorum mode. Fires while
+            /config has not been read (patroni_config_synchronous_mode absent).
+          |||,
           expr: |||
             patroni_cluster_sync_standbys == 0
             and patroni_cluster_members > 1
             unless ignoring(member, role) (patroni_member_role{role="quorum_standby"} == 1)
+            unless ignoring(mode) (patroni_config_synchronous_mode{mode="off"} == 1)
+            unless (patroni_cluster_standby == 1)
           |||,
           labels: { severity: 'warning' },
           annotations: {
