@@ -19,8 +19,7 @@
 //! first: polling 300 members in turn, a member's tickets are always gone when its turn
 //! comes back, and only requests of one poll to the same member resume (33 % of the
 //! handshakes at N = 100, 98.5 % with this cache: docs/performance.md, "TLS fleet").
-//! [`SESSION_CACHE_SERVERS`] members are remembered instead, with [`TICKETS_PER_SERVER`]
-//! tickets each rather than rustls' 8 ([`SessionStore`]). What reqwest did otherwise is
+//! [`SESSION_CACHE_SERVERS`] members are remembered instead. What reqwest did otherwise is
 //! done the same way: the platform's roots plus the CA file (rustls-platform-verifier, as
 //! reqwest), the client certificate, HTTP/1.1 in ALPN, and no verification at all in
 //! insecure mode.
@@ -29,7 +28,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 use crate::secret::Secret;
 
@@ -114,20 +113,14 @@ pub fn load_private_key(
 }
 
 /// Servers (member addresses) whose TLS sessions the Patroni client remembers: the 3000
-/// members of 1000 clusters and room to spare.
+/// members of 1000 clusters and room to spare. rustls reserves its table for this many
+/// servers at start and keeps up to 8 tickets per server, each with its copy of the server's
+/// certificate chain: 43 MiB more than over http at N = 1000 (docs/performance.md).
 pub const SESSION_CACHE_SERVERS: usize = 4096;
-
-/// TLS 1.3 tickets kept per server. rustls' own cache keeps 8, each with its copy of the
-/// server's certificate chain: 43 MiB more than over http at N = 1000 (docs/performance.md).
-/// Patroni (Python's `ssl`) sends 2 tickets per handshake, and rustls uses a ticket once; the
-/// requests of one poll to one member are at most 5 (`/patroni`, `/cluster`, `/config`,
-/// `/liveness`, `/readiness`), some at the same time, so 5 tickets resume all of them.
-pub const TICKETS_PER_SERVER: usize = 5;
 
 /// The rustls configuration of the Patroni client: `extra_roots` trusted beside the
 /// platform's, the client certificate chain and key when given, any server certificate
-/// accepted when `insecure`, and a session cache for [`SESSION_CACHE_SERVERS`] members
-/// with [`TICKETS_PER_SERVER`] tickets each ([`SessionStore`]).
+/// accepted when `insecure`, and a session cache for [`SESSION_CACHE_SERVERS`] members.
 ///
 /// # Errors
 /// When the platform's roots cannot be loaded or the client key does not fit its certificate.
@@ -155,171 +148,8 @@ pub fn client_config(
         None => builder.with_no_client_auth(),
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    config.resumption = rustls::client::Resumption::store(Arc::new(SessionStore::default()));
+    config.resumption = rustls::client::Resumption::in_memory_sessions(8 * SESSION_CACHE_SERVERS);
     Ok(config)
-}
-
-/// What the Patroni client remembers of each member's TLS sessions: rustls'
-/// `ClientSessionMemoryCache`, with [`TICKETS_PER_SERVER`] TLS 1.3 tickets per server
-/// instead of 8 and room for [`SESSION_CACHE_SERVERS`] servers, the one added first evicted
-/// first.
-#[derive(Debug, Default)]
-struct SessionStore {
-    servers: std::sync::Mutex<
-        Servers<rustls::client::Tls13ClientSessionValue, rustls::client::Tls12ClientSessionValue>,
-    >,
-}
-
-impl SessionStore {
-    fn servers(
-        &self,
-    ) -> std::sync::MutexGuard<
-        '_,
-        Servers<rustls::client::Tls13ClientSessionValue, rustls::client::Tls12ClientSessionValue>,
-    > {
-        // A poisoned lock only means a handshake panicked; the sessions are still whole.
-        self.servers
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-impl rustls::client::ClientSessionStore for SessionStore {
-    fn set_kx_hint(&self, server: ServerName<'static>, group: rustls::NamedGroup) {
-        self.servers().edit(server, |remembered| {
-            remembered.kx_hint = Some(group);
-        });
-    }
-
-    fn kx_hint(&self, server: &ServerName<'_>) -> Option<rustls::NamedGroup> {
-        self.servers().get(&server.to_owned())?.kx_hint
-    }
-
-    fn set_tls12_session(
-        &self,
-        server: ServerName<'static>,
-        value: rustls::client::Tls12ClientSessionValue,
-    ) {
-        self.servers().edit(server, |remembered| {
-            remembered.tls12 = Some(value);
-        });
-    }
-
-    fn tls12_session(
-        &self,
-        server: &ServerName<'_>,
-    ) -> Option<rustls::client::Tls12ClientSessionValue> {
-        self.servers().get(&server.to_owned())?.tls12.clone()
-    }
-
-    fn remove_tls12_session(&self, server: &ServerName<'static>) {
-        if let Some(remembered) = self.servers().get_mut(server) {
-            remembered.tls12 = None;
-        }
-    }
-
-    fn insert_tls13_ticket(
-        &self,
-        server: ServerName<'static>,
-        value: rustls::client::Tls13ClientSessionValue,
-    ) {
-        self.servers().insert_ticket(server, value);
-    }
-
-    fn take_tls13_ticket(
-        &self,
-        server: &ServerName<'static>,
-    ) -> Option<rustls::client::Tls13ClientSessionValue> {
-        self.servers().take_ticket(server)
-    }
-}
-
-/// What is remembered of one server.
-#[derive(Debug)]
-struct Remembered<T13, T12> {
-    kx_hint: Option<rustls::NamedGroup>,
-    tls12: Option<T12>,
-    /// Oldest first.
-    tls13: std::collections::VecDeque<T13>,
-}
-
-impl<T13, T12> Default for Remembered<T13, T12> {
-    fn default() -> Self {
-        Remembered {
-            kx_hint: None,
-            tls12: None,
-            tls13: std::collections::VecDeque::new(),
-        }
-    }
-}
-
-/// The servers remembered, up to `capacity`, each with up to `tickets` TLS 1.3 tickets.
-/// Generic over the session values so that the bookkeeping is tested without handshakes.
-#[derive(Debug)]
-struct Servers<T13, T12> {
-    by_name: std::collections::HashMap<ServerName<'static>, Remembered<T13, T12>>,
-    /// In the order they were added: the first is evicted first.
-    order: std::collections::VecDeque<ServerName<'static>>,
-    capacity: usize,
-    tickets: usize,
-}
-
-impl<T13, T12> Default for Servers<T13, T12> {
-    fn default() -> Self {
-        Servers::new(SESSION_CACHE_SERVERS, TICKETS_PER_SERVER)
-    }
-}
-
-impl<T13, T12> Servers<T13, T12> {
-    fn new(capacity: usize, tickets: usize) -> Self {
-        Servers {
-            by_name: std::collections::HashMap::new(),
-            order: std::collections::VecDeque::new(),
-            capacity: capacity.max(1),
-            tickets: tickets.max(1),
-        }
-    }
-
-    fn get(&self, server: &ServerName<'static>) -> Option<&Remembered<T13, T12>> {
-        self.by_name.get(server)
-    }
-
-    fn get_mut(&mut self, server: &ServerName<'static>) -> Option<&mut Remembered<T13, T12>> {
-        self.by_name.get_mut(server)
-    }
-
-    /// Changes what is remembered of `server`, adding it (and evicting the oldest) if new.
-    fn edit(
-        &mut self,
-        server: ServerName<'static>,
-        change: impl FnOnce(&mut Remembered<T13, T12>),
-    ) {
-        if !self.by_name.contains_key(&server) {
-            if self.order.len() >= self.capacity {
-                if let Some(oldest) = self.order.pop_front() {
-                    self.by_name.remove(&oldest);
-                }
-            }
-            self.order.push_back(server.clone());
-        }
-        change(self.by_name.entry(server).or_default());
-    }
-
-    /// Keeps `ticket`, dropping the oldest of the server's when it has `tickets` already.
-    fn insert_ticket(&mut self, server: ServerName<'static>, ticket: T13) {
-        let most = self.tickets;
-        self.edit(server, |remembered| {
-            while remembered.tls13.len() >= most {
-                remembered.tls13.pop_front();
-            }
-            remembered.tls13.push_back(ticket);
-        });
-    }
-
-    /// The newest ticket of `server`, given out once.
-    fn take_ticket(&mut self, server: &ServerName<'static>) -> Option<T13> {
-        self.by_name.get_mut(server)?.tls13.pop_back()
-    }
 }
 
 /// `insecure_skip_verify`: any certificate for any name is accepted; the handshake's
@@ -382,43 +212,6 @@ pub fn install_crypto_provider() {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn name(host: &str) -> ServerName<'static> {
-        ServerName::try_from(host.to_owned()).unwrap()
-    }
-
-    #[test]
-    fn so_many_tickets_per_server_newest_first_each_once() {
-        let mut servers: Servers<u32, ()> = Servers::new(10, 3);
-        for ticket in 1..=5 {
-            servers.insert_ticket(name("m0.example"), ticket);
-        }
-        servers.insert_ticket(name("m1.example"), 100);
-        // The two oldest of m0 were dropped; the newest is given out first, each once.
-        let taken: Vec<u32> =
-            std::iter::from_fn(|| servers.take_ticket(&name("m0.example"))).collect();
-        assert_eq!(taken, [5, 4, 3]);
-        assert_eq!(servers.take_ticket(&name("m1.example")), Some(100));
-        assert_eq!(servers.take_ticket(&name("m2.example")), None);
-    }
-
-    #[test]
-    fn the_server_added_first_is_evicted_first() {
-        let mut servers: Servers<u32, ()> = Servers::new(2, 5);
-        servers.insert_ticket(name("m0.example"), 0);
-        servers.edit(name("m1.example"), |remembered| {
-            remembered.kx_hint = Some(rustls::NamedGroup::X25519);
-        });
-        servers.insert_ticket(name("m0.example"), 1); // known: nothing evicted
-        servers.insert_ticket(name("m2.example"), 2); // m0 goes
-        assert!(servers.get(&name("m0.example")).is_none());
-        assert_eq!(
-            servers.get(&name("m1.example")).and_then(|r| r.kx_hint),
-            Some(rustls::NamedGroup::X25519)
-        );
-        assert_eq!(servers.take_ticket(&name("m2.example")), Some(2));
-        assert_eq!(servers.by_name.len(), servers.order.len());
-    }
 
     #[test]
     fn plain_and_encrypted_keys() {
