@@ -42,7 +42,7 @@ pub mod start;
 use changes::ChangeMemory;
 use discovery::without_aliases;
 use members::{DcsTiming, MemberMemory};
-use requests::{member_at, raft_query, RaftQuery, Wants};
+use requests::{member_at, raft_query, MemberLimits, RaftQuery, Wants};
 pub use start::StartGate;
 use start::{phase, Entry};
 
@@ -102,6 +102,8 @@ pub struct ClusterPoller {
     policy: ApiUrlPolicy,
     /// Bounds the requests of a poll in flight at once (`max_concurrency`).
     permits: Arc<Semaphore>,
+    /// Bounds the requests of a poll in flight at once to one member.
+    member_limits: MemberLimits,
     /// Ask every member the rotating requests (`/config`, `/liveness`, `/readiness`) in
     /// every poll: for `status`, whose single poll must see everything.
     ask_everything: bool,
@@ -131,6 +133,7 @@ impl ClusterPoller {
             memory: PollMemory::default(),
             policy,
             permits,
+            member_limits: MemberLimits::default(),
             ask_everything: false,
             start_gate: None,
         })
@@ -251,6 +254,7 @@ impl ClusterPoller {
     /// and every voter in the first poll.
     pub async fn poll_once(&mut self) -> ClusterSnapshot {
         let started = Instant::now();
+        self.member_limits.clear();
         let first_targets = self.raft_targets_known();
         let (cluster_answer, first_answers) = tokio::join!(
             self.fetch_cluster_answer(),

@@ -2,12 +2,14 @@
 //! `--raft.command`), and what a member is asked at its `api_url`.
 //!
 //! Why apart from the poll loop: every request goes out under a permit of the poll
-//! (`max_concurrency`) and only to hosts the policy allows; keeping the requests in one
-//! place keeps both rules in one place.
+//! (`max_concurrency`), at most [`REQUESTS_PER_MEMBER_AT_ONCE`] to one member, and only to
+//! hosts the policy allows; keeping the requests in one place keeps these rules in one place.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::Semaphore;
 use url::Url;
 
 use super::ClusterPoller;
@@ -76,6 +78,42 @@ pub(super) async fn raft_query(
         },
     })
 }
+/// The requests of one poll in flight at once to one member's REST API.
+///
+/// Why so few: Patroni's REST server accepts in one thread, closes every connection after its
+/// answer, and listens with a backlog of `restapi.request_queue_size`, 5 by default
+/// (`patroni/api.py`). When Patroni is busy, a burst of connections overflows that backlog;
+/// the kernel then drops the SYN and the client sends it again only after 1 s, so the
+/// request takes over a second or times out. Measured on a loaded 2-core machine, 7
+/// exporters polling one 4.1.5 cluster every 2 s with all of a member's requests at once:
+/// 7 listen overflows in 90 s (`nstat TcpExtListenOverflows`), 7 requests timed out at 1 s.
+pub(super) const REQUESTS_PER_MEMBER_AT_ONCE: usize = 2;
+
+/// One semaphore per member REST base (scheme, host, port), for one poll.
+#[derive(Default)]
+pub(super) struct MemberLimits(Mutex<HashMap<Url, Arc<Semaphore>>>);
+impl MemberLimits {
+    /// The limit of the member at `base`.
+    fn of(&self, base: &Url) -> Arc<Semaphore> {
+        let mut limits = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        Arc::clone(
+            limits
+                .entry(patroni::base_of(base))
+                .or_insert_with(|| Arc::new(Semaphore::new(REQUESTS_PER_MEMBER_AT_ONCE))),
+        )
+    }
+    /// Forgets the members of the last poll (the map holds no more than one poll's members).
+    pub(super) fn clear(&mut self) {
+        self.0
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clear();
+    }
+}
+
 /// What one member answered: its own `/patroni`, and its `/cluster` and `/config` when
 /// asked (`None` when not).
 pub(super) struct MemberAnswers {
@@ -121,12 +159,24 @@ impl ClusterPoller {
         F: std::future::Future<Output = T>,
     {
         let base = base?;
-        let _permit = self.permits.acquire().await;
-        Some(request(base).await)
+        let limit = self.member_limits.of(base);
+        Some(self.limited(&limit, request(base)).await)
     }
 
-    /// Asks a member (listed or remembered) at its `api_url`: its own `/patroni`, and what
-    /// `wants` names of `/cluster`, `/config`, `/liveness` and `/readiness`, concurrently.
+    /// `request` under a permit of the member (`limit`), then one of the poll: in this order,
+    /// so that no poll permit is held while waiting for a member's.
+    async fn limited<F: std::future::Future>(&self, limit: &Semaphore, request: F) -> F::Output {
+        let _member_permit = limit.acquire().await;
+        let _permit = self.permits.acquire().await;
+        request.await
+    }
+
+    /// Asks a member (listed or remembered) at its `api_url`: its own `/patroni` first, then,
+    /// if it answered, what `wants` names of `/cluster`, `/config`, `/liveness` and
+    /// `/readiness`, [`REQUESTS_PER_MEMBER_AT_ONCE`] at a time. A member that cannot be
+    /// reached (connect failed, or timeout) is not asked the rest: each would wait for the same
+    /// timeout, and the poll would overrun. The rest then carry that same failure, as they
+    /// did when every request was sent.
     pub(super) async fn fetch_member(
         &self,
         member: &patroni::Member,
@@ -144,43 +194,48 @@ impl ClusterPoller {
             }
         };
         let base = patroni::base_of(&api_url);
-        let own = async {
-            let _permit = self.permits.acquire().await;
-            self.client
-                .member_status(&api_url)
-                .await
-                .map_err(|e| Failure::from(&e))
-        };
+        let limit = self.member_limits.of(&base);
+        let own = self
+            .limited(&limit, self.client.member_status(&api_url))
+            .await;
+        if let Err(unreachable @ (PatroniError::Connect(_) | PatroniError::Timeout(_))) = &own {
+            let failure = Failure::from(unreachable);
+            return MemberAnswers {
+                own: Err(failure.clone()),
+                cluster: wants.cluster.then_some(Err(failure)),
+                config: wants.config.then(|| Err(unreachable.clone())),
+                probes: wants
+                    .probes
+                    .then(|| (Err(unreachable.clone()), Err(unreachable.clone()))),
+            };
+        }
+        let own = own.map_err(|e| Failure::from(&e));
         let cluster = async {
             if !wants.cluster {
                 return None;
             }
-            let _permit = self.permits.acquire().await;
-            let answer = self.checked_cluster(&base).await;
+            let answer = self.limited(&limit, self.checked_cluster(&base)).await;
             Some(answer.map_err(|e| Failure::from(&e)))
         };
         let config = async {
             if !wants.config {
                 return None;
             }
-            let _permit = self.permits.acquire().await;
-            Some(self.client.dynamic_config(&base).await)
-        };
-        let probe = |name: &'static str| {
-            let base = &base;
-            async move {
-                let _permit = self.permits.acquire().await;
-                self.client.probe(base, name).await
-            }
+            Some(
+                self.limited(&limit, self.client.dynamic_config(&base))
+                    .await,
+            )
         };
         let probes = async {
             if !wants.probes {
                 return None;
             }
-            let (liveness, readiness) = tokio::join!(probe("liveness"), probe("readiness"));
-            Some((liveness, readiness))
+            Some(tokio::join!(
+                self.limited(&limit, self.client.probe(&base, "liveness")),
+                self.limited(&limit, self.client.probe(&base, "readiness"))
+            ))
         };
-        let (own, cluster, config, probes) = tokio::join!(own, cluster, config, probes);
+        let (cluster, config, probes) = tokio::join!(cluster, config, probes);
         MemberAnswers {
             own,
             cluster,

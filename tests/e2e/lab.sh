@@ -342,9 +342,16 @@ TARGETS=""
 T0=$(e2e_now)
 for spec in "${EXPORTERS[@]}"; do
   read -r name port gid url pwfile dep <<<"$spec"
+  # m0-m2 are the quick start, so the default --poll.timeout (2 s): with seven exporters
+  # polling each member at once, Patroni's REST backlog (request_queue_size 5) overflows now
+  # and then on a loaded machine, and a dropped SYN is sent again after 1 s, which a 1 s
+  # timeout turns into a failed poll (seen once in CI: PatroniMemberApiUnreachable pending in
+  # the healthy phase). The other deployments keep 1 s: their cut links are found faster.
+  timeout_flag=(--poll.timeout 1s)
+  [[ $name == m[0-2] ]] && timeout_flag=()
   setpriv --regid="$gid" --clear-groups "$EXPORTER_BIN" --patroni.url "$url" \
     --raft.password-file "$RUN_DIR/$pwfile" --web.listen-address "127.0.0.1:$port" \
-    --poll.interval "${POLL}s" --poll.timeout 1s >"$RUN_DIR/exporter-$name.log" 2>&1 &
+    --poll.interval "${POLL}s" "${timeout_flag[@]}" >"$RUN_DIR/exporter-$name.log" 2>&1 &
   EXP_PID[$name]=$!; EXP_PORT[$name]=$port; EXP_GID[$name]=$gid
   PIDS+=("$!")
   REC_ARGS+=(--exporter "$name=http://127.0.0.1:$port/metrics")
@@ -438,7 +445,10 @@ for d in m0 m1 m2; do
   seen=$(alerts_of "$d" 0 "$T_P1_END")
   if [[ -z $seen ]] && awk -v l="$life" -v h="$HEALTHY_S" 'BEGIN { exit !(l >= h) }'; then
     pass "healthy $d: no alert of any severity, not even pending (${life}s of exporter life, >= ${HEALTHY_S}s)"
-  else fail "healthy $d: alerts seen in ${life}s of exporter life: ${seen:-none}"; fi
+  else
+    fail "healthy $d: alerts seen in ${life}s of exporter life: ${seen:-none}"
+    grep 'poll failed' "$RUN_DIR/exporter-$d.log" | head -5 >&2 || true
+  fi
   result healthy "$d: seconds of exporter life without any alert (pending or firing)" "$([[ -z $seen ]] && echo "$life" || echo "alerts: $seen")"
   v=$(value_at "$d" "$quorum_series" "$T_P1_END")
   if [[ $v == 1 ]]; then pass "healthy $d: patroni_raft_cluster_quorum 1"

@@ -298,40 +298,101 @@ async fn https_is_never_downgraded_by_an_api_url() {
 // ------------------------------------------------------------------ limits
 
 #[tokio::test]
-async fn requests_in_flight_are_bounded_per_cluster() {
+async fn requests_in_flight_are_bounded_per_cluster_and_per_member() {
     let _shared = MEMORY.read().await;
-    let members = FakePatroni::start("127.0.0.1").await;
+    // Four hosts (one base each) of five members' `/patroni`, all hanging.
+    let hosts: Vec<FakePatroni> =
+        futures::future::join_all((0..4).map(|_| FakePatroni::start("127.0.0.1"))).await;
     let list: Vec<String> = (0..20)
         .map(|i| {
             format!(
                 r#"{{"name":"m{i}","role":"replica","state":"streaming","api_url":"{}/patroni","host":"127.0.0.1"}}"#,
-                members.url()
+                hosts[i % 4].url()
             )
         })
         .collect();
-    members.route(
+    let reader = FakePatroni::start("127.0.0.1").await;
+    reader.route(
         "/cluster",
         Reply::Json(format!(r#"{{"scope":"wide","members":[{}]}}"#, list.join(",")).into_bytes()),
     );
-    members.route("/patroni", Reply::Hang);
+    for host in &hosts {
+        host.route("/patroni", Reply::Hang);
+    }
     let config = ClusterConfig::default().with(|config| {
-        config.patroni_urls = vec![url(&members.url())];
+        config.patroni_urls = vec![url(&reader.url())];
         config.poll.timeout = Duration::from_millis(300);
         config.poll.max_concurrency = 3;
     });
     let started = Instant::now();
     let output = poll_and_render(vec![config], Format::PrometheusText).await;
-    // 20 hanging members, 3 at a time, 300 ms each: 7 rounds (without the bound: one).
+    // 20 hanging members, 3 at a time, 300 ms each: 7 rounds. Bounded per member only (2 per
+    // host, 4 hosts): 3 rounds; without any bound: one.
     assert!(
         started.elapsed() >= Duration::from_millis(1800),
         "{:?}",
         started.elapsed()
     );
-    // Seen from the member: a connection the exporter gave up on may still be counted
-    // for a moment after the next one opens, hence the small slack above 3.
-    let max = members.seen.max_in_flight.load(Ordering::SeqCst);
-    assert!((2..=6).contains(&max), "max in flight {max}");
+    // Seen from a host: at most 2 at once (REQUESTS_PER_MEMBER_AT_ONCE), and a connection
+    // the exporter gave up on may still be counted for a moment after the next one opens.
+    for host in &hosts {
+        let max = host.seen.max_in_flight.load(Ordering::SeqCst);
+        assert!((1..=3).contains(&max), "max in flight {max}");
+        // Only `/patroni`: a member that did not answer it is asked nothing else.
+        assert!(
+            host.requests()
+                .iter()
+                .all(|r| r.starts_with("GET /patroni ")),
+            "{:?}",
+            host.requests()
+        );
+    }
     assert!(output.contains("patroni_cluster_members{scope=\"wide\"} 20"));
+}
+
+#[tokio::test]
+async fn a_member_is_asked_two_requests_at_once_its_own_status_first() {
+    let _shared = MEMORY.read().await;
+    let reader = FakePatroni::start("127.0.0.1").await;
+    let member = FakePatroni::start("127.0.0.1").await;
+    let cluster = format!(
+        r#"{{"scope":"pg","members":[{{"name":"a","role":"leader","state":"running","api_url":"{}/patroni","host":"127.0.0.1"}},{{"name":"b","role":"replica","state":"streaming","api_url":"{}/patroni","host":"127.0.0.1"}}]}}"#,
+        reader.url(),
+        member.url()
+    );
+    for fake in [&reader, &member] {
+        fake.route("/cluster", Reply::Json(cluster.clone().into_bytes()));
+        fake.route(
+            "/patroni",
+            Reply::Json(br#"{"state":"running","role":"replica"}"#.to_vec()),
+        );
+        // The rest hang: each is counted in flight until the timeout.
+        for path in ["/config", "/liveness", "/readiness", "/history"] {
+            fake.route(path, Reply::Hang);
+        }
+    }
+    let config = ClusterConfig::default().with(|config| {
+        config.patroni_urls = vec![url(&reader.url())];
+        config.poll.timeout = Duration::from_millis(300);
+    });
+    let mut poller = ClusterPoller::new(0, config)
+        .await
+        .unwrap()
+        .asking_everything();
+    poller.poll_once().await;
+    // `b` is asked /patroni, /cluster, /config, /liveness, /readiness: 5 requests, the first
+    // alone, then 2 at a time.
+    let asked: Vec<String> = member
+        .requests()
+        .iter()
+        .filter_map(|r| r.split_whitespace().nth(1).map(str::to_owned))
+        .collect();
+    assert_eq!(asked.len(), 5, "{asked:?}");
+    assert_eq!(asked[0], "/patroni", "{asked:?}");
+    assert_eq!(member.seen.max_in_flight.load(Ordering::SeqCst), 2);
+    // The reader: /cluster first (alone), then its own /patroni, /history, /config and the
+    // probes, 2 at a time.
+    assert_eq!(reader.seen.max_in_flight.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]
