@@ -3,7 +3,7 @@
 # real Patroni cluster. Results (CSV, raw wrk output, logs) go to $OUT; docs/performance.md
 # quotes them.
 #
-# Usage: scripts/bench.sh [fleet|tls|real|plot|shards|all]  (default: all: fleet, real, plot)
+# Usage: scripts/bench.sh [fleet|tls|collectors|real|plot|shards|all]  (default: all: fleet, real, plot)
 #   fleet   for N in $SIZES: fleet-sim with N clusters (3 members + 3 encrypted Raft nodes
 #           each), the exporter polling them every $INTERVAL s; reports exporter CPU seconds
 #           per poll cycle (/proc/PID/stat), RSS, poll durations (from /metrics), /metrics
@@ -21,7 +21,12 @@
 #           ssl does), over https without (no tickets: every handshake full), and the floor
 #           over https; CPU seconds per poll cycle, RSS, and the handshakes fleet-sim counted,
 #           full and resumed, per cycle: $OUT/tls.csv (docs/performance.md, "TLS fleet");
-#           TLS_MODES picks some of "floor plain tls tls-noresume floor-tls" (all by default)
+#           TLS_MODES picks some of "floor plain tls tls-noresume floor-tls" (all by default);
+#           for the exporter also the series per cluster and the encode time p50/p99 of
+#           $ENCODE_SCRAPES (100) scrapes one after another, after the CPU window; then
+#           `collectors`. So one run gives docs/performance.md's table at N = 1, 100, 1000.
+#   collectors  the series of one simulated 3-member cluster, with every collector and with
+#           each switched off (--no-collector.NAME): $OUT/collectors.csv
 #   plot    docs/performance.png from $OUT/fleet.csv (matplotlib in a venv, $PLOT_VENV).
 #   shards  $SHARD_CLUSTERS (2000) simulated clusters over $SHARDS (2) exporters, and a real
 #           Prometheus scraping each scope's /probe through hashmod (docs/scaling.md):
@@ -103,7 +108,7 @@ ensure_floor() {
   [[ $FLOOR == none ]] && return 0
   if [[ -z $FLOOR ]]; then
     FLOOR=$(cargo bench --bench floor --no-run --message-format=json 2>/dev/null |
-      sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
+      sed -n 's/.*"executable":"\([^"]*\/floor-[^"]*\)".*/\1/p' | tail -1)
   fi
   [[ -x $FLOOR ]] || { log "no floor client (cargo bench --bench floor --no-run)"; return 1; }
 }
@@ -139,6 +144,12 @@ wrk_run() {
 encode_stats() {
   { grep -oE "${1:-(send|encode)_seconds}=[0-9.e-]*" || true; } | cut -d= -f2 | sort -g |
     awk '{ v[NR] = $1 } END { if (NR) printf "%.2f %.2f %d\n", v[int((NR + 1) / 2)] * 1000, v[NR] * 1000, NR; else print "0 0 0" }'
+}
+
+# percentiles_ms FIELD < log: "p50_ms p99_ms" of FIELD (seconds) in the exporter's debug log.
+percentiles_ms() {
+  { grep -oE "$1=[0-9.e-]*" || true; } | cut -d= -f2 | sort -g |
+    awk '{ v[NR] = $1 } END { if (NR) printf "%.2f %.2f\n", v[int((NR + 1) / 2)] * 1000, v[int(NR * 0.99 + 0.999)] * 1000; else print "- -" }'
 }
 
 # fleet_health: "mean max" of the poll durations, then the sums of polls skipped, poll errors,
@@ -411,8 +422,8 @@ tls_one() {
       wait_for 60 grep -q '^ready' "$dir/floor.out" || { log "floor not ready"; cat "$dir/floor.err" >&2; return 1; }
       ;;
     *)
-      "$EXPORTER" --config.file "$dir/exporter.yml" --web.listen-address "127.0.0.1:$PORT" --log.level warn \
-        2>"$dir/exporter.log" &
+      "$EXPORTER" --config.file "$dir/exporter.yml" --web.listen-address "127.0.0.1:$PORT" \
+        --log.level 'warn,patroni_raft_exporter::metrics::stream=debug' 2>"$dir/exporter.log" &
       pid=$!
       PIDS+=("$pid")
       wait_for 120 curl -fsS "http://127.0.0.1:$PORT/-/ready" || { log "exporter not ready"; tail "$dir/exporter.log" >&2; return 1; }
@@ -427,21 +438,28 @@ tls_one() {
     [[ $mode == floor* ]] || curl -fsS -o /dev/null "http://127.0.0.1:$PORT/metrics"
   done
   t1=$(date +%s.%N); c1=$(cpu_ticks "$pid"); h1=$(handshakes "$dir/handshakes")
-  local rss hwm health="0 0 0 0 0 0 0"
+  local rss hwm health="0 0 0 0 0 0 0" series=- encode="- -"
   rss=$(rss_kib "$pid"); hwm=$(hwm_kib "$pid")
   if [[ $mode != floor* ]]; then
     curl -fsS -o "$dir/metrics.txt" "http://127.0.0.1:$PORT/metrics"
     health=$(EXPORTER_URL="file://$dir/metrics.txt" fleet_health)
+    series=$(grep -vc '^#' "$dir/metrics.txt")
+    # encode times: $ENCODE_SCRAPES scrapes one after another, after the CPU window (a real
+    # Prometheus scrapes once per interval: these would inflate the CPU per cycle)
+    local before; before=$(wc -l <"$dir/exporter.log")
+    for ((i = 0; i < ${ENCODE_SCRAPES:-100}; i++)); do curl -fsS -o /dev/null "http://127.0.0.1:$PORT/metrics"; done
+    encode=$(tail -n +"$((before + 1))" "$dir/exporter.log" | percentiles_ms send_seconds)
   fi
   cleanup
   local row
   # shellcheck disable=SC2086  # $h0 $h1 $health: split into the fields they hold
   row=$(awk -v n="$n" -v mode="$mode" -v c="$((c1 - c0))" -v h="$CLK_TCK" -v a="$t0" -v b="$t1" -v iv="$INTERVAL" \
     -v rss="$rss" -v hwm="$hwm" -v ready="$ready_secs" -v load="$(cut -d' ' -f1 /proc/loadavg)" \
-    -v hs="$h0 $h1" -v health="$health" \
-    'BEGIN { split(hs, k, " "); split(health, f, " "); cycles = (b - a) / iv;
-      printf "%d,%s,%.4f,%.1f,%.1f,%.1f,%.1f,%d,%d,%d,%d,%.2f\n", n, mode, c / h / cycles, rss / 1024, hwm / 1024,
-        (k[3] - k[1]) / cycles, (k[4] - k[2]) / cycles, f[4], f[5], f[6], ready, load }')
+    -v hs="$h0 $h1" -v health="$health" -v series="$series" -v encode="$encode" \
+    'BEGIN { split(hs, k, " "); split(health, f, " "); split(encode, e, " "); cycles = (b - a) / iv;
+      per = (series == "-" ? "-" : sprintf("%.0f", series / n));
+      printf "%d,%s,%.4f,%.1f,%.1f,%.1f,%.1f,%d,%d,%d,%d,%.2f,%s,%s,%s\n", n, mode, c / h / cycles, rss / 1024, hwm / 1024,
+        (k[3] - k[1]) / cycles, (k[4] - k[2]) / cycles, f[4], f[5], f[6], ready, load, per, e[1], e[2] }')
   echo "$row" >>"$OUT/tls.csv"
   log "N=$n $mode: $row"
 }
@@ -451,7 +469,7 @@ tls() {
   ensure_floor
   ulimit -n "$(ulimit -Hn)"
   log "file descriptor limit $(ulimit -n); CPUs $(nproc); load $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "clusters,mode,cpu_seconds_per_cycle,rss_mib,peak_rss_mib,full_handshakes_per_cycle,resumed_handshakes_per_cycle,poll_errors,patroni_up,raft_up,ready_seconds,load1" >"$OUT/tls.csv"
+  echo "clusters,mode,cpu_seconds_per_cycle,rss_mib,peak_rss_mib,full_handshakes_per_cycle,resumed_handshakes_per_cycle,poll_errors,patroni_up,raft_up,ready_seconds,load1,series_per_cluster,encode_p50_ms,encode_p99_ms" >"$OUT/tls.csv"
   local n mode
   for n in $SIZES; do
     for mode in ${TLS_MODES:-floor plain tls tls-noresume floor-tls}; do
@@ -459,6 +477,36 @@ tls() {
     done
   done
   column -s, -t <"$OUT/tls.csv" >&2 || cat "$OUT/tls.csv" >&2
+  collectors
+}
+
+# collectors: the series of one simulated 3-member cluster with every collector, then with
+# each one switched off (--no-collector.NAME): $OUT/collectors.csv.
+collectors() {
+  local dir="$OUT/collectors" off all=""
+  rm -rf "$dir"; mkdir -p "$dir"
+  "$FLEET_SIM" --clusters 1 --duration "$((60 + 6 * 8))s" --poll-interval 1s --workers "$SIM_WORKERS" \
+    --config-out "$dir/exporter.yml" --password-file "$dir/raft-password" >"$dir/fleet-sim.out" 2>"$dir/fleet-sim.err" &
+  PIDS+=("$!")
+  wait_for 60 grep -q '^ready' "$dir/fleet-sim.out" || { log "fleet-sim not ready"; return 1; }
+  echo "collectors_off,series,series_less_than_all" >"$OUT/collectors.csv"
+  for off in none history config views probes failsafe; do
+    local flags=() pid n
+    [[ $off == none ]] || flags=("--no-collector.$off")
+    "$EXPORTER" --config.file "$dir/exporter.yml" --web.listen-address "127.0.0.1:$PORT" --poll.interval 1s \
+      --log.level warn "${flags[@]}" 2>"$dir/exporter-$off.log" &
+    pid=$!
+    PIDS+=("$pid")
+    wait_for 30 curl -fsS "http://127.0.0.1:$PORT/-/ready" || { log "exporter not ready"; return 1; }
+    sleep 3.5 # a few polls: the rotating requests (/config, probes) have come round every member
+    curl -fsS -o "$dir/metrics-$off.txt" "http://127.0.0.1:$PORT/metrics"
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+    n=$(grep -vc '^#' "$dir/metrics-$off.txt")
+    [[ $off == none ]] && all=$n
+    echo "$off,$n,$((all - n))" >>"$OUT/collectors.csv"
+  done
+  cleanup
+  column -s, -t <"$OUT/collectors.csv" >&2 || cat "$OUT/collectors.csv" >&2
 }
 
 # ---------------------------------------------------------------------------------------
@@ -585,6 +633,7 @@ case "${1:-all}" in
   plot) plot ;;
   shards) shards ;;
   tls) tls ;;
+  collectors) ensure_release; collectors ;;
   all) fleet; real; plot ;;
-  *) sed -n '2,33p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,40p' "$0" >&2; exit 2 ;;
 esac

@@ -49,13 +49,10 @@ pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(600);
 
 /// The file as written.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct WebConfigFile {
-    #[serde(default)]
     pub tls_server_config: Option<TlsServerConfig>,
-    #[serde(default)]
     pub http_server_config: Option<HttpServerConfig>,
-    #[serde(default)]
     pub basic_auth_users: BTreeMap<String, String>,
 }
 
@@ -84,9 +81,8 @@ pub struct TlsServerConfig {
 
 /// Only `http2: false` is meaningful here (the listener speaks HTTP/1.1).
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct HttpServerConfig {
-    #[serde(default)]
     pub http2: Option<bool>,
 }
 

@@ -24,49 +24,43 @@ use crate::secret::Secret;
 /// One cluster: from the flags, or an entry of `--config.file` (same names with `_`:
 /// `--patroni.url` is `patroni_urls`, `--poll.interval` is `poll_interval`).
 #[derive(Debug, Clone, Default, Deserialize, clap::Args)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct ClusterEntry {
     /// Expected cluster name (scope); a /cluster answer naming another cluster is an error.
     #[arg(long = "patroni.scope", value_name = "NAME")]
-    #[serde(default)]
     pub scope: Option<String>,
 
     /// REST base URL of a member, e.g. http://10.0.0.1:8008 (repeatable). One is enough:
     /// the other members are found through the Raft status; more add places to ask /cluster.
     #[arg(long = "patroni.url", value_name = "URL")]
-    #[serde(default)]
     pub patroni_urls: Vec<Url>,
 
     /// Patroni's own YAML (e.g. Charmed PostgreSQL's patroni.yaml): supplies the REST URL,
     /// the CA, the Raft partners and the Raft password when not given otherwise.
     #[arg(long = "patroni.config-file", value_name = "FILE")]
-    #[serde(default)]
     pub patroni_config_file: Option<PathBuf>,
 
     /// How often the cluster is polled [default: 5s].
     #[arg(long = "poll.interval", value_name = "DURATION", value_parser = positive_duration)]
-    #[serde(default, with = "humantime_serde_option")]
+    #[serde(with = "humantime_serde_option")]
     pub poll_interval: Option<Duration>,
 
     /// Deadline of each request to a member or a Raft node [default: the smaller of 2s and
     /// the interval].
     #[arg(long = "poll.timeout", value_name = "DURATION", value_parser = positive_duration)]
-    #[serde(default, with = "humantime_serde_option")]
+    #[serde(with = "humantime_serde_option")]
     pub poll_timeout: Option<Duration>,
 
     /// Largest REST response body accepted, in bytes [default: 4194304].
     #[arg(long = "poll.max-body-bytes", value_name = "BYTES")]
-    #[serde(default)]
     pub max_body_bytes: Option<usize>,
 
     /// Requests of one cluster's poll in flight at once (REST and Raft together) [default: 8].
     #[arg(long = "poll.max-concurrency", value_name = "N")]
-    #[serde(default)]
     pub max_concurrency: Option<usize>,
 
     /// PEM CA bundle trusted for https member URLs (in addition to the system roots).
     #[arg(long = "patroni.ca-file", value_name = "FILE")]
-    #[serde(default)]
     pub ca_file: Option<PathBuf>,
 
     /// Accept any TLS certificate from members (insecure; logged as a warning).
@@ -75,17 +69,14 @@ pub struct ClusterEntry {
         num_args = 0,
         default_missing_value = "true"
     )]
-    #[serde(default)]
     pub insecure_skip_verify: Option<bool>,
 
     /// PEM client certificate for members with `verify_client: required` (with --patroni.key-file).
     #[arg(long = "patroni.cert-file", value_name = "FILE")]
-    #[serde(default)]
     pub cert_file: Option<PathBuf>,
 
     /// PEM private key of --patroni.cert-file (PKCS#8, PKCS#1 or SEC1; may be encrypted).
     #[arg(long = "patroni.key-file", value_name = "FILE")]
-    #[serde(default)]
     pub key_file: Option<PathBuf>,
 
     /// File holding the passphrase of an encrypted --patroni.key-file.
@@ -94,12 +85,10 @@ pub struct ClusterEntry {
         value_name = "FILE",
         env = "PATRONI_RAFT_EXPORTER_KEY_PASSWORD_FILE"
     )]
-    #[serde(default)]
     pub key_password_file: Option<PathBuf>,
 
     /// User for HTTP basic auth on every GET (only where a site protects reads).
     #[arg(long = "patroni.username", value_name = "USER")]
-    #[serde(default)]
     pub username: Option<String>,
 
     /// File holding the basic auth password of --patroni.username.
@@ -108,7 +97,6 @@ pub struct ClusterEntry {
         value_name = "FILE",
         env = "PATRONI_RAFT_EXPORTER_PATRONI_PASSWORD_FILE"
     )]
-    #[serde(default)]
     pub password_file: Option<PathBuf>,
 
     /// Hosts whose member api_urls may be followed besides the configured REST and Raft
@@ -118,19 +106,16 @@ pub struct ClusterEntry {
         value_name = "HOSTS",
         value_delimiter = ','
     )]
-    #[serde(default)]
     pub allow_api_url_hosts: Vec<String>,
 
     /// Whether Raft is polled (file only; the flag is --raft.disabled).
     #[arg(skip)]
-    #[serde(default)]
     pub raft_enabled: Option<bool>,
 
     /// Collectors switched off for this cluster, besides those switched off by flags (file
     /// only; the flags are --no-collector.history, ...): history, config, views, probes,
     /// failsafe.
     #[arg(skip)]
-    #[serde(default)]
     pub disabled_collectors: Vec<Collector>,
 
     /// The scope of the cluster this one is a standby cluster of (Patroni's
@@ -138,18 +123,15 @@ pub struct ClusterEntry {
     /// the exporter then exports the lag from that cluster's leader to this one's standby
     /// leader (`patroni_standby_lag_bytes`).
     #[arg(skip)]
-    #[serde(default)]
     pub standby_of: Option<String>,
 
     /// Raft node to query, host:port (repeatable). Default: the voters found from the
     /// configured REST hosts on --raft.port.
     #[arg(long = "raft.node", value_name = "HOST:PORT")]
-    #[serde(default)]
     pub raft_nodes: Vec<String>,
 
     /// Port of the Raft nodes found through the member hosts [default: 2222].
     #[arg(long = "raft.port", value_name = "PORT")]
-    #[serde(default)]
     pub raft_port: Option<u16>,
 
     /// File holding the Raft password (Patroni's raft.password).
@@ -158,7 +140,6 @@ pub struct ClusterEntry {
         value_name = "FILE",
         env = "PATRONI_RAFT_EXPORTER_RAFT_PASSWORD_FILE"
     )]
-    #[serde(default)]
     pub raft_password_file: Option<PathBuf>,
 
     /// Query Raft nodes by running this program instead of the native client, e.g.
@@ -166,7 +147,6 @@ pub struct ClusterEntry {
     /// address, else `-conn ADDR -status` is appended; the password is passed in the
     /// environment variable SYNCOBJ_PASSWORD, never in argv.
     #[arg(long = "raft.command", value_name = "PROGRAM")]
-    #[serde(default)]
     pub raft_command: Option<String>,
 }
 

@@ -12,58 +12,43 @@ use crate::secret::Secret;
 
 /// The parts of Patroni's own YAML the exporter uses.
 #[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
 pub struct PatroniYaml {
-    #[serde(default)]
     pub scope: Option<String>,
-    #[serde(default)]
     pub restapi: Option<PatroniRestApi>,
-    #[serde(default)]
     pub ctl: Option<PatroniCtl>,
-    #[serde(default)]
     pub raft: Option<PatroniRaft>,
 }
 
 /// Patroni's `ctl` section: how patronictl (a client, like the exporter) talks to the API.
 #[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
 pub struct PatroniCtl {
-    #[serde(default)]
     pub insecure: Option<bool>,
-    #[serde(default)]
     pub cacert: Option<PathBuf>,
-    #[serde(default)]
     pub certfile: Option<PathBuf>,
-    #[serde(default)]
     pub keyfile: Option<PathBuf>,
-    #[serde(default)]
     pub keyfile_password: Option<Secret>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
 pub struct PatroniRestApi {
-    #[serde(default)]
     pub connect_address: Option<String>,
-    #[serde(default)]
     pub listen: Option<String>,
-    #[serde(default)]
     pub certfile: Option<PathBuf>,
-    #[serde(default)]
     pub keyfile: Option<PathBuf>,
-    #[serde(default)]
     pub keyfile_password: Option<Secret>,
-    #[serde(default)]
     pub cafile: Option<PathBuf>,
     /// `none`, `optional` or `required`: whether members ask for a client certificate.
-    #[serde(default)]
     pub verify_client: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
 pub struct PatroniRaft {
-    #[serde(default)]
     pub self_addr: Option<String>,
-    #[serde(default)]
     pub partner_addrs: Vec<String>,
-    #[serde(default)]
     pub password: Option<Secret>,
 }
 

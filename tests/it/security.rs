@@ -304,18 +304,10 @@ async fn requests_in_flight_are_bounded_per_cluster_and_per_member() {
     let hosts: Vec<FakePatroni> =
         futures::future::join_all((0..4).map(|_| FakePatroni::start("127.0.0.1"))).await;
     let list: Vec<String> = (0..20)
-        .map(|i| {
-            format!(
-                r#"{{"name":"m{i}","role":"replica","state":"streaming","api_url":"{}/patroni","host":"127.0.0.1"}}"#,
-                hosts[i % 4].url()
-            )
-        })
+        .map(|i| listed_member(&format!("m{i}"), "replica", &hosts[i % 4].url()))
         .collect();
     let reader = FakePatroni::start("127.0.0.1").await;
-    reader.route(
-        "/cluster",
-        Reply::Json(format!(r#"{{"scope":"wide","members":[{}]}}"#, list.join(",")).into_bytes()),
-    );
+    reader.route("/cluster", cluster_json("wide", &list));
     for host in &hosts {
         host.route("/patroni", Reply::Hang);
     }
@@ -355,13 +347,15 @@ async fn a_member_is_asked_two_requests_at_once_its_own_status_first() {
     let _shared = MEMORY.read().await;
     let reader = FakePatroni::start("127.0.0.1").await;
     let member = FakePatroni::start("127.0.0.1").await;
-    let cluster = format!(
-        r#"{{"scope":"pg","members":[{{"name":"a","role":"leader","state":"running","api_url":"{}/patroni","host":"127.0.0.1"}},{{"name":"b","role":"replica","state":"streaming","api_url":"{}/patroni","host":"127.0.0.1"}}]}}"#,
-        reader.url(),
-        member.url()
+    let cluster = cluster_json(
+        "pg",
+        &[
+            listed_member("a", "leader", &reader.url()),
+            listed_member("b", "replica", &member.url()),
+        ],
     );
     for fake in [&reader, &member] {
-        fake.route("/cluster", Reply::Json(cluster.clone().into_bytes()));
+        fake.route("/cluster", cluster.clone());
         fake.route(
             "/patroni",
             Reply::Json(br#"{"state":"running","role":"replica"}"#.to_vec()),

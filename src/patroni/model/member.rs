@@ -90,83 +90,59 @@ impl MemberStatus {
 }
 
 /// The wire shape of `GET /patroni`, converted into [`MemberStatus`].
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
+#[serde(default)]
 struct RawMemberStatus {
-    #[serde(default)]
     state: Option<String>,
-    #[serde(default)]
     role: Option<String>,
-    #[serde(default)]
     server_version: Option<u64>,
-    #[serde(default)]
     timeline: Option<u64>,
-    #[serde(default)]
     postmaster_start_time: Option<String>,
-    #[serde(default)]
     xlog: Option<RawXlog>,
-    #[serde(default)]
     replication_state: Option<String>,
-    #[serde(default)]
     sync_standby: bool,
-    #[serde(default)]
     quorum_standby: bool,
-    #[serde(default)]
     pause: bool,
-    #[serde(default)]
     pending_restart: bool,
-    #[serde(default)]
     dcs_last_seen: Option<u64>,
-    #[serde(default)]
     patroni: Option<RawPatroniInfo>,
-    #[serde(default, deserialize_with = "tags_from_json")]
+    #[serde(deserialize_with = "tags_from_json")]
     tags: MemberTags,
-    #[serde(default)]
     watchdog_failed: bool,
-    #[serde(default)]
     failsafe_mode_is_active: bool,
-    #[serde(default)]
     scheduled_restart: Option<RawScheduledRestart>,
-    #[serde(default)]
     replication: Vec<RawReplicationPeer>,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
+#[serde(default)]
 struct RawScheduledRestart {
-    #[serde(default)]
     schedule: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
+#[serde(default)]
 struct RawReplicationPeer {
-    #[serde(default)]
     application_name: Option<String>,
-    #[serde(default)]
     state: Option<String>,
-    #[serde(default)]
     sync_state: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
+#[serde(default)]
 struct RawXlog {
-    #[serde(default)]
     location: Option<u64>,
-    #[serde(default)]
     received_location: Option<u64>,
-    #[serde(default)]
     replayed_location: Option<u64>,
-    #[serde(default)]
     replayed_timestamp: Option<String>,
-    #[serde(default)]
     paused: bool,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
+#[serde(default)]
 struct RawPatroniInfo {
-    #[serde(default)]
     version: Option<String>,
-    #[serde(default)]
     scope: Option<String>,
-    #[serde(default)]
     name: Option<String>,
 }
 

@@ -393,6 +393,23 @@ pub async fn dead_address_on(ip: &str) -> String {
     format!("{ip}:1")
 }
 
+/// A member as `/cluster` lists it: a `leader` runs, any other role streams.
+pub fn listed_member(name: &str, role: &str, api_base: &str) -> String {
+    let state = if role == "leader" {
+        "running"
+    } else {
+        "streaming"
+    };
+    format!(
+        r#"{{"name":"{name}","role":"{role}","state":"{state}","api_url":"{api_base}/patroni","host":"127.0.0.1","timeline":1}}"#
+    )
+}
+
+/// A `/cluster` document of `scope` listing `members` ([`listed_member`]).
+pub fn cluster_json(scope: &str, members: &[String]) -> Reply {
+    Reply::Json(format!(r#"{{"scope":"{scope}","members":[{}]}}"#, members.join(",")).into_bytes())
+}
+
 /// The one way tests build a cluster's settings: the REST URLs and, optionally, the Raft
 /// nodes and password; the rest as the defaults, with a short request timeout. Adjust
 /// with [`Configure::with`].
