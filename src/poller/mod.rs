@@ -29,9 +29,9 @@ use url::Url;
 use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
 use crate::patroni::{self, PatroniClient, PatroniError};
 use crate::snapshot::{
-    answered_views, counted_voter_set, primaries, ClusterSnapshot, Counters, DcsView, Encoding,
-    FailoverReadiness, Failure, MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment,
-    RaftNodeSnapshot, SnapshotStore, Source, ViewComparison, VoterSetComparison,
+    answered_views, primaries, ClusterSnapshot, Counters, DcsView, Encoding, FailoverReadiness,
+    Failure, MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment, RaftNodeSnapshot,
+    SnapshotStore, Source, ViewComparison, VoterSetComparison,
 };
 
 mod changes;
@@ -489,7 +489,8 @@ impl ClusterPoller {
         }
         self.learn_raft(&raft_nodes);
         self.remember(cluster.as_ref());
-        let quorum = QuorumAssessment::assess(&raft_nodes, &self.memory.voters);
+        let voter_sets = VoterSetComparison::compare(&raft_nodes);
+        let quorum = QuorumAssessment::assess_with(&raft_nodes, &self.memory.voters, &voter_sets);
         // Without the views collector only the read view is known: nothing to compare.
         let views = if self.config.collectors.enabled(Collector::Views) {
             ViewComparison::compare(
@@ -499,7 +500,6 @@ impl ClusterPoller {
         } else {
             ViewComparison::default()
         };
-        let voter_sets = VoterSetComparison::compare(&raft_nodes);
         let failover = FailoverReadiness::of_poll(PollFacts {
             cluster: cluster.as_ref(),
             members: &members,
@@ -511,7 +511,7 @@ impl ClusterPoller {
             self.memory.counters.multiple_primaries_polls += 1;
         }
         if raft_nodes.iter().any(|node| node.status.is_ok()) {
-            self.memory.voters = counted_voter_set(&raft_nodes).voters;
+            self.memory.voters = voter_sets.counted.voters.clone();
         }
         self.memory.changes.count(
             &mut self.memory.counters,

@@ -26,9 +26,7 @@ mod store;
 pub use failover::{
     human_bytes, Exclusion, ExclusionReason, FailoverReadiness, MemberReadiness, PollFacts,
 };
-pub use quorum::{
-    counted_voter_set, CountedVoters, QuorumAssessment, QuorumEvidence, QuorumVerdict, Unanswered,
-};
+pub use quorum::{CountedVoters, QuorumAssessment, QuorumEvidence, QuorumVerdict, Unanswered};
 pub use split::{
     answered_views, primaries, says_primary, DcsView, MemberDcsView, MemberViewDiff, NodeVoterSet,
     ViewComparison, ViewField, VoterSetComparison,

@@ -33,7 +33,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::split::count_distinct;
+use super::split::VoterSetComparison;
 use super::RaftNodeSnapshot;
 use crate::raft::{RaftState, RaftStatus};
 
@@ -198,13 +198,28 @@ impl QuorumAssessment {
         nodes: &[RaftNodeSnapshot],
         remembered_voters: &BTreeSet<String>,
     ) -> QuorumAssessment {
+        Self::assess_with(
+            nodes,
+            remembered_voters,
+            &VoterSetComparison::compare(nodes),
+        )
+    }
+
+    /// [`QuorumAssessment::assess`] with the voter sets of `nodes` already compared (the
+    /// poller compares them once a poll, for this, for `patroni_raft_voter_sets` and for
+    /// the voters it remembers).
+    pub fn assess_with(
+        nodes: &[RaftNodeSnapshot],
+        remembered_voters: &BTreeSet<String>,
+        sets: &VoterSetComparison,
+    ) -> QuorumAssessment {
         let answered: Vec<(&RaftNodeSnapshot, &RaftStatus)> = nodes
             .iter()
             .filter_map(|node| Some((node, node.status.as_ref().ok()?)))
             .collect();
-        let named = counted_voter_set(nodes);
+        let named = &sets.counted;
         let (voter_set, voters_known) = if !named.voters.is_empty() {
-            (named.voters, true)
+            (named.voters.clone(), true)
         } else if !remembered_voters.is_empty() {
             (remembered_voters.clone(), true)
         } else {
@@ -212,14 +227,12 @@ impl QuorumAssessment {
         };
         // The partner counts of the nodes that hold the counted set (or a part of it): a node
         // whose list names more voters than the agreed set is the one that disagrees.
+        // (`sets.nodes` are the answering nodes, in the same order.)
         let reported_size = answered
             .iter()
-            .filter(|(node, status)| {
-                own_voter_set(identity(node, status), status)
-                    .iter()
-                    .all(|voter| voter_set.contains(*voter))
-            })
-            .map(|(_, status)| status.partner_nodes_count.max(0) as u64 + 1)
+            .zip(&sets.nodes)
+            .filter(|(_, own)| own.voters.is_subset(&voter_set))
+            .map(|((_, status), _)| status.partner_nodes_count.max(0) as u64 + 1)
             .max()
             .unwrap_or(0);
         let voters = (voter_set.len() as u64).max(reported_size);
@@ -259,11 +272,7 @@ impl QuorumAssessment {
         let with_quorum = voter_statuses.iter().filter(|s| s.has_quorum).count() as u64;
         let refused = unanswered[&Unanswered::Refused];
 
-        let voter_sets = count_distinct(
-            answered
-                .iter()
-                .map(|(node, status)| own_voter_set(identity(node, status), status)),
-        ) as u64;
+        let voter_sets = sets.distinct as u64;
         // A node's has_quorum is counted against its own partner list; when the lists
         // differ, it is evidence for the cluster only if the voters it is connected to are a
         // majority of the counted set (a node started alone with no partners "has a quorum"
@@ -432,38 +441,23 @@ pub struct CountedVoters {
 /// the leader's 2 connected voters no longer confirm anything and the verdict went to
 /// "not visible". The set most nodes hold is the one the Raft leader commits with. Why not
 /// the leader's set alone: a node started alone with no partners leads a cluster of one.
-pub fn counted_voter_set(nodes: &[RaftNodeSnapshot]) -> CountedVoters {
-    let sets: Vec<BTreeSet<&str>> = nodes
-        .iter()
-        .filter_map(|node| {
-            let status = node.status.as_ref().ok()?;
-            Some(own_voter_set(identity(node, status), status))
-        })
-        .collect();
+pub(super) fn counted_voter_set<'a>(
+    sets: impl Iterator<Item = &'a BTreeSet<String>> + Clone,
+) -> CountedVoters {
+    let answering = sets.clone().count();
     let held_by_most = sets
-        .iter()
-        .find(|set| sets.iter().filter(|other| other == set).count() * 2 > sets.len());
+        .clone()
+        .find(|set| sets.clone().filter(|other| other == set).count() * 2 > answering);
     match held_by_most {
         Some(set) => CountedVoters {
-            voters: set.iter().map(|voter| (*voter).to_owned()).collect(),
+            voters: set.clone(),
             agreed: true,
         },
         None => CountedVoters {
-            voters: sets
-                .iter()
-                .flatten()
-                .map(|voter| (*voter).to_owned())
-                .collect(),
+            voters: sets.flatten().cloned().collect(),
             agreed: false,
         },
     }
-}
-
-/// A node and its partners: the voters it counts its majority against.
-fn own_voter_set<'a>(id: &'a str, status: &'a RaftStatus) -> BTreeSet<&'a str> {
-    let mut set: BTreeSet<&str> = status.partners.iter().map(|p| p.node.as_str()).collect();
-    set.insert(id);
-    set
 }
 
 fn identity<'a>(node: &'a RaftNodeSnapshot, status: &'a RaftStatus) -> &'a str {
@@ -756,7 +750,7 @@ mod tests {
         assert_eq!(split.voters, 4);
         assert_ne!(split.verdict(), QuorumVerdict::Confirmed);
         assert_eq!(
-            counted_voter_set(&[]),
+            VoterSetComparison::compare(&[]).counted,
             CountedVoters::default(),
             "nothing answered, nothing counted"
         );

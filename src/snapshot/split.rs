@@ -12,6 +12,7 @@
 
 use std::collections::BTreeSet;
 
+use super::quorum::{counted_voter_set, CountedVoters};
 use super::{MemberSnapshot, RaftNodeSnapshot};
 use crate::patroni::{ClusterView, DynamicConfig, MemberStatus};
 
@@ -210,6 +211,8 @@ pub struct VoterSetComparison {
     /// Per answering node (the address queried): whether its set differs from the one
     /// most nodes have, and its set.
     pub nodes: Vec<NodeVoterSet>,
+    /// The voters the quorum verdict counts against ([`counted_voter_set`]).
+    pub counted: CountedVoters,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -240,6 +243,7 @@ impl VoterSetComparison {
             return VoterSetComparison::default();
         };
         VoterSetComparison {
+            counted: counted_voter_set(sets.iter().map(|(_, set)| set)),
             distinct: count_distinct(sets.iter().map(|(_, set)| set)),
             nodes: sets
                 .iter()
