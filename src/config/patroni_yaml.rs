@@ -14,9 +14,13 @@ use crate::secret::Secret;
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct PatroniYaml {
+    /// The cluster's name: the expected scope unless `--patroni.scope` names one.
     pub scope: Option<String>,
+    /// Where this member's REST API listens, and its TLS.
     pub restapi: Option<PatroniRestApi>,
+    /// How patronictl reaches the API: the client side of `restapi`'s TLS.
     pub ctl: Option<PatroniCtl>,
+    /// The Raft node of this member: its partners and the password.
     pub raft: Option<PatroniRaft>,
 }
 
@@ -24,31 +28,48 @@ pub struct PatroniYaml {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct PatroniCtl {
+    /// Skip the verification of the members' certificates.
     pub insecure: Option<bool>,
+    /// The CA patronictl trusts (preferred to `restapi.cafile`).
     pub cacert: Option<PathBuf>,
+    /// A client certificate, for members with `verify_client: required`,
     pub certfile: Option<PathBuf>,
+    /// with its key,
     pub keyfile: Option<PathBuf>,
+    /// and the passphrase of that key when it is encrypted.
     pub keyfile_password: Option<Secret>,
 }
 
+/// Patroni's `restapi` section.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct PatroniRestApi {
+    /// host:port other members and clients use; the exporter's REST URL.
     pub connect_address: Option<String>,
+    /// host:port the API binds: the URL when there is no `connect_address`.
     pub listen: Option<String>,
+    /// The server's certificate: when set, the API speaks https.
     pub certfile: Option<PathBuf>,
+    /// Its key. With `certfile`, also the exporter's client identity when `ctl` names none
+    /// and `verify_client` asks for one.
     pub keyfile: Option<PathBuf>,
+    /// The passphrase of `keyfile`.
     pub keyfile_password: Option<Secret>,
+    /// The CA of the members' certificates.
     pub cafile: Option<PathBuf>,
     /// `none`, `optional` or `required`: whether members ask for a client certificate.
     pub verify_client: Option<String>,
 }
 
+/// Patroni's `raft` section.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct PatroniRaft {
+    /// This member's Raft node, host:port.
     pub self_addr: Option<String>,
+    /// The other voters, host:port.
     pub partner_addrs: Vec<String>,
+    /// The Raft password (`SYNCOBJ_PASSWORD` of syncobj_admin).
     pub password: Option<Secret>,
 }
 
