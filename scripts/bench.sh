@@ -22,8 +22,9 @@
 #           over https; CPU seconds per poll cycle, RSS, and the handshakes fleet-sim counted,
 #           full and resumed, per cycle: $OUT/tls.csv (docs/performance.md, "TLS fleet");
 #           TLS_MODES picks some of "floor plain tls tls-noresume floor-tls" (all by default);
-#           for the exporter also the series per cluster and the encode time p50/p99 of
-#           $ENCODE_SCRAPES (100) scrapes one after another, after the CPU window; then
+#           for the exporter also the series per cluster and, over $ENCODE_SCRAPES (100)
+#           scrapes one after another after the CPU window, p50/p99 of each response's wall
+#           time (send) and of the CPU of assembling it (encode_cpu); then
 #           `collectors`. So one run gives docs/performance.md's table at N = 1, 100, 1000.
 #   collectors  the series of one simulated 3-member cluster, with every collector and with
 #           each switched off (--no-collector.NAME): $OUT/collectors.csv
@@ -359,11 +360,13 @@ real() {
   sleep "$INTERVAL"
   curl -fsS "http://127.0.0.1:$PORT/metrics" >"$dir/exporter-metrics.txt"
   curl -fsS "${MEMBER0_REST%/}/metrics" >"$dir/patroni-metrics.txt"
-  local exporter_wrk patroni_wrk rss
+  local exporter_wrk exporter_gzip_wrk patroni_wrk rss
   exporter_wrk=$(wrk_run "http://127.0.0.1:$PORT/metrics" "$dir/wrk-exporter.txt")
+  # as Prometheus scrapes: it always asks for gzip (Patroni's server answers plain whatever asked)
+  exporter_gzip_wrk=$(wrk_run "http://127.0.0.1:$PORT/metrics" "$dir/wrk-exporter-gzip.txt" -H 'Accept-Encoding: gzip')
   patroni_wrk=$(wrk_run "${MEMBER0_REST%/}/metrics" "$dir/wrk-patroni.txt")
   rss=$(rss_kib "$exporter")
-  log "exporter /metrics: $exporter_wrk (rps p50 p99 non2xx); patroni /metrics: $patroni_wrk; exporter RSS ${rss} KiB"
+  log "exporter /metrics: $exporter_wrk (rps p50 p99 non2xx); with gzip: $exporter_gzip_wrk; patroni /metrics: $patroni_wrk; exporter RSS ${rss} KiB"
 
   log "Raft status query: native client (cargo bench --bench raft_query)"
   RAFT_NODE="$MEMBER0_RAFT" RAFT_PASSWORD_FILE="$password_file" ITERATIONS=500 \
@@ -380,8 +383,8 @@ real() {
     t1=$(date +%s.%N)
     awk -v a="$t0" -v b="$t1" 'BEGIN { printf "syncobj_admin -status: mean %.1f ms over 30 runs (timed loop)\n", (b - a) * 1000 / 30 }' | tee "$dir/syncobj_admin.txt" >&2
   fi
-  printf 'exporter_rps,exporter_p50_ms,exporter_p99_ms,exporter_non2xx,patroni_rps,patroni_p50_ms,patroni_p99_ms,patroni_non2xx,exporter_rss_kib\n%s,%s,%s\n' \
-    "$(tr ' ' , <<<"$exporter_wrk")" "$(tr ' ' , <<<"$patroni_wrk")" "$rss" >"$OUT/real.csv"
+  printf 'exporter_rps,exporter_p50_ms,exporter_p99_ms,exporter_non2xx,patroni_rps,patroni_p50_ms,patroni_p99_ms,patroni_non2xx,exporter_rss_kib,exporter_gzip_rps,exporter_gzip_p50_ms,exporter_gzip_p99_ms,exporter_gzip_non2xx\n%s,%s,%s,%s\n' \
+    "$(tr ' ' , <<<"$exporter_wrk")" "$(tr ' ' , <<<"$patroni_wrk")" "$rss" "$(tr ' ' , <<<"$exporter_gzip_wrk")" >"$OUT/real.csv"
   cat "$OUT/real.csv" >&2
   cleanup
   "$cluster" down >"$dir/cluster-down.log" 2>&1 || "$cluster" down --fast >/dev/null 2>&1 || true
@@ -438,7 +441,7 @@ tls_one() {
     [[ $mode == floor* ]] || curl -fsS -o /dev/null "http://127.0.0.1:$PORT/metrics"
   done
   t1=$(date +%s.%N); c1=$(cpu_ticks "$pid"); h1=$(handshakes "$dir/handshakes")
-  local rss hwm health="0 0 0 0 0 0 0" series=- encode="- -"
+  local rss hwm health="0 0 0 0 0 0 0" series=- encode="- -" encode_cpu="- -"
   rss=$(rss_kib "$pid"); hwm=$(hwm_kib "$pid")
   if [[ $mode != floor* ]]; then
     curl -fsS -o "$dir/metrics.txt" "http://127.0.0.1:$PORT/metrics"
@@ -449,17 +452,18 @@ tls_one() {
     local before; before=$(wc -l <"$dir/exporter.log")
     for ((i = 0; i < ${ENCODE_SCRAPES:-100}; i++)); do curl -fsS -o /dev/null "http://127.0.0.1:$PORT/metrics"; done
     encode=$(tail -n +"$((before + 1))" "$dir/exporter.log" | percentiles_ms send_seconds)
+    encode_cpu=$(tail -n +"$((before + 1))" "$dir/exporter.log" | percentiles_ms encode_cpu_seconds)
   fi
   cleanup
   local row
   # shellcheck disable=SC2086  # $h0 $h1 $health: split into the fields they hold
   row=$(awk -v n="$n" -v mode="$mode" -v c="$((c1 - c0))" -v h="$CLK_TCK" -v a="$t0" -v b="$t1" -v iv="$INTERVAL" \
     -v rss="$rss" -v hwm="$hwm" -v ready="$ready_secs" -v load="$(cut -d' ' -f1 /proc/loadavg)" \
-    -v hs="$h0 $h1" -v health="$health" -v series="$series" -v encode="$encode" \
+    -v hs="$h0 $h1" -v health="$health" -v series="$series" -v encode="$encode $encode_cpu" \
     'BEGIN { split(hs, k, " "); split(health, f, " "); split(encode, e, " "); cycles = (b - a) / iv;
       per = (series == "-" ? "-" : sprintf("%.0f", series / n));
-      printf "%d,%s,%.4f,%.1f,%.1f,%.1f,%.1f,%d,%d,%d,%d,%.2f,%s,%s,%s\n", n, mode, c / h / cycles, rss / 1024, hwm / 1024,
-        (k[3] - k[1]) / cycles, (k[4] - k[2]) / cycles, f[4], f[5], f[6], ready, load, per, e[1], e[2] }')
+      printf "%d,%s,%.4f,%.1f,%.1f,%.1f,%.1f,%d,%d,%d,%d,%.2f,%s,%s,%s,%s,%s\n", n, mode, c / h / cycles, rss / 1024, hwm / 1024,
+        (k[3] - k[1]) / cycles, (k[4] - k[2]) / cycles, f[4], f[5], f[6], ready, load, per, e[1], e[2], e[3], e[4] }')
   echo "$row" >>"$OUT/tls.csv"
   log "N=$n $mode: $row"
 }
@@ -469,7 +473,7 @@ tls() {
   ensure_floor
   ulimit -n "$(ulimit -Hn)"
   log "file descriptor limit $(ulimit -n); CPUs $(nproc); load $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "clusters,mode,cpu_seconds_per_cycle,rss_mib,peak_rss_mib,full_handshakes_per_cycle,resumed_handshakes_per_cycle,poll_errors,patroni_up,raft_up,ready_seconds,load1,series_per_cluster,encode_p50_ms,encode_p99_ms" >"$OUT/tls.csv"
+  echo "clusters,mode,cpu_seconds_per_cycle,rss_mib,peak_rss_mib,full_handshakes_per_cycle,resumed_handshakes_per_cycle,poll_errors,patroni_up,raft_up,ready_seconds,load1,series_per_cluster,send_p50_ms,send_p99_ms,encode_cpu_p50_ms,encode_cpu_p99_ms" >"$OUT/tls.csv"
   local n mode
   for n in $SIZES; do
     for mode in ${TLS_MODES:-floor plain tls tls-noresume floor-tls}; do
