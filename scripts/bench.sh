@@ -136,21 +136,20 @@ wrk_run() {
     END { printf "%s %s %s %s\n", rps + 0, p50 + 0, p99 + 0, bad + 0 }' "$file"
 }
 
-# encode_stats [FIELD] < log: "p50_ms max_ms count" of FIELD in the exporter's debug log of
-# each response (metrics::stream): by default send_seconds, the wall-clock time from its first
+# encode_stats [FIELD] < log: "p50_ms max_ms count p99_ms" of FIELD in the exporter's debug log
+# of each response (metrics::stream): by default send_seconds, the wall-clock time from its first
 # frame to its last (assembling, compressing and waiting for the socket and a core);
 # encode_cpu_seconds the CPU time of assembling it, gzip_cpu_seconds of compressing it.
 # Binaries before the streamed body (metrics::cache) logged one line per rendering, with
 # encode_seconds (wall) in place of send_seconds.
 encode_stats() {
   { grep -oE "${1:-(send|encode)_seconds}=[0-9.e-]*" || true; } | cut -d= -f2 | sort -g |
-    awk '{ v[NR] = $1 } END { if (NR) printf "%.2f %.2f %d\n", v[int((NR + 1) / 2)] * 1000, v[NR] * 1000, NR; else print "0 0 0" }'
+    awk '{ v[NR] = $1 } END { if (NR) printf "%.2f %.2f %d %.2f\n", v[int((NR + 1) / 2)] * 1000, v[NR] * 1000, NR, v[int(NR * 0.99 + 0.999)] * 1000; else print "0 0 0 0" }'
 }
 
-# percentiles_ms FIELD < log: "p50_ms p99_ms" of FIELD (seconds) in the exporter's debug log.
+# percentiles_ms FIELD < log: "p50_ms p99_ms" of FIELD (encode_stats), "- -" when none.
 percentiles_ms() {
-  { grep -oE "$1=[0-9.e-]*" || true; } | cut -d= -f2 | sort -g |
-    awk '{ v[NR] = $1 } END { if (NR) printf "%.2f %.2f\n", v[int((NR + 1) / 2)] * 1000, v[int(NR * 0.99 + 0.999)] * 1000; else print "- -" }'
+  encode_stats "$1" | awk '{ if ($3 > 0) print $1, $4; else print "- -" }'
 }
 
 # fleet_health: "mean max" of the poll durations, then the sums of polls skipped, poll errors,

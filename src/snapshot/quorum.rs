@@ -227,12 +227,15 @@ impl QuorumAssessment {
         };
         // The partner counts of the nodes that hold the counted set (or a part of it): a node
         // whose list names more voters than the agreed set is the one that disagrees.
-        // (`sets.nodes` are the answering nodes, in the same order.)
         let reported_size = answered
             .iter()
-            .zip(&sets.nodes)
-            .filter(|(_, own)| own.voters.is_subset(&voter_set))
-            .map(|((_, status), _)| status.partner_nodes_count.max(0) as u64 + 1)
+            .filter(|(node, _)| {
+                sets.nodes
+                    .iter()
+                    .find(|own| own.node == node.node)
+                    .is_some_and(|own| own.voters.is_subset(&voter_set))
+            })
+            .map(|(_, status)| status.partner_nodes_count.max(0) as u64 + 1)
             .max()
             .unwrap_or(0);
         let voters = (voter_set.len() as u64).max(reported_size);
