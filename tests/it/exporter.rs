@@ -25,13 +25,7 @@ const GOLDEN: &str = "tests/golden/metrics.txt";
 async fn golden_output(format: Format) -> String {
     let mut addresses = Addresses::default();
 
-    let healthy = FakeCluster::start(
-        "healthy-3-3-8",
-        &fixture("patroni-3.3.8/cluster.json"),
-        own_captures("patroni-3.3.8/patroni-"),
-        &fixture("patroni-3.3.8/history.json"),
-    )
-    .await;
+    let healthy = FakeCluster::start("healthy-3-3-8", Captured::healthy_338()).await;
     let (healthy_nodes, _healthy_raft) = raft_cluster(
         [
             ("127.0.0.41", Some("enc_leader_0.3.12")),
@@ -43,25 +37,10 @@ async fn golden_output(format: Format) -> String {
     .await;
     addresses.add_raft_nodes(&healthy_nodes);
 
-    let switchover = FakeCluster::start(
-        "switchover-4-1-5",
-        &fixture("patroni-4.1.5/02-cluster-right-after-switchover.json"),
-        own_captures("patroni-4.1.5/02-patroni-after-switchover-"),
-        &fixture("patroni-4.1.5/02-history-after-switchover.json"),
-    )
-    .await;
+    let switchover = FakeCluster::start("switchover-4-1-5", Captured::switchover_415()).await;
 
-    let survivor_cluster = FakeCluster::start(
-        "quorum-lost-4-1-5",
-        &fixture("patroni-4.1.5/03-cluster-survivor-t+60s.json"),
-        [
-            None,
-            Some(fixture("patroni-4.1.5/03-patroni-survivor-t+60s.json")),
-            None,
-        ],
-        &fixture("patroni-4.1.5/02-history-after-switchover.json"),
-    )
-    .await;
+    let survivor_cluster =
+        FakeCluster::start("quorum-lost-4-1-5", Captured::quorum_lost_415()).await;
     let (survivor_nodes, _survivor_raft) = raft_cluster(
         [
             ("127.0.0.51", None),
@@ -75,18 +54,16 @@ async fn golden_output(format: Format) -> String {
 
     // Captured on the real cluster (tests/e2e/capture-states.sh): tags that leave no failover
     // candidate, and failsafe mode keeping the leader while Raft is cut.
-    let captured_state = |version: &str, state: &str, file: &str| {
-        fixture(&format!("patroni-{version}/states/{state}/{file}"))
-    };
     let captured = |version: &'static str, state: &'static str| async move {
         let cluster = FakeCluster::start(
             &format!("{state}-{}", version.replace('.', "-")),
-            &captured_state(version, state, "cluster.json"),
-            own_captures(&format!("patroni-{version}/states/{state}/patroni-")),
-            b"[]",
+            Captured::state(version, state, b"[]".to_vec()),
         )
         .await;
-        cluster.serve_everywhere("/config", &captured_state(version, state, "config.json"));
+        cluster.serve_everywhere(
+            "/config",
+            &fixture(&format!("patroni-{version}/states/{state}/config.json")),
+        );
         cluster
     };
     let tags = captured("3.3.8", "tags").await;
@@ -97,13 +74,7 @@ async fn golden_output(format: Format) -> String {
     // A healthy 4.1.5 cluster as first captured: its members' own GET /metrics of the same
     // moment (01-metrics-m*.txt) are what alerts/tests/compat.test.yml expects of the
     // recording rules of Patroni's names (scripts/compat-test.py).
-    let healthy_415 = FakeCluster::start(
-        "healthy-4-1-5",
-        &fixture("patroni-4.1.5/01-cluster-from-m0.json"),
-        [0, 1, 2].map(|i| Some(fixture(&format!("patroni-4.1.5/01-patroni-m{i}.json")))),
-        &fixture("patroni-4.1.5/01-history.json"),
-    )
-    .await;
+    let healthy_415 = FakeCluster::start("healthy-4-1-5", Captured::healthy_415(0)).await;
     let standby_cut = captured("3.3.8", "standby-not-streaming").await;
     // The failsafe topology, as Patroni's GET /failsafe answers it while failsafe_mode is on
     // (asked from the second poll: the first one learns failsafe_mode from /config).
@@ -118,9 +89,7 @@ async fn golden_output(format: Format) -> String {
     let departed = FakeCluster::start_on(
         ["127.0.0.71", "127.0.0.72", "127.0.0.73"],
         "departed-4-1-5",
-        &fixture("patroni-4.1.5/01-cluster-from-m1.json"),
-        own_captures("patroni-4.1.5/01-patroni-"),
-        &fixture("patroni-4.1.5/01-history.json"),
+        Captured::healthy_415(1),
     )
     .await;
 
@@ -130,13 +99,7 @@ async fn golden_output(format: Format) -> String {
     let split = FakeCluster::start_on(
         ["127.0.0.61", "127.0.0.62", "127.0.0.63"],
         "split-4-1-5",
-        &fixture("patroni-4.1.5/02-cluster-after-switchover.json"),
-        [
-            Some(fixture("patroni-4.1.5/01-patroni-m0.json")),
-            Some(fixture("patroni-4.1.5/02-patroni-after-switchover-m1.json")),
-            Some(fixture("patroni-4.1.5/02-patroni-after-switchover-m2.json")),
-        ],
-        &fixture("patroni-4.1.5/02-history-after-switchover.json"),
+        Captured::split_415(),
     )
     .await;
     split.serve_cluster_on(0, &fixture("patroni-4.1.5/01-cluster-from-m0.json"));
@@ -159,23 +122,9 @@ async fn golden_output(format: Format) -> String {
         cluster_config(tags.urls(), None),
         cluster_config(failsafe.urls(), None),
         cluster_config(switchover.urls(), None),
-        cluster_config(
-            {
-                let mut urls = departed.urls();
-                urls.rotate_left(1);
-                urls
-            },
-            None,
-        ),
+        cluster_config(departed.urls_from(1), None),
         // Member 1 first: the exporter reads the majority's view; member 0 is asked too.
-        cluster_config(
-            {
-                let mut urls = split.urls();
-                urls.rotate_left(1);
-                urls
-            },
-            Some((split_nodes, Some("s3cret"))),
-        ),
+        cluster_config(split.urls_from(1), Some((split_nodes, Some("s3cret")))),
         cluster_config(
             // The first URL is a dead member: the next one must be asked in the same poll.
             vec![
@@ -193,16 +142,21 @@ async fn golden_output(format: Format) -> String {
     // Configs 2 (failsafe) and 4 (departed) need a second poll.
     let output =
         poll_twice_and_render(configs, &[2, 4], || departed.isolate_member_0(), format).await;
-    let output = healthy.addresses.normalize(&output);
-    let output = switchover.addresses.normalize(&output);
-    let output = survivor_cluster.addresses.normalize(&output);
-    let output = tags.addresses.normalize(&output);
-    let output = failsafe.addresses.normalize(&output);
-    let output = split.addresses.normalize(&output);
-    let output = departed.addresses.normalize(&output);
-    let output = healthy_415.addresses.normalize(&output);
-    let output = standby.addresses.normalize(&output);
-    let output = standby_cut.addresses.normalize(&output);
+    let clusters = [
+        &healthy,
+        &switchover,
+        &survivor_cluster,
+        &tags,
+        &failsafe,
+        &split,
+        &departed,
+        &healthy_415,
+        &standby,
+        &standby_cut,
+    ];
+    let output = clusters.iter().fold(output, |output, cluster| {
+        cluster.addresses.normalize(&output)
+    });
     normalize_volatile(&addresses.normalize(&output))
 }
 
@@ -645,15 +599,7 @@ fn a_telemetry_path_of_probe_is_not_a_conflict() {
 #[tokio::test]
 async fn collectors_switched_off_are_not_asked_and_their_families_are_absent() {
     use patroni_raft_exporter::config::{Collector, Collectors};
-    let start = || async {
-        FakeCluster::start(
-            "collectors",
-            &fixture("patroni-4.1.5/01-cluster-from-m0.json"),
-            own_captures("patroni-4.1.5/01-patroni-"),
-            &fixture("patroni-4.1.5/01-history.json"),
-        )
-        .await
-    };
+    let start = || async { FakeCluster::start("collectors", Captured::healthy_415(0)).await };
     let series = |output: &str| {
         output
             .lines()
@@ -709,17 +655,9 @@ async fn an_isolated_primary_out_of_the_dcs_view_is_still_asked_and_counted() {
     use patroni_raft_exporter::status::render::{self, Colour};
     use patroni_raft_exporter::status::report::{ClusterReport, Level};
     // Poll 1: the captured healthy cluster, member 0 the leader.
-    let cluster = FakeCluster::start(
-        "isolated",
-        &fixture("patroni-4.1.5/01-cluster-from-m1.json"),
-        own_captures("patroni-4.1.5/01-patroni-"),
-        &fixture("patroni-4.1.5/01-history.json"),
-    )
-    .await;
+    let cluster = FakeCluster::start("isolated", Captured::healthy_415(1)).await;
     // The exporter reads member 1 (a majority member), as the README quick start would.
-    let mut urls = cluster.urls();
-    urls.rotate_left(1);
-    let config = cluster_config(urls, None);
+    let config = cluster_config(cluster.urls_from(1), None);
     let store = Arc::new(Store::new(1));
     let mut poller = ClusterPoller::new(0, config).await.unwrap();
     store.publish(0, poller.poll_once().await);

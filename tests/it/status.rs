@@ -46,18 +46,11 @@ async fn raft_nodes(
     (nodes, fakes, addresses)
 }
 
-async fn case(
-    cluster_json: &str,
-    own: [Option<Vec<u8>>; 3],
-    history: &str,
-    raft: [Option<&str>; 3],
-) -> Case {
+async fn case(captured: Captured, raft: [Option<&str>; 3]) -> Case {
     let cluster = FakeCluster::start_on(
         ["127.0.0.31", "127.0.0.32", "127.0.0.33"],
         "pg-test",
-        &fixture(cluster_json),
-        own,
-        &fixture(history),
+        captured,
     )
     .await;
     let (nodes, fakes, raft_addresses) = raft_nodes(raft).await;
@@ -72,73 +65,39 @@ async fn case(
 }
 
 async fn healthy() -> Case {
-    case(
-        "patroni-3.3.8/cluster.json",
-        own_captures("patroni-3.3.8/patroni-"),
-        "patroni-3.3.8/history.json",
-        healthy_raft(0),
-    )
-    .await
+    case(Captured::healthy_338(), healthy_raft(0)).await
 }
 
 async fn switchover_in_progress() -> Case {
-    case(
-        "patroni-4.1.5/02-cluster-right-after-switchover.json",
-        own_captures("patroni-4.1.5/02-patroni-after-switchover-"),
-        "patroni-4.1.5/02-history-after-switchover.json",
-        healthy_raft(1),
-    )
-    .await
+    case(Captured::switchover_415(), healthy_raft(1)).await
 }
 
 async fn quorum_lost() -> Case {
     case(
-        "patroni-4.1.5/03-cluster-survivor-t+60s.json",
-        [
-            None,
-            Some(fixture("patroni-4.1.5/03-patroni-survivor-t+60s.json")),
-            None,
-        ],
-        "patroni-4.1.5/02-history-after-switchover.json",
+        Captured::quorum_lost_415(),
         [None, Some("enc_noquorum_stale_leader_0.3.12"), None],
     )
     .await
 }
 
 async fn member_down() -> Case {
-    let [m0, m1, _] = own_captures("patroni-3.3.8/patroni-");
+    let mut captured = Captured::healthy_338();
+    captured.own[2] = None; // member 2 down, and its Raft node
     let [leader, follower, _] = healthy_raft(0);
-    case(
-        "patroni-3.3.8/cluster.json",
-        [m0, m1, None],
-        "patroni-3.3.8/history.json",
-        [leader, follower, None],
-    )
-    .await
+    case(captured, [leader, follower, None]).await
 }
 
 /// Captured on the real cluster: both replicas tagged `nofailover`, the leader up.
 async fn no_failover_candidate() -> Case {
-    case(
-        "patroni-3.3.8/states/nofailover-all-replicas/cluster.json",
-        own_captures("patroni-3.3.8/states/nofailover-all-replicas/patroni-"),
-        "patroni-3.3.8/history.json",
-        healthy_raft(0),
-    )
-    .await
+    let history = fixture("patroni-3.3.8/history.json");
+    let captured = Captured::state("3.3.8", "nofailover-all-replicas", history);
+    case(captured, healthy_raft(0)).await
 }
 
 /// Member 0 answers from a Raft replica frozen before the switchover to member 1 and still
 /// says primary; members 1 and 2 saw the switchover. The checker reads member 0 first.
 async fn two_primaries() -> Case {
-    let [_, m1, m2] = own_captures("patroni-4.1.5/02-patroni-after-switchover-");
-    let case = case(
-        "patroni-4.1.5/02-cluster-after-switchover.json",
-        [Some(fixture("patroni-4.1.5/01-patroni-m0.json")), m1, m2],
-        "patroni-4.1.5/02-history-after-switchover.json",
-        healthy_raft(1),
-    )
-    .await;
+    let case = case(Captured::split_415(), healthy_raft(1)).await;
     case._cluster
         .serve_cluster_on(0, &fixture("patroni-4.1.5/01-cluster-from-m0.json"));
     case

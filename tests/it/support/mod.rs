@@ -25,10 +25,96 @@ pub fn fixture(path: &str) -> Vec<u8> {
     std::fs::read(&full).unwrap_or_else(|error| panic!("{full}: {error}"))
 }
 
-/// The three members' own `/patroni` captures, `{prefix}m0.json` to `{prefix}m2.json`, for
-/// [`FakeCluster::start`].
-pub fn own_captures(prefix: &str) -> [Option<Vec<u8>>; 3] {
+/// The three members' own `/patroni` captures, `{prefix}m0.json` to `{prefix}m2.json`.
+fn own_captures(prefix: &str) -> [Option<Vec<u8>>; 3] {
     [0, 1, 2].map(|i| Some(fixture(&format!("{prefix}m{i}.json"))))
+}
+
+/// A captured state of a three-member cluster, for [`FakeCluster::start`]: its `/cluster`,
+/// each member's own `/patroni` (`None`: the member is dead) and its `/history`. The
+/// constructors name the states the tests share (`tests/fixtures`).
+pub struct Captured {
+    pub cluster: Vec<u8>,
+    pub own: [Option<Vec<u8>>; 3],
+    pub history: Vec<u8>,
+}
+
+impl Captured {
+    /// `cluster` and `history` fixtures, the members' own captures `{own_prefix}m0.json` to
+    /// `{own_prefix}m2.json`.
+    fn files(cluster: &str, own_prefix: &str, history: &str) -> Captured {
+        Captured {
+            cluster: fixture(cluster),
+            own: own_captures(own_prefix),
+            history: fixture(history),
+        }
+    }
+
+    /// A healthy Patroni 3.3.8 cluster.
+    pub fn healthy_338() -> Captured {
+        Captured::files(
+            "patroni-3.3.8/cluster.json",
+            "patroni-3.3.8/patroni-",
+            "patroni-3.3.8/history.json",
+        )
+    }
+
+    /// A healthy Patroni 4.1.5 cluster, member 0 the leader, its `/cluster` as member
+    /// `seen_from` (0 or 1) answered it.
+    pub fn healthy_415(seen_from: usize) -> Captured {
+        Captured::files(
+            &format!("patroni-4.1.5/01-cluster-from-m{seen_from}.json"),
+            "patroni-4.1.5/01-patroni-",
+            "patroni-4.1.5/01-history.json",
+        )
+    }
+
+    /// Patroni 4.1.5 right after a switchover to member 1.
+    pub fn switchover_415() -> Captured {
+        Captured::files(
+            "patroni-4.1.5/02-cluster-right-after-switchover.json",
+            "patroni-4.1.5/02-patroni-after-switchover-",
+            "patroni-4.1.5/02-history-after-switchover.json",
+        )
+    }
+
+    /// Patroni 4.1.5, the survivor (member 1) 60 s after the Raft quorum was lost; members 0
+    /// and 2 are dead.
+    pub fn quorum_lost_415() -> Captured {
+        Captured {
+            cluster: fixture("patroni-4.1.5/03-cluster-survivor-t+60s.json"),
+            own: [
+                None,
+                Some(fixture("patroni-4.1.5/03-patroni-survivor-t+60s.json")),
+                None,
+            ],
+            history: fixture("patroni-4.1.5/02-history-after-switchover.json"),
+        }
+    }
+
+    /// Patroni 4.1.5 after the switchover to member 1, member 0 still saying primary (its
+    /// own `/patroni` from before the switchover). Serving member 0 the `/cluster` of a
+    /// replica frozen before it (`patroni-4.1.5/01-cluster-from-m0.json`, with
+    /// [`FakeCluster::serve_cluster_on`]) makes the members' views split.
+    pub fn split_415() -> Captured {
+        let [_, m1, m2] = own_captures("patroni-4.1.5/02-patroni-after-switchover-");
+        Captured {
+            cluster: fixture("patroni-4.1.5/02-cluster-after-switchover.json"),
+            own: [Some(fixture("patroni-4.1.5/01-patroni-m0.json")), m1, m2],
+            history: fixture("patroni-4.1.5/02-history-after-switchover.json"),
+        }
+    }
+
+    /// A state captured on the real cluster (tests/e2e/capture-states.sh),
+    /// `patroni-{version}/states/{state}/`, with `history` as its `/history`.
+    pub fn state(version: &str, state: &str, history: Vec<u8>) -> Captured {
+        let dir = format!("patroni-{version}/states/{state}");
+        Captured {
+            cluster: fixture(&format!("{dir}/cluster.json")),
+            own: own_captures(&format!("{dir}/patroni-")),
+            history,
+        }
+    }
 }
 
 /// The captured Raft statuses of three healthy nodes, node `leader` the leader, for
@@ -92,27 +178,21 @@ pub struct FakeCluster {
 
 impl FakeCluster {
     /// Starts three members on 127.0.0.1. See [`FakeCluster::start_on`].
-    pub async fn start(
-        scope: &str,
-        cluster: &[u8],
-        own: [Option<Vec<u8>>; 3],
-        history: &[u8],
-    ) -> FakeCluster {
-        Self::start_on(["127.0.0.1"; 3], scope, cluster, own, history).await
+    pub async fn start(scope: &str, captured: Captured) -> FakeCluster {
+        Self::start_on(["127.0.0.1"; 3], scope, captured).await
     }
 
-    /// Starts three members on `ips`. `cluster` is the captured `/cluster` body, whose
-    /// `api_url`s (`http://127.0.0.1N:8008`) are rewritten to the fakes and whose scope
+    /// Starts three members on `ips`, answering with `captured`. Its `/cluster`'s
+    /// `api_url`s (`http://127.0.0.1N:8008`) are rewritten to the fakes and its scope
     /// becomes `scope`. `own[i]` is member i's `/patroni`; `None` makes member i dead (nothing
     /// listens at its address any more), while the others still list it, as a frozen DCS
     /// view does.
-    pub async fn start_on(
-        ips: [&str; 3],
-        scope: &str,
-        cluster: &[u8],
-        own: [Option<Vec<u8>>; 3],
-        history: &[u8],
-    ) -> FakeCluster {
+    pub async fn start_on(ips: [&str; 3], scope: &str, captured: Captured) -> FakeCluster {
+        let Captured {
+            cluster,
+            own,
+            history,
+        } = captured;
         let mut members = Vec::new();
         let mut addresses = Addresses::default();
         for ip in ips {
@@ -122,7 +202,7 @@ impl FakeCluster {
             addresses.add(member.url(), format!("http://127.0.0.1{}:8008", index + 1));
         }
         let member_urls: Vec<String> = members.iter().map(FakePatroni::url).collect();
-        let cluster = rewrite_cluster(cluster, scope, &member_urls);
+        let cluster = rewrite_cluster(&cluster, scope, &member_urls);
         let urls = members
             .iter()
             .map(|m| Url::parse(&m.url()).unwrap())
@@ -133,7 +213,7 @@ impl FakeCluster {
             .map(|(member, own)| {
                 let body = own?;
                 member.route("/cluster", Reply::Json(cluster.clone().into_bytes()));
-                member.route("/history", Reply::Json(history.to_vec()));
+                member.route("/history", Reply::Json(history.clone()));
                 member.route("/config", Reply::Json(CAPTURED_CONFIG.to_vec()));
                 member.route("/patroni", Reply::Json(body));
                 // Patroni answers its health endpoints with a status code only.
@@ -210,6 +290,14 @@ impl FakeCluster {
     /// The REST URLs of all three members, dead ones included.
     pub fn urls(&self) -> Vec<Url> {
         self.urls.clone()
+    }
+
+    /// The same, member `first`'s URL first (the one the exporter asks first), then the
+    /// others in order.
+    pub fn urls_from(&self, first: usize) -> Vec<Url> {
+        let mut urls = self.urls();
+        urls.rotate_left(first);
+        urls
     }
 }
 
