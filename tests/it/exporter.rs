@@ -396,8 +396,7 @@ async fn leader_changes_are_counted() {
 
 #[tokio::test]
 async fn http_endpoints() {
-    let store = Arc::new(Store::new(1));
-    let endpoint = start_endpoint(store.clone(), None).await;
+    let (store, endpoint) = endpoint_over_new_store(1).await;
 
     assert_eq!(endpoint.get("/-/healthy").await.status(), 200);
     assert_eq!(endpoint.get("/-/ready").await.status(), 503);
@@ -439,8 +438,7 @@ async fn http_endpoints() {
 /// gives (the golden file's); both send gzip to a scraper that accepts it.
 #[tokio::test]
 async fn probe_streaming_and_gzip() {
-    let store = Arc::new(Store::new(2));
-    let endpoint = start_endpoint(store.clone(), None).await;
+    let (store, endpoint) = endpoint_over_new_store(2).await;
 
     assert_eq!(endpoint.get("/probe").await.status(), 400);
     assert_eq!(endpoint.get("/probe?scope=pg-test").await.status(), 404);

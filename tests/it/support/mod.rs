@@ -657,6 +657,14 @@ impl Endpoint {
     }
 }
 
+/// A new store of `slots` clusters, served as by [`start_endpoint`] over plain http without
+/// auth: the store to publish into, and its endpoint.
+pub async fn endpoint_over_new_store(slots: usize) -> (Arc<Store>, Endpoint) {
+    let store = Arc::new(Store::new(slots));
+    let endpoint = start_endpoint(store.clone(), None).await;
+    (store, endpoint)
+}
+
 /// Serves `store` on a free port of 127.0.0.1 under `/metrics`, behind `web` (TLS and basic
 /// auth as configured; `None`: plain http, no auth), as the binary does.
 pub async fn start_endpoint(store: Arc<Store>, web: Option<Arc<WebState>>) -> Endpoint {
