@@ -144,8 +144,8 @@ def verdict_timeline(pid: int, span: int = 12, height: int = 6):
     # evidence shifted by 10 so that one value mapping names both rows
     return state_panel(
         pid, "Quorum verdict and evidence over time",
-        [q(f'max by (scope) (patroni_raft_cluster_quorum{{{SEL}}})', "{{scope}} verdict", "A"),
-         q(f'10 + ({EVIDENCE_EXPR})', "{{scope}} evidence", "B")],
+        [q(f'max by (scope) (patroni_raft_cluster_quorum{{{SEL}}})', "{{scope}} verdict"),
+         q(f'10 + ({EVIDENCE_EXPR})', "{{scope}} evidence")],
         "The verdict (Confirmed / LOST / Not visible) and the evidence it rested on, poll by "
         "poll. While it is LOST, GET /cluster and the Patroni panels show a frozen DCS view.",
         {**VERDICT_MAP, **{str(10 + int(k)): v for k, v in EVIDENCE_MAP.items()}},
@@ -154,13 +154,14 @@ def verdict_timeline(pid: int, span: int = 12, height: int = 6):
 
 def ts_panel(pid: int, title: str, targets: list, desc: str, unit: str = "", span: int = 12,
              height: int = 8, mapping=None, min_val: float | None = None):
+    """A time series panel of the `targets` (queries), refs A, B, C... in order."""
     p = (timeseries.Panel().id(pid).title(title).description(desc).datasource(DS)
          .span(span).height(height)
          .legend(bc.VizLegendOptions().display_mode(mc.LegendDisplayMode.LIST)
                  .placement(mc.LegendPlacement.BOTTOM).show_legend(True))
          .tooltip(bc.VizTooltipOptions().mode(mc.TooltipDisplayMode.MULTI)))
-    for t in targets:
-        p = p.with_target(t)
+    for ref, t in zip(string.ascii_uppercase, targets):
+        p = p.with_target(t.ref_id(ref))
     if unit:
         p = p.unit(unit)
     if mapping:
@@ -172,10 +173,12 @@ def ts_panel(pid: int, title: str, targets: list, desc: str, unit: str = "", spa
 
 def state_panel(pid: int, title: str, targets: list, desc: str, mapping, span: int = 12,
                 height: int = 8):
+    """A state timeline of the `targets` (queries), refs A, B, C... in order, named and
+    coloured by `mapping`."""
     p = (statetimeline.Panel().id(pid).title(title).description(desc).datasource(DS)
          .span(span).height(height).mappings(value_map(mapping)).show_value(mc.VisibilityMode.NEVER))
-    for t in targets:
-        p = p.with_target(t)
+    for ref, t in zip(string.ascii_uppercase, targets):
+        p = p.with_target(t.ref_id(ref))
     return p
 
 
@@ -218,12 +221,12 @@ def exporter_row(first_id: int) -> tuple:
     panels = [
         ts_panel(first_id + 1, "Poll errors by source and kind",
                  [q(f'sum by (scope, source, kind) (rate(patroni_exporter_poll_errors_total{{{SEL}}}[$__rate_interval]))',
-                    "{{scope}} {{source}} {{kind}}", "A"),
+                    "{{scope}} {{source}} {{kind}}"),
                   # a 0 line while no error ever happened (the counter is born at the first
                   # error): "no errors" rather than "No data", which also reads as "broken"
                   q(f'max by (scope) (patroni_up{{{SEL}}}) * 0 '
                     f'unless on (scope) sum by (scope) (patroni_exporter_poll_errors_total{{{SEL}}})',
-                    "{{scope}} no errors", "B")],
+                    "{{scope}} no errors")],
                  "Failed polls per second. connect/timeout: a member or Raft node is down or "
                  "unreachable; auth/tls/decode/protocol/body_too_large: configuration or "
                  "compatibility problems (alert PatroniExporterPollErrors).",
@@ -246,10 +249,10 @@ def exporter_row(first_id: int) -> tuple:
                    steps=[(None, "blue")], span=8, height=6),
         ts_panel(first_id + 5, "Polls skipped",
                  [q(f'sum by (scope) (increase(patroni_exporter_polls_skipped_total{{{SEL}}}[$__rate_interval]))',
-                    "{{scope}}", "A"),
+                    "{{scope}}"),
                   q(f'max by (scope) (patroni_up{{{SEL}}}) * 0 '
                     f'unless on (scope) sum by (scope) (patroni_exporter_polls_skipped_total{{{SEL}}})',
-                    "{{scope}} none skipped", "B")],
+                    "{{scope}} none skipped")],
                  "Poll intervals skipped because the previous poll was still running: the poll "
                  "takes longer than --poll.interval (slow or hanging members).",
                  span=16, height=6, min_val=0),

@@ -127,32 +127,32 @@ def dashboard():
     d = d.with_row(db.Row("Replication").id(20))
     d = d.with_panel(ts_panel(
         21, "Replication lag",
-        [q(f'patroni_member_lag_bytes{{{SEL}}}', "{{scope}} {{member}}", "A"),
-         q(f'patroni_member_replay_lag_bytes{{{SEL}}}', "{{scope}} {{member}} replay", "B"),
-         q(f'patroni_member_receive_lag_bytes{{{SEL}}}', "{{scope}} {{member}} receive", "C")],
+        [q(f'patroni_member_lag_bytes{{{SEL}}}', "{{scope}} {{member}}"),
+         q(f'patroni_member_replay_lag_bytes{{{SEL}}}', "{{scope}} {{member}} replay"),
+         q(f'patroni_member_receive_lag_bytes{{{SEL}}}', "{{scope}} {{member}} receive")],
         "Bytes each replica is behind the leader (GET /cluster 'lag'; receive and replay lag from "
         "Patroni 4.1). "
         "Alert PatroniReplicationLagHigh above 16 MiB for 5m.", unit="bytes"))
     d = d.with_panel(ts_panel(
         22, "Timeline per member",
-        [q(f'patroni_member_timeline{{{SEL}}}', "{{scope}} {{member}}", "A"),
-         q(f'patroni_cluster_timeline{{{SEL}}}', "{{scope}} cluster", "B")],
+        [q(f'patroni_member_timeline{{{SEL}}}', "{{scope}} {{member}}"),
+         q(f'patroni_cluster_timeline{{{SEL}}}', "{{scope}} cluster")],
         "Members that stay on an older timeline than the cluster did not follow a promotion "
         "(alert PatroniTimelineDiverged)."))
     d = d.with_panel(ts_panel(
         23, "Members, leaders, sync standbys",
-        [q(f'patroni_cluster_members{{{SEL}}}', "{{scope}} members", "A"),
-         q(f'patroni_cluster_leaders{{{SEL}}}', "{{scope}} leaders", "B"),
-         q(f'patroni_cluster_sync_standbys{{{SEL}}}', "{{scope}} sync standbys", "C"),
-         q(f'patroni_leader_streaming_standbys{{{SEL}}}', "{{scope}} streaming (leader's PostgreSQL)", "D"),
-         q(f'patroni_leader_synchronous_standbys{{{SEL}}}', "{{scope}} synchronous (leader's PostgreSQL)", "E")],
+        [q(f'patroni_cluster_members{{{SEL}}}', "{{scope}} members"),
+         q(f'patroni_cluster_leaders{{{SEL}}}', "{{scope}} leaders"),
+         q(f'patroni_cluster_sync_standbys{{{SEL}}}', "{{scope}} sync standbys"),
+         q(f'patroni_leader_streaming_standbys{{{SEL}}}', "{{scope}} streaming (leader's PostgreSQL)"),
+         q(f'patroni_leader_synchronous_standbys{{{SEL}}}', "{{scope}} synchronous (leader's PostgreSQL)")],
         "Counts from GET /cluster, and the standbys the leader's own PostgreSQL streams to and "
         "waits for (pg_stat_replication). Leaders must be exactly 1 (alerts PatroniNoLeader, "
         "PatroniMultipleLeaders); sync standbys in /cluster above the leader's synchronous ones: "
         "a stale DCS view (alert PatroniSyncStateMismatch)."))
     d = d.with_panel(ts_panel(
         24, "WAL positions",
-        [q(f'patroni_member_wal_position_bytes{{{SEL}}}', "{{scope}} {{member}} {{kind}}", "A")],
+        [q(f'patroni_member_wal_position_bytes{{{SEL}}}', "{{scope}} {{member}} {{kind}}")],
         "WAL flush (leader), received and replayed (replicas) positions from each member's GET /patroni.",
         unit="bytes"))
 
@@ -160,17 +160,17 @@ def dashboard():
     d = d.with_row(db.Row("Split views").id(50))
     d = d.with_panel(ts_panel(
         51, "Primaries by their own word vs DCS leaders",
-        [q(f'max by (scope) (patroni_cluster_primaries{{{SEL}}})', "{{scope}} say primary", "A"),
-         q(f'max by (scope) (patroni_cluster_leaders{{{SEL}}})', "{{scope}} leaders in /cluster", "B"),
+        [q(f'max by (scope) (patroni_cluster_primaries{{{SEL}}})', "{{scope}} say primary"),
+         q(f'max by (scope) (patroni_cluster_leaders{{{SEL}}})', "{{scope}} leaders in /cluster"),
          q(f'max by (scope) (increase(patroni_cluster_multiple_primaries_polls_total{{{SEL}}}[$__rate_interval]))',
-           "{{scope}} polls with two primaries", "C")],
+           "{{scope}} polls with two primaries")],
         "Members that say primary in their own GET /patroni next to the leader count of the DCS "
         "view. Above 1: two servers accept writes (alert PatroniMultiplePrimaries); the polls "
         "counted catch a window shorter than the scrape interval.", span=8))
     d = d.with_panel(ts_panel(
         52, "DCS views and voter sets",
-        [q(f'max by (scope) (patroni_cluster_dcs_views{{{SEL}}})', "{{scope}} DCS views", "A"),
-         q(f'max by (scope) (patroni_raft_voter_sets{{{SEL}}})', "{{scope}} voter sets", "B")],
+        [q(f'max by (scope) (patroni_cluster_dcs_views{{{SEL}}})', "{{scope}} DCS views"),
+         q(f'max by (scope) (patroni_raft_voter_sets{{{SEL}}})', "{{scope}} voter sets")],
         "Distinct DCS views among the members' own GET /cluster, distinct voter sets among the "
         "Raft nodes: 1 when they agree (alerts PatroniDcsViewsDiverge, PatroniRaftVoterSetsDiffer).",
         span=8))
@@ -214,21 +214,21 @@ def dashboard():
         span=4))
     d = d.with_panel(ts_panel(
         63, "Replication lag (seconds)",
-        [q(f'patroni_member_replay_lag_seconds{{{SEL}}}', "{{scope}} {{member}}", "A")],
+        [q(f'patroni_member_replay_lag_seconds{{{SEL}}}', "{{scope}} {{member}}")],
         "On a replica that is behind, the age of the last transaction it replayed; 0 when caught "
         "up (alert PatroniReplicationLagTime above 5 min).", unit="s", span=8))
     d = d.with_panel(state_panel(
         64, "HA loop (liveness) and readiness",
-        [q(f'max by (scope, member) (patroni_member_liveness{{{SEL}}})', "{{scope}} {{member}} liveness", "A"),
-         q(f'max by (scope, member) (patroni_member_readiness{{{SEL}}})', "{{scope}} {{member}} readiness", "B")],
+        [q(f'max by (scope, member) (patroni_member_liveness{{{SEL}}})', "{{scope}} {{member}} liveness"),
+         q(f'max by (scope, member) (patroni_member_readiness{{{SEL}}})', "{{scope}} {{member}} readiness")],
         "GET /liveness: 503 (STALLED) when the member's HA loop has not run for ttl while its "
         "REST API answers (alert PatroniHaLoopStalled); GET /readiness beside it.",
         {"1": ("ok", "green"), "0": ("STALLED / not ready", "red")}, span=8))
     d = d.with_panel(ts_panel(
         65, "Clocks",
-        [q(f'patroni_member_clock_offset_seconds{{{SEL}}}', "{{scope}} {{member}} offset", "A"),
-         q(f'patroni_cluster_leader_clock_skew_seconds{{{SEL}}}', "{{scope}} primary vs Raft leader", "B"),
-         q(f'patroni_member_clock_offset_error_seconds{{{SEL}}}', "{{scope}} {{member}} +- error", "C")],
+        [q(f'patroni_member_clock_offset_seconds{{{SEL}}}', "{{scope}} {{member}} offset"),
+         q(f'patroni_cluster_leader_clock_skew_seconds{{{SEL}}}', "{{scope}} primary vs Raft leader"),
+         q(f'patroni_member_clock_offset_error_seconds{{{SEL}}}', "{{scope}} {{member}} +- error")],
         "Each member's clock against the exporter's (Date header, +-0.5 s plus half the round "
         "trip: patroni_member_clock_offset_error_seconds), and the primary's against the Raft "
         "leader's host, which sets the leader key's lifetime (alert PatroniLeaderClockSkew "

@@ -5,7 +5,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import common as mc
 
 from common import (SEL, VERDICT_MAP, build, cell_color, mapping_prop, prop, q, stat_panel,
-                    state_panel, table_panel, ts_panel)
+                    state_panel, table_panel, table_queries, ts_panel)
 
 UID = "patroni-raft-fleet"
 CLUSTER_UID = "patroni-raft-cluster"
@@ -70,20 +70,19 @@ def dashboard():
             "url": f"/d/{CLUSTER_UID}/patroni-cluster?var-scope=${{__value.raw}}&${{datasource:queryparam}}&${{__url_time_range}}"}
     d = d.with_panel(table_panel(
         10, "Clusters, worst first",
-        [q(STATUS_EXPR, ref="A", instant=True, table_fmt=True),
-         q(f'max by (scope) (patroni_raft_cluster_quorum{{{SEL}}})', ref="B", instant=True, table_fmt=True),
-         q(f'max by (scope) (patroni_raft_quorum_margin{{{SEL}}})', ref="C", instant=True, table_fmt=True),
-         q(f'max by (scope, member) (patroni_member_role{{{SEL},role=~"leader|standby_leader"}} == 1)',
-           ref="D", instant=True, table_fmt=True),
-         q(f'min by (scope) (patroni_cluster_failover_candidates{{{SEL}}})', ref="E", instant=True, table_fmt=True),
-         q(f'max by (scope) (patroni_member_lag_bytes{{{SEL}}})', ref="F", instant=True, table_fmt=True),
-         q(f'max by (scope) (patroni_cluster_failover_data_at_risk_bytes{{{SEL}}})', ref="G", instant=True, table_fmt=True),
-         q(f'time() - max by (scope) (patroni_cluster_last_failover_timestamp_seconds{{{SEL}}})',
-           ref="H", instant=True, table_fmt=True),
-         q(f'min by (scope) (patroni_up{{{SEL}}})', ref="I", instant=True, table_fmt=True),
-         q(f'time() - max by (scope) (patroni_exporter_last_poll_timestamp_seconds{{{SEL}}})',
-           ref="J", instant=True, table_fmt=True),
-         q(f'count by (scope) (ALERTS{{{ALERT_SEL}}})', ref="K", instant=True, table_fmt=True)],
+        table_queries(
+            STATUS_EXPR,
+            f'max by (scope) (patroni_raft_cluster_quorum{{{SEL}}})',
+            f'max by (scope) (patroni_raft_quorum_margin{{{SEL}}})',
+            f'max by (scope, member) (patroni_member_role{{{SEL},role=~"leader|standby_leader"}} == 1)',
+            f'min by (scope) (patroni_cluster_failover_candidates{{{SEL}}})',
+            f'max by (scope) (patroni_member_lag_bytes{{{SEL}}})',
+            f'max by (scope) (patroni_cluster_failover_data_at_risk_bytes{{{SEL}}})',
+            f'time() - max by (scope) (patroni_cluster_last_failover_timestamp_seconds{{{SEL}}})',
+            f'min by (scope) (patroni_up{{{SEL}}})',
+            f'time() - max by (scope) (patroni_exporter_last_poll_timestamp_seconds{{{SEL}}})',
+            f'count by (scope) (ALERTS{{{ALERT_SEL}}})',
+        ),
         "One row per cluster, the worst first (Status: CRITICAL, WARNING, OK; see the dashboard's "
         "description for what counts). Quorum: the best verdict of every exporter; margin: how "
         "many more voters can fail; Leader: who holds the leader key; Candidates: members Patroni "
@@ -120,11 +119,11 @@ def dashboard():
     d = d.with_row(db.Row("Standby clusters").id(20))
     d = d.with_panel(table_panel(
         21, "Standby clusters and their sources",
-        [q(f'max by (scope) (patroni_cluster_standby{{{SEL}}} == 1)', ref="A", instant=True, table_fmt=True),
-         q(f'max by (scope, source_scope) (patroni_standby_source_info{{{SEL}}})', ref="B", instant=True, table_fmt=True),
-         q(f'max by (scope, member) (patroni_standby_leader_streaming{{{SEL}}})', ref="C", instant=True, table_fmt=True),
-         q(f'max by (scope) (patroni_standby_leader_archive_recovery{{{SEL}}})', ref="D", instant=True, table_fmt=True),
-         q(f'min by (scope) (patroni_standby_lag_bytes{{{SEL}}})', ref="E", instant=True, table_fmt=True)],
+        table_queries(f'max by (scope) (patroni_cluster_standby{{{SEL}}} == 1)',
+                      f'max by (scope, source_scope) (patroni_standby_source_info{{{SEL}}})',
+                      f'max by (scope, member) (patroni_standby_leader_streaming{{{SEL}}})',
+                      f'max by (scope) (patroni_standby_leader_archive_recovery{{{SEL}}})',
+                      f'min by (scope) (patroni_standby_lag_bytes{{{SEL}}})'),
         "One row per standby cluster (its leader is a standby_leader): the source cluster it follows "
         "(standby_of in the exporter's --config.file; empty when not configured), its standby "
         "leader, whether that streams from the source (alert PatroniStandbyLeaderNotStreaming), "

@@ -47,12 +47,12 @@ def dashboard():
     d = d.with_panel(verdict_timeline(21))
     d = d.with_panel(ts_panel(
         22, "Voters answering, with has_quorum, unanswered by reason",
-        [q(f'max by (scope) (patroni_raft_voters{{{SEL}}})', "{{scope}} voters", "A"),
-         q(f'max by (scope) (patroni_raft_voters_answering{{{SEL}}})', "{{scope}} answering", "B"),
-         q(f'max by (scope) (patroni_raft_voters_with_quorum{{{SEL}}})', "{{scope}} with has_quorum", "C"),
-         q(f'max by (scope, reason) (patroni_raft_voters_unanswered{{{SEL}}} > 0)', "{{scope}} unanswered: {{reason}}", "D"),
-         q(f'max by (scope) (patroni_raft_quorum_margin{{{SEL}}})', "{{scope}} margin", "E"),
-         q(f'max by (scope) (patroni_raft_voter_sets{{{SEL}}})', "{{scope}} voter sets", "F")],
+        [q(f'max by (scope) (patroni_raft_voters{{{SEL}}})', "{{scope}} voters"),
+         q(f'max by (scope) (patroni_raft_voters_answering{{{SEL}}})', "{{scope}} answering"),
+         q(f'max by (scope) (patroni_raft_voters_with_quorum{{{SEL}}})', "{{scope}} with has_quorum"),
+         q(f'max by (scope, reason) (patroni_raft_voters_unanswered{{{SEL}}} > 0)', "{{scope}} unanswered: {{reason}}"),
+         q(f'max by (scope) (patroni_raft_quorum_margin{{{SEL}}})', "{{scope}} margin"),
+         q(f'max by (scope) (patroni_raft_voter_sets{{{SEL}}})', "{{scope}} voter sets")],
         "The counts the verdict is computed from. unanswered reasons: refused (process down), "
         "timeout, auth (Raft password refused), error. margin: voters that can still fail "
         "(alert PatroniRaftQuorumNoMargin at 0); voter sets: 1 when every node counts the same "
@@ -123,8 +123,8 @@ def dashboard():
         "no line has no leader.", {"1": ("believes", "blue")}))
     d = d.with_panel(ts_panel(
         18, "Match index per partner",
-        [q(f'patroni_raft_match_index{{{SEL}}}', "{{node}} → {{partner}}", "A"),
-         q(f'patroni_raft_next_index{{{SEL}}}', "{{node}} → {{partner}} next", "B")],
+        [q(f'patroni_raft_match_index{{{SEL}}}', "{{node}} → {{partner}}"),
+         q(f'patroni_raft_next_index{{{SEL}}}', "{{node}} → {{partner}} next")],
         "Leader-side replication progress of each partner (only the Raft leader reports them)."))
     # backlog and log length apart: on one axis the backlog (0..a few) vanishes under the log
     d = d.with_panel(ts_panel(
