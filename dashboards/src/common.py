@@ -42,6 +42,18 @@ def q(expr: str, legend: str = "", ref: str = "A", instant: bool = False, table_
     return b
 
 
+def per_cluster(family: str, what: str):
+    """A query of `family` with one series per cluster, the highest value of the exporters
+    that watch it; legend '{{scope}} `what`'."""
+    return q(f'max by (scope) ({family}{{{SEL}}})', "{{scope}} " + what)
+
+
+def per_member(family: str, what: str = ""):
+    """A query of the member family `family` as exported, a series per member; legend
+    '{{scope}} {{member}}', then `what`."""
+    return q(f'{family}{{{SEL}}}', "{{scope}} {{member}}" + (f" {what}" if what else ""))
+
+
 def table_queries(*exprs: str) -> list:
     """Instant queries in table format, one per column group of a table_panel, refs A, B, C..."""
     return [q(e, ref=ref, instant=True, table_fmt=True) for ref, e in zip(string.ascii_uppercase, exprs)]
@@ -99,6 +111,13 @@ def stat_panel(pid: int, title: str, expr: str | list, desc: str, legend: str = 
     return p
 
 
+def cluster_stat(pid: int, title: str, family: str, desc: str, agg: str = "max", **options):
+    """A stat panel with one number per selected cluster: `family` aggregated by scope, `agg`
+    "max" (the highest of the exporters that watch the cluster) or "min" (the lowest)."""
+    return stat_panel(pid, title, f'{agg} by (scope) ({family}{{{SEL}}})', desc,
+                      legend="{{scope}}", **options)
+
+
 def quorum_row(d, title: str):
     """`d` with its first row (id 1), opened by the quorum verdict, its evidence and the voter
     counts behind it (three stat panels, ids 2 to 4, 14 wide): the first thing to read on a
@@ -108,14 +127,14 @@ def quorum_row(d, title: str):
     PatroniRaftQuorumLost."""
     d = d.with_row(db.Row(title).id(1))
     for p in [
-        stat_panel(
-            2, "Raft quorum", f'max by (scope) (patroni_raft_cluster_quorum{{{SEL}}})',
+        cluster_stat(
+            2, "Raft quorum", "patroni_raft_cluster_quorum",
             "The exporter's quorum verdict. Confirmed: a Raft quorum is proven. LOST: positive "
             "evidence of the loss (alert PatroniRaftQuorumLost); Patroni cannot write to the DCS, "
             "the primary demotes itself and GET /cluster shows a FROZEN view: do not trust the "
             "Patroni panels while this is red. Not visible: this exporter cannot tell (voters "
             "time out, wrong Raft password, voters never seen; alert PatroniRaftQuorumNotVisible).",
-            legend="{{scope}}", mapping=VERDICT_MAP, steps=VERDICT_STEPS, span=4),
+            mapping=VERDICT_MAP, steps=VERDICT_STEPS, span=4),
         stat_panel(
             3, "Quorum evidence", EVIDENCE_EXPR,
             "What the verdict rests on. leader: the Raft leader reports has_quorum; majority: more "
@@ -144,7 +163,7 @@ def verdict_timeline(pid: int, span: int = 12, height: int = 6):
     # evidence shifted by 10 so that one value mapping names both rows
     return state_panel(
         pid, "Quorum verdict and evidence over time",
-        [q(f'max by (scope) (patroni_raft_cluster_quorum{{{SEL}}})', "{{scope}} verdict"),
+        [per_cluster("patroni_raft_cluster_quorum", "verdict"),
          q(f'10 + ({EVIDENCE_EXPR})', "{{scope}} evidence")],
         "The verdict (Confirmed / LOST / Not visible) and the evidence it rested on, poll by "
         "poll. While it is LOST, GET /cluster and the Patroni panels show a frozen DCS view.",

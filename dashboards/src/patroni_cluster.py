@@ -4,8 +4,9 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import common as mc
 
-from common import (SEL, UP_MAP, YESNO_BAD, build, cell_color, exporter_row, mapping_prop, state_panel,
-                    prop, q, quorum_row, stat_panel, verdict_timeline, table_panel, table_queries, ts_panel)
+from common import (SEL, UP_MAP, YESNO_BAD, build, cell_color, cluster_stat, exporter_row, mapping_prop,
+                    per_cluster, per_member, state_panel, prop, q, quorum_row, stat_panel, verdict_timeline,
+                    table_panel, table_queries, ts_panel)
 
 UID = "patroni-raft-cluster"
 
@@ -32,30 +33,30 @@ def dashboard():
         "view (no Raft quorum) or by a TTL that has not expired yet.",
         legend="{{member}}", text_mode=mc.BigValueTextMode.NAME, steps=[(None, "red"), (1, "green")],
         span=5))
-    d = d.with_panel(stat_panel(
-        14, "Primaries (own word)", f'max by (scope) (patroni_cluster_primaries{{{SEL}}})',
+    d = d.with_panel(cluster_stat(
+        14, "Primaries (own word)", "patroni_cluster_primaries",
         "Members that say primary (or standby_leader) in their own GET /patroni, including one "
         "that already left the DCS view: the DCS view names one leader (left), this counts who "
         "takes writes. 2: TWO PRIMARIES, an isolated old leader that has not demoted itself "
         "(alert PatroniMultiplePrimaries).",
-        legend="{{scope}}", mapping={"2": ("TWO", "red"), "0": ("none", "red")},
+        mapping={"2": ("TWO", "red"), "0": ("none", "red")},
         steps=[(None, "red"), (1, "green"), (2, "red")], span=3))
-    d = d.with_panel(stat_panel(
-        6, "/cluster answers", f'min by (scope) (patroni_up{{{SEL}}})',
+    d = d.with_panel(cluster_stat(
+        6, "/cluster answers", "patroni_up",
         "1 when a member answered GET /cluster in the last poll (alert PatroniClusterUnreachable).",
-        legend="{{scope}}", mapping=UP_MAP, steps=[(None, "red"), (1, "green")], span=2))
-    d = d.with_panel(stat_panel(
-        7, "Sync standbys", f'min by (scope) (patroni_cluster_sync_standbys{{{SEL}}})',
+        agg="min", mapping=UP_MAP, steps=[(None, "red"), (1, "green")], span=2))
+    d = d.with_panel(cluster_stat(
+        7, "Sync standbys", "patroni_cluster_sync_standbys",
         "Members with role sync_standby (alert PatroniSyncStandbyMissing at 0).",
-        legend="{{scope}}", steps=[(None, "red"), (1, "green")], span=8))
-    d = d.with_panel(stat_panel(
-        9, "Timeline", f'max by (scope) (patroni_cluster_timeline{{{SEL}}})',
+        agg="min", steps=[(None, "red"), (1, "green")], span=8))
+    d = d.with_panel(cluster_stat(
+        9, "Timeline", "patroni_cluster_timeline",
         "Current PostgreSQL timeline of the cluster; +1 at every promotion.",
-        legend="{{scope}}", steps=[(None, "blue")], span=8))
-    d = d.with_panel(stat_panel(
-        10, "Paused", f'max by (scope) (patroni_cluster_paused{{{SEL}}})',
+        steps=[(None, "blue")], span=8))
+    d = d.with_panel(cluster_stat(
+        10, "Paused", "patroni_cluster_paused",
         "Maintenance mode: no automatic failover while paused (alert PatroniPaused).",
-        legend="{{scope}}", mapping={"1": ("PAUSED", "orange"), "0": ("no", "green")},
+        mapping={"1": ("PAUSED", "orange"), "0": ("no", "green")},
         steps=[(None, "green"), (1, "orange")], span=8))
 
     d = d.with_panel(verdict_timeline(11, span=24, height=3))
@@ -127,15 +128,15 @@ def dashboard():
     d = d.with_row(db.Row("Replication").id(20))
     d = d.with_panel(ts_panel(
         21, "Replication lag",
-        [q(f'patroni_member_lag_bytes{{{SEL}}}', "{{scope}} {{member}}"),
-         q(f'patroni_member_replay_lag_bytes{{{SEL}}}', "{{scope}} {{member}} replay"),
-         q(f'patroni_member_receive_lag_bytes{{{SEL}}}', "{{scope}} {{member}} receive")],
+        [per_member("patroni_member_lag_bytes"),
+         per_member("patroni_member_replay_lag_bytes", "replay"),
+         per_member("patroni_member_receive_lag_bytes", "receive")],
         "Bytes each replica is behind the leader (GET /cluster 'lag'; receive and replay lag from "
         "Patroni 4.1). "
         "Alert PatroniReplicationLagHigh above 16 MiB for 5m.", unit="bytes"))
     d = d.with_panel(ts_panel(
         22, "Timeline per member",
-        [q(f'patroni_member_timeline{{{SEL}}}', "{{scope}} {{member}}"),
+        [per_member("patroni_member_timeline"),
          q(f'patroni_cluster_timeline{{{SEL}}}', "{{scope}} cluster")],
         "Members that stay on an older timeline than the cluster did not follow a promotion "
         "(alert PatroniTimelineDiverged)."))
@@ -152,7 +153,7 @@ def dashboard():
         "a stale DCS view (alert PatroniSyncStateMismatch)."))
     d = d.with_panel(ts_panel(
         24, "WAL positions",
-        [q(f'patroni_member_wal_position_bytes{{{SEL}}}', "{{scope}} {{member}} {{kind}}")],
+        [per_member("patroni_member_wal_position_bytes", "{{kind}}")],
         "WAL flush (leader), received and replayed (replicas) positions from each member's GET /patroni.",
         unit="bytes"))
 
@@ -160,8 +161,8 @@ def dashboard():
     d = d.with_row(db.Row("Split views").id(50))
     d = d.with_panel(ts_panel(
         51, "Primaries by their own word vs DCS leaders",
-        [q(f'max by (scope) (patroni_cluster_primaries{{{SEL}}})', "{{scope}} say primary"),
-         q(f'max by (scope) (patroni_cluster_leaders{{{SEL}}})', "{{scope}} leaders in /cluster"),
+        [per_cluster("patroni_cluster_primaries", "say primary"),
+         per_cluster("patroni_cluster_leaders", "leaders in /cluster"),
          q(f'max by (scope) (increase(patroni_cluster_multiple_primaries_polls_total{{{SEL}}}[$__rate_interval]))',
            "{{scope}} polls with two primaries")],
         "Members that say primary in their own GET /patroni next to the leader count of the DCS "
@@ -169,8 +170,8 @@ def dashboard():
         "counted catch a window shorter than the scrape interval.", span=8))
     d = d.with_panel(ts_panel(
         52, "DCS views and voter sets",
-        [q(f'max by (scope) (patroni_cluster_dcs_views{{{SEL}}})', "{{scope}} DCS views"),
-         q(f'max by (scope) (patroni_raft_voter_sets{{{SEL}}})', "{{scope}} voter sets")],
+        [per_cluster("patroni_cluster_dcs_views", "DCS views"),
+         per_cluster("patroni_raft_voter_sets", "voter sets")],
         "Distinct DCS views among the members' own GET /cluster, distinct voter sets among the "
         "Raft nodes: 1 when they agree (alerts PatroniDcsViewsDiverge, PatroniRaftVoterSetsDiffer).",
         span=8))
@@ -195,11 +196,11 @@ def dashboard():
 
     # ---- How close the next outage is
     d = d.with_row(db.Row("Margins").id(60))
-    d = d.with_panel(stat_panel(
-        61, "Quorum margin", f'max by (scope) (patroni_raft_quorum_margin{{{SEL}}})',
+    d = d.with_panel(cluster_stat(
+        61, "Quorum margin", "patroni_raft_quorum_margin",
         "How many more Raft voters can fail before the quorum is lost: 1 on a healthy 3-voter "
         "cluster, 0 with one down (alert PatroniRaftQuorumNoMargin), negative when lost.",
-        legend="{{scope}}", steps=[(None, "red"), (0, "orange"), (1, "green")], span=4))
+        steps=[(None, "red"), (0, "orange"), (1, "green")], span=4))
     d = d.with_panel(stat_panel(
         62, "A failover now loses",
         # -1 (unknown) while the exporter has no leader position to measure from
@@ -214,7 +215,7 @@ def dashboard():
         span=4))
     d = d.with_panel(ts_panel(
         63, "Replication lag (seconds)",
-        [q(f'patroni_member_replay_lag_seconds{{{SEL}}}', "{{scope}} {{member}}")],
+        [per_member("patroni_member_replay_lag_seconds")],
         "On a replica that is behind, the age of the last transaction it replayed; 0 when caught "
         "up (alert PatroniReplicationLagTime above 5 min).", unit="s", span=8))
     d = d.with_panel(state_panel(
@@ -226,9 +227,9 @@ def dashboard():
         {"1": ("ok", "green"), "0": ("STALLED / not ready", "red")}, span=8))
     d = d.with_panel(ts_panel(
         65, "Clocks",
-        [q(f'patroni_member_clock_offset_seconds{{{SEL}}}', "{{scope}} {{member}} offset"),
+        [per_member("patroni_member_clock_offset_seconds", "offset"),
          q(f'patroni_cluster_leader_clock_skew_seconds{{{SEL}}}', "{{scope}} primary vs Raft leader"),
-         q(f'patroni_member_clock_offset_error_seconds{{{SEL}}}', "{{scope}} {{member}} +- error")],
+         per_member("patroni_member_clock_offset_error_seconds", "+- error")],
         "Each member's clock against the exporter's (Date header, +-0.5 s plus half the round "
         "trip: patroni_member_clock_offset_error_seconds), and the primary's against the Raft "
         "leader's host, which sets the leader key's lifetime (alert PatroniLeaderClockSkew "
@@ -326,14 +327,14 @@ def dashboard():
         f'time() - max by (scope) (patroni_cluster_last_failover_timestamp_seconds{{{SEL}}})',
         "Time since the newest GET /history entry: the last switchover, failover or promotion.",
         legend="{{scope}}", unit="s", steps=[(None, "blue")], span=6))
-    d = d.with_panel(stat_panel(
-        75, "Scheduled switchover", f'max by (scope) (patroni_cluster_scheduled_switchover{{{SEL}}})',
+    d = d.with_panel(cluster_stat(
+        75, "Scheduled switchover", "patroni_cluster_scheduled_switchover",
         "A switchover scheduled for later (patronictl switchover --scheduled).",
-        legend="{{scope}}", mapping={"1": ("SCHEDULED", "orange"), "0": ("none", "green")}, span=6))
-    d = d.with_panel(stat_panel(
-        76, "Timeline history entries", f'max by (scope) (patroni_cluster_history_entries{{{SEL}}})',
+        mapping={"1": ("SCHEDULED", "orange"), "0": ("none", "green")}, span=6))
+    d = d.with_panel(cluster_stat(
+        76, "Timeline history entries", "patroni_cluster_history_entries",
         "Entries in GET /history: one per promotion (trimmed by Patroni to max_timelines_history).",
-        legend="{{scope}}", steps=[(None, "blue")], span=6))
+        steps=[(None, "blue")], span=6))
     d = d.with_panel(stat_panel(
         77, "Changes in the time range",
         [(f'sum by (scope) (increase(patroni_cluster_leader_changes_total{{{SEL}}}[$__range]))'

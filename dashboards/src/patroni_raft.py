@@ -4,9 +4,9 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import common as mc
 
-from common import (QUORUM_MAP, SEL, UP_MAP, build, cell_color, mapping_prop, prop, q,
-                    quorum_row, stat_panel, state_panel, table_panel, table_queries, ts_panel,
-                    verdict_timeline)
+from common import (QUORUM_MAP, SEL, UP_MAP, build, cell_color, cluster_stat, mapping_prop,
+                    per_cluster, prop, q, quorum_row, stat_panel, state_panel, table_panel,
+                    table_queries, ts_panel, verdict_timeline)
 
 UID = "patroni-raft-raft"
 
@@ -31,11 +31,11 @@ def dashboard():
                ("Quorum losses", "red", f'increase(patroni_raft_quorum_losses_total{{{SEL}}}[2m]) > 0')))
 
     d = quorum_row(d, "Cluster")
-    d = d.with_panel(stat_panel(
-        5, "Raft leaders", f'max by (scope) (patroni_raft_cluster_leaders{{{SEL}}})',
+    d = d.with_panel(cluster_stat(
+        5, "Raft leaders", "patroni_raft_cluster_leaders",
         "Nodes claiming leadership. Must be 1. 0 with quorum: elections failing "
         "(PatroniRaftNoLeader); >1 for 2m: split leadership (PatroniRaftSplitLeadership).",
-        legend="{{scope}}", steps=[(None, "red"), (1, "green"), (2, "red")], span=4))
+        steps=[(None, "red"), (1, "green"), (2, "red")], span=4))
     d = d.with_panel(stat_panel(
         6, "Leader changes", f'round(sum by (scope) (increase(patroni_raft_leader_changes_total{{{SEL}}}[$__range])))',
         "Raft leader changes seen by the exporter in the dashboard's time range.",
@@ -47,12 +47,12 @@ def dashboard():
     d = d.with_panel(verdict_timeline(21))
     d = d.with_panel(ts_panel(
         22, "Voters answering, with has_quorum, unanswered by reason",
-        [q(f'max by (scope) (patroni_raft_voters{{{SEL}}})', "{{scope}} voters"),
-         q(f'max by (scope) (patroni_raft_voters_answering{{{SEL}}})', "{{scope}} answering"),
-         q(f'max by (scope) (patroni_raft_voters_with_quorum{{{SEL}}})', "{{scope}} with has_quorum"),
+        [per_cluster("patroni_raft_voters", "voters"),
+         per_cluster("patroni_raft_voters_answering", "answering"),
+         per_cluster("patroni_raft_voters_with_quorum", "with has_quorum"),
          q(f'max by (scope, reason) (patroni_raft_voters_unanswered{{{SEL}}} > 0)', "{{scope}} unanswered: {{reason}}"),
-         q(f'max by (scope) (patroni_raft_quorum_margin{{{SEL}}})', "{{scope}} margin"),
-         q(f'max by (scope) (patroni_raft_voter_sets{{{SEL}}})', "{{scope}} voter sets")],
+         per_cluster("patroni_raft_quorum_margin", "margin"),
+         per_cluster("patroni_raft_voter_sets", "voter sets")],
         "The counts the verdict is computed from. unanswered reasons: refused (process down), "
         "timeout, auth (Raft password refused), error. margin: voters that can still fail "
         "(alert PatroniRaftQuorumNoMargin at 0); voter sets: 1 when every node counts the same "
