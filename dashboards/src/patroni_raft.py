@@ -22,6 +22,15 @@ def per_node(pid: int, title: str, family: str, desc: str):
     return ts_panel(pid, title, [q(f'{family}{{{SEL}}}', "{{node}}")], desc)
 
 
+def by_node(family: str, label: str = "", cond: str = ""):
+    """A query of the Raft node family `family` (its series that satisfy `cond`, e.g. " == 1"),
+    one series per node, or per node and its `label` (a partner, the leader it believes in):
+    the highest of the exporters' values. Legend '{{node}}' or '{{node}} → {{label}}'."""
+    by = "scope, node" + (f", {label}" if label else "")
+    legend = "{{node}}" + (" → {{" + label + "}}" if label else "")
+    return q(f'max by ({by}) ({family}{{{SEL}}}{cond})', legend)
+
+
 def dashboard():
     d = build("Patroni Raft", UID,
               "Raft (pysyncobj) DCS of Patroni clusters, as seen by patroni-raft-exporter: quorum, "
@@ -94,7 +103,7 @@ def dashboard():
     d = d.with_row(db.Row("Per node").id(10))
     d = d.with_panel(state_panel(
         11, "Has quorum per node",
-        [q(f'max by (scope, node) (patroni_raft_has_quorum{{{SEL}}})', "{{node}}")],
+        [by_node("patroni_raft_has_quorum")],
         "has_quorum reported by each node: it reaches a majority of voters. One node red while "
         "the others are green: that node is cut off (PatroniRaftNodeWithoutQuorum).", QUORUM_MAP))
     d = d.with_panel(state_panel(
@@ -111,14 +120,14 @@ def dashboard():
         "leader, no quorum). How far each node is behind: the next panel."))
     d = d.with_panel(state_panel(
         15, "Partner connectivity",
-        [q(f'max by (scope, node, partner) (patroni_raft_partner_connected{{{SEL}}})', "{{node}} → {{partner}}")],
+        [by_node("patroni_raft_partner_connected", "partner")],
         "Each node's TCP link to each partner (syncobj-admin partner_node_status_server_*: 2 = "
         "connected). Red while the partner answers the exporter: network or password problem "
         "between the nodes (PatroniRaftPartnerDisconnected).",
         {"1": ("connected", "green"), "0": ("disconnected", "red")}))
     d = d.with_panel(state_panel(
         16, "Leader each node believes in",
-        [q(f'max by (scope, node, leader) (patroni_raft_leader{{{SEL}}} == 1)', "{{node}} → {{leader}}")],
+        [by_node("patroni_raft_leader", "leader", " == 1")],
         "One line per (node, believed leader). After a partition the nodes disagree; a node with "
         "no line has no leader.", {"1": ("believes", "blue")}))
     d = d.with_panel(ts_panel(
@@ -138,7 +147,7 @@ def dashboard():
         "Entries in each node's in-memory Raft log after compaction (log_len)."))
     d = d.with_panel(state_panel(
         20, "Node answers the exporter",
-        [q(f'max by (scope, node) (patroni_raft_up{{{SEL}}})', "{{node}}")],
+        [by_node("patroni_raft_up")],
         "UP when the exporter read this node's status in the last poll (PatroniRaftNodeUnreachable).",
         UP_MAP))
     d = d.with_panel(table_panel(
