@@ -13,8 +13,14 @@
 #           same HTTP stack, no parsing, snapshot or encoding) for as many cycles, and the
 #           ratio of the exporter's CPU per cycle to the floor's.
 #   real    a real 3-member Patroni + Raft cluster (tests/e2e/cluster.sh, locked with
-#           the real-cluster lock): wrk on the exporter's /metrics vs Patroni's GET /metrics,
-#           and one Raft status query (cargo bench --bench raft_query) vs syncobj_admin -status
+#           the real-cluster lock): wrk on the exporter's /metrics (plain, then gzip) vs
+#           Patroni's GET /metrics of member 0, each with the CPU seconds that the exporter,
+#           that member's Patroni and its Postgres used meanwhile (/proc/PID/stat, less what
+#           each used in a window as long with no requests), so the CPU µs per request of the
+#           server and Patroni's ÷ the exporter's: $OUT/real-cpu.csv, columns added to real.csv;
+#           when perf can sample (PERF=0: skip), one more plain run on the exporter under
+#           `perf record -g`, top symbols and objects in $OUT/real/perf-exporter-*.txt; then one
+#           Raft status query (cargo bench --bench raft_query) vs syncobj_admin -status
 #           (hyperfine when installed, else a timed loop).
 #   tls     for N in $SIZES, each against a fleet-sim of its own: the floor, the exporter over
 #           http, over https with resumption (fleet-sim issues TLS 1.3 tickets, as Python's
@@ -34,9 +40,10 @@
 #           $OUT/shards.csv
 #
 # Environment (defaults): SIZES="1 10 100 1000" INTERVAL=10 CYCLES=6 (poll cycles measured)
-#   WRK_CONNS=50 WRK_THREADS=2 WRK_DURATION=10s OUT=target/bench EXPORTER=target/release/...
+#   WRK_CONNS=50 WRK_THREADS=2 WRK_DURATION=10s (seconds) OUT=target/bench
+#   EXPORTER, FLEET_SIM: release/... of $CARGO_TARGET_DIR, else of target
 #   PORT=19393 (exporter, 127.0.0.1) E2E_WORK DATA_DIR PATRONI_VERSION=4.1.5
-#   SIM_WORKERS=1 FLOOR (the floor client; none: skip the floor)
+#   SIM_WORKERS=1 FLOOR (the floor client; none: skip the floor) PERF=1 PERF_FREQ=999 (real)
 #   PLOT_VENV=$E2E_WORK/venv-plot EXPORTER_ARGS (extra flags of the fleet's exporter, e.g.
 #   "--no-collector.views --no-collector.probes" to measure what those collectors cost)
 # Everything runs on 127.0.0.1/8, every wait is bounded, and only processes started here
@@ -54,8 +61,8 @@ WRK_CONNS="${WRK_CONNS:-50}"
 WRK_THREADS="${WRK_THREADS:-2}"
 WRK_DURATION="${WRK_DURATION:-10s}"
 OUT="${OUT:-$ROOT/target/bench}"
-EXPORTER="${EXPORTER:-$ROOT/target/release/patroni-raft-exporter}"
-FLEET_SIM="${FLEET_SIM:-$ROOT/target/release/fleet-sim}"
+EXPORTER="${EXPORTER:-$E2E_TARGET_DIR/release/patroni-raft-exporter}"   # lib.sh's paths.sh
+FLEET_SIM="${FLEET_SIM:-$E2E_TARGET_DIR/release/fleet-sim}"
 # The floor client: by default the build of benches/floor.rs (cargo bench --bench floor
 # --no-run); FLOOR=none measures the exporter alone.
 FLOOR="${FLOOR:-}"
@@ -92,6 +99,14 @@ wait_for() {
 
 # cpu_ticks PID: utime + stime in clock ticks (fields 14 and 15 of /proc/PID/stat).
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# tree_ticks PID: cpu_ticks of PID and of its children (a postmaster and its backends); a child
+# that exits between the listing and the reading counts 0.
+tree_ticks() {
+  local files
+  files=$(ps -o pid= --ppid "$1" | awk '{ printf "/proc/%s/stat\n", $1 }')
+  # shellcheck disable=SC2086  # one path per word
+  { cat "/proc/$1/stat" $files 2>/dev/null || true; } | awk '{ t += $14 + $15 } END { print t + 0 }'
+}
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 hwm_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
 
@@ -320,6 +335,68 @@ fleet() {
 }
 
 # ---------------------------------------------------------------------------------------
+# real_run DIR "EXPORTER PATRONI POSTMASTER" NAME URL [WRK_ARG...]: one wrk run of `real` on URL
+# (raw output DIR/wrk-NAME.txt; URL "-": no requests, a window as long as a wrk run), with the
+# CPU seconds that the exporter, Patroni and its Postgres (the postmaster and its children) used
+# meanwhile: a row of DIR/cpu-runs.csv. Prints wrk_run's "rps p50_ms p99_ms non2xx".
+real_run() {
+  local dir=$1 name=$3 url=$4 wrk="0 0 0 0" requests=0 t0 t1 c0 c1 p
+  read -ra p <<<"$2"
+  shift 4
+  t0=$(date +%s.%N); c0="$(cpu_ticks "${p[0]}") $(cpu_ticks "${p[1]}") $(tree_ticks "${p[2]}")"
+  if [[ $url == - ]]; then
+    sleep "${WRK_DURATION%s}"
+  else
+    wrk=$(wrk_run "$url" "$dir/wrk-$name.txt" "$@")
+    requests=$(wrk_requests "$dir/wrk-$name.txt")
+  fi
+  t1=$(date +%s.%N); c1="$(cpu_ticks "${p[0]}") $(cpu_ticks "${p[1]}") $(tree_ticks "${p[2]}")"
+  awk -v n="$name" -v a="$t0" -v b="$t1" -v r="${requests:-0}" -v w="$wrk" -v c0="$c0" -v c1="$c1" -v h="$CLK_TCK" \
+    'BEGIN { split(w, x, " "); split(c0, u, " "); split(c1, v, " ");
+      printf "%s,%.2f,%d,%s,%s,%s,%s,%.2f,%.2f,%.2f\n", n, b - a, r, x[1], x[2], x[3], x[4],
+        (v[1] - u[1]) / h, (v[2] - u[2]) / h, (v[3] - u[3]) / h }' >>"$dir/cpu-runs.csv"
+  echo "$wrk"
+}
+
+# real_cpu_table RUNS_CSV: real_run's rows (the idle window first), each with the process that
+# served it, that process's CPU seconds less what it used in as long idle, and so its CPU µs per
+# request; for Patroni also with its Postgres's.
+real_cpu_table() {
+  awk -F, -v OFS=, '
+    NR == 1 { print $0, "server", "server_cpu_s_less_idle", "server_us_per_request", "with_postgres_us_per_request"; next }
+    $1 == "idle" { ie = $8 / $2; ip = $9 / $2; ig = $10 / $2; print $0, "-", "-", "-", "-"; next }
+    {
+      e = $8 - ie * $2; pa = $9 - ip * $2; pg = $10 - ig * $2
+      if ($1 ~ /^patroni/) { srv = "patroni"; net = pa; both = pa + pg } else { srv = "exporter"; net = e; both = e }
+      print $0, srv, sprintf("%.2f", net), ($3 > 0 ? sprintf("%.2f", 1e6 * net / $3) : "-"), ($3 > 0 ? sprintf("%.2f", 1e6 * both / $3) : "-")
+    }' "$1"
+}
+
+# real_profile DIR "EXPORTER PATRONI POSTMASTER": when perf can sample (PERF=0: never), one more
+# plain wrk run on the exporter (row exporter-perf of cpu-runs.csv, apart from the measured one:
+# sampling costs CPU too) under `perf record -e cpu-clock -g` (a software clock: a VM may count no
+# hardware events); the top of `perf report` by symbol and by object in DIR/perf-exporter-*.txt.
+real_profile() {
+  local dir=$1 data="$1/perf-exporter.data" perf_pid
+  [[ ${PERF:-1} != 0 ]] && command -v perf >/dev/null || return 0
+  if ! perf record -e cpu-clock -o "$data" -- true >"$dir/perf-check.log" 2>&1; then
+    log "perf cannot sample here (no profile): $(tail -1 "$dir/perf-check.log")"
+    return 0
+  fi
+  # not in PIDS: it ends by itself with the exporter, and is stopped here (SIGINT writes the data)
+  perf record -e cpu-clock -F "${PERF_FREQ:-999}" -g -p "${2%% *}" -o "$data" >"$dir/perf-record.log" 2>&1 &
+  perf_pid=$!
+  sleep 1
+  real_run "$dir" "$2" exporter-perf "http://127.0.0.1:$PORT/metrics" >/dev/null
+  kill -INT "$perf_pid" 2>/dev/null || true
+  timeout 60 tail --pid="$perf_pid" -f /dev/null 2>/dev/null || true
+  perf report -i "$data" --stdio --no-children --sort dso,sym -g none --percent-limit 0.3 2>/dev/null \
+    | grep -E '^#|^ +[0-9.]+%' | grep -v '^# *$' >"$dir/perf-exporter-symbols.txt" || true
+  perf report -i "$data" --stdio --no-children --sort dso -g none 2>/dev/null | grep -E '^#|^ +[0-9.]+%' \
+    | grep -v '^# *$' >"$dir/perf-exporter-objects.txt" || true
+  log "perf: $(grep -c % "$dir/perf-exporter-symbols.txt") symbols >= 0.3 % in $dir/perf-exporter-symbols.txt"
+}
+
 real() {
   ensure_release
   export E2E_WORK="${E2E_WORK:-$ROOT/.work}"
@@ -359,13 +436,36 @@ real() {
   sleep "$INTERVAL"
   curl -fsS "http://127.0.0.1:$PORT/metrics" >"$dir/exporter-metrics.txt"
   curl -fsS "${MEMBER0_REST%/}/metrics" >"$dir/patroni-metrics.txt"
+  # The processes that serve: the exporter; member 0's Patroni, whose REST API answers /metrics
+  # in threads of its one Python process; and member 0's Postgres (postmaster and children), as
+  # Patroni's /metrics runs a query on it for each request.
+  local member patroni postmaster
+  member=$("$cluster" pids 2>/dev/null | awk -v m="$MEMBER0_NAME" '$1 == m')
+  patroni=$(sed -n 's/.* patroni=\([0-9][0-9]*\).*/\1/p' <<<"$member")
+  postmaster=$(sed -n 's/.* postmaster=\([0-9][0-9]*\).*/\1/p' <<<"$member")
+  [[ -n $patroni && -n $postmaster ]] || { log "no PIDs of $MEMBER0_NAME: $member"; return 1; }
+  local pids="$exporter $patroni $postmaster"
+  echo "run,seconds,requests,rps,p50_ms,p99_ms,non2xx,exporter_cpu_s,patroni_cpu_s,postgres_cpu_s" >"$dir/cpu-runs.csv"
+  # first as long with no requests: what each uses meanwhile (polls, Patroni's loop and Raft,
+  # WAL senders) is subtracted from the runs below
+  real_run "$dir" "$pids" idle - >/dev/null
   local exporter_wrk exporter_gzip_wrk patroni_wrk rss
-  exporter_wrk=$(wrk_run "http://127.0.0.1:$PORT/metrics" "$dir/wrk-exporter.txt")
+  exporter_wrk=$(real_run "$dir" "$pids" exporter "http://127.0.0.1:$PORT/metrics")
   # as Prometheus scrapes: it always asks for gzip (Patroni's server answers plain whatever asked)
-  exporter_gzip_wrk=$(wrk_run "http://127.0.0.1:$PORT/metrics" "$dir/wrk-exporter-gzip.txt" -H 'Accept-Encoding: gzip')
-  patroni_wrk=$(wrk_run "${MEMBER0_REST%/}/metrics" "$dir/wrk-patroni.txt")
+  exporter_gzip_wrk=$(real_run "$dir" "$pids" exporter-gzip "http://127.0.0.1:$PORT/metrics" -H 'Accept-Encoding: gzip')
+  patroni_wrk=$(real_run "$dir" "$pids" patroni "${MEMBER0_REST%/}/metrics")
   rss=$(rss_kib "$exporter")
   log "exporter /metrics: $exporter_wrk (rps p50 p99 non2xx); with gzip: $exporter_gzip_wrk; patroni /metrics: $patroni_wrk; exporter RSS ${rss} KiB"
+  real_profile "$dir" "$pids"
+  real_cpu_table "$dir/cpu-runs.csv" >"$OUT/real-cpu.csv"
+  column -s, -t <"$OUT/real-cpu.csv" >&2 || cat "$OUT/real-cpu.csv" >&2
+  # CPU per request of each server, and Patroni's ÷ the exporter's: how many requests the
+  # exporter serves with the CPU Patroni spends on one, whoever else uses the cores
+  local per_request
+  per_request=$(awk -F, '$1 == "exporter" { e = $13 } $1 == "exporter-gzip" { g = $13 } $1 == "patroni" { p = $13; q = $14 }
+    function ratio(a, b) { return b > 0 ? sprintf("%.1f", a / b) : "-" }
+    END { printf "%s,%s,%s,%s,%s,%s,%s,%s\n", e, g, p, q, ratio(p, e), ratio(p, g), ratio(q, e), ratio(q, g) }' "$OUT/real-cpu.csv")
+  log "CPU µs per request: exporter http, gzip, Patroni, Patroni + Postgres; Patroni ÷ exporter http, gzip, with Postgres http, gzip: $per_request"
 
   log "Raft status query: native client (cargo bench --bench raft_query)"
   RAFT_NODE="$MEMBER0_RAFT" RAFT_PASSWORD_FILE="$password_file" ITERATIONS=500 \
@@ -382,8 +482,8 @@ real() {
     t1=$(date +%s.%N)
     awk -v a="$t0" -v b="$t1" 'BEGIN { printf "syncobj_admin -status: mean %.1f ms over 30 runs (timed loop)\n", (b - a) * 1000 / 30 }' | tee "$dir/syncobj_admin.txt" >&2
   fi
-  printf 'exporter_rps,exporter_p50_ms,exporter_p99_ms,exporter_non2xx,patroni_rps,patroni_p50_ms,patroni_p99_ms,patroni_non2xx,exporter_rss_kib,exporter_gzip_rps,exporter_gzip_p50_ms,exporter_gzip_p99_ms,exporter_gzip_non2xx\n%s,%s,%s,%s\n' \
-    "$(tr ' ' , <<<"$exporter_wrk")" "$(tr ' ' , <<<"$patroni_wrk")" "$rss" "$(tr ' ' , <<<"$exporter_gzip_wrk")" >"$OUT/real.csv"
+  printf 'exporter_rps,exporter_p50_ms,exporter_p99_ms,exporter_non2xx,patroni_rps,patroni_p50_ms,patroni_p99_ms,patroni_non2xx,exporter_rss_kib,exporter_gzip_rps,exporter_gzip_p50_ms,exporter_gzip_p99_ms,exporter_gzip_non2xx,exporter_cpu_us_per_request,exporter_gzip_cpu_us_per_request,patroni_cpu_us_per_request,patroni_postgres_cpu_us_per_request,cpu_ratio_http,cpu_ratio_gzip,cpu_ratio_http_with_postgres,cpu_ratio_gzip_with_postgres\n%s,%s,%s,%s,%s\n' \
+    "$(tr ' ' , <<<"$exporter_wrk")" "$(tr ' ' , <<<"$patroni_wrk")" "$rss" "$(tr ' ' , <<<"$exporter_gzip_wrk")" "$per_request" >"$OUT/real.csv"
   cat "$OUT/real.csv" >&2
   cleanup
   "$cluster" down >"$dir/cluster-down.log" 2>&1 || "$cluster" down --fast >/dev/null 2>&1 || true
