@@ -372,6 +372,20 @@ real_cpu_table() {
     }' "$1"
 }
 
+# perf_tables DATA PREFIX: from perf.data DATA, PREFIX-symbols.txt (self % by object and
+# symbol, >= 0.3 %), PREFIX-objects.txt (self % by object) and PREFIX-syscalls.txt (the
+# system calls' share, inclusive, by the user-space function that made them: kernel stacks are
+# exact, user-space ones without frame pointers are not).
+perf_tables() {
+  local tidy='/^#? *$/d; /^# (To display|\(Tip)/d; s/ +$//; s/\.{24,}/......................../'
+  perf report -i "$1" --stdio --no-children --sort dso,sym -g none --percent-limit 0.3 2>/dev/null \
+    | sed -E "$tidy" >"$2-symbols.txt" || true
+  perf report -i "$1" --stdio --no-children --sort dso -g none 2>/dev/null | sed -E "$tidy" >"$2-objects.txt" || true
+  perf report -i "$1" --stdio --children --sort sym -g caller,0.5,callee,function,percent \
+    --symbol-filter=entry_SYSCALL_64_after_hwframe 2>/dev/null \
+    | awk '/^ +[0-9.]+%/ { n++ } n <= 1' | sed -E "$tidy" >"$2-syscalls.txt" || true
+}
+
 # real_profile DIR "EXPORTER PATRONI POSTMASTER": when perf can sample (PERF=0: never), one more
 # plain wrk run on the exporter (row exporter-perf of cpu-runs.csv, apart from the measured one:
 # sampling costs CPU too) under `perf record -e cpu-clock -g` (a software clock: a VM may count no
@@ -379,10 +393,11 @@ real_cpu_table() {
 real_profile() {
   local dir=$1 data="$1/perf-exporter.data" perf_pid
   [[ ${PERF:-1} != 0 ]] && command -v perf >/dev/null || return 0
-  if ! perf record -e cpu-clock -o "$data" -- true >"$dir/perf-check.log" 2>&1; then
+  if ! perf record -e cpu-clock -o "$dir/perf-check.data" -- true >"$dir/perf-check.log" 2>&1; then
     log "perf cannot sample here (no profile): $(tail -1 "$dir/perf-check.log")"
     return 0
   fi
+  rm -f "$dir/perf-check.data"
   # not in PIDS: it ends by itself with the exporter, and is stopped here (SIGINT writes the data)
   perf record -e cpu-clock -F "${PERF_FREQ:-999}" -g -p "${2%% *}" -o "$data" >"$dir/perf-record.log" 2>&1 &
   perf_pid=$!
@@ -390,10 +405,7 @@ real_profile() {
   real_run "$dir" "$2" exporter-perf "http://127.0.0.1:$PORT/metrics" >/dev/null
   kill -INT "$perf_pid" 2>/dev/null || true
   timeout 60 tail --pid="$perf_pid" -f /dev/null 2>/dev/null || true
-  perf report -i "$data" --stdio --no-children --sort dso,sym -g none --percent-limit 0.3 2>/dev/null \
-    | grep -E '^#|^ +[0-9.]+%' | grep -v '^# *$' >"$dir/perf-exporter-symbols.txt" || true
-  perf report -i "$data" --stdio --no-children --sort dso -g none 2>/dev/null | grep -E '^#|^ +[0-9.]+%' \
-    | grep -v '^# *$' >"$dir/perf-exporter-objects.txt" || true
+  perf_tables "$data" "$dir/perf-exporter"
   log "perf: $(grep -c % "$dir/perf-exporter-symbols.txt") symbols >= 0.3 % in $dir/perf-exporter-symbols.txt"
 }
 
