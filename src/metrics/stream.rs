@@ -73,7 +73,7 @@ pub struct Exposition {
     stage: Stage,
     /// What the assembly cost so far, for the log line of the response.
     bytes: usize,
-    cpu: Duration,
+    cpu: CpuMeter,
 }
 
 impl Exposition {
@@ -83,7 +83,7 @@ impl Exposition {
             format,
             stage: Stage::Head,
             bytes: 0,
-            cpu: Duration::ZERO,
+            cpu: CpuMeter::for_debug_log(),
         }
     }
 
@@ -143,11 +143,11 @@ impl Iterator for Exposition {
         if self.stage == Stage::Done {
             return None;
         }
-        let cpu = thread_cpu_time();
+        let started = self.cpu.start();
         let mut frame = Vec::with_capacity(FRAME + FRAME / 4);
         self.fill(&mut frame, FRAME);
         self.bytes += frame.len();
-        self.cpu += thread_cpu_time().saturating_sub(cpu);
+        self.cpu.stop(started);
         (!frame.is_empty()).then(|| Bytes::from(frame))
     }
 }
@@ -160,7 +160,7 @@ pub struct Gzipped {
     /// `None` once the trailer is out.
     encoder: Option<GzEncoder<Vec<u8>>>,
     bytes: usize,
-    cpu: Duration,
+    cpu: CpuMeter,
 }
 
 impl Gzipped {
@@ -169,7 +169,7 @@ impl Gzipped {
             plain,
             encoder: Some(GzEncoder::new(Vec::new(), Compression::fast())),
             bytes: 0,
-            cpu: Duration::ZERO,
+            cpu: CpuMeter::for_debug_log(),
         }
     }
 }
@@ -180,7 +180,7 @@ impl Iterator for Gzipped {
     fn next(&mut self) -> Option<Bytes> {
         loop {
             let plain = self.plain.next();
-            let cpu = thread_cpu_time();
+            let started = self.cpu.start();
             let compressed = match plain {
                 Some(frame) => {
                     let encoder = self.encoder.as_mut()?;
@@ -196,7 +196,7 @@ impl Iterator for Gzipped {
                     .finish()
                     .expect("compressing into a Vec cannot fail"),
             };
-            self.cpu += thread_cpu_time().saturating_sub(cpu);
+            self.cpu.stop(started);
             self.bytes += compressed.len();
             // A frame can leave nothing yet: deflate holds input back until it has enough.
             if !compressed.is_empty() {
@@ -240,11 +240,7 @@ impl Frames {
     fn log(&self, started: Instant) {
         let (plain, compressed, gzip_cpu) = match &self.body {
             Body::Plain(plain) => (plain, None, None),
-            Body::Gzip(gzipped) => (
-                &gzipped.plain,
-                Some(gzipped.bytes),
-                Some(gzipped.cpu.as_secs_f64()),
-            ),
+            Body::Gzip(gzipped) => (&gzipped.plain, Some(gzipped.bytes), gzipped.cpu.seconds()),
         };
         tracing::debug!(
             format = ?plain.format,
@@ -252,7 +248,7 @@ impl Frames {
             bytes = plain.bytes,
             gzip_bytes = compressed,
             send_seconds = started.elapsed().as_secs_f64(),
-            encode_cpu_seconds = plain.cpu.as_secs_f64(),
+            encode_cpu_seconds = plain.cpu.seconds(),
             gzip_cpu_seconds = gzip_cpu,
             "served metrics"
         );
@@ -342,6 +338,41 @@ impl GzipReuse {
     }
 }
 
+/// The CPU time a response's assembly or compression took, summed over its frames, for the
+/// debug log line of the response (`scripts/bench.sh` reads it).
+///
+/// Why it reads the clock only when that line will be written: the thread's CPU clock is a
+/// system call (not in the vDSO), and six of them per plain `/metrics` of one cluster were
+/// ~18–20 % of the exporter's CPU under wrk (perf, docs/performance.md "CPU per request").
+#[derive(Debug)]
+struct CpuMeter {
+    total: Option<Duration>,
+}
+
+impl CpuMeter {
+    /// Measuring when debug logging is on for this module, idle otherwise.
+    fn for_debug_log() -> CpuMeter {
+        CpuMeter {
+            total: tracing::enabled!(tracing::Level::DEBUG).then_some(Duration::ZERO),
+        }
+    }
+
+    fn start(&self) -> Option<Duration> {
+        self.total.map(|_| thread_cpu_time())
+    }
+
+    fn stop(&mut self, started: Option<Duration>) {
+        if let (Some(total), Some(started)) = (self.total.as_mut(), started) {
+            *total += thread_cpu_time().saturating_sub(started);
+        }
+    }
+
+    /// The seconds measured, `None` when not measuring.
+    fn seconds(&self) -> Option<f64> {
+        self.total.map(|total| total.as_secs_f64())
+    }
+}
+
 /// CPU time of the calling thread: what assembling and compressing cost, apart from the
 /// waits for the socket and for a core.
 fn thread_cpu_time() -> Duration {
@@ -376,4 +407,37 @@ pub fn accepts_gzip(accept_encoding: Option<&str>) -> bool {
                 .is_some_and(|q| q <= 0.0)
         })
     })
+}
+
+#[cfg(test)]
+mod cpu_meter_tests {
+    use super::CpuMeter;
+
+    fn subscriber(level: tracing::Level) -> impl tracing::Subscriber + Send + Sync {
+        tracing_subscriber::fmt()
+            .with_max_level(level)
+            .with_writer(std::io::sink)
+            .finish()
+    }
+
+    #[test]
+    fn the_cpu_clock_is_read_only_when_the_debug_line_will_be_written() {
+        tracing::subscriber::with_default(subscriber(tracing::Level::INFO), || {
+            let mut idle = CpuMeter::for_debug_log();
+            let started = idle.start();
+            assert_eq!(started, None, "no clock read below debug");
+            idle.stop(started);
+            assert_eq!(idle.seconds(), None);
+        });
+        tracing::subscriber::with_default(subscriber(tracing::Level::DEBUG), || {
+            let mut meter = CpuMeter::for_debug_log();
+            let started = meter.start();
+            assert!(started.is_some(), "the clock is read at debug");
+            let sum =
+                (0..2_000_000u64).fold(0u64, |acc, i| acc.wrapping_add(std::hint::black_box(i)));
+            std::hint::black_box(sum);
+            meter.stop(started);
+            assert!(meter.seconds().expect("measuring") > 0.0);
+        });
+    }
 }
