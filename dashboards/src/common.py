@@ -283,11 +283,22 @@ def exporter_row(first_id: int) -> tuple:
 RUNBOOKS = " Runbooks: /usr/share/doc/patroni-raft-exporter/docs/runbooks.md (docs/runbooks.md of the exporter)"
 
 
+def increased(family: str) -> str:
+    """The events of the counter `family` for an annotation: a rise in the last 2 minutes."""
+    return f'increase({family}{{{SEL}}}[2m]) > 0'
+
+
+def range_total(family: str) -> str:
+    """How much the counter `family` rose in the dashboard's time range, per cluster."""
+    return f'sum by (scope) (increase({family}{{{SEL}}}[$__range]))'
+
+
 def build(title: str, uid: str, description: str, tags: list[str],
-          annotations: tuple[tuple[str, str, str], ...] = ()):
+          annotations: tuple[tuple[str, str, str], ...] = (), first_row: str = ""):
     """The dashboard with its template variables and, for each (name, colour, expr) of
     `annotations`, an annotation marking the events `expr` finds; its description ends with
-    where the runbooks are."""
+    where the runbooks are. With `first_row`, the dashboard opens with the quorum row of
+    that title ([quorum_row])."""
     d = (db.Dashboard(title).uid(uid).description(description + RUNBOOKS).tags(tags)
          .time("now-6h", "now").refresh("30s").timezone("browser").editable()
          .tooltip(dm.DashboardCursorSync.CROSSHAIR))
@@ -296,4 +307,4 @@ def build(title: str, uid: str, description: str, tags: list[str],
     for name, color, expr in annotations:
         d = d.annotation(db.AnnotationQuery().name(name).datasource(DS).enable(True)
                          .icon_color(color).expr(expr))
-    return d
+    return quorum_row(d, first_row) if first_row else d

@@ -5,7 +5,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import common as mc
 
 from common import (SEL, UP_MAP, YESNO_BAD, build, cell_color, cluster_stat, exporter_row, mapping_prop,
-                    per_cluster, per_member, state_panel, prop, q, quorum_row, stat_panel, verdict_timeline,
+                    increased, per_cluster, per_member, state_panel, prop, q, range_total, stat_panel, verdict_timeline,
                     table_panel, table_queries, ts_panel)
 
 UID = "patroni-raft-cluster"
@@ -17,11 +17,9 @@ def dashboard():
               "replication.",
               ["patroni", "postgresql", "raft"],
               # leader changes and timeline changes of the selected clusters
-              (("Leader changes", "orange", f'increase(patroni_cluster_leader_changes_total{{{SEL}}}[2m]) > 0'),
-               ("Timeline changes", "purple", f'changes(patroni_cluster_timeline{{{SEL}}}[2m]) > 0')))
-
-    # ---- Status (top): quorum first
-    d = quorum_row(d, "Status")
+              (("Leader changes", "orange", increased("patroni_cluster_leader_changes_total")),
+               ("Timeline changes", "purple", f'changes(patroni_cluster_timeline{{{SEL}}}[2m]) > 0')),
+              first_row="Status")  # ---- Status (top): quorum first
     d = d.with_panel(stat_panel(
         5, "Leader",
         # times the member's own API answering: the frozen view of a lost quorum keeps naming a
@@ -337,10 +335,10 @@ def dashboard():
         steps=[(None, "blue")], span=6))
     d = d.with_panel(stat_panel(
         77, "Changes in the time range",
-        [(f'sum by (scope) (increase(patroni_cluster_leader_changes_total{{{SEL}}}[$__range]))'
-          f' or max by (scope) (patroni_up{{{SEL}}}) * 0', "{{scope}} leader"),
-         (f'sum by (scope) (increase(patroni_config_changes_total{{{SEL}}}[$__range]))'
-          f' or max by (scope) (patroni_up{{{SEL}}}) * 0', "{{scope}} configuration")],
+        [(range_total("patroni_cluster_leader_changes_total") + f' or max by (scope) (patroni_up{{{SEL}}}) * 0',
+          "{{scope}} leader"),
+         (range_total("patroni_config_changes_total") + f' or max by (scope) (patroni_up{{{SEL}}}) * 0',
+          "{{scope}} configuration")],
         "Leader changes (switchovers and failovers; alert PatroniFrequentLeaderChanges above 3 "
         "in 1h) and changes of the dynamic configuration (patronictl edit-config, PATCH /config) "
         "the exporter saw in the time range shown.",

@@ -5,7 +5,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import common as mc
 
 from common import (QUORUM_MAP, SEL, UP_MAP, build, cell_color, cluster_stat, mapping_prop,
-                    per_cluster, prop, q, quorum_row, stat_panel, state_panel, table_panel,
+                    increased, per_cluster, prop, q, range_total, stat_panel, state_panel, table_panel,
                     table_queries, ts_panel, verdict_timeline)
 
 UID = "patroni-raft-raft"
@@ -36,23 +36,22 @@ def dashboard():
               "Raft (pysyncobj) DCS of Patroni clusters, as seen by patroni-raft-exporter: quorum, "
               "leadership, log indexes, partner links.",
               ["patroni", "raft", "pysyncobj"],
-              (("Raft leader changes", "orange", f'increase(patroni_raft_leader_changes_total{{{SEL}}}[2m]) > 0'),
-               ("Quorum losses", "red", f'increase(patroni_raft_quorum_losses_total{{{SEL}}}[2m]) > 0')))
-
-    d = quorum_row(d, "Cluster")
+              (("Raft leader changes", "orange", increased("patroni_raft_leader_changes_total")),
+               ("Quorum losses", "red", increased("patroni_raft_quorum_losses_total"))),
+              first_row="Cluster")
     d = d.with_panel(cluster_stat(
         5, "Raft leaders", "patroni_raft_cluster_leaders",
         "Nodes claiming leadership. Must be 1. 0 with quorum: elections failing "
         "(PatroniRaftNoLeader); >1 for 2m: split leadership (PatroniRaftSplitLeadership).",
         steps=[(None, "red"), (1, "green"), (2, "red")], span=4))
-    d = d.with_panel(stat_panel(
-        6, "Leader changes", f'round(sum by (scope) (increase(patroni_raft_leader_changes_total{{{SEL}}}[$__range])))',
-        "Raft leader changes seen by the exporter in the dashboard's time range.",
-        legend="{{scope}}", steps=[(None, "green"), (4, "orange")], span=3))
-    d = d.with_panel(stat_panel(
-        8, "Quorum losses", f'round(sum by (scope) (increase(patroni_raft_quorum_losses_total{{{SEL}}}[$__range])))',
-        "Times the exporter's verdict went from confirmed to lost in the dashboard's time range.",
-        legend="{{scope}}", steps=[(None, "green"), (1, "red")], span=3))
+    for pid, title, family, desc, alarm in (
+            (6, "Leader changes", "patroni_raft_leader_changes_total",
+             "Raft leader changes seen by the exporter in the dashboard's time range.", (4, "orange")),
+            (8, "Quorum losses", "patroni_raft_quorum_losses_total",
+             "Times the exporter's verdict went from confirmed to lost in the dashboard's time range.",
+             (1, "red"))):
+        d = d.with_panel(stat_panel(pid, title, f'round({range_total(family)})', desc, legend="{{scope}}",
+                                    steps=[(None, "green"), alarm], span=3))
     d = d.with_panel(verdict_timeline(21))
     d = d.with_panel(ts_panel(
         22, "Voters answering, with has_quorum, unanswered by reason",

@@ -28,7 +28,7 @@
 //! so a removed member leaves the output. The memory holds at most [`MAX_MEMBERS`] members.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::MAX_MEMBERS;
 use crate::patroni::{ClusterView, DynamicConfig, Member};
@@ -198,6 +198,14 @@ impl MemberMemory {
             .map(|r| r.probes)
             .unwrap_or_default()
     }
+}
+
+/// Now, in Unix seconds: the clock of departures (and of the snapshot's `polled_at`).
+pub(super) fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use futures::future::join_all;
 use tokio::sync::{watch, Semaphore};
@@ -41,7 +41,7 @@ mod requests;
 pub mod start;
 use changes::ChangeMemory;
 use discovery::without_aliases;
-use members::{DcsTiming, MemberMemory};
+use members::{unix_now, DcsTiming, MemberMemory};
 use requests::{member_at, raft_query, MemberLimits, RaftQuery, Wants};
 pub use start::StartGate;
 use start::{phase, Entry};
@@ -592,11 +592,4 @@ impl ClusterPoller {
             }
         }
     }
-}
-
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or_default()
 }
