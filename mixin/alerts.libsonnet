@@ -5,6 +5,13 @@
 // the alert's section of docs/runbooks.md.
 local rules = import 'lib/rules.libsonnet';
 
+// A template of the quorum-lost description: `series` (a selector with {scope=%q}) of the
+// first exporter, by instance, whose own verdict is lost (0), rendered by `render`. With
+// exporters in several failure domains the evidence and the counts must come from one that
+// sees the loss, not from one that cannot tell.
+local fromLosingExporter(series, render='value') =
+  '{{ with printf "%s and on(${aggregationLabels}) patroni_raft_cluster_quorum{scope=%%q} == 0" $labels.scope $labels.scope | query }}{{ . | sortByLabel "instance" | first | %s }}{{ else }}?{{ end }}' % [series, render];
+
 {
   // The header of the rendered rules file.
   patroniRaftRulesHeader:: |||
@@ -49,14 +56,20 @@ local rules = import 'lib/rules.libsonnet';
             summary: 'Raft DCS of Patroni cluster {{ $labels.scope }} lost its quorum: {{ with printf "max(patroni_member_failsafe_active{scope=%q}) == 1" $labels.scope | query }}failsafe mode keeps the primary, one more failure demotes it.{{ else }}the primary demotes itself, writes stop.{{ end }}',
             description: |||
               No exporter confirms a Raft quorum for scope {{ $labels.scope }} (best verdict
-              {{ $value }}), and the evidence says it is lost ({{ with printf "patroni_raft_quorum_evidence{scope=%q} == 1 and on(${aggregationLabels}) patroni_raft_cluster_quorum{scope=%q} == 0" $labels.scope $labels.scope | query }}{{ . | sortByLabel "instance" | first | label "evidence" }}{{ else }}?{{ end }}):
-              {{ with printf "patroni_raft_voters_answering{scope=%q} and on(${aggregationLabels}) patroni_raft_cluster_quorum{scope=%q} == 0" $labels.scope $labels.scope | query }}{{ . | sortByLabel "instance" | first | value }}{{ else }}?{{ end }}
-              of {{ with printf "patroni_raft_voters{scope=%q} and on(${aggregationLabels}) patroni_raft_cluster_quorum{scope=%q} == 0" $labels.scope $labels.scope | query }}{{ . | sortByLabel "instance" | first | value }}{{ else }}?{{ end }} voters answer,
-              {{ with printf "patroni_raft_voters_with_quorum{scope=%q} and on(${aggregationLabels}) patroni_raft_cluster_quorum{scope=%q} == 0" $labels.scope $labels.scope | query }}{{ . | sortByLabel "instance" | first | value }}{{ else }}?{{ end }} report has_quorum,
-              {{ with printf "patroni_raft_voters_unanswered{scope=%q,reason=\"refused\"} and on(${aggregationLabels}) patroni_raft_cluster_quorum{scope=%q} == 0" $labels.scope $labels.scope | query }}{{ . | sortByLabel "instance" | first | value }}{{ else }}?{{ end }} refuse connections.
-              {{ with printf "max(patroni_member_failsafe_active{scope=%q}) == 1" $labels.scope | query }}Failsafe mode is active: the primary keeps running without the DCS while every member answers it over REST; losing one more member demotes it.{{ else }}Without quorum Patroni cannot write to the DCS: the leader demotes itself after ~retry_timeout
+              {{ $value }}), and the evidence says it is lost (%(evidence)s):
+              %(answering)s
+              of %(voters)s voters answer,
+              %(withQuorum)s report has_quorum,
+              %(refused)s refuse connections.
+              {{ with printf "max(patroni_member_failsafe_active{scope=%%q}) == 1" $labels.scope | query }}Failsafe mode is active: the primary keeps running without the DCS while every member answers it over REST; losing one more member demotes it.{{ else }}Without quorum Patroni cannot write to the DCS: the leader demotes itself after ~retry_timeout
               (≈14 s), /cluster keeps answering 200 with a frozen view and patronictl may hang.{{ end }}
-            |||,
+            ||| % {
+              evidence: fromLosingExporter('patroni_raft_quorum_evidence{scope=%q} == 1', 'label "evidence"'),
+              answering: fromLosingExporter('patroni_raft_voters_answering{scope=%q}'),
+              voters: fromLosingExporter('patroni_raft_voters{scope=%q}'),
+              withQuorum: fromLosingExporter('patroni_raft_voters_with_quorum{scope=%q}'),
+              refused: fromLosingExporter('patroni_raft_voters_unanswered{scope=%q,reason=\\"refused\\"}'),
+            },
           },
         },
         {

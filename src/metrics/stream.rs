@@ -166,10 +166,10 @@ pub struct Gzipped {
 impl Gzipped {
     pub fn new(plain: Exposition) -> Gzipped {
         Gzipped {
+            cpu: CpuMeter::like(&plain.cpu),
             plain,
             encoder: Some(GzEncoder::new(Vec::new(), Compression::fast())),
             bytes: 0,
-            cpu: CpuMeter::for_debug_log(),
         }
     }
 }
@@ -357,6 +357,13 @@ impl CpuMeter {
         }
     }
 
+    /// Measuring when `other` measures: one `enabled!` per response, not one per stage.
+    fn like(other: &CpuMeter) -> CpuMeter {
+        CpuMeter {
+            total: other.total.map(|_| Duration::ZERO),
+        }
+    }
+
     fn start(&self) -> Option<Duration> {
         self.total.map(|_| thread_cpu_time())
     }
@@ -428,6 +435,11 @@ mod cpu_meter_tests {
             assert_eq!(started, None, "no clock read below debug");
             idle.stop(started);
             assert_eq!(idle.seconds(), None);
+            assert_eq!(
+                CpuMeter::like(&idle).seconds(),
+                None,
+                "the gzip stage follows"
+            );
         });
         tracing::subscriber::with_default(subscriber(tracing::Level::DEBUG), || {
             let mut meter = CpuMeter::for_debug_log();
@@ -438,6 +450,11 @@ mod cpu_meter_tests {
             std::hint::black_box(sum);
             meter.stop(started);
             assert!(meter.seconds().expect("measuring") > 0.0);
+            assert_eq!(
+                CpuMeter::like(&meter).seconds(),
+                Some(0.0),
+                "the gzip stage follows"
+            );
         });
     }
 }

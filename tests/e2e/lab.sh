@@ -282,24 +282,24 @@ verdict_summary() {
   echo "before: $(value_at "$1" "$quorum_series" "$2") changes: ${v:-none} evidence: ${ev:-unchanged}"
 }
 
-# verdict_held PHASE EXPORTER SINCE UNTIL [ELECTED]: the quorum verdict was 1 when the window
-# opened and stayed 1 in every poll of it. With ELECTED (an epoch: when the majority's new Raft
-# leader first reported has_quorum, by its own status), a verdict of 0 is also right before
-# ELECTED + one poll + the recorder's sampling: while the majority re-elects, its nodes may
-# themselves report no quorum (pysyncobj drops the idle follower-follower link at the first vote
-# request; measured in docs/failure-modes.md). -1 is never right here: every node answers.
+# verdict_held PHASE EXPORTER SINCE UNTIL [EXCUSED_UNTIL]: the quorum verdict was 1 when the
+# window opened and stayed 1 in every poll of it; a verdict of 0 is also right up to the
+# epoch EXCUSED_UNTIL (excused_until: while the majority re-elects, its nodes may themselves
+# report no quorum; pysyncobj drops the idle follower-follower link at the first vote request,
+# measured in docs/failure-modes.md). -1 is never right here: every node answers.
 verdict_held() {
-  local bad until_ok during=""
-  until_ok=$(plus "$3" -1)
-  [[ -n ${5:-} ]] && until_ok=$(plus "$5" "$((POLL + 1))")
-  bad=$(jq -r --arg e "$2" --arg s "$quorum_series" --argjson a "$3" --argjson b "$4" --argjson ok "$until_ok" \
+  local bad excused=${5:-0} during=""
+  bad=$(jq -r --arg e "$2" --arg s "$quorum_series" --argjson a "$3" --argjson b "$4" --argjson ok "$excused" \
     'select(.src == "exp" and .exp == $e and .series == $s and .t >= $a and .t <= $b and .value != "1"
             and (.value != "0" or .t > $ok)) | "\(.value)@+\((.t - $a) * 10 | round / 10)s"' "$EVENTS" | paste -sd,)
   [[ $(value_at "$2" "$quorum_series" "$3") == 1 ]] || bad="${bad:+$bad,}$(value_at "$2" "$quorum_series" "$3") at the start"
-  [[ -n ${5:-} ]] && during=", 0 allowed up to +$(awk -v a="$3" -v b="$until_ok" 'BEGIN { printf "%.1f", b - a }')s: the majority's re-election"
+  [[ $excused != 0 ]] && during=", 0 allowed up to +$(awk -v a="$3" -v b="$excused" 'BEGIN { printf "%.1f", b - a }')s: the majority's re-election"
   if [[ -z $bad ]]; then pass "$1 $2: quorum stayed confirmed (1) throughout$during ($(verdict_summary "$2" "$3" "$4"))"
   else fail "$1 $2: verdict left 1: $bad$during ($(verdict_summary "$2" "$3" "$4"))"; fi
 }
+# excused_until SECONDS: the epoch up to which the majority's re-election excuses a transient,
+# T_ELECTED (reelected) + SECONDS; 0, nothing excused, when there was no re-election
+excused_until() { if [[ -n $T_ELECTED ]]; then plus "$T_ELECTED" "$1"; else echo 0; fi; }
 # reelected SINCE LOST_NODE OTHER_NODE...: when LOST_NODE (an address) was the Raft leader at
 # SINCE by its own status (the recorder's last word before SINCE), the epoch at which one of
 # the other nodes first reported itself leader with has_quorum (its own status); "" when
@@ -528,7 +528,7 @@ case $T_ELECTED in
        --arg l "$(ip_of 0):2222" 'select(.src == "raft" and .node != $l and .t >= $a and .t <= $b and .has_quorum != true) | "\(.node)@+\((.t - $a) * 10 | round / 10)s"' "$EVENTS" | paste -sd' ')" "-" ;;
 esac
 for d in m0 m1 m2; do
-  verdict_held isolate "$d" "$T_ISO" "$T_HEAL" "$T_ELECTED"
+  verdict_held isolate "$d" "$T_ISO" "$T_HEAL" "$(excused_until $((POLL + 1)))"   # one poll + the sampling
   judge_criticals isolate "$d" "$T_ISO" "$T_HEAL"
   result isolate "$d: alerts (pending/firing) during the isolation: $(alerts_of "$d" "$T_ISO" "$T_HEAL")" "-"
 done
@@ -581,8 +581,7 @@ bv=$(value_at pairB "$quorum_series" "$T_HEAL")
 if [[ $bv == 1 ]]; then pass "pair: pairB (sees all) confirms (1)"; else fail "pair: pairB says $bv"; fi
 # pending is right only while the majority re-elected (pairB's verdict 0 then is the truth),
 # up to one poll, one evaluation and the recorder's sampling after the new leader's quorum
-pair_ok=$(plus "${T_ELECTED:-$T_ISO}" "$((2 * POLL + 2))")
-[[ -z $T_ELECTED ]] && pair_ok=0
+pair_ok=$(excused_until $((2 * POLL + 2)))
 pair_alerts=$(jq -r --argjson b "$T_HEAL" --argjson ok "$pair_ok" 'select(.src == "prom" and .labels.deployment == "pair" and .alert == "PatroniRaftQuorumLost"
   and .t <= $b and .state != "inactive" and (.state != "pending" or .t > $ok)) | .state' "$EVENTS" | paste -sd,)
 if [[ -z $pair_alerts ]]; then pass "pair: no PatroniRaftQuorumLost, not even pending (but during the majority's re-election), while one exporter confirms"
