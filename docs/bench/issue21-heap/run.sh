@@ -6,7 +6,9 @@
 # and the largest mappings) and heaptrack_print's peak and top allocators.
 # Usage: docs/bench/issue21-heap/run.sh OUTDIR   (N=1000 INTERVAL=30 CYCLES=3 PORT=19395
 #   EXPORTER=target/release/patroni-raft-exporter FLEET_SIM=target/release/fleet-sim
-#   EXPORTER_ENV: environment of the exporter, e.g. "MALLOC_ARENA_MAX=1")
+#   EXPORTER_ENV: environment of the exporter, e.g. "MALLOC_ARENA_MAX=1"; SIGNAL=TERM: how the
+#   exporter is stopped. SIGNAL=KILL stops it where it stands, so heaptrack's "leaks" are the
+#   heap in use at that moment, by the place that allocated it: heaptrack-live.txt)
 # Only 127.0.0.0/8; stops only the processes it started, by PID.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
@@ -41,11 +43,15 @@ cat "/proc/$exporter/smaps_rollup" >"$out/smaps_rollup.txt"
 awk '/^[0-9a-f]+-[0-9a-f]+ / { name = $6 } /^Rss:/ { rss[name == "" ? "[anon]" : name] += $2 }
   END { for (n in rss) printf "%8d KiB  %s\n", rss[n], n }' "/proc/$exporter/smaps" | sort -rn | head -15 >"$out/smaps-by-mapping.txt"
 grep -E '^(VmRSS|VmHWM|RssAnon|RssFile|Threads)' "/proc/$exporter/status" >"$out/status.txt"
-kill "$exporter"
+kill -s "${SIGNAL:-TERM}" "$exporter"
 timeout 60 tail --pid="$exporter" -f /dev/null || true
 sleep 2
 heaptrack_print --print-peaks 1 --print-allocators 0 --print-temporary 0 --print-leaks 0 \
   --peak-limit 25 --sub-peak-limit 3 "$out"/heaptrack*.zst >"$out/heaptrack-print.txt" 2>&1 || true
+if [[ ${SIGNAL:-TERM} == KILL ]]; then
+  heaptrack_print --print-peaks 0 --print-allocators 0 --print-temporary 0 --print-leaks 1 \
+    --peak-limit 60 --sub-peak-limit 12 "$out"/heaptrack*.zst >"$out/heaptrack-live.txt" 2>&1 || true
+fi
 cat "$out/status.txt" "$out/smaps-by-mapping.txt"
 # The heap over time (MiB, the largest of each second), from heaptrack's massif export.
 heaptrack_print --print-peaks 0 --print-allocators 0 --print-temporary 0 --print-leaks 0 \
