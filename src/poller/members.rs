@@ -78,8 +78,10 @@ fn lists_itself(member: &MemberSnapshot) -> bool {
 /// What the poller remembers of the members across polls.
 #[derive(Debug, Default)]
 pub(super) struct MemberMemory {
-    /// The members of the last `/cluster` answer, by name.
-    listed: BTreeMap<String, Member>,
+    /// The members of the last `/cluster` answer. A `Vec`: a map's node reserves room for
+    /// eleven members, 3.3 KB per cluster for the usual three (docs/performance.md, "Where the
+    /// heap goes").
+    listed: Vec<Member>,
     departed: BTreeMap<String, Departed>,
     /// What each member answered to the requests made one member per poll, in rotation.
     rotated: BTreeMap<String, Rotated>,
@@ -106,17 +108,13 @@ impl MemberMemory {
         view: &ClusterView,
         now_unix: f64,
     ) -> Vec<(Member, f64)> {
-        let listed: BTreeMap<String, Member> = view
-            .members
-            .iter()
-            .map(|m| (m.name.clone(), m.clone()))
-            .collect();
-        self.departed.retain(|name, _| !listed.contains_key(name));
+        let is_listed = |name: &str| view.members.iter().any(|m| m.name == name);
+        self.departed.retain(|name, _| !is_listed(name));
         let now = Instant::now();
-        for (name, member) in std::mem::replace(&mut self.listed, listed) {
-            if !self.listed.contains_key(&name) && self.departed.len() < MAX_MEMBERS {
+        for member in std::mem::replace(&mut self.listed, view.members.clone()) {
+            if !is_listed(&member.name) && self.departed.len() < MAX_MEMBERS {
                 self.departed.insert(
-                    name,
+                    member.name.clone(),
                     Departed {
                         member,
                         left_at: now_unix,
@@ -126,7 +124,7 @@ impl MemberMemory {
             }
         }
         self.rotated
-            .retain(|name, _| self.listed.contains_key(name) || self.departed.contains_key(name));
+            .retain(|name, _| is_listed(name) || self.departed.contains_key(name));
         self.departed
             .values()
             .map(|d| (d.member.clone(), d.left_at))
