@@ -24,6 +24,18 @@ pub fn read_into(path: &Path, what: &str, max: u64, buffer: &mut Vec<u8>) -> any
     Ok(())
 }
 
+/// Certificates, keys and configuration files are a few KiB: [`read_small`] refuses a larger
+/// file.
+pub const MAX_SMALL_FILE_BYTES: u64 = 1 << 20;
+
+/// [`read`] with the cap of [`MAX_SMALL_FILE_BYTES`]: certificates, keys, the YAML files.
+///
+/// # Errors
+/// As [`read_into`].
+pub fn read_small(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
+    read(path, what, MAX_SMALL_FILE_BYTES)
+}
+
 /// [`read_into`] a new buffer.
 ///
 /// # Errors

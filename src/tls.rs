@@ -32,24 +32,12 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 use crate::secret::Secret;
 
-/// PEM and YAML files larger than this are refused (a certificate chain or a configuration
-/// is a few KiB).
-pub const MAX_PEM_BYTES: u64 = 1 << 20;
-
-/// Reads a file of at most [`MAX_PEM_BYTES`] (certificates, keys, the YAML files).
-///
-/// # Errors
-/// When the file cannot be read or is larger than the cap.
-pub fn read_pem_file(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
-    crate::capped_file::read(path, what, MAX_PEM_BYTES)
-}
-
 /// Every certificate of a PEM file (at least one).
 ///
 /// # Errors
 /// When the file cannot be read, holds no certificate, or a certificate block is malformed.
 pub fn load_certificates(path: &Path, what: &str) -> anyhow::Result<Vec<CertificateDer<'static>>> {
-    let pem = read_pem_file(path, what)?;
+    let pem = crate::capped_file::read_small(path, what)?;
     let certificates = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|error| anyhow::anyhow!("parsing {what} {}: {error}", path.display()))?;
@@ -68,7 +56,7 @@ pub fn load_private_key(
     path: &Path,
     password: Option<&Secret>,
 ) -> anyhow::Result<PrivateKeyDer<'static>> {
-    let pem = read_pem_file(path, "key file")?;
+    let pem = crate::capped_file::read_small(path, "key file")?;
     let text = String::from_utf8_lossy(&pem);
     if text.contains("Proc-Type: 4,ENCRYPTED") {
         anyhow::bail!(
@@ -263,7 +251,10 @@ mod tests {
 
     #[test]
     fn oversized_files_are_refused() {
-        let (_dir, big) = crate::temp_file("big.pem", vec![b'a'; (MAX_PEM_BYTES + 1) as usize]);
+        let (_dir, big) = crate::temp_file(
+            "big.pem",
+            vec![b'a'; (crate::capped_file::MAX_SMALL_FILE_BYTES + 1) as usize],
+        );
         let error = load_certificates(&big, "CA file").unwrap_err().to_string();
         assert!(error.contains("larger than"), "{error}");
     }

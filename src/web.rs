@@ -110,7 +110,7 @@ impl WebConfig {
     /// When the file, a certificate or a key cannot be read, a hash is not bcrypt, or a
     /// setting is not supported.
     pub fn load(path: &Path) -> anyhow::Result<WebConfig> {
-        let bytes = crate::tls::read_pem_file(path, "web config file")?;
+        let bytes = crate::capped_file::read_small(path, "web config file")?;
         let file: WebConfigFile = serde_yaml_ng::from_slice(&bytes).map_err(|error| {
             anyhow::anyhow!("parsing web config file {}: {error}", path.display())
         })?;

@@ -201,7 +201,7 @@ impl ConfigFile {
     /// # Errors
     /// When the file cannot be read or is not the documented YAML.
     pub fn load(path: &Path) -> anyhow::Result<ConfigFile> {
-        let text = crate::tls::read_pem_file(path, "config file")?;
+        let text = crate::capped_file::read_small(path, "config file")?;
         let file: ConfigFile = serde_yaml_ng::from_slice(&text).map_err(|error| {
             anyhow::anyhow!(
                 "parsing config file {}: {}",

@@ -79,7 +79,7 @@ impl PatroniYaml {
     /// # Errors
     /// When the file cannot be read or parsed. Errors never quote the file's content.
     pub fn load(path: &Path) -> anyhow::Result<PatroniYaml> {
-        let text = crate::tls::read_pem_file(path, "Patroni config")?;
+        let text = crate::capped_file::read_small(path, "Patroni config")?;
         serde_yaml_ng::from_slice(&text).map_err(|error| {
             anyhow::anyhow!(
                 "parsing Patroni config {}: {}",

@@ -137,7 +137,9 @@ impl PatroniClient {
         static CLIENTS: OnceLock<Mutex<HashMap<Key, Arc<PatroniClient>>>> = OnceLock::new();
 
         let ca_digest = match &settings.ca_file {
-            Some(path) => Some(Sha256::digest(crate::tls::read_pem_file(path, "CA file")?).into()),
+            Some(path) => {
+                Some(Sha256::digest(crate::capped_file::read_small(path, "CA file")?).into())
+            }
             None => None,
         };
         // Length-prefixed parts, so that no two different settings hash alike.
@@ -148,7 +150,7 @@ impl PatroniClient {
         };
         for file in [&settings.cert_file, &settings.key_file] {
             match file {
-                Some(path) => part(&crate::tls::read_pem_file(
+                Some(path) => part(&crate::capped_file::read_small(
                     path,
                     "client certificate or key",
                 )?),
