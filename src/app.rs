@@ -264,7 +264,7 @@ async fn run_cluster(
     loop {
         let mut next_config = configs.clone();
         let mut stop = shutdown.clone();
-        poller = poller
+        poller
             .run_until(&store, async move {
                 tokio::select! {
                     _ = next_config.changed() => {}
