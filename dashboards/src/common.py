@@ -288,9 +288,11 @@ def increased(family: str) -> str:
     return f'increase({family}{{{SEL}}}[2m]) > 0'
 
 
-def range_total(family: str) -> str:
-    """How much the counter `family` rose in the dashboard's time range, per cluster."""
-    return f'sum by (scope) (increase({family}{{{SEL}}}[$__range]))'
+def range_total(family: str, zero: bool = False) -> str:
+    """How much the counter `family` rose in the dashboard's time range, per cluster; with
+    `zero`, 0 for a watched cluster that has no such series (a counter absent at 0)."""
+    total = f'sum by (scope) (increase({family}{{{SEL}}}[$__range]))'
+    return total + f' or max by (scope) (patroni_up{{{SEL}}}) * 0' if zero else total
 
 
 def build(title: str, uid: str, description: str, tags: list[str],

@@ -335,10 +335,8 @@ def dashboard():
         steps=[(None, "blue")], span=6))
     d = d.with_panel(stat_panel(
         77, "Changes in the time range",
-        [(range_total("patroni_cluster_leader_changes_total") + f' or max by (scope) (patroni_up{{{SEL}}}) * 0',
-          "{{scope}} leader"),
-         (range_total("patroni_config_changes_total") + f' or max by (scope) (patroni_up{{{SEL}}}) * 0',
-          "{{scope}} configuration")],
+        [(range_total("patroni_cluster_leader_changes_total", zero=True), "{{scope}} leader"),
+         (range_total("patroni_config_changes_total", zero=True), "{{scope}} configuration")],
         "Leader changes (switchovers and failovers; alert PatroniFrequentLeaderChanges above 3 "
         "in 1h) and changes of the dynamic configuration (patronictl edit-config, PATCH /config) "
         "the exporter saw in the time range shown.",
