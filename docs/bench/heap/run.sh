@@ -4,11 +4,12 @@
 # a fleet-sim of N clusters over http every 30 s, scraped once per interval as Prometheus
 # does, for $CYCLES intervals after one of settling; then its memory map (/proc/PID/smaps_rollup
 # and the largest mappings) and heaptrack_print's peak and top allocators.
-# Usage: docs/bench/issue21-heap/run.sh OUTDIR   (N=1000 INTERVAL=30 CYCLES=3 PORT=19395
+# Usage: docs/bench/heap/run.sh OUTDIR   (N=1000 INTERVAL=30 CYCLES=3 PORT=19395
 #   EXPORTER=target/release/patroni-raft-exporter FLEET_SIM=target/release/fleet-sim
 #   EXPORTER_ENV: environment of the exporter, e.g. "MALLOC_ARENA_MAX=1"; SIGNAL=TERM: how the
 #   exporter is stopped. SIGNAL=KILL stops it where it stands, so heaptrack's "leaks" are the
-#   heap in use at that moment, by the place that allocated it: heaptrack-live.txt)
+#   heap in use at that moment, by the place that allocated it: heaptrack-live.txt, and split
+#   by the exporter's module in heap-split.txt, what docs/performance.md quotes)
 # Only 127.0.0.0/8; stops only the processes it started, by PID.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
@@ -51,6 +52,10 @@ heaptrack_print --print-peaks 1 --print-allocators 0 --print-temporary 0 --print
 if [[ ${SIGNAL:-TERM} == KILL ]]; then
   heaptrack_print --print-peaks 0 --print-allocators 0 --print-temporary 0 --print-leaks 1 \
     --peak-limit 60 --sub-peak-limit 12 "$out"/heaptrack*.zst >"$out/heaptrack-live.txt" 2>&1 || true
+  # the heap in use by the part of the exporter that allocated it (split.py; names the frames
+  # LTO inlined only when the build has line tables)
+  heaptrack_print --flamegraph-cost-type leaked -F "$out/leaked-stacks.txt" "$out"/heaptrack*.zst >/dev/null 2>&1 || true
+  python3 "$ROOT/docs/bench/heap/split.py" "$out/leaked-stacks.txt" "$ROOT/src" >"$out/heap-split.txt" || true
 fi
 cat "$out/status.txt" "$out/smaps-by-mapping.txt"
 # The heap over time (MiB, the largest of each second), from heaptrack's massif export.

@@ -2,12 +2,13 @@
 # The CPU per /metrics request at N = 1 (fleet-sim, release builds), plain and gzip (wrk -t2
 # -c50 -d10s each; the exporter's utime + stime), then `perf record` of a third, gzip run and
 # where its samples are (classify.py). As root, in a network namespace of its own:
-#   unshare -n docs/bench/issue21-gzip-profile/run.sh
-# Output in docs/bench/issue21-gzip-profile/out/ (summary.txt is what docs/performance.md quotes).
+#   unshare -n docs/bench/gzip-profile/run.sh
+# Output in $OUT (default target/bench/gzip-profile/); its summary.txt is what
+# docs/performance.md quotes (docs/bench/gzip-profile/request-cpu-n1.txt).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 cd "$HERE/../../.."
-D="$HERE/out"
+D="${OUT:-$PWD/target/bench/gzip-profile}"
 URL=http://127.0.0.1:19393/metrics
 mkdir -p "$D"
 ip link set lo up
