@@ -218,9 +218,8 @@ impl ClusterPoller {
                         _ = &mut stop => return,
                         _ = ticker.tick() => {}
                     }
-                    // Boxed: a poll's future is about 13 KiB (every request of a poll, joined),
-                    // and inline it would size every idle poller's task by it, between polls
-                    // too: 12.7 MiB of the heap at N = 1000 (heaptrack, docs/performance.md).
+                    // Boxed: a poll's future is large (every request of a poll, joined), and
+                    // inline it would size every idle poller's task by it, between polls too.
                     Box::pin(self.poll_once()).await
                 }
                 None => {

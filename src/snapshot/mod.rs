@@ -319,8 +319,8 @@ impl ClusterSnapshot {
     ///
     /// The replayed transaction's time was stamped by the primary's clock: a primary `s`
     /// seconds ahead makes "now − that time" read `s` short (PostgreSQL's own
-    /// `now() - pg_last_xact_replay_timestamp()` has the same flaw; measured 7.97–7.99 s short
-    /// with a primary 8 s ahead). So the value is corrected by the primary's clock offset, but
+    /// `now() - pg_last_xact_replay_timestamp()` has the same flaw: docs/failure-modes.md, "Lag
+    /// in seconds"). So the value is corrected by the primary's clock offset, but
     /// only when that offset is larger than its error bars: a whole-second `Date` header would
     /// otherwise add ±0.5 s of noise to every healthy cluster.
     pub fn replay_lag_seconds(&self, member: &MemberSnapshot) -> Option<f64> {
