@@ -33,7 +33,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::split::VoterSetComparison;
+use super::voters::VoterSetComparison;
 use super::RaftNodeSnapshot;
 use crate::raft::{RaftState, RaftStatus};
 
@@ -244,7 +244,7 @@ impl QuorumAssessment {
         // queried; Patroni names both alike (`host:port` of raft.self_addr).
         let answering_ids: BTreeSet<&str> = answered
             .iter()
-            .map(|(node, status)| identity(node, status))
+            .map(|(node, _)| node.identity())
             .filter(|id| voter_set.contains(*id))
             .collect();
         let failures: BTreeMap<&str, Unanswered> = nodes
@@ -268,7 +268,7 @@ impl QuorumAssessment {
         }
         let voter_statuses: Vec<&RaftStatus> = answered
             .iter()
-            .filter(|(node, status)| voter_set.contains(identity(node, status)))
+            .filter(|(node, _)| voter_set.contains(node.identity()))
             .map(|(_, status)| *status)
             .collect();
         let answering = voter_statuses.len() as u64;
@@ -286,7 +286,7 @@ impl QuorumAssessment {
                 .iter()
                 .filter(|p| p.connected() && voter_set.contains(&p.node))
                 .count() as u64;
-            let own = u64::from(voter_set.contains(identity(node, status)));
+            let own = u64::from(voter_set.contains(node.identity()));
             (connected + own) * 2 > voters
         };
         let evidence = if answered.iter().any(|(node, status)| {
@@ -309,7 +309,7 @@ impl QuorumAssessment {
         let healthy_by_answers = answered
             .iter()
             .filter(|(node, status)| {
-                voter_set.contains(identity(node, status))
+                voter_set.contains(node.identity())
                     && status.has_quorum
                     && (status.state == RaftState::Leader || follower_with_connected_leader(status))
             })
@@ -425,52 +425,6 @@ impl QuorumAssessment {
     }
 }
 
-/// The voters a quorum is counted against, and whether most answering nodes agree on them.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct CountedVoters {
-    pub voters: BTreeSet<String>,
-    /// The set is held by more than half of the answering nodes.
-    pub agreed: bool,
-}
-
-/// The voter set to count a majority against: the set (a node and its partners) that more
-/// than half of the answering nodes hold; when no set is held by most, every voter any
-/// answering node names. Empty when no node answers.
-///
-/// Why not always the union: a node started with a stale partner list names a voter that
-/// exists only in its own configuration (canonical/postgresql-operator #1910, a partner
-/// 127.0.0.99 in the partition lab). In the union that phantom makes a 3-node cluster
-/// count 4 voters, so 3 are needed; with the misconfigured node cut off by its own list,
-/// the leader's 2 connected voters no longer confirm anything and the verdict went to
-/// "not visible". The set most nodes hold is the one the Raft leader commits with. Why not
-/// the leader's set alone: a node started alone with no partners leads a cluster of one.
-pub(super) fn counted_voter_set<'a>(
-    sets: impl Iterator<Item = &'a BTreeSet<String>> + Clone,
-) -> CountedVoters {
-    let answering = sets.clone().count();
-    let held_by_most = sets
-        .clone()
-        .find(|set| sets.clone().filter(|other| other == set).count() * 2 > answering);
-    match held_by_most {
-        Some(set) => CountedVoters {
-            voters: set.clone(),
-            agreed: true,
-        },
-        None => CountedVoters {
-            voters: sets.flatten().cloned().collect(),
-            agreed: false,
-        },
-    }
-}
-
-fn identity<'a>(node: &'a RaftNodeSnapshot, status: &'a RaftStatus) -> &'a str {
-    if status.self_node.is_empty() {
-        &node.node
-    } else {
-        &status.self_node
-    }
-}
-
 /// A follower with `has_quorum` whose named leader is one of its connected partners.
 fn follower_with_connected_leader(status: &RaftStatus) -> bool {
     status.state == RaftState::Follower
@@ -489,7 +443,7 @@ mod tests {
     //! (a = 127.0.0.11:2222, b = .12, c = .13).
     use super::*;
     use crate::raft::parse_admin_text;
-    use crate::snapshot::Failure;
+    use crate::snapshot::{CountedVoters, Failure};
 
     const A: &str = "127.0.0.11:2222";
     const B: &str = "127.0.0.12:2222";
