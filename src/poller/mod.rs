@@ -57,6 +57,22 @@ enum Placement {
     FoundVoter,
 }
 
+/// A queried node's snapshot: its status, and its query's round trip when it answered.
+fn node_snapshot((node, answer): (String, requests::RaftAnswer)) -> RaftNodeSnapshot {
+    match answer {
+        Ok((status, round_trip)) => RaftNodeSnapshot {
+            node,
+            status: Ok(status),
+            round_trip,
+        },
+        Err(failure) => RaftNodeSnapshot {
+            node,
+            status: Err(failure),
+            round_trip: None,
+        },
+    }
+}
+
 /// More members than this in `/cluster` is not a Patroni cluster (real ones have a handful):
 /// the document is refused rather than fanned out into thousands of requests.
 pub const MAX_MEMBERS: usize = 128;
@@ -267,7 +283,7 @@ impl ClusterPoller {
         let mut raft_nodes: Vec<RaftNodeSnapshot> = first_targets
             .into_iter()
             .zip(first_answers)
-            .map(|(node, status)| RaftNodeSnapshot { node, status })
+            .map(node_snapshot)
             .collect();
         self.learn_raft(&raft_nodes);
 
@@ -388,7 +404,8 @@ impl ClusterPoller {
                 // Counted only when it names itself as a member of this cluster not known
                 // under another name; a voter whose REST API is elsewhere is no news (the
                 // Raft metrics have it), so its failures are not counted either.
-                let Some(name) = answers.own.as_ref().ok().and_then(|(status, _)| {
+                let Some(name) = answers.own.as_ref().ok().and_then(|own| {
+                    let status = &own.status;
                     let same_scope = match (&scope, &status.patroni_scope) {
                         (Some(expected), Some(got)) => expected == got,
                         _ => true,
@@ -441,9 +458,9 @@ impl ClusterPoller {
                     },
                 );
             }
-            let (own_view, clock) = match answers.own {
-                Ok((status, clock)) => (Ok(status), clock),
-                Err(failure) => (Err(failure), None),
+            let (own_view, clock, round_trip) = match answers.own {
+                Ok(own) => (Ok(own.status), own.clock, Some(own.round_trip)),
+                Err(failure) => (Err(failure), None, None),
             };
             // The reader's view is the one already read; every other member's is its own.
             let view = match (&read_view, reader.as_deref() == Some(name.as_str())) {
@@ -457,6 +474,7 @@ impl ClusterPoller {
                 member,
                 own_view,
                 clock,
+                round_trip,
                 probes: self.memory.members.probes_of(&name),
                 dcs_view: view.map(|answer| {
                     answer.map(|view| MemberDcsView {
@@ -483,7 +501,7 @@ impl ClusterPoller {
             second_targets
                 .into_iter()
                 .zip(second_answers)
-                .map(|(node, status)| RaftNodeSnapshot { node, status }),
+                .map(node_snapshot),
         );
         let raft_nodes = without_aliases(raft_nodes);
         for node in &raft_nodes {

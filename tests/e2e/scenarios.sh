@@ -89,6 +89,75 @@ status_check() {
   e2e_result "${what%%:*}" "status: ${what#*: } (s)" "$took"
 }
 
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# near EXPORTED BY_HAND: the exporter's median round trip is within a factor RTT_FACTOR (3) of the
+# same request's timed by hand, give or take RTT_SLACK_S (0.01 s: scheduling on a shared machine)
+# shellcheck disable=SC2317  # called by name (check)
+near() {
+  awk -v e="$1" -v h="$2" -v f="${RTT_FACTOR:-3}" -v s="${RTT_SLACK_S:-0.01}" \
+    'BEGIN { exit !(e > 0 && e <= h * f + s && e >= h / f - s) }'
+}
+
+# The round trips the exporter exports are the requests' own: each against the same request timed
+# by hand, RTT_SAMPLES (10) times one poll apart, medians compared. GET /patroni by curl
+# (%{time_total}: connect to the end of the body, as the exporter times it); the Raft status by
+# pysyncobj's own client (TcpUtility, as syncobj_admin uses it: connect, key exchange, status),
+# timed inside Python, since a timed syncobj_admin run is mostly the interpreter's start (timed
+# too, for the record). Beside them, the deadlines fixed by Patroni's source.
+round_trips_check() {
+  local i n raft rest samples=${RTT_SAMPLES:-10} exported by_hand admin t0
+  declare -A exp_rest=() exp_raft=() hand_rest=()
+  for ((n = 0; n < samples; n++)); do
+    fetch_metrics >/dev/null || on_fail "1: /metrics answers"
+    for i in 0 1 2; do
+      raft=$(e2e_member "$i" RAFT)
+      exp_rest[$i]+="$(FETCH=0 metric_value patroni_member_rest_round_trip_seconds "$S,member=\"postgresql-$i\"") " \
+        || on_fail "1: postgresql-$i has a REST round trip"
+      exp_raft[$i]+="$(FETCH=0 metric_value patroni_raft_status_round_trip_seconds "$S,node=\"$raft\"") " \
+        || on_fail "1: node $raft has a status round trip"
+      hand_rest[$i]+="$(curl -s -o /dev/null -m 2 -w '%{time_total}' "$(e2e_member "$i" REST)/patroni") "
+    done
+    sleep "$POLL_INTERVAL"
+  done
+  for i in 0 1 2; do
+    raft=$(e2e_member "$i" RAFT)
+    exported=$(tr ' ' '\n' <<<"${exp_rest[$i]}" | grep . | median)
+    by_hand=$(tr ' ' '\n' <<<"${hand_rest[$i]}" | grep . | median)
+    e2e_result 1 "postgresql-$i GET /patroni round trip, median exported / curl (s)" "$exported / $by_hand"
+    check "1: postgresql-$i REST round trip $exported s near curl's $by_hand s" near "$exported" "$by_hand"
+    exported=$(tr ' ' '\n' <<<"${exp_raft[$i]}" | grep . | median)
+    by_hand=$("$VENV/bin/python" - "$raft" "$RUN_DIR/raft-secret" "$samples" <<'PY'
+import statistics, sys, time
+from pysyncobj.encryptor import getEncryptor
+from pysyncobj.utility import TcpUtility
+node, secret, samples = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with open(secret, encoding="utf-8") as handle:
+    encryptor = getEncryptor(handle.read().strip())
+took = []
+for _ in range(samples):
+    utility = TcpUtility(None, 5)
+    utility._TcpUtility__connection.encryptor = encryptor  # pylint: disable=protected-access
+    started = time.monotonic()
+    status = utility.executeCommand(node, ["status"])
+    took.append(time.monotonic() - started)
+    assert isinstance(status, dict), status
+    time.sleep(0.2)
+print(f"{statistics.median(took):.6f}")
+PY
+) || on_fail "1: pysyncobj's client read node $raft's status"
+    t0=$(e2e_now)
+    cluster raft "$i" >/dev/null 2>&1 || on_fail "1: syncobj_admin -status of node $raft"
+    admin=$(e2e_since "$t0")
+    e2e_result 1 "node $raft status round trip, median exported / TcpUtility / syncobj_admin run (s)" "$exported / $by_hand / $admin"
+    check "1: node $raft status round trip $exported s near pysyncobj's $by_hand s" near "$exported" "$by_hand"
+  done
+  FETCH=0 check "1: Patroni's member request timeout exported (2 s, ha.py)" \
+    test "$(FETCH=0 metric_value patroni_member_request_timeout_seconds "$S")" = 2
+  FETCH=0 check "1: pysyncobj's connection timeout exported (3.5 s)" \
+    test "$(FETCH=0 metric_value patroni_raft_connection_timeout_seconds "$S")" = 3.5
+}
+
 e2e_log "=== matrix Patroni $PATRONI_VERSION ($("$VENV/bin/pip" show pysyncobj 2>/dev/null | awk '/^Version/ {print "pysyncobj " $2}'))"
 
 # ---------------------------------------------------------------- 5. exporter first
@@ -122,6 +191,7 @@ for i in 0 1 2; do
   expect "1: replica postgresql-$i reports lag" patroni_member_lag_bytes "$S,member=\"postgresql-$i\"" present - 10
 done
 expect "1: the exporter reports its own build" patroni_exporter_build_info '...' present - 5
+round_trips_check
 status_check "1: status on a healthy cluster" 0 'No problems found'
 status_check "1: status --output json on a healthy cluster" 0 '"status": "OK"' --output json
 # The quick start: one member's URL and the Raft password find every member and voter.
