@@ -788,3 +788,36 @@ async fn round_trips_are_each_requests_own() {
         Some(3.5)
     );
 }
+
+/// Through `--raft.command` the node's status is read but no round trip is exported: the
+/// program's run time is mostly its own start, not the node's answer.
+#[tokio::test]
+async fn a_status_command_exports_no_round_trip() {
+    let cluster = FakeCluster::start("by-command", Captured::healthy_338()).await;
+    let status = format!(
+        "{}/tests/fixtures/patroni-3.3.8/syncobj_admin-status-m0.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut config = cluster_config(cluster.urls(), Some((vec!["127.0.0.11:2222".into()], None)));
+    if let Some(raft) = config.raft.as_mut() {
+        raft.command = Some(
+            ["sh", "-c", "cat \"$0\"", &status, "{addr}"]
+                .map(str::to_owned)
+                .to_vec(),
+        );
+    }
+    let output = poll_and_render(vec![config], Format::PrometheusText).await;
+    assert_eq!(
+        sample(
+            &output,
+            "patroni_raft_up{scope=\"by-command\",node=\"127.0.0.11:2222\"}"
+        ),
+        Some(1.0),
+        "{output}"
+    );
+    assert!(
+        !output.contains("patroni_raft_status_round_trip_seconds{"),
+        "{output}"
+    );
+    assert!(output.contains("patroni_member_rest_round_trip_seconds{scope=\"by-command\""));
+}
