@@ -89,6 +89,7 @@ status_check() {
   e2e_result "${what%%:*}" "status: ${what#*: } (s)" "$took"
 }
 
+mean() { awk '{ s += $1 } END { if (NR == 0) exit 1; print s / NR }'; }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # near EXPORTED BY_HAND: the exporter's median round trip is positive and at most RTT_FACTOR (3)
@@ -100,6 +101,8 @@ near() {
   awk -v e="$1" -v h="$2" -v f="${RTT_FACTOR:-3}" -v s="${RTT_SLACK_S:-0.05}" \
     'BEGIN { exit !(e > 0 && e <= h * f + s) }'
 }
+# shellcheck disable=SC2317  # called by name (check)
+near_both() { near "$1" "$2" && near "$2" "$1"; }
 
 # Every poll's round trips through the phases below, for the record: the largest of each phase
 # goes into the results (what a switchover, a failover and a quorum loss do to them).
@@ -113,7 +116,7 @@ round_trip_recorder() {
 phase_mark() { echo "phase $1" >>"$ROUND_TRIPS"; }
 round_trips_summary() {
   local phase kind
-  for phase in 1 2 3 4; do
+  for phase in 1 1-slow 2 3 4; do
     for kind in member_rest raft_status; do
       e2e_result "$phase" "largest patroni_${kind}_round_trip_seconds of the phase (s)" "$(awk -v p="$phase" \
         -v k="patroni_${kind}_round_trip_seconds{" '$1 == "phase" { cur = $2; next }
@@ -181,6 +184,51 @@ PY
     test "$(FETCH=0 metric_value patroni_raft_connection_timeout_seconds "$S")" = 3.5
 }
 
+# slow_member_check N: a slow member, for real. The PostgreSQL backend that answers member N's
+# REST API (the "Patroni restapi" connection: GET /patroni queries PostgreSQL through it) is
+# SIGSTOPped for a random 0.3-0.8 s at a time, running 0.05 s in between (random: stalls at a fixed
+# period keep step with the 2 s polls, and then the exporter's requests and curl's fall into
+# different parts of the cycle for many polls on end), so that its GET /patroni comes up to 0.8 s
+# late (within the exporter's 1 s timeout here), as from a busy host; Patroni itself, its Raft node
+# and the rest of PostgreSQL run on. (Stopping Patroni's own process would stop its Raft node too,
+# which every poll asks first: the poll's REST requests would then all go out in the moment the
+# process runs.) The exported round trip of that member must rise from ~0.01 s to what curl reads
+# of the same request: the means of SLOW_SAMPLES (20) polls, within the factor of `near` both ways
+# (means, not medians: each sample is anywhere from 0 to 0.8 s, and the mean of 20 varies by
+# ~0.06 s where the median of 10 varied by 0.1-0.2 s in trials); then it answers at once again.
+slow_member_check() {
+  local slow=$1 backend postmaster n stopper exported by_hand
+  local slow_rest="" slow_hand=""
+  backend=$(cluster psql "$slow" -XAtqc "SELECT pid FROM pg_stat_activity WHERE application_name = 'Patroni restapi'" 2>/dev/null)
+  postmaster=$(cluster pids | awk -v m="postgresql-$slow" '$1 == m { sub("postmaster=", "", $3); print $3 }')
+  [[ $backend =~ ^[0-9]+$ && $(ps -o ppid= -p "$backend" | tr -d ' ') == "$postmaster" ]] \
+    || on_fail "1: the 'Patroni restapi' backend of postgresql-$slow (saw '$backend', postmaster '$postmaster')"
+  e2e_log "slow member: SIGSTOP postgresql-$slow's 'Patroni restapi' backend $backend, 0.3-0.8 s at a time"
+  ( while kill -STOP "$backend" 2>/dev/null; do
+      sleep "0.$((300 + RANDOM % 500))"; kill -CONT "$backend" 2>/dev/null; sleep 0.05
+    done ) &
+  stopper=$!
+  E2E_PIDS+=("$stopper")
+  for ((n = 0; n < ${SLOW_SAMPLES:-20}; n++)); do
+    sleep "$POLL_INTERVAL"
+    fetch_metrics >/dev/null || { e2e_stop_pid "$stopper"; kill -CONT "$backend"; on_fail "1: /metrics answers"; }
+    # absent when the request failed (counted as an error): left out of the median
+    slow_rest+="$(FETCH=0 metric_value patroni_member_rest_round_trip_seconds "$S,member=\"postgresql-$slow\"") " || true
+    slow_hand+="$(curl -s -o /dev/null -m 2 -w '%{time_total}' "$(e2e_member "$slow" REST)/patroni") "
+  done
+  e2e_stop_pid "$stopper"
+  kill -CONT "$backend" 2>/dev/null || true
+  exported=$(tr ' ' '\n' <<<"$slow_rest" | grep . | mean) || exported=0
+  by_hand=$(tr ' ' '\n' <<<"$slow_hand" | grep . | mean) || by_hand=0
+  e2e_result 1 "slow postgresql-$slow: GET /patroni round trip, mean exported / curl (s)" "$exported / $by_hand"
+  check "1: slow postgresql-$slow: curl's mean round trip $by_hand s above 0.1 s" \
+    awk -v h="$by_hand" 'BEGIN { exit !(h > 0.1) }'
+  check "1: slow postgresql-$slow: exported REST round trip $exported s near curl's $by_hand s, both ways" \
+    near_both "$exported" "$by_hand"
+  expect "1: postgresql-$slow answers at once again" patroni_member_rest_round_trip_seconds "$S,member=\"postgresql-$slow\"" '<' 0.1 30
+  expect "1: healthy again after the slow member: two sync standbys" patroni_cluster_sync_standbys "$S" == 2 60
+}
+
 e2e_log "=== matrix Patroni $PATRONI_VERSION ($("$VENV/bin/pip" show pysyncobj 2>/dev/null | awk '/^Version/ {print "pysyncobj " $2}'))"
 
 # ---------------------------------------------------------------- 5. exporter first
@@ -218,6 +266,9 @@ for i in 0 1 2; do
 done
 expect "1: the exporter reports its own build" patroni_exporter_build_info '...' present - 5
 round_trips_check
+phase_mark 1-slow
+for i in 0 1 2; do [[ postgresql-$i == "$old_leader" ]] || { slow_member_check "$i"; break; }; done
+phase_mark 1
 status_check "1: status on a healthy cluster" 0 'No problems found'
 status_check "1: status --output json on a healthy cluster" 0 '"status": "OK"' --output json
 # The quick start: one member's URL and the Raft password find every member and voter.
