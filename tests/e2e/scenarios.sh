@@ -94,8 +94,8 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; print (NR % 
 
 # near EXPORTED BY_HAND: the exporter's median round trip is positive and at most RTT_FACTOR (3)
 # times the same request's timed by hand, plus RTT_SLACK_S (0.05 s): the exporter's own share,
-# all of a poll's requests at once in a debug build on a shared machine (10-13 ms against curl's
-# 3 ms here; 10-16 ms against fakes that answer at once, tests/it round_trips_are_each_requests_own)
+# all of a poll's requests at once in a debug build on a shared machine (10-21 ms against curl's
+# 3-7 ms here; 10-16 ms against fakes that answer at once, tests/it round_trips_are_each_requests_own)
 # shellcheck disable=SC2317  # called by name (check)
 near() {
   awk -v e="$1" -v h="$2" -v f="${RTT_FACTOR:-3}" -v s="${RTT_SLACK_S:-0.05}" \
