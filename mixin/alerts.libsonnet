@@ -685,6 +685,41 @@ local fromLosingExporter(series, render='value') =
             |||,
           },
         },
+        {
+          alert: 'PatroniMemberRestSlow',
+          comment:: |||
+            Patroni gives the requests its members send one another 2 s (patroni/ha.py:
+            fetch_node_status, GET /patroni in the leader race, and call_failsafe_member, POST
+            /failsafe: timeout=2, hard-coded; patroni_member_request_timeout_seconds). Half of it
+            is the threshold: a member that takes 1 s to answer the exporter is one slow link or
+            busy Patroni away from failing those requests, after which failsafe mode no longer
+            keeps the primary (patroni #3550) and a slower link demotes it (canonical/
+            postgresql-operator #1164). The exporter's own default poll timeout is also 2 s: above
+            it the gauge is gone and PatroniMemberApiUnreachable speaks. The best view of every
+            exporter (min): one exporter on a slow path must not blame the member. 5m: on the
+            4.1.5 lab (tests/e2e/scenarios.sh) the largest round trip through a switchover, a
+            failover and a quorum loss was 0.26 s, and every one above 0.1 s lasted one poll;
+            the risk is latent (it bites at the next leader race or DCS loss), so waiting costs
+            nothing.
+          |||,
+          expr: |||
+            min without (${aggregationLabels}) (patroni_member_rest_round_trip_seconds)
+            > ignoring (member) group_left ()
+            0.5 * max without (${aggregationLabels}) (patroni_member_request_timeout_seconds)
+          |||,
+          labels: { severity: 'warning' },
+          annotations: {
+            summary: 'Member {{ $labels.member }} of cluster {{ $labels.scope }} takes {{ $value | humanizeDuration }} to answer GET /patroni; Patroni gives its members 2 s.',
+            description: |||
+              For ${for} the GET /patroni of member {{ $labels.member }} (scope {{ $labels.scope }})
+              has taken {{ $value | humanizeDuration }} from every exporter watching it, more than half
+              the 2 s Patroni's members give one another for that request (leader race) and for POST
+              /failsafe. Past 2 s the other members count it unhealthy in a leader race, and while the
+              DCS is unreachable failsafe mode cannot keep the primary: it demotes itself although every
+              member runs. A slow link (or a busy Patroni) to this member is the early sign.
+            |||,
+          },
+        },
       ],
     },
     {

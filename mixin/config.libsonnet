@@ -67,6 +67,7 @@
       PatroniReplicationLagTime: '2m',
       PatroniHaLoopStalled: '1m',
       PatroniLeaderClockSkew: '2m',
+      PatroniMemberRestSlow: '5m',
       PatroniMultiplePrimaries: '0s',
       PatroniDcsViewsDiverge: '30s',
       PatroniRaftVoterSetsDiffer: '1m',

@@ -245,6 +245,19 @@ def dashboard():
         overrides=[("In failsafe topology", [mapping_prop({"1": ("yes", "green"), "0": ("NO", "orange")}), cell_color()]),
                    ("failsafe_mode", [mapping_prop({"1": ("on", "blue"), "0": ("off", "text")})])]))
 
+    d = d.with_panel(ts_panel(
+        67, "Latency headroom",
+        [per_member("patroni_member_rest_round_trip_seconds", "GET /patroni"),
+         q(f'patroni_raft_status_round_trip_seconds{{{SEL}}}', "{{scope}} {{node}} Raft status"),
+         per_cluster("patroni_member_request_timeout_seconds", "Patroni's member request timeout"),
+         per_cluster("patroni_raft_connection_timeout_seconds", "Raft connection timeout")],
+        "How long the exporter's GET /patroni of each member and each Raft node's status query "
+        "took, against the deadlines fixed by Patroni's source: 2 s for the requests members send "
+        "one another (the leader race's GET /patroni, POST /failsafe; alert PatroniMemberRestSlow "
+        "above half of it) and pysyncobj's 3.5 s Raft connection timeout. The third deadline, "
+        "retry_timeout, is in the configuration table below. Seen from the exporter's host, not "
+        "between the members.", unit="s", span=8))
+
     # ---- Versions, configuration, history: what an operator checks before changing anything
     d = d.with_row(db.Row("Versions and configuration").id(70))
     yes = lambda color: {"1": ("YES", color), "0": ("no", "green")}  # noqa: E731

@@ -1,6 +1,7 @@
 //! Families that say how close the next outage is: the quorum's margin, the data a failover
 //! would lose now, lag in seconds, a stalled HA loop (liveness), the clocks that set the
-//! leader key's lifetime, and who is in the failsafe topology (the judgements are made in
+//! leader key's lifetime, the REST round trips beside Patroni's own timeout for them, and who
+//! is in the failsafe topology (the judgements are made in
 //! `snapshot`; this maps them to names).
 
 use std::fmt;
@@ -10,6 +11,14 @@ use super::families::{flag, FamilyWriter};
 use super::labels::MemberLabels;
 use super::labels::{member_labels, scope};
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
+
+/// The timeout of the requests Patroni's members send one another: `GET /patroni` in the
+/// leader race (`fetch_node_status`: `timeout=2, retries=0`) and `POST /failsafe`
+/// (`call_failsafe_member`: `timeout=2, retries=1`), both hard-coded in `patroni/ha.py` of
+/// 3.3.8 and 4.1.5. urllib3 applies it to the connect and to each read, not to the whole
+/// request. A member whose REST answers take longer is counted unhealthy in the leader race,
+/// and while the DCS is gone it cannot confirm the primary, which then demotes (patroni #3550).
+pub const PATRONI_MEMBER_REQUEST_TIMEOUT_SECONDS: f64 = 2.0;
 
 /// One value per member, listed or remembered, where `value` has one.
 fn per_member<'a>(
@@ -66,6 +75,18 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
         "patroni_member_clock_offset_error_seconds",
         "Half the width of the interval patroni_member_clock_offset_seconds lies in: 0.5 s for the Date header's one-second resolution plus half the request's round trip.",
         per_member(snapshots, |m| Some(m.clock?.error_seconds)),
+    )?;
+    writer.cached_gauge(
+        "patroni_member_rest_round_trip_seconds",
+        "How long the member's GET /patroni took in the last poll, from the connect to the end of the body; absent when it did not answer. Patroni's members send one another the same request with a 2 s timeout (patroni_member_request_timeout_seconds).",
+        per_member(snapshots, |m| Some(m.round_trip?.as_secs_f64())),
+    )?;
+    writer.cached_gauge(
+        "patroni_member_request_timeout_seconds",
+        "The timeout Patroni gives the requests its members send one another: GET /patroni in the leader race and POST /failsafe while failsafe mode keeps a primary without the DCS. Fixed at 2 s in Patroni's source (patroni/ha.py), not configurable.",
+        snapshots
+            .iter()
+            .map(|s| (scope(s), PATRONI_MEMBER_REQUEST_TIMEOUT_SECONDS)),
     )?;
     writer.cached_gauge(
         "patroni_cluster_leader_clock_skew_seconds",

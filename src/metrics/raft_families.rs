@@ -11,6 +11,12 @@ use crate::snapshot::{ClusterSnapshot, QuorumEvidence, Unanswered};
 
 const RAFT_STATES: &[&str] = &["follower", "candidate", "leader"];
 
+/// pysyncobj's `connectionTimeout` as Patroni runs it: Patroni's `SyncObjConf` (in
+/// `patroni/dcs/raft.py`, `KVStoreTTL.__init__`, 3.3.8 and 4.1.5) does not set it, so it is
+/// the default of `pysyncobj/config.py` (0.3.12 and 0.3.17): 3.5 s. A connection that reads
+/// nothing for that long is closed (`tcp_connection.py`), and it bounds a connect.
+pub const RAFT_CONNECTION_TIMEOUT_SECONDS: f64 = 3.5;
+
 pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
     let raft = || snapshots.iter().filter(|s| s.raft_enabled);
     writer.cached_gauge(
@@ -74,6 +80,11 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
         "1 when the Raft leader runs on another host than the primary (or on a witness), 0 when on the primary's host; absent without a single primary or Raft leader. Every DCS write of the primary then crosses to that host.",
         raft().filter_map(|s| Some((scope(s), flag(s.raft_leader_away_from_primary()?)))),
     )?;
+    writer.cached_gauge(
+        "patroni_raft_connection_timeout_seconds",
+        "pysyncobj's connectionTimeout: a Raft connection that receives nothing for this long is dropped, and a connect that takes longer fails. Patroni does not set it (patroni/dcs/raft.py), so it is pysyncobj's default, 3.5 s (pysyncobj/config.py, 0.3.12 to 0.3.17).",
+        raft().map(|s| (scope(s), RAFT_CONNECTION_TIMEOUT_SECONDS)),
+    )?;
     writer.counter(
         "patroni_raft_leader_changes",
         "Raft leader changes seen by the poller (a different quorum-holding leader).",
@@ -102,6 +113,11 @@ fn encode_nodes(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -
         "patroni_raft_up",
         "1 if the node's Raft status query succeeded in the last poll.",
         nodes().map(|(s, node)| (node_labels(s, node), flag(node.status.is_ok()))),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_status_round_trip_seconds",
+        "How long the node's status query took in the last poll: connect, key exchange when there is a password, and the status reply (2 network round trips without a password, 3 with one, plus the node's own delay in answering); absent when it failed or through --raft.command. Compare with patroni_raft_connection_timeout_seconds.",
+        nodes().filter_map(|(s, node)| Some((node_labels(s, node), node.round_trip?.as_secs_f64()))),
     )?;
     writer.cached_gauge(
         "patroni_raft_has_quorum",

@@ -219,6 +219,7 @@ fn cluster(scope: &str, members: usize) -> Arc<ClusterSnapshot> {
     let raft_nodes: Vec<RaftNodeSnapshot> = (0..3)
         .map(|i| RaftNodeSnapshot {
             node: format!("127.0.0.1{}:2222", i + 1),
+            round_trip: None,
             status: Ok(parse_admin_text(&fixture(&format!(
                 "patroni-3.3.8/syncobj_admin-status-m{i}.txt"
             )))

@@ -224,17 +224,17 @@ impl PatroniClient {
     }
 
     /// `GET {api_url}`: a member's own `/patroni`, at the URL it advertises, with what its
-    /// `Date` header says of the member's clock.
+    /// `Date` header says of the member's clock and how long the request took.
     ///
     /// # Errors
     /// Any [`PatroniError`]: transport, status, size or decode.
-    pub async fn member_status(
-        &self,
-        api_url: &Url,
-    ) -> Result<(MemberStatus, Option<ClockOffset>), PatroniError> {
+    pub async fn member_status(&self, api_url: &Url) -> Result<OwnAnswer, PatroniError> {
         let answer = self.get_answer(api_url, &[200]).await?;
-        let clock = answer.clock_offset();
-        Ok((parse_member_status(&answer.body)?, clock))
+        Ok(OwnAnswer {
+            clock: answer.clock_offset(),
+            round_trip: answer.took,
+            status: parse_member_status(&answer.body)?,
+        })
     }
 
     /// `GET {base}/{probe}` of a health endpoint that answers with its status code only
@@ -316,6 +316,7 @@ impl PatroniClient {
             date,
             sent,
             round_trip,
+            took: started.elapsed(),
             body,
         })
     }
@@ -350,7 +351,22 @@ struct Answer {
     /// Our clock when the request was sent, and the time until the headers arrived.
     sent: SystemTime,
     round_trip: Duration,
+    /// The whole request: connect (and TLS handshake), request, headers and body.
+    took: Duration,
     body: Vec<u8>,
+}
+
+/// A member's own `/patroni`, as [`PatroniClient::member_status`] read it.
+#[derive(Debug, Clone)]
+pub struct OwnAnswer {
+    pub status: MemberStatus,
+    /// What its `Date` header says of the member's clock.
+    pub clock: Option<ClockOffset>,
+    /// How long the request took, from the connect to the end of the body (what
+    /// `curl -w %{time_total}` reports). It is the very request Patroni's members send one
+    /// another in the leader race (`GET /patroni`, `patroni/ha.py`, `fetch_node_status`),
+    /// though over the exporter's path to the member rather than theirs.
+    pub round_trip: Duration,
 }
 
 impl Answer {

@@ -32,6 +32,8 @@ pub enum Reply {
     EndlessHeaders,
     /// A redirect to another location.
     Redirect(String),
+    /// This reply, after this delay (a slow member or link).
+    Delayed(Duration, Box<Reply>),
 }
 
 /// What the fake saw: each request's head, how many were in flight at most, and over https
@@ -183,12 +185,16 @@ async fn answer_inner<S: AsyncRead + AsyncWrite + Unpin>(
     }
     let target = text.split_whitespace().nth(1).unwrap_or("/");
     let path = target.split('?').next().unwrap_or("/").to_owned();
-    let reply = routes
+    let mut reply = routes
         .lock()
         .unwrap()
         .get(&path)
         .cloned()
         .unwrap_or(Reply::Status(404));
+    while let Reply::Delayed(delay, delayed) = reply {
+        tokio::time::sleep(delay).await;
+        reply = *delayed;
+    }
     match reply {
         Reply::Json(body) => {
             // Python's BaseHTTPRequestHandler sends the server's clock in `Date`.
@@ -248,6 +254,7 @@ async fn answer_inner<S: AsyncRead + AsyncWrite + Unpin>(
                 .write_all(format!("HTTP/1.0 302 Found\r\nLocation: {location}\r\n\r\n").as_bytes())
                 .await?;
         }
+        Reply::Delayed(..) => unreachable!("delays are waited for above"),
     }
     stream.shutdown().await
 }

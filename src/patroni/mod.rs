@@ -12,7 +12,9 @@ mod dynamic_config;
 pub mod fake;
 mod model;
 
-pub use client::{base_of, parse_failsafe, BasicAuth, ClientSettings, ClockOffset, PatroniClient};
+pub use client::{
+    base_of, parse_failsafe, BasicAuth, ClientSettings, ClockOffset, OwnAnswer, PatroniClient,
+};
 pub use dynamic_config::{parse_dynamic_config, DynamicConfig, SynchronousMode};
 pub use model::{
     is_leader_role, is_sync_role, parse_cluster, parse_history, parse_member_status,

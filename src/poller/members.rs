@@ -236,6 +236,7 @@ mod tests {
             dcs_view: None,
             left_dcs_at: Some(1.0),
             clock: None,
+            round_trip: None,
             probes: Probes::default(),
         }
     }

@@ -56,6 +56,22 @@ enum Placement {
     FoundVoter,
 }
 
+/// A queried node's snapshot: its status, and its query's round trip when it answered.
+fn node_snapshot((node, answer): (String, requests::RaftAnswer)) -> RaftNodeSnapshot {
+    match answer {
+        Ok((status, round_trip)) => RaftNodeSnapshot {
+            node,
+            status: Ok(status),
+            round_trip,
+        },
+        Err(failure) => RaftNodeSnapshot {
+            node,
+            status: Err(failure),
+            round_trip: None,
+        },
+    }
+}
+
 /// More members than this in `/cluster` is not a Patroni cluster (real ones have a handful):
 /// the document is refused rather than fanned out into thousands of requests.
 pub const MAX_MEMBERS: usize = 128;
@@ -271,7 +287,7 @@ impl ClusterPoller {
         let mut raft_nodes: Vec<RaftNodeSnapshot> = first_targets
             .into_iter()
             .zip(first_answers)
-            .map(|(node, status)| RaftNodeSnapshot { node, status })
+            .map(node_snapshot)
             .collect();
         self.learn_raft(&raft_nodes);
 
@@ -352,7 +368,7 @@ impl ClusterPoller {
             second_targets
                 .into_iter()
                 .zip(second_answers)
-                .map(|(node, status)| RaftNodeSnapshot { node, status }),
+                .map(node_snapshot),
         );
         self.judge(PollRecord {
             started,

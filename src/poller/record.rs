@@ -95,7 +95,7 @@ impl ClusterPoller {
             // Counted only when it names itself as a member of this cluster not known
             // under another name; a voter whose REST API is elsewhere is no news (the
             // Raft metrics have it), so its failures are not counted either.
-            let (status, _) = answers.own.as_ref().ok()?;
+            let status = &answers.own.as_ref().ok()?.status;
             let same_scope = match (context.scope, &status.patroni_scope) {
                 (Some(expected), Some(got)) => expected == got,
                 _ => true,
@@ -144,9 +144,9 @@ impl ClusterPoller {
                 },
             );
         }
-        let (own_view, clock) = match answers.own {
-            Ok((status, clock)) => (Ok(status), clock),
-            Err(failure) => (Err(failure), None),
+        let (own_view, clock, round_trip) = match answers.own {
+            Ok(own) => (Ok(own.status), own.clock, Some(own.round_trip)),
+            Err(failure) => (Err(failure), None, None),
         };
         // The reader's view is the one already read; every other member's is its own.
         let view = match (context.read_view, context.reader == Some(name.as_str())) {
@@ -160,6 +160,7 @@ impl ClusterPoller {
             member,
             own_view,
             clock,
+            round_trip,
             probes: self.memory.members.probes_of(&name),
             dcs_view: view.map(|answer| {
                 answer.map(|view| MemberDcsView {

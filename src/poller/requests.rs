@@ -20,6 +20,9 @@ use crate::patroni::{self, ClusterView, PatroniError};
 use crate::raft::{self, QueryLimits, RaftKey, RaftStatus};
 use crate::snapshot::Failure;
 
+/// A Raft node's status and the round trip of its query (`None` through `--raft.command`).
+pub(super) type RaftAnswer = Result<(RaftStatus, Option<Duration>), Failure>;
+
 /// How one cluster's Raft nodes are asked for their status.
 #[derive(Clone)]
 pub(super) enum RaftQuery {
@@ -36,24 +39,27 @@ pub(super) enum RaftQuery {
     },
 }
 impl RaftQuery {
-    async fn status(&self, node: &str) -> Result<RaftStatus, raft::RaftError> {
+    /// The node's status, and the round trip of a native query. A command's run time is not
+    /// one: it is mostly the program's start (a Python interpreter's, for `syncobj_admin`).
+    async fn status(&self, node: &str) -> Result<(RaftStatus, Option<Duration>), raft::RaftError> {
         match self {
             RaftQuery::Native { key, limits } => {
-                raft::query_status(node, key.as_deref(), limits).await
+                raft::query_status_timed(node, key.as_deref(), limits)
+                    .await
+                    .map(|(status, round_trip)| (status, Some(round_trip)))
             }
             RaftQuery::Command {
                 argv,
                 password,
                 timeout,
-            } => {
-                raft::run_status_command(
-                    argv,
-                    node,
-                    password.as_ref().map(|p| p.expose().as_bytes()),
-                    *timeout,
-                )
-                .await
-            }
+            } => raft::run_status_command(
+                argv,
+                node,
+                password.as_ref().map(|p| p.expose().as_bytes()),
+                *timeout,
+            )
+            .await
+            .map(|status| (status, None)),
         }
     }
 }
@@ -126,7 +132,7 @@ pub(super) type ReaderDocuments = (
 /// What one member answered: its own `/patroni`, and its `/cluster` and `/config` when
 /// asked (`None` when not).
 pub(super) struct MemberAnswers {
-    pub(super) own: Result<(patroni::MemberStatus, Option<patroni::ClockOffset>), Failure>,
+    pub(super) own: Result<patroni::OwnAnswer, Failure>,
     pub(super) cluster: Option<Result<ClusterView, Failure>>,
     pub(super) config: Option<Result<patroni::DynamicConfig, PatroniError>>,
     /// `/liveness` and `/readiness`.
@@ -329,19 +335,14 @@ impl ClusterPoller {
     pub(super) fn raft_queries<'a>(
         &'a self,
         targets: &'a [String],
-    ) -> impl Iterator<Item = impl std::future::Future<Output = Result<RaftStatus, Failure>> + 'a>
-    {
+    ) -> impl Iterator<Item = impl std::future::Future<Output = RaftAnswer> + 'a> {
         let query = self.raft.as_ref();
         targets
             .iter()
             .filter_map(move |node| Some(self.query_raft(query?, node)))
     }
 
-    pub(super) async fn query_raft(
-        &self,
-        query: &RaftQuery,
-        node: &str,
-    ) -> Result<RaftStatus, Failure> {
+    pub(super) async fn query_raft(&self, query: &RaftQuery, node: &str) -> RaftAnswer {
         let _permit = self.permits.acquire().await;
         query
             .status(node)

@@ -12,7 +12,7 @@
 //! (wrong password, no password against an encrypted node, password against a plain one),
 //! so EOF or a reset before the first reply frame is reported as `auth`.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::net::TcpStream;
 
@@ -31,6 +31,20 @@ pub async fn query_status(
     key: Option<&RaftKey>,
     limits: &QueryLimits,
 ) -> Result<RaftStatus, RaftError> {
+    query_status_timed(addr, key, limits)
+        .await
+        .map(|(status, _)| status)
+}
+
+/// [`query_status`], with how long the exchange took: from the connect to the last byte of
+/// the status reply (the key exchange included when keyed; the reply's decoding not). The
+/// node answers from its own event loop, so this is the network's round trips plus how long
+/// the node took to get to the request: what its partners' connections also wait for.
+pub async fn query_status_timed(
+    addr: &str,
+    key: Option<&RaftKey>,
+    limits: &QueryLimits,
+) -> Result<(RaftStatus, Duration), RaftError> {
     let result = match tokio::time::timeout(limits.timeout, exchange(addr, key, limits)).await {
         Ok(r) => r,
         Err(_) => Err(RaftError::Timeout {
@@ -148,15 +162,17 @@ async fn exchange(
     addr: &str,
     key: Option<&RaftKey>,
     limits: &QueryLimits,
-) -> Result<RaftStatus, RaftError> {
+) -> Result<(RaftStatus, Duration), RaftError> {
+    let started = Instant::now();
     let (reply, client_key) = exchange_raw(addr, key, limits).await?;
+    let round_trip = started.elapsed();
     let value = match (key, client_key) {
         (Some(key), Some(client_key)) => {
             unwrap_keyed(decode_payload(&reply, Some(key), limits)?, &client_key)?
         }
         _ => decode_payload(&reply, None, limits)?,
     };
-    status_from_value(&value)
+    Ok((status_from_value(&value)?, round_trip))
 }
 
 /// The same exchange as [`query_status`], but the status reply is returned as received (its

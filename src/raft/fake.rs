@@ -26,6 +26,9 @@ pub enum Behaviour {
     /// [`unwrap_captured_reply`] of a keyed capture). With a key it is wrapped as
     /// `(client_key, dict)` like pysyncobj does.
     Serve(Vec<u8>),
+    /// [`Behaviour::Serve`], but the status reply only after this delay (a node whose event
+    /// loop is slow to get to the request, or a slow link).
+    ServeAfter(std::time::Duration, Vec<u8>),
     /// Read the first frame and close without replying (what a wrong password causes).
     CloseAfterFirstFrame,
     /// Accept and read, but never answer.
@@ -330,6 +333,13 @@ async fn serve_connection(
     let result = match &*behaviour {
         Behaviour::Serve(dict) => match encode_payload(&wrap(dict), key, 5) {
             Ok(p) => send_payload(&mut s, &p).await,
+            Err(_) => return,
+        },
+        Behaviour::ServeAfter(delay, dict) => match encode_payload(&wrap(dict), key, 5) {
+            Ok(p) => {
+                tokio::time::sleep(*delay).await;
+                send_payload(&mut s, &p).await
+            }
             Err(_) => return,
         },
         Behaviour::RawReply(p) => match encode_payload(p, key, 5) {

@@ -47,7 +47,7 @@ mod tests;
 use std::time::Duration;
 
 pub use admin_text::parse_admin_text;
-pub use client::{decode_payload, query_raw, query_status};
+pub use client::{decode_payload, query_raw, query_status, query_status_timed};
 pub use command::run_status_command;
 pub use error::RaftError;
 pub use fernet::RaftKey;

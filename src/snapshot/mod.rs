@@ -120,6 +120,9 @@ pub struct MemberSnapshot {
     pub left_dcs_at: Option<f64>,
     /// The member's clock against the exporter's, from the `Date` of its `/patroni` answer.
     pub clock: Option<ClockOffset>,
+    /// How long its `GET /patroni` took in this poll (the same request Patroni's members send
+    /// one another with a 2 s timeout); `None` when it did not answer.
+    pub round_trip: Option<Duration>,
     /// Its `GET /liveness` (is its HA loop running?) and `GET /readiness`, as last asked
     /// (one member per poll, in rotation); `None` until one answered.
     pub probes: Probes,
@@ -162,6 +165,9 @@ pub struct RaftNodeSnapshot {
     /// The address queried, `host:port`: the `node` label.
     pub node: String,
     pub status: Result<RaftStatus, Failure>,
+    /// How long the status query took in this poll; `None` when it failed, and through
+    /// `--raft.command` (whose run time is mostly the program's start).
+    pub round_trip: Option<Duration>,
 }
 
 impl RaftNodeSnapshot {
@@ -423,6 +429,7 @@ pub(crate) fn captured(
             dcs_view: None,
             left_dcs_at: None,
             clock: None,
+            round_trip: None,
             probes: Probes::default(),
         })
         .collect();
@@ -438,6 +445,7 @@ mod tests {
     fn node(addr: &str, text: &str) -> RaftNodeSnapshot {
         RaftNodeSnapshot {
             node: addr.to_owned(),
+            round_trip: None,
             status: Ok(parse_admin_text(text).unwrap()),
         }
     }
@@ -445,6 +453,7 @@ mod tests {
     fn down(addr: &str) -> RaftNodeSnapshot {
         RaftNodeSnapshot {
             node: addr.to_owned(),
+            round_trip: None,
             status: Err(Failure {
                 kind: "connect",
                 message: "refused".into(),

@@ -537,6 +537,7 @@ mod tests {
         ));
         RaftNodeSnapshot {
             node: addr.to_owned(),
+            round_trip: None,
             status: Ok(parse_admin_text(&text).unwrap()),
         }
     }
@@ -544,6 +545,7 @@ mod tests {
     fn failed(addr: &str, kind: &'static str) -> RaftNodeSnapshot {
         RaftNodeSnapshot {
             node: addr.to_owned(),
+            round_trip: None,
             status: Err(Failure {
                 kind,
                 message: kind.to_owned(),

@@ -162,6 +162,7 @@ mod tests {
             dcs_view: None,
             left_dcs_at: None,
             clock: None,
+            round_trip: None,
             probes: Probes::default(),
         }
     }

@@ -129,6 +129,7 @@ mod tests {
         text.push_str(&format!("partner_nodes_count: {}\n", partners.len()));
         RaftNodeSnapshot {
             node: addr.to_owned(),
+            round_trip: None,
             status: Ok(parse_admin_text(&text).unwrap()),
         }
     }

@@ -165,6 +165,7 @@ mod tests {
         .replace("127.0.0.11:2222", id);
         RaftNodeSnapshot {
             node: id.to_owned(),
+            round_trip: None,
             status: Ok(parse_admin_text(&text).unwrap()),
         }
     }
@@ -172,6 +173,7 @@ mod tests {
     fn refused(id: &str) -> RaftNodeSnapshot {
         RaftNodeSnapshot {
             node: id.to_owned(),
+            round_trip: None,
             status: Err(Failure {
                 kind: "connect",
                 message: "refused".into(),

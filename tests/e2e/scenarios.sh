@@ -89,10 +89,152 @@ status_check() {
   e2e_result "${what%%:*}" "status: ${what#*: } (s)" "$took"
 }
 
+mean() { awk '{ s += $1 } END { if (NR == 0) exit 1; print s / NR }'; }
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# near EXPORTED BY_HAND: the exporter's median round trip is positive and at most RTT_FACTOR (3)
+# times the same request's timed by hand, plus RTT_SLACK_S (0.05 s): the exporter's own share,
+# all of a poll's requests at once in a debug build on a shared machine (10-21 ms against curl's
+# 3-7 ms here; 10-16 ms against fakes that answer at once, tests/it round_trips_are_each_requests_own)
+# shellcheck disable=SC2317  # called by name (check)
+near() {
+  awk -v e="$1" -v h="$2" -v f="${RTT_FACTOR:-3}" -v s="${RTT_SLACK_S:-0.05}" \
+    'BEGIN { exit !(e > 0 && e <= h * f + s) }'
+}
+# shellcheck disable=SC2317  # called by name (check)
+near_both() { near "$1" "$2" && near "$2" "$1"; }
+
+# Every poll's round trips through the phases below, for the record: the largest of each phase
+# goes into the results (what a switchover, a failover and a quorum loss do to them).
+ROUND_TRIPS="$RUN_DIR/round-trips.txt"
+round_trip_recorder() {
+  while sleep "$POLL_INTERVAL"; do
+    curl -sf -m 2 "$EXPORTER_URL" 2>/dev/null \
+      | grep -E '^patroni_(member_rest|raft_status)_round_trip_seconds\{' >>"$ROUND_TRIPS" || true
+  done
+}
+phase_mark() { echo "phase $1" >>"$ROUND_TRIPS"; }
+round_trips_summary() {
+  local phase kind
+  for phase in 1 1-slow 2 3 4; do
+    for kind in member_rest raft_status; do
+      e2e_result "$phase" "largest patroni_${kind}_round_trip_seconds of the phase (s)" "$(awk -v p="$phase" \
+        -v k="patroni_${kind}_round_trip_seconds{" '$1 == "phase" { cur = $2; next }
+          cur == p && index($1, k) == 1 && $2 + 0 > m { m = $2 + 0 } END { print m + 0 }' "$ROUND_TRIPS")"
+    done
+  done
+}
+
+# The round trips the exporter exports are the requests' own: each against the same request timed
+# by hand, RTT_SAMPLES (10) times one poll apart, medians compared. GET /patroni by curl
+# (%{time_total}: connect to the end of the body, as the exporter times it); the Raft status by
+# pysyncobj's own client (TcpUtility, as syncobj_admin uses it: connect, key exchange, status),
+# timed inside Python, since a timed syncobj_admin run is mostly the interpreter's start (timed
+# too, for the record). Beside them, the deadlines fixed by Patroni's source.
+round_trips_check() {
+  local i n raft rest samples=${RTT_SAMPLES:-10} exported by_hand admin t0
+  declare -A exp_rest=() exp_raft=() hand_rest=()
+  for ((n = 0; n < samples; n++)); do
+    fetch_metrics >/dev/null || on_fail "1: /metrics answers"
+    for i in 0 1 2; do
+      raft=$(e2e_member "$i" RAFT)
+      exp_rest[$i]+="$(FETCH=0 metric_value patroni_member_rest_round_trip_seconds "$S,member=\"postgresql-$i\"") " \
+        || on_fail "1: postgresql-$i has a REST round trip"
+      exp_raft[$i]+="$(FETCH=0 metric_value patroni_raft_status_round_trip_seconds "$S,node=\"$raft\"") " \
+        || on_fail "1: node $raft has a status round trip"
+      hand_rest[$i]+="$(curl -s -o /dev/null -m 2 -w '%{time_total}' "$(e2e_member "$i" REST)/patroni") "
+    done
+    sleep "$POLL_INTERVAL"
+  done
+  for i in 0 1 2; do
+    raft=$(e2e_member "$i" RAFT)
+    exported=$(tr ' ' '\n' <<<"${exp_rest[$i]}" | grep . | median)
+    by_hand=$(tr ' ' '\n' <<<"${hand_rest[$i]}" | grep . | median)
+    e2e_result 1 "postgresql-$i GET /patroni round trip, median exported / curl (s)" "$exported / $by_hand"
+    check "1: postgresql-$i REST round trip $exported s near curl's $by_hand s" near "$exported" "$by_hand"
+    exported=$(tr ' ' '\n' <<<"${exp_raft[$i]}" | grep . | median)
+    by_hand=$("$VENV/bin/python" - "$raft" "$RUN_DIR/raft-secret" "$samples" <<'PY'
+import statistics, sys, time
+from pysyncobj.encryptor import getEncryptor
+from pysyncobj.utility import TcpUtility
+node, secret, samples = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with open(secret, encoding="utf-8") as handle:
+    encryptor = getEncryptor(handle.read().strip())
+took = []
+for _ in range(samples):
+    utility = TcpUtility(None, 5)
+    utility._TcpUtility__connection.encryptor = encryptor  # pylint: disable=protected-access
+    started = time.monotonic()
+    status = utility.executeCommand(node, ["status"])
+    took.append(time.monotonic() - started)
+    assert isinstance(status, dict), status
+    time.sleep(0.2)
+print(f"{statistics.median(took):.6f}")
+PY
+) || on_fail "1: pysyncobj's client read node $raft's status"
+    t0=$(e2e_now)
+    cluster raft "$i" >/dev/null 2>&1 || on_fail "1: syncobj_admin -status of node $raft"
+    admin=$(e2e_since "$t0")
+    e2e_result 1 "node $raft status round trip, median exported / TcpUtility / syncobj_admin run (s)" "$exported / $by_hand / $admin"
+    check "1: node $raft status round trip $exported s near pysyncobj's $by_hand s" near "$exported" "$by_hand"
+  done
+  FETCH=0 check "1: Patroni's member request timeout exported (2 s, ha.py)" \
+    test "$(FETCH=0 metric_value patroni_member_request_timeout_seconds "$S")" = 2
+  FETCH=0 check "1: pysyncobj's connection timeout exported (3.5 s)" \
+    test "$(FETCH=0 metric_value patroni_raft_connection_timeout_seconds "$S")" = 3.5
+}
+
+# slow_member_check N: a slow member, for real. The PostgreSQL backend that answers member N's
+# REST API (the "Patroni restapi" connection: GET /patroni queries PostgreSQL through it) is
+# SIGSTOPped for a random 0.3-0.8 s at a time, running 0.05 s in between (random: stalls at a fixed
+# period keep step with the 2 s polls, and then the exporter's requests and curl's fall into
+# different parts of the cycle for many polls on end), so that its GET /patroni comes up to 0.8 s
+# late (within the exporter's 1 s timeout here), as from a busy host; Patroni itself, its Raft node
+# and the rest of PostgreSQL run on. (Stopping Patroni's own process would stop its Raft node too,
+# which every poll asks first: the poll's REST requests would then all go out in the moment the
+# process runs.) The exported round trip of that member must rise from ~0.01 s to what curl reads
+# of the same request: the means of SLOW_SAMPLES (20) polls, within the factor of `near` both ways
+# (means, not medians: each sample is anywhere from 0 to 0.8 s, and the mean of 20 varies by
+# ~0.06 s where the median of 10 varied by 0.1-0.2 s in trials); then it answers at once again.
+slow_member_check() {
+  local slow=$1 backend postmaster n stopper exported by_hand
+  local slow_rest="" slow_hand=""
+  backend=$(cluster psql "$slow" -XAtqc "SELECT pid FROM pg_stat_activity WHERE application_name = 'Patroni restapi'" 2>/dev/null)
+  postmaster=$(cluster pids | awk -v m="postgresql-$slow" '$1 == m { sub("postmaster=", "", $3); print $3 }')
+  [[ $backend =~ ^[0-9]+$ && $(ps -o ppid= -p "$backend" | tr -d ' ') == "$postmaster" ]] \
+    || on_fail "1: the 'Patroni restapi' backend of postgresql-$slow (saw '$backend', postmaster '$postmaster')"
+  e2e_log "slow member: SIGSTOP postgresql-$slow's 'Patroni restapi' backend $backend, 0.3-0.8 s at a time"
+  ( while kill -STOP "$backend" 2>/dev/null; do
+      sleep "0.$((300 + RANDOM % 500))"; kill -CONT "$backend" 2>/dev/null; sleep 0.05
+    done ) &
+  stopper=$!
+  E2E_PIDS+=("$stopper")
+  for ((n = 0; n < ${SLOW_SAMPLES:-20}; n++)); do
+    sleep "$POLL_INTERVAL"
+    fetch_metrics >/dev/null || { e2e_stop_pid "$stopper"; kill -CONT "$backend"; on_fail "1: /metrics answers"; }
+    # absent when the request failed (counted as an error): left out of the median
+    slow_rest+="$(FETCH=0 metric_value patroni_member_rest_round_trip_seconds "$S,member=\"postgresql-$slow\"") " || true
+    slow_hand+="$(curl -s -o /dev/null -m 2 -w '%{time_total}' "$(e2e_member "$slow" REST)/patroni") "
+  done
+  e2e_stop_pid "$stopper"
+  kill -CONT "$backend" 2>/dev/null || true
+  exported=$(tr ' ' '\n' <<<"$slow_rest" | grep . | mean) || exported=0
+  by_hand=$(tr ' ' '\n' <<<"$slow_hand" | grep . | mean) || by_hand=0
+  e2e_result 1 "slow postgresql-$slow: GET /patroni round trip, mean exported / curl (s)" "$exported / $by_hand"
+  check "1: slow postgresql-$slow: curl's mean round trip $by_hand s above 0.1 s" \
+    awk -v h="$by_hand" 'BEGIN { exit !(h > 0.1) }'
+  check "1: slow postgresql-$slow: exported REST round trip $exported s near curl's $by_hand s, both ways" \
+    near_both "$exported" "$by_hand"
+  expect "1: postgresql-$slow answers at once again" patroni_member_rest_round_trip_seconds "$S,member=\"postgresql-$slow\"" '<' 0.1 30
+  expect "1: healthy again after the slow member: two sync standbys" patroni_cluster_sync_standbys "$S" == 2 60
+}
+
 e2e_log "=== matrix Patroni $PATRONI_VERSION ($("$VENV/bin/pip" show pysyncobj 2>/dev/null | awk '/^Version/ {print "pysyncobj " $2}'))"
 
 # ---------------------------------------------------------------- 5. exporter first
 start_exporter
+round_trip_recorder &
+E2E_PIDS+=("$!")
 expect "5: exporter ready and serving before the cluster exists" patroni_up "$S" == 0 15
 expect "5: Raft quorum not visible (-1), never lost, while no node ever answered" patroni_raft_cluster_quorum "$S" == -1 5
 grep -qF -- "$RAFT_PASS" "/proc/$EXPORTER_PID/cmdline" && on_fail "5: the Raft password appears in argv"
@@ -101,6 +243,7 @@ cluster up --sync >&2 || on_fail "cluster up"
 expect "5: recovers by itself: patroni_up 1" patroni_up "$S" == 1 30
 
 # ---------------------------------------------------------------- 1. healthy
+phase_mark 1
 expect_healthy 1
 expect "1: three Raft voters" patroni_raft_voters "$S" == 3 10
 expect "1: one Raft leader" patroni_raft_cluster_leaders "$S" == 1 10
@@ -122,6 +265,10 @@ for i in 0 1 2; do
   expect "1: replica postgresql-$i reports lag" patroni_member_lag_bytes "$S,member=\"postgresql-$i\"" present - 10
 done
 expect "1: the exporter reports its own build" patroni_exporter_build_info '...' present - 5
+round_trips_check
+phase_mark 1-slow
+for i in 0 1 2; do [[ postgresql-$i == "$old_leader" ]] || { slow_member_check "$i"; break; }; done
+phase_mark 1
 status_check "1: status on a healthy cluster" 0 'No problems found'
 status_check "1: status --output json on a healthy cluster" 0 '"status": "OK"' --output json
 # The quick start: one member's URL and the Raft password find every member and voter.
@@ -130,6 +277,7 @@ for url in "$MEMBER0_REST" "$MEMBER1_REST" "$MEMBER2_REST"; do
 done
 
 # ---------------------------------------------------------------- 2. switchover
+phase_mark 2
 fetch_metrics >/dev/null
 changes=$(metric_value patroni_cluster_leader_changes_total "$S")
 candidate=postgresql-$(( ( $(member_index "$old_leader") + 1 ) % 3 ))
@@ -162,6 +310,7 @@ fi
 timeline=$(( timeline + 1 ))
 
 # ---------------------------------------------------------------- 3. failover
+phase_mark 3
 victim=$(leader_name) || on_fail "3: a leader in metrics"
 victim_index=$(member_index "$victim")
 e2e_log "failover: SIGKILL $victim"
@@ -185,6 +334,7 @@ expect "3: old leader rejoined as a streaming replica" patroni_member_state "$S,
 expect "3: healthy again: two sync standbys" patroni_cluster_sync_standbys "$S" == 2 60
 
 # ---------------------------------------------------------------- 4. quorum loss
+phase_mark 4
 survivor=$(leader_name) || on_fail "4: a leader in metrics"
 survivor_index=$(member_index "$survivor")
 survivor_raft=$(e2e_member "$survivor_index" RAFT)
@@ -229,5 +379,6 @@ printf '%s\n' "$METRICS_TEXT" >"$RUN_DIR/metrics-final.txt"
 if grep -qF -- "$RAFT_PASS" "$EXPORTER_LOG" "$RUN_DIR/metrics-final.txt"; then
   on_fail "the Raft password appears in the exporter's log or /metrics"
 fi
+round_trips_summary
 pass "no secret in the exporter's log ($(wc -l <"$EXPORTER_LOG") lines) or /metrics"
 e2e_finish "e2e scenarios (detection timings in s, poll interval ${POLL_INTERVAL}s)"

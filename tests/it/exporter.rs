@@ -689,3 +689,136 @@ async fn an_isolated_primary_out_of_the_dcs_view_is_still_asked_and_counted() {
         "{text}"
     );
 }
+
+/// The value of the one sample `series` (name and labels, as written) in `output`.
+fn sample(output: &str, series: &str) -> Option<f64> {
+    output
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// The round trips exported are each request's own, measured where it is made: a member whose
+/// `GET /patroni` answers `DELAY` late and a Raft node whose status reply comes `DELAY` late
+/// (after the key exchange) are exported at `DELAY` or more, their healthy peers below it, and
+/// a member or node that does not answer has none. Beside them, the deadlines Patroni's
+/// source fixes.
+#[tokio::test]
+async fn round_trips_are_each_requests_own() {
+    use patroni_raft_exporter::raft::fake::{healthy_status_pickle, Behaviour, FakeRaftNode};
+    use patroni_raft_exporter::raft::RaftKey;
+    const DELAY: Duration = Duration::from_millis(300);
+
+    let mut captured = Captured::healthy_415(0);
+    captured.own[2] = None;
+    let cluster = FakeCluster::start("slow", captured).await;
+    cluster.serve_on_after(
+        1,
+        "/patroni",
+        &fixture("patroni-4.1.5/01-patroni-m1.json"),
+        DELAY,
+    );
+    let mut listeners = Vec::new();
+    for _ in 0..2 {
+        listeners.push(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
+    }
+    let mut nodes: Vec<String> = listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().to_string())
+        .collect();
+    nodes.push(dead_address().await);
+    let key = RaftKey::derive(b"s3cret");
+    let mut fakes = Vec::new();
+    for (index, listener) in listeners.into_iter().enumerate() {
+        let reply = healthy_status_pickle(index, &nodes);
+        let behaviour = match index {
+            1 => Behaviour::ServeAfter(DELAY, reply),
+            _ => Behaviour::Serve(reply),
+        };
+        fakes.push(FakeRaftNode::serve(listener, behaviour, Some(key.clone())).unwrap());
+    }
+    let config = cluster_config(cluster.urls(), Some((nodes.clone(), Some("s3cret"))));
+    let output = poll_and_render(vec![config], Format::PrometheusText).await;
+
+    let delay = DELAY.as_secs_f64();
+    let rest = |member: &str| {
+        sample(
+            &output,
+            &format!(
+                "patroni_member_rest_round_trip_seconds{{scope=\"slow\",member=\"{member}\"}}"
+            ),
+        )
+    };
+    let raft = |node: &str| {
+        sample(
+            &output,
+            &format!("patroni_raft_status_round_trip_seconds{{scope=\"slow\",node=\"{node}\"}}"),
+        )
+    };
+    let fast = rest("postgresql-0").expect("member 0's round trip");
+    let slow = rest("postgresql-1").expect("member 1's round trip");
+    assert!(fast > 0.0 && fast < delay, "fast member: {fast}\n{output}");
+    assert!(
+        (delay..delay + 0.5).contains(&slow),
+        "slow member: {slow}\n{output}"
+    );
+    assert_eq!(
+        rest("postgresql-2"),
+        None,
+        "a dead member has no round trip"
+    );
+    let fast = raft(&nodes[0]).expect("node 0's round trip");
+    let slow = raft(&nodes[1]).expect("node 1's round trip");
+    assert!(fast > 0.0 && fast < delay, "fast node: {fast}\n{output}");
+    assert!(
+        (delay..delay + 0.5).contains(&slow),
+        "slow node: {slow}\n{output}"
+    );
+    assert_eq!(raft(&nodes[2]), None, "a dead node has no round trip");
+    assert_eq!(
+        sample(
+            &output,
+            "patroni_member_request_timeout_seconds{scope=\"slow\"}"
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(
+            &output,
+            "patroni_raft_connection_timeout_seconds{scope=\"slow\"}"
+        ),
+        Some(3.5)
+    );
+}
+
+/// Through `--raft.command` the node's status is read but no round trip is exported: the
+/// program's run time is mostly its own start, not the node's answer.
+#[tokio::test]
+async fn a_status_command_exports_no_round_trip() {
+    let cluster = FakeCluster::start("by-command", Captured::healthy_338()).await;
+    let status = format!(
+        "{}/tests/fixtures/patroni-3.3.8/syncobj_admin-status-m0.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut config = cluster_config(cluster.urls(), Some((vec!["127.0.0.11:2222".into()], None)));
+    if let Some(raft) = config.raft.as_mut() {
+        raft.command = Some(
+            ["sh", "-c", "cat \"$0\"", &status, "{addr}"]
+                .map(str::to_owned)
+                .to_vec(),
+        );
+    }
+    let output = poll_and_render(vec![config], Format::PrometheusText).await;
+    assert_eq!(
+        sample(
+            &output,
+            "patroni_raft_up{scope=\"by-command\",node=\"127.0.0.11:2222\"}"
+        ),
+        Some(1.0),
+        "{output}"
+    );
+    assert!(
+        !output.contains("patroni_raft_status_round_trip_seconds{"),
+        "{output}"
+    );
+    assert!(output.contains("patroni_member_rest_round_trip_seconds{scope=\"by-command\""));
+}

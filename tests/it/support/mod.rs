@@ -273,6 +273,16 @@ impl FakeCluster {
         }
     }
 
+    /// Serves `body` at `path` on member `index` only, after `delay` (a slow member or link).
+    pub fn serve_on_after(&self, index: usize, path: &str, body: &[u8], delay: Duration) {
+        if let Some(member) = &self._running[index] {
+            member.route(
+                path,
+                Reply::Delayed(delay, Box::new(Reply::Json(body.to_vec()))),
+            );
+        }
+    }
+
     /// The paths every running member was asked (`GET /cluster`, ...), sorted.
     pub fn paths_asked(&self) -> Vec<String> {
         let mut paths: Vec<String> = self
@@ -591,6 +601,8 @@ pub fn normalize_volatile(text: &str) -> String {
                 "patroni_cluster_leader_clock_skew_seconds{",
                 "patroni_member_replay_lag_seconds{",
                 "patroni_member_left_dcs_timestamp_seconds{",
+                "patroni_member_rest_round_trip_seconds{",
+                "patroni_raft_status_round_trip_seconds{",
             ]
             .iter()
             .any(|prefix| line.starts_with(prefix))
