@@ -251,10 +251,15 @@ mod tests {
     fn keyed_frames_match_captures_byte_for_byte() {
         for case in [
             "enc_follower_0.3.12",
+            "enc_follower_0.3.15",
             "enc_leader_0.3.12",
+            "enc_leader_0.3.15",
             "enc_leader_patroni_0.3.17",
             "enc_leader_readonly_0.3.17",
             "enc_noquorum_stale_leader_0.3.12",
+            "enc_restarted_alone_0.3.12",
+            "enc_restarted_alone_0.3.15",
+            "enc_restarted_alone_0.3.17",
         ] {
             let c1 = fixture(case, "c2s_frame1.pickle");
             let ck: [u8; 32] = bytes_of(&decode(&c1, LIM).unwrap()).try_into().unwrap();
