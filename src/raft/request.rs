@@ -3,9 +3,9 @@
 //! Structural guarantee: the only request constructors here ([`status_command_plain`],
 //! [`status_command_keyed`]) build the `['status']` utility command and take no command
 //! argument. [`key_exchange`] sends the client's random key (handshake step 1), which is
-//! not a command. No other command is ever built: an unknown command kills the tick
-//! thread of pysyncobj <= 0.3.13, and `add`/`remove`/`set_version`/`transfer` change the
-//! cluster (protocol notes §9).
+//! not a command. No other command is ever built: an unknown command ends the event loop
+//! of a Patroni Raft node on every pysyncobj version (see the module docs of `raft`), and
+//! `add`/`remove`/`set_version`/`transfer` change the cluster (protocol notes §9).
 //!
 //! The output is byte-for-byte what Python's `pickle.dumps(obj, protocol=2)` writes for
 //! these shapes (memo puts included, `bytes` as `_codecs.encode(str, 'latin1')`), which
