@@ -3,7 +3,7 @@
 # the exporter reports them, and that the shipped rules raise no alert from it (issue #29).
 #
 # Usage: tests/e2e/restart.sh [PATRONI_VERSION...]   (3.3.8, 4.1.5, 3.3.8-0.3.12; default
-# 3.3.8). Root, a network namespace of its own per version (several: in parallel); ~4 min.
+# 3.3.8). Root, a network namespace of its own per version (several: in parallel); ~2.5 min.
 #
 # pysyncobj 0.3.16 persists currentTerm (.journal.meta), so a restarted node keeps its term;
 # before (3.3.8-0.3.12) it reports term 0 until it hears a leader. 0.3.16 also reloads the
