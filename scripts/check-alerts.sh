@@ -14,7 +14,9 @@
 #   3. amtool check-config alerts/alertmanager.example.yml, and routing: critical -> pager
 #   4. every alert: severity in critical|warning|info, summary, description, runbook_url
 #      = .../docs/runbooks.md#<alertname lowercased>, a "## <AlertName>" section in
-#      docs/runbooks.md, at least one firing expectation in the tests, only known metric names
+#      docs/runbooks.md, at least one firing expectation in the tests, only known metric names,
+#      no rate()/irate()/increase()/resets() over a non-counter and no deriv()/delta()/idelta()/
+#      predict_linear() over a Raft term or index (scripts/metric_names.py: function_misuse)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -66,7 +68,7 @@ echo "== alert metadata, runbooks, test coverage, metric names"
 "$PY" - "$RUNBOOK" "${RULES[@]}" -- "${TESTS[@]}" <<'PYEOF'
 import re, sys
 sys.path.insert(0, "scripts")
-from metric_names import exposed, used_in
+from metric_names import exposed, used_in, types, function_misuse
 args = sys.argv[1:]
 runbook = args[0]
 sep = args.index("--")
@@ -77,6 +79,11 @@ except ImportError:
     yaml = None
 BASE = "file:///usr/share/doc/patroni-raft-exporter/docs/runbooks.md#"
 known = exposed() | {"up"}
+family_types = types()
+# the function check must be able to fail: a counter function and a slope over Raft gauges
+assert function_misuse("sum(rate(patroni_raft_commit_index[5m]))", family_types), "function_misuse self-test"
+assert function_misuse("deriv(patroni_raft_term{x=\"y\"}[10m])", family_types), "function_misuse self-test"
+assert not function_misuse("increase(patroni_raft_leader_changes_total[1h])", family_types), "function_misuse self-test"
 headings = set(re.findall(r"^## (\S+)\s*$", open(runbook).read(), re.M))
 test_text = "".join(open(t).read() for t in tests)
 errors, alerts = [], []
@@ -87,6 +94,7 @@ for rf in rules:
         for r in (r for g in doc["groups"] for r in g["rules"] if "record" in r):
             for m in used_in(r["expr"]) - known:
                 errors.append(f"recording rule {r['record']}: unknown metric {m}")
+            errors += [f"recording rule {r['record']}: {e}" for e in function_misuse(r["expr"], family_types)]
     else:  # minimal fallback: names only
         rs = [{"alert": a} for a in re.findall(r"^\s*- alert:\s*(\S+)", open(rf).read(), re.M)]
     for r in rs:
@@ -106,6 +114,7 @@ for rf in rules:
                 errors.append(f"{a}: description must show labels and $value")
             for m in used_in(r["expr"]) - known:
                 errors.append(f"{a}: unknown metric {m}")
+            errors += [f"{a}: {e}" for e in function_misuse(r["expr"], family_types)]
             # A query's series come back in no fixed order: a template that lists several of
             # them must sort them, or the text changes between evaluations (it made the promtool
             # tests fail 1 run in 6, and Alertmanager sees a changed annotation as a new one).

@@ -10,6 +10,9 @@
 #
 # Validation includes panel coverage: every metric family of the golden /metrics output is used
 # by some panel's query, or docs/metrics.md gives the reason in "Not on a dashboard panel".
+# No rate()/irate()/increase()/resets() over a family that is not a counter, no
+# deriv()/delta()/idelta()/predict_linear() over a Raft term or index (they go down after a
+# restart or crash): scripts/metric_names.py function_misuse, also used by scripts/check-alerts.sh.
 #
 # The venv is created from /usr/bin/python3 in .work/venv-dash (VENV= to override) when missing
 # or when dashboards/requirements.txt changed; it needs PyPI the first time.
@@ -39,14 +42,16 @@ VENV_PY="$(cd "$VENV" && pwd)/bin/python"   # absolute: VENV may be given either
 (cd dashboards/src && "$VENV_PY" generate.py "$( [ "$OUT" = dashboards ] && echo .. || echo "$OUT")")
 
 # ---- validation: JSON parses, stable uid, variables, datasource on every panel/target/annotation,
-#      every metric name used in an expression is one the exporter exposes.
+#      every metric name used in an expression is one the exporter exposes, no function misused
+#      on its type (function_misuse).
 "$VENV/bin/python" - "$OUT" <<'PYEOF'
 import json, re, sys
 from pathlib import Path
 sys.path.insert(0, "scripts")
-from metric_names import exposed, used_in as metrics_in
+from metric_names import exposed, used_in as metrics_in, types, function_misuse
 out = Path(sys.argv[1])
 known = exposed()
+family_types = types()
 want_uids = {"patroni-cluster.json": "patroni-raft-cluster", "patroni-raft.json": "patroni-raft-raft",
              "patroni-fleet.json": "patroni-raft-fleet"}
 DS = "${datasource}"
@@ -87,6 +92,7 @@ for name, uid in want_uids.items():
                 errors.append(f"{name}: {what}: expression ignores $scope: {e}")
             for m in metrics_in(e) - known - {"up"}:
                 errors.append(f"{name}: {what}: unknown metric {m} in {e}")
+            errors += [f"{name}: {what}: {x} in {e}" for x in function_misuse(e, family_types)]
     for v in d.get("templating", {}).get("list", []):
         q = v.get("query")
         if isinstance(q, str) and v.get("type") == "query":

@@ -22,8 +22,12 @@
 #   Services are not started by the install (temporary policy-rc.d); if the postgresql
 #   package still started Debian's default cluster, it is stopped again.
 # Python venvs (built from /usr/bin/python3, usable by an unprivileged user), one per matrix:
-#   $E2E_WORK/venv-3.3.8  <- tests/e2e/requirements-3.3.8.txt (patroni[raft] 3.3.8, pysyncobj 0.3.12)
+#   $E2E_WORK/venv-3.3.8  <- tests/e2e/requirements-3.3.8.txt (patroni[raft] 3.3.8, pysyncobj 0.3.17:
+#                            what Charmed PostgreSQL ships since 2026-09)
 #   $E2E_WORK/venv-4.1.5  <- tests/e2e/requirements-4.1.5.txt (patroni[raft] 4.1.5, pysyncobj 0.3.17)
+#   and on request only (--patroni 3.3.8-0.3.12; any e2e script takes 3.3.8-0.3.12 as a version):
+#   $E2E_WORK/venv-3.3.8-0.3.12 <- tests/e2e/requirements-3.3.8-0.3.12.txt (pysyncobj 0.3.12: the
+#                            charm's pin until 2026-06; a restarted node reports term 0)
 #   E2E_WORK is <repo>/.work, or /var/tmp/patroni-raft-exporter when the checkout is not
 #   traversable by other users (see tests/e2e/paths.sh). A venv is rebuilt when its
 #   requirements file changed. Runs as root, or with sudo when available.

@@ -80,5 +80,51 @@ def coverage_errors(dashboards, golden=GOLDEN, md=METRICS_MD):
     return errors, len(families & on_panel), len(reasons)
 
 
+# Functions that read a series as a counter: a decrease is taken for a reset, so on a gauge
+# that goes down they invent an increase (rate, irate, increase) or count resets that are not.
+COUNTER_FUNCTIONS = ("rate", "irate", "increase", "resets")
+# Functions that give a slope: fine on a gauge, but a negative slope of these families is no
+# rate of anything. pysyncobj lets each of them go down on one node: raft_term reads 0 after a
+# restart until the node hears a leader (<= 0.3.15), commit_idx is clamped to the journal end
+# after a crash (>= 0.3.16), log_len shrinks at compaction, match/next index restart on a new
+# leader (captures: tests/fixtures/pysyncobj/enc_restarted_alone_*; alerts/tests/restart.test.yml).
+SLOPE_FUNCTIONS = ("deriv", "delta", "idelta", "predict_linear")
+GAUGES_THAT_GO_DOWN = {
+    "patroni_raft_term", "patroni_raft_commit_index", "patroni_raft_last_applied_index",
+    "patroni_raft_leader_commit_index", "patroni_raft_log_entries", "patroni_raft_match_index",
+    "patroni_raft_next_index",
+}
+
+
+def types(golden=GOLDEN):
+    """{family: type} from the `# TYPE` lines of the golden output (counters with `_total`)."""
+    return {m.group(1): m.group(2)
+            for m in re.finditer(r"^# TYPE (\S+) (\S+)$", Path(golden).read_text(), re.M)}
+
+
+def _calls(expr, functions):
+    """(function, argument text) of every call of one of `functions` in `expr`."""
+    for m in re.finditer(r"\b(%s)\s*\(" % "|".join(functions), expr):
+        depth, i = 1, m.end()
+        while i < len(expr) and depth:
+            depth += {"(": 1, ")": -1}.get(expr[i], 0)
+            i += 1
+        yield m.group(1), expr[m.end():i - 1]
+
+
+def function_misuse(expr, family_types):
+    """What `expr` does wrong with a family's type: a counter function over a series that is
+    not a counter, a slope over a gauge pysyncobj lets go down."""
+    errors = []
+    for f, arg in _calls(expr, COUNTER_FUNCTIONS):
+        for m in sorted(used_in(arg)):
+            if family_types.get(m, "counter") != "counter":
+                errors.append(f"{f}() over {m}, a {family_types[m]}: a decrease reads as a counter reset")
+    for f, arg in _calls(expr, SLOPE_FUNCTIONS):
+        for m in sorted(used_in(arg) & GAUGES_THAT_GO_DOWN):
+            errors.append(f"{f}() over {m}: it goes down after a restart or crash, the slope is no rate")
+    return errors
+
+
 if __name__ == "__main__":
     sys.stdout.write("".join(f"{name}\n" for name in sorted(exposed())))

@@ -31,9 +31,14 @@ fn main() -> std::process::ExitCode {
     };
     match args.command.clone() {
         Some(Command::Status(status_args)) => match status_args.cluster.clusters() {
-            Ok(clusters) => std::process::ExitCode::from(
-                runtime.block_on(status::run(clusters, status_args.options())),
-            ),
+            Ok(clusters) => {
+                let code = runtime.block_on(status::run(clusters, status_args.options()));
+                // The deadline bounds the process, not only the report: a Raft key derivation
+                // the deadline cut short (PBKDF2 on the blocking pool, seconds on a starved
+                // CPU) is abandoned here; dropping the runtime would wait for it.
+                runtime.shutdown_background();
+                std::process::ExitCode::from(code)
+            }
             Err(error) => {
                 eprintln!("UNKNOWN: {error:#}");
                 std::process::ExitCode::from(3)

@@ -21,7 +21,11 @@
 //!
 //! Safety property: this module can only ever send the `['status']` utility command.
 //! Other utility commands (`add`, `remove`, `set_version`, `transfer`) change the
-//! cluster, and an *unknown* command kills the tick thread of pysyncobj <= 0.3.13. The
+//! cluster, and an *unknown* command ends a Patroni Raft node's event loop on every
+//! pysyncobj version from 0.3.12 to 0.3.17: the transport raises on it, and Patroni ticks
+//! the node in a thread of its own that does not catch exceptions (pysyncobj's own auto-tick
+//! thread survives it since 0.3.14). The node stops answering while its partners still count
+//! it connected (seen on Patroni 3.3.8 with 0.3.12 and 0.3.17, tests/e2e/README.md). The
 //! only request constructors, in `request` (private to this module, like its pickle
 //! writer), take no command argument at all.
 //!

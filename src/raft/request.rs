@@ -3,9 +3,9 @@
 //! Structural guarantee: the only request constructors here ([`status_command_plain`],
 //! [`status_command_keyed`]) build the `['status']` utility command and take no command
 //! argument. [`key_exchange`] sends the client's random key (handshake step 1), which is
-//! not a command. No other command is ever built: an unknown command kills the tick
-//! thread of pysyncobj <= 0.3.13, and `add`/`remove`/`set_version`/`transfer` change the
-//! cluster (protocol notes §9).
+//! not a command. No other command is ever built: an unknown command ends the event loop
+//! of a Patroni Raft node on every pysyncobj version (see the module docs of `raft`), and
+//! `add`/`remove`/`set_version`/`transfer` change the cluster (protocol notes §9).
 //!
 //! The output is byte-for-byte what Python's `pickle.dumps(obj, protocol=2)` writes for
 //! these shapes (memo puts included, `bytes` as `_codecs.encode(str, 'latin1')`), which
@@ -251,10 +251,15 @@ mod tests {
     fn keyed_frames_match_captures_byte_for_byte() {
         for case in [
             "enc_follower_0.3.12",
+            "enc_follower_0.3.15",
             "enc_leader_0.3.12",
+            "enc_leader_0.3.15",
             "enc_leader_patroni_0.3.17",
             "enc_leader_readonly_0.3.17",
             "enc_noquorum_stale_leader_0.3.12",
+            "enc_restarted_alone_0.3.12",
+            "enc_restarted_alone_0.3.15",
+            "enc_restarted_alone_0.3.17",
         ] {
             let c1 = fixture(case, "c2s_frame1.pickle");
             let ck: [u8; 32] = bytes_of(&decode(&c1, LIM).unwrap()).try_into().unwrap();

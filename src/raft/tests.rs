@@ -11,12 +11,17 @@ use super::{
     QueryLimits, RaftKey, RaftState, RaftStatus,
 };
 
-const CASES: [&str; 7] = [
+const CASES: [&str; 12] = [
     "enc_follower_0.3.12",
+    "enc_follower_0.3.15",
     "enc_leader_0.3.12",
+    "enc_leader_0.3.15",
     "enc_leader_patroni_0.3.17",
     "enc_leader_readonly_0.3.17",
     "enc_noquorum_stale_leader_0.3.12",
+    "enc_restarted_alone_0.3.12",
+    "enc_restarted_alone_0.3.15",
+    "enc_restarted_alone_0.3.17",
     "plain_follower_0.3.12",
     "plain_noleader_0.3.12",
 ];
@@ -173,6 +178,55 @@ fn specific_cases() {
     assert_eq!(ro.match_idx[0], ("0".to_string(), 133));
     assert_eq!(ro.version, "0.3.17");
     assert_eq!(ro.log_len, 134);
+}
+
+#[test]
+fn pysyncobj_0_3_15_as_the_charm_shipped_it_from_june_to_september() {
+    // tests/e2e/capture-frames.sh 0.3.15: 3 nodes with journal files, 5 writes.
+    let leader = status_from_value(&reply_dict("enc_leader_0.3.15")).unwrap();
+    assert_eq!(leader.version, "0.3.15");
+    assert_eq!(leader.state, RaftState::Leader);
+    assert_eq!(leader.leader.as_deref(), Some(leader.self_node.as_str()));
+    assert!(leader.has_quorum);
+    assert_eq!(leader.partners.len(), 2);
+    assert!(leader.partners.iter().all(|p| p.connected()));
+    assert_eq!(leader.match_idx.len(), 2);
+    assert_eq!((leader.commit_idx, leader.last_applied), (7, 7));
+    assert_eq!(leader.raft_term, 1);
+
+    let follower = status_from_value(&reply_dict("enc_follower_0.3.15")).unwrap();
+    assert_eq!(follower.version, "0.3.15");
+    assert_eq!(follower.state, RaftState::Follower);
+    assert_eq!(follower.leader, leader.leader);
+    assert!(follower.match_idx.is_empty() && follower.next_idx.is_empty());
+    assert_eq!(follower.leader_commit_idx, Some(7));
+    assert_eq!(follower.raft_term, leader.raft_term);
+}
+
+#[test]
+fn a_restart_keeps_the_term_from_pysyncobj_0_3_16_on() {
+    // Each node ran at term 1 with commit_idx 7, was stopped with its partners and started
+    // alone, then captured before its first election (tests/e2e/capture-frames.sh V
+    // restarted_alone). 0.3.16 persists currentTerm (.journal.meta); before, a restarted node
+    // reports term 0 until it hears a leader. The log comes back from the journal on all.
+    for (name, term) in [
+        ("enc_restarted_alone_0.3.12", 0),
+        ("enc_restarted_alone_0.3.15", 0),
+        ("enc_restarted_alone_0.3.17", 1),
+    ] {
+        let s = status_from_value(&reply_dict(name)).unwrap();
+        assert_eq!(s.raft_term, term, "{name}");
+        assert_eq!(s.state, RaftState::Follower, "{name}");
+        assert_eq!(s.leader, None, "{name}");
+        assert_eq!(s.leader_commit_idx, None, "{name}");
+        assert!(!s.has_quorum, "{name}");
+        assert!(s.partners.iter().all(|p| !p.connected()), "{name}");
+        assert_eq!(
+            (s.commit_idx, s.last_applied, s.log_len),
+            (7, 7, 7),
+            "{name}"
+        );
+    }
 }
 
 #[test]

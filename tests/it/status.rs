@@ -346,3 +346,39 @@ async fn a_stalled_member_out_of_the_dcs_view_is_found_through_its_voter() {
         "a voter without REST must not become a member:\n{metrics}"
     );
 }
+
+/// One run of the binary's `status` against a refusing member and a refusing Raft node with a
+/// Raft password (so the key is derived), under `timeout`: its wall time.
+fn run_status_binary(dir: &std::path::Path, dead: &str, timeout: &str) -> Duration {
+    let started = Instant::now();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_patroni-raft-exporter"))
+        .args(["status", "--patroni.url", &format!("http://{dead}")])
+        .args(["--raft.node", dead, "--raft.password-file"])
+        .arg(dir.join("raft-password"))
+        .args(["--timeout", timeout])
+        .output()
+        .unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    elapsed
+}
+
+#[tokio::test]
+async fn the_process_exits_at_the_deadline_while_the_raft_key_is_still_derived() {
+    // The key derivation (PBKDF2, 100 000 rounds) runs on the blocking pool; a deadline that
+    // cuts it short must not leave the process waiting for it (the partition lab saw `status
+    // --timeout 10s` killed at 20 s on a starved CPU).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("raft-password"), "s3cret\n").unwrap();
+    let dead = dead_address().await;
+    // a deadline long enough for the derivation: the process lives as long as it takes
+    let derivation = run_status_binary(dir.path(), &dead, "60s");
+    let cut_short = run_status_binary(dir.path(), &dead, "20ms");
+    // An optimised build derives the key in a few ms: nothing to cut short, nothing to tell.
+    if derivation > Duration::from_millis(300) {
+        assert!(
+            cut_short < derivation / 2,
+            "status --timeout 20ms took {cut_short:?}, a full run with the key derived {derivation:?}"
+        );
+    }
+}
