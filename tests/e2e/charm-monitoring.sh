@@ -1,0 +1,351 @@
+#!/usr/bin/env bash
+# charm-monitoring.sh - issue #29 item 6: Charmed PostgreSQL's own Patroni alert rules and Patroni
+# dashboard, UNCHANGED, on the exporter's compat records (alerts/patroni-compat.rules.yml).
+# The files are read where scripts/install-deps.sh installed the charm's library package
+# (postgresql-charms-single-kernel, pinned in tests/e2e/requirements-charm.txt, into
+# $E2E_WORK/venv-charm): single_kernel_postgresql/payloads/vm/prometheus_alert_rules/
+# patroni_rules.yaml and payloads/vm/grafana_dashboards/postgresql-patroni-metrics.json. Never
+# copied into the repository; their sha256 is in results.tsv.
+#
+# A real 3-member Patroni + Raft cluster, TWO exporters (the README's recommended setup: one
+# started from member 0's URL on :9393, one from member 1's on :9394, --poll.interval 2s) and TWO
+# real Prometheus, both scraping and evaluating every 2 s, with the Juju topology labels
+# (juju_model, juju_model_uuid, juju_application) the charm's COS scrape adds:
+#   A (:9090) scrapes both exporters (job patroni-raft-exporter) and evaluates our compat rules
+#     and the charm's Patroni rule file;
+#   B (:9091) scrapes every member's OWN Patroni GET /metrics (job patroni, plus juju_unit per
+#     member) and evaluates the charm's Patroni rule file: the reference, what the charm sees
+#     today. They are two Prometheus because both sides have the same metric names.
+#
+#   1 healthy, watched HEALTHY_S (150 s): no charm alert pending or firing in A (nor in B);
+#     in A every sample has sum by (scope) (patroni_master) 1, the charm's own
+#     sum by (juju_model, juju_application, juju_model_uuid, scope) (patroni_master) 1 and 3
+#     patroni_master series (one per member, not one per member and exporter).
+#   2 the charm's Patroni dashboard: its template variables (label_values(patroni_version, scope)
+#     and (patroni_version, service_name)) as Grafana asks them (/api/v1/label/L/values with
+#     match[]=patroni_version) in A and in B; every panel query that reads a patroni_* name, its
+#     variables substituted with those values, run in A (instant query) must return data, and in
+#     B too (else the panel is empty with Patroni's own metrics as well, listed with the reason).
+#   3 the primary killed (cluster kill: Patroni SIGKILL, PostgreSQL immediate shutdown): until a
+#     new primary is up and both Prometheus are quiet again (bounded FAILOVER_S), then the
+#     ALERTS series of both, read back as a range query (step 1 s), must agree: the same charm
+#     alerts, firing and resolved within TOLERANCE_S (10 s: the exporter's poll, 2 s + its 1 s
+#     timeout, comes on top of the 2 s scrape and 2 s evaluation both sides share; the measured
+#     differences are in results.tsv). Patroni 4.x's own /metrics has no patroni_master (only
+#     patroni_primary), which the charm's PatroniHasNoLeader reads: with Patroni's own metrics
+#     that rule cannot fire on 4.x, with the compat records it does; the script checks that
+#     B has no patroni_master then, and expects exactly that one difference. While the killed
+#     member is still listed by GET /cluster, A must have no compat series for it (its own
+#     /patroni does not answer), like B whose scrape of it fails.
+#   4 the member started again: cluster healthy (sync), no charm alert in A or B, A's
+#     sum by (scope) (patroni_master) 1 over 3 members.
+#
+# Usage: tests/e2e/charm-monitoring.sh [PATRONI_VERSION...]   (3.3.8 and/or 4.1.5; default 4.1.5).
+# Root only (network namespace). ~6 min per version; several versions run in parallel, each in
+# its own namespace (logs in $E2E_WORK/charm-monitoring-VERSION.log, measurements in
+# $E2E_WORK/charm-monitoring-VERSION/results.tsv, the dashboard queries and their answers in
+# dashboard.tsv, the ALERTS read back in alerts-A.json/alerts-B.json).
+set -euo pipefail
+{ # parsed whole before it runs: editing this file during a run cannot derail the run
+
+E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib.sh
+source "$E2E_DIR/lib.sh"
+
+CHARM_PKG=$(e2e_charm_package_dir || true)
+if [[ ${E2E_IN_NETNS:-} != 1 && ! -d $CHARM_PKG ]]; then
+  "$E2E_REPO/scripts/install-deps.sh" --no-apt --no-cargo --patroni "${1:-4.1.5}" >&2
+  CHARM_PKG=$(e2e_charm_package_dir || true)
+fi
+E2E_TOOLS="prometheus python3" e2e_scenario charm-monitoring "$@"   # each version in a namespace of its own
+
+# ------------------------------------------------------------------ in the namespace: the scenario
+export DATA_DIR="$E2E_WORK/cluster-charm-$PATRONI_VERSION"
+export WAL_SEGSIZE="${WAL_SEGSIZE:-1}"       # initdb --wal-segsize 1: `down --fast` in < 1 s
+POLL=2                                        # exporters' --poll.interval (s)
+HEALTHY_S=${HEALTHY_S:-150}
+FAILOVER_S=${FAILOVER_S:-150}
+TOLERANCE_S=10
+export EXPORTER_URL="http://127.0.0.1:9393/metrics"
+export EXPORTER_LOG="$RUN_DIR/exporter-a.log"
+EXPORTER_B_LOG="$RUN_DIR/exporter-b.log"
+PROM_A=http://127.0.0.1:9090
+PROM_B=http://127.0.0.1:9091
+S='scope="pg-test"'
+CHARM_RULES="$CHARM_PKG/payloads/vm/prometheus_alert_rules/patroni_rules.yaml"
+CHARM_DASHBOARD="$CHARM_PKG/payloads/vm/grafana_dashboards/postgresql-patroni-metrics.json"
+CHARM_ALERTS='PatroniPostgresqlDown|PatroniMultipleLeaders|PatroniPrimaryAndStandbyLeader|PatroniHasNoLeader'
+TOPOLOGY="{juju_model: pg, juju_model_uuid: 00000000-0000-4000-8000-000000000000, juju_application: postgresql}"
+
+e2e_setup
+e2e_log "=== Charmed PostgreSQL's monitoring on the compat records, Patroni $PATRONI_VERSION, run dir $RUN_DIR"
+[[ -f $CHARM_RULES && -f $CHARM_DASHBOARD ]] || on_fail "the charm's files are not in $CHARM_PKG (scripts/install-deps.sh)"
+CHARM_VERSION=$("$(e2e_charm_venv_dir)/bin/python" -c 'import importlib.metadata as m; print(m.version("postgresql-charms-single-kernel"))')
+e2e_result setup "postgresql-charms-single-kernel" "$CHARM_VERSION"
+e2e_result setup "rules: ${CHARM_RULES#"$CHARM_PKG"/} sha256" "$(sha256sum "$CHARM_RULES" | cut -c1-16)"
+e2e_result setup "dashboard: ${CHARM_DASHBOARD#"$CHARM_PKG"/} sha256" "$(sha256sum "$CHARM_DASHBOARD" | cut -c1-16)"
+
+# ---- helpers
+# pq URL EXPR: the instant query's JSON result array ('null' when Prometheus does not answer)
+pq() { curl -fs -m 5 "$1/api/v1/query" --data-urlencode "query=$2" 2>/dev/null | jq -c '.data.result' 2>/dev/null || echo null; }
+# pv URL EXPR: the values of the instant query, one per line as "labels value"
+pv() { pq "$1" "$2" | jq -r '.[]? | "\(.metric | del(.__name__) | to_entries | map("\(.key)=\(.value)") | join(",")) \(.value[1])"'; }
+charm_alerts() { # charm_alerts URL -> "Name/state ..." of the charm's alerts active there
+  curl -fs -m 3 "$1/api/v1/alerts" 2>/dev/null \
+    | jq -r --arg re "^($CHARM_ALERTS)\$" '[(.data.alerts // [])[] | select(.labels.alertname | test($re)) | "\(.labels.alertname)/\(.state)"] | sort | join(" ")' \
+    2>/dev/null || echo "?"
+}
+show_state() {
+  echo "===== A (compat): $(charm_alerts "$PROM_A"); patroni_master: $(pv "$PROM_A" patroni_master | tr '\n' ';')"
+  echo "===== B (Patroni's own): $(charm_alerts "$PROM_B"); patroni_primary: $(pv "$PROM_B" patroni_primary | tr '\n' ';')"
+  e2e_show_metrics "exporter a" '^patroni_member_(api_up|reported_role\{.* 1$)'
+}
+start_prometheus() { # start_prometheus NAME URL SCRAPE_CONFIG RULE_FILE...
+  local name=$1 url=$2 scrape=$3 dir="$RUN_DIR/prometheus-$1" pid
+  shift 3
+  mkdir -p "$dir"
+  {
+    printf '%s\n' 'global:' '  scrape_interval: 2s' '  evaluation_interval: 2s' 'rule_files:'
+    printf '  - %s\n' "$@"
+    printf '%s\n' 'scrape_configs:' "$scrape"
+  } >"$dir/prometheus.yml"
+  prometheus --config.file "$dir/prometheus.yml" --storage.tsdb.path "$dir/data" \
+    --web.listen-address "${url#http://}" >"$dir/prometheus.log" 2>&1 9>&- &
+  pid=$!
+  E2E_PIDS+=("$pid")
+  e2e_wait_http "$url/-/ready" 60 || on_fail "Prometheus $name not ready within 60 s (log $dir/prometheus.log)"
+}
+within() { awk -v a="$(e2e_since "$1")" -v b="$2" 'BEGIN { exit !(a < b) }'; }   # within T0 S: less than S s since T0
+hostport() { local u=${1#*://}; echo "${u%%/*}"; }
+
+# ---- the cluster, two exporters, two Prometheus
+cluster up --sync >&2 || on_fail "cluster up --sync"
+e2e_result setup "cluster up --sync (s since start)" "$(e2e_since "$T_START")"
+eval "$(cluster env)"   # MEMBERn_REST, RAFT_PASS, ...
+e2e_exporter "$POLL"
+"$EXPORTER_BIN" --patroni.url "$MEMBER1_REST" --raft.password-file "$RUN_DIR/raft-secret" \
+  --poll.interval "${POLL}s" --poll.timeout 1s --web.listen-address 127.0.0.1:9394 \
+  >"$EXPORTER_B_LOG" 2>&1 9>&- &
+EXPORTER_B_PID=$!
+E2E_PIDS+=("$EXPORTER_B_PID")
+start_prometheus A "$PROM_A" "$(printf '%s\n' '  - job_name: patroni-raft-exporter' '    static_configs:' \
+  "      - targets: ['127.0.0.1:9393', '127.0.0.1:9394']" "        labels: $TOPOLOGY")" \
+  "$E2E_REPO/alerts/patroni-compat.rules.yml" "$CHARM_RULES"
+own_targets=""
+for n in 0 1 2; do
+  own_targets+="      - targets: ['$(hostport "$(e2e_rest "$n")")']"$'\n'"        labels: {juju_unit: postgresql/$n, ${TOPOLOGY#\{}"$'\n'
+done
+start_prometheus B "$PROM_B" "$(printf '%s\n' '  - job_name: patroni' '    static_configs:' "$own_targets")" "$CHARM_RULES"
+for a in PatroniPostgresqlDown PatroniMultipleLeaders PatroniPrimaryAndStandbyLeader PatroniHasNoLeader; do
+  E2E_PROM=$PROM_A check "A loaded the charm's rule $a" e2e_prom_rule_loaded "$a"
+  E2E_PROM=$PROM_B check "B loaded the charm's rule $a" e2e_prom_rule_loaded "$a"
+done
+
+# ================================================================== 1. healthy, two exporters
+e2e_log "=== 1: healthy cluster, two exporters: the charm's rules quiet for ${HEALTHY_S}s"
+expect_healthy 1
+T1=$(e2e_now)
+until [[ $(pv "$PROM_A" 'count by (scope) (patroni_master)') == "scope=pg-test 3" \
+         && $(pv "$PROM_B" 'count by (scope) (patroni_version)') == "scope=pg-test 3" ]]; do
+  within "$T1" 60 || on_fail "1: A has no patroni_master of 3 members or B no patroni_version of 3 within 60 s"
+  sleep 1
+done
+e2e_result 1 "Prometheus A and B have every member (s)" "$(e2e_since "$T1")"
+T1=$(e2e_now) samples=0 bad_alert="" bad_sum="" bad_count="" b_alert=""
+while within "$T1" "$HEALTHY_S"; do
+  el=$(e2e_since "$T1")
+  a=$(charm_alerts "$PROM_A"); [[ -z $a ]] || bad_alert+=" [$a]@${el}s"
+  b=$(charm_alerts "$PROM_B"); [[ -z $b ]] || b_alert+=" [$b]@${el}s"
+  v=$(pv "$PROM_A" 'sum by (scope) (patroni_master)'); [[ $v == "scope=pg-test 1" ]] || bad_sum+=" [$v]@${el}s"
+  v=$(pv "$PROM_A" 'sum by (juju_model, juju_application, juju_model_uuid, scope) (patroni_master)')
+  [[ $v == "juju_application=postgresql,juju_model=pg,juju_model_uuid=00000000-0000-4000-8000-000000000000,scope=pg-test 1" ]] \
+    || bad_sum+=" [charm's sum: $v]@${el}s"
+  v=$(pv "$PROM_A" 'count(patroni_master)'); [[ $v == " 3" ]] || bad_count+=" [$v]@${el}s"
+  samples=$((samples + 1))
+  sleep 2
+done
+e2e_result 1 "samples over ${HEALTHY_S}s" "$samples"
+check "1: no charm alert pending or firing in A over ${HEALTHY_S}s ($samples samples)${bad_alert:+: $bad_alert}" test -z "$bad_alert"
+check "1: sum by (scope) (patroni_master) 1, and the charm's sum by (juju_*, scope) 1, in every sample${bad_sum:+: $bad_sum}" test -z "$bad_sum"
+check "1: 3 patroni_master series (one per member, not per exporter) in every sample${bad_count:+: $bad_count}" test -z "$bad_count"
+check "1: no charm alert in B (Patroni's own /metrics) either${b_alert:+: $b_alert}" test -z "$b_alert"
+
+# ================================================================== 2. the charm's dashboard
+e2e_log "=== 2: the charm's Patroni dashboard, every patroni_* query"
+# Grafana's label_values(METRIC, LABEL): /api/v1/label/LABEL/values?match[]=METRIC
+label_values() { # label_values URL METRIC LABEL -> the values, comma-separated
+  local js
+  js=$(curl -fsG -m 5 "$1/api/v1/label/$3/values" --data-urlencode "match[]=$2") || on_fail "2: label values of $3 in $1"
+  jq -r '.data // [] | join(",")' <<<"$js"
+}
+python3 - "$CHARM_DASHBOARD" >"$RUN_DIR/dashboard-queries.tsv" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for v in d["templating"]["list"]:
+    q = v.get("query")
+    q = q.get("query") if isinstance(q, dict) else q
+    if isinstance(q, str) and "patroni_" in q:
+        print(f"var\t{v['name']}\t{q}")
+def walk(panels):
+    for p in panels:
+        for t in p.get("targets") or []:
+            if "patroni_" in (t.get("expr") or ""):
+                print(f"panel\t{p.get('title')} (id {p.get('id')}, {t.get('refId')})\t{t['expr']}")
+        walk(p.get("panels") or [])
+walk(d["panels"])
+PYEOF
+declare -A VAR_A VAR_B
+while IFS=$'\t' read -r kind name q; do
+  [[ $kind == var ]] || continue
+  [[ $q =~ ^label_values\(([a-z_]+),\ *([a-z_]+)\)$ ]] || on_fail "2: template variable $name: a query this script does not read: $q"
+  metric=${BASH_REMATCH[1]} label=${BASH_REMATCH[2]}
+  VAR_A[$name]=$(label_values "$PROM_A" "$metric" "$label") || on_fail "2: template variable $name in A"
+  VAR_B[$name]=$(label_values "$PROM_B" "$metric" "$label") || on_fail "2: template variable $name in B"
+  e2e_result 2 "variable $name = $q: A / B" "'${VAR_A[$name]}' / '${VAR_B[$name]}'"
+  if [[ -n ${VAR_B[$name]} ]]; then
+    check "2: variable $name has B's values in A ('${VAR_A[$name]}')" test "${VAR_A[$name]}" = "${VAR_B[$name]}"
+  else
+    # no scrape puts this label on Patroni's own series either: Grafana then substitutes ''
+    check "2: variable $name is empty in A as in B (no such label in either)" test -z "${VAR_A[$name]}"
+  fi
+done <"$RUN_DIR/dashboard-queries.tsv"
+check "2: variable scope_name has a value in A (${VAR_A[scope_name]:-})" test -n "${VAR_A[scope_name]:-}"
+printf 'panel\tquery\tA series\tB series\n' >"$RUN_DIR/dashboard.tsv"
+n_queries=0 empty_a="" empty_both="" differ=""
+while IFS=$'\t' read -r kind name q; do
+  [[ $kind == panel ]] || continue
+  qa=$q qb=$q
+  for v in "${!VAR_A[@]}"; do
+    qa=${qa//"\${$v}"/${VAR_A[$v]}}; qa=${qa//"\$$v"/${VAR_A[$v]}}
+    qb=${qb//"\${$v}"/${VAR_B[$v]}}; qb=${qb//"\$$v"/${VAR_B[$v]}}
+  done
+  [[ $qa != *'$'* ]] || on_fail "2: $name: a variable left in $qa"
+  na=$(pq "$PROM_A" "$qa" | jq 'length'); nb=$(pq "$PROM_B" "$qb" | jq 'length')
+  printf '%s\t%s\t%s\t%s\n' "$name" "$qa" "$na" "$nb" >>"$RUN_DIR/dashboard.tsv"
+  n_queries=$((n_queries + 1))
+  if [[ $na == 0 && $nb == 0 ]]; then empty_both+=" [$name: $qa]"
+  elif [[ $na == 0 ]]; then empty_a+=" [$name: $qa]"; fi
+  # one series per member in both (B's carry the member's instance and juju_unit instead of name)
+  [[ $na == "$nb" ]] || differ+=" [$name: A $na, B $nb]"
+done <"$RUN_DIR/dashboard-queries.tsv"
+e2e_result 2 "patroni_* panel queries" "$n_queries"
+e2e_result 2 "empty in A and in B (Patroni's own)" "${empty_both:-none}"
+check "2: the dashboard has patroni_* panel queries ($n_queries)" test "$n_queries" -gt 10
+check "2: every panel query has as many series in A as in B${differ:+:$differ}" test -z "$differ"
+check "2: every patroni_* panel query returns data in A${empty_a:+ (empty:$empty_a)}${empty_both:+ (empty with the members own metrics too:$empty_both)}" \
+  test -z "$empty_a$empty_both"
+
+# ================================================================== 3. the primary killed
+leader=$(e2e_cluster_leader) || on_fail "3: GET /cluster names a leader"
+leader_i=${leader##*-}
+own_master=$(pv "$PROM_B" 'count(patroni_master)')
+e2e_log "=== 3: the primary $leader killed; B's patroni_master series: '${own_master:-none}'"
+T_KILL=$(date +%s)
+cluster kill "$leader_i" >&2 || on_fail "3: cluster kill $leader_i"
+# while GET /cluster still lists it, the killed member has no compat series in A
+T3=$(e2e_now) gone=""
+while within "$T3" 20; do
+  if [[ -z $(pv "$PROM_A" "{__name__=~\"patroni_.+\",name=\"$leader\"}") ]]; then gone=$(e2e_since "$T3"); break; fi
+  sleep 0.5
+done
+listed=$(metric_value patroni_member_in_dcs "$S,member=\"$leader\"" 2>/dev/null || echo absent)
+e2e_result 3 "kill -> no compat series of $leader in A (s); its patroni_member_in_dcs then" "${gone:-never} ; $listed"
+check "3: the killed $leader has no compat series in A within 20 s (GET /cluster lists it: in_dcs $listed)" test -n "$gone"
+T3=$(e2e_now) new="" quiet_since=""
+while within "$T3" "$FAILOVER_S"; do
+  if [[ -z $new ]]; then
+    l=$(e2e_cluster_leader 2>/dev/null || true)
+    if [[ -n $l && $l != "$leader" && $(e2e_own_role "${l##*-}") =~ ^(primary|master)$ ]]; then
+      new=$l; e2e_result 3 "kill -> $new primary (s)" "$(e2e_since "$T3")"
+    fi
+  fi
+  if [[ -n $new && -z $(charm_alerts "$PROM_A") && -z $(charm_alerts "$PROM_B") \
+        && $(pv "$PROM_A" 'sum(patroni_master)') == " 1" ]]; then
+    quiet_since=${quiet_since:-$(e2e_now)}
+    within "$quiet_since" 10 || break
+  else
+    quiet_since=""
+  fi
+  sleep 1
+done
+[[ -n $new ]] || on_fail "3: no new primary within ${FAILOVER_S}s"
+T_END=$(date +%s)
+e2e_result 3 "kill -> both Prometheus quiet 10 s (s)" "$((T_END - T_KILL))"
+for p in A B; do
+  url=PROM_$p
+  curl -fs -m 10 "${!url}/api/v1/query_range" --data-urlencode "query=ALERTS{alertname=~\"$CHARM_ALERTS\"}" \
+    --data-urlencode "start=$((T_KILL - 5))" --data-urlencode "end=$T_END" --data-urlencode step=1 >"$RUN_DIR/alerts-$p.json" \
+    || on_fail "3: range query of ALERTS in $p"
+done
+# per alert and state: the first and the last second it was seen, relative to the kill
+python3 - "$RUN_DIR/alerts-A.json" "$RUN_DIR/alerts-B.json" "$T_KILL" >"$RUN_DIR/alerts-compared.tsv" <<'PYEOF'
+import json, sys
+t0 = int(sys.argv[3])
+def spans(path):
+    out = {}
+    for s in json.load(open(path))["data"]["result"]:
+        key = f"{s['metric']['alertname']}/{s['metric']['alertstate']}"
+        ts = [float(t) - t0 for t, _ in s["values"]]
+        lo, hi = out.get(key, (min(ts), max(ts)))
+        out[key] = (min(lo, min(ts)), max(hi, max(ts)))
+    return out
+a, b = spans(sys.argv[1]), spans(sys.argv[2])
+for key in sorted(set(a) | set(b)):
+    fa = "%.0f..%.0f" % a[key] if key in a else "-"
+    fb = "%.0f..%.0f" % b[key] if key in b else "-"
+    da = "%.0f/%.0f" % (a[key][0] - b[key][0], a[key][1] - b[key][1]) if key in a and key in b else "-"
+    print(f"{key}\t{fa}\t{fb}\t{da}")
+PYEOF
+while IFS=$'\t' read -r key fa fb d; do
+  e2e_result 3 "$key s after the kill: A (compat) / B (own) / A-B start/end" "$fa / $fb / $d"
+done <"$RUN_DIR/alerts-compared.tsv"
+firing_a=$(awk -F'\t' '$1 ~ /\/firing$/ && $2 != "-" { sub(/\/firing$/, "", $1); print $1 }' "$RUN_DIR/alerts-compared.tsv" | sort | paste -sd' ')
+firing_b=$(awk -F'\t' '$1 ~ /\/firing$/ && $3 != "-" { sub(/\/firing$/, "", $1); print $1 }' "$RUN_DIR/alerts-compared.tsv" | sort | paste -sd' ')
+e2e_result 3 "charm alerts fired: A (compat) / B (Patroni's own)" "${firing_a:-none} / ${firing_b:-none}"
+if [[ -n $own_master ]]; then
+  check "3: B (Patroni's own) saw the failover: an alert fired (${firing_b:-none})" test -n "$firing_b"
+  check "3: the charm's rules fired the same alerts on the compat records as on Patroni's own ('$firing_a' vs '$firing_b')" \
+    test "$firing_a" = "$firing_b"
+else
+  # Patroni 4.x's own /metrics has patroni_primary, not patroni_master: the charm's leader
+  # rules read patroni_master, so on Patroni's own metrics they see nothing; the compat records
+  # give patroni_master on 4.x too
+  check "3: B has no patroni_master (Patroni $PATRONI_VERSION): the charm's leader rules are blind there ('${firing_b:-none}')" \
+    test -z "$firing_b"
+  check "3: on the compat records the charm's PatroniHasNoLeader saw the failover ('${firing_a:-none}')" \
+    test "$firing_a" = PatroniHasNoLeader
+  # the reference on 4.x: the charm's expression with Patroni's own patroni_primary in B
+  by='by (juju_model,juju_application,juju_model_uuid,scope)'
+  curl -fs -m 10 "$PROM_B/api/v1/query_range" \
+    --data-urlencode "query=(max $by (patroni_primary) < 1) and (max $by (patroni_standby_leader) < 1)" \
+    --data-urlencode "start=$((T_KILL - 5))" --data-urlencode "end=$T_END" --data-urlencode step=1 >"$RUN_DIR/no-leader-B-primary.json" \
+    || on_fail "3: range query of the no-leader expression on patroni_primary in B"
+  span_b=$(jq -r --argjson t0 "$T_KILL" '[.data.result[].values[][0]] | if length == 0 then "-" else "\(min - $t0 | floor)..\(max - $t0 | floor)" end' "$RUN_DIR/no-leader-B-primary.json")
+  span_a=$(awk -F'\t' '$1 == "PatroniHasNoLeader/firing" { print $2 }' "$RUN_DIR/alerts-compared.tsv")
+  e2e_result 3 "no leader, s after the kill: A PatroniHasNoLeader / B its expression on patroni_primary" "${span_a:--} / $span_b"
+  off=$(awk -v a="${span_a:--}" -v b="$span_b" -v tol="$TOLERANCE_S" 'BEGIN {
+    if (a == "-" || b == "-") { print "missing"; exit }
+    split(a, x, /\.\./); split(b, y, /\.\./)
+    if (x[1] - y[1] > tol || y[1] - x[1] > tol || x[2] - y[2] > tol || y[2] - x[2] > tol) print "off" }')
+  check "3: A's PatroniHasNoLeader spans what the charm's expression on Patroni's own patroni_primary gives, within ${TOLERANCE_S}s (${span_a:--} vs $span_b)" \
+    test -z "$off"
+fi
+off=$(awk -F'\t' -v tol="$TOLERANCE_S" '$4 != "-" { split($4, d, "/"); if (d[1] > tol || d[1] < -tol || d[2] > tol || d[2] < -tol) print $1 " " $4 }' "$RUN_DIR/alerts-compared.tsv" | paste -sd' ')
+check "3: where both fired, start and end within ${TOLERANCE_S}s of each other${off:+ (off: $off)}" test -z "$off"
+
+# ================================================================== 4. the member back
+e2e_log "=== 4: $leader started again"
+cluster start "$leader_i" >&2 || on_fail "4: cluster start $leader_i"
+cluster wait --sync >&2 || on_fail "4: cluster wait --sync"
+T4=$(e2e_now)
+until [[ $(pv "$PROM_A" 'count(patroni_master)') == " 3" && $(pv "$PROM_A" 'sum by (scope) (patroni_master)') == "scope=pg-test 1" \
+         && -z $(charm_alerts "$PROM_A") && -z $(charm_alerts "$PROM_B") ]]; do
+  within "$T4" 60 || on_fail "4: A: $(pv "$PROM_A" 'sum by (scope) (patroni_master)') over $(pv "$PROM_A" 'count(patroni_master)') members; alerts A [$(charm_alerts "$PROM_A")] B [$(charm_alerts "$PROM_B")]"
+  sleep 1
+done
+pass "4: healthy again: 3 members, sum by (scope) (patroni_master) 1, no charm alert in A or B ($(e2e_since "$T4")s)"
+
+kill -0 "$EXPORTER_B_PID" 2>/dev/null || on_fail "exporter b died"
+if grep -q panicked "$EXPORTER_B_LOG"; then on_fail "exporter b's log shows a panic"; fi
+e2e_finish "Charmed PostgreSQL's monitoring on the compat records"
+}
