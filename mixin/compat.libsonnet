@@ -12,7 +12,13 @@
 // otherwise have two series, and rules written for Patroni's own /metrics, where each member
 // reports only itself, count it twice (Charmed PostgreSQL's `sum by (..., scope)
 // (patroni_master) > 1`, PatroniMultipleLeaders, fires at once). Other target labels (Juju's
-// topology labels) stay. The two exporters' views of a member are merged with max.
+// juju_model, juju_model_uuid, juju_application) stay. The two exporters' views of a member are
+// merged with max.
+// juju_unit is the scrape target's unit, here the exporter's, which differs between two
+// exporters: it is replaced by the member's own unit where Juju's labels say the cluster is a
+// Juju application, as Charmed PostgreSQL names its members (the unit name with - for /:
+// postgresql/0 is member postgresql-0), and dropped otherwise. The charm's dashboard uses it as
+// its legends.
 // Like Patroni, whose /metrics a member that does not answer does not serve, only members whose
 // own GET /patroni answered in the exporter's last poll (patroni_member_api_up 1) have series:
 // the records read from GET /cluster (running, streaming, sync standby...) would otherwise keep
@@ -22,9 +28,11 @@
 // variables from it.
 // Do not load these rules where Patroni's own /metrics is scraped too: the names would clash.
 local member(expr) = |||
-  max without (member, instance, job) (
-    label_replace((%s) and (patroni_member_api_up == 1), "name", "$1", "member", "(.+)")
-  )
+  label_replace(label_replace(label_join(
+    max without (member, instance, job, juju_unit) (
+      label_replace((%s) and (patroni_member_api_up == 1), "name", "$1", "member", "(.+)")
+    ),
+  "juju_unit", ";", "juju_application", "name"), "juju_unit", "$1/$2", "juju_unit", "[^;]+;(.+)-([0-9]+)"), "juju_unit", "", "juju_unit", ".*;.*")
 ||| % expr;
 local zero = '0 * patroni_member_server_version';
 local orZero(expr) = '(%s) or %s' % [expr, zero];
@@ -38,7 +46,8 @@ local perMember(scopeExpr) = '%s + ignoring (member) group_left () (%s)' % [zero
     Tested by alerts/tests/compat.test.yml (scripts/compat-test.py) against Patroni's own /metrics.
 
     One series per cluster and member whatever the number of exporters (instance and job are
-    aggregated away, other target labels kept), and only for members whose own GET /patroni
+    aggregated away, other target labels kept but juju_unit, which becomes the member's own unit
+    when juju_application is set: postgresql-0 -> postgresql/0), and only for members whose own GET /patroni
     answered the exporter's last poll (patroni_member_api_up 1): a member whose Patroni is down
     has none, as in Patroni's own /metrics, even where a frozen GET /cluster still lists it.
   |||,

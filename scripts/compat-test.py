@@ -10,13 +10,15 @@ patroni-4.1.5/01-metrics-m*.txt), scope renamed. So the test says: the recording
 Patroni itself would have said, on both versions.
 
 The exporter's series are fed twice, as two exporters scraped under two `instance`s would give them
-(the recommended setup), with the Juju topology labels Charmed PostgreSQL's scrape adds to both:
-Patroni's samples are expected once per member, with those labels and without instance/job, and
+(the recommended setup), with the Juju topology labels Charmed PostgreSQL's scrape adds to both
+(juju_unit: each exporter's own unit): Patroni's samples are expected once per member, with those
+labels, without instance/job, and with the member's own juju_unit (postgresql-0 -> postgresql/0), and
 Charmed PostgreSQL's `sum by (juju_model, juju_application, juju_model_uuid, scope) (patroni_master)`
 (its PatroniMultipleLeaders) is 1. A second test feeds the golden series of the captured cluster
 whose members postgresql-0 and postgresql-2 did not answer their own GET /patroni
-("quorum-lost-4-1-5"): only postgresql-1 may have compat series, one per recording rule, although
-GET /cluster still lists the other two as streaming.
+("quorum-lost-4-1-5"), as two exporters outside Juju give them: only postgresql-1 may have compat
+series, one per recording rule, without a juju_unit, although GET /cluster still lists the other
+two as streaming.
 
   scripts/compat-test.py           write alerts/tests/compat.test.yml
   scripts/compat-test.py --check   fail if it differs from what this script makes (CI)
@@ -44,7 +46,9 @@ SKIP: dict[str, str] = {}
 # the golden scope whose members postgresql-0 and postgresql-2 did not answer GET /patroni
 UNANSWERED = "quorum-lost-4-1-5"
 # two exporters watching the same cluster; the target labels Juju's scrape adds to both
-EXPORTERS = ('instance="exporter-a:9933",job="patroni-raft"', 'instance="exporter-b:9933",job="patroni-raft"')
+# (juju_unit: each exporter's own unit, as a Juju scrape labels its targets)
+EXPORTERS = ('instance="exporter-a:9933",job="patroni-raft",juju_unit="exporter/0"',
+             'instance="exporter-b:9933",job="patroni-raft",juju_unit="exporter/1"')
 TOPOLOGY = 'juju_model="pg",juju_model_uuid="00000000-0000-4000-8000-000000000000",juju_application="postgresql"'
 CHARM_SUM = "sum by (juju_model, juju_application, juju_model_uuid, scope) (patroni_master)"
 
@@ -75,13 +79,16 @@ def main() -> int:
     if sorted(answered.items()) != [("postgresql-0", "0"), ("postgresql-1", "1"), ("postgresql-2", "0")]:
         sys.exit(f"error: the golden {UNANSWERED} no longer has postgresql-0 and -2 unanswered: {answered}")
 
-    def fed(name: str, labels: str, value: str) -> list[dict]:
-        """The sample as each of the two exporters gives it, with the target labels."""
-        return [{"series": f"{name}{{{labels[1:-1]},{exporter},{TOPOLOGY}}}", "values": f"{value}x2"}
-                for exporter in EXPORTERS]
+    def fed(name: str, labels: str, value: str, juju: bool = True) -> list[dict]:
+        """The sample as each of the two exporters gives it, with the target labels (Juju's or none)."""
+        targets = [f"{e},{TOPOLOGY}" if juju else e.split(",juju_unit=")[0] for e in EXPORTERS]
+        return [{"series": f"{name}{{{labels[1:-1]},{target}}}", "values": f"{value}x2"} for target in targets]
 
     def with_topology(labels: str) -> str:
-        return f"{{{labels[1:-1]},{TOPOLOGY}}}"
+        """Patroni's labels with the target labels a Juju scrape of the member would add."""
+        name = re.search(r'name="([^"]+)"', labels)
+        unit = f',juju_unit="{name.group(1).rsplit("-", 1)[0]}/{name.group(1).rsplit("-", 1)[1]}"' if name else ""
+        return f"{{{labels[1:-1]},{TOPOLOGY}{unit}}}"
 
     expected: dict[str, list[tuple[str, str]]] = {}
     for scope, paths in CASES.items():
@@ -108,7 +115,7 @@ def main() -> int:
 
     healthy = [sample for sample in golden if f'scope="{UNANSWERED}"' not in sample[1]]
     unanswered = [sample for sample in golden if f'scope="{UNANSWERED}"' in sample[1]]
-    survivor = with_topology(f'{{name="postgresql-1",scope="{UNANSWERED}"}}')
+    survivor = f'{{name="postgresql-1",scope="{UNANSWERED}"}}'   # no Juju labels: none added
     test = {
         "rule_files": ["../patroni-compat.rules.yml"],
         "evaluation_interval": "15s",
@@ -129,9 +136,9 @@ def main() -> int:
                  "exp_samples": [{"labels": with_topology(f'{{scope="{scope}"}}'), "value": 1} for scope in CASES]},
             ],
         }, {
-            "name": "members whose own GET /patroni did not answer have no compat series (golden quorum-lost-4-1-5)",
+            "name": "members whose own GET /patroni did not answer have no compat series (golden quorum-lost-4-1-5, two exporters without Juju labels)",
             "interval": "15s",
-            "input_series": [s for n, l, v in unanswered for s in fed(n, l, v)],
+            "input_series": [s for n, l, v in unanswered for s in fed(n, l, v, juju=False)],
             "promql_expr_test": [
                 {"expr": f'count by (name) ({{scope="{UNANSWERED}",name!=""}})', "eval_time": "15s",
                  "exp_samples": [{"labels": '{name="postgresql-1"}', "value": len(records)}]},

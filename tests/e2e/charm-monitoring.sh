@@ -10,9 +10,9 @@
 # A real 3-member Patroni + Raft cluster, TWO exporters (the README's recommended setup: one
 # started from member 0's URL on :9393, one from member 1's on :9394, --poll.interval 2s) and TWO
 # real Prometheus, both scraping and evaluating every 2 s, with the Juju topology labels
-# (juju_model, juju_model_uuid, juju_application) the charm's COS scrape adds:
-#   A (:9090) scrapes both exporters (job patroni-raft-exporter) and evaluates our compat rules
-#     and the charm's Patroni rule file;
+# (juju_model, juju_model_uuid, juju_application, juju_unit) the charm's COS scrape adds:
+#   A (:9090) scrapes both exporters (job patroni-raft-exporter; juju_unit exporter/0 and
+#     exporter/1, as two units) and evaluates our compat rules and the charm's Patroni rule file;
 #   B (:9091) scrapes every member's OWN Patroni GET /metrics (job patroni, plus juju_unit per
 #     member) and evaluates the charm's Patroni rule file: the reference, what the charm sees
 #     today. They are two Prometheus because both sides have the same metric names.
@@ -25,7 +25,8 @@
 #     and (patroni_version, service_name)) as Grafana asks them (/api/v1/label/L/values with
 #     match[]=patroni_version) in A and in B; every panel query that reads a patroni_* name, its
 #     variables substituted with those values, run in A (instant query) must return data, and in
-#     B too (else the panel is empty with Patroni's own metrics as well, listed with the reason).
+#     B too (else the panel is empty with Patroni's own metrics as well, listed with the reason),
+#     with as many series as in B and the same juju_unit values (the panels' legends).
 #   3 the primary killed (cluster kill: Patroni SIGKILL, PostgreSQL immediate shutdown): until a
 #     new primary is up and both Prometheus are quiet again (bounded FAILOVER_S), then the
 #     ALERTS series of both, read back as a range query (step 1 s), must agree: the same charm
@@ -128,8 +129,10 @@ e2e_exporter "$POLL"
   >"$EXPORTER_B_LOG" 2>&1 9>&- &
 EXPORTER_B_PID=$!
 E2E_PIDS+=("$EXPORTER_B_PID")
+# each exporter with its own juju_unit, as a Juju scrape of two units labels them
 start_prometheus A "$PROM_A" "$(printf '%s\n' '  - job_name: patroni-raft-exporter' '    static_configs:' \
-  "      - targets: ['127.0.0.1:9393', '127.0.0.1:9394']" "        labels: $TOPOLOGY")" \
+  "      - targets: ['127.0.0.1:9393']" "        labels: {juju_unit: exporter/0, ${TOPOLOGY#\{}" \
+  "      - targets: ['127.0.0.1:9394']" "        labels: {juju_unit: exporter/1, ${TOPOLOGY#\{}")" \
   "$E2E_REPO/alerts/patroni-compat.rules.yml" "$CHARM_RULES"
 own_targets=""
 for n in 0 1 2; do
@@ -211,7 +214,7 @@ while IFS=$'\t' read -r kind name q; do
 done <"$RUN_DIR/dashboard-queries.tsv"
 check "2: variable scope_name has a value in A (${VAR_A[scope_name]:-})" test -n "${VAR_A[scope_name]:-}"
 printf 'panel\tquery\tA series\tB series\n' >"$RUN_DIR/dashboard.tsv"
-n_queries=0 empty_a="" empty_both="" differ=""
+n_queries=0 empty_a="" empty_both="" differ="" units=""
 while IFS=$'\t' read -r kind name q; do
   [[ $kind == panel ]] || continue
   qa=$q qb=$q
@@ -225,13 +228,16 @@ while IFS=$'\t' read -r kind name q; do
   n_queries=$((n_queries + 1))
   if [[ $na == 0 && $nb == 0 ]]; then empty_both+=" [$name: $qa]"
   elif [[ $na == 0 ]]; then empty_a+=" [$name: $qa]"; fi
-  # one series per member in both (B's carry the member's instance and juju_unit instead of name)
+  # one series per member in both, with the member's own unit (the legends: {{juju_unit}})
   [[ $na == "$nb" ]] || differ+=" [$name: A $na, B $nb]"
+  ua=$(pq "$PROM_A" "$qa" | jq -c '[.[].metric.juju_unit] | sort'); ub=$(pq "$PROM_B" "$qb" | jq -c '[.[].metric.juju_unit] | sort')
+  [[ $ua == "$ub" ]] || units+=" [$name: A $ua, B $ub]"
 done <"$RUN_DIR/dashboard-queries.tsv"
 e2e_result 2 "patroni_* panel queries" "$n_queries"
 e2e_result 2 "empty in A and in B (Patroni's own)" "${empty_both:-none}"
 check "2: the dashboard has patroni_* panel queries ($n_queries)" test "$n_queries" -gt 10
 check "2: every panel query has as many series in A as in B${differ:+:$differ}" test -z "$differ"
+check "2: every panel query has the juju_unit values of B (the legends)${units:+:$units}" test -z "$units"
 check "2: every patroni_* panel query returns data in A${empty_a:+ (empty:$empty_a)}${empty_both:+ (empty with the members own metrics too:$empty_both)}" \
   test -z "$empty_a$empty_both"
 
