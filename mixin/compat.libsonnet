@@ -13,7 +13,12 @@
 // reports only itself, count it twice (Charmed PostgreSQL's `sum by (..., scope)
 // (patroni_master) > 1`, PatroniMultipleLeaders, fires at once). Other target labels (Juju's
 // juju_model, juju_model_uuid, juju_application) stay. The two exporters' views of a member are
-// merged with max.
+// merged with min: in a switchover the old primary demotes before the new one promotes, and an
+// exporter that polled before the demotion next to one that polled after the promotion would,
+// merged with max, give two primaries and page (tests/e2e/charm-monitoring.sh saw
+// PatroniMultipleLeaders fire so on 4.1.5, where Patroni's own /metrics showed one primary at
+// most); with min a member counts as primary only once both exporters that reached it say so,
+// and the gap without a primary, which is real, shows for up to one poll longer.
 // juju_unit is the scrape target's unit, here the exporter's, which differs between two
 // exporters: it is replaced by the member's own unit where Juju's labels say the cluster is a
 // Juju application, as Charmed PostgreSQL names its members (the unit name with - for /:
@@ -29,7 +34,7 @@
 // Do not load these rules where Patroni's own /metrics is scraped too: the names would clash.
 local member(expr) = |||
   label_replace(label_replace(label_join(
-    max without (member, instance, job, juju_unit) (
+    min without (member, instance, job, juju_unit) (
       label_replace((%s) and (patroni_member_api_up == 1), "name", "$1", "member", "(.+)")
     ),
   "juju_unit", ";", "juju_application", "name"), "juju_unit", "$1/$2", "juju_unit", "[^;]+;(.+)-([0-9]+)"), "juju_unit", "", "juju_unit", ".*;.*")

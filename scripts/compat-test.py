@@ -145,6 +145,31 @@ def main() -> int:
                 {"expr": f'patroni_postgres_running{{scope="{UNANSWERED}"}}', "eval_time": "15s",
                  "exp_samples": [{"labels": "patroni_postgres_running" + survivor, "value": 1}]},
             ],
+        }, {
+            # measured in tests/e2e/charm-monitoring.sh (switchover, 4.1.5): exporter a polled
+            # before the old primary demoted, exporter b after the new one promoted
+            "name": "a switchover seen by two exporters at different moments gives no second primary",
+            "interval": "15s",
+            "input_series": [
+                {"series": f'{n}{{scope="sw",member="{m}",{e}}}', "values": f"{v}x2"}
+                for e, views in ((EXPORTERS[0], {"postgresql-0": "primary", "postgresql-1": "replica"}),
+                                 (EXPORTERS[1], {"postgresql-0": "replica", "postgresql-1": "primary"}))
+                for m, role in views.items()
+                for n, v in (("patroni_member_api_up", "1"), ("patroni_member_server_version", "150018"),
+                             ("patroni_member_reported_role", None))
+                if v is not None
+            ] + [
+                {"series": f'patroni_member_reported_role{{scope="sw",member="{m}",role="{r}",{e}}}',
+                 "values": f'{1 if r == role else 0}x2'}
+                for e, views in ((EXPORTERS[0], {"postgresql-0": "primary", "postgresql-1": "replica"}),
+                                 (EXPORTERS[1], {"postgresql-0": "replica", "postgresql-1": "primary"}))
+                for m, role in views.items()
+                for r in ("primary", "replica", "standby_leader")
+            ],
+            "promql_expr_test": [
+                {"expr": 'sum by (scope) (patroni_master{scope="sw"})', "eval_time": "15s",
+                 "exp_samples": [{"labels": '{scope="sw"}', "value": 0}]},
+            ],
         }],
     }
     inputs = healthy + unanswered

@@ -40,8 +40,15 @@
 #     /patroni does not answer), like B whose scrape of it fails.
 #   4 the member started again: cluster healthy (sync), no charm alert in A or B, A's
 #     sum by (scope) (patroni_master) 1 over 3 members.
+#   5 a switchover (patronictl), read back as in 3: PatroniMultipleLeaders and
+#     PatroniPrimaryAndStandbyLeader fire on neither side (two exporters that polled before the
+#     demotion and after the promotion must not make two primaries); PatroniPostgresqlDown (the
+#     demoted primary's restart), when Patroni's own metrics show it, shows on the records too,
+#     within loop_wait + 10 s (the records read the state from GET /cluster, written once per HA
+#     loop); PatroniHasNoLeader (the real moment without a primary) recorded, not compared.
 #
 # Usage: tests/e2e/charm-monitoring.sh [PATRONI_VERSION...]   (3.3.8 and/or 4.1.5; default 4.1.5).
+# HEALTHY_S (150), FAILOVER_S (150) bound the phases; COMPAT_RULES names another compat rule file.
 # Root only (network namespace). ~6 min per version; several versions run in parallel, each in
 # its own namespace (logs in $E2E_WORK/charm-monitoring-VERSION.log, measurements in
 # $E2E_WORK/charm-monitoring-VERSION/results.tsv, the dashboard queries and their answers in
@@ -67,6 +74,8 @@ POLL=2                                        # exporters' --poll.interval (s)
 HEALTHY_S=${HEALTHY_S:-150}
 FAILOVER_S=${FAILOVER_S:-150}
 TOLERANCE_S=10
+# the compat rules under test (another file: to see this test fail on an earlier version of them)
+COMPAT_RULES=${COMPAT_RULES:-$E2E_REPO/alerts/patroni-compat.rules.yml}
 export EXPORTER_URL="http://127.0.0.1:9393/metrics"
 export EXPORTER_LOG="$RUN_DIR/exporter-a.log"
 EXPORTER_B_LOG="$RUN_DIR/exporter-b.log"
@@ -83,6 +92,7 @@ e2e_log "=== Charmed PostgreSQL's monitoring on the compat records, Patroni $PAT
 [[ -f $CHARM_RULES && -f $CHARM_DASHBOARD ]] || on_fail "the charm's files are not in $CHARM_PKG (scripts/install-deps.sh)"
 CHARM_VERSION=$("$(e2e_charm_venv_dir)/bin/python" -c 'import importlib.metadata as m; print(m.version("postgresql-charms-single-kernel"))')
 e2e_result setup "postgresql-charms-single-kernel" "$CHARM_VERSION"
+e2e_result setup "compat rules" "$COMPAT_RULES"
 e2e_result setup "rules: ${CHARM_RULES#"$CHARM_PKG"/} sha256" "$(sha256sum "$CHARM_RULES" | cut -c1-16)"
 e2e_result setup "dashboard: ${CHARM_DASHBOARD#"$CHARM_PKG"/} sha256" "$(sha256sum "$CHARM_DASHBOARD" | cut -c1-16)"
 
@@ -116,6 +126,54 @@ start_prometheus() { # start_prometheus NAME URL SCRAPE_CONFIG RULE_FILE...
   E2E_PIDS+=("$pid")
   e2e_wait_http "$url/-/ready" 60 || on_fail "Prometheus $name not ready within 60 s (log $dir/prometheus.log)"
 }
+# compare_alerts PHASE EVENT T0 T1: the charm's alerts from T0 - 5 to T1 (epoch s) in A and in
+# B, read back from the TSDB (step 1 s), and checked against each other. The reference is what
+# the charm's rules give on Patroni's own metrics: B's ALERTS where Patroni's /metrics has
+# patroni_master (3.x); on 4.x, which has only patroni_primary, the charm's expressions with
+# patroni_master read as patroni_primary, run on B (ALERTS of B are recorded too). Every rule is
+# `for: 0m`, so an alert's span is the span of its expression. Sets FIRED_A, FIRED_REF.
+compare_alerts() {
+  local phase=$1 event=$2 t0=$3 t1=$4 out off key a b ref d
+  out="$RUN_DIR/alerts-$phase.tsv"
+  python3 - "$PROM_A" "$PROM_B" "$CHARM_RULES" "$t0" "$t1" "$CHARM_ALERTS" >"$out" <<'PYEOF' || on_fail "$phase: reading the alerts back"
+import json, sys, urllib.parse, urllib.request
+import yaml
+prom_a, prom_b, rules, t0, t1, names = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+def series(url, expr):
+    q = urllib.parse.urlencode({"query": expr, "start": t0 - 5, "end": t1, "step": 1})
+    with urllib.request.urlopen(f"{url}/api/v1/query_range?{q}", timeout=10) as r:
+        return json.load(r)["data"]["result"]
+def span(results):
+    ts = [float(t) - t0 for s in results for t, _ in s["values"]]
+    return "%.0f..%.0f" % (min(ts), max(ts)) if ts else "-"
+def alerts(url):
+    out = {}
+    for s in series(url, f'ALERTS{{alertname=~"{names}",alertstate="firing"}}'):
+        out.setdefault(s["metric"]["alertname"], []).append(s)
+    return {k: span(v) for k, v in out.items()}
+a, b = alerts(prom_a), alerts(prom_b)
+own_master = bool(series(prom_b, "patroni_master"))
+for group in yaml.safe_load(open(rules))["groups"]:
+    for rule in group["rules"]:
+        name = rule["alert"]
+        expr = rule["expr"] if own_master else rule["expr"].replace("patroni_master", "patroni_primary")
+        ref = b.get(name, "-") if own_master else span(series(prom_b, expr))
+        print(f"{name}\t{a.get(name, '-')}\t{b.get(name, '-')}\t{ref}")
+PYEOF
+  FIRED_A="" FIRED_REF="" DIFF=()
+  while IFS=$'\t' read -r key a b ref; do
+    d=$(awk -v a="$a" -v b="$ref" 'BEGIN { if (a == "-" || b == "-") { print "-"; exit }
+      split(a, x, /\.\./); split(b, y, /\.\./); print (x[1] - y[1]) "/" (x[2] - y[2]) }')
+    e2e_result "$phase" "$key, s after $event: A (compat) / B ALERTS / own metrics (ref) / A-ref start/end" "$a / $b / $ref / $d"
+    [[ $a == - ]] || FIRED_A+=${FIRED_A:+ }$key
+    [[ $ref == - ]] || FIRED_REF+=${FIRED_REF:+ }$key
+    DIFF[$key]=$d
+  done <"$out"
+}
+# late KEY TOLERANCE_S: rc 0 when the alert KEY fired in both and started or ended more than
+# TOLERANCE_S apart (DIFF of the last compare_alerts)
+late() { [[ ${DIFF[$1]:--} != - ]] && awk -v d="${DIFF[$1]}" -v tol="$2" 'BEGIN { split(d, x, "/"); exit !(x[1] > tol || x[1] < -tol || x[2] > tol || x[2] < -tol) }'; }
+declare -A DIFF=()
 within() { awk -v a="$(e2e_since "$1")" -v b="$2" 'BEGIN { exit !(a < b) }'; }   # within T0 S: less than S s since T0
 hostport() { local u=${1#*://}; echo "${u%%/*}"; }
 
@@ -133,7 +191,7 @@ E2E_PIDS+=("$EXPORTER_B_PID")
 start_prometheus A "$PROM_A" "$(printf '%s\n' '  - job_name: patroni-raft-exporter' '    static_configs:' \
   "      - targets: ['127.0.0.1:9393']" "        labels: {juju_unit: exporter/0, ${TOPOLOGY#\{}" \
   "      - targets: ['127.0.0.1:9394']" "        labels: {juju_unit: exporter/1, ${TOPOLOGY#\{}")" \
-  "$E2E_REPO/alerts/patroni-compat.rules.yml" "$CHARM_RULES"
+  "$COMPAT_RULES" "$CHARM_RULES"
 own_targets=""
 for n in 0 1 2; do
   own_targets+="      - targets: ['$(hostport "$(e2e_rest "$n")")']"$'\n'"        labels: {juju_unit: postgresql/$n, ${TOPOLOGY#\{}"$'\n'
@@ -277,67 +335,13 @@ done
 [[ -n $new ]] || on_fail "3: no new primary within ${FAILOVER_S}s"
 T_END=$(date +%s)
 e2e_result 3 "kill -> both Prometheus quiet 10 s (s)" "$((T_END - T_KILL))"
-for p in A B; do
-  url=PROM_$p
-  curl -fs -m 10 "${!url}/api/v1/query_range" --data-urlencode "query=ALERTS{alertname=~\"$CHARM_ALERTS\"}" \
-    --data-urlencode "start=$((T_KILL - 5))" --data-urlencode "end=$T_END" --data-urlencode step=1 >"$RUN_DIR/alerts-$p.json" \
-    || on_fail "3: range query of ALERTS in $p"
-done
-# per alert and state: the first and the last second it was seen, relative to the kill
-python3 - "$RUN_DIR/alerts-A.json" "$RUN_DIR/alerts-B.json" "$T_KILL" >"$RUN_DIR/alerts-compared.tsv" <<'PYEOF'
-import json, sys
-t0 = int(sys.argv[3])
-def spans(path):
-    out = {}
-    for s in json.load(open(path))["data"]["result"]:
-        key = f"{s['metric']['alertname']}/{s['metric']['alertstate']}"
-        ts = [float(t) - t0 for t, _ in s["values"]]
-        lo, hi = out.get(key, (min(ts), max(ts)))
-        out[key] = (min(lo, min(ts)), max(hi, max(ts)))
-    return out
-a, b = spans(sys.argv[1]), spans(sys.argv[2])
-for key in sorted(set(a) | set(b)):
-    fa = "%.0f..%.0f" % a[key] if key in a else "-"
-    fb = "%.0f..%.0f" % b[key] if key in b else "-"
-    da = "%.0f/%.0f" % (a[key][0] - b[key][0], a[key][1] - b[key][1]) if key in a and key in b else "-"
-    print(f"{key}\t{fa}\t{fb}\t{da}")
-PYEOF
-while IFS=$'\t' read -r key fa fb d; do
-  e2e_result 3 "$key s after the kill: A (compat) / B (own) / A-B start/end" "$fa / $fb / $d"
-done <"$RUN_DIR/alerts-compared.tsv"
-firing_a=$(awk -F'\t' '$1 ~ /\/firing$/ && $2 != "-" { sub(/\/firing$/, "", $1); print $1 }' "$RUN_DIR/alerts-compared.tsv" | sort | paste -sd' ')
-firing_b=$(awk -F'\t' '$1 ~ /\/firing$/ && $3 != "-" { sub(/\/firing$/, "", $1); print $1 }' "$RUN_DIR/alerts-compared.tsv" | sort | paste -sd' ')
-e2e_result 3 "charm alerts fired: A (compat) / B (Patroni's own)" "${firing_a:-none} / ${firing_b:-none}"
-if [[ -n $own_master ]]; then
-  check "3: B (Patroni's own) saw the failover: an alert fired (${firing_b:-none})" test -n "$firing_b"
-  check "3: the charm's rules fired the same alerts on the compat records as on Patroni's own ('$firing_a' vs '$firing_b')" \
-    test "$firing_a" = "$firing_b"
-else
-  # Patroni 4.x's own /metrics has patroni_primary, not patroni_master: the charm's leader
-  # rules read patroni_master, so on Patroni's own metrics they see nothing; the compat records
-  # give patroni_master on 4.x too
-  check "3: B has no patroni_master (Patroni $PATRONI_VERSION): the charm's leader rules are blind there ('${firing_b:-none}')" \
-    test -z "$firing_b"
-  check "3: on the compat records the charm's PatroniHasNoLeader saw the failover ('${firing_a:-none}')" \
-    test "$firing_a" = PatroniHasNoLeader
-  # the reference on 4.x: the charm's expression with Patroni's own patroni_primary in B
-  by='by (juju_model,juju_application,juju_model_uuid,scope)'
-  curl -fs -m 10 "$PROM_B/api/v1/query_range" \
-    --data-urlencode "query=(max $by (patroni_primary) < 1) and (max $by (patroni_standby_leader) < 1)" \
-    --data-urlencode "start=$((T_KILL - 5))" --data-urlencode "end=$T_END" --data-urlencode step=1 >"$RUN_DIR/no-leader-B-primary.json" \
-    || on_fail "3: range query of the no-leader expression on patroni_primary in B"
-  span_b=$(jq -r --argjson t0 "$T_KILL" '[.data.result[].values[][0]] | if length == 0 then "-" else "\(min - $t0 | floor)..\(max - $t0 | floor)" end' "$RUN_DIR/no-leader-B-primary.json")
-  span_a=$(awk -F'\t' '$1 == "PatroniHasNoLeader/firing" { print $2 }' "$RUN_DIR/alerts-compared.tsv")
-  e2e_result 3 "no leader, s after the kill: A PatroniHasNoLeader / B its expression on patroni_primary" "${span_a:--} / $span_b"
-  off=$(awk -v a="${span_a:--}" -v b="$span_b" -v tol="$TOLERANCE_S" 'BEGIN {
-    if (a == "-" || b == "-") { print "missing"; exit }
-    split(a, x, /\.\./); split(b, y, /\.\./)
-    if (x[1] - y[1] > tol || y[1] - x[1] > tol || x[2] - y[2] > tol || y[2] - x[2] > tol) print "off" }')
-  check "3: A's PatroniHasNoLeader spans what the charm's expression on Patroni's own patroni_primary gives, within ${TOLERANCE_S}s (${span_a:--} vs $span_b)" \
-    test -z "$off"
-fi
-off=$(awk -F'\t' -v tol="$TOLERANCE_S" '$4 != "-" { split($4, d, "/"); if (d[1] > tol || d[1] < -tol || d[2] > tol || d[2] < -tol) print $1 " " $4 }' "$RUN_DIR/alerts-compared.tsv" | paste -sd' ')
-check "3: where both fired, start and end within ${TOLERANCE_S}s of each other${off:+ (off: $off)}" test -z "$off"
+compare_alerts 3 "the kill" "$T_KILL" "$T_END"
+check "3: the charm's rules fire on the compat records as on Patroni's own metrics ('${FIRED_A:-none}' vs '${FIRED_REF:-none}')" \
+  test "$FIRED_A" = "$FIRED_REF"
+off=""
+for a in "${!DIFF[@]}"; do if late "$a" "$TOLERANCE_S"; then off+=" $a ${DIFF[$a]}"; fi; done
+check "3: each starts and ends within ${TOLERANCE_S}s of the reference${off:+ (off:$off)}" test -z "$off"
+check "3: Patroni's own metrics saw the failover: the charm's rules fire on them (${FIRED_REF:-none})" test -n "$FIRED_REF"
 
 # ================================================================== 4. the member back
 e2e_log "=== 4: $leader started again"
@@ -350,6 +354,46 @@ until [[ $(pv "$PROM_A" 'count(patroni_master)') == " 3" && $(pv "$PROM_A" 'sum 
   sleep 1
 done
 pass "4: healthy again: 3 members, sum by (scope) (patroni_master) 1, no charm alert in A or B ($(e2e_since "$T4")s)"
+
+# ================================================================== 5. a switchover
+leader=$(e2e_cluster_leader) || on_fail "5: GET /cluster names a leader"
+candidate=postgresql-$(( (${leader##*-} + 1) % 3 ))
+e2e_log "=== 5: switchover $leader -> $candidate"
+T_SW=$(date +%s)
+cluster ctl switchover pg-test --leader "$leader" --candidate "$candidate" --force >"$RUN_DIR/switchover.txt" 2>&1 \
+  || { cat "$RUN_DIR/switchover.txt" >&2; on_fail "5: patronictl switchover"; }
+T5=$(e2e_now) quiet_since=""
+while within "$T5" 90; do
+  if [[ $(e2e_cluster_leader 2>/dev/null || true) == "$candidate" && -z $(charm_alerts "$PROM_A") && -z $(charm_alerts "$PROM_B") \
+        && $(pv "$PROM_A" "patroni_master{name=\"$candidate\"}") == *" 1" && $(pv "$PROM_A" 'sum(patroni_master)') == " 1" ]]; then
+    quiet_since=${quiet_since:-$(e2e_now)}
+    within "$quiet_since" 10 || break
+  else
+    quiet_since=""
+  fi
+  sleep 1
+done
+[[ -n $quiet_since ]] || on_fail "5: $candidate not the leader with both Prometheus quiet within 90 s"
+T_END=$(date +%s)
+e2e_result 5 "switchover -> $candidate leader, both Prometheus quiet 10 s (s)" "$((T_END - T_SW))"
+compare_alerts 5 "the switchover" "$T_SW" "$T_END"
+# never two primaries, never a primary and a standby leader: neither alert may fire on either side
+for a in PatroniMultipleLeaders PatroniPrimaryAndStandbyLeader; do
+  check "5: $a fired neither on the compat records nor on Patroni's own metrics ('${FIRED_A:-none}' / '${FIRED_REF:-none}')" \
+    test -z "$(grep -ow "$a" <<<"$FIRED_A $FIRED_REF" || true)"
+done
+# the demoted primary's PostgreSQL restarts: seen on both sides; the records read its state from
+# GET /cluster, which Patroni writes once per HA loop, so up to loop_wait (10 s) later
+pd=PatroniPostgresqlDown
+if [[ " $FIRED_REF " == *" $pd "* ]]; then
+  check "5: $pd (the demoted primary's restart) fired on the compat records as on Patroni's own" test -n "$(grep -ow "$pd" <<<"$FIRED_A" || true)"
+  # shellcheck disable=SC2317  # run by check
+  pd_close() { [[ ${DIFF[$pd]:--} != - ]] && ! late "$pd" $((10 + TOLERANCE_S)); }
+  check "5: ... starting and ending within loop_wait + ${TOLERANCE_S}s of it (${DIFF[$pd]:--})" pd_close
+fi
+# the moment without a primary (demote, then promote) is real: either side may sample it or not
+e2e_result 5 "PatroniHasNoLeader (a moment without primary) fired: A / own" \
+  "$(grep -ow PatroniHasNoLeader <<<"$FIRED_A" || echo no) / $(grep -ow PatroniHasNoLeader <<<"$FIRED_REF" || echo no)"
 
 kill -0 "$EXPORTER_B_PID" 2>/dev/null || on_fail "exporter b died"
 if grep -q panicked "$EXPORTER_B_LOG"; then on_fail "exporter b's log shows a panic"; fi
