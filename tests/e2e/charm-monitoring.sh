@@ -41,8 +41,9 @@
 #   4 the member started again: cluster healthy (sync), no charm alert in A or B, A's
 #     sum by (scope) (patroni_master) 1 over 3 members.
 #   5 a switchover (patronictl), read back as in 3: PatroniMultipleLeaders and
-#     PatroniPrimaryAndStandbyLeader fire on neither side (two exporters that polled before the
-#     demotion and after the promotion must not make two primaries); PatroniPostgresqlDown (the
+#     PatroniPrimaryAndStandbyLeader never fire on the records (two exporters that polled before
+#     the demotion and after the promotion must not make two primaries; on Patroni's own metrics
+#     the scrapes' skew can, recorded); PatroniPostgresqlDown (the
 #     demoted primary's restart), when Patroni's own metrics show it, shows on the records too,
 #     within loop_wait + 10 s (the records read the state from GET /cluster, written once per HA
 #     loop); PatroniHasNoLeader (the real moment without a primary) recorded, not compared.
@@ -377,10 +378,13 @@ done
 T_END=$(date +%s)
 e2e_result 5 "switchover -> $candidate leader, both Prometheus quiet 10 s (s)" "$((T_END - T_SW))"
 compare_alerts 5 "the switchover" "$T_SW" "$T_END"
-# never two primaries, never a primary and a standby leader: neither alert may fire on either side
+# never two primaries, never a primary and a standby leader: neither alert may fire on the
+# records. On Patroni's own metrics the members are scraped at different moments, and an old
+# primary scraped before its demotion next to a new one scraped after its promotion does make
+# two for an evaluation (seen on 4.1.5, charm's expression on patroni_primary): recorded only
 for a in PatroniMultipleLeaders PatroniPrimaryAndStandbyLeader; do
-  check "5: $a fired neither on the compat records nor on Patroni's own metrics ('${FIRED_A:-none}' / '${FIRED_REF:-none}')" \
-    test -z "$(grep -ow "$a" <<<"$FIRED_A $FIRED_REF" || true)"
+  check "5: $a did not fire on the compat records ('${FIRED_A:-none}')" test -z "$(grep -ow "$a" <<<"$FIRED_A" || true)"
+  e2e_result 5 "$a on Patroni's own metrics (scrape skew)" "$(grep -ow "$a" <<<"$FIRED_REF" >/dev/null && echo fired || echo no)"
 done
 # the demoted primary's PostgreSQL restarts: seen on both sides; the records read its state from
 # GET /cluster, which Patroni writes once per HA loop, so up to loop_wait (10 s) later
