@@ -12,13 +12,15 @@
 // otherwise have two series, and rules written for Patroni's own /metrics, where each member
 // reports only itself, count it twice (Charmed PostgreSQL's `sum by (..., scope)
 // (patroni_master) > 1`, PatroniMultipleLeaders, fires at once). Other target labels (Juju's
-// juju_model, juju_model_uuid, juju_application) stay. The two exporters' views of a member are
-// merged with min: in a switchover the old primary demotes before the new one promotes, and an
-// exporter that polled before the demotion next to one that polled after the promotion would,
-// merged with max, give two primaries and page (tests/e2e/charm-monitoring.sh saw
-// PatroniMultipleLeaders fire so on 4.1.5, where Patroni's own /metrics showed one primary at
-// most); with min a member counts as primary only once both exporters that reached it say so,
-// and the gap without a primary, which is real, shows for up to one poll longer.
+// juju_model, juju_model_uuid, juju_application) stay.
+// Of two exporters, each member's records come from the one whose last poll that reached the
+// member (patroni_member_api_up 1) finished last (patroni_exporter_last_poll_timestamp_seconds):
+// one consistent view, not a mix. A mix is wrong in a switchover, where the old primary demotes
+// before the new one promotes: an exporter that polled before the demotion next to one that
+// polled after the promotion gives, merged with max, two primaries (tests/e2e/charm-monitoring.sh
+// saw the charm's critical PatroniMultipleLeaders fire so on 4.1.5), merged with min, no primary
+// for up to a poll longer than the real gap (PatroniHasNoLeader fired so on 3.3.8 and 4.1.5,
+// where Patroni's own /metrics showed none).
 // juju_unit is the scrape target's unit, here the exporter's, which differs between two
 // exporters: it is replaced by the member's own unit where Juju's labels say the cluster is a
 // Juju application, as Charmed PostgreSQL names its members (the unit name with - for /:
@@ -32,13 +34,17 @@
 // its version (3.3.8 -> 30308): Charmed PostgreSQL's Patroni dashboard takes its template
 // variables from it.
 // Do not load these rules where Patroni's own /metrics is scraped too: the names would clash.
+// per exporter and member that answered: the end of that exporter's last poll
+local polled = '(patroni_member_api_up == 1) * on (scope, instance, job) group_left () patroni_exporter_last_poll_timestamp_seconds';
+// of those, the latest per member (equal times: both)
+local freshest = '%s == ignoring (instance, job, juju_unit) group_left () max without (instance, job, juju_unit) (%s)' % [polled, polled];
 local member(expr) = |||
   label_replace(label_replace(label_join(
-    min without (member, instance, job, juju_unit) (
-      label_replace((%s) and (patroni_member_api_up == 1), "name", "$1", "member", "(.+)")
+    max without (member, instance, job, juju_unit) (
+      label_replace((%s) and (%s), "name", "$1", "member", "(.+)")
     ),
   "juju_unit", ";", "juju_application", "name"), "juju_unit", "$1/$2", "juju_unit", "[^;]+;(.+)-([0-9]+)"), "juju_unit", "", "juju_unit", ".*;.*")
-||| % expr;
+||| % [expr, freshest];
 local zero = '0 * patroni_member_server_version';
 local orZero(expr) = '(%s) or %s' % [expr, zero];
 local perMember(scopeExpr) = '%s + ignoring (member) group_left () (%s)' % [zero, scopeExpr];
@@ -50,8 +56,8 @@ local perMember(scopeExpr) = '%s + ignoring (member) group_left () (%s)' % [zero
     Generated from mixin/compat.libsonnet by scripts/render-mixin.sh: edit the mixin, not this file.
     Tested by alerts/tests/compat.test.yml (scripts/compat-test.py) against Patroni's own /metrics.
 
-    One series per cluster and member whatever the number of exporters (instance and job are
-    aggregated away, other target labels kept but juju_unit, which becomes the member's own unit
+    One series per cluster and member whatever the number of exporters (each member's from the
+    exporter whose last poll that reached it is the latest; instance and job are aggregated away, other target labels kept but juju_unit, which becomes the member's own unit
     when juju_application is set: postgresql-0 -> postgresql/0), and only for members whose own GET /patroni
     answered the exporter's last poll (patroni_member_api_up 1): a member whose Patroni is down
     has none, as in Patroni's own /metrics, even where a frozen GET /cluster still lists it.

@@ -50,6 +50,9 @@ UNANSWERED = "quorum-lost-4-1-5"
 EXPORTERS = ('instance="exporter-a:9933",job="patroni-raft",juju_unit="exporter/0"',
              'instance="exporter-b:9933",job="patroni-raft",juju_unit="exporter/1"')
 TOPOLOGY = 'juju_model="pg",juju_model_uuid="00000000-0000-4000-8000-000000000000",juju_application="postgresql"'
+# a switchover: exporter a polled before the demotion, b after the promotion
+SWITCHOVER = ((EXPORTERS[0].split(",juju_unit=")[0], {"postgresql-0": "primary", "postgresql-1": "replica"}),
+              (EXPORTERS[1].split(",juju_unit=")[0], {"postgresql-0": "replica", "postgresql-1": "primary"}))
 CHARM_SUM = "sum by (juju_model, juju_application, juju_model_uuid, scope) (patroni_master)"
 
 
@@ -83,6 +86,11 @@ def main() -> int:
         """The sample as each of the two exporters gives it, with the target labels (Juju's or none)."""
         targets = [f"{e},{TOPOLOGY}" if juju else e.split(",juju_unit=")[0] for e in EXPORTERS]
         return [{"series": f"{name}{{{labels[1:-1]},{target}}}", "values": f"{value}x2"} for target in targets]
+
+    def polled(scopes: list[str], juju: bool = True) -> list[dict]:
+        """Both exporters' last poll, at the same time (the golden output has none: it varies)."""
+        return [s for scope in scopes for s in fed("patroni_exporter_last_poll_timestamp_seconds",
+                                                   f'{{scope="{scope}"}}', "1795312075", juju)]
 
     def with_topology(labels: str) -> str:
         """Patroni's labels with the target labels a Juju scrape of the member would add."""
@@ -122,7 +130,7 @@ def main() -> int:
         "tests": [{
             "name": "Patroni's own /metrics of the captured 3.3.8 and 4.1.5 clusters, from the golden series of two exporters",
             "interval": "15s",
-            "input_series": [s for n, l, v in healthy for s in fed(n, l, v)],
+            "input_series": [s for n, l, v in healthy for s in fed(n, l, v)] + polled(list(CASES)),
             "promql_expr_test": [
                 {"expr": name if len(compared[name]) == len(CASES)
                          else f'{name}{{scope=~"{"|".join(compared[name])}"}}',
@@ -138,7 +146,7 @@ def main() -> int:
         }, {
             "name": "members whose own GET /patroni did not answer have no compat series (golden quorum-lost-4-1-5, two exporters without Juju labels)",
             "interval": "15s",
-            "input_series": [s for n, l, v in unanswered for s in fed(n, l, v, juju=False)],
+            "input_series": [s for n, l, v in unanswered for s in fed(n, l, v, juju=False)] + polled([UNANSWERED], juju=False),
             "promql_expr_test": [
                 {"expr": f'count by (name) ({{scope="{UNANSWERED}",name!=""}})', "eval_time": "15s",
                  "exp_samples": [{"labels": '{name="postgresql-1"}', "value": len(records)}]},
@@ -146,29 +154,31 @@ def main() -> int:
                  "exp_samples": [{"labels": "patroni_postgres_running" + survivor, "value": 1}]},
             ],
         }, {
-            # measured in tests/e2e/charm-monitoring.sh (switchover, 4.1.5): exporter a polled
-            # before the old primary demoted, exporter b after the new one promoted
-            "name": "a switchover seen by two exporters at different moments gives no second primary",
+            # measured in tests/e2e/charm-monitoring.sh (switchovers on 3.3.8 and 4.1.5): exporter a
+            # polled before the old primary demoted, exporter b after the new one promoted. Merged
+            # with max that made two primaries, with min none: b's view, the latest, is the one
+            "name": "a switchover seen by two exporters at different moments: the latest poll's view",
             "interval": "15s",
             "input_series": [
                 {"series": f'{n}{{scope="sw",member="{m}",{e}}}', "values": f"{v}x2"}
-                for e, views in ((EXPORTERS[0], {"postgresql-0": "primary", "postgresql-1": "replica"}),
-                                 (EXPORTERS[1], {"postgresql-0": "replica", "postgresql-1": "primary"}))
-                for m, role in views.items()
-                for n, v in (("patroni_member_api_up", "1"), ("patroni_member_server_version", "150018"),
-                             ("patroni_member_reported_role", None))
-                if v is not None
+                for e, views in SWITCHOVER
+                for m in views
+                for n, v in (("patroni_member_api_up", "1"), ("patroni_member_server_version", "150018"))
             ] + [
                 {"series": f'patroni_member_reported_role{{scope="sw",member="{m}",role="{r}",{e}}}',
                  "values": f'{1 if r == role else 0}x2'}
-                for e, views in ((EXPORTERS[0], {"postgresql-0": "primary", "postgresql-1": "replica"}),
-                                 (EXPORTERS[1], {"postgresql-0": "replica", "postgresql-1": "primary"}))
+                for e, views in SWITCHOVER
                 for m, role in views.items()
                 for r in ("primary", "replica", "standby_leader")
+            ] + [
+                {"series": f'patroni_exporter_last_poll_timestamp_seconds{{scope="sw",{e}}}', "values": f"{t}x2"}
+                for (e, _), t in zip(SWITCHOVER, (1795312075, 1795312077))
             ],
             "promql_expr_test": [
+                {"expr": 'patroni_master{scope="sw"} == 1', "eval_time": "15s",
+                 "exp_samples": [{"labels": 'patroni_master{name="postgresql-1",scope="sw"}', "value": 1}]},
                 {"expr": 'sum by (scope) (patroni_master{scope="sw"})', "eval_time": "15s",
-                 "exp_samples": [{"labels": '{scope="sw"}', "value": 0}]},
+                 "exp_samples": [{"labels": '{scope="sw"}', "value": 1}]},
             ],
         }],
     }

@@ -42,8 +42,8 @@
 #     sum by (scope) (patroni_master) 1 over 3 members.
 #   5 a switchover (patronictl), read back as in 3: PatroniMultipleLeaders and
 #     PatroniPrimaryAndStandbyLeader never fire on the records (two exporters that polled before
-#     the demotion and after the promotion must not make two primaries; on Patroni's own metrics
-#     the scrapes' skew can, recorded); PatroniPostgresqlDown (the
+#     the demotion and after the promotion must not make two primaries: the records take the
+#     latest poll's view; on Patroni's own metrics the scrapes' skew can, recorded); PatroniPostgresqlDown (the
 #     demoted primary's restart), when Patroni's own metrics show it, shows on the records too,
 #     within loop_wait + 10 s (the records read the state from GET /cluster, written once per HA
 #     loop); PatroniHasNoLeader (the real moment without a primary) recorded, not compared.
