@@ -56,11 +56,12 @@ local perMember(scopeExpr) = '%s + ignoring (member) group_left () (%s)' % [zero
     Generated from mixin/compat.libsonnet by scripts/render-mixin.sh: edit the mixin, not this file.
     Tested by alerts/tests/compat.test.yml (scripts/compat-test.py) against Patroni's own /metrics.
 
-    One series per cluster and member whatever the number of exporters (each member's from the
-    exporter whose last poll that reached it is the latest; instance and job are aggregated away, other target labels kept but juju_unit, which becomes the member's own unit
-    when juju_application is set: postgresql-0 -> postgresql/0), and only for members whose own GET /patroni
-    answered the exporter's last poll (patroni_member_api_up 1): a member whose Patroni is down
-    has none, as in Patroni's own /metrics, even where a frozen GET /cluster still lists it.
+    One series per cluster and member whatever the number of exporters: each member's from the
+    exporter whose last poll that reached it finished last; instance and job aggregated away; other
+    target labels kept, but juju_unit, which becomes the member's own unit where juju_application is
+    set (postgresql-0 -> postgresql/0). Only for members whose own GET /patroni answered
+    (patroni_member_api_up 1): a member whose Patroni is down has none, as in Patroni's own
+    /metrics, even where a frozen GET /cluster still lists it.
   |||,
 
   patroniCompatRuleGroups:: [
