@@ -7,17 +7,44 @@
 // metrics-m*.txt, patroni-4.1.5/01-metrics-m*.txt): every value equal.
 //
 // Patroni labels each series {scope, name}: here `name` is the exporter's `member`, and the
-// exporter's `role`, `kind`, `state` labels are aggregated away; the scrape's job and instance
-// stay. Like Patroni, members whose GET /patroni did not answer have no series. Not provided:
-// patroni_version (Patroni encodes the version as a number, 030308; the exporter has it as a
-// label of patroni_member_patroni_info, which PromQL cannot turn into a value).
+// exporter's `role`, `kind`, `state` labels are aggregated away. So are the scrape's `instance`
+// and `job`: with two exporters on one cluster (the recommended setup) each member would
+// otherwise have two series, and rules written for Patroni's own /metrics, where each member
+// reports only itself, count it twice (Charmed PostgreSQL's `sum by (..., scope)
+// (patroni_master) > 1`, PatroniMultipleLeaders, fires at once). Other target labels (Juju's
+// juju_model, juju_model_uuid, juju_application) stay.
+// Of two exporters, each member's records come from the one whose last poll that reached the
+// member (patroni_member_api_up 1) finished last (patroni_exporter_last_poll_timestamp_seconds):
+// one consistent view, not a mix. A mix is wrong in a switchover, where the old primary demotes
+// before the new one promotes: an exporter that polled before the demotion next to one that
+// polled after the promotion gives, merged with max, two primaries (tests/e2e/charm-monitoring.sh
+// saw the charm's critical PatroniMultipleLeaders fire so on 4.1.5), merged with min, no primary
+// for up to a poll longer than the real gap (PatroniHasNoLeader fired so on 3.3.8 and 4.1.5,
+// where Patroni's own /metrics showed none).
+// juju_unit is the scrape target's unit, here the exporter's, which differs between two
+// exporters: it is replaced by the member's own unit where Juju's labels say the cluster is a
+// Juju application, as Charmed PostgreSQL names its members (the unit name with - for /:
+// postgresql/0 is member postgresql-0), and dropped otherwise. The charm's dashboard uses it as
+// its legends.
+// Like Patroni, whose /metrics a member that does not answer does not serve, only members whose
+// own GET /patroni answered in the exporter's last poll (patroni_member_api_up 1) have series:
+// the records read from GET /cluster (running, streaming, sync standby...) would otherwise keep
+// a dead member's last DCS state.
+// patroni_version is the exporter's patroni_member_patroni_version, the number Patroni makes of
+// its version (3.3.8 -> 30308): Charmed PostgreSQL's Patroni dashboard takes its template
+// variables from it.
 // Do not load these rules where Patroni's own /metrics is scraped too: the names would clash.
+// per exporter and member that answered: the end of that exporter's last poll
+local polled = '(patroni_member_api_up == 1) * on (scope, instance, job) group_left () patroni_exporter_last_poll_timestamp_seconds';
+// of those, the latest per member (equal times: both)
+local freshest = '%s == ignoring (instance, job, juju_unit) group_left () max without (instance, job, juju_unit) (%s)' % [polled, polled];
 local member(expr) = |||
-  max without (member) (
-    label_replace(%s, "name", "$1", "member", "(.+)")
-  )
-||| % expr;
-// a member that answered GET /patroni, valued 0: Patroni's 0 where a field is absent
+  label_replace(label_replace(label_join(
+    max without (member, instance, job, juju_unit) (
+      label_replace((%s) and (%s), "name", "$1", "member", "(.+)")
+    ),
+  "juju_unit", ";", "juju_application", "name"), "juju_unit", "$1/$2", "juju_unit", "[^;]+;(.+)-([0-9]+)"), "juju_unit", "", "juju_unit", ".*;.*")
+||| % [expr, freshest];
 local zero = '0 * patroni_member_server_version';
 local orZero(expr) = '(%s) or %s' % [expr, zero];
 local perMember(scopeExpr) = '%s + ignoring (member) group_left () (%s)' % [zero, scopeExpr];
@@ -28,6 +55,13 @@ local perMember(scopeExpr) = '%s + ignoring (member) group_left () (%s)' % [zero
 
     Generated from mixin/compat.libsonnet by scripts/render-mixin.sh: edit the mixin, not this file.
     Tested by alerts/tests/compat.test.yml (scripts/compat-test.py) against Patroni's own /metrics.
+
+    One series per cluster and member whatever the number of exporters: each member's from the
+    exporter whose last poll that reached it finished last; instance and job aggregated away; other
+    target labels kept, but juju_unit, which becomes the member's own unit where juju_application is
+    set (postgresql-0 -> postgresql/0). Only for members whose own GET /patroni answered
+    (patroni_member_api_up 1): a member whose Patroni is down has none, as in Patroni's own
+    /metrics, even where a frozen GET /cluster still lists it.
   |||,
 
   patroniCompatRuleGroups:: [
@@ -38,6 +72,7 @@ local perMember(scopeExpr) = '%s + ignoring (member) group_left () (%s)' % [zero
         "Porting panels from Patroni's own /metrics").
       |||,
       rules: [
+        { record: 'patroni_version', expr: member('patroni_member_patroni_version') },
         { record: 'patroni_postgres_running', expr: member('max without (state) (patroni_member_state{state=~"running|streaming|in archive recovery"})') },
         { record: 'patroni_postmaster_start_time', expr: member('patroni_member_postmaster_start_time_seconds') },
         { record: 'patroni_master', expr: member(orZero('max without (role) (patroni_member_reported_role{role="primary"})')) },

@@ -28,6 +28,10 @@
 #   and on request only (--patroni 3.3.8-0.3.12; any e2e script takes 3.3.8-0.3.12 as a version):
 #   $E2E_WORK/venv-3.3.8-0.3.12 <- tests/e2e/requirements-3.3.8-0.3.12.txt (pysyncobj 0.3.12: the
 #                            charm's pin until 2026-06; a restarted node reports term 0)
+#   $E2E_WORK/venv-charm  <- tests/e2e/requirements-charm.txt, `pip install --no-deps`: Charmed
+#                            PostgreSQL's library package postgresql-charms-single-kernel (its
+#                            rules, dashboards and patroni.yml.j2 are read in site-packages,
+#                            never copied into the repository) and jinja2 to render the template
 #   E2E_WORK is <repo>/.work, or /var/tmp/patroni-raft-exporter when the checkout is not
 #   traversable by other users (see tests/e2e/paths.sh). A venv is rebuilt when its
 #   requirements file changed. Runs as root, or with sudo when available.
@@ -122,6 +126,30 @@ build_venv() {
   log "venv: $venv ready ($("$venv/bin/patroni" --version), pysyncobj $("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("pysyncobj"))'))"
 }
 
+# The charm's library package: only its files are needed (tests/e2e/charm-*.sh), so none of its
+# dependencies (ops, pydantic, ...) is installed; jinja2 and markupsafe are pinned in the same file.
+build_charm_venv() {
+  local req venv sum have
+  req="$E2E_REPO/tests/e2e/requirements-charm.txt"
+  venv=$(e2e_charm_venv_dir)
+  sum=$(sha256sum "$req" | cut -d' ' -f1)
+  have=$(cat "$venv/.requirements.sha256" 2>/dev/null || true)
+  if [[ $have == "$sum" && -d $(e2e_charm_package_dir) ]]; then
+    log "venv: $venv up to date (postgresql-charms-single-kernel)"
+    return 0
+  fi
+  if [[ -e $venv ]]; then log "venv: $venv stale or incomplete -> rebuilding"; rm -rf "$venv"; fi
+  log "venv: creating $venv from $PYTHON"
+  "$PYTHON" -m venv "$venv"
+  log "venv: pip install --no-deps -r ${req#"$E2E_REPO"/}"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$req"
+  [[ -d $(e2e_charm_package_dir) ]] || die "venv $venv: no single_kernel_postgresql package"
+  "$venv/bin/python" -c 'import jinja2' || die "venv $venv: jinja2 does not import"
+  chmod -R a+rX "$venv"
+  echo "$sum" > "$venv/.requirements.sha256"
+  log "venv: $venv ready (postgresql-charms-single-kernel $("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("postgresql-charms-single-kernel"))'))"
+}
+
 # ------------------------------------------------------------------ cargo tools
 install_cargo_deb() {
   local have
@@ -163,6 +191,7 @@ main() {
     chmod 755 "$E2E_WORK"
     log "work dir: $E2E_WORK"
     for v in "${versions[@]}"; do build_venv "$v"; done
+    build_charm_venv
   fi
   log "done in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')s"
 }

@@ -107,6 +107,13 @@ if (( RUN_E2E )); then
   # shellcheck disable=SC2086  # one word per version
   step "e2e restarts and crashes of a Raft node, Patroni $E2E_MATRICES" tests/e2e/restart.sh $E2E_MATRICES
   step "e2e alerting: real Prometheus + Alertmanager page on quorum loss" tests/e2e/alerting.sh 3.3.8
+  # issue #29 item 6, Charmed PostgreSQL's own Patroni rules and dashboard unchanged (from the
+  # pinned library package, tests/e2e/requirements-charm.txt) on the compat records: two
+  # exporters, 150 s quiet, every dashboard query with data, a killed primary seen as Patroni's own
+  # /metrics would show it (a second Prometheus scrapes the members' own /metrics). A network
+  # namespace of its own per version, the versions in parallel
+  # shellcheck disable=SC2086  # one word per version
+  step "e2e Charmed PostgreSQL's monitoring, Patroni $E2E_MATRICES" tests/e2e/charm-monitoring.sh $E2E_MATRICES
   # partitions (nftables in a network namespace of its own per version, the versions in
   # parallel): quorum verdict, shipped alerts, two vantage points, 150 s healthy check, and the
   # split views of issue #19 (two primaries, one member's Raft cut off, a partner list that
@@ -116,6 +123,11 @@ if (( RUN_E2E )); then
   # https + verify_client + the exporter's own TLS and basic auth + no secret leaks: on the
   # version Charmed PostgreSQL ships only (one more cluster start, ~1 min)
   step "e2e TLS, auth and secrets, Patroni 3.3.8" tests/e2e/tls.sh 3.3.8
+  # issue #29 item 7: Charmed PostgreSQL's patroni.yml.j2 (the pinned library package) rendered
+  # with jinja2 for a member of an https cluster, the exporter run on that file alone: every
+  # member over TLS with the peer CA, every Raft voter, and another CA refused (~1.5 min)
+  # shellcheck disable=SC2086  # one word per version
+  step "e2e Charmed PostgreSQL's patroni.yml as the only configuration, Patroni $E2E_MATRICES" tests/e2e/charm-config.sh $E2E_MATRICES
   # make deb (release build), lintian, dpkg -i, the unit's ExecStart as its user against a
   # real cluster, dpkg --purge leaves nothing (~2 min with the release build)
   step "e2e Debian package: install, run as the unit does, purge" package_e2e

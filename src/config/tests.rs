@@ -69,6 +69,96 @@ fn charmed_postgresql_patroni_yaml() {
     assert!(!debug.contains("raft-secret"));
 }
 
+/// The shape Charmed PostgreSQL's `templates/patroni.yml.j2` (postgresql-charms-single-kernel
+/// 16.3.20, machine substrate) renders: REST TLS with the peer files and no `verify_client`,
+/// `ctl` with only the CA, REST authentication (for Patroni's unsafe methods), the watcher's
+/// Raft address last in `partner_addrs`, and the YAML 1.1 the rest of the file holds.
+/// tests/e2e/charm-config.sh runs the exporter on the real rendering.
+#[test]
+fn charmed_postgresql_rendered_template() {
+    let (_dir, path) = crate::temp_file(
+        "patroni.yml",
+        r#"# patroni configuration file maintained by the postgres-operator
+scope: postgresql
+namespace: /db/
+name: postgresql-0
+
+log:
+  dateformat: "%Y-%m-%d %H:%M:%S %Z"
+  format: "%(asctime)s [%(process)d]: %(levelname)s: %(message)s "
+
+restapi:
+  listen: '10.1.2.3:8008'
+  connect_address: '10.1.2.3:8008'
+  authentication:
+    username: patroni
+    password: rest-secret
+  cafile: /var/snap/charmed-postgresql/current/etc/patroni/peer_ca.pem
+  certfile: /var/snap/charmed-postgresql/current/etc/patroni/peer_cert.pem
+  keyfile: /var/snap/charmed-postgresql/current/etc/patroni/peer_key.pem
+
+ctl:
+  cacert: /var/snap/charmed-postgresql/current/etc/patroni/peer_ca.pem
+
+raft:
+  data_dir: /var/snap/charmed-postgresql/current/etc/patroni/raft
+  self_addr: '10.1.2.3:2222'
+  password: raft-secret
+  partner_addrs:
+  - 10.1.2.4:2222
+  - 10.1.2.9:2223
+
+bootstrap:
+  dcs:
+    ttl: 30
+    synchronous_mode: true
+    postgresql:
+      parameters:
+        synchronous_standby_names: "*"
+        archive_mode: on
+        log_line_prefix: '%t [%p]: user=%u,db=%d,app=%a,client=%h,line=%l '
+    slots:
+  initdb:
+  - encoding: UTF8
+  - data-checksums
+
+postgresql:
+  listen: '10.1.2.3:5432'
+  pg_hba:
+    - local all backup peer map=operator
+    - host replication replication 10.1.2.4/0 scram-sha-256
+  pg_ident:
+  - operator _daemon_ backup
+use_unix_socket: true
+"#,
+    );
+    let entry = ClusterEntry {
+        patroni_config_file: Some(path),
+        ..ClusterEntry::default()
+    };
+    let config = entry.resolve(&defaults()).unwrap();
+    assert_eq!(config.patroni_urls[0].as_str(), "https://10.1.2.3:8008/");
+    assert_eq!(config.expected_scope.as_deref(), Some("postgresql"));
+    // the peer CA verifies the members, as for patronictl (ctl.cacert)
+    assert_eq!(
+        config.rest.ca_file,
+        Some("/var/snap/charmed-postgresql/current/etc/patroni/peer_ca.pem".into())
+    );
+    assert!(!config.rest.insecure_skip_verify);
+    // no verify_client: the members ask no client certificate, and Patroni's own clients
+    // present none (ctl has no certfile)
+    assert!(config.rest.cert_file.is_none() && config.rest.key_file.is_none());
+    // restapi.authentication guards Patroni's unsafe methods; the exporter only GETs
+    assert!(config.rest.basic_auth.is_none());
+    let raft = config.raft.unwrap();
+    assert_eq!(
+        raft.nodes,
+        ["10.1.2.3:2222", "10.1.2.4:2222", "10.1.2.9:2223"]
+    );
+    assert_eq!(raft.password.unwrap().expose(), "raft-secret");
+    assert!(config.allow_api_url_hosts.contains(&"10.1.2.9".to_owned()));
+}
+
 fn entry_debug_probe() -> RaftSettings {
     RaftSettings {
         nodes: vec![],

@@ -351,5 +351,10 @@ fn encode_member_own_views(
                 Some(member_labels(s, m).version(own.patroni_version.as_deref()?))
             })
             .map(info),
+    )?;
+    writer.cached_gauge(
+        "patroni_member_patroni_version",
+        "The Patroni version the member runs, as Patroni's own patroni_version encodes it: major*10000 + minor*100 + patch (3.3.8 -> 30308). Absent when the version is not major.minor.patch.",
+        own_numbers(snapshots, |own| Some(f64::from(own.patroni_version_number?))),
     )
 }

@@ -72,6 +72,10 @@
 #                    `ctl` section), exporter-client.pem + exporter-client-key.pem (encrypted
 #                    PKCS#8, passphrase in exporter-key-pass), exporter-server.pem/-key
 #                    (127.0.0.1, for the exporter's own endpoint). `env` prints the paths.
+#   TLS_VERIFY_CLIENT  (with TLS=1, at `up`; remembered) the members' `verify_client`: required
+#                    (default), optional, or none: no `verify_client` key and so no client
+#                    certificate asked, as Charmed PostgreSQL's patroni.yml.j2 has it
+#                    (tests/e2e/charm-config.sh)
 #
 # Every wait is bounded. Only processes whose PID is in DATA_DIR/postgresql-N/patroni.pid or
 # pgdata/postmaster.pid AND whose /proc/PID/cmdline names that member's config / data
@@ -211,7 +215,7 @@ tls_config() {
   certfile: $TLS_DIR/member-$1.pem
   keyfile: $TLS_DIR/member-$1-key.pem
   cafile: $TLS_DIR/ca.pem
-  verify_client: required
+$(verify=$(<"$DATA/.tls"); [[ ${verify:-required} == none ]] || echo "  verify_client: ${verify:-required}")
 
 ctl:
   certfile: $TLS_DIR/client.pem
@@ -631,7 +635,12 @@ cmd_up() {
   echo "$VENV" >"$DATA/.venv"
   resolve_mode
   echo "$MODE" >"$DATA/.addr_mode"
-  if [[ ${TLS:-0} == 1 ]]; then touch "$DATA/.tls"; gen_tls; fi
+  if [[ ${TLS:-0} == 1 ]]; then
+    [[ ${TLS_VERIFY_CLIENT:-required} =~ ^(required|optional|none)$ ]] \
+      || die "TLS_VERIFY_CLIENT must be required, optional or none (got '$TLS_VERIFY_CLIENT')"
+    echo "${TLS_VERIFY_CLIENT:-required}" >"$DATA/.tls"
+    gen_tls
+  fi
   resolve_tls
   log "patroni $("$PATRONI" --version | awk '{print $2}') from $VENV; data $DATA; address mode $MODE"
   busy=$(ports_busy)

@@ -18,6 +18,8 @@
 # Functions:
 #   e2e_venv_dir VERSION   -> $E2E_WORK/venv-VERSION
 #   e2e_traversable DIR    -> 0 if every existing ancestor of DIR (and DIR) is o+x
+#   e2e_charm_venv_dir     -> $E2E_WORK/venv-charm (Charmed PostgreSQL's library package)
+#   e2e_charm_package_dir  -> its single_kernel_postgresql/ in that venv's site-packages
 
 E2E_REPO="${E2E_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 # shellcheck disable=SC2034  # for the scripts that source this file
@@ -51,3 +53,10 @@ if [[ -z "${E2E_CLUSTER_LOCK:-}" ]]; then
 fi
 
 e2e_venv_dir() { echo "$E2E_WORK/venv-$1"; }
+e2e_charm_venv_dir() { echo "$E2E_WORK/venv-charm"; }
+e2e_charm_package_dir() {
+  local d
+  for d in "$E2E_WORK"/venv-charm/lib/python3*/site-packages/single_kernel_postgresql; do
+    echo "$d"; return 0
+  done
+}

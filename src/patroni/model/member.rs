@@ -77,6 +77,9 @@ pub struct MemberStatus {
     /// without quorum (the read is local), so it is not a quorum indicator.
     pub dcs_last_seen_seconds: Option<u64>,
     pub patroni_version: Option<String>,
+    /// `patroni_version` as Patroni's own `/metrics` encodes it (3.3.8 -> 30308); `None` when
+    /// the version is absent or not `major.minor.patch` (see [`encode_patroni_version`]).
+    pub patroni_version_number: Option<u32>,
     pub patroni_scope: Option<String>,
     pub patroni_name: Option<String>,
 }
@@ -204,10 +207,31 @@ pub fn parse_member_status(body: &[u8]) -> Result<MemberStatus, PatroniError> {
             })
             .collect(),
         dcs_last_seen_seconds: raw.dcs_last_seen,
+        patroni_version_number: patroni.version.as_deref().and_then(encode_patroni_version),
         patroni_version: patroni.version,
         patroni_scope: patroni.scope,
         patroni_name: patroni.name,
     })
+}
+
+/// Patroni's own `/metrics` says `patroni_version` as each dotted part padded to two digits
+/// and joined (`''.join(x.zfill(2) for x in version.split('.'))` in api.py): 3.3.8 -> 030308,
+/// read by Prometheus as 30308. Dashboards written for it (the Charmed PostgreSQL one reads
+/// its template variables from this series) need the same number. Only a plain
+/// `major.minor.patch` with parts below 100 is encoded: a longer or non-numeric version
+/// (`4.1.0.dev0`, `4.0.0rc1`) or a part of three digits would give Patroni a number that does
+/// not order like the version, so it gives none here.
+pub(super) fn encode_patroni_version(version: &str) -> Option<u32> {
+    let mut parts = version.split('.');
+    let mut number = 0;
+    for _ in 0..3 {
+        let part = parts.next()?;
+        if part.is_empty() || part.len() > 2 || !part.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        number = number * 100 + part.parse::<u32>().ok()?;
+    }
+    parts.next().is_none().then_some(number)
 }
 
 /// Patroni 3.x calls the primary `master`; 4.x calls it `primary`. Everything else is kept.

@@ -132,7 +132,66 @@ mod tests {
         let status = parse_member_status(&fixture("patroni-3.3.8/patroni-m0.json")).unwrap();
         assert_eq!(status.role.as_deref(), Some("primary"));
         assert_eq!(status.patroni_version.as_deref(), Some("3.3.8"));
+        assert_eq!(status.patroni_version_number, Some(30308));
         assert!(status.wal_flush_bytes.is_some());
+    }
+
+    /// The number Patroni's own `/metrics` gives as `patroni_version` (captured next to the
+    /// `/patroni` it is compared with: `patroni_version{...} 030308` and `040105`).
+    #[test]
+    fn patroni_version_number_is_patronis_own() {
+        for (patroni, metrics) in [
+            (
+                "patroni-3.3.8/patroni-m0.json",
+                "patroni-3.3.8/metrics-m0.txt",
+            ),
+            (
+                "patroni-4.1.5/01-patroni-m0.json",
+                "patroni-4.1.5/01-metrics-m0.txt",
+            ),
+        ] {
+            let status = parse_member_status(&fixture(patroni)).unwrap();
+            let text = String::from_utf8(fixture(metrics)).unwrap();
+            let own: f64 = text
+                .lines()
+                .find(|l| l.starts_with("patroni_version{"))
+                .and_then(|l| l.rsplit(' ').next())
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert_eq!(
+                status.patroni_version_number.map(f64::from),
+                Some(own),
+                "{patroni}"
+            );
+        }
+    }
+
+    #[test]
+    fn patroni_version_number_only_for_major_minor_patch() {
+        use super::member::encode_patroni_version as encode;
+        assert_eq!(encode("3.3.8"), Some(30308));
+        assert_eq!(encode("4.1.5"), Some(40105));
+        assert_eq!(encode("10.12.0"), Some(101200));
+        assert_eq!(encode("04.01.05"), Some(40105));
+        for bad in [
+            "",
+            "4",
+            "4.1",
+            "4.1.5.1",
+            "4.1.0.dev0",
+            "4.0.0rc1",
+            "4.100.0",
+            "4..5",
+            "-4.1.5",
+            "4.1.+5",
+            " 4.1.5",
+        ] {
+            assert_eq!(encode(bad), None, "{bad:?}");
+        }
+        let status = parse_member_status(br#"{"patroni": {"version": "4.1.0.dev0"}}"#).unwrap();
+        assert_eq!(status.patroni_version.as_deref(), Some("4.1.0.dev0"));
+        assert_eq!(status.patroni_version_number, None);
     }
 
     #[test]
