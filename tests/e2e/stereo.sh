@@ -300,8 +300,12 @@ e2e_result 2 "replica start -> $NM gone from Prometheus (s)" "$(e2e_since "$T2B"
 e2e_log "=== 3: postgresql-$P's Patroni killed (the primary); postgresql-$R must be promoted through the witness's vote"
 raft w before-kill-witness || true
 term0=$(raft_field before-kill-witness raft_term)
+leader0=$(raft_field before-kill-witness leader)
 T3=$(e2e_now)
 cluster kill "$P" >&2 || on_fail "3: cluster kill $P"
+# from here on P's Raft node is gone (SIGKILL): an entry commits only with R and W both
+raft w after-kill-witness || true
+commit0=$(raft_field after-kill-witness commit_idx)
 T_OWN="" T_EXP="" verdicts="" last_v="" ql="" old_raft=""
 while :; do
   el=$(e2e_since "$T3")
@@ -339,8 +343,14 @@ check "3: the witness's own Raft status said has_quorum at the promotion" test "
 v=$(raft_field promoted-replica "partner_node_status_server_$W")
 check "3: postgresql-$R's own Raft status: connected to the witness (partner status $v) and has_quorum" \
   test "$v/$(raft_field promoted-replica has_quorum)" = 2/True
-e2e_result 3 "Raft leader at the promotion (witness's own status), term before -> after" \
-  "$(raft_field promoted-witness leader), $term0 -> $(raft_field promoted-witness raft_term)"
+e2e_result 3 "Raft leader before the kill -> at the promotion (witness's own status), term" \
+  "$leader0 -> $(raft_field promoted-witness leader), $term0 -> $(raft_field promoted-witness raft_term)"
+# the witness's commit index moving on after the kill (the leader key R took among those
+# entries): each of them committed with the witness's acknowledgement, its vote in the DCS writes
+commit1=$(raft_field promoted-witness commit_idx)
+e2e_result 3 "the witness's commit_idx right after the kill -> at the promotion" "$commit0 -> $commit1"
+check "3: the witness's commit index advanced after P's Raft node went ($commit0 -> $commit1)" \
+  awk -v a="$commit0" -v b="$commit1" 'BEGIN { exit !(a ~ /^[0-9]+$/ && b ~ /^[0-9]+$/ && b > a) }'
 ensure "3: the exporter follows: patroni_cluster_primaries 1, postgresql-$R reported primary, verdict 1, ${T_EXP}s after the kill" \
   "3: the exporter did not show postgresql-$R as the one primary with verdict 1 within 150 s" test -n "$T_EXP"
 expect "3: one leader in the DCS view" patroni_cluster_leaders "$S" == 1 30
