@@ -204,18 +204,20 @@ local fromLosingExporter(series, render='value') =
         {
           alert: 'PatroniRaftZombieVoter',
           comment:: |||
-            More Raft voters than Patroni members for long: a member was removed without
-            `syncobj_admin -remove`, and its dead voter counts towards the majority.
+            More Raft voters than Patroni members and witnesses for long: a member was removed
+            without `syncobj_admin -remove`, and its dead voter counts towards the majority. A
+            witness (stereo mode's watcher, patroni_raft_witnesses) is a voter by design.
           |||,
           expr: |||
             max without (${aggregationLabels}) (patroni_raft_voters)
+              - max without (${aggregationLabels}) (patroni_raft_witnesses)
             > max without (${aggregationLabels}) (patroni_cluster_members)
           |||,
           labels: { severity: 'warning' },
           annotations: {
             summary: 'Raft of Patroni cluster {{ $labels.scope }} has more voters than members.',
             description: |||
-              Scope {{ $labels.scope }} has had {{ $value }} Raft voters for ${for}, more than the members in
+              Scope {{ $labels.scope }} has had {{ $value }} Raft voters besides its witnesses for ${for}, more than the members in
               GET /cluster ({{ with printf "max(patroni_cluster_members{scope=%q})" $labels.scope | query }}{{ . | first | value }}{{ else }}?{{ end }}).
               A voter that no member runs still counts towards the majority: the cluster tolerates one failure fewer.
             |||,

@@ -26,15 +26,16 @@
 #           http, over https with resumption (fleet-sim issues TLS 1.3 tickets, as Python's
 #           ssl does), over https without (no tickets: every handshake full), and the floor
 #           over https; CPU seconds per poll cycle, RSS, and the handshakes fleet-sim counted,
-#           full and resumed, per cycle: $OUT/tls.csv (docs/performance.md, "TLS fleet");
+#           full and resumed, per cycle: $OUT/tls.csv (docs/performance.md, "Cost per cluster");
 #           TLS_MODES picks some of "floor plain tls tls-noresume floor-tls" (all by default);
 #           for the exporter also the series per cluster and, over $ENCODE_SCRAPES (100)
 #           scrapes one after another after the CPU window, p50/p99 of each response's wall
 #           time (send) and of the CPU of assembling it (encode_cpu); then
-#           `collectors`. So one run gives docs/performance.md's table at N = 1, 100, 1000.
+#           `collectors`. So one run gives docs/performance.md's cost table at N = 1, 100, 1000.
 #   collectors  the series of one simulated 3-member cluster, with every collector and with
 #           each switched off (--no-collector.NAME): $OUT/collectors.csv
-#   plot    docs/performance.png from $OUT/fleet.csv (matplotlib in a venv, $PLOT_VENV).
+#   plot    $OUT/fleet.png from $OUT/fleet.csv: cost against clusters (matplotlib in a venv,
+#           $PLOT_VENV).
 #   shards  $SHARD_CLUSTERS (2000) simulated clusters over $SHARDS (2) exporters, and a real
 #           Prometheus scraping each scope's /probe through hashmod (docs/scaling.md):
 #           $OUT/shards.csv
@@ -739,7 +740,7 @@ plot() {
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet 'matplotlib>=3.7,<4'
   fi
-  "$venv/bin/python" "$ROOT/scripts/plot-bench.py" "$OUT/fleet.csv" "$ROOT/docs/performance.png"
+  "$venv/bin/python" "$ROOT/scripts/plot-bench.py" "$OUT/fleet.csv" "$OUT/fleet.png"
 }
 
 case "${1:-all}" in

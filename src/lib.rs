@@ -13,15 +13,19 @@
 //! sources (patroni, raft) → poller → snapshot → metrics → server
 //! ```
 //!
-//! * [`patroni`]: the REST source (`/cluster`, `/patroni`, `/history`, `/config`): HTTP client
-//!   and pure parsers.
+//! * [`patroni`]: the REST source (`/cluster`, `/patroni`, `/history`, `/config`, `/failsafe`,
+//!   `/liveness`, `/readiness`): HTTP client and pure parsers.
 //! * [`raft`]: the Raft source: native pysyncobj status client, `syncobj_admin` text parser.
 //!   The two sources know nothing of each other, of Prometheus or of HTTP serving.
 //! * [`poller`]: one task per cluster; asks the sources and publishes a snapshot.
 //! * [`snapshot`]: the immutable result of a poll, the judgements made from it (quorum, role
-//!   mismatch, failover readiness), and the store the encoder reads.
-//! * [`metrics`]: encodes snapshots with prometheus-client; names are the public interface.
-//! * [`server`]: axum: `/metrics`, `/`, `/-/healthy`, `/-/ready`.
+//!   mismatch, split views, failover readiness, standby pairing), and the store the encoder
+//!   reads.
+//! * [`metrics`]: writes each snapshot's samples once, when it is published (by hand, in the
+//!   Prometheus text and OpenMetrics formats; metric names are the public interface), and
+//!   streams a scrape's body from them.
+//! * [`server`]: axum: `/metrics`, `/probe?scope=NAME` (one cluster), `/`, `/-/healthy`,
+//!   `/-/ready`.
 //! * [`web`]: `--web.config.file` (TLS and basic auth of the endpoint) and the bounded
 //!   listener; [`tls`]: PEM certificates and (encrypted) keys for both TLS sides.
 //! * [`config`], [`cli`], [`secret`]: what to watch, from flags and files; secrets stay in files;

@@ -57,11 +57,8 @@ fn main() -> std::process::ExitCode {
 /// By default glibc raises its mmap threshold after the first large buffer is freed, so
 /// later ones come from a heap arena that is rarely given back, and every thread may get its
 /// own arena. A fixed 1 MiB threshold returns big buffers to the system when freed, and two
-/// arenas are plenty for two to four busy threads. Measured with 1000 clusters when
-/// `/metrics` was built as one body of megabytes per scrape: RSS 138 → about 115 MiB, peak
-/// under 50 concurrent scrapers 240 → about 140 MiB (docs/performance.md). The body is
-/// streamed in small frames since; the settings still bound what a burst of large
-/// allocations (a big reply, the buffers of many requests at once) leaves behind.
+/// arenas are plenty for two to four busy threads. So a burst of large allocations (a big
+/// reply, the buffers of many requests at once) does not stay in the RSS after it ends.
 fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets allocator parameters; it is called before any other thread
@@ -74,13 +71,12 @@ fn tune_allocator() {
 
 /// Gives the memory glibc's malloc holds free back to the system, every 10 s.
 ///
-/// The first polls of every cluster start together: at N = 1000, some 10 000 requests in
-/// flight, each with its connection, buffers and futures, about 200 MB of heap at the peak
-/// (heaptrack, docs/performance.md "TLS fleet and memory"). Once they end, malloc keeps the
-/// freed pages in its arenas (free chunks amid live ones are never returned by `free`), and
-/// the RSS stays at that peak for the life of the process. `malloc_trim` returns the free
-/// pages of every arena (`madvise(MADV_DONTNEED)`), on the blocking pool. N = 1000: RSS
-/// 229.5 → 107.9 MiB, CPU per poll cycle unchanged within the noise.
+/// Many requests in flight at once (the first polls of a large fleet, members that hang,
+/// concurrent scrapes) each hold a connection, buffers and futures. Once they end, malloc
+/// keeps the freed pages in its arenas (free chunks amid live ones are never returned by
+/// `free`), and the RSS would stay at that peak for the life of the process. `malloc_trim`
+/// returns the free pages of every arena (`madvise(MADV_DONTNEED)`), on the blocking pool,
+/// so the RSS follows what is in use (docs/performance.md, "Memory at N clusters").
 async fn trim_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
@@ -94,9 +90,9 @@ async fn trim_allocator() {
 }
 
 /// Raises the soft limit of open files to the hard limit, as Go's runtime does for Go
-/// exporters: each cluster uses up to 8 sockets during a poll, and the first polls of every
-/// cluster start together. Measured with 1000 clusters under the usual soft limit of 1024:
-/// 4941 `connect` errors in the first polls; none with the limit raised.
+/// exporters: each cluster uses up to 8 sockets during a poll (`--poll.max-concurrency`),
+/// and a large fleet has many polls in flight at once, more when members are slow: under
+/// the usual soft limit of 1024 a fleet of a thousand clusters fails to connect.
 fn raise_open_files_limit() {
     #[cfg(unix)]
     {

@@ -16,10 +16,10 @@
 //! connection; resuming a session saves the certificate chain, its verification and the
 //! server's signature. reqwest leaves rustls' default session cache, which remembers
 //! 32 servers (`Resumption::default()`: 256 sessions, 8 per server) and evicts the oldest
-//! first: polling 300 members in turn, a member's tickets are always gone when its turn
-//! comes back, and only requests of one poll to the same member resume (33 % of the
-//! handshakes at N = 100, 98.5 % with this cache: docs/performance.md, "TLS fleet").
-//! [`SESSION_CACHE_SERVERS`] members are remembered instead. What reqwest did otherwise is
+//! first: polling more members than that in turn, a member's tickets are always gone when
+//! its turn comes back, and only requests of one poll to the same member resume.
+//! [`SESSION_CACHE_SERVERS`] members are remembered instead (docs/performance.md, "Cost per
+//! cluster"). What reqwest did otherwise is
 //! done the same way: the platform's roots plus the CA file (rustls-platform-verifier, as
 //! reqwest), the client certificate, HTTP/1.1 in ALPN, and no verification at all in
 //! insecure mode.
@@ -103,7 +103,7 @@ pub fn load_private_key(
 /// Servers (member addresses) whose TLS sessions the Patroni client remembers: the 3000
 /// members of 1000 clusters and room to spare. rustls reserves its table for this many
 /// servers at start and keeps up to 8 tickets per server, each with its copy of the server's
-/// certificate chain: 43 MiB more than over http at N = 1000 (docs/performance.md).
+/// certificate chain: the memory https costs over http (docs/performance.md).
 pub const SESSION_CACHE_SERVERS: usize = 4096;
 
 /// The rustls configuration of the Patroni client: `extra_roots` trusted beside the

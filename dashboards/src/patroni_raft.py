@@ -60,11 +60,23 @@ def dashboard():
          per_cluster("patroni_raft_voters_with_quorum", "with has_quorum"),
          q(f'max by (scope, reason) (patroni_raft_voters_unanswered{{{SEL}}} > 0)', "{{scope}} unanswered: {{reason}}"),
          per_cluster("patroni_raft_quorum_margin", "margin"),
-         per_cluster("patroni_raft_voter_sets", "voter sets")],
+         per_cluster("patroni_raft_voter_sets", "voter sets"),
+         per_cluster("patroni_raft_witnesses", "witnesses")],
         "The counts the verdict is computed from. unanswered reasons: refused (process down), "
         "timeout, auth (Raft password refused), error. margin: voters that can still fail "
         "(alert PatroniRaftQuorumNoMargin at 0); voter sets: 1 when every node counts the same "
-        "voters.", span=12, height=6))
+        "voters; witnesses: voters that run only Raft (stereo mode's watcher), counted in the "
+        "voters and the margin, never promoted.", span=12, height=6))
+    d = d.with_panel(state_panel(
+        24, "Raft leader on the primary's host",
+        [per_cluster("patroni_raft_leader_away_from_primary", "Raft leader")],
+        "Whether the Raft leader runs on the primary's host. AWAY: every DCS write of the "
+        "primary crosses the network to the Raft leader's host (or the witness), so a slow link "
+        "there delays the leader key's renewal. Normal after a switchover; with pysyncobj "
+        "0.3.16+ syncobj_admin -transfer moves it back (runbooks: Raft leadership away from the "
+        "primary).",
+        {"0": ("on the primary's host", "green"), "1": ("AWAY from the primary", "yellow")},
+        height=4))
 
     d = d.with_panel(table_panel(
         7, "Nodes",
@@ -80,18 +92,21 @@ def dashboard():
             f'max by (scope, node) (patroni_raft_uptime_seconds{{{SEL}}})',
             f'max by (scope, node, version) (patroni_raft_info{{{SEL}}})',
             f'max by (scope, node) (patroni_raft_voter_set_differs{{{SEL}}})',
+            f'max by (scope, node, kind) (patroni_raft_node_info{{{SEL}}})',
         ),
         "One row per Raft node (the syncobj-admin -status view). 'Believed leader' is the leader "
         "each node reports; nodes disagreeing on it are partitioned or electing. Read-only nodes "
         "are non-voting clients such as patronictl. 'Voter set' DIFFERS: the node counts its "
         "majority against another set of voters (itself and its partners) than most nodes "
-        "(alert PatroniRaftVoterSetsDiffer).",
+        "(alert PatroniRaftVoterSetsDiffer). Kind: member (a member's host), witness (runs only "
+        "Raft: stereo mode's watcher), unknown (no member runs it: PatroniRaftZombieVoter).",
         join_field="node", height=5,
-        exclude=["Time", "Value #C", "Value #E", "Value #J"],
+        exclude=["Time", "Value #C", "Value #E", "Value #J", "Value #L"],
         rename={"scope": "Cluster", "node": "Node", "Value #A": "Answers", "Value #B": "Has quorum",
                 "state": "State", "Value #D": "Term", "leader": "Believed leader",
                 "Value #F": "Partners", "Value #G": "Read-only nodes", "Value #H": "Commit index",
-                "Value #I": "Uptime", "version": "pysyncobj", "Value #K": "Voter set"},
+                "Value #I": "Uptime", "version": "pysyncobj", "Value #K": "Voter set",
+                "kind": "Kind"},
         overrides=[
             ("Answers", [mapping_prop(UP_MAP), cell_color()]),
             ("Voter set", [mapping_prop({"0": ("as the others", "green"), "1": ("DIFFERS", "red")}), cell_color()]),

@@ -31,7 +31,7 @@ use url::Url;
 
 pub use file::{ClusterEntry, ConfigFile};
 pub use patroni_yaml::PatroniYaml;
-pub use policy::{host_of, ApiUrlPolicy};
+pub use policy::{host_of, normalize_host, ApiUrlPolicy};
 
 use crate::patroni::ClientSettings;
 use crate::secret::Secret;
@@ -59,7 +59,7 @@ pub struct ClusterConfig {
 }
 
 /// A group of requests that can be switched off, like node_exporter's collectors: for
-/// families a site does not use, and to save the requests (docs/performance.md counts the
+/// families a site does not use, and to save the requests (docs/performance.md lists the
 /// series of each). `/cluster`, each member's own `/patroni` and Raft (`--raft.disabled`)
 /// are the core and cannot be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, clap::ValueEnum)]

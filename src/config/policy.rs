@@ -205,7 +205,7 @@ fn in_network(address: IpAddr, network: IpAddr, prefix: u8) -> bool {
 }
 
 /// A host as compared by the policy: no brackets, lower case, IPs in canonical form.
-pub(crate) fn normalize_host(host: &str) -> String {
+pub fn normalize_host(host: &str) -> String {
     let host = host.trim_matches(['[', ']']);
     match host.parse::<IpAddr>() {
         Ok(address) => address.to_string(),

@@ -97,6 +97,8 @@ label_sets! {
     NodeLeaderLabels { scope, node, leader };
     /// A Raft node and its pysyncobj version.
     NodeVersionLabels { scope, node, version };
+    /// A Raft voter and what it is to the cluster (`member`, `witness`, `unknown`).
+    NodeKindLabels { scope, node, kind };
     /// The exporter's own build.
     BuildLabels { version, revision };
 }
@@ -140,6 +142,7 @@ extended_by! {
         partner: NodePartnerLabels,
         leader: NodeLeaderLabels,
         version: NodeVersionLabels,
+        kind: NodeKindLabels,
     }
 }
 

@@ -23,7 +23,7 @@
 //! and their lag to the source;
 //! [`exposition`] names the formats; [`stream`] assembles a response frame by frame from
 //! the clusters' chunks (and gzips it as it goes), so that no scrape builds or keeps the
-//! whole exposition (20 MB at N = 1000) in memory.
+//! whole exposition (tens of megabytes for a large fleet) in memory.
 
 pub mod exposition;
 mod failover_families;

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::families::{cached_gauges, flag, info, one_hot, per_value, FamilyWriter};
-use super::labels::{node_labels, scope};
+use super::labels::{node_labels, node_named, scope};
 use super::split_families::nonzero_counts;
 use crate::raft::RaftStatus;
 use crate::snapshot::{ClusterSnapshot, QuorumEvidence, Unanswered};
@@ -51,6 +51,28 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
         "patroni_raft_cluster_leaders",
         "Raft nodes currently in state leader (more than 1 for long: split leadership).",
         raft().map(|s| (scope(s), s.quorum.leaders_claiming as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_witnesses",
+        "Voters that run only Raft (stereo mode's watcher: no Patroni member has their host and no REST API answers there): they vote but hold no data and are never promoted. A witness stays one while it is down.",
+        raft().map(|s| (scope(s), s.voter_kinds.witnesses().count() as f64)),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_node_info",
+        "1 per voter, labelled with what it is to the cluster: member (a member's host), witness (runs only Raft), unknown (no member has its host and it is not known to be a witness, e.g. a removed member's voter).",
+        raft()
+            .flat_map(|s| {
+                s.voter_kinds
+                    .voters
+                    .iter()
+                    .map(move |(node, kind)| node_named(s, node).kind(kind.as_str()))
+            })
+            .map(info),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_leader_away_from_primary",
+        "1 when the Raft leader runs on another host than the primary (or on a witness), 0 when on the primary's host; absent without a single primary or Raft leader. Every DCS write of the primary then crosses to that host.",
+        raft().filter_map(|s| Some((scope(s), flag(s.raft_leader_away_from_primary()?)))),
     )?;
     writer.counter(
         "patroni_raft_leader_changes",

@@ -1,33 +1,31 @@
 //! A response body of `/metrics` (and `/probe`) assembled frame by frame from the clusters'
 //! encoded chunks, and gzip-compressed as it goes when the scraper accepts it.
 //!
-//! Why a stream: at N = 1000 the exposition is about 20 MB of text, while each cluster's
-//! samples are already encoded with its snapshot ([`EncodedCluster`]). Concatenating them
-//! into one body per scrape, as a rendering cache did before, kept the latest 20 MB body
-//! and its gzip between scrapes and put one more 20 MB body in memory per distinct
-//! rendering in flight (peak RSS 361–415 MiB under 50 scrapers, docs/performance.md). Here a
-//! scrape holds the list of the clusters' `Arc` chunks it started with and copies them into
-//! frames of [`FRAME`] bytes only as hyper asks for the next one; so a scrape costs a
-//! frame or two of memory (plus what hyper queues for a slow reader), whatever the fleet's
-//! size, and nothing is kept between scrapes.
+//! Why a stream: a large fleet's exposition is tens of megabytes of text, while each
+//! cluster's samples are already encoded with its snapshot ([`EncodedCluster`]).
+//! Concatenating them into one body per scrape would keep a body of the whole exposition
+//! (and its gzip) between scrapes and put one more in memory per distinct body in flight
+//! under concurrent scrapers. Here a scrape holds the list of the clusters' `Arc` chunks it
+//! started with and copies them into frames of [`FRAME`] bytes only as hyper asks for the
+//! next one; so a scrape costs a frame or two of memory (plus what hyper queues for a slow
+//! reader), whatever the fleet's size, and nothing is kept between scrapes.
 //!
 //! Freshness: the chunks are those of the snapshots current when the scrape arrived, never
-//! older ones (the cache promised the same). The bytes are those of [`super::render`]
+//! older ones. The bytes are those of [`super::render`]
 //! (which collects this same assembly into one `String`, for the tests and the golden file).
 //!
 //! Why gzip per scrape, while streaming (fast level): one gzip member per cluster cannot be
 //! kept with its chunks, since a cluster's samples are not contiguous in the output (each
 //! family lists every cluster before the next family starts, as the formats require), and a
 //! member per chunk (a few hundred bytes each) would compress little and add 18 bytes of
-//! header and 8 of trailer to each of 150 000 chunks at N = 1000. Keeping one gzip per
-//! store generation would hit only scrapes arriving within the same few milliseconds at
-//! N ≥ 100, since polls publish all the time; one Prometheus scraping once per interval
-//! compresses once per scrape either way. The cost is measured in docs/performance.md
-//! ("Streaming /metrics and a bounded start").
+//! header and 8 of trailer to each of them. Keeping one gzip per store generation would
+//! serve only scrapes arriving between two publications, and a large fleet's polls publish
+//! all the time; one Prometheus scraping once per interval compresses once per scrape either
+//! way. What a scrape costs is in docs/performance.md ("Scraping a large fleet").
 //!
 //! A frame is built on the runtime's thread that sends the response: a copy of 16 KiB (and
-//! its gzip, a fraction of a millisecond) at a time, so polls sharing the thread are not
-//! held up as a whole 20 MB rendering would hold them.
+//! its gzip) at a time, so polls sharing the thread are not held up as a rendering of the
+//! whole exposition would hold them.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -42,8 +40,8 @@ use super::{EncodedCluster, BUILD_INFO, CATALOG};
 
 /// The size a frame is filled to (a frame ends after the chunk that crosses it). Small
 /// enough that hyper's queue of a slow connection (up to 16 frames) stays a few hundred KiB
-/// and a frame's gzip a fraction of a millisecond; large enough that the per-frame overhead
-/// (a chunk header, a poll of the body) is negligible at 20 MB.
+/// and a frame's gzip short; large enough that the per-frame overhead (a chunk header, a
+/// poll of the body) is negligible for a large exposition.
 pub const FRAME: usize = 16 * 1024;
 
 /// Where the assembly is.
@@ -282,9 +280,8 @@ pub const REUSE_UP_TO: usize = 256 * 1024;
 /// The gzip body of the last small exposition, served again until a cluster publishes.
 ///
 /// Why: a gzip scrape compresses the stream as it goes, with a compressor of its own; for a
-/// small exposition that costs more than the copy, and 50 concurrent gzip scrapers of one
-/// cluster went from 52 560 to 8 226 requests/s when the stream replaced the render cache
-/// (docs/performance.md). A small body is cheap to keep: it is kept with the chunks it was
+/// small exposition that costs several times the copy, so many concurrent gzip scrapers of a
+/// small fleet would each pay it for the same bytes. A small body is cheap to keep: it is kept with the chunks it was
 /// made from, their `Arc`s held (so that a newer chunk cannot take an old one's address),
 /// and served while `/metrics` would assemble exactly those chunks. Above [`REUSE_UP_TO`]
 /// nothing is kept: a large fleet is streamed so that nothing of its size stays in memory,
@@ -342,8 +339,8 @@ impl GzipReuse {
 /// debug log line of the response (`scripts/bench.sh` reads it).
 ///
 /// Why it reads the clock only when that line will be written: the thread's CPU clock is a
-/// system call (not in the vDSO), and six of them per plain `/metrics` of one cluster were
-/// ~18–20 % of the exporter's CPU under wrk (perf, docs/performance.md "CPU per request").
+/// system call (not in the vDSO), read twice per frame, which a profile of many small scrapes
+/// showed as a large share of the exporter's CPU for a line nobody reads.
 #[derive(Debug)]
 struct CpuMeter {
     total: Option<Duration>,

@@ -117,8 +117,8 @@ impl PatroniClient {
     /// The client for `settings` and `timeout`, shared by every cluster with the same ones.
     ///
     /// Building a client builds its TLS verifier, which loads and parses the system's root
-    /// certificates: about 1 ms of CPU and 0.1 MiB per client, so 1000 clusters with one client
-    /// each cost a second at start and 100 MiB of RSS (docs/performance.md). Clients are told
+    /// certificates: a client per cluster would multiply that CPU at start and that memory by
+    /// the size of the fleet. Clients are told
     /// apart by timeout, body cap, the *content* of the CA file (a changed file on reload gets
     /// a new client), insecure mode, and the credentials: the *content* of the client
     /// certificate and key, the key passphrase and the basic auth user and password, so that two

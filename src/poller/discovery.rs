@@ -12,9 +12,11 @@ use std::collections::BTreeSet;
 use url::Url;
 
 use super::{ClusterPoller, MAX_MEMBERS};
-use crate::config::RaftSettings;
+use crate::config::{host_of, normalize_host, RaftSettings};
 use crate::patroni::{self, ClusterView, PatroniError};
-use crate::snapshot::{Failure, RaftNodeSnapshot, Source};
+use crate::snapshot::{
+    self, Failure, MemberSnapshot, RaftNodeSnapshot, Source, VoterFacts, VoterKinds,
+};
 
 /// What asking `/cluster` gave: the failed attempts in order, and who answered.
 pub(super) struct ClusterAnswer {
@@ -277,6 +279,44 @@ impl ClusterPoller {
                 })
             })
             .collect()
+    }
+
+    /// What each voter of the last counted set is, from this poll's answers and what the
+    /// poller remembers (the silent REST hosts, the last poll's witnesses); remembers the
+    /// witnesses for the next poll.
+    pub(super) fn judge_voter_kinds<'a>(
+        &mut self,
+        raft_nodes: &[RaftNodeSnapshot],
+        members: impl Iterator<Item = &'a MemberSnapshot>,
+    ) -> VoterKinds {
+        let Some(settings) = &self.config.raft else {
+            return VoterKinds::default();
+        };
+        let mut member_count = 0;
+        let member_hosts: BTreeSet<String> = members
+            .inspect(|_| member_count += 1)
+            .flat_map(|m| snapshot::member_hosts(&m.member))
+            .collect();
+        let voting_hosts: BTreeSet<String> = self
+            .memory
+            .voters
+            .iter()
+            .map(|voter| normalize_host(host_of(voter)))
+            .collect();
+        self.memory
+            .without_rest
+            .retain(|host| voting_hosts.contains(host));
+        let kinds = VoterKinds::classify(VoterFacts {
+            voters: &self.memory.voters,
+            raft_nodes,
+            member_hosts: &member_hosts,
+            rest_silent_hosts: &self.memory.without_rest,
+            known_witnesses: &self.memory.witnesses,
+            member_raft_port: settings.port,
+            members: member_count,
+        });
+        self.memory.witnesses = kinds.witnesses().map(str::to_owned).collect();
+        kinds
     }
 
     pub(super) fn remember(&mut self, cluster: Option<&ClusterView>) {

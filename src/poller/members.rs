@@ -16,8 +16,8 @@
 //!   `/cluster` at ~`ttl` (nothing renews its key), but its `/liveness` turns 503 only
 //!   `2 × ttl` after its next loop was due (Patroni's `api.py`, `do_GET_liveness`: `ttl` on a
 //!   primary, `2 × ttl` on a replica, counted from `next_run`), ~`ttl + loop_wait` after it
-//!   left. Forgotten at `ttl`, it vanished before it could say so (measured: forgotten at
-//!   52–61 s, 503 at 61–62 s, on both Patroni versions);
+//!   left. Forgotten at `ttl`, it would vanish before it could say so (docs/failure-modes.md,
+//!   "A stalled HA loop");
 //! * and for as long as its own `/cluster` still lists it: its Raft replica is stale (a node
 //!   cut off from the Raft majority keeps serving the last state it applied, the member's own
 //!   key included), and that split view is what `patroni_cluster_dcs_views` must keep showing
@@ -78,9 +78,8 @@ fn lists_itself(member: &MemberSnapshot) -> bool {
 /// What the poller remembers of the members across polls.
 #[derive(Debug, Default)]
 pub(super) struct MemberMemory {
-    /// The members of the last `/cluster` answer. A `Vec`: a map's node reserves room for
-    /// eleven members, 3.3 KB per cluster for the usual three (docs/performance.md, "Where the
-    /// heap goes").
+    /// The members of the last `/cluster` answer. A `Vec`, kept by every poller: a map's
+    /// node reserves room for eleven members, for the usual three.
     listed: Vec<Member>,
     departed: BTreeMap<String, Departed>,
     /// What each member answered to the requests made one member per poll, in rotation.

@@ -26,7 +26,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio::time::MissedTickBehavior;
 use url::Url;
 
-use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
+use crate::config::{normalize_host, ApiUrlPolicy, ClusterConfig, Collector};
 use crate::patroni::{self, PatroniClient, PatroniError};
 use crate::snapshot::{
     answered_views, primaries, ClusterSnapshot, Counters, DcsView, Encoding, FailoverReadiness,
@@ -77,9 +77,15 @@ struct PollMemory {
     /// again for a `ttl`, so that a voter whose REST port is elsewhere or filtered does not
     /// stretch every poll to the timeout.
     silent_voters: BTreeMap<String, Instant>,
+    /// Hosts of voters without a member whose REST API did not answer when last asked
+    /// (normalised): unlike `silent_voters`, kept until it answers or the host stops voting.
+    without_rest: BTreeSet<String>,
     /// The voter set (each answering node and its partners) of the last poll in which a
     /// node answered: what the quorum verdict judges when no node answers.
     voters: BTreeSet<String>,
+    /// The voters that were witnesses in the last poll: one stays a witness while it is
+    /// down ([`crate::snapshot::VoterKinds`]).
+    witnesses: BTreeSet<String>,
     /// The last leaders and verdict, to count their changes.
     changes: ChangeMemory,
     /// The dynamic configuration last read from `/config`.
@@ -212,9 +218,8 @@ impl ClusterPoller {
                         _ = &mut stop => return,
                         _ = ticker.tick() => {}
                     }
-                    // Boxed: a poll's future is about 13 KiB (every request of a poll, joined),
-                    // and inline it would size every idle poller's task by it, between polls
-                    // too: 12.7 MiB of the heap at N = 1000 (heaptrack, docs/performance.md).
+                    // Boxed: a poll's future is large (every request of a poll, joined), and
+                    // inline it would size every idle poller's task by it, between polls too.
                     Box::pin(self.poll_once()).await
                 }
                 None => {
@@ -377,11 +382,14 @@ impl ClusterPoller {
         let known_names: BTreeSet<String> = names.iter().map(|&n| n.to_owned()).collect();
         for ((member, answers), place) in everyone.into_iter().zip(member_answers).zip(placements) {
             let mut member = member.clone();
-            if place == Placement::FoundVoter && answers.own.is_err() {
-                if let Some(host) = &member.host {
+            if let (Placement::FoundVoter, Some(host)) = (place, &member.host) {
+                if answers.own.is_err() {
                     self.memory
                         .silent_voters
                         .insert(host.clone(), Instant::now());
+                    self.memory.without_rest.insert(normalize_host(host));
+                } else {
+                    self.memory.without_rest.remove(&normalize_host(host));
                 }
             }
             if place == Placement::FoundVoter {
@@ -516,6 +524,8 @@ impl ClusterPoller {
         if raft_nodes.iter().any(|node| node.status.is_ok()) {
             self.memory.voters = voter_sets.counted.voters.clone();
         }
+        let voter_kinds =
+            self.judge_voter_kinds(&raft_nodes, members.iter().chain(&departed_members));
         self.memory.changes.count(
             &mut self.memory.counters,
             cluster.as_ref(),
@@ -537,6 +547,7 @@ impl ClusterPoller {
             config: self.memory.dynamic_config.clone(),
             failover,
             raft_nodes,
+            voter_kinds,
             raft_enabled: self.raft.is_some(),
             quorum,
             counters: self.memory.counters.clone(),

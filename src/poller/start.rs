@@ -1,11 +1,11 @@
 //! The start gate: how many clusters' first polls may be in flight at once.
 //!
 //! Why: every poller polls at once when it starts (at start-up, and after a reload), and
-//! later polls are spread over the interval ([`phase`]). At N = 1000 that is 1000
-//! polls, some 10 000 requests, in flight together: heaptrack measured a heap peak of
-//! 195 MiB at start (hyper's connection futures, read buffers, reqwest's futures) against
-//! 43–50 MiB while polling, and the RSS kept that peak until `malloc_trim`; the simulator,
-//! swamped, also timed out thousands of those requests. With the gate, at most
+//! later polls are spread over the interval ([`phase`]). For a large fleet that is
+//! thousands of requests in flight together: their connections, read buffers and futures
+//! made the heap's peak at start several times the heap while polling, the RSS kept that
+//! peak until `malloc_trim`, and swamped members timed many of the requests out. With the
+//! gate, at most
 //! [`FIRST_POLLS_AT_ONCE`] first polls run together, so a fleet that size or smaller (the
 //! usual one to three clusters) still polls everything at once.
 //!
@@ -21,9 +21,9 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// First polls in flight at once: about 13 MiB of requests at the 0.2 MiB a poll of a
-/// 3-member cluster held at start (195 MiB for 1000). Measured at N = 1000: every cluster
-/// polled within 3 s of the start, and the peak RSS of the start 208 → 69 MiB.
+/// First polls in flight at once: enough that a fleet of a few dozen clusters starts at
+/// once and a thousand within seconds, few enough that the start's peak stays near the
+/// memory of steady polling (docs/performance.md, "Memory at N clusters").
 pub const FIRST_POLLS_AT_ONCE: usize = 64;
 
 /// How long a first poll keeps its permit at most.

@@ -46,8 +46,8 @@ const B64: GeneralPurpose = GeneralPurpose::new(
 
 /// Derived Fernet keys for one cluster password.
 ///
-/// Deriving costs 100 000 PBKDF2 rounds (~15-20 ms optimised, ~1 s in an unoptimised
-/// build), so derive once per password and keep the value. The `Debug` output never shows
+/// Deriving costs 100 000 PBKDF2 rounds (far slower still in an unoptimised build), so
+/// derive once per password and keep the value. The `Debug` output never shows
 /// key material, and the key is wiped from memory when dropped.
 #[derive(Clone, zeroize::Zeroize, zeroize::ZeroizeOnDrop)]
 pub struct RaftKey {
@@ -86,8 +86,8 @@ impl RaftKey {
 
     /// The derived key of `password`, shared by every cluster with the same password.
     ///
-    /// Deriving costs 100 000 PBKDF2 rounds (~10 ms of CPU); a fleet of 1000 clusters sharing
-    /// one password would otherwise spend ~10 s of CPU at start (and on every reload). Clusters
+    /// Deriving costs 100 000 PBKDF2 rounds; a fleet of clusters sharing one password would
+    /// otherwise derive the same key once per cluster at start (and on every reload). Clusters
     /// starting together wait for the one derivation in progress. Entries are found by the
     /// SHA-256 of the password (no further copy of the secret is kept) and dropped once no
     /// poller uses their key any more.

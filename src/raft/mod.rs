@@ -1,10 +1,11 @@
 //! Native client for the pysyncobj "utility" protocol: the `syncobj_admin -status`
 //! exchange, spoken directly over TCP to a Patroni Raft (pysyncobj) node.
 //!
-//! Why a native client at all: `syncobj_admin` is a Python process that needs ~100 ms of
-//! interpreter start per query, and it can hang for up to 15 minutes against a node that
-//! accepts but never answers. The native client does the same exchange in a few
-//! milliseconds (plus one cached PBKDF2 derivation) and is bounded by a caller-given timeout.
+//! Why a native client at all: `syncobj_admin` is a Python process that starts an
+//! interpreter for every query, and it can hang for up to 15 minutes against a node that
+//! accepts but never answers. The native client does the same exchange without a process
+//! (plus one cached PBKDF2 derivation; docs/performance.md compares the two) and is bounded
+//! by a caller-given timeout.
 //!
 //! Layout, one concern per file:
 //! * [`frame`]: the 4-byte little-endian length framing (async read/write, size checks);

@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::config::{host_of, normalize_host};
 use crate::patroni::{
     is_leader_role, ClockOffset, ClusterView, DynamicConfig, HistoryEntry, Member, MemberStatus,
     PatroniError,
@@ -23,6 +24,7 @@ mod quorum;
 mod split;
 mod standby;
 mod store;
+mod witness;
 pub use failover::{
     human_bytes, Exclusion, ExclusionReason, FailoverReadiness, MemberReadiness, PollFacts,
 };
@@ -35,6 +37,7 @@ pub use standby::{
     standby_leader_archive_recovery, standby_leader_streaming, SourcePosition, StandbySource,
 };
 pub use store::{Encoding, SnapshotStore};
+pub use witness::{VoterFacts, VoterKind, VoterKinds};
 
 /// Which source a poll error came from: the `source` label of
 /// `patroni_exporter_poll_errors_total`.
@@ -182,6 +185,23 @@ fn node_identity(node: &RaftNodeSnapshot) -> &str {
     }
 }
 
+/// The hosts a member is reached at: its `host` and its `api_url`'s host, normalised as the
+/// host policy compares them.
+pub fn member_hosts(member: &Member) -> Vec<String> {
+    let api_host = member
+        .api_url
+        .as_deref()
+        .and_then(|url| url::Url::parse(url).ok())
+        .and_then(|url| url.host_str().map(normalize_host));
+    member
+        .host
+        .as_deref()
+        .map(normalize_host)
+        .into_iter()
+        .chain(api_host)
+        .collect()
+}
+
 /// Counters kept by the poller across polls and copied into every snapshot.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Counters {
@@ -235,6 +255,8 @@ pub struct ClusterSnapshot {
     pub failover: FailoverReadiness,
     /// Raft nodes queried in this poll, sorted by address.
     pub raft_nodes: Vec<RaftNodeSnapshot>,
+    /// What each counted voter is: a member's node or a witness ([`witness`]).
+    pub voter_kinds: VoterKinds,
     /// Whether Raft was polled at all (a cluster may be configured without it).
     pub raft_enabled: bool,
     pub quorum: QuorumAssessment,
@@ -265,6 +287,14 @@ impl ClusterSnapshot {
         primaries(self.members_and_departed())
     }
 
+    /// The primary: the one member that says so in its own `/patroni`, else the DCS leader.
+    fn primary(&self) -> Option<&MemberSnapshot> {
+        match self.primaries()[..] {
+            [one] => Some(one),
+            _ => self.members.iter().find(|m| m.member.is_leader()),
+        }
+    }
+
     /// The leader's WAL position by its own word (`/patroni` of the DCS leader).
     fn leader_wal(&self) -> Option<u64> {
         self.members
@@ -289,8 +319,8 @@ impl ClusterSnapshot {
     ///
     /// The replayed transaction's time was stamped by the primary's clock: a primary `s`
     /// seconds ahead makes "now − that time" read `s` short (PostgreSQL's own
-    /// `now() - pg_last_xact_replay_timestamp()` has the same flaw; measured 7.97–7.99 s short
-    /// with a primary 8 s ahead). So the value is corrected by the primary's clock offset, but
+    /// `now() - pg_last_xact_replay_timestamp()` has the same flaw: docs/failure-modes.md, "Lag
+    /// in seconds"). So the value is corrected by the primary's clock offset, but
     /// only when that offset is larger than its error bars: a whole-second `Date` header would
     /// otherwise add ±0.5 s of noise to every healthy cluster.
     pub fn replay_lag_seconds(&self, member: &MemberSnapshot) -> Option<f64> {
@@ -314,11 +344,7 @@ impl ClusterSnapshot {
     /// measure's error bars; `None` when it is within them or unknown. The primary is the one
     /// member that says so, else the DCS leader.
     fn primary_clock_offset_seconds(&self) -> Option<f64> {
-        let primaries = self.primaries();
-        let primary = match primaries[..] {
-            [one] => one,
-            _ => self.members.iter().find(|m| m.member.is_leader())?,
-        };
+        let primary = self.primary()?;
         let offset = primary.clock?;
         (offset.seconds.abs() > offset.error_seconds).then_some(offset.seconds)
     }
@@ -330,30 +356,35 @@ impl ClusterSnapshot {
     /// key expire `s` early. 0 when the primary runs the Raft leader; `None` when either is
     /// unknown (no single primary, no Raft leader, or no member on the Raft leader's host).
     pub fn leader_clock_skew_seconds(&self) -> Option<f64> {
-        let primaries = self.primaries();
-        let primary = match primaries[..] {
-            [one] => one,
-            _ => self.members.iter().find(|m| m.member.is_leader())?,
-        };
+        let primary = self.primary()?;
         let raft_leader = effective_raft_leader(&self.raft_nodes)?;
-        let raft_host = raft_leader
-            .rsplit_once(':')
-            .map_or(raft_leader, |(host, _)| host)
-            .trim_matches(['[', ']']);
-        let on_raft_host = self.members_and_departed().find(|m| {
-            m.member.host.as_deref() == Some(raft_host)
-                || m.member
-                    .api_url
-                    .as_deref()
-                    .and_then(|url| url::Url::parse(url).ok())
-                    .is_some_and(|url| {
-                        url.host_str().map(|h| h.trim_matches(['[', ']'])) == Some(raft_host)
-                    })
-        })?;
+        let raft_host = normalize_host(host_of(raft_leader));
+        let on_raft_host = self
+            .members_and_departed()
+            .find(|m| member_hosts(&m.member).contains(&raft_host))?;
         if on_raft_host.member.name == primary.member.name {
             return Some(0.0);
         }
         Some(primary.clock?.seconds - on_raft_host.clock?.seconds)
+    }
+
+    /// Whether the Raft leader runs on another host than the primary (the one member that says
+    /// so, else the DCS leader): then every DCS write of the primary crosses the network to
+    /// the Raft leader's host, and a slow link there delays the leader key's renewal
+    /// (canonical/postgresql-operator #1358). pysyncobj 0.3.16+ can move the leadership back
+    /// on purpose (`syncobj_admin -transfer`). `None` without a single primary or Raft leader,
+    /// and when no member and no witness is on the Raft leader's host.
+    pub fn raft_leader_away_from_primary(&self) -> Option<bool> {
+        let primary = self.primary()?;
+        let raft_leader = effective_raft_leader(&self.raft_nodes)?;
+        if self.voter_kinds.kind_of(raft_leader) == Some(VoterKind::Witness) {
+            return Some(true);
+        }
+        // Unknown when no member is on the leader's host: REST and Raft on other addresses.
+        let raft_host = normalize_host(host_of(raft_leader));
+        self.members_and_departed()
+            .find(|m| member_hosts(&m.member).contains(&raft_host))?;
+        Some(!member_hosts(&primary.member).contains(&raft_host))
     }
 
     /// Unix time of the newest `/history` entry.
@@ -535,6 +566,37 @@ mod tests {
         // Within the error bars of a whole-second Date header: no correction.
         let lag = lag_with_primary_offset(&mut snapshot, 0.45);
         assert!((lag - 60.0).abs() < 1e-6, "{lag}");
+    }
+
+    #[test]
+    fn raft_leader_away_from_the_primarys_host() {
+        let mut snapshot = captured_healthy(0.0);
+        // No Raft leader known: unknown.
+        assert_eq!(snapshot.raft_leader_away_from_primary(), None);
+        // The Raft leader on member 1's host, the primary is member 0.
+        snapshot.raft_nodes = vec![node(
+            "127.0.0.12:2222",
+            &fixture("patroni-3.3.8/syncobj_admin-status-m1.txt"),
+        )];
+        assert_eq!(snapshot.raft_leader_away_from_primary(), Some(true));
+        // On the primary's host.
+        snapshot.raft_nodes = vec![node(
+            "127.0.0.11:2222",
+            &fixture("patroni-3.3.8/syncobj_admin-status-m1.txt")
+                .replace("127.0.0.12:2222", "127.0.0.11:2222"),
+        )];
+        assert_eq!(snapshot.raft_leader_away_from_primary(), Some(false));
+        // On a host no member has: unknown, unless that voter is a witness.
+        snapshot.raft_nodes = vec![node(
+            "127.0.0.20:2224",
+            &fixture("patroni-3.3.8/syncobj_admin-status-m1.txt")
+                .replace("127.0.0.12:2222", "127.0.0.20:2224"),
+        )];
+        assert_eq!(snapshot.raft_leader_away_from_primary(), None);
+        snapshot.voter_kinds = VoterKinds {
+            voters: vec![("127.0.0.20:2224".into(), VoterKind::Witness)],
+        };
+        assert_eq!(snapshot.raft_leader_away_from_primary(), Some(true));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::patroni::Lag;
 use crate::snapshot::{
     standby_leader_archive_recovery, standby_leader_streaming, ClusterSnapshot, MemberSnapshot,
-    RaftNodeSnapshot,
+    RaftNodeSnapshot, VoterKind,
 };
 
 /// Nagios plugin levels, ordered by how bad they are for the exit code (UNKNOWN is worse
@@ -80,6 +80,9 @@ pub enum LagCell {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RaftRow {
     pub node: String,
+    /// What the voter is to the cluster (`member`, `witness`, `unknown`); `None` for a node
+    /// queried that is not a voter.
+    pub kind: Option<String>,
     pub reachable: bool,
     pub error: Option<String>,
     pub state: Option<String>,
@@ -235,10 +238,12 @@ pub(super) fn member_row(member: &MemberSnapshot) -> MemberRow {
     }
 }
 
-pub(super) fn raft_row(node: &RaftNodeSnapshot) -> RaftRow {
+pub(super) fn raft_row(node: &RaftNodeSnapshot, kind: Option<VoterKind>) -> RaftRow {
+    let kind = kind.map(|kind| kind.as_str().to_owned());
     match &node.status {
         Ok(status) => RaftRow {
             node: node.node.clone(),
+            kind,
             reachable: true,
             error: None,
             state: Some(status.state.as_str().to_owned()),
@@ -252,6 +257,7 @@ pub(super) fn raft_row(node: &RaftNodeSnapshot) -> RaftRow {
         },
         Err(failure) => RaftRow {
             node: node.node.clone(),
+            kind,
             reachable: false,
             error: Some(failure.kind.to_owned()),
             state: None,

@@ -186,13 +186,17 @@ fn raft_table(out: &mut String, report: &ClusterReport) {
         .raft_nodes
         .iter()
         .map(|n| {
+            let node = match n.kind.as_deref() {
+                Some(kind @ "witness") => format!("{} ({kind})", n.node),
+                _ => n.node.clone(),
+            };
             if !n.reachable {
                 let error = n.error.clone().unwrap_or_default();
-                return vec![n.node.clone(), format!("unreachable ({error})")];
+                return vec![node, format!("unreachable ({error})")];
             }
             let number = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
             vec![
-                n.node.clone(),
+                node,
                 n.state.clone().unwrap_or_default(),
                 number(n.term),
                 match n.has_quorum {

@@ -12,13 +12,17 @@ pub use super::model::{
 use crate::patroni::is_leader_role;
 use crate::raft::RaftState;
 use crate::snapshot::ClusterSnapshot;
-use crate::snapshot::QuorumVerdict;
+use crate::snapshot::{QuorumVerdict, VoterKind};
 
 impl ClusterReport {
     /// Builds the report of one poll.
     pub fn from_snapshot(snapshot: &ClusterSnapshot) -> ClusterReport {
         let members: Vec<MemberRow> = snapshot.members.iter().map(member_row).collect();
-        let raft_nodes: Vec<RaftRow> = snapshot.raft_nodes.iter().map(raft_row).collect();
+        let raft_nodes: Vec<RaftRow> = snapshot
+            .raft_nodes
+            .iter()
+            .map(|node| raft_row(node, snapshot.voter_kinds.kind_of(&node.node)))
+            .collect();
         let quorum_confirmed_by = snapshot
             .raft_nodes
             .iter()
@@ -218,7 +222,13 @@ fn raft_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
         match &node.status {
             Err(failure) => problems.say(
                 Level::Warning,
-                format!("Raft node {} unreachable: {}", node.node, failure.message),
+                match snapshot.voter_kinds.kind_of(&node.node) {
+                    Some(VoterKind::Witness) => format!(
+                        "Raft witness {} unreachable (a voter that runs only Raft): {}",
+                        node.node, failure.message
+                    ),
+                    _ => format!("Raft node {} unreachable: {}", node.node, failure.message),
+                },
             ),
             Ok(status) if quorum.confirmed() && !status.has_quorum => problems.say(
                 Level::Warning,

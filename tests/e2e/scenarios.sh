@@ -145,6 +145,17 @@ expect "2: leader_changes_total went up" patroni_cluster_leader_changes_total "$
 expect "2: timeline went up by one" patroni_cluster_timeline "$S" == $(( timeline + 1 )) 30
 expect "2: healthy again: two sync standbys" patroni_cluster_sync_standbys "$S" == 2 60
 expect "2: exporter still answering, quorum kept" patroni_raft_cluster_quorum "$S" == 1 10
+# Where the Raft leader is after the switchover, by the new primary's own Raft node (ground
+# truth), against patroni_raft_leader_away_from_primary: a switchover does not move it.
+raft_leader=$(cluster raft "$(member_index "$candidate")" 2>/dev/null | awk '$1 == "leader:" { print $2 }')
+candidate_host=$(e2e_member "$(member_index "$candidate")" RAFT); candidate_host=${candidate_host%:*}
+if [[ -n $raft_leader ]]; then
+  [[ ${raft_leader%:*} == "$candidate_host" ]] && away=0 || away=1
+  expect "2: Raft leader $raft_leader away from the primary $candidate: $away" patroni_raft_leader_away_from_primary "$S" == "$away" 10
+  e2e_result 2 "switchover: Raft leader away from the new primary (1/0)" "$away"
+else
+  on_fail "2: the new primary's Raft node names no leader"
+fi
 timeline=$(( timeline + 1 ))
 
 # ---------------------------------------------------------------- 3. failover

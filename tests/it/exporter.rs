@@ -644,7 +644,8 @@ async fn collectors_switched_off_are_not_asked_and_their_families_are_absent() {
             series(&everything) - series(&output)
         ));
     }
-    // docs/performance.md quotes these numbers (cargo test collectors -- --nocapture).
+    // Printed by `cargo test collectors -- --nocapture`; docs/performance.md quotes the same
+    // count measured against fleet-sim (`scripts/bench.sh collectors`).
     println!("{}", report.join("\n"));
 }
 
