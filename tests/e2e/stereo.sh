@@ -120,6 +120,15 @@ witness_kind() {
   v=$(FETCH=0 metric_value patroni_raft_witnesses "$S" 2>/dev/null || echo absent)
   check "$ph: patroni_raft_witnesses 1 (is $v)" test "$v" = 1
 }
+# leader_away PHASE RAFTFILE PRIMARY_N: record the exporter's patroni_raft_leader_away_from_primary
+# next to the truth (the Raft leader in that node's own status vs the primary's Raft address)
+leader_away() {
+  local lead truth v
+  lead=$(raft_field "$2" leader)
+  if [[ $lead == "$(e2e_member "$3" RAFT)" ]]; then truth=0; else truth=1; fi
+  v=$(metric_value patroni_raft_leader_away_from_primary "$S" 2>/dev/null || echo absent)
+  e2e_result "$1" "patroni_raft_leader_away_from_primary / truth (Raft leader $lead, primary postgresql-$3)" "$v / $truth"
+}
 # status_names_witness NAME: `status` output has a line naming W's address as a witness
 # shellcheck disable=SC2317  # check runs it
 status_names_witness() { grep -F "$W" "$RUN_DIR/status-$1.txt" | grep -qi witness; }
@@ -179,6 +188,7 @@ for n in 0 1; do
     "1: postgresql-$n's own Raft status: partner_nodes_count $v" test "$v" = 2
 done
 e2e_result 1 "Raft leader (its own status)" "$(raft_field healthy-witness leader)"
+leader_away 1 healthy-witness "$P"
 witness_kind 1
 rc=$(e2e_status healthy)
 check "1: status exit 0 (OK) on the healthy stereo cluster (exit $rc)" test "$rc" = 0
@@ -354,6 +364,7 @@ check "3: the witness's commit index advanced after P's Raft node went ($commit0
 ensure "3: the exporter follows: patroni_cluster_primaries 1, postgresql-$R reported primary, verdict 1, ${T_EXP}s after the kill" \
   "3: the exporter did not show postgresql-$R as the one primary with verdict 1 within 150 s" test -n "$T_EXP"
 expect "3: one leader in the DCS view" patroni_cluster_leaders "$S" == 1 30
+leader_away 3 promoted-witness "$R"
 check "3: $QL never firing during the failover (polled:${ql:- none})" test -z "$(grep -o 'firing' <<<"$ql" || true)"
 e2e_result 3 "$QL states during the failover (pending is allowed: a Raft re-election)" "${ql:- none}"
 e2e_result 3 "alerts after the failover" "$(e2e_alerts_brief)"
@@ -383,7 +394,10 @@ check "4: patroni_raft_voters still 3 (is $v)" test "$v" = 3
 witness_kind 4
 rc=$(e2e_status witness-down)
 e2e_result 4 "status exit code with the witness down" "$rc"
-check "4: status names $W as a witness" status_names_witness witness-down
+check "4: status names $W as the unreachable Raft node" grep -q "Raft node $W unreachable" "$RUN_DIR/status-witness-down.txt"
+# one poll cannot tell a witness that is down from a removed member's voter (both: no member
+# on the host, no REST, no Raft answer); the exporter can, from what it saw before: recorded
+e2e_result 4 "status (one poll) calls the stopped witness a witness" "$(status_names_witness witness-down && echo yes || echo no)"
 # ground truth
 if raft w stopped-w; then wr=answers; else wr=down; fi
 check "4: the witness gives no Raft status (ground truth)" test "$wr" = down
