@@ -11,7 +11,7 @@
 # pg_stat_replication, a write on the primary).
 #
 # Usage: tests/e2e/stereo.sh [PATRONI_VERSION...]   (3.3.8 and/or 4.1.5; default 4.1.5).
-# Root only (network namespace). ~12 min per version (PatroniRaftQuorumNoMargin's `for:` is
+# Root only (network namespace). ~10 min per version (PatroniRaftQuorumNoMargin's `for:` is
 # 5m); several versions run in parallel, each in its own namespace (log
 # $E2E_WORK/stereo-VERSION.log; in $E2E_WORK/stereo-VERSION/: the measurements results.tsv,
 # `status` outputs status-*.txt, Raft statuses raft-*.txt). EXPORTER_BIN defaults to the debug
@@ -30,13 +30,14 @@
 #     PatroniRaftQuorumLost never pending or firing. R started again: margin 1, NoMargin gone.
 #   3 P's Patroni killed (`cluster.sh kill P`: SIGKILL + immediate shutdown of its postmaster):
 #     R promoted by its own word (GET /patroni, pg_is_in_recovery false) with P's Raft node down,
-#     so the leader key was written with the witness's vote (W's own status has_quorum, R
-#     connected to it); the exporter follows although its one URL is P's: patroni_cluster_primaries
+#     so the leader key was written with the witness's vote (W's own status has_quorum, its
+#     commit index moving on after the kill, R connected to it); the exporter follows although its one URL is P's: patroni_cluster_primaries
 #     1, R reported primary, verdict 1; PatroniRaftQuorumLost never firing. P started again
 #     (rejoins as a replica).
 #   4 W stopped (`cluster.sh witness stop`): verdict 1 in every scrape, margin 0,
 #     patroni_raft_up{node=W} 0 (the only voter down), W still kind="witness" and
-#     patroni_raft_witnesses 1, `status` names W; the members' own Raft status has_quorum,
+#     patroni_raft_witnesses 1, `status` names W unreachable (whether it says "witness" is
+#     recorded: one poll cannot know a down witness); the members' own Raft status has_quorum,
 #     PatroniRaftQuorumLost never pending or firing. W started again: margin 1.
 set -euo pipefail
 { # parsed whole before it runs: editing this file during a run cannot derail the run
