@@ -72,7 +72,7 @@ def dashboard():
         [per_cluster("patroni_raft_leader_away_from_primary", "Raft leader")],
         "Whether the Raft leader runs on the primary's host. AWAY: every DCS write of the "
         "primary crosses the network to the Raft leader's host (or the witness), so a slow link "
-        "there delays the leader key's renewal. Normal after a switchover; with pysyncobj "
+        "there delays the leader key's renewal. Patroni does not move it with the primary; with pysyncobj "
         "0.3.16+ syncobj_admin -transfer moves it back (runbooks: Raft leadership away from the "
         "primary).",
         {"0": ("on the primary's host", "green"), "1": ("AWAY from the primary", "yellow")},

@@ -26,23 +26,22 @@ use tokio::sync::{watch, Semaphore};
 use tokio::time::MissedTickBehavior;
 use url::Url;
 
-use crate::config::{normalize_host, ApiUrlPolicy, ClusterConfig, Collector};
+use crate::config::{ApiUrlPolicy, ClusterConfig};
 use crate::patroni::{self, PatroniClient, PatroniError};
 use crate::snapshot::{
-    answered_views, primaries, ClusterSnapshot, Counters, DcsView, Encoding, FailoverReadiness,
-    Failure, MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment, RaftNodeSnapshot,
-    SnapshotStore, Source, ViewComparison, VoterSetComparison,
+    ClusterSnapshot, Counters, DcsView, Encoding, Failure, RaftNodeSnapshot, SnapshotStore, Source,
 };
 
 mod changes;
 mod discovery;
 mod members;
+mod record;
 mod requests;
 pub mod start;
 use changes::ChangeMemory;
-use discovery::without_aliases;
-use members::{unix_now, DcsTiming, MemberMemory};
-use requests::{member_at, raft_query, MemberLimits, RaftQuery, Wants};
+use members::{unix_now, MemberMemory};
+use record::{MemberContext, PollRecord};
+use requests::{member_at, raft_query, MemberLimits, RaftQuery};
 pub use start::StartGate;
 use start::{phase, Entry};
 
@@ -315,45 +314,13 @@ impl ClusterPoller {
             .chain(found.iter().map(|_| Placement::FoundVoter))
             .collect();
         let everyone: Vec<&patroni::Member> = known.into_iter().chain(&found).collect();
-        let on = |collector| self.config.collectors.enabled(collector);
-        let member_answers = join_all(everyone.iter().zip(&placements).map(|(member, place)| {
-            let is_reader = reader.as_deref() == Some(member.name.as_str());
-            // Everything at once: in `status` (one poll), and for a voter found this poll.
-            let is_rotated = self.ask_everything
-                || *place == Placement::FoundVoter
-                || rotated == Some(member.name.as_str());
-            let wants = Wants {
-                cluster: !is_reader && on(Collector::Views),
-                config: is_rotated && !is_reader && on(Collector::Views) && on(Collector::Config),
-                probes: is_rotated && on(Collector::Probes),
-            };
-            self.fetch_member(member, wants)
-        }));
+        let member_answers = self.fetch_members(&everyone, &placements, reader.as_deref(), rotated);
         // `/history` and `/config` from the member that answered `/cluster`, if one did.
         let preferred = cluster.as_ref().and(history_base.as_ref());
-        let history = self.ask_preferred(preferred.filter(|_| on(Collector::History)), |base| {
-            self.client.history(base)
-        });
-        let dynamic_config = self
-            .ask_preferred(preferred.filter(|_| on(Collector::Config)), |base| {
-                self.client.dynamic_config(base)
-            });
-        // The failsafe topology, only while failsafe mode is on (Patroni answers 502 otherwise).
-        let failsafe_on = on(Collector::Failsafe)
-            && self
-                .memory
-                .dynamic_config
-                .as_ref()
-                .is_some_and(|config| config.failsafe_mode);
-        let failsafe = self.ask_preferred(preferred.filter(|_| failsafe_on), |base| {
-            self.client.failsafe_members(base)
-        });
         let second_answers = join_all(self.raft_queries(&second_targets));
-        let (member_answers, history, dynamic_config, failsafe, second_answers) = tokio::join!(
+        let (member_answers, (history, dynamic_config, failsafe), second_answers) = tokio::join!(
             member_answers,
-            history,
-            dynamic_config,
-            failsafe,
+            self.fetch_reader_documents(preferred),
             second_answers
         );
 
@@ -361,198 +328,43 @@ impl ClusterPoller {
         // members' copies, and a copy read in this poll (below) must survive it.
         let history = self.settle(Source::History, "history", history);
         let failsafe_members = self.settle(Source::Failsafe, "failsafe", failsafe);
-        if let Some(config) = self.settle(Source::Config, "config", dynamic_config) {
-            let memory = &mut self.memory;
-            if memory
-                .dynamic_config
-                .as_ref()
-                .is_some_and(|known| *known != config)
-            {
-                memory.counters.config_changes += 1;
-            }
-            if let Some(reader) = &reader {
-                memory.members.record_config(reader, config.clone(), true);
-            }
-            memory.dynamic_config = Some(config);
-        }
+        self.settle_dynamic_config(dynamic_config, reader.as_deref());
         let read_view = cluster.as_ref().map(DcsView::of);
+        let known_names: BTreeSet<String> = names.iter().map(|&n| n.to_owned()).collect();
+        let context = MemberContext {
+            scope: cluster.as_ref().and_then(|view| view.scope.as_deref()),
+            known_names: &known_names,
+            reader: reader.as_deref(),
+            read_view: read_view.as_ref(),
+        };
         let mut members = Vec::with_capacity(listed.len());
         let mut departed_members = Vec::with_capacity(departed.len());
-        let scope = cluster.as_ref().and_then(|view| view.scope.clone());
-        let known_names: BTreeSet<String> = names.iter().map(|&n| n.to_owned()).collect();
         for ((member, answers), place) in everyone.into_iter().zip(member_answers).zip(placements) {
-            let mut member = member.clone();
-            if let (Placement::FoundVoter, Some(host)) = (place, &member.host) {
-                if answers.own.is_err() {
-                    self.memory
-                        .silent_voters
-                        .insert(host.clone(), Instant::now());
-                    self.memory.without_rest.insert(normalize_host(host));
-                } else {
-                    self.memory.without_rest.remove(&normalize_host(host));
-                }
-            }
-            if place == Placement::FoundVoter {
-                // Counted only when it names itself as a member of this cluster not known
-                // under another name; a voter whose REST API is elsewhere is no news (the
-                // Raft metrics have it), so its failures are not counted either.
-                let Some(name) = answers.own.as_ref().ok().and_then(|(status, _)| {
-                    let same_scope = match (&scope, &status.patroni_scope) {
-                        (Some(expected), Some(got)) => expected == got,
-                        _ => true,
-                    };
-                    status
-                        .patroni_name
-                        .clone()
-                        .filter(|name| same_scope && !known_names.contains(name))
-                }) else {
-                    continue;
-                };
-                member.name = name;
-            }
-            let name = member.name.clone();
-            self.note(
-                Source::Member,
-                &format!("member {name}"),
-                answers.own.as_ref().err(),
-            );
-            if let Some(answer) = &answers.cluster {
-                self.note(
-                    Source::Cluster,
-                    &format!("view of {name}"),
-                    answer.as_ref().err(),
-                );
-            }
-            if let Some(answer) = answers.config {
-                if let Some(config) =
-                    self.settle(Source::Config, &format!("config of {name}"), Some(answer))
-                {
-                    self.memory.members.record_config(&name, config, false);
-                }
-            }
-            if let Some((liveness, readiness)) = answers.probes {
-                let liveness = self.settle(
-                    Source::Probe,
-                    &format!("liveness of {name}"),
-                    Some(liveness),
-                );
-                let readiness = self.settle(
-                    Source::Probe,
-                    &format!("readiness of {name}"),
-                    Some(readiness),
-                );
-                self.memory.members.record_probes(
-                    &name,
-                    Probes {
-                        liveness,
-                        readiness,
-                    },
-                );
-            }
-            let (own_view, clock) = match answers.own {
-                Ok((status, clock)) => (Ok(status), clock),
-                Err(failure) => (Err(failure), None),
-            };
-            // The reader's view is the one already read; every other member's is its own.
-            let view = match (&read_view, reader.as_deref() == Some(name.as_str())) {
-                (Some(read), true) => Some(Ok(read.clone())),
-                _ => answers
-                    .cluster
-                    .map(|answer| answer.map(|view| DcsView::of(&view))),
-            };
-            let config = self.memory.members.config_of(&name);
-            let snapshot = MemberSnapshot {
-                member,
-                own_view,
-                clock,
-                probes: self.memory.members.probes_of(&name),
-                dcs_view: view.map(|answer| {
-                    answer.map(|view| MemberDcsView {
-                        view,
-                        config: config.cloned(),
-                    })
-                }),
-                left_dcs_at: match place {
-                    Placement::Departed(at) => Some(at),
-                    Placement::Listed | Placement::FoundVoter => None,
-                },
+            let Some(snapshot) = self.record_member(member, answers, place, &context) else {
+                continue;
             };
             match place {
                 Placement::Listed => members.push(snapshot),
                 Placement::Departed(_) | Placement::FoundVoter => departed_members.push(snapshot),
             }
         }
-        let timing = DcsTiming::of(self.memory.dynamic_config.as_ref());
-        self.memory.members.settle(&mut departed_members, timing);
-        self.memory
-            .silent_voters
-            .retain(|_, since| since.elapsed() < timing.ttl);
         raft_nodes.extend(
             second_targets
                 .into_iter()
                 .zip(second_answers)
                 .map(|(node, status)| RaftNodeSnapshot { node, status }),
         );
-        let raft_nodes = without_aliases(raft_nodes);
-        for node in &raft_nodes {
-            let target = format!("raft {}", node.node);
-            self.note(Source::Raft, &target, node.status.as_ref().err());
-        }
-        self.learn_raft(&raft_nodes);
-        self.remember(cluster.as_ref());
-        let voter_sets = VoterSetComparison::compare(&raft_nodes);
-        let quorum = QuorumAssessment::assess_with(&raft_nodes, &self.memory.voters, &voter_sets);
-        // Without the views collector only the read view is known: nothing to compare.
-        let views = if self.config.collectors.enabled(Collector::Views) {
-            ViewComparison::compare(
-                &answered_views(members.iter().chain(&departed_members)),
-                read_view.as_ref(),
-            )
-        } else {
-            ViewComparison::default()
-        };
-        let failover = FailoverReadiness::of_poll(PollFacts {
-            cluster: cluster.as_ref(),
-            members: &members,
-            config: self.memory.dynamic_config.as_ref(),
-            views: &views,
-            quorum: self.raft.is_some().then_some(&quorum),
-        });
-        if primaries(members.iter().chain(&departed_members)).len() > 1 {
-            self.memory.counters.multiple_primaries_polls += 1;
-        }
-        if raft_nodes.iter().any(|node| node.status.is_ok()) {
-            self.memory.voters = voter_sets.counted.voters.clone();
-        }
-        let voter_kinds =
-            self.judge_voter_kinds(&raft_nodes, members.iter().chain(&departed_members));
-        self.memory.changes.count(
-            &mut self.memory.counters,
-            cluster.as_ref(),
-            self.raft.is_some().then_some((&raft_nodes[..], &quorum)),
-        );
-
-        ClusterSnapshot {
-            scope: self.scope(),
-            polled_at_seconds: unix_now(),
-            poll_duration: started.elapsed(),
+        self.judge(PollRecord {
+            started,
             cluster,
             cluster_failure,
             members,
             departed: departed_members,
-            failsafe_members,
-            views,
-            voter_sets,
-            history,
-            config: self.memory.dynamic_config.clone(),
-            failover,
             raft_nodes,
-            voter_kinds,
-            raft_enabled: self.raft.is_some(),
-            quorum,
-            counters: self.memory.counters.clone(),
-            standby_source: None,
-        }
+            history,
+            failsafe_members,
+            read_view,
+        })
     }
 
     /// Counts and logs the outcome of a request that may not have been made (`None`);

@@ -12,8 +12,10 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use url::Url;
 
-use super::ClusterPoller;
-use crate::config::RaftSettings;
+use futures::future::join_all;
+
+use super::{ClusterPoller, Placement};
+use crate::config::{Collector, RaftSettings};
 use crate::patroni::{self, ClusterView, PatroniError};
 use crate::raft::{self, QueryLimits, RaftKey, RaftStatus};
 use crate::snapshot::Failure;
@@ -114,6 +116,13 @@ impl MemberLimits {
     }
 }
 
+/// What [`ClusterPoller::fetch_reader_documents`] read: `/history`, `/config`, `/failsafe`.
+pub(super) type ReaderDocuments = (
+    Option<Result<Vec<patroni::HistoryEntry>, PatroniError>>,
+    Option<Result<patroni::DynamicConfig, PatroniError>>,
+    Option<Result<Vec<String>, PatroniError>>,
+);
+
 /// What one member answered: its own `/patroni`, and its `/cluster` and `/config` when
 /// asked (`None` when not).
 pub(super) struct MemberAnswers {
@@ -149,6 +158,56 @@ pub(super) fn member_at(members: &[patroni::Member], base: &Url) -> Option<Strin
 }
 
 impl ClusterPoller {
+    /// Every member's requests of this poll, at once: its own `/patroni`, its `/cluster` (but
+    /// the `reader`'s, already read) and, for the member whose turn it is (`rotated`), a voter
+    /// found this poll, or every member in `status`, its `/config` and probes.
+    pub(super) async fn fetch_members(
+        &self,
+        everyone: &[&patroni::Member],
+        placements: &[Placement],
+        reader: Option<&str>,
+        rotated: Option<&str>,
+    ) -> Vec<MemberAnswers> {
+        let on = |collector| self.config.collectors.enabled(collector);
+        join_all(everyone.iter().zip(placements).map(|(member, place)| {
+            let is_reader = reader == Some(member.name.as_str());
+            let is_rotated = self.ask_everything
+                || *place == Placement::FoundVoter
+                || rotated == Some(member.name.as_str());
+            let wants = Wants {
+                cluster: !is_reader && on(Collector::Views),
+                config: is_rotated && !is_reader && on(Collector::Views) && on(Collector::Config),
+                probes: is_rotated && on(Collector::Probes),
+            };
+            self.fetch_member(member, wants)
+        }))
+        .await
+    }
+
+    /// `/history`, `/config` and (only while failsafe mode is on: Patroni answers 502
+    /// otherwise) `/failsafe` of the member that answered `/cluster` (`preferred`), each
+    /// when its collector is on; `None` for a document not asked.
+    pub(super) async fn fetch_reader_documents(&self, preferred: Option<&Url>) -> ReaderDocuments {
+        let on = |collector| self.config.collectors.enabled(collector);
+        let failsafe_on = on(Collector::Failsafe)
+            && self
+                .memory
+                .dynamic_config
+                .as_ref()
+                .is_some_and(|config| config.failsafe_mode);
+        tokio::join!(
+            self.ask_preferred(preferred.filter(|_| on(Collector::History)), |base| {
+                self.client.history(base)
+            }),
+            self.ask_preferred(preferred.filter(|_| on(Collector::Config)), |base| {
+                self.client.dynamic_config(base)
+            }),
+            self.ask_preferred(preferred.filter(|_| failsafe_on), |base| {
+                self.client.failsafe_members(base)
+            }),
+        )
+    }
+
     /// One request to `base` under a permit of the poll; `None` without a base.
     pub(super) async fn ask_preferred<'a, T, F>(
         &'a self,

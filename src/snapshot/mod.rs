@@ -24,19 +24,21 @@ mod quorum;
 mod split;
 mod standby;
 mod store;
+mod voters;
 mod witness;
 pub use failover::{
     human_bytes, Exclusion, ExclusionReason, FailoverReadiness, MemberReadiness, PollFacts,
 };
-pub use quorum::{CountedVoters, QuorumAssessment, QuorumEvidence, QuorumVerdict, Unanswered};
+pub use quorum::{QuorumAssessment, QuorumEvidence, QuorumVerdict, Unanswered};
 pub use split::{
-    answered_views, primaries, says_primary, DcsView, MemberDcsView, MemberViewDiff, NodeVoterSet,
-    ViewComparison, ViewField, VoterSetComparison,
+    answered_views, primaries, says_primary, DcsView, MemberDcsView, MemberViewDiff,
+    ViewComparison, ViewField,
 };
 pub use standby::{
     standby_leader_archive_recovery, standby_leader_streaming, SourcePosition, StandbySource,
 };
 pub use store::{Encoding, SnapshotStore};
+pub use voters::{CountedVoters, NodeVoterSet, VoterSetComparison};
 pub use witness::{VoterFacts, VoterKind, VoterKinds};
 
 /// Which source a poll error came from: the `source` label of
@@ -162,6 +164,17 @@ pub struct RaftNodeSnapshot {
     pub status: Result<RaftStatus, Failure>,
 }
 
+impl RaftNodeSnapshot {
+    /// The node's own id (`self` in its status), falling back to the address queried: the
+    /// name under which its partners list it, whatever address reached it.
+    pub fn identity(&self) -> &str {
+        match &self.status {
+            Ok(status) if !status.self_node.is_empty() => &status.self_node,
+            _ => &self.node,
+        }
+    }
+}
+
 /// The Raft leader the exporter believes in: the single node in state leader that has a
 /// quorum. `None` while there is none (or, transiently, several).
 pub fn effective_raft_leader(nodes: &[RaftNodeSnapshot]) -> Option<&str> {
@@ -174,15 +187,7 @@ pub fn effective_raft_leader(nodes: &[RaftNodeSnapshot]) -> Option<&str> {
     if leaders.next().is_some() {
         return None;
     }
-    Some(node_identity(leader))
-}
-
-/// A node's own id (`self`), falling back to the address queried.
-fn node_identity(node: &RaftNodeSnapshot) -> &str {
-    match &node.status {
-        Ok(status) if !status.self_node.is_empty() => &status.self_node,
-        _ => &node.node,
-    }
+    Some(leader.identity())
 }
 
 /// The hosts a member is reached at: its `host` and its `api_url`'s host, normalised as the

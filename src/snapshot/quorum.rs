@@ -33,7 +33,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::split::VoterSetComparison;
+use super::voters::VoterSetComparison;
 use super::RaftNodeSnapshot;
 use crate::raft::{RaftState, RaftStatus};
 
@@ -213,7 +213,7 @@ impl QuorumAssessment {
         remembered_voters: &BTreeSet<String>,
         sets: &VoterSetComparison,
     ) -> QuorumAssessment {
-        let answered: Vec<(&RaftNodeSnapshot, &RaftStatus)> = nodes
+        let answered: Vec<Answered> = nodes
             .iter()
             .filter_map(|node| Some((node, node.status.as_ref().ok()?)))
             .collect();
@@ -225,109 +225,36 @@ impl QuorumAssessment {
         } else {
             (nodes.iter().map(|node| node.node.clone()).collect(), false)
         };
-        // The partner counts of the nodes that hold the counted set (or a part of it): a node
-        // whose list names more voters than the agreed set is the one that disagrees.
-        let reported_size = answered
-            .iter()
-            .filter(|(node, _)| {
-                sets.nodes
-                    .iter()
-                    .find(|own| own.node == node.node)
-                    .is_some_and(|own| own.voters.is_subset(&voter_set))
-            })
-            .map(|(_, status)| status.partner_nodes_count.max(0) as u64 + 1)
-            .max()
-            .unwrap_or(0);
-        let voters = (voter_set.len() as u64).max(reported_size);
-
-        // A voter is known by its own id (`self`) once it answers, else by the address
-        // queried; Patroni names both alike (`host:port` of raft.self_addr).
-        let answering_ids: BTreeSet<&str> = answered
-            .iter()
-            .map(|(node, status)| identity(node, status))
-            .filter(|id| voter_set.contains(*id))
-            .collect();
-        let failures: BTreeMap<&str, Unanswered> = nodes
-            .iter()
-            .filter_map(|node| {
-                let failure = node.status.as_ref().err()?;
-                Some((node.node.as_str(), Unanswered::from_kind(failure.kind)))
-            })
-            .collect();
-        let mut unanswered: BTreeMap<Unanswered, u64> =
-            Unanswered::ALL.iter().map(|reason| (*reason, 0)).collect();
-        for voter in &voter_set {
-            if answering_ids.contains(voter.as_str()) {
-                continue;
-            }
-            let reason = failures
-                .get(voter.as_str())
-                .copied()
-                .unwrap_or(Unanswered::Error);
-            *unanswered.entry(reason).or_default() += 1;
-        }
+        let voters = (voter_set.len() as u64).max(reported_size(&answered, sets, &voter_set));
+        let unanswered = unanswered_by_reason(nodes, &answered, &voter_set);
         let voter_statuses: Vec<&RaftStatus> = answered
             .iter()
-            .filter(|(node, status)| voter_set.contains(identity(node, status)))
+            .filter(|(node, _)| voter_set.contains(node.identity()))
             .map(|(_, status)| *status)
             .collect();
         let answering = voter_statuses.len() as u64;
         let with_quorum = voter_statuses.iter().filter(|s| s.has_quorum).count() as u64;
-        let refused = unanswered[&Unanswered::Refused];
-
-        let voter_sets = sets.distinct as u64;
-        // A node's has_quorum is counted against its own partner list; when the lists
-        // differ, it is evidence for the cluster only if the voters it is connected to are a
-        // majority of the counted set (a node started alone with no partners "has a quorum"
-        // of one).
-        let majority_of_all = |node: &RaftNodeSnapshot, status: &RaftStatus| {
-            let connected = status
-                .partners
-                .iter()
-                .filter(|p| p.connected() && voter_set.contains(&p.node))
-                .count() as u64;
-            let own = u64::from(voter_set.contains(identity(node, status)));
-            (connected + own) * 2 > voters
+        let counted = Counted {
+            answered: &answered,
+            voter_set: &voter_set,
+            voters,
         };
-        let evidence = if answered.iter().any(|(node, status)| {
-            status.state == RaftState::Leader && status.has_quorum && majority_of_all(node, status)
-        }) {
+        let evidence = if counted.leader_with_majority() {
             QuorumEvidence::Leader
         } else if voters > 0 && with_quorum * 2 > voters {
             QuorumEvidence::Majority
-        } else if answered.iter().any(|(node, status)| {
-            follower_with_connected_leader(status) && majority_of_all(node, status)
-        }) {
+        } else if counted.follower_with_majority() {
             QuorumEvidence::Follower
         } else if voters_known && with_quorum == 0 && answering > 0 {
             QuorumEvidence::NoQuorum
-        } else if voters_known && with_quorum == 0 && refused * 2 > voters {
+        } else if voters_known && with_quorum == 0 && unanswered[&Unanswered::Refused] * 2 > voters
+        {
             QuorumEvidence::Refused
         } else {
             QuorumEvidence::NotVisible
         };
-        let healthy_by_answers = answered
-            .iter()
-            .filter(|(node, status)| {
-                voter_set.contains(identity(node, status))
-                    && status.has_quorum
-                    && (status.state == RaftState::Leader || follower_with_connected_leader(status))
-            })
-            .count() as u64;
-        let healthy_by_leader = answered
-            .iter()
-            .filter(|(_, status)| status.state == RaftState::Leader && status.has_quorum)
-            .map(|(_, status)| {
-                1 + status
-                    .partners
-                    .iter()
-                    .filter(|p| p.connected() && voter_set.contains(&p.node))
-                    .count() as u64
-            })
-            .max()
-            .unwrap_or(0);
-        let healthy = healthy_by_answers.max(healthy_by_leader);
         let majority = voters / 2 + 1;
+        let healthy = counted.healthy();
         let margin = match evidence.verdict() {
             QuorumVerdict::Confirmed if healthy >= majority => {
                 Some(healthy as i64 - majority as i64)
@@ -347,7 +274,7 @@ impl QuorumAssessment {
                 .filter(|(_, status)| status.state == RaftState::Leader)
                 .count() as u64,
             voters_known,
-            voter_sets,
+            voter_sets: sets.distinct as u64,
             voter_set_agreed: named.agreed,
             evidence,
             margin,
@@ -425,49 +352,127 @@ impl QuorumAssessment {
     }
 }
 
-/// The voters a quorum is counted against, and whether most answering nodes agree on them.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct CountedVoters {
-    pub voters: BTreeSet<String>,
-    /// The set is held by more than half of the answering nodes.
-    pub agreed: bool,
+/// A node that answered, with its status.
+type Answered<'a> = (&'a RaftNodeSnapshot, &'a RaftStatus);
+
+/// The partner counts of the nodes that hold the counted set (or a part of it): a node whose
+/// list names more voters than the agreed set is the one that disagrees.
+fn reported_size(
+    answered: &[Answered],
+    sets: &VoterSetComparison,
+    voter_set: &BTreeSet<String>,
+) -> u64 {
+    answered
+        .iter()
+        .filter(|(node, _)| {
+            sets.nodes
+                .iter()
+                .find(|own| own.node == node.node)
+                .is_some_and(|own| own.voters.is_subset(voter_set))
+        })
+        .map(|(_, status)| status.partner_nodes_count.max(0) as u64 + 1)
+        .max()
+        .unwrap_or(0)
 }
 
-/// The voter set to count a majority against: the set (a node and its partners) that more
-/// than half of the answering nodes hold; when no set is held by most, every voter any
-/// answering node names. Empty when no node answers.
-///
-/// Why not always the union: a node started with a stale partner list names a voter that
-/// exists only in its own configuration (canonical/postgresql-operator #1910, a partner
-/// 127.0.0.99 in the partition lab). In the union that phantom makes a 3-node cluster
-/// count 4 voters, so 3 are needed; with the misconfigured node cut off by its own list,
-/// the leader's 2 connected voters no longer confirm anything and the verdict went to
-/// "not visible". The set most nodes hold is the one the Raft leader commits with. Why not
-/// the leader's set alone: a node started alone with no partners leads a cluster of one.
-pub(super) fn counted_voter_set<'a>(
-    sets: impl Iterator<Item = &'a BTreeSet<String>> + Clone,
-) -> CountedVoters {
-    let answering = sets.clone().count();
-    let held_by_most = sets
-        .clone()
-        .find(|set| sets.clone().filter(|other| other == set).count() * 2 > answering);
-    match held_by_most {
-        Some(set) => CountedVoters {
-            voters: set.clone(),
-            agreed: true,
-        },
-        None => CountedVoters {
-            voters: sets.flatten().cloned().collect(),
-            agreed: false,
-        },
+/// The voters that gave no status, by reason. A voter is known by its own id (`self`) once it
+/// answers, else by the address queried; Patroni names both alike (`host:port` of
+/// raft.self_addr).
+fn unanswered_by_reason(
+    nodes: &[RaftNodeSnapshot],
+    answered: &[Answered],
+    voter_set: &BTreeSet<String>,
+) -> BTreeMap<Unanswered, u64> {
+    let answering_ids: BTreeSet<&str> = answered
+        .iter()
+        .map(|(node, _)| node.identity())
+        .filter(|id| voter_set.contains(*id))
+        .collect();
+    let failures: BTreeMap<&str, Unanswered> = nodes
+        .iter()
+        .filter_map(|node| {
+            let failure = node.status.as_ref().err()?;
+            Some((node.node.as_str(), Unanswered::from_kind(failure.kind)))
+        })
+        .collect();
+    let mut unanswered: BTreeMap<Unanswered, u64> =
+        Unanswered::ALL.iter().map(|reason| (*reason, 0)).collect();
+    for voter in voter_set {
+        if answering_ids.contains(voter.as_str()) {
+            continue;
+        }
+        let reason = failures
+            .get(voter.as_str())
+            .copied()
+            .unwrap_or(Unanswered::Error);
+        *unanswered.entry(reason).or_default() += 1;
     }
+    unanswered
 }
 
-fn identity<'a>(node: &'a RaftNodeSnapshot, status: &'a RaftStatus) -> &'a str {
-    if status.self_node.is_empty() {
-        &node.node
-    } else {
-        &status.self_node
+/// The answers counted against the voter set.
+struct Counted<'a> {
+    answered: &'a [Answered<'a>],
+    voter_set: &'a BTreeSet<String>,
+    voters: u64,
+}
+
+impl Counted<'_> {
+    /// The voters in the set a node is connected to.
+    fn connected(&self, status: &RaftStatus) -> u64 {
+        status
+            .partners
+            .iter()
+            .filter(|p| p.connected() && self.voter_set.contains(&p.node))
+            .count() as u64
+    }
+
+    /// A node's has_quorum is counted against its own partner list; when the lists differ,
+    /// it is evidence for the cluster only if the voters it is connected to are a majority of
+    /// the counted set (a node started alone with no partners "has a quorum" of one).
+    fn majority_of_all(&self, node: &RaftNodeSnapshot, status: &RaftStatus) -> bool {
+        let own = u64::from(self.voter_set.contains(node.identity()));
+        (self.connected(status) + own) * 2 > self.voters
+    }
+
+    /// A leader reports `has_quorum` and is connected to a majority of the counted voters.
+    fn leader_with_majority(&self) -> bool {
+        self.answered.iter().any(|(node, status)| {
+            status.state == RaftState::Leader
+                && status.has_quorum
+                && self.majority_of_all(node, status)
+        })
+    }
+
+    /// A follower reports `has_quorum`, names a connected leader and is connected to a
+    /// majority of the counted voters.
+    fn follower_with_majority(&self) -> bool {
+        self.answered.iter().any(|(node, status)| {
+            follower_with_connected_leader(status) && self.majority_of_all(node, status)
+        })
+    }
+
+    /// The voters seen healthy: the answering voters with has_quorum that lead or follow a
+    /// connected leader, or a leader with has_quorum and the voters it is connected to,
+    /// whichever is more.
+    fn healthy(&self) -> u64 {
+        let by_answers = self
+            .answered
+            .iter()
+            .filter(|(node, status)| {
+                self.voter_set.contains(node.identity())
+                    && status.has_quorum
+                    && (status.state == RaftState::Leader || follower_with_connected_leader(status))
+            })
+            .count() as u64;
+        let by_leader = self
+            .answered
+            .iter()
+            .filter(|(_, status)| status.state == RaftState::Leader && status.has_quorum)
+            .map(|(_, status)| 1 + self.connected(status))
+            .max()
+            .unwrap_or(0);
+        by_answers.max(by_leader)
     }
 }
 
@@ -489,7 +494,7 @@ mod tests {
     //! (a = 127.0.0.11:2222, b = .12, c = .13).
     use super::*;
     use crate::raft::parse_admin_text;
-    use crate::snapshot::Failure;
+    use crate::snapshot::{CountedVoters, Failure};
 
     const A: &str = "127.0.0.11:2222";
     const B: &str = "127.0.0.12:2222";

@@ -10,10 +10,7 @@
 //! loop demotes it. None of this shows in one member's `/cluster`, so the judgements here
 //! compare every answer the poll got: pure functions of the snapshot's parts.
 
-use std::collections::BTreeSet;
-
-use super::quorum::{counted_voter_set, CountedVoters};
-use super::{MemberSnapshot, RaftNodeSnapshot};
+use super::MemberSnapshot;
 use crate::patroni::{ClusterView, DynamicConfig, MemberStatus};
 
 /// One part of a DCS view that members can disagree on: the `field` label of
@@ -170,7 +167,7 @@ impl ViewComparison {
 
 /// The value most items equal; a tie goes to `prefer` when it is among the tied, else to
 /// the first of them. `None` only for no items.
-fn most_common<'a, T: PartialEq + 'a>(
+pub(super) fn most_common<'a, T: PartialEq + 'a>(
     items: impl Iterator<Item = &'a T>,
     prefer: Option<&'a T>,
 ) -> Option<&'a T> {
@@ -203,76 +200,6 @@ pub(super) fn count_distinct<T: PartialEq>(items: impl Iterator<Item = T>) -> us
     seen.len()
 }
 
-/// Every answering Raft node's voter set (itself and its partners), compared.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct VoterSetComparison {
-    /// Distinct voter sets among the nodes that answered; 0 when none did.
-    pub distinct: usize,
-    /// Per answering node (the address queried): whether its set differs from the one
-    /// most nodes have, and its set.
-    pub nodes: Vec<NodeVoterSet>,
-    /// The voters the quorum verdict counts against ([`counted_voter_set`]).
-    pub counted: CountedVoters,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeVoterSet {
-    pub node: String,
-    pub voters: BTreeSet<String>,
-    pub differs: bool,
-}
-
-impl VoterSetComparison {
-    pub fn compare(nodes: &[RaftNodeSnapshot]) -> VoterSetComparison {
-        let sets: Vec<(&str, BTreeSet<String>)> = nodes
-            .iter()
-            .filter_map(|node| {
-                let status = node.status.as_ref().ok()?;
-                let own = if status.self_node.is_empty() {
-                    node.node.clone()
-                } else {
-                    status.self_node.clone()
-                };
-                let mut voters: BTreeSet<String> =
-                    status.partners.iter().map(|p| p.node.clone()).collect();
-                voters.insert(own);
-                Some((node.node.as_str(), voters))
-            })
-            .collect();
-        let Some(reference) = most_common(sets.iter().map(|(_, set)| set), None) else {
-            return VoterSetComparison::default();
-        };
-        VoterSetComparison {
-            counted: counted_voter_set(sets.iter().map(|(_, set)| set)),
-            distinct: count_distinct(sets.iter().map(|(_, set)| set)),
-            nodes: sets
-                .iter()
-                .map(|(node, set)| NodeVoterSet {
-                    node: (*node).to_owned(),
-                    differs: set != reference,
-                    voters: set.clone(),
-                })
-                .collect(),
-        }
-    }
-
-    pub fn disagree(&self) -> bool {
-        self.distinct > 1
-    }
-
-    /// The nodes whose set differs, with their sets: `127.0.0.13:2222 {…11:2222, …13:2222}`.
-    pub fn describe_differences(&self) -> Vec<String> {
-        self.nodes
-            .iter()
-            .filter(|n| n.differs)
-            .map(|n| {
-                let voters: Vec<&str> = n.voters.iter().map(String::as_str).collect();
-                format!("{} counts {{{}}}", n.node, voters.join(", "))
-            })
-            .collect()
-    }
-}
-
 /// Whether a member says, in its own `GET /patroni`, that it leads the cluster: `primary`
 /// (3.x `master`, normalised by the parser) or `standby_leader` in a standby cluster.
 pub fn says_primary(own: &MemberStatus) -> bool {
@@ -301,7 +228,6 @@ mod tests {
     use super::*;
     use crate::fixture;
     use crate::patroni::parse_cluster;
-    use crate::raft::parse_admin_text;
 
     fn view(path: &str) -> DcsView {
         DcsView::of(&parse_cluster(&fixture(path)).unwrap())
@@ -380,40 +306,5 @@ mod tests {
         assert_eq!(compared.members[2].differs, vec![ViewField::Config]);
         assert!(compared.members[3].differs.is_empty());
         assert!(!compared.members[3].config_known);
-    }
-
-    fn node(addr: &str, partners: &[&str]) -> RaftNodeSnapshot {
-        let mut text = format!(
-            "commit_idx: 41\nenabled_code_version: 0\nhas_quorum: True\nlast_applied: 41\nleader: {addr}\nleader_commit_idx: 41\nlog_len: 41\nraft_term: 1\nreadonly_nodes_count: 0\nrevision: deprecated\nself: {addr}\nself_code_version: 0\nstate: 2\nuptime: 18\nversion: 0.3.12\n"
-        );
-        for partner in partners {
-            text.push_str(&format!("partner_node_status_server_{partner}: 2\n"));
-        }
-        text.push_str(&format!("partner_nodes_count: {}\n", partners.len()));
-        RaftNodeSnapshot {
-            node: addr.to_owned(),
-            status: Ok(parse_admin_text(&text).unwrap()),
-        }
-    }
-
-    #[test]
-    fn voter_sets_compared() {
-        let (a, b, c) = ("127.0.0.11:2222", "127.0.0.12:2222", "127.0.0.13:2222");
-        let agree =
-            VoterSetComparison::compare(&[node(a, &[b, c]), node(b, &[a, c]), node(c, &[a, b])]);
-        assert_eq!(agree.distinct, 1);
-        assert!(!agree.disagree());
-        // Member 2 started with member 0 as its only partner (postgresql-operator #1910).
-        let stale =
-            VoterSetComparison::compare(&[node(a, &[b, c]), node(b, &[a, c]), node(c, &[a])]);
-        assert_eq!(stale.distinct, 2);
-        assert!(stale.disagree());
-        assert_eq!(stale.nodes.iter().filter(|n| n.differs).count(), 1);
-        assert!(stale.nodes[2].differs);
-        assert_eq!(
-            stale.describe_differences(),
-            vec![format!("{c} counts {{{a}, {c}}}")]
-        );
-        assert_eq!(VoterSetComparison::compare(&[]).distinct, 0);
     }
 }

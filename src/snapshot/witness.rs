@@ -79,14 +79,8 @@ impl VoterKinds {
         let answered: BTreeSet<&str> = facts
             .raft_nodes
             .iter()
-            .filter_map(|node| {
-                let status = node.status.as_ref().ok()?;
-                Some(if status.self_node.is_empty() {
-                    node.node.as_str()
-                } else {
-                    status.self_node.as_str()
-                })
-            })
+            .filter(|node| node.status.is_ok())
+            .map(RaftNodeSnapshot::identity)
             .collect();
         let mut voters = facts
             .voters

@@ -134,7 +134,8 @@ fetch_metrics >/dev/null
 changes=$(metric_value patroni_cluster_leader_changes_total "$S")
 candidate=postgresql-$(( ( $(member_index "$old_leader") + 1 ) % 3 ))
 leader_url=$(e2e_rest "$(member_index "$old_leader")")
-e2e_log "switchover $old_leader -> $candidate"
+raft_leader_before=$(cluster raft "$(member_index "$old_leader")" 2>/dev/null | awk '$1 == "leader:" { print $2 }')
+e2e_log "switchover $old_leader -> $candidate (Raft leader $raft_leader_before)"
 t0=$(e2e_now)
 code=$(curl -s -o "$RUN_DIR/switchover.txt" -w '%{http_code}' --max-time 60 -u "$REST_USER:$REST_PASS" \
   -X POST -d "{\"leader\":\"$old_leader\",\"candidate\":\"$candidate\"}" "$leader_url/switchover") || true
@@ -153,6 +154,8 @@ if [[ -n $raft_leader ]]; then
   [[ ${raft_leader%:*} == "$candidate_host" ]] && away=0 || away=1
   expect "2: Raft leader $raft_leader away from the primary $candidate: $away" patroni_raft_leader_away_from_primary "$S" == "$away" 10
   e2e_result 2 "switchover: Raft leader away from the new primary (1/0)" "$away"
+  e2e_result 2 "switchover: Raft leader moved with it (1/0; $raft_leader_before -> $raft_leader)" \
+    "$([[ $raft_leader == "$raft_leader_before" ]] && echo 0 || echo 1)"
 else
   on_fail "2: the new primary's Raft node names no leader"
 fi

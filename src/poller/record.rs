@@ -1,0 +1,256 @@
+//! Recording a poll: each answer settled into the poller's memory and counters, each member
+//! made a [`MemberSnapshot`], then the judgements of the whole poll ([`ClusterPoller::judge`]).
+//!
+//! Why apart from the requests: what a poll asks and what it makes of the answers change for
+//! different reasons; here is only the second, in the order the memory needs it (the reader's
+//! configuration before the other members' copies, the members before the voters' kinds).
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use super::discovery::without_aliases;
+use super::members::{unix_now, DcsTiming};
+use super::requests::MemberAnswers;
+use super::{ClusterPoller, Placement};
+use crate::config::{normalize_host, Collector};
+use crate::patroni::{self, ClusterView, DynamicConfig, HistoryEntry, PatroniError};
+use crate::snapshot::{
+    answered_views, primaries, ClusterSnapshot, DcsView, FailoverReadiness, Failure, MemberDcsView,
+    MemberSnapshot, PollFacts, Probes, QuorumAssessment, RaftNodeSnapshot, Source, ViewComparison,
+    VoterSetComparison,
+};
+
+/// What every member's record reads besides its own answers.
+pub(super) struct MemberContext<'a> {
+    /// The scope `/cluster` named in this poll.
+    pub(super) scope: Option<&'a str>,
+    /// The names of the members listed or remembered.
+    pub(super) known_names: &'a BTreeSet<String>,
+    /// The member whose `/cluster` the exporter read.
+    pub(super) reader: Option<&'a str>,
+    /// That `/cluster`, as a view.
+    pub(super) read_view: Option<&'a DcsView>,
+}
+
+/// One poll's answers, recorded: what the judgements are made from.
+pub(super) struct PollRecord {
+    pub(super) started: Instant,
+    pub(super) cluster: Option<ClusterView>,
+    pub(super) cluster_failure: Option<Failure>,
+    pub(super) members: Vec<MemberSnapshot>,
+    pub(super) departed: Vec<MemberSnapshot>,
+    pub(super) raft_nodes: Vec<RaftNodeSnapshot>,
+    pub(super) history: Option<Vec<HistoryEntry>>,
+    pub(super) failsafe_members: Option<Vec<String>>,
+    pub(super) read_view: Option<DcsView>,
+}
+
+impl ClusterPoller {
+    /// The reader's `/config`: counted when it changed, kept as the cluster's and the
+    /// reader's own copy.
+    pub(super) fn settle_dynamic_config(
+        &mut self,
+        answer: Option<Result<DynamicConfig, PatroniError>>,
+        reader: Option<&str>,
+    ) {
+        let Some(config) = self.settle(Source::Config, "config", answer) else {
+            return;
+        };
+        let memory = &mut self.memory;
+        if memory
+            .dynamic_config
+            .as_ref()
+            .is_some_and(|known| *known != config)
+        {
+            memory.counters.config_changes += 1;
+        }
+        if let Some(reader) = reader {
+            memory.members.record_config(reader, config.clone(), true);
+        }
+        memory.dynamic_config = Some(config);
+    }
+
+    /// One member's answers settled (counted, logged, remembered) into its snapshot; `None`
+    /// for a voter found this poll that is no member of this cluster (its REST API is
+    /// elsewhere, or it names another cluster or a member already known).
+    pub(super) fn record_member(
+        &mut self,
+        member: &patroni::Member,
+        answers: MemberAnswers,
+        place: Placement,
+        context: &MemberContext<'_>,
+    ) -> Option<MemberSnapshot> {
+        let mut member = member.clone();
+        if let (Placement::FoundVoter, Some(host)) = (place, &member.host) {
+            if answers.own.is_err() {
+                self.memory
+                    .silent_voters
+                    .insert(host.clone(), Instant::now());
+                self.memory.without_rest.insert(normalize_host(host));
+            } else {
+                self.memory.without_rest.remove(&normalize_host(host));
+            }
+        }
+        if place == Placement::FoundVoter {
+            // Counted only when it names itself as a member of this cluster not known
+            // under another name; a voter whose REST API is elsewhere is no news (the
+            // Raft metrics have it), so its failures are not counted either.
+            let (status, _) = answers.own.as_ref().ok()?;
+            let same_scope = match (context.scope, &status.patroni_scope) {
+                (Some(expected), Some(got)) => expected == got,
+                _ => true,
+            };
+            member.name = status
+                .patroni_name
+                .clone()
+                .filter(|name| same_scope && !context.known_names.contains(name))?;
+        }
+        let name = member.name.clone();
+        self.note(
+            Source::Member,
+            &format!("member {name}"),
+            answers.own.as_ref().err(),
+        );
+        if let Some(answer) = &answers.cluster {
+            self.note(
+                Source::Cluster,
+                &format!("view of {name}"),
+                answer.as_ref().err(),
+            );
+        }
+        if let Some(answer) = answers.config {
+            if let Some(config) =
+                self.settle(Source::Config, &format!("config of {name}"), Some(answer))
+            {
+                self.memory.members.record_config(&name, config, false);
+            }
+        }
+        if let Some((liveness, readiness)) = answers.probes {
+            let liveness = self.settle(
+                Source::Probe,
+                &format!("liveness of {name}"),
+                Some(liveness),
+            );
+            let readiness = self.settle(
+                Source::Probe,
+                &format!("readiness of {name}"),
+                Some(readiness),
+            );
+            self.memory.members.record_probes(
+                &name,
+                Probes {
+                    liveness,
+                    readiness,
+                },
+            );
+        }
+        let (own_view, clock) = match answers.own {
+            Ok((status, clock)) => (Ok(status), clock),
+            Err(failure) => (Err(failure), None),
+        };
+        // The reader's view is the one already read; every other member's is its own.
+        let view = match (context.read_view, context.reader == Some(name.as_str())) {
+            (Some(read), true) => Some(Ok(read.clone())),
+            _ => answers
+                .cluster
+                .map(|answer| answer.map(|view| DcsView::of(&view))),
+        };
+        let config = self.memory.members.config_of(&name);
+        Some(MemberSnapshot {
+            member,
+            own_view,
+            clock,
+            probes: self.memory.members.probes_of(&name),
+            dcs_view: view.map(|answer| {
+                answer.map(|view| MemberDcsView {
+                    view,
+                    config: config.cloned(),
+                })
+            }),
+            left_dcs_at: match place {
+                Placement::Departed(at) => Some(at),
+                Placement::Listed | Placement::FoundVoter => None,
+            },
+        })
+    }
+
+    /// The poll's record absorbed into the memory (departed members, voters, counters) and
+    /// judged: the snapshot to publish.
+    pub(super) fn judge(&mut self, record: PollRecord) -> ClusterSnapshot {
+        let PollRecord {
+            started,
+            cluster,
+            cluster_failure,
+            members,
+            mut departed,
+            raft_nodes,
+            history,
+            failsafe_members,
+            read_view,
+        } = record;
+        let timing = DcsTiming::of(self.memory.dynamic_config.as_ref());
+        self.memory.members.settle(&mut departed, timing);
+        self.memory
+            .silent_voters
+            .retain(|_, since| since.elapsed() < timing.ttl);
+        let raft_nodes = without_aliases(raft_nodes);
+        for node in &raft_nodes {
+            let target = format!("raft {}", node.node);
+            self.note(Source::Raft, &target, node.status.as_ref().err());
+        }
+        self.learn_raft(&raft_nodes);
+        self.remember(cluster.as_ref());
+        let voter_sets = VoterSetComparison::compare(&raft_nodes);
+        let quorum = QuorumAssessment::assess_with(&raft_nodes, &self.memory.voters, &voter_sets);
+        // Without the views collector only the read view is known: nothing to compare.
+        let views = if self.config.collectors.enabled(Collector::Views) {
+            ViewComparison::compare(
+                &answered_views(members.iter().chain(&departed)),
+                read_view.as_ref(),
+            )
+        } else {
+            ViewComparison::default()
+        };
+        let failover = FailoverReadiness::of_poll(PollFacts {
+            cluster: cluster.as_ref(),
+            members: &members,
+            config: self.memory.dynamic_config.as_ref(),
+            views: &views,
+            quorum: self.raft.is_some().then_some(&quorum),
+        });
+        if primaries(members.iter().chain(&departed)).len() > 1 {
+            self.memory.counters.multiple_primaries_polls += 1;
+        }
+        if raft_nodes.iter().any(|node| node.status.is_ok()) {
+            self.memory.voters = voter_sets.counted.voters.clone();
+        }
+        let voter_kinds = self.judge_voter_kinds(&raft_nodes, members.iter().chain(&departed));
+        self.memory.changes.count(
+            &mut self.memory.counters,
+            cluster.as_ref(),
+            self.raft.is_some().then_some((&raft_nodes[..], &quorum)),
+        );
+
+        ClusterSnapshot {
+            scope: self.scope(),
+            polled_at_seconds: unix_now(),
+            poll_duration: started.elapsed(),
+            cluster,
+            cluster_failure,
+            members,
+            departed,
+            failsafe_members,
+            views,
+            voter_sets,
+            history,
+            config: self.memory.dynamic_config.clone(),
+            failover,
+            raft_nodes,
+            voter_kinds,
+            raft_enabled: self.raft.is_some(),
+            quorum,
+            counters: self.memory.counters.clone(),
+            standby_source: None,
+        }
+    }
+}
