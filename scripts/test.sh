@@ -86,6 +86,13 @@ if (( RUN_E2E )); then
   # version, the versions in parallel; ~3 min wall clock
   # shellcheck disable=SC2086  # one word per version
   step "e2e failsafe mode, Patroni $E2E_MATRICES" tests/e2e/failsafe.sh $E2E_MATRICES
+  # stereo mode (Charmed PostgreSQL 16): two members and a Raft-only witness
+  # (patroni_raft_controller) on port 2224; healthy (nothing pending for 150 s), the replica
+  # stopped (PatroniRaftQuorumNoMargin fires after its for: 5m, no quorum-loss page), the
+  # primary killed (promoted through the witness's vote), the witness stopped. A network
+  # namespace of its own per version, the versions in parallel; ~10 min wall clock (585-604 s)
+  # shellcheck disable=SC2086  # one word per version
+  step "e2e stereo mode, Patroni $E2E_MATRICES" tests/e2e/stereo.sh $E2E_MATRICES
   # issue #20, how close the next outage is, against PostgreSQL's and Patroni's own word: quorum
   # margin (a replica killed), data at risk (pg_wal_lsn_diff, walreceivers stopped, async/sync),
   # replay lag seconds (replay paused), a stalled HA loop (SIGSTOP of the heartbeat connection's

@@ -8,7 +8,9 @@
 # Per Patroni version (VENV from scripts/install-deps.sh): up --sync, status, raft 0,
 # kill 0 + start 0 + wait --sync, quorum loss for QUORUM_LOSS_S=25 s (kill 1, kill 2: raft 0
 # has_quorum False, member 0 demotes itself; start 1, start 2, wait --sync), down (no process
-# left, ports free), up again, down --fast.
+# left, ports free), up again, down --fast. Stereo mode: MEMBERS=2 WITNESS_PORT=2224 up --sync,
+# raft w (the witness: has_quorum, 2 partners), env WITNESS_RAFT, witness kill / start, down
+# (the witness stopped too, its port free).
 # Prints the timings and 'N passed, N failed'; rc 1 if anything failed.
 set -euo pipefail
 
@@ -101,6 +103,31 @@ selftest() {
   check "$v: second up after down" timed "second up --sync" "$C" up --sync
   check "$v: second down --fast" timed "second down --fast" "$C" down --fast
   check "$v: no leftover process / port after second down" no_leftovers
+
+  # stereo mode: two members and the Raft-only witness
+  local w
+  if ! timed "stereo: MEMBERS=2 WITNESS_PORT=2224 up --sync" env MEMBERS=2 WITNESS_PORT=2224 "$C" up --sync; then
+    fail "$v: stereo up --sync"; dump_logs; return 1
+  fi
+  pass "$v: stereo up --sync"
+  w=$("$C" env | sed -n "s/^WITNESS_RAFT='\(.*\)'$/\1/p")
+  check "$v: stereo: env WITNESS_RAFT ($w) on port 2224" [ "${w##*:}" = 2224 ]
+  check "$v: stereo: env MEMBERS 2" bash -c "'$C' env | grep -qx \"MEMBERS='2'\""
+  check "$v: stereo: raft w has_quorum True" [ "$(raft_field w has_quorum)" = True ]
+  check "$v: stereo: raft w 2 partners" [ "$(raft_field w partner_nodes_count)" = 2 ]
+  check "$v: stereo: raft 0 lists the witness as a connected partner" \
+    bash -c "'$C' raft 0 2>/dev/null | grep -qx 'partner_node_status_server_$w: 2'"
+  check "$v: stereo: pids names the witness" bash -c "'$C' pids | grep -q '^witness pid=[0-9]'"
+  check "$v: stereo: kill 2 refused (2 members)" bash -c "! '$C' kill 2 2>/dev/null"
+  timed "stereo: witness kill" "$C" witness kill
+  check "$v: stereo: raft w gives no status after witness kill" bash -c "! '$C' raft w >/dev/null 2>&1"
+  check "$v: stereo: raft 0 has_quorum True without the witness" [ "$(raft_field 0 has_quorum)" = True ]
+  timed "stereo: witness start" "$C" witness start
+  for _ in $(seq 1 40); do q=$(raft_field w has_quorum); [[ $q == True ]] && break; sleep 0.5; done
+  check "$v: stereo: raft w has_quorum True after witness start" [ "$q" = True ]
+  check "$v: stereo: down" timed "stereo: down" "$C" down
+  check "$v: stereo: no leftover process / port after down" no_leftovers
+  check "$v: stereo: the witness's port is free after down" bash -c "! ss -Hltn 'sport = :2224' | grep -q ."
 }
 
 e2e_setup

@@ -6,13 +6,20 @@
 #   Postgres  127.0.0.1{1,2,3}:5432         (own unix socket dir; synchronous_mode on)
 # If 127.0.0.1x cannot be bound, everything runs on 127.0.0.1 with REST 8008+N,
 # Raft 2222+N, Postgres 5432+N (force with ADDR_MODE=single).
+# Stereo mode (Charmed PostgreSQL 16: two database units and a postgresql-watcher unit):
+# MEMBERS=2 WITNESS_PORT=2224 `up` adds a Raft-only witness, Patroni's own
+# `patroni_raft_controller` (no PostgreSQL, no REST API), on 127.0.0.(IP_BASE+9):PORT
+# (127.0.0.1:PORT in single mode), listed in every member's raft.partner_addrs.
 #
 # Usage: tests/e2e/cluster.sh COMMAND [ARGS]
-#   up [--sync]          write configs, start 3 members, wait for leader + 2 streaming
-#                        (--sync: and both replicas sync_standby); restarts a kept cluster
-#   down [--keep] [--fast]  stop everything (bounded, ~10 s: a sync standby waits for the
-#                        primary to release it), then rm -rf DATA_DIR (--keep: keep it;
-#                        --fast: SIGKILL patroni + immediate postgres shutdown, < 1 s)
+#   up [--sync]          write configs, start the witness (WITNESS_PORT) and the MEMBERS
+#                        members (default 3), wait for leader + MEMBERS-1 streaming (--sync:
+#                        and every replica sync_standby) and, with a witness, for its own
+#                        Raft status to say has_quorum; restarts a kept cluster
+#   down [--keep] [--fast]  stop everything, the witness last (bounded, ~10 s: a sync
+#                        standby waits for the primary to release it), then rm -rf DATA_DIR
+#                        (--keep: keep it; --fast: SIGKILL patroni + immediate postgres
+#                        shutdown, < 1 s)
 #   status [N]           PIDs + roles, GET /cluster (JSON on stdout) from the first member
 #                        that answers (N: from member N)
 #   wait [--sync]        bounded wait (UP_TIMEOUT) until healthy again; fails at once if a
@@ -21,18 +28,32 @@
 #                        of its postmaster (--patroni-only: postgres keeps running)
 #   stop N               graceful: SIGTERM patroni (it stops postgres), SIGKILL after STOP_TIMEOUT
 #   start N              start member N again (no-op when running)
-#   raft N               syncobj_admin -status of member N; rc 1 if it gave no status
+#   raft N|w             syncobj_admin -status of member N (w: of the witness); rc 1 if it
+#                        gave no status
+#   witness start|stop|kill  the witness (a cluster made with WITNESS_PORT): start it again
+#                        (no-op when running); stop: SIGTERM, SIGKILL after STOP_TIMEOUT;
+#                        kill: SIGKILL
 #   ctl ARGS...          patronictl -c <member 0 config> ARGS (timeout 60 s)
 #   psql N [ARGS...]     psql as superuser over member N's unix socket
-#   logs N [LINES]       tail of member N's patroni.log (default 50 lines)
-#   pids                 patroni and postmaster PID of each member
-#   env                  shell-evaluable KEY='value' lines (addresses, credentials, paths)
+#   logs N|w [LINES]     tail of member N's patroni.log (w: the witness's log; default 50 lines)
+#   pids                 patroni and postmaster PID of each member (and the witness's PID)
+#   env                  shell-evaluable KEY='value' lines (addresses, credentials, paths;
+#                        MEMBERS, and with a witness WITNESS_RAFT=host:port, WITNESS_CONFIG,
+#                        WITNESS_LOG)
 #
 # Environment:
 #   PATRONI_VERSION  matrix, 3.3.8 or 4.1.5 (default 4.1.5) -> VENV=$E2E_WORK/venv-VERSION
 #   VENV             venv with patroni[raft] (built by scripts/install-deps.sh)
 #   DATA_DIR         runtime data (default $E2E_WORK/cluster, E2E_WORK = <repo>/.work)
 #   UP_TIMEOUT=120   STOP_TIMEOUT=45   ADDR_MODE=auto|multi|single   PG_OS_USER=pgtest
+#   MEMBERS=3        (at `up`; remembered in DATA_DIR) the number of members, 1..8
+#   WITNESS_PORT     (at `up`; remembered in DATA_DIR) a Raft-only witness voter on this port
+#                    (not 2222: Charmed PostgreSQL's watcher-raft-port need not be it), as
+#                    the charm's stereo mode: Patroni's `patroni_raft_controller` with a YAML
+#                    of only `raft:` (self_addr, partner_addrs = every member, password,
+#                    data_dir), run as PG_OS_USER; config, Raft data, PID file and log in
+#                    DATA_DIR/witness. Its PID is signalled under the same rules as the
+#                    members' (PID file + cmdline naming its config). tests/e2e/stereo.sh
 #   MEMBER_GID_BASE  (as root, at `up`; remembered in DATA_DIR) member N's Patroni and Postgres
 #                    run with the primary group MEMBER_GID_BASE+N (a bare number, no group
 #                    entry needed), so nftables can tell the members' sockets apart with
@@ -63,7 +84,9 @@
 #                    its leader is a standby_leader; `wait` expects one (tests/e2e/standby.sh)
 #   STANDBY_APPLY_DELAY  (with STANDBY_OF) the standby cluster's recovery_min_apply_delay, e.g.
 #                    10s: its leader replays WAL that long after the source committed it
-#   LOOP_WAIT=10 TTL=30 RETRY_TIMEOUT=10 SYNC_NODE_COUNT=2
+#   LOOP_WAIT=10 TTL=30 RETRY_TIMEOUT=10
+#   SYNC_NODE_COUNT  (bootstrap DCS) default MEMBERS-1 (at least 1): every replica synchronous,
+#                    as Charmed PostgreSQL's default "all" (2 for 3 members, 1 for 2)
 #   WAL_SEGSIZE      initdb --wal-segsize in MB (default 16; 1 = less WAL to write and delete)
 #   TLS=1            (at `up`; remembered in DATA_DIR) the REST API on https with a fresh
 #                    self-signed CA and `verify_client: required`, as Charmed PostgreSQL with a
@@ -78,8 +101,8 @@
 #                    (tests/e2e/charm-config.sh)
 #
 # Every wait is bounded. Only processes whose PID is in DATA_DIR/postgresql-N/patroni.pid or
-# pgdata/postmaster.pid AND whose /proc/PID/cmdline names that member's config / data
-# directory are ever signalled. As root, Patroni (and thus Postgres) runs as the
+# pgdata/postmaster.pid (or DATA_DIR/witness/witness.pid) AND whose /proc/PID/cmdline names
+# that member's config / data directory (the witness's config) are ever signalled. As root, Patroni (and thus Postgres) runs as the
 # unprivileged user PG_OS_USER (created once), via setsid + setpriv.
 set -euo pipefail
 
@@ -98,7 +121,9 @@ MEMBER_PREFIX="${MEMBER_PREFIX:-postgresql}"
 STANDBY_OF="${STANDBY_OF:-}"
 STANDBY_APPLY_DELAY="${STANDBY_APPLY_DELAY:-}"
 NAMESPACE="${NAMESPACE:-/db/}"
-NMEMBERS=3
+NMEMBERS=3                                  # resolve_members: DATA_DIR/.members, else MEMBERS
+WITNESS_PORT_SET="${WITNESS_PORT:-}"        # resolve_members: DATA_DIR/.witness_port, else this
+WITNESS_PORT=""
 BOOTSTRAP_MEMBER="${BOOTSTRAP_MEMBER:-0}"   # only this member gets a bootstrap: section
 REST_USER="${REST_USER:-patroni}"
 REST_PASS="${REST_PASS:-patroni-pass}"
@@ -109,7 +134,7 @@ REWIND_USER=rewind    REWIND_PASS="${REWIND_PASS:-rewind-pass}"
 LOOP_WAIT="${LOOP_WAIT:-10}"
 TTL="${TTL:-30}"
 RETRY_TIMEOUT="${RETRY_TIMEOUT:-10}"
-SYNC_NODE_COUNT="${SYNC_NODE_COUNT:-2}"     # Charmed default "all" == units - 1
+SYNC_NODE_COUNT="${SYNC_NODE_COUNT:-}"      # empty: MEMBERS-1 (Charmed default "all" == units - 1)
 UP_TIMEOUT="${UP_TIMEOUT:-120}"
 WAL_SEGSIZE="${WAL_SEGSIZE:-}"              # MB; empty = initdb default 16 (as the charm)
 STOP_TIMEOUT="${STOP_TIMEOUT:-45}"
@@ -120,6 +145,7 @@ VENV="$(readlink -f "$VENV" 2>/dev/null || echo "$VENV")"
 PATRONI="$VENV/bin/patroni"
 PATRONICTL="$VENV/bin/patronictl"
 SYNCOBJ_ADMIN="$VENV/bin/syncobj_admin"
+RAFT_CONTROLLER="$VENV/bin/patroni_raft_controller"
 MARKER=".e2e-cluster"                       # DATA_DIR is only ever rm -rf'ed when it has this
 TLS_DIR="$DATA/tls"
 KEY_PASS="${KEY_PASS:-tls-key-passphrase}"   # not a substring of any path (argv is checked for it)
@@ -133,6 +159,25 @@ elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
 usage()   { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 members() { seq 0 $((NMEMBERS - 1)); }
 
+# resolve_members: the number of members and the witness's port, as `up` remembered them in
+# DATA_DIR (a later command's environment cannot change a running cluster's shape), else
+# MEMBERS / WITNESS_PORT (at `up`)
+resolve_members() {
+  if [[ -f $DATA/.members ]]; then NMEMBERS=$(<"$DATA/.members"); else NMEMBERS=${MEMBERS:-3}; fi
+  [[ $NMEMBERS =~ ^[1-8]$ ]] || die "MEMBERS must be 1..8 (got '$NMEMBERS')"
+  if [[ -f $DATA/.members ]]; then
+    WITNESS_PORT=$(cat "$DATA/.witness_port" 2>/dev/null || true)
+  else
+    WITNESS_PORT=$WITNESS_PORT_SET
+  fi
+  if [[ -n $WITNESS_PORT ]]; then
+    { [[ $WITNESS_PORT =~ ^[0-9]+$ ]] && ((WITNESS_PORT > 0 && WITNESS_PORT < 65536)); } \
+      || die "WITNESS_PORT must be a TCP port (got '$WITNESS_PORT')"
+  fi
+  [[ -n $SYNC_NODE_COUNT ]] || SYNC_NODE_COUNT=$((NMEMBERS > 1 ? NMEMBERS - 1 : 1))
+}
+has_witness() { [[ -n $WITNESS_PORT ]]; }
+
 # ------------------------------------------------------------------ addressing
 resolve_mode() {
   if [[ -f $DATA/.addr_mode ]]; then MODE=$(<"$DATA/.addr_mode"); return 0; fi
@@ -142,8 +187,9 @@ resolve_mode() {
       if timeout 5 python3 -c '
 import socket
 import sys
-for i in range(3):
-    s = socket.socket(); s.bind(("127.0.0.%d" % (int(sys.argv[1]) + i), 0)); s.close()' "$IP_BASE" 2>/dev/null
+for i in list(range(int(sys.argv[2]))) + ([9] if sys.argv[3] else []):
+    s = socket.socket(); s.bind(("127.0.0.%d" % (int(sys.argv[1]) + i), 0)); s.close()' \
+        "$IP_BASE" "$NMEMBERS" "$WITNESS_PORT" 2>/dev/null
       then MODE=multi; else MODE=single; fi ;;
     *) die "ADDR_MODE must be auto, multi or single" ;;
   esac
@@ -159,6 +205,12 @@ mdir()      { echo "$DATA/$MEMBER_PREFIX-$1"; }
 cfg_of()    { echo "$(mdir "$1")/patroni.yml"; }
 pgdata_of() { echo "$(mdir "$1")/pgdata"; }
 check_n()   { { [[ ${1:-} =~ ^[0-9]+$ ]] && (($1 < NMEMBERS)); } || die "member index must be 0..$((NMEMBERS - 1)) (got '${1:-}')"; }
+# the witness: its own loopback address (IP_BASE+9, past any member's) in multi mode
+witness_ip()   { if [[ $MODE == multi ]]; then echo "127.0.0.$((IP_BASE + 9))"; else echo 127.0.0.1; fi; }
+witness_addr() { echo "$(witness_ip):$WITNESS_PORT"; }
+wdir()         { echo "$DATA/witness"; }
+wcfg()         { echo "$(wdir)/witness.yml"; }
+check_witness() { has_witness || die "this cluster has no witness (made without WITNESS_PORT)"; }
 
 # ------------------------------------------------------------------ TLS
 # resolve_tls: TLS on when DATA_DIR says so (set at `up` from TLS=1)
@@ -251,6 +303,14 @@ patroni_pid() { # patroni_pid N -> PID of our patroni for member N
   pid_matches "$pid" "$(cfg_of "$1")" && pid_matches "$pid" patroni || return 1
   echo "$pid"
 }
+witness_pid() { # witness_pid -> PID of our patroni_raft_controller
+  local f pid
+  f="$(wdir)/witness.pid"
+  [[ -f $f ]] || return 1
+  pid=$(head -n1 "$f" 2>/dev/null) || return 1
+  pid_matches "$pid" "$(wcfg)" && pid_matches "$pid" patroni_raft_controller || return 1
+  echo "$pid"
+}
 postmaster_pid() { # postmaster_pid N -> PID of member N's postmaster
   local f pid
   f="$(pgdata_of "$1")/postmaster.pid"
@@ -290,7 +350,7 @@ setup_user() {
 }
 check_prereqs() {
   local c
-  [[ -x $PATRONI && -x $PATRONICTL && -x $SYNCOBJ_ADMIN ]] \
+  [[ -x $PATRONI && -x $PATRONICTL && -x $SYNCOBJ_ADMIN && -x $RAFT_CONTROLLER ]] \
     || die "patroni not found in $VENV: run scripts/install-deps.sh --patroni $PATRONI_VERSION"
   [[ -x $PGBIN/postgres && -x $PGBIN/initdb ]] || die "postgres binaries not found in $PGBIN (scripts/install-deps.sh)"
   for c in curl jq ss setsid timeout; do command -v "$c" >/dev/null || die "$c required (scripts/install-deps.sh)"; done
@@ -317,6 +377,8 @@ write_config() {
     for j in $(members); do
       ((j == n)) || partners+="  - '$(raft_addr "$j")'"$'\n'
     done
+    # stereo mode: the charm adds the watcher's ip:port to every member's partner_addrs
+    if has_witness; then partners+="  - '$(witness_addr)'"$'\n'; fi
   fi
   mkdir -p "$d/raft" "$d/sock"
   chmod 700 "$d/sock"
@@ -419,6 +481,33 @@ EOF
   own "$d"
 }
 
+# write_witness_config: the witness's YAML as the charm's watcher has it: only `raft:` (and a
+# log level), partner_addrs = every member
+write_witness_config() {
+  local d j partners=""
+  d=$(wdir)
+  for j in $(members); do partners+="  - '$(raft_addr "$j")'"$'\n'; done
+  mkdir -p "$d/raft"
+  cat >"$(wcfg)" <<EOF
+# generated by tests/e2e/cluster.sh -- the Raft-only witness (patroni_raft_controller)
+log:
+  level: INFO
+  dateformat: "%Y-%m-%d %H:%M:%S %Z"
+  format: "%(asctime)s [%(process)d]: %(levelname)s: %(message)s "
+
+raft:
+  data_dir: $d/raft
+  self_addr: '$(witness_addr)'
+  # as the members: without bind_addr pysyncobj binds 0.0.0.0:<port>
+  bind_addr: '$(witness_addr)'
+  password: $RAFT_PASS
+  partner_addrs:
+$partners
+EOF
+  chmod 600 "$(wcfg)"
+  own "$d"
+}
+
 # the bootstrap DCS's standby_cluster section when STANDBY_OF is set (Patroni ignores
 # synchronous_mode in a standby cluster); the standby leader streams from HOST:PORT with this
 # cluster's replication user, which the source has too (same credentials)
@@ -500,6 +589,59 @@ start_member() {
   done
   log "WARNING: $(name_of "$n") did not come up; last log lines:"
   tail -n 20 "$logf" >&2 || true
+  return 1
+}
+
+start_witness() {
+  local d pid pidfile logf
+  d=$(wdir); pidfile="$d/witness.pid"; logf="$d/witness.log"
+  if pid=$(witness_pid); then log "witness already running (pid $pid)"; return 0; fi
+  [[ -f $(wcfg) ]] || write_witness_config
+  rm -f "$pidfile"
+  own "$d"
+  # as a member: setsid, env -i, the unprivileged user, an exact PID file
+  # shellcheck disable=SC2016  # $$ and $0..$2 are the inner sh's
+  (cd "$d" && exec setsid "${RUN_AS[@]}" env -i HOME="$OS_HOME" USER="$OS_USER" LOGNAME="$OS_USER" \
+    LANG=C.UTF-8 PATH="$VENV/bin:/usr/local/bin:/usr/bin:/bin" \
+    /bin/sh -c 'echo $$ > "$0"; exec "$1" "$2"' "$pidfile" "$RAFT_CONTROLLER" "$(wcfg)" \
+    </dev/null >>"$logf" 2>&1) &
+  for _ in $(seq 1 50); do
+    if pid=$(witness_pid); then log "started the witness $(witness_addr), pid $pid (log $logf)"; return 0; fi
+    sleep 0.1
+  done
+  log "WARNING: the witness did not come up; last log lines:"
+  tail -n 20 "$logf" >&2 || true
+  return 1
+}
+# stop_witness MODE   term: SIGTERM, SIGKILL after STOP_TIMEOUT; kill: SIGKILL
+stop_witness() {
+  local pid
+  if ! pid=$(witness_pid); then log "witness not running"; return 0; fi
+  if [[ $1 == term ]]; then
+    kill -TERM "$pid" 2>/dev/null || true
+    if wait_gone "$pid" "$STOP_TIMEOUT"; then log "witness $pid stopped (SIGTERM)"; return 0; fi
+    log "witness $pid still alive after ${STOP_TIMEOUT}s -> SIGKILL"
+  fi
+  kill -KILL "$pid" 2>/dev/null || true
+  wait_gone "$pid" 5 || log "WARNING: witness $pid survived SIGKILL"
+  [[ $1 == term ]] || log "witness $pid killed (SIGKILL)"
+}
+# wait_witness_quorum: bounded wait until the witness's own Raft status says has_quorum
+wait_witness_quorum() {
+  local t0 deadline out
+  t0=$(now); deadline=$(($(date +%s) + UP_TIMEOUT))
+  while (($(date +%s) < deadline)); do
+    if ! witness_pid >/dev/null; then
+      log "the witness is not running; last log lines:"; tail -n 20 "$(wdir)/witness.log" >&2 || true
+      return 1
+    fi
+    if out=$(raft_status "$(witness_addr)" 2>/dev/null) && grep -q '^has_quorum: True' <<<"$out"; then
+      log "witness $(witness_addr) has_quorum after $(elapsed "$t0")s ($(grep -c '^partner_node_status_server_' <<<"$out") partners)"
+      return 0
+    fi
+    sleep 1
+  done
+  log "TIMEOUT after ${UP_TIMEOUT}s waiting for the witness's has_quorum"
   return 1
 }
 
@@ -608,15 +750,18 @@ wait_healthy() {
   return 1
 }
 
-# ports_busy: our REST/Raft/PG addresses already bound by something (members not running)
+# ports_busy: our REST/Raft/PG addresses already bound by something (members, and the
+# witness, not running)
 ports_busy() {
-  local n p busy=""
+  local n p busy="" addrs
   for n in $(members); do
     patroni_pid "$n" >/dev/null && continue
-    for p in "$(ip_of "$n"):$(rest_port "$n")" "$(raft_addr "$n")" "$(ip_of "$n"):$(pg_port "$n")"; do
-      if ss -Hltn "sport = :${p##*:}" 2>/dev/null | awk '{print $4}' \
-        | grep -qE "^(${p%:*}|0\.0\.0\.0|\*|\[::\]):${p##*:}$"; then busy+=" $p"; fi
-    done
+    addrs+=" $(ip_of "$n"):$(rest_port "$n") $(raft_addr "$n") $(ip_of "$n"):$(pg_port "$n")"
+  done
+  if has_witness && ! witness_pid >/dev/null; then addrs+=" $(witness_addr)"; fi
+  for p in $addrs; do
+    if ss -Hltn "sport = :${p##*:}" 2>/dev/null | awk '{print $4}' \
+      | grep -qE "^(${p%:*}|0\.0\.0\.0|\*|\[::\]):${p##*:}$"; then busy+=" $p"; fi
   done
   echo "$busy"
 }
@@ -629,12 +774,25 @@ cmd_up() {
   if [[ -f $DATA/.venv && $(<"$DATA/.venv") != "$VENV" ]]; then
     die "$DATA was created with $(<"$DATA/.venv"), not $VENV: run '$0 down' first"
   fi
+  if [[ -f $DATA/.members ]]; then
+    [[ -z ${MEMBERS:-} || $MEMBERS == "$NMEMBERS" ]] \
+      || die "$DATA was created with $NMEMBERS members, not $MEMBERS: run '$0 down' first"
+    [[ -z $WITNESS_PORT_SET || $WITNESS_PORT_SET == "$WITNESS_PORT" ]] \
+      || die "$DATA was created with WITNESS_PORT='$WITNESS_PORT', not $WITNESS_PORT_SET: run '$0 down' first"
+  fi
   mkdir -p "$DATA"
   chmod 755 "$DATA"
   touch "$DATA/$MARKER"
   echo "$VENV" >"$DATA/.venv"
   resolve_mode
   echo "$MODE" >"$DATA/.addr_mode"
+  if has_witness; then
+    for n in $(members); do
+      [[ $(witness_addr) != "$(raft_addr "$n")" ]] || die "WITNESS_PORT $WITNESS_PORT is $(name_of "$n")'s Raft port"
+    done
+  fi
+  echo "$NMEMBERS" >"$DATA/.members"
+  if has_witness; then echo "$WITNESS_PORT" >"$DATA/.witness_port"; fi
   if [[ ${TLS:-0} == 1 ]]; then
     [[ ${TLS_VERIFY_CLIENT:-required} =~ ^(required|optional|none)$ ]] \
       || die "TLS_VERIFY_CLIENT must be required, optional or none (got '$TLS_VERIFY_CLIENT')"
@@ -642,24 +800,29 @@ cmd_up() {
     gen_tls
   fi
   resolve_tls
-  log "patroni $("$PATRONI" --version | awk '{print $2}') from $VENV; data $DATA; address mode $MODE"
+  log "patroni $("$PATRONI" --version | awk '{print $2}') from $VENV; data $DATA; address mode $MODE;" \
+    "$NMEMBERS members$(has_witness && echo ", witness $(witness_addr)")"
   busy=$(ports_busy)
   [[ -z $busy ]] || die "ports already in use:$busy"
   own "$DATA"
   for n in $(members); do [[ -f $(cfg_of "$n") ]] || write_config "$n"; done
+  if has_witness; then [[ -f $(wcfg) ]] || write_witness_config; fi
   if [[ -n ${MEMBER_GID_BASE:-} ]]; then
     { [[ $MEMBER_GID_BASE =~ ^[0-9]+$ ]] && ((EUID == 0)); } || die "MEMBER_GID_BASE needs a number and root"
     echo "$MEMBER_GID_BASE" >"$DATA/.member_gid_base"
   fi
+  # the witness first: with two members, the bootstrap member and the witness are a quorum
+  if has_witness; then start_witness || die "failed to start the witness"; fi
   start_member "$BOOTSTRAP_MEMBER" || die "failed to start the bootstrap member"
   for n in $(members); do
     ((n == BOOTSTRAP_MEMBER)) || start_member "$n" || die "failed to start member $n"
   done
-  if wait_healthy "$@"; then
+  if wait_healthy "$@" && { ! has_witness || wait_witness_quorum; }; then
     log "up finished in $(elapsed "$t0")s"
   else
     log "up FAILED after $(elapsed "$t0")s; log tails:"
     for n in $(members); do echo "--- $(name_of "$n")" >&2; tail -n 15 "$(mdir "$n")/patroni.log" >&2 || true; done
+    if has_witness; then echo "--- witness" >&2; tail -n 15 "$(wdir)/witness.log" >&2 || true; fi
     return 1
   fi
 }
@@ -682,6 +845,8 @@ cmd_down() {
   for n in $(members); do
     if patroni_pid "$n" >/dev/null || postmaster_pid "$n" >/dev/null; then stop_member "$n" kill; fi
   done
+  # the witness last: a member that stops gracefully still writes to the DCS (its quorum)
+  if has_witness; then stop_witness "$mode"; fi
   # postgres children exit shortly after their postmaster; give them a bounded moment
   for _ in $(seq 1 50); do left=$(leftover_pids); [[ -z $left ]] && break; sleep 0.1; done
   if [[ -n $left ]]; then
@@ -711,6 +876,7 @@ cmd_status() {
     printf '%s patroni=%s postmaster=%s rest=%s raft=%s\n' "$(name_of "$n")" "$(patroni_pid "$n" || echo -)" \
       "$(postmaster_pid "$n" || echo -)" "$(rest_url "$n")" "$(raft_addr "$n")" >&2
   done
+  if has_witness; then printf 'witness pid=%s raft=%s\n' "$(witness_pid || echo -)" "$(witness_addr)" >&2; fi
   if line=$(cluster_json); then
     log "GET /cluster answered by $(name_of "${line%%$'\t'*}"): $(summary <<<"${line#*$'\t'}")"
     jq . <<<"${line#*$'\t'}"
@@ -726,19 +892,25 @@ cmd_pids() {
   for n in $(members); do
     echo "$(name_of "$n") patroni=$(patroni_pid "$n" || echo -) postmaster=$(postmaster_pid "$n" || echo -)"
   done
+  if has_witness; then echo "witness pid=$(witness_pid || echo -)"; fi
 }
 
-cmd_raft() {
+# raft_status HOST:PORT: syncobj_admin -status of that node on stdout; rc 1 if it gave none
+raft_status() {
   local out rc=0
-  check_n "${1:-}"
-  resolve_mode
   [[ -x $SYNCOBJ_ADMIN ]] || die "$SYNCOBJ_ADMIN missing"
   # syncobj_admin exits 0 even on failure ("connection lost": dead node, wrong password)
   # and hangs (900 s) on a port that is not Raft: bound it and parse the output.
-  out=$(timeout 20 "$SYNCOBJ_ADMIN" -conn "$(raft_addr "$1")" -pass "$RAFT_PASS" -status 2>&1) || rc=$?
+  out=$(timeout 20 "$SYNCOBJ_ADMIN" -conn "$1" -pass "$RAFT_PASS" -status 2>&1) || rc=$?
   printf '%s\n' "$out"
   ((rc == 0)) || { log "syncobj_admin rc=$rc (124 = timed out)"; return "$rc"; }
-  grep -q '^has_quorum:' <<<"$out" || { log "no Raft status from $(raft_addr "$1")"; return 1; }
+  grep -q '^has_quorum:' <<<"$out" || { log "no Raft status from $1"; return 1; }
+}
+cmd_raft() {
+  resolve_mode
+  if [[ ${1:-} == w ]]; then check_witness; raft_status "$(witness_addr)"; return; fi
+  check_n "${1:-}"
+  raft_status "$(raft_addr "$1")"
 }
 
 cmd_ctl() {
@@ -769,7 +941,10 @@ cmd_env() {
     NAMESPACE "$NAMESPACE" ADDR_MODE "$MODE" REST_USER "$REST_USER" REST_PASS "$REST_PASS" \
     RAFT_PASS "$RAFT_PASS" REST_SCHEME "$REST_SCHEME" \
     REST_URLS "$(for n in $(members); do rest_url "$n"; done | paste -sd,)" \
-    RAFT_ADDRS "$(for n in $(members); do raft_addr "$n"; done | paste -sd,)"
+    RAFT_ADDRS "$(for n in $(members); do raft_addr "$n"; done | paste -sd,)" MEMBERS "$NMEMBERS"
+  if has_witness; then
+    kv WITNESS_RAFT "$(witness_addr)" WITNESS_CONFIG "$(wcfg)" WITNESS_LOG "$(wdir)/witness.log"
+  fi
   for n in $(members); do
     kv "MEMBER${n}_NAME" "$(name_of "$n")" "MEMBER${n}_REST" "$(rest_url "$n")" \
       "MEMBER${n}_RAFT" "$(raft_addr "$n")" "MEMBER${n}_PG" "$(ip_of "$n"):$(pg_port "$n")" \
@@ -788,6 +963,7 @@ main() {
   local cmd=${1:-help}
   shift || true
   resolve_tls
+  resolve_members
   case $cmd in
     up)     cmd_up "$@" ;;
     down)   cmd_down "$@" ;;
@@ -801,7 +977,15 @@ main() {
     raft)   cmd_raft "$@" ;;
     ctl)    cmd_ctl "$@" ;;
     psql)   cmd_psql "$@" ;;
-    logs)   check_n "${1:-}"; tail -n "${2:-50}" "$(mdir "$1")/patroni.log" ;;
+    logs)   if [[ ${1:-} == w ]]; then check_witness; tail -n "${2:-50}" "$(wdir)/witness.log"
+            else check_n "${1:-}"; tail -n "${2:-50}" "$(mdir "$1")/patroni.log"; fi ;;
+    witness) check_witness
+            case ${1:-} in
+              start) check_prereqs; resolve_mode; start_witness ;;
+              stop)  resolve_mode; stop_witness term ;;
+              kill)  resolve_mode; stop_witness kill ;;
+              *)     die "witness start|stop|kill" ;;
+            esac ;;
     pids)   cmd_pids ;;
     env)    cmd_env ;;
     help|-h|--help) usage ;;

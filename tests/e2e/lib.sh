@@ -420,6 +420,8 @@ dump_logs() { # dump_logs [EXPORTER_LOG]
     echo "===== postgresql-$n: $f (last $DUMP_LINES lines)"
     if [[ -f $f ]]; then tail -n "$DUMP_LINES" "$f"; else echo "(missing)"; fi
   done
+  f="$data/witness/witness.log"   # the Raft-only witness of a stereo-mode cluster
+  if [[ -f $f ]]; then echo "===== witness: $f (last $DUMP_LINES lines)"; tail -n "$DUMP_LINES" "$f"; fi
   if [[ -n $exporter_log ]]; then
     echo "===== exporter: $exporter_log (last $DUMP_LINES lines)"
     if [[ -f $exporter_log ]]; then tail -n "$DUMP_LINES" "$exporter_log"; else echo "(missing)"; fi
