@@ -1,27 +1,30 @@
 #!/usr/bin/env bash
-# charm-config.sh - issue #29 item 7: the exporter configured by Charmed PostgreSQL's own
-# patroni.yml and nothing else. The template is the library package's
+# charm-config.sh - the exporter configured by Charmed PostgreSQL's own patroni.yml and nothing
+# else, in stereo mode (two members and the watcher, as the charm's template renders it). The template is the library package's
 # single_kernel_postgresql/templates/patroni.yml.j2 (postgresql-charms-single-kernel, pinned in
 # tests/e2e/requirements-charm.txt, installed by scripts/install-deps.sh into
 # $E2E_WORK/venv-charm; never copied into the repository), rendered with jinja2 as the charm
 # renders it (tests/e2e/render-charm-patroni.py) for member 0 of a REAL Patroni + Raft cluster
 # whose REST API is on https (cluster.sh TLS=1) without `verify_client`, as the charm's template
-# configures the members. The cluster's CA, member 0's certificate and key are put where the
+# configures the members, with two members and a Raft-only witness (cluster.sh MEMBERS=2
+# WITNESS_PORT=2224: Patroni's patroni_raft_controller, as the charm's postgresql-watcher) that
+# the template puts in raft.partner_addrs (CHARM_STEREO=0: three members and no witness). The cluster's CA, member 0's certificate and key are put where the
 # template expects them (conf_path: peer_ca.pem, peer_cert.pem, peer_key.pem).
 #
 #   1 the rendering: restapi on https with the peer files and REST authentication, ctl with the
 #     peer CA only, no verify_client, raft.partner_addrs the other members (and CHARM_WATCHER)
 #   2 the exporter run with ONLY --patroni.config-file <rendered> and --web.listen-address: it
-#     finds every member over https, verified with the peer CA (patroni_member_api_up 1 for the
-#     3 members, their api_url https, no TLS error), every Raft voter of the file with the
-#     password read from it (patroni_raft_up 1 for each, verdict 1), the scope of the file
+#     finds every member over https, verified with the peer CA (patroni_member_api_up 1 for
+#     each member, their api_url https, no TLS error), every Raft voter of the file with the
+#     password read from it, the witness included (patroni_raft_up 1 for each, verdict 1, the
+#     witness kind="witness"), the scope of the file
 #   3 the same rendering with a peer_ca.pem of another CA: no member answers (kind="tls"
 #     errors), so step 2 did verify the members' certificates
 #
 # Usage: tests/e2e/charm-config.sh [PATRONI_VERSION...]   (default 3.3.8, what the charm ships).
 # Root only (network namespace). ~1 min per version. CHARM_PARTNERS (comma-separated addresses,
-# no port) replaces the partner list given to the template; CHARM_WATCHER=host:port adds a Raft
-# witness as the charm's stereo mode does (it must then answer as a voter).
+# no port) replaces the partner list given to the template; CHARM_WATCHER=host:port replaces the
+# witness's address given to it (default: the cluster's witness; it must answer as a voter).
 set -euo pipefail
 { # parsed whole before it runs: editing this file during a run cannot derail the run
 
@@ -48,9 +51,11 @@ chmod 700 "$RUN_DIR"
 e2e_log "=== Charmed PostgreSQL's patroni.yml.j2 rendered, the exporter on it alone, Patroni $PATRONI_VERSION"
 show_state() { e2e_show_metrics "the exporter's view" '^patroni_(up|member_(api_up|info)|raft_(up|cluster_quorum)|exporter_poll_errors_total)'; }
 
+if [[ ${CHARM_STEREO:-1} == 1 ]]; then export MEMBERS=2 WITNESS_PORT=2224; else export MEMBERS=3; fi
 TLS=1 TLS_VERIFY_CLIENT=none cluster up --sync >&2 || on_fail "cluster up (TLS, no verify_client)"
-e2e_result setup "cluster up --sync, https (s since start)" "$(e2e_since "$T_START")"
-eval "$(cluster env)"   # MEMBERn_REST, MEMBERn_RAFT, TLS_DIR, RAFT_PASS, REST_PASS
+e2e_result setup "cluster up --sync, https, $MEMBERS members (s since start)" "$(e2e_since "$T_START")"
+eval "$(cluster env)"   # MEMBERn_REST, MEMBERn_RAFT, WITNESS_RAFT, TLS_DIR, RAFT_PASS, REST_PASS
+CHARM_WATCHER=${CHARM_WATCHER:-${WITNESS_RAFT:-}}
 [[ $MEMBER0_REST == https://* ]] || on_fail "the cluster's REST is not on https ($MEMBER0_REST)"
 
 # ---- 1. the rendering, for member 0
@@ -62,7 +67,7 @@ install -m 600 "$TLS_DIR/member-0-key.pem" "$conf/peer_key.pem"
 self_ip=${MEMBER0_RAFT%:*}
 partners=${CHARM_PARTNERS:-}
 if [[ -z $partners ]]; then
-  for n in 1 2; do
+  for ((n = 1; n < MEMBERS; n++)); do
     raft=$(e2e_member "$n" RAFT)
     [[ ${raft##*:} == 2222 ]] || on_fail "member $n's Raft is on $raft: the template puts every peer on 2222"
     partners+=${partners:+,}${raft%:*}
@@ -105,18 +110,24 @@ T2=$(e2e_now)
 EXPORTER_PID=$!
 E2E_PIDS+=("$EXPORTER_PID")
 expect "2: patroni_up 1 (the scope and URL of the file)" patroni_up "$S" == 1 30
-for n in 0 1 2; do
+for ((n = 0; n < MEMBERS; n++)); do
   name=$(e2e_member "$n" NAME)
   expect "2: $name's own API answers over https" patroni_member_api_up "$S,member=\"$name\"" == 1 20
 done
 fetch_metrics || on_fail "2: scrape"
 https=$(FETCH=0 metric_label patroni_member_info "$S,..." api_url | grep -c '^https://' || true)
-check "2: every member's api_url is https ($https of 3)" test "$https" = 3
+check "2: every member's api_url is https ($https of $MEMBERS)" test "$https" = "$MEMBERS"
 check "2: no TLS error" test "$(FETCH=0 metric_count patroni_exporter_poll_errors_total "$S,kind=\"tls\",...")" = 0
 expect "2: the Raft verdict 1 (quorum confirmed)" patroni_raft_cluster_quorum "$S" == 1 30
 fetch_metrics || on_fail "2: scrape"
 up=$(FETCH=0 metric_count patroni_raft_up "$S,..." 1)
 check "2: every Raft voter of the file answers with the file's password ($up of $voters)" test "$up" = "$voters"
+if [[ -n ${CHARM_WATCHER:-} ]]; then
+  expect "2: the watcher $CHARM_WATCHER is a witness" patroni_raft_node_info "$S,node=\"$CHARM_WATCHER\",kind=\"witness\"" == 1 20
+  expect "2: one witness" patroni_raft_witnesses "$S" == 1 5
+  expect "2: the members' voters are members" patroni_raft_node_info "$S,node=\"$MEMBER0_RAFT\",kind=\"member\"" == 1 5
+  expect "2: no zombie: voters - witnesses = members" patroni_raft_voters "$S" == "$(( MEMBERS + 1 ))" 5
+fi
 e2e_result 2 "exporter start -> every member and voter (s)" "$(e2e_since "$T2")"
 if grep -qF -e "$RAFT_PASS" -e "$REST_PASS" "$EXPORTER_LOG"; then on_fail "2: a password of the file is in the exporter's log"; fi
 pass "2: neither password of the file in the exporter's log"
