@@ -273,8 +273,14 @@ OS_HOME=
 setup_user() {
   if ((EUID == 0)); then
     if ! id "$OS_USER" >/dev/null 2>&1; then
-      log "creating unprivileged user $OS_USER (postgres refuses to run as root)"
-      useradd -m -s /bin/bash "$OS_USER" || die "useradd $OS_USER failed"
+      # under a lock, and asked again inside it: clusters that start at once (each test in a
+      # network namespace of its own) would otherwise all add the user, and all but the first
+      # useradd fail ("user already exists")
+      ( flock -w 60 8 || die "no lock on /tmp/patroni-raft-exporter-useradd.lock within 60 s"
+        id "$OS_USER" >/dev/null 2>&1 && exit 0
+        log "creating unprivileged user $OS_USER (postgres refuses to run as root)"
+        useradd -m -s /bin/bash "$OS_USER" || die "useradd $OS_USER failed"
+      ) 8>/tmp/patroni-raft-exporter-useradd.lock || exit 1
     fi
     command -v setpriv >/dev/null || die "setpriv (util-linux) required"
     # setpriv execs in place (runuser forks a watching parent), so PIDs stay exact
