@@ -7,6 +7,7 @@
 #   E2E_MATRICES="3.3.8 4.1.5"   which Patroni versions the end-to-end scenarios run on
 #   E2E_JOBS=N                   how many e2e scripts run at once (default 4; 1 = one after
 #                                the other; not root: always 1, they share the host's loopback)
+#   E2E_STAGGER=S                seconds between two e2e scripts' starts (default 30)
 #   CI=release                   also `cargo publish --dry-run` (as for a tag on HEAD;
 #                                `make release-check` runs it alone)
 #
@@ -76,17 +77,20 @@ is_release() { [[ ${CI:-} == release ]] || git describe --exact-match --tags HEA
 # ------------------------------------------------------------------ the runner
 S_NAME=() S_LANE=() S_CMD=() S_ID=() S_NEEDS=()
 LANES=()
-declare -A LANE_NEEDS=() LANE_JOBS=()
+declare -A LANE_NEEDS=() LANE_JOBS=() LANE_STAGGER=()
 CUR_LANE=""
 
-lane() { # lane NAME [--jobs N] [--needs ID,...]: the steps that follow go to lane NAME
+# lane NAME [--jobs N] [--stagger S] [--needs ID,...]: the steps that follow go to lane NAME;
+# N at once, started at least S seconds apart
+lane() {
   CUR_LANE=$1
   shift
   LANES+=("$CUR_LANE")
-  LANE_JOBS[$CUR_LANE]=1 LANE_NEEDS[$CUR_LANE]=""
+  LANE_JOBS[$CUR_LANE]=1 LANE_NEEDS[$CUR_LANE]="" LANE_STAGGER[$CUR_LANE]=0
   while (($#)); do
     case $1 in
       --jobs) LANE_JOBS[$CUR_LANE]=$2; shift 2 ;;
+      --stagger) LANE_STAGGER[$CUR_LANE]=$2; shift 2 ;;
       --needs) LANE_NEEDS[$CUR_LANE]=$2; shift 2 ;;
       *) echo "lane: unknown option $1" >&2; exit 2 ;;
     esac
@@ -132,9 +136,9 @@ not_run() { # not_run I: a step it needs failed
 }
 
 # run_lane LANE: its steps, at most LANE_JOBS at once, each as soon as what it needs passed
-# (one at a time: in the order written)
+# and LANE_STAGGER seconds after the lane's last start (one at a time: in the order written)
 run_lane() {
-  local i st max=${LANE_JOBS[$1]} queue=() running=() still=() blocked pids=()
+  local i st max=${LANE_JOBS[$1]} stagger=${LANE_STAGGER[$1]} last=-1000000 queue=() running=() still=() blocked pids=()
   for i in "${!S_NAME[@]}"; do [[ ${S_LANE[$i]} == "$1" ]] && queue+=("$i"); done
   while ((${#queue[@]} + ${#running[@]})); do
     still=()
@@ -147,10 +151,11 @@ run_lane() {
       st=0; needs_state "$i" || st=$?
       if ((st == 2)); then
         not_run "$i"
-      elif ((st == 0 && ${#running[@]} < max)); then
+      elif ((st == 0 && ${#running[@]} < max && SECONDS - last >= stagger)); then
         run_one "$i" &
         pids[i]=$!
         running+=("$i")
+        last=$SECONDS
       else
         still+=("$i")
         ((max > 1)) || blocked=1
@@ -257,7 +262,9 @@ if (( RUN_E2E )); then
   # Side by side, each in network namespaces of its own; the longest first. The exporter's
   # debug build (--needs exporter, the lane's) ends before a script starts, but for the lab:
   # it brings its clusters up meanwhile and waits for the build at `cluster up`.
-  lane e2e --jobs "$E2E_JOBS" --needs deps,exporter
+  # Started 30 s apart: a script's first minute brings up its clusters (initdb, base backups,
+  # Patroni's imports: the CPU-heavy part); several at once starve each other and the rest.
+  lane e2e --jobs "$E2E_JOBS" --stagger "${E2E_STAGGER:-30}" --needs deps,exporter
   # partitions (nftables in a network namespace of its own per version, the versions in
   # parallel): quorum verdict, shipped alerts, two vantage points, 150 s healthy check, and the
   # split views of issue #19 (two primaries, one member's Raft cut off, a partner list that

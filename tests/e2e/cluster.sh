@@ -298,9 +298,13 @@ check_prereqs() {
   for c in curl jq ss setsid timeout; do command -v "$c" >/dev/null || die "$c required (scripts/install-deps.sh)"; done
   setup_user
   if ((EUID == 0)); then
-    # a venv built from a pyenv python under /root (0700) is not executable by $OS_USER
-    timeout 30 "${RUN_AS[@]}" env -i "$PATRONI" --version >/dev/null 2>&1 \
-      || die "$OS_USER cannot run $PATRONI (interpreter $(readlink -f "$VENV/bin/python3")); build the venv with /usr/bin/python3 in a directory other users can traverse"
+    # a venv built from a pyenv python under /root (0700) is not executable by $OS_USER: that
+    # fails at once. Bounded for a hang only: patroni's imports take a second of CPU, and
+    # far longer when other clusters start on a loaded machine.
+    local rc=0
+    timeout 300 "${RUN_AS[@]}" env -i "$PATRONI" --version >/dev/null 2>&1 || rc=$?
+    ((rc != 124)) || die "$OS_USER: $PATRONI --version did not end within 300 s"
+    ((rc == 0)) || die "$OS_USER cannot run $PATRONI (interpreter $(readlink -f "$VENV/bin/python3")); build the venv with /usr/bin/python3 in a directory other users can traverse"
     [[ -d $DATA ]] && ! timeout 10 "${RUN_AS[@]}" test -x "$DATA" \
       && die "$OS_USER cannot traverse $DATA: use a DATA_DIR whose parents are world-executable"
   fi
