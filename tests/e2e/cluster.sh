@@ -135,12 +135,17 @@ resolve_mode() {
   case $ADDR_MODE in
     multi|single) MODE=$ADDR_MODE ;;
     auto)
-      if timeout 5 python3 -c '
+      # single only when a bind fails: a probe that is merely slow (python's start on a loaded
+      # machine) must not move the cluster onto 127.0.0.1, where a second cluster of the same
+      # test (IP_BASE) would collide with it
+      local rc=0
+      timeout 120 python3 -c '
 import socket
 import sys
 for i in range(3):
-    s = socket.socket(); s.bind(("127.0.0.%d" % (int(sys.argv[1]) + i), 0)); s.close()' "$IP_BASE" 2>/dev/null
-      then MODE=multi; else MODE=single; fi ;;
+    s = socket.socket(); s.bind(("127.0.0.%d" % (int(sys.argv[1]) + i), 0)); s.close()' "$IP_BASE" 2>/dev/null || rc=$?
+      ((rc != 124)) || die "the address probe (bind 127.0.0.$IP_BASE..) did not end within 120 s"
+      if ((rc == 0)); then MODE=multi; else MODE=single; fi ;;
     *) die "ADDR_MODE must be auto, multi or single" ;;
   esac
 }
