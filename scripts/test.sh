@@ -251,8 +251,10 @@ step "promtool check metrics (golden /metrics)" golden_promtool
 step --nice 10 "alert rules: promtool check/test, amtool" scripts/check-alerts.sh
 step --nice 10 "dashboards up to date and valid" scripts/gen-dashboards.sh --check
 
-# cargo, one build after the other (the e2e scripts' exporter first, then what the package
-# step ships, then the checks nothing waits for)
+# cargo, in two lanes: the debug profile (the e2e scripts' exporter first, then the checks
+# nothing waits for) and the release profile (what the package step ships). Cargo locks each
+# profile's directory on its own, so both build at once: a release build with lto and one
+# codegen unit spends minutes on one core.
 lane build
 if (( RUN_E2E )); then
   step --id exporter "cargo build (exporter binary for e2e)" e2e_exporter_build
@@ -260,14 +262,15 @@ if (( RUN_E2E )); then
 fi
 # what `cargo publish` packs holds every file the build reads (the dry run below builds it)
 step --needs deps "packaged crate: every file the build needs is in it" scripts/package-check.sh
+step --nice 10 "clippy -D warnings" cargo clippy --all-targets --locked -- -D warnings
+step "cargo test" cargo_test
 if (( RUN_E2E )); then
+  lane release
   step --id release --nice 10 "cargo build --release (the binary the package ships)" cargo build --release --locked --bin patroni-raft-exporter
   # the release build the package ships (built here, packed by the package step): no fake node in it
   step --needs deps,release --nice 10 "the packaged release binary holds no test double" \
     scripts/check-no-test-doubles.sh "$E2E_TARGET_DIR/release/patroni-raft-exporter"
 fi
-step --nice 10 "clippy -D warnings" cargo clippy --all-targets --locked -- -D warnings
-step "cargo test" cargo_test
 # The crate as crates.io would get it builds from its packaged files alone (a whole build of
 # its own): for a release; the file list above covers it on every push.
 if is_release; then
