@@ -7,7 +7,7 @@
 #   E2E_MATRICES="3.3.8 4.1.5"   which Patroni versions the end-to-end scenarios run on
 #   E2E_JOBS=N                   how many e2e scripts run at once (default 4; 1 = one after
 #                                the other; not root: always 1, they share the host's loopback)
-#   E2E_STAGGER=S                seconds between two e2e scripts' starts (default 30)
+#   E2E_STAGGER=S                seconds between two e2e scripts' starts (default 60)
 #   CI=release                   also `cargo publish --dry-run` (as for a tag on HEAD;
 #                                `make release-check` runs it alone)
 #
@@ -281,9 +281,9 @@ if (( RUN_E2E )); then
   # Side by side, each in network namespaces of its own; the longest first. The exporter's
   # debug build (--needs exporter, the lane's) ends before a script starts, but for the lab:
   # it brings its clusters up meanwhile and waits for the build at `cluster up`.
-  # Started 30 s apart: a script's first minute brings up its clusters (initdb, base backups,
+  # Started 60 s apart: a script's first minute brings up its clusters (initdb, base backups,
   # Patroni's imports: the CPU-heavy part); several at once starve each other and the rest.
-  lane e2e --jobs "$E2E_JOBS" --stagger "${E2E_STAGGER:-30}" --needs deps,exporter
+  lane e2e --jobs "$E2E_JOBS" --stagger "${E2E_STAGGER:-60}" --needs deps,exporter
   # partitions (nftables in a network namespace of its own per version, the versions in
   # parallel): quorum verdict, shipped alerts, two vantage points, 150 s healthy check, and the
   # split views of issue #19 (two primaries, one member's Raft cut off, a partner list that
