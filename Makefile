@@ -1,11 +1,14 @@
 # The two commands of the README, and their parts.
-.PHONY: test test-fast demo demo-stop dashboards-png build release deb e2e golden
+.PHONY: test test-fast release-check demo demo-stop dashboards-png build release deb e2e golden
 
 test:            ## every check: fmt, clippy, unit/integration tests, promtool, e2e on both Patroni matrices
 	scripts/test.sh
 
 test-fast:       ## the same without the real-cluster scenarios
 	scripts/test.sh --no-e2e
+
+release-check:   ## cargo publish --dry-run: the packaged crate builds from its own files (a whole build; `make test` checks its file list)
+	scripts/package-check.sh --dry-run
 
 demo:            ## a real local Patroni + Raft cluster, the exporter, Prometheus and Alertmanager
 	scripts/demo.sh up

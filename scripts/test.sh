@@ -1,91 +1,295 @@
 #!/usr/bin/env bash
-# test.sh - every check of the project, in order, with a summary at the end.
+# test.sh - every check of the project, with a summary at the end.
 # This is what `make test` and CI (.ci/run) run. It installs what it needs (Debian
 # packages, the Patroni venvs, promtool, cargo-deb, shellcheck) through scripts/install-deps.sh.
 #
 # Usage: scripts/test.sh [--no-e2e]
 #   E2E_MATRICES="3.3.8 4.1.5"   which Patroni versions the end-to-end scenarios run on
+#   E2E_JOBS=N                   how many e2e scripts run at once (default 4; 1 = one after
+#                                the other; not root: always 1, they share the host's loopback)
+#   E2E_STAGGER=S                seconds between two e2e scripts' starts (default 60)
+#   CI=release                   also `cargo publish --dry-run` (as for a tag on HEAD;
+#                                `make release-check` runs it alone)
+#
+# How it runs: the steps below are grouped in lanes, and the lanes run side by side. A lane's
+# steps run one after the other; the e2e lane's steps run side by side (each script makes its
+# own network namespaces), in the order written, at most E2E_JOBS at once. A step starts when
+# the steps it --needs have passed (a lane's --needs hold for all of its steps); when one of
+# them failed it is not run, and fails. Every step's output goes to its own log
+# ($E2E_WORK/test-sh/), printed in one piece when the step ends, with its time and what it
+# counted; the summary lists every step in the order written.
+#   - the exporter's debug build starts at once, beside the installation, and the e2e lane
+#     starts when the installation is done: a step with `--needs deps` (the partition lab, the
+#     longest) brings its clusters up while cargo builds (lib.sh's E2E_BUILD_WAIT).
+#   - the e2e scripts run a copy of that build ($E2E_WORK/bin/): `cargo test` later rebuilds
+#     target/debug/patroni-raft-exporter with the test doubles (the testkit feature).
+# One more e2e script: one `step` line in the e2e lane.
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 2
+# shellcheck source=../tests/e2e/paths.sh
+source tests/e2e/paths.sh
 RUN_E2E=1
 [[ ${1:-} == --no-e2e ]] && RUN_E2E=0
 E2E_MATRICES="${E2E_MATRICES:-3.3.8 4.1.5}"
-RESULTS=()
-FAILED=0
-START=$(date +%s)
+E2E_JOBS="${E2E_JOBS:-4}"
+((EUID == 0)) || E2E_JOBS=1
+LOGS="$E2E_WORK/test-sh"
+START=$SECONDS
 
-step() { # step NAME CMD...
-  local name=$1; shift
-  local t0
-  t0=$(date +%s)
-  printf '\n\033[1m==> %s\033[0m\n' "$name"
-  if "$@"; then
-    RESULTS+=("$(printf 'PASS  %-48s %4ss' "$name" $(( $(date +%s) - t0 )))")
-  else
-    RESULTS+=("$(printf 'FAIL  %-48s %4ss' "$name" $(( $(date +%s) - t0 )))")
-    FAILED=$(( FAILED + 1 ))
+# the e2e scripts' exporter: a copy of the debug build, and the file its build writes its
+# exit code to when it ends (tests/e2e/lib.sh: e2e_wait_build)
+export EXPORTER_BIN="$E2E_WORK/bin/patroni-raft-exporter"
+export E2E_BUILD_WAIT="$LOGS/exporter-built"
+
+# ------------------------------------------------------------------ the steps' own commands
+# shellcheck disable=SC2317  # the lanes run these
+e2e_exporter_build() {
+  local rc=0
+  cargo build --locked --bin patroni-raft-exporter || rc=$?
+  if ((rc == 0)); then
+    mkdir -p "${EXPORTER_BIN%/*}" && cp -f "$E2E_TARGET_DIR/debug/patroni-raft-exporter" "$EXPORTER_BIN.tmp" \
+      && mv -f "$EXPORTER_BIN.tmp" "$EXPORTER_BIN" || rc=$?
   fi
+  echo "$rc" >"$E2E_BUILD_WAIT.tmp" && mv -f "$E2E_BUILD_WAIT.tmp" "$E2E_BUILD_WAIT"
+  return "$rc"
 }
 
 # dpkg -i needs root; CI runs as root, a developer's machine may have sudo.
-# shellcheck disable=SC2317  # step runs it
+# shellcheck disable=SC2317  # the lanes run it
 package_e2e() {
   if ((EUID == 0)); then tests/e2e/package.sh 3.3.8; else sudo -n tests/e2e/package.sh 3.3.8; fi
 }
 
 # A network namespace of its own needs root.
-# shellcheck disable=SC2317  # step runs it
+# shellcheck disable=SC2317  # the lanes run it
 mixin_job() {
   if ((EUID == 0)); then tests/e2e/mixin-job.sh; else sudo -n tests/e2e/mixin-job.sh; fi
 }
 
-# The crate as crates.io would get it builds from its packaged files alone (Cargo.toml include).
-# Its own target dir: the packaged copy has the same unit hashes as the checkout, and built in
-# the shared one, its build script and library (dep-info pointing into target/package/) would
-# stand in for the checkout's in later builds, whatever is edited since.
-# shellcheck disable=SC2317  # step runs it
-publish_dry_run() {
-  cargo publish --dry-run --locked --allow-dirty --target-dir "${CARGO_TARGET_DIR:-target}/publish-dry-run"
-}
-
 # The golden file marks run-dependent values as <varies>; promtool needs numbers.
-# shellcheck disable=SC2317  # step runs it
+# shellcheck disable=SC2317  # the lanes run it
 golden_promtool() { sed 's/ <varies>$/ 0/' tests/golden/metrics.txt | promtool check metrics; }
 
-step "install dependencies (apt, Patroni venvs, promtool, cargo-deb)" scripts/install-deps.sh
-step "shellcheck (every shell script)" scripts/shellcheck.sh
+# Compiled at a lower priority (step --nice), run at the normal one: some tests time what they do.
+# shellcheck disable=SC2317  # the lanes run it
+cargo_test() { nice -n 10 cargo test --locked --no-run && cargo test --locked; }
+
+# A release: CI=release, or a tag on HEAD.
+is_release() { [[ ${CI:-} == release ]] || git describe --exact-match --tags HEAD >/dev/null 2>&1; }
+
+# ------------------------------------------------------------------ the runner
+S_NAME=() S_LANE=() S_CMD=() S_ID=() S_NEEDS=() S_NICE=()
+LANES=()
+declare -A LANE_NEEDS=() LANE_JOBS=() LANE_STAGGER=()
+CUR_LANE=""
+
+# lane NAME [--jobs N] [--stagger S] [--needs ID,...]: the steps that follow go to lane NAME;
+# N at once, started at least S seconds apart
+lane() {
+  CUR_LANE=$1
+  shift
+  LANES+=("$CUR_LANE")
+  LANE_JOBS[$CUR_LANE]=1 LANE_NEEDS[$CUR_LANE]="" LANE_STAGGER[$CUR_LANE]=0
+  while (($#)); do
+    case $1 in
+      --jobs) LANE_JOBS[$CUR_LANE]=$2; shift 2 ;;
+      --stagger) LANE_STAGGER[$CUR_LANE]=$2; shift 2 ;;
+      --needs) LANE_NEEDS[$CUR_LANE]=$2; shift 2 ;;
+      *) echo "lane: unknown option $1" >&2; exit 2 ;;
+    esac
+  done
+}
+
+# step [--id ID] [--needs ID,...] [--nice N] NAME CMD...: one check, in the current lane.
+# --nice: CPU-bound work nothing waits for (compiling, shellcheck, jsonnet) yields the CPU to
+# the real clusters, whose checks have deadlines.
+step() {
+  local id="" needs=${LANE_NEEDS[$CUR_LANE]} nice=0 cmd
+  while [[ ${1:-} == --* ]]; do
+    case $1 in
+      --id) id=$2; shift 2 ;;
+      --needs) needs=$2; shift 2 ;;   # instead of the lane's
+      --nice) nice=$2; shift 2 ;;
+      *) echo "step: unknown option $1" >&2; exit 2 ;;
+    esac
+  done
+  printf -v cmd '%q ' "${@:2}"
+  S_NAME+=("$1") S_LANE+=("$CUR_LANE") S_CMD+=("$cmd") S_ID+=("$id") S_NEEDS+=("$needs") S_NICE+=("$nice")
+}
+
+# needs_state I: 0 when every step I needs has passed, 1 while one has not ended, 2 if one failed
+needs_state() {
+  local id j state=0 rc
+  for id in ${S_NEEDS[$1]//,/ }; do
+    for j in "${!S_ID[@]}"; do
+      [[ ${S_ID[$j]} == "$id" ]] || continue
+      if [[ ! -e $LOGS/$j.done ]]; then state=1; continue; fi
+      read -r rc _ <"$LOGS/$j.done"
+      [[ $rc == 0 ]] || return 2
+    done
+  done
+  return "$state"
+}
+
+run_one() { # run_one I: step I, its output in $LOGS/I.log; "rc seconds start" in $LOGS/I.done
+  local t0=$SECONDS rc=0
+  (
+    ((S_NICE[$1] == 0)) || renice -n "${S_NICE[$1]}" -p "$BASHPID" >/dev/null
+    eval "${S_CMD[$1]}"
+  ) >"$LOGS/$1.log" 2>&1 </dev/null || rc=$?
+  echo "$rc $((SECONDS - t0)) $((t0 - START))" >"$LOGS/$1.tmp" && mv "$LOGS/$1.tmp" "$LOGS/$1.done"
+}
+
+not_run() { # not_run I: a step it needs failed
+  echo "not run: a step it needs (${S_NEEDS[$1]}) failed" >"$LOGS/$1.log"
+  echo "3 0 $((SECONDS - START))" >"$LOGS/$1.done"
+}
+
+# run_lane LANE: its steps, at most LANE_JOBS at once, each as soon as what it needs passed
+# and LANE_STAGGER seconds after the lane's last start (one at a time: in the order written)
+run_lane() {
+  local i st max=${LANE_JOBS[$1]} stagger=${LANE_STAGGER[$1]} last=-1000000 queue=() running=() still=() blocked moved pids=()
+  for i in "${!S_NAME[@]}"; do [[ ${S_LANE[$i]} == "$1" ]] && queue+=("$i"); done
+  while ((${#queue[@]} + ${#running[@]})); do
+    still=() moved=0
+    for i in "${running[@]}"; do
+      if [[ -e $LOGS/$i.done ]]; then wait "${pids[i]}"; moved=1; else still+=("$i"); fi
+    done
+    running=("${still[@]}") still=() blocked=0
+    for i in "${queue[@]}"; do
+      if ((blocked)); then still+=("$i"); continue; fi
+      st=0; needs_state "$i" || st=$?
+      if ((st == 2)); then
+        not_run "$i"
+      elif ((st == 0 && ${#running[@]} < max && SECONDS - last >= stagger)); then
+        run_one "$i" &
+        pids[i]=$!
+        running+=("$i")
+        last=$SECONDS
+      else
+        still+=("$i")
+        ((max > 1)) || blocked=1
+      fi
+    done
+    queue=("${still[@]}")
+    ((moved)) || sleep 0.2
+  done
+}
+
+counts_of() { # counts_of LOG: what the step's own output says it counted
+  awk '
+    /test result: [a-z]+\. [0-9]+ passed; [0-9]+ failed/ { match($0, /[0-9]+ passed/); cp += substr($0, RSTART, RLENGTH - 7) + 0; cargo = 1 }
+    /(^|[^0-9])[0-9]+ passed, [0-9]+ failed *$/ { match($0, /[0-9]+ passed/); p += substr($0, RSTART, RLENGTH - 7) + 0; n++ }
+    /^shellcheck .* on [0-9]+ scripts/ { s = $(NF - 1) " scripts" }
+    /^promtool: .* alert checks/ { a = $0; sub(/^promtool: /, "", a) }
+    /^packaged crate: all [0-9]+ files/ { f = $4 " files the build needs" }
+    END {
+      out = ""
+      if (cargo) out = cp " tests passed"
+      if (n) out = out (out ? "; " : "") p " passed"
+      if (s) out = out (out ? "; " : "") s
+      if (a) out = out (out ? "; " : "") a
+      if (f) out = out (out ? "; " : "") f
+      print out
+    }' "$1" 2>/dev/null
+}
+
+RESULTS=()
+report() { # report I: the step's block, when it ended
+  local rc secs start verdict counts
+  read -r rc secs start <"$LOGS/$1.done"
+  verdict=PASS; [[ $rc == 0 ]] || verdict=FAIL
+  counts=$(counts_of "$LOGS/$1.log")
+  printf '\n\033[1m==> %s\033[0m  (lane %s, +%ss)\n' "${S_NAME[$1]}" "${S_LANE[$1]}" "$start"
+  cat "$LOGS/$1.log"
+  printf '%s  %s  %ss%s\n' "$verdict" "${S_NAME[$1]}" "$secs" "${counts:+  ($counts)}"
+  RESULTS[$1]=$(printf '%s  %-56s %5ss %5ss  %s' "$verdict" "${S_NAME[$1]}" "+$start" "$secs" "$counts")
+}
+
+run_all() {
+  local lane i id left printed=()
+  for i in "${!S_NAME[@]}"; do
+    for id in ${S_NEEDS[$i]//,/ }; do
+      [[ " ${S_ID[*]} " == *" $id "* ]] || { echo "test.sh: step '${S_NAME[$i]}' needs '$id': no step has that --id" >&2; exit 2; }
+    done
+  done
+  rm -rf "$LOGS"; mkdir -p "$LOGS"
+  rm -f "$EXPORTER_BIN"
+  # a TERM or INT reaches every step (the e2e scripts stop what they started)
+  trap 'trap - TERM INT; kill -TERM 0 2>/dev/null; wait; exit 143' TERM INT
+  for lane in "${LANES[@]}"; do run_lane "$lane" & done
+  while :; do
+    left=0
+    for i in "${!S_NAME[@]}"; do
+      [[ -n ${printed[i]:-} ]] && continue
+      if [[ -e $LOGS/$i.done ]]; then report "$i"; printed[i]=1; else left=$((left + 1)); fi
+    done
+    ((left)) || break
+    if [[ -z $(jobs -rp) ]]; then   # every lane ended, some step never did
+      for i in "${!S_NAME[@]}"; do
+        [[ -n ${printed[i]:-} ]] || { echo "9 0 0" >"$LOGS/$i.done"; echo "never ran" >"$LOGS/$i.log"; report "$i"; }
+      done
+      break
+    fi
+    sleep 1
+  done
+  wait
+  trap - TERM INT
+}
+
+# ------------------------------------------------------------------ the steps
+lane setup
+step --id deps "install dependencies (apt, Patroni venvs, promtool, cargo-deb)" scripts/install-deps.sh
+
+lane checks --needs deps
+step --nice 10 "shellcheck (every shell script)" scripts/shellcheck.sh
 step "lib.sh selftest (the /metrics text reader, no cluster)" tests/e2e/lib-selftest.sh
 step "no import circle between the modules of src/" scripts/module-cycles.py
 step "rustfmt --check" cargo fmt --all -- --check
-step "clippy -D warnings" cargo clippy --all-targets --locked -- -D warnings
-step "cargo test" cargo test --locked
 step "promtool check metrics (golden /metrics)" golden_promtool
-step "alert rules: promtool check/test, amtool" scripts/check-alerts.sh
-step "dashboards up to date and valid" scripts/gen-dashboards.sh --check
-step "cargo publish --dry-run (packaged crate builds)" publish_dry_run
+step --nice 10 "alert rules: promtool check/test, amtool" scripts/check-alerts.sh
+step --nice 10 "dashboards up to date and valid" scripts/gen-dashboards.sh --check
+
+# cargo, in two lanes: the debug profile (the e2e scripts' exporter first, then the checks
+# nothing waits for) and the release profile (what the package step ships). Cargo locks each
+# profile's directory on its own, so both build at once: a release build with lto and one
+# codegen unit spends minutes on one core.
+lane build
 if (( RUN_E2E )); then
-  step "cargo build (exporter binary for e2e)" cargo build --locked --bin patroni-raft-exporter
-  step "the exporter binary holds no test double" scripts/check-no-test-doubles.sh
-  # issue #22: the mixin's rules rendered for job="pg-ha": PatroniExporterDown fires in a real
-  # Prometheus (a network namespace of its own, no Patroni; ~20 s)
-  step "mixin: rules for job pg-ha fire in a real Prometheus" mixin_job
-  # as root each version in a network namespace of its own, in parallel (~3 min wall clock);
-  # otherwise one after the other on the host's loopback (the real-cluster lock)
+  step --id exporter "cargo build (exporter binary for e2e)" e2e_exporter_build
+  step --needs deps,exporter --nice 10 "the exporter binary holds no test double" scripts/check-no-test-doubles.sh "$EXPORTER_BIN"
+fi
+# what `cargo publish` packs holds every file the build reads (the dry run below builds it)
+step --needs deps "packaged crate: every file the build needs is in it" scripts/package-check.sh
+step --nice 10 "clippy -D warnings" cargo clippy --all-targets --locked -- -D warnings
+step "cargo test" cargo_test
+if (( RUN_E2E )); then
+  lane release
+  step --id release --nice 10 "cargo build --release (the binary the package ships)" cargo build --release --locked --bin patroni-raft-exporter
+  # the release build the package ships (built here, packed by the package step): no fake node in it
+  step --needs deps,release --nice 10 "the packaged release binary holds no test double" \
+    scripts/check-no-test-doubles.sh "$E2E_TARGET_DIR/release/patroni-raft-exporter"
+fi
+# The crate as crates.io would get it builds from its packaged files alone (a whole build of
+# its own): for a release; the file list above covers it on every push.
+if is_release; then
+  step --nice 10 "cargo publish --dry-run (packaged crate builds)" scripts/package-check.sh --dry-run
+fi
+
+if (( RUN_E2E )); then
+  # Side by side, each in network namespaces of its own; the longest first. The exporter's
+  # debug build (--needs exporter, the lane's) ends before a script starts, but for the lab:
+  # it brings its clusters up meanwhile and waits for the build at `cluster up`.
+  # Started 60 s apart: a script's first minute brings up its clusters (initdb, base backups,
+  # Patroni's imports: the CPU-heavy part); several at once starve each other and the rest.
+  lane e2e --jobs "$E2E_JOBS" --stagger "${E2E_STAGGER:-60}" --needs deps,exporter
+  # partitions (nftables in a network namespace of its own per version, the versions in
+  # parallel): quorum verdict, shipped alerts, two vantage points, 150 s healthy check, and the
+  # split views of issue #19 (two primaries, one member's Raft cut off, a partner list that
+  # differs); ~12 min wall clock (727 s / 716 s, 2026-11-24)
   # shellcheck disable=SC2086  # one word per version
-  step "e2e scenarios, Patroni $E2E_MATRICES" tests/e2e/scenarios.sh $E2E_MATRICES
-  # issue #12 section 1, proof against Patroni itself: candidates >= 1 -> a leader kill gives a
-  # new leader; both replicas nofailover -> candidates 0, PatroniNoFailoverCandidate pending in
-  # a real Prometheus, and a leader kill promotes nobody. A network namespace of its own per
-  # version, the versions in parallel; ~3 min wall clock
-  # shellcheck disable=SC2086  # one word per version
-  step "e2e failover readiness, Patroni $E2E_MATRICES" tests/e2e/failover-readiness.sh $E2E_MATRICES
-  # issue #12, failsafe mode: Raft cut between the members (REST open), failsafe_mode on: the
-  # leader stays primary beyond ttl, PatroniRaftQuorumLost fires saying "failsafe mode keeps
-  # the primary", PatroniFailsafeModeActive fires; heal. A network namespace of its own per
-  # version, the versions in parallel; ~3 min wall clock
-  # shellcheck disable=SC2086  # one word per version
-  step "e2e failsafe mode, Patroni $E2E_MATRICES" tests/e2e/failsafe.sh $E2E_MATRICES
+  step --needs deps "e2e partition lab, Patroni $E2E_MATRICES" tests/e2e/lab.sh $E2E_MATRICES
   # stereo mode (Charmed PostgreSQL 16): two members and a Raft-only witness
   # (patroni_raft_controller) on port 2224; healthy (nothing pending for 150 s), the replica
   # stopped (PatroniRaftQuorumNoMargin fires after its for: 5m, no quorum-loss page), the
@@ -93,57 +297,67 @@ if (( RUN_E2E )); then
   # namespace of its own per version, the versions in parallel; ~10 min wall clock (585-604 s)
   # shellcheck disable=SC2086  # one word per version
   step "e2e stereo mode, Patroni $E2E_MATRICES" tests/e2e/stereo.sh $E2E_MATRICES
-  # issue #20, how close the next outage is, against PostgreSQL's and Patroni's own word: quorum
+  # Charmed PostgreSQL's own Patroni rules and dashboard unchanged (from the pinned library
+  # package, tests/e2e/requirements-charm.txt) on the compat records: two exporters on one
+  # cluster, no charm alert for 150 s, every dashboard query returns data, a killed primary and
+  # a switchover seen as Patroni's own /metrics show them (~5.5 min)
+  # shellcheck disable=SC2086  # one word per version
+  step "e2e Charmed PostgreSQL's monitoring, Patroni $E2E_MATRICES" tests/e2e/charm-monitoring.sh $E2E_MATRICES
+  # the mixin's rules rendered for job="pg-ha": PatroniExporterDown fires in a real
+  # Prometheus (a network namespace of its own, no Patroni; ~20 s)
+  step --needs deps "mixin: rules for job pg-ha fire in a real Prometheus" mixin_job
+  # how close the next outage is, against PostgreSQL's and Patroni's own word: quorum
   # margin (a replica killed), data at risk (pg_wal_lsn_diff, walreceivers stopped, async/sync),
   # replay lag seconds (replay paused), a stalled HA loop (SIGSTOP of the heartbeat connection's
   # backend), clock skew (libfaketime, PatroniLeaderClockSkew firing). A network namespace of its
   # own per version, the versions in parallel; ~4 min wall clock
   # shellcheck disable=SC2086  # one word per version
   step "e2e next outage, Patroni $E2E_MATRICES" tests/e2e/next-outage.sh $E2E_MATRICES
-  # issue #22 item 4, standby clusters: a second real Patroni + Raft cluster with standby_cluster:
+  # as root each version in a network namespace of its own, in parallel (~3 min wall clock);
+  # otherwise one after the other on the host's loopback (the real-cluster lock)
+  # shellcheck disable=SC2086  # one word per version
+  step "e2e scenarios, Patroni $E2E_MATRICES" tests/e2e/scenarios.sh $E2E_MATRICES
+  # proof against Patroni itself: candidates >= 1 -> a leader kill gives a
+  # new leader; both replicas nofailover -> candidates 0, PatroniNoFailoverCandidate pending in
+  # a real Prometheus, and a leader kill promotes nobody. A network namespace of its own per
+  # version, the versions in parallel; ~3 min wall clock
+  # shellcheck disable=SC2086  # one word per version
+  step "e2e failover readiness, Patroni $E2E_MATRICES" tests/e2e/failover-readiness.sh $E2E_MATRICES
+  # failsafe mode: Raft cut between the members (REST open), failsafe_mode on: the
+  # leader stays primary beyond ttl, PatroniRaftQuorumLost fires saying "failsafe mode keeps
+  # the primary", PatroniFailsafeModeActive fires; heal. A network namespace of its own per
+  # version, the versions in parallel; ~3 min wall clock
+  # shellcheck disable=SC2086  # one word per version
+  step "e2e failsafe mode, Patroni $E2E_MATRICES" tests/e2e/failsafe.sh $E2E_MATRICES
+  # standby clusters: a second real Patroni + Raft cluster with standby_cluster:
   # pointing at the first; the standby lag against pg_wal_lsn_diff under a write load and back,
   # the source primary stopped: PatroniStandbyLeaderNotStreaming firing. A network namespace of
   # its own per version, the versions in parallel; ~2.5 min wall clock (125-168 s, 2026-11-25)
   # shellcheck disable=SC2086  # one word per version
   step "e2e standby cluster, Patroni $E2E_MATRICES" tests/e2e/standby.sh $E2E_MATRICES
-  # issue #29, pysyncobj 0.3.16+ keeps a restarted node's term and may lower its commit index
-  # after a crash: a Raft follower and the Raft leader stopped, killed, and crashed with the
-  # journal's tail lost, then started; the term and commit index measured, no false alert in a
-  # real Prometheus with the shipped rules. A network namespace of its own per version, the
-  # versions in parallel; ~2.5 min wall clock (136 s, 2026-11-26)
+  # pysyncobj 0.3.16+ keeps a restarted node's term and may lower its commit index after a
+  # crash: follower and leader stopped, killed and crashed; no false alert, no negative
+  # entries behind the leader (~2.5 min)
   # shellcheck disable=SC2086  # one word per version
   step "e2e restarts and crashes of a Raft node, Patroni $E2E_MATRICES" tests/e2e/restart.sh $E2E_MATRICES
   step "e2e alerting: real Prometheus + Alertmanager page on quorum loss" tests/e2e/alerting.sh 3.3.8
-  # issue #29 item 6, Charmed PostgreSQL's own Patroni rules and dashboard unchanged (from the
-  # pinned library package, tests/e2e/requirements-charm.txt) on the compat records: two
-  # exporters, 150 s quiet, every dashboard query with data, a killed primary seen as Patroni's own
-  # /metrics would show it (a second Prometheus scrapes the members' own /metrics). A network
-  # namespace of its own per version, the versions in parallel
-  # shellcheck disable=SC2086  # one word per version
-  step "e2e Charmed PostgreSQL's monitoring, Patroni $E2E_MATRICES" tests/e2e/charm-monitoring.sh $E2E_MATRICES
-  # partitions (nftables in a network namespace of its own per version, the versions in
-  # parallel): quorum verdict, shipped alerts, two vantage points, 150 s healthy check, and the
-  # split views of issue #19 (two primaries, one member's Raft cut off, a partner list that
-  # differs); ~12 min wall clock (727 s / 716 s, 2026-11-24)
-  # shellcheck disable=SC2086  # one word per version
-  step "e2e partition lab, Patroni $E2E_MATRICES" tests/e2e/lab.sh $E2E_MATRICES
   # https + verify_client + the exporter's own TLS and basic auth + no secret leaks: on the
   # version Charmed PostgreSQL ships only (one more cluster start, ~1 min)
   step "e2e TLS, auth and secrets, Patroni 3.3.8" tests/e2e/tls.sh 3.3.8
-  # issue #29 item 7: Charmed PostgreSQL's patroni.yml.j2 (the pinned library package) rendered
-  # with jinja2 for a member of an https cluster, the exporter run on that file alone: every
-  # member over TLS with the peer CA, every Raft voter, and another CA refused (~1.5 min)
+  # the charm's patroni.yml.j2 rendered with jinja2 (stereo mode: the watcher in
+  # partner_addrs) as the exporter's only configuration: both members over https with the
+  # peer CA, every voter, the watcher a witness (~1 min)
   # shellcheck disable=SC2086  # one word per version
   step "e2e Charmed PostgreSQL's patroni.yml as the only configuration, Patroni $E2E_MATRICES" tests/e2e/charm-config.sh $E2E_MATRICES
-  # make deb (release build), lintian, dpkg -i, the unit's ExecStart as its user against a
-  # real cluster, dpkg --purge leaves nothing (~2 min with the release build)
-  step "e2e Debian package: install, run as the unit does, purge" package_e2e
-  # the release build the package ships (made by the package step): no fake node in it
-  step "the packaged release binary holds no test double" \
-    scripts/check-no-test-doubles.sh "${CARGO_TARGET_DIR:-target}/release/patroni-raft-exporter"
+  # make deb (the release build above), lintian, dpkg -i, the unit's ExecStart as its user
+  # against a real cluster, dpkg --purge leaves nothing (~1 min)
+  step --needs deps,release "e2e Debian package: install, run as the unit does, purge" package_e2e
 fi
 
-printf '\n\033[1mSummary\033[0m (%ss)\n' $(( $(date +%s) - START ))
+run_all
+FAILED=0
+for r in "${RESULTS[@]}"; do [[ $r == PASS* ]] || FAILED=$((FAILED + 1)); done
+printf '\n\033[1mSummary\033[0m (%ss; each step: started at +s, took s, what it counted)\n' $((SECONDS - START))
 printf '  %s\n' "${RESULTS[@]}"
 (( FAILED == 0 )) && echo "all checks passed" || echo "$FAILED check(s) failed"
 exit $(( FAILED > 0 ))

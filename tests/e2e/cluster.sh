@@ -184,13 +184,18 @@ resolve_mode() {
   case $ADDR_MODE in
     multi|single) MODE=$ADDR_MODE ;;
     auto)
-      if timeout 5 python3 -c '
+      # single only when a bind fails: a probe that is merely slow (python's start on a loaded
+      # machine) must not move the cluster onto 127.0.0.1, where a second cluster of the same
+      # test (IP_BASE) would collide with it
+      local rc=0
+      timeout 120 python3 -c '
 import socket
 import sys
 for i in list(range(int(sys.argv[2]))) + ([9] if sys.argv[3] else []):
     s = socket.socket(); s.bind(("127.0.0.%d" % (int(sys.argv[1]) + i), 0)); s.close()' \
-        "$IP_BASE" "$NMEMBERS" "$WITNESS_PORT" 2>/dev/null
-      then MODE=multi; else MODE=single; fi ;;
+        "$IP_BASE" "$NMEMBERS" "$WITNESS_PORT" 2>/dev/null || rc=$?
+      ((rc != 124)) || die "the address probe (bind 127.0.0.$IP_BASE..) did not end within 120 s"
+      if ((rc == 0)); then MODE=multi; else MODE=single; fi ;;
     *) die "ADDR_MODE must be auto, multi or single" ;;
   esac
 }
@@ -337,8 +342,14 @@ OS_HOME=
 setup_user() {
   if ((EUID == 0)); then
     if ! id "$OS_USER" >/dev/null 2>&1; then
-      log "creating unprivileged user $OS_USER (postgres refuses to run as root)"
-      useradd -m -s /bin/bash "$OS_USER" || die "useradd $OS_USER failed"
+      # under a lock, and asked again inside it: clusters that start at once (each test in a
+      # network namespace of its own) would otherwise all add the user, and all but the first
+      # useradd fail ("user already exists")
+      ( flock -w 60 8 || die "no lock on /tmp/patroni-raft-exporter-useradd.lock within 60 s"
+        id "$OS_USER" >/dev/null 2>&1 && exit 0
+        log "creating unprivileged user $OS_USER (postgres refuses to run as root)"
+        useradd -m -s /bin/bash "$OS_USER" || die "useradd $OS_USER failed"
+      ) 8>/tmp/patroni-raft-exporter-useradd.lock || exit 1
     fi
     command -v setpriv >/dev/null || die "setpriv (util-linux) required"
     # setpriv execs in place (runuser forks a watching parent), so PIDs stay exact
@@ -356,9 +367,13 @@ check_prereqs() {
   for c in curl jq ss setsid timeout; do command -v "$c" >/dev/null || die "$c required (scripts/install-deps.sh)"; done
   setup_user
   if ((EUID == 0)); then
-    # a venv built from a pyenv python under /root (0700) is not executable by $OS_USER
-    timeout 30 "${RUN_AS[@]}" env -i "$PATRONI" --version >/dev/null 2>&1 \
-      || die "$OS_USER cannot run $PATRONI (interpreter $(readlink -f "$VENV/bin/python3")); build the venv with /usr/bin/python3 in a directory other users can traverse"
+    # a venv built from a pyenv python under /root (0700) is not executable by $OS_USER: that
+    # fails at once. Bounded for a hang only: patroni's imports take a second of CPU, and
+    # far longer when other clusters start on a loaded machine.
+    local rc=0
+    timeout 300 "${RUN_AS[@]}" env -i "$PATRONI" --version >/dev/null 2>&1 || rc=$?
+    ((rc != 124)) || die "$OS_USER: $PATRONI --version did not end within 300 s"
+    ((rc == 0)) || die "$OS_USER cannot run $PATRONI (interpreter $(readlink -f "$VENV/bin/python3")); build the venv with /usr/bin/python3 in a directory other users can traverse"
     [[ -d $DATA ]] && ! timeout 10 "${RUN_AS[@]}" test -x "$DATA" \
       && die "$OS_USER cannot traverse $DATA: use a DATA_DIR whose parents are world-executable"
   fi

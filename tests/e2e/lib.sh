@@ -82,7 +82,16 @@
 #                                    network namespace; default wait 60 s in a namespace of ours,
 #                                    else 900 s); rc 2 with a message when not obtained
 #   cluster ARGS...                  tests/e2e/cluster.sh ARGS, without fd 9 (the lock must not
-#                                    outlive us in the cluster's daemons)
+#                                    outlive us in the cluster's daemons); after a successful
+#                                    `cluster up`, e2e_wait_build
+#   e2e_wait_build                   when E2E_BUILD_WAIT names a file (scripts/test.sh starts a
+#                                    script while cargo still builds EXPORTER_BIN; the file appears
+#                                    when the build ends and holds cargo's exit code): wait for it
+#                                    (E2E_BUILD_WAIT_S, default 1800 s), exit 2 if the build failed
+#                                    or the binary is missing; at once when it is unset or done.
+#                                    With it set, e2e_scenario does not require the binary before
+#                                    the namespace: only for a script that brings its cluster up
+#                                    (`cluster up`) before it runs the exporter (tests/e2e/lab.sh)
 #   e2e_setup                        e2e_lock, a fresh $RUN_DIR, e2e_results_init
 #                                    $RUN_DIR/results.tsv, traps (EXIT: e2e_cleanup; TERM/INT:
 #                                    exit 143), `cluster down --fast` of an interrupted run's
@@ -509,7 +518,28 @@ e2e_result() { # e2e_result PHASE WHAT VALUE
 e2e_results_print() { printf '  %s\n' "${E2E_MEASURED[@]}"; }
 
 # ------------------------------------------------------------------ the runner
-cluster() { "$E2E_CLUSTER" "$@" 9>&-; }
+cluster() {
+  local rc=0
+  "$E2E_CLUSTER" "$@" 9>&- || rc=$?
+  if ((rc == 0)) && [[ ${1:-} == up ]]; then e2e_wait_build; fi
+  return "$rc"
+}
+
+e2e_wait_build() {
+  [[ -n ${E2E_BUILD_WAIT:-} ]] || return 0
+  local t0=$SECONDS limit=${E2E_BUILD_WAIT_S:-1800} rc
+  until [[ -s $E2E_BUILD_WAIT ]]; do
+    if ((SECONDS - t0 >= limit)); then
+      echo "the exporter's build ($E2E_BUILD_WAIT) did not end within ${limit}s" >&2; exit 2
+    fi
+    sleep 1
+  done
+  rc=$(<"$E2E_BUILD_WAIT")
+  [[ $rc == 0 ]] || { echo "the exporter's build failed (rc $rc): no exporter to test" >&2; exit 2; }
+  [[ -x $EXPORTER_BIN ]] || { echo "no exporter binary at $EXPORTER_BIN after its build" >&2; exit 2; }
+  ((SECONDS - t0 < 1)) || e2e_log "waited $((SECONDS - t0))s for the exporter's build"
+  E2E_BUILD_WAIT=""
+}
 
 e2e_lock() { # e2e_lock [WAIT_S]
   local wait_s=${1:-}
@@ -536,7 +566,7 @@ e2e_scenario() { # e2e_scenario NAME [VERSION...]
   for c in ip setpriv jq curl ${E2E_TOOLS:-}; do
     command -v "$c" >/dev/null || { echo "$c missing: scripts/install-deps.sh" >&2; exit 2; }
   done
-  [[ ${E2E_NO_EXPORTER:-0} == 1 || -x $EXPORTER_BIN ]] \
+  [[ ${E2E_NO_EXPORTER:-0} == 1 || -n ${E2E_BUILD_WAIT:-} || -x $EXPORTER_BIN ]] \
     || { echo "no exporter binary at $EXPORTER_BIN (cargo build --bin patroni-raft-exporter)" >&2; exit 2; }
   [[ -x $(e2e_venv_dir "$PATRONI_VERSION")/bin/patroni ]] \
     || "$E2E_REPO/scripts/install-deps.sh" --no-apt --no-cargo --patroni "$PATRONI_VERSION"
