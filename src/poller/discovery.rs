@@ -180,6 +180,19 @@ impl ClusterPoller {
         }
         nodes.into_iter().take(MAX_MEMBERS).collect()
     }
+    /// The Raft nodes of [`raft_targets_named`](Self::raft_targets_named) that round one did
+    /// not ask (`asked`), within [`MAX_MEMBERS`] in all.
+    pub(super) fn raft_targets_new(
+        &self,
+        cluster: Option<&ClusterView>,
+        asked: &[RaftNodeSnapshot],
+    ) -> Vec<String> {
+        self.raft_targets_named(cluster)
+            .into_iter()
+            .filter(|node| !asked.iter().any(|known| &known.node == node))
+            .take(MAX_MEMBERS.saturating_sub(asked.len()))
+            .collect()
+    }
     /// Member hosts (from a `/cluster` document) on the Raft port, only those that a
     /// trusted source named as well ([`ApiUrlPolicy::allows_raft_query`]): `/cluster` alone
     /// must not direct connections, and with a Raft password the query is encrypted with a

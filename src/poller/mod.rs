@@ -72,6 +72,18 @@ fn node_snapshot((node, answer): (String, requests::RaftAnswer)) -> RaftNodeSnap
     }
 }
 
+impl Placement {
+    /// Where each member asked in a poll comes from, in the order they are asked: the
+    /// `listed` first, then the departed (with the time they left), then the voters `found`.
+    fn of_poll(listed: usize, departed: &[(patroni::Member, f64)], found: usize) -> Vec<Placement> {
+        std::iter::repeat(Placement::Listed)
+            .take(listed)
+            .chain(departed.iter().map(|(_, at)| Placement::Departed(*at)))
+            .chain(std::iter::repeat(Placement::FoundVoter).take(found))
+            .collect()
+    }
+}
+
 /// More members than this in `/cluster` is not a Patroni cluster (real ones have a handful):
 /// the document is refused rather than fanned out into thousands of requests.
 pub const MAX_MEMBERS: usize = 128;
@@ -301,12 +313,7 @@ impl ClusterPoller {
             None => Vec::new(),
         };
         let history_base = self.memory.preferred_url.clone();
-        let second_targets: Vec<String> = self
-            .raft_targets_named(cluster.as_ref())
-            .into_iter()
-            .filter(|node| !raft_nodes.iter().any(|known| &known.node == node))
-            .take(MAX_MEMBERS.saturating_sub(raft_nodes.len()))
-            .collect();
+        let second_targets = self.raft_targets_new(cluster.as_ref(), &raft_nodes);
 
         // The member whose `/cluster` the exporter read: its view is not asked again.
         let reader = cluster
@@ -323,12 +330,7 @@ impl ClusterPoller {
         };
         let names: Vec<&str> = known.iter().map(|m| m.name.as_str()).collect();
         let rotated = self.memory.members.next_rotated(&names);
-        let placements: Vec<Placement> = listed
-            .iter()
-            .map(|_| Placement::Listed)
-            .chain(departed.iter().map(|(_, at)| Placement::Departed(*at)))
-            .chain(found.iter().map(|_| Placement::FoundVoter))
-            .collect();
+        let placements = Placement::of_poll(listed.len(), &departed, found.len());
         let everyone: Vec<&patroni::Member> = known.into_iter().chain(&found).collect();
         let member_answers = self.fetch_members(&everyone, &placements, reader.as_deref(), rotated);
         // `/history` and `/config` from the member that answered `/cluster`, if one did.
