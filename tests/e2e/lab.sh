@@ -923,9 +923,12 @@ for d in m0 m1 m2; do
   result voters "$d: alerts (6b): $(alerts_of "$d" "$T_6B" "$T_VS_END"); verdicts $(verdict_summary "$d" "$T_6B" "$T_VS_END")" "-"
 done
 e2e_log "member $X restarted with a fresh Raft data dir and the default partner list"
+# from before the stop: the voter sets agree again as soon as the node with the stale list stops
+# answering, and the recorder keeps changes only (an agreement reached during the stop is no
+# event after it)
+T_VR=$(e2e_now)
 cluster stop "$X" >&2
 find "$XRAFT" -mindepth 1 -delete
-T_VR=$(e2e_now)
 env "MEMBER_RAFT_PARTNERS_$X=" "$E2E_CLUSTER" start "$X" >&2 9>&- || fail "voters: member $X did not start again"
 if UP_TIMEOUT=90 cluster wait --sync >&2; then result voters "right list: cluster healthy again (sync, s after the start)" "$(e2e_since "$T_VR")"; pass "voters: healthy after the restart with the right list"
 else fail "voters: not healthy 90 s after the restart with the right list"; fi
