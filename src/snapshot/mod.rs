@@ -368,11 +368,7 @@ impl ClusterSnapshot {
     /// unknown (no single primary, no Raft leader, or no member on the Raft leader's host).
     pub fn leader_clock_skew_seconds(&self) -> Option<f64> {
         let primary = self.primary()?;
-        let raft_leader = effective_raft_leader(&self.raft_nodes)?;
-        let raft_host = normalize_host(host_of(raft_leader));
-        let on_raft_host = self
-            .members_and_departed()
-            .find(|m| member_hosts(&m.member).contains(&raft_host))?;
+        let (_, on_raft_host) = self.member_on_raft_leader_host()?;
         if on_raft_host.member.name == primary.member.name {
             return Some(0.0);
         }
@@ -392,10 +388,19 @@ impl ClusterSnapshot {
             return Some(true);
         }
         // Unknown when no member is on the leader's host: REST and Raft on other addresses.
-        let raft_host = normalize_host(host_of(raft_leader));
-        self.members_and_departed()
-            .find(|m| member_hosts(&m.member).contains(&raft_host))?;
+        let (raft_host, _) = self.member_on_raft_leader_host()?;
         Some(!member_hosts(&primary.member).contains(&raft_host))
+    }
+
+    /// The Raft leader's host (normalised) and a member, listed or remembered, on it; `None`
+    /// without a Raft leader or without a member on its host.
+    fn member_on_raft_leader_host(&self) -> Option<(String, &MemberSnapshot)> {
+        let raft_leader = effective_raft_leader(&self.raft_nodes)?;
+        let raft_host = normalize_host(host_of(raft_leader));
+        let member = self
+            .members_and_departed()
+            .find(|m| member_hosts(&m.member).contains(&raft_host))?;
+        Some((raft_host, member))
     }
 
     /// Unix time of the newest `/history` entry.
