@@ -373,7 +373,11 @@ local fromLosingExporter(series, render='value') =
         },
         {
           alert: 'PatroniFrequentLeaderChanges',
-          expr: 'increase(patroni_cluster_leader_changes_total[1h]) > 3',
+          comment:: |||
+            Rounded, as PatroniRaftFrequentLeaderChanges: 3 changes read 3.046 when the
+            evaluation falls between two scrapes (alerts/tests/alerts.test.yml).
+          |||,
+          expr: 'round(increase(patroni_cluster_leader_changes_total[1h])) > 3',
           labels: { severity: 'warning' },
           annotations: {
             summary: 'Leader of Patroni cluster {{ $labels.scope }} changed {{ $value | humanize }} times in 1h.',
@@ -747,8 +751,12 @@ local fromLosingExporter(series, render='value') =
             fire. Two polls, not one: a single slow answer during a switchover (the old primary
             demotes before the new one promotes) must not page. Resolves a minute after the old
             primary demotes.
+            Rounded: increase() extrapolates to the end of its window when the evaluation falls
+            between two scrapes, so one poll read 1.057 (5 s scrapes, evaluated 2 s after one)
+            and "more than 1" paged on it. Rounding holds for scrape intervals up to 15 s (one
+            poll reads at most 60/45 = 1.33 in a 1m window).
           |||,
-          expr: 'max without (${aggregationLabels}) (increase(patroni_cluster_multiple_primaries_polls_total[1m])) > 1',
+          expr: 'max without (${aggregationLabels}) (round(increase(patroni_cluster_multiple_primaries_polls_total[1m]))) > 1',
           labels: { severity: 'critical' },
           annotations: {
             summary: @'TWO PRIMARIES in Patroni cluster {{ $labels.scope }}: {{ with printf "patroni_member_reported_role{scope=%q,role=~\"primary|standby_leader\"} == 1" $labels.scope | query | sortByLabel "member" }}{{ range $i, $s := . }}{{ if $i }} and {{ end }}{{ $s.Labels.member }}{{ end }}{{ else }}(gone now){{ end }} say primary.',
