@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::families::{flag, info, one_hot, FamilyWriter};
 use super::labels::{member_labels, scope, MemberInfoLabels, MemberLabels, PollErrorLabels};
-use crate::patroni::{is_sync_role, Lag, MemberStatus};
+use crate::patroni::{is_sync_role, ApiUrl, Lag, MemberStatus};
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
 
 /// Roles always exported (as 0 when not the member's), so that a role change is a value
@@ -208,7 +208,7 @@ fn encode_members(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>])
                     scope: &s.scope,
                     member: &m.member.name,
                     host: m.member.host.as_deref().unwrap_or(""),
-                    api_url: m.member.api_url.as_deref().unwrap_or(""),
+                    api_url: m.member.api_url.as_ref().map_or("", ApiUrl::as_str),
                 },
                 1.0,
             )

@@ -18,7 +18,7 @@ pub use client::{
 pub use dynamic_config::{parse_dynamic_config, DynamicConfig, SynchronousMode};
 pub use model::{
     is_leader_role, is_sync_role, parse_cluster, parse_history, parse_member_status,
-    parse_timestamp, ClusterView, HistoryEntry, Lag, Member, MemberStatus, MemberTags,
+    parse_timestamp, ApiUrl, ClusterView, HistoryEntry, Lag, Member, MemberStatus, MemberTags,
     ReplicationPeer,
 };
 

@@ -257,8 +257,8 @@ impl ClusterPoller {
             .flat_map(|m| {
                 let api_host = m
                     .api_url
-                    .as_deref()
-                    .and_then(|url| Url::parse(url).ok())
+                    .as_ref()
+                    .and_then(patroni::ApiUrl::url)
                     .and_then(|url| url.host_str().map(bare));
                 m.host.as_deref().map(bare).into_iter().chain(api_host)
             })
@@ -286,7 +286,7 @@ impl ClusterPoller {
                 let api_url = url.join("patroni").ok()?;
                 self.policy.allows_url(&api_url).then(|| patroni::Member {
                     name: format!("voter {host}"),
-                    api_url: Some(api_url.to_string()),
+                    api_url: Some(api_url.into()),
                     host: Some(host),
                     ..patroni::Member::default()
                 })
@@ -341,9 +341,9 @@ impl ClusterPoller {
             self.memory.learned_urls = view
                 .members
                 .iter()
-                .filter_map(|m| m.api_url.as_deref().and_then(|url| Url::parse(url).ok()))
+                .filter_map(|m| m.api_url.as_ref().and_then(patroni::ApiUrl::url))
                 .filter(|url| self.policy.allows_url(url))
-                .map(|url| patroni::base_of(&url))
+                .map(patroni::base_of)
                 .collect();
         }
     }

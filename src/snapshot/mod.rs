@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use crate::config::{host_of, normalize_host};
 use crate::patroni::{
-    is_leader_role, ClockOffset, ClusterView, DynamicConfig, HistoryEntry, Member, MemberStatus,
-    PatroniError,
+    is_leader_role, ApiUrl, ClockOffset, ClusterView, DynamicConfig, HistoryEntry, Member,
+    MemberStatus, PatroniError,
 };
 use crate::raft::{RaftState, RaftStatus};
 
@@ -201,8 +201,8 @@ pub fn effective_raft_leader(nodes: &[RaftNodeSnapshot]) -> Option<&str> {
 pub fn member_hosts(member: &Member) -> Vec<String> {
     let api_host = member
         .api_url
-        .as_deref()
-        .and_then(|url| url::Url::parse(url).ok())
+        .as_ref()
+        .and_then(ApiUrl::url)
         .and_then(|url| url.host_str().map(normalize_host));
     member
         .host

@@ -1,6 +1,7 @@
 //! `GET /cluster`: the DCS view of one member's Raft replica.
 
 use serde::Deserialize;
+use url::Url;
 
 use super::tags::{tags_from_json, MemberTags};
 use crate::patroni::PatroniError;
@@ -36,7 +37,7 @@ pub struct Member {
     pub state: String,
     /// URL of the member's own `GET /patroni`.
     #[serde(default)]
-    pub api_url: Option<String>,
+    pub api_url: Option<ApiUrl>,
     #[serde(default)]
     pub host: Option<String>,
     #[serde(default)]
@@ -58,6 +59,53 @@ pub struct Member {
     /// The member's tags as the DCS holds them (`/cluster` lists them from Patroni 2.0).
     #[serde(default, deserialize_with = "tags_from_json")]
     pub tags: MemberTags,
+}
+
+/// A member's `api_url`, parsed once as it is read.
+///
+/// The text is kept as the member sent it: the `api_url` label says what Patroni says, not
+/// the URL library's rewrite of it (a default port dropped, a host lower-cased). A text that
+/// is no URL is kept too, with no [`url`](Self::url): the member is listed, but not asked.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(from = "String")]
+pub struct ApiUrl {
+    text: String,
+    url: Option<Url>,
+}
+
+impl ApiUrl {
+    /// The `api_url` as the member sent it.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The URL it names; `None` when the text is no URL.
+    pub fn url(&self) -> Option<&Url> {
+        self.url.as_ref()
+    }
+}
+
+impl From<String> for ApiUrl {
+    fn from(text: String) -> Self {
+        let url = Url::parse(&text).ok();
+        ApiUrl { text, url }
+    }
+}
+
+impl From<&str> for ApiUrl {
+    fn from(text: &str) -> Self {
+        ApiUrl::from(text.to_owned())
+    }
+}
+
+/// An `api_url` the exporter built itself (a voter's REST API, guessed from its host).
+impl From<Url> for ApiUrl {
+    fn from(url: Url) -> Self {
+        ApiUrl {
+            text: url.to_string(),
+            url: Some(url),
+        }
+    }
 }
 
 /// A lag as Patroni reports it: bytes, or the string `unknown`.

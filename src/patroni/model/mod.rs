@@ -23,7 +23,7 @@ mod member;
 mod tags;
 mod timestamp;
 
-pub use cluster::{is_leader_role, is_sync_role, parse_cluster, ClusterView, Lag, Member};
+pub use cluster::{is_leader_role, is_sync_role, parse_cluster, ApiUrl, ClusterView, Lag, Member};
 pub use history::{parse_history, HistoryEntry};
 pub use member::{parse_member_status, MemberStatus, ReplicationPeer};
 pub use tags::MemberTags;
@@ -54,7 +54,7 @@ mod tests {
         assert_eq!(replica.lag, Some(Lag::Bytes(0)));
         assert_eq!(replica.receive_lag, None);
         assert_eq!(
-            replica.api_url.as_deref(),
+            replica.api_url.as_ref().map(ApiUrl::as_str),
             Some("http://127.0.0.12:8008/patroni")
         );
         assert!(view.members[0].lag.is_none());
@@ -309,6 +309,29 @@ mod tests {
         let view = parse_cluster(body).unwrap();
         assert_eq!(view.members[0].role, "future_role");
         assert_eq!(view.members[0].state, "creating replica");
+    }
+
+    #[test]
+    fn api_url_is_parsed_once_and_kept_as_sent() {
+        let body = br#"{"members":[
+            {"name":"a","role":"leader","state":"running","api_url":"HTTP://Member-A:80/patroni"},
+            {"name":"b","role":"replica","state":"running","api_url":"not a url"},
+            {"name":"c","role":"replica","state":"running"}]}"#;
+        let view = parse_cluster(body).unwrap();
+        let parsed = view.members[0].api_url.as_ref().unwrap();
+        assert_eq!(parsed.as_str(), "HTTP://Member-A:80/patroni");
+        assert_eq!(
+            parsed.url().map(url::Url::as_str),
+            Some("http://member-a/patroni")
+        );
+        let unparseable = view.members[1].api_url.as_ref().unwrap();
+        assert_eq!(unparseable.as_str(), "not a url");
+        assert_eq!(unparseable.url(), None);
+        assert_eq!(view.members[2].api_url, None);
+        assert!(parse_cluster(
+            br#"{"members":[{"name":"a","role":"leader","state":"running","api_url":7}]}"#
+        )
+        .is_err());
     }
 
     #[test]
