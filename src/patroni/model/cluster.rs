@@ -3,6 +3,7 @@
 use serde::Deserialize;
 use url::Url;
 
+use super::role::{MemberRole, MemberState};
 use super::tags::{tags_from_json, MemberTags};
 use crate::patroni::PatroniError;
 
@@ -31,10 +32,10 @@ pub struct Member {
     pub name: String,
     /// `leader`, `standby_leader`, `sync_standby`, `quorum_standby` (4.0+), `replica`, or any
     /// value a future Patroni invents.
-    pub role: String,
+    pub role: MemberRole,
     /// The Postgres state, or for replicas the replication state (`streaming`,
     /// `in archive recovery`).
-    pub state: String,
+    pub state: MemberState,
     /// URL of the member's own `GET /patroni`.
     #[serde(default)]
     pub api_url: Option<ApiUrl>,
@@ -129,18 +130,8 @@ impl Lag {
 impl Member {
     /// Whether `/cluster` names this member as the holder of the leader key.
     pub fn is_leader(&self) -> bool {
-        is_leader_role(&self.role)
+        self.role.is_leader()
     }
-}
-
-/// `leader` and `standby_leader` hold the leader key (the latter in a standby cluster).
-pub fn is_leader_role(role: &str) -> bool {
-    matches!(role, "leader" | "standby_leader")
-}
-
-/// Synchronous standbys, in the old (`sync_standby`) and the quorum commit (`quorum_standby`) modes.
-pub fn is_sync_role(role: &str) -> bool {
-    matches!(role, "sync_standby" | "quorum_standby")
 }
 
 impl ClusterView {
