@@ -12,10 +12,10 @@
 //! * The fields that identify a member (`name`, `role`, `state`) and the types of the numbers
 //!   are strict: a document that breaks them is not Patroni's, and is reported as a decode
 //!   error rather than half-exported.
-
 //!
-//! One module per endpoint ([`cluster`], [`member`], [`history`]); the tags, which two
-//! endpoints carry, and the timestamp format, which two endpoints use, have their own.
+//! One module per endpoint ([`cluster`], [`member`], [`history`]); the tags, the roles and
+//! states ([`role`]), which two endpoints carry, and the timestamp format, which two
+//! endpoints use, have their own.
 
 mod cluster;
 mod history;
