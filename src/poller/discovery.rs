@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use url::Url;
 
 use super::{ClusterPoller, MAX_MEMBERS};
-use crate::config::{host_of, normalize_host, RaftSettings};
+use crate::config::{host_of, normalize_host, port_of, RaftSettings};
 use crate::patroni::{self, ClusterView, PatroniError};
 use crate::snapshot::{
     self, Failure, MemberSnapshot, RaftNodeSnapshot, Source, VoterFacts, VoterKinds,
@@ -267,7 +267,8 @@ impl ClusterPoller {
             .memory
             .raft_partners
             .iter()
-            .filter_map(|node| node.rsplit_once(':').map(|(host, _)| bare(host)))
+            .filter(|node| port_of(node).is_some())
+            .map(|node| host_of(node).to_owned())
             .filter(|host| {
                 !known_hosts.contains(host) && !self.memory.silent_voters.contains_key(host)
             })
