@@ -12,39 +12,82 @@ use std::fmt;
 
 use serde::Deserialize;
 
-/// A member's role: in `/cluster` `leader`, `standby_leader`, `sync_standby`,
-/// `quorum_standby` (4.0+) or `replica`; in its own `/patroni` `primary` (3.x says `master`,
-/// read as `primary`), `standby_leader` or `replica`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
-#[serde(from = "String")]
-pub enum MemberRole {
-    /// `/cluster`: holds the leader key of a primary cluster.
-    Leader,
-    /// `/patroni`: the writable primary.
-    Primary,
-    /// Holds the leader key of a standby cluster (both endpoints).
-    StandbyLeader,
-    SyncStandby,
-    QuorumStandby,
-    Replica,
-    /// Any other value, as Patroni sent it.
-    Other(String),
+/// An enum of the values Patroni names, each with its text, plus `Other(String)` for the
+/// rest; `as_str`, `From<String>`/`From<&str>`, `Default` (the empty `Other`) and `Display`
+/// from the one table, so that a value's text is written once.
+macro_rules! named_values {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $($(#[$variant_meta:meta])* $variant:ident = $text:literal,)*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
+        #[serde(from = "String")]
+        pub enum $name {
+            $($(#[$variant_meta])* $variant,)*
+            /// Any other value, as Patroni sent it.
+            Other(String),
+        }
+
+        impl $name {
+            /// The value as Patroni says it.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $($name::$variant => $text,)*
+                    $name::Other(text) => text,
+                }
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(text: String) -> Self {
+                match text.as_str() {
+                    $($text => $name::$variant,)*
+                    _ => $name::Other(text),
+                }
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(text: &str) -> Self {
+                $name::from(text.to_owned())
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                $name::Other(String::new())
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+named_values! {
+    /// A member's role: in `/cluster` `leader`, `standby_leader`, `sync_standby`,
+    /// `quorum_standby` (4.0+) or `replica`; in its own `/patroni` `primary` (3.x says
+    /// `master`, read as `primary`), `standby_leader` or `replica`.
+    pub enum MemberRole {
+        /// `/cluster`: holds the leader key of a primary cluster.
+        Leader = "leader",
+        /// `/patroni`: the writable primary.
+        Primary = "primary",
+        /// Holds the leader key of a standby cluster (both endpoints).
+        StandbyLeader = "standby_leader",
+        SyncStandby = "sync_standby",
+        QuorumStandby = "quorum_standby",
+        Replica = "replica",
+    }
 }
 
 impl MemberRole {
-    /// The role as Patroni says it.
-    pub fn as_str(&self) -> &str {
-        match self {
-            MemberRole::Leader => "leader",
-            MemberRole::Primary => "primary",
-            MemberRole::StandbyLeader => "standby_leader",
-            MemberRole::SyncStandby => "sync_standby",
-            MemberRole::QuorumStandby => "quorum_standby",
-            MemberRole::Replica => "replica",
-            MemberRole::Other(text) => text,
-        }
-    }
-
     /// A role as a member's own `/patroni` says it: Patroni 3.x calls the primary `master`,
     /// 4.x calls it `primary`; both are [`MemberRole::Primary`].
     pub(super) fn reported(text: String) -> MemberRole {
@@ -73,77 +116,21 @@ impl MemberRole {
     }
 }
 
-impl Default for MemberRole {
-    fn default() -> Self {
-        MemberRole::Other(String::new())
+named_values! {
+    /// A member's PostgreSQL state: `/cluster` gives a running replica's replication state
+    /// (`streaming`, `in archive recovery`) in its place, and `/patroni` gives that one as
+    /// `replication_state`, so one type serves all three. The variants are the states the
+    /// exporter judges by (serving or not); every other one (`stopped`, `starting`,
+    /// `crashed`, `unknown` when PostgreSQL runs but Patroni's query failed, a future
+    /// Patroni's) is kept as `Other`, with its text for the labels.
+    pub enum MemberState {
+        Running = "running",
+        Streaming = "streaming",
+        InArchiveRecovery = "in archive recovery",
     }
-}
-
-impl From<String> for MemberRole {
-    fn from(text: String) -> Self {
-        match text.as_str() {
-            "leader" => MemberRole::Leader,
-            "primary" => MemberRole::Primary,
-            "standby_leader" => MemberRole::StandbyLeader,
-            "sync_standby" => MemberRole::SyncStandby,
-            "quorum_standby" => MemberRole::QuorumStandby,
-            "replica" => MemberRole::Replica,
-            _ => MemberRole::Other(text),
-        }
-    }
-}
-
-impl From<&str> for MemberRole {
-    fn from(text: &str) -> Self {
-        MemberRole::from(text.to_owned())
-    }
-}
-
-impl fmt::Display for MemberRole {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A member's PostgreSQL state: `/cluster` gives a running replica's replication state
-/// (`streaming`, `in archive recovery`) in its place, and `/patroni` gives that one as
-/// `replication_state`, so one type serves all three.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
-#[serde(from = "String")]
-pub enum MemberState {
-    Running,
-    Streaming,
-    InArchiveRecovery,
-    Starting,
-    Stopping,
-    Stopped,
-    Restarting,
-    Crashed,
-    StartFailed,
-    CreatingReplica,
-    /// Any other value (`unknown` when PostgreSQL runs but Patroni's query failed, a state
-    /// of a future Patroni), as Patroni sent it.
-    Other(String),
 }
 
 impl MemberState {
-    /// The state as Patroni says it.
-    pub fn as_str(&self) -> &str {
-        match self {
-            MemberState::Running => "running",
-            MemberState::Streaming => "streaming",
-            MemberState::InArchiveRecovery => "in archive recovery",
-            MemberState::Starting => "starting",
-            MemberState::Stopping => "stopping",
-            MemberState::Stopped => "stopped",
-            MemberState::Restarting => "restarting",
-            MemberState::Crashed => "crashed",
-            MemberState::StartFailed => "start failed",
-            MemberState::CreatingReplica => "creating replica",
-            MemberState::Other(text) => text,
-        }
-    }
-
     /// PostgreSQL is up and serving: running, or a replica that streams or replays from the
     /// archive.
     pub fn is_serving(&self) -> bool {
@@ -154,89 +141,36 @@ impl MemberState {
     }
 }
 
-impl Default for MemberState {
-    fn default() -> Self {
-        MemberState::Other(String::new())
-    }
-}
-
-impl From<String> for MemberState {
-    fn from(text: String) -> Self {
-        match text.as_str() {
-            "running" => MemberState::Running,
-            "streaming" => MemberState::Streaming,
-            "in archive recovery" => MemberState::InArchiveRecovery,
-            "starting" => MemberState::Starting,
-            "stopping" => MemberState::Stopping,
-            "stopped" => MemberState::Stopped,
-            "restarting" => MemberState::Restarting,
-            "crashed" => MemberState::Crashed,
-            "start failed" => MemberState::StartFailed,
-            "creating replica" => MemberState::CreatingReplica,
-            _ => MemberState::Other(text),
-        }
-    }
-}
-
-impl From<&str> for MemberState {
-    fn from(text: &str) -> Self {
-        MemberState::from(text.to_owned())
-    }
-}
-
-impl fmt::Display for MemberState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn known_values_round_trip_and_unknown_ones_are_kept() {
-        for text in [
-            "leader",
-            "primary",
-            "standby_leader",
-            "sync_standby",
-            "quorum_standby",
-            "replica",
-            "future_role",
-            "master",
-            "",
-        ] {
-            let role = MemberRole::from(text);
-            assert_eq!(role.as_str(), text);
-            assert_eq!(role.to_string(), text);
+        use MemberRole as R;
+        use MemberState as S;
+        let roles = [R::Leader, R::Primary, R::StandbyLeader, R::SyncStandby];
+        for role in roles.into_iter().chain([R::QuorumStandby, R::Replica]) {
+            assert_eq!(MemberRole::from(role.as_str()), role);
+            assert_eq!(role.to_string(), role.as_str());
         }
-        assert_eq!(
-            MemberRole::from("master"),
-            MemberRole::Other("master".into())
-        );
-        assert_eq!(MemberRole::reported("master".into()), MemberRole::Primary);
-        for text in [
-            "running",
-            "streaming",
-            "in archive recovery",
-            "starting",
-            "stopping",
-            "stopped",
-            "restarting",
-            "crashed",
-            "start failed",
-            "creating replica",
-            "unknown",
-            "",
-        ] {
-            let state = MemberState::from(text);
-            assert_eq!(state.as_str(), text);
-            assert_eq!(state.to_string(), text);
+        for state in [S::Running, S::Streaming, S::InArchiveRecovery] {
+            assert_eq!(MemberState::from(state.as_str()), state);
+            assert_eq!(state.to_string(), state.as_str());
         }
+        for other in ["stopped", "crashed", "creating replica", "unknown", ""] {
+            assert_eq!(MemberState::from(other), S::Other(other.into()));
+            assert_eq!(MemberState::from(other).as_str(), other);
+        }
+        for unknown in ["future_role", "master", ""] {
+            assert_eq!(MemberRole::from(unknown), R::Other(unknown.into()));
+            assert_eq!(MemberRole::from(unknown).as_str(), unknown);
+        }
+        assert_eq!(MemberRole::reported("master".into()), R::Primary);
         assert_eq!(
-            MemberState::from("unknown"),
-            MemberState::Other("unknown".into())
+            MemberRole::reported("future_role".into()).as_str(),
+            "future_role"
         );
+        assert_eq!(MemberState::default().as_str(), "");
     }
 }
