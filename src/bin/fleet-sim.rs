@@ -339,7 +339,10 @@ mod tests {
         .unwrap();
         assert_eq!(cluster.scope.as_deref(), Some("sim-0007"));
         assert_eq!(
-            cluster.members[2].api_url.as_deref(),
+            cluster.members[2]
+                .api_url
+                .as_ref()
+                .map(patroni_raft_exporter::patroni::ApiUrl::as_str),
             Some("http://127.0.0.1:5003/patroni")
         );
     }

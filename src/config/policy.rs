@@ -213,12 +213,19 @@ pub fn normalize_host(host: &str) -> String {
     }
 }
 
-/// The host of `host:port` (`[v6]:port` too).
+/// The host of `host:port` (`[v6]:port` too); `node` itself when it has no port.
 pub fn host_of(node: &str) -> &str {
-    match node.rsplit_once(':') {
-        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) && !host.is_empty() => {
-            host.trim_matches(['[', ']'])
-        }
-        _ => node,
-    }
+    split_node(node).map_or(node, |(host, _)| host.trim_matches(['[', ']']))
+}
+
+/// The port of `host:port` (`[v6]:port` too); `None` when it has none.
+pub fn port_of(node: &str) -> Option<u16> {
+    split_node(node).and_then(|(_, port)| port.parse().ok())
+}
+
+/// `host:port` split at its last colon, when what follows is a number (a bare IPv6 address
+/// has colons too, but its last group is hex, and Raft names nodes with their port).
+fn split_node(node: &str) -> Option<(&str, &str)> {
+    node.rsplit_once(':')
+        .filter(|(host, port)| !host.is_empty() && port.chars().all(|c| c.is_ascii_digit()))
 }

@@ -249,6 +249,10 @@ fn api_url_policy() {
     }
     assert_eq!(host_of("[::1]:2222"), "::1");
     assert_eq!(host_of("10.0.0.1:2222"), "10.0.0.1");
+    assert_eq!(port_of("[::1]:2222"), Some(2222));
+    assert_eq!(port_of("10.0.0.1:2222"), Some(2222));
+    assert_eq!((host_of("node-0"), port_of("node-0")), ("node-0", None));
+    assert_eq!(port_of("10.0.0.1:99999"), None);
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::families::{cached_gauges, flag, info, per_value, FamilyWriter};
 use super::labels::{member_labels, member_named, scope};
 use super::patroni_families::{own_numbers, own_views};
-use crate::patroni::{is_sync_role, DynamicConfig, MemberStatus, ReplicationPeer, SynchronousMode};
+use crate::patroni::{DynamicConfig, MemberRole, MemberStatus, ReplicationPeer, SynchronousMode};
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
 
 pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
@@ -165,7 +165,7 @@ fn encode_member_signals(
 fn leader_view(snapshot: &ClusterSnapshot) -> Option<&MemberStatus> {
     let leader: &MemberSnapshot = snapshot.members.iter().find(|m| m.member.is_leader())?;
     let own = leader.own_view.as_ref().ok()?;
-    (own.role.as_deref() == Some("primary")).then_some(own)
+    (own.role == Some(MemberRole::Primary)).then_some(own)
 }
 
 fn encode_leader_replication(
@@ -200,7 +200,7 @@ fn encode_leader_replication(
             let leader = leader_view(s);
             s.members
                 .iter()
-                .filter(move |m| leader.is_some() && is_sync_role(&m.member.role))
+                .filter(move |m| leader.is_some() && m.member.role.is_sync())
                 .map(move |m| {
                     let confirmed = leader.is_some_and(|own| {
                         own.replication.iter().any(|peer| {

@@ -41,7 +41,6 @@ use std::fmt;
 use std::sync::{Arc, LazyLock};
 
 use crate::snapshot::{ClusterSnapshot, Encoding, SnapshotStore};
-use exposition::Format;
 use families::{Descriptor, FamilyWriter, Kind};
 use labels::{BuildLabels, EncodeLabels};
 
@@ -152,15 +151,17 @@ impl EncodedCluster {
 /// The exposition of the given clusters in `format`, in one `String`: the frames of
 /// [`stream::Exposition`] (what `/metrics` sends) put together, for the tests and the golden
 /// file.
-pub fn render(clusters: &[Arc<EncodedCluster>], format: Format) -> String {
+#[cfg(any(test, feature = "testkit"))]
+pub fn render(clusters: &[Arc<EncodedCluster>], format: exposition::Format) -> String {
     let bytes: Vec<u8> = stream::Exposition::new(clusters.to_vec(), format)
         .flat_map(|frame| frame.to_vec())
         .collect();
     String::from_utf8(bytes).expect("the exposition is assembled from strings")
 }
 
-/// Renders every cluster of `store` in `format`.
-pub fn render_store(store: &Store, format: Format) -> String {
+/// Renders every cluster of `store` in `format`: for the integration tests.
+#[cfg(feature = "testkit")]
+pub fn render_store(store: &Store, format: exposition::Format) -> String {
     render(&store.current_encoded(), format)
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::families::{flag, info, one_hot, FamilyWriter};
 use super::labels::{member_labels, scope, MemberInfoLabels, MemberLabels, PollErrorLabels};
-use crate::patroni::{is_sync_role, Lag, MemberStatus};
+use crate::patroni::{ApiUrl, Lag, MemberStatus};
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
 
 /// Roles always exported (as 0 when not the member's), so that a role change is a value
@@ -153,10 +153,7 @@ fn encode_cluster(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>])
         answered().map(|(s, view)| {
             (
                 scope(s),
-                view.members
-                    .iter()
-                    .filter(|m| is_sync_role(&m.role))
-                    .count() as f64,
+                view.members.iter().filter(|m| m.role.is_sync()).count() as f64,
             )
         }),
     )?;
@@ -208,7 +205,7 @@ fn encode_members(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>])
                     scope: &s.scope,
                     member: &m.member.name,
                     host: m.member.host.as_deref().unwrap_or(""),
-                    api_url: m.member.api_url.as_deref().unwrap_or(""),
+                    api_url: m.member.api_url.as_ref().map_or("", ApiUrl::as_str),
                 },
                 1.0,
             )
@@ -218,7 +215,7 @@ fn encode_members(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>])
         "patroni_member_role",
         "1 for the member's role in GET /cluster, 0 for the other known roles.",
         all_members(snapshots).flat_map(|(s, m)| {
-            one_hot(&m.member.role, KNOWN_ROLES)
+            one_hot(m.member.role.as_str(), KNOWN_ROLES)
                 .map(move |(role, value)| (member_labels(s, m).role(role), value))
         }),
     )?;
@@ -226,7 +223,7 @@ fn encode_members(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>])
         "patroni_member_state",
         "1 for the member's state in GET /cluster (Postgres or replication state), 0 for the other common states.",
         all_members(snapshots).flat_map(|(s, m)| {
-            one_hot(&m.member.state, KNOWN_STATES).map(move |(state, value)| {
+            one_hot(m.member.state.as_str(), KNOWN_STATES).map(move |(state, value)| {
                 (
                     member_labels(s, m).state(state),
                     value,
@@ -290,8 +287,8 @@ fn encode_member_own_views(
         "patroni_member_reported_role",
         "1 for the role the member reports about itself in GET /patroni (master is reported as primary), 0 for the other known roles.",
         own_views().flat_map(|(s, m, own)| {
-            own.role.as_deref().into_iter().flat_map(move |reported| {
-                one_hot(reported, KNOWN_REPORTED_ROLES).map(move |(role, value)| {
+            own.role.iter().flat_map(move |reported| {
+                one_hot(reported.as_str(), KNOWN_REPORTED_ROLES).map(move |(role, value)| {
                     (
                         member_labels(s, m).role(role),
                         value,

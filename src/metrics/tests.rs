@@ -9,6 +9,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+use super::exposition::Format;
 use super::families::{Descriptor, FamilyWriter, Kind};
 use super::labels::MemberInfoLabels;
 use super::*;

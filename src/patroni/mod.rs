@@ -17,9 +17,8 @@ pub use client::{
 };
 pub use dynamic_config::{parse_dynamic_config, DynamicConfig, SynchronousMode};
 pub use model::{
-    is_leader_role, is_sync_role, parse_cluster, parse_history, parse_member_status,
-    parse_timestamp, ClusterView, HistoryEntry, Lag, Member, MemberStatus, MemberTags,
-    ReplicationPeer,
+    parse_cluster, parse_history, parse_member_status, parse_timestamp, ApiUrl, ClusterView,
+    HistoryEntry, Lag, Member, MemberRole, MemberState, MemberStatus, MemberTags, ReplicationPeer,
 };
 
 /// Why a Patroni REST request gave no usable document.

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use url::Url;
 
 use super::{ClusterPoller, MAX_MEMBERS};
-use crate::config::{host_of, normalize_host, RaftSettings};
+use crate::config::{host_of, normalize_host, port_of, RaftSettings};
 use crate::patroni::{self, ClusterView, PatroniError};
 use crate::snapshot::{
     self, Failure, MemberSnapshot, RaftNodeSnapshot, Source, VoterFacts, VoterKinds,
@@ -257,8 +257,8 @@ impl ClusterPoller {
             .flat_map(|m| {
                 let api_host = m
                     .api_url
-                    .as_deref()
-                    .and_then(|url| Url::parse(url).ok())
+                    .as_ref()
+                    .and_then(patroni::ApiUrl::url)
                     .and_then(|url| url.host_str().map(bare));
                 m.host.as_deref().map(bare).into_iter().chain(api_host)
             })
@@ -267,7 +267,8 @@ impl ClusterPoller {
             .memory
             .raft_partners
             .iter()
-            .filter_map(|node| node.rsplit_once(':').map(|(host, _)| bare(host)))
+            .filter(|node| port_of(node).is_some())
+            .map(|node| host_of(node).to_owned())
             .filter(|host| {
                 !known_hosts.contains(host) && !self.memory.silent_voters.contains_key(host)
             })
@@ -286,7 +287,7 @@ impl ClusterPoller {
                 let api_url = url.join("patroni").ok()?;
                 self.policy.allows_url(&api_url).then(|| patroni::Member {
                     name: format!("voter {host}"),
-                    api_url: Some(api_url.to_string()),
+                    api_url: Some(api_url.into()),
                     host: Some(host),
                     ..patroni::Member::default()
                 })
@@ -341,9 +342,9 @@ impl ClusterPoller {
             self.memory.learned_urls = view
                 .members
                 .iter()
-                .filter_map(|m| m.api_url.as_deref().and_then(|url| Url::parse(url).ok()))
+                .filter_map(|m| m.api_url.as_ref().and_then(patroni::ApiUrl::url))
                 .filter(|url| self.policy.allows_url(url))
-                .map(|url| patroni::base_of(&url))
+                .map(patroni::base_of)
                 .collect();
         }
     }

@@ -225,7 +225,7 @@ mod tests {
             member: member.clone(),
             own_view: match role {
                 Some(role) => Ok(MemberStatus {
-                    role: Some(role.to_owned()),
+                    role: Some(role.into()),
                     ..MemberStatus::default()
                 }),
                 None => Err(Failure {

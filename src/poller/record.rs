@@ -81,29 +81,8 @@ impl ClusterPoller {
         context: &MemberContext<'_>,
     ) -> Option<MemberSnapshot> {
         let mut member = member.clone();
-        if let (Placement::FoundVoter, Some(host)) = (place, &member.host) {
-            if answers.own.is_err() {
-                self.memory
-                    .silent_voters
-                    .insert(host.clone(), Instant::now());
-                self.memory.without_rest.insert(normalize_host(host));
-            } else {
-                self.memory.without_rest.remove(&normalize_host(host));
-            }
-        }
         if place == Placement::FoundVoter {
-            // Counted only when it names itself as a member of this cluster not known
-            // under another name; a voter whose REST API is elsewhere is no news (the
-            // Raft metrics have it), so its failures are not counted either.
-            let status = &answers.own.as_ref().ok()?.status;
-            let same_scope = match (context.scope, &status.patroni_scope) {
-                (Some(expected), Some(got)) => expected == got,
-                _ => true,
-            };
-            member.name = status
-                .patroni_name
-                .clone()
-                .filter(|name| same_scope && !context.known_names.contains(name))?;
+            member.name = self.found_voter_name(&member, &answers, context)?;
         }
         let name = member.name.clone();
         self.note(
@@ -173,6 +152,37 @@ impl ClusterPoller {
                 Placement::Listed | Placement::FoundVoter => None,
             },
         })
+    }
+
+    /// A voter found this poll: whether its REST API answered is remembered (by its host),
+    /// and it is a member by the name it gives itself, if it names itself as a member of this
+    /// cluster not known under another name; `None` otherwise. A voter whose REST API is
+    /// elsewhere is no news (the Raft metrics have it), so its failures are not counted either.
+    fn found_voter_name(
+        &mut self,
+        voter: &patroni::Member,
+        answers: &MemberAnswers,
+        context: &MemberContext<'_>,
+    ) -> Option<String> {
+        if let Some(host) = &voter.host {
+            if answers.own.is_err() {
+                self.memory
+                    .silent_voters
+                    .insert(host.clone(), Instant::now());
+                self.memory.without_rest.insert(normalize_host(host));
+            } else {
+                self.memory.without_rest.remove(&normalize_host(host));
+            }
+        }
+        let status = &answers.own.as_ref().ok()?.status;
+        let same_scope = match (context.scope, &status.patroni_scope) {
+            (Some(expected), Some(got)) => expected == got,
+            _ => true,
+        };
+        status
+            .patroni_name
+            .clone()
+            .filter(|name| same_scope && !context.known_names.contains(name))
     }
 
     /// The poll's record absorbed into the memory (departed members, voters, counters) and

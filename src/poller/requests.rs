@@ -156,9 +156,9 @@ pub(super) fn member_at(members: &[patroni::Member], base: &Url) -> Option<Strin
         .iter()
         .find(|m| {
             m.api_url
-                .as_deref()
-                .and_then(|url| Url::parse(url).ok())
-                .is_some_and(|url| patroni::base_of(&url) == base)
+                .as_ref()
+                .and_then(patroni::ApiUrl::url)
+                .is_some_and(|url| patroni::base_of(url) == base)
         })
         .map(|m| m.name.clone())
 }
@@ -311,23 +311,19 @@ impl ClusterPoller {
 
     /// A member's `api_url`, if valid and allowed by the policy.
     fn member_api_url(&self, member: &patroni::Member) -> Result<Url, Failure> {
-        let Some(api_url) = member
-            .api_url
-            .as_deref()
-            .and_then(|url| Url::parse(url).ok())
-        else {
+        let Some(api_url) = member.api_url.as_ref().and_then(patroni::ApiUrl::url) else {
             return Err(Failure {
                 kind: "decode",
                 message: format!("member {} has no valid api_url", member.name),
             });
         };
-        if !self.policy.allows_url(&api_url) {
+        if !self.policy.allows_url(api_url) {
             return Err(Failure::from(&PatroniError::ApiUrlNotAllowed(format!(
                 "{api_url} of member {} (allow its host with --patroni.allow-api-url-hosts)",
                 member.name
             ))));
         }
-        Ok(api_url)
+        Ok(api_url.clone())
     }
 
     /// One status query per target. Targets exist only when Raft is polled (the target

@@ -23,7 +23,7 @@
 //! served by the REST API). Maintenance mode (`pause`) stops automatic failover whatever the
 //! candidates; it has its own gauge, `patroni_cluster_paused`.
 
-use crate::patroni::{is_sync_role, ClusterView, DynamicConfig, MemberStatus};
+use crate::patroni::{ClusterView, DynamicConfig, MemberState, MemberStatus};
 
 use super::{MemberSnapshot, QuorumAssessment, QuorumVerdict, ViewComparison};
 
@@ -142,7 +142,7 @@ impl FailoverReadiness {
         // Patroni restricts candidates to sync standbys only once the primary named some
         // (`sync_mode_is_active`: the `/sync` key is not empty).
         let sync_active = config.synchronous_mode.is_synchronous()
-            && cluster.members.iter().any(|m| is_sync_role(&m.role));
+            && cluster.members.iter().any(|m| m.role.is_sync());
         let context = Context {
             config,
             leader_wal,
@@ -189,7 +189,7 @@ fn data_at_risk(
     let best = promotable.min_by_key(|m| m.lag_bytes.unwrap_or(u64::MAX))?;
     let synchronous = members
         .iter()
-        .any(|m| m.member.name == best.name && is_sync_role(&m.member.role));
+        .any(|m| m.member.name == best.name && m.member.role.is_sync());
     if sync_active && synchronous {
         return Some(0);
     }
@@ -291,8 +291,8 @@ impl Context<'_> {
         let lag_bytes = self.lag_bytes(snapshot, own);
         let mut exclusions = Vec::new();
         let mut exclude = |reason, detail: String| exclusions.push(Exclusion { reason, detail });
-        if own.state.as_deref() != Some("running") {
-            let state = own.state.as_deref().unwrap_or("unknown");
+        if own.state != Some(MemberState::Running) {
+            let state = own.state.as_ref().map_or("unknown", MemberState::as_str);
             exclude(
                 ExclusionReason::NotRunning,
                 format!("PostgreSQL is {state}"),
@@ -310,7 +310,7 @@ impl Context<'_> {
         if own.watchdog_failed {
             exclude(ExclusionReason::Watchdog, "watchdog failed".into());
         }
-        if self.sync_active && !is_sync_role(&snapshot.member.role) {
+        if self.sync_active && !snapshot.member.role.is_sync() {
             exclude(
                 ExclusionReason::NotSync,
                 format!(
@@ -384,7 +384,7 @@ pub fn human_bytes(bytes: u64) -> String {
 mod tests {
     use super::*;
     use crate::fixture;
-    use crate::patroni::parse_dynamic_config;
+    use crate::patroni::{parse_dynamic_config, MemberRole};
     use crate::snapshot::Failure;
 
     use crate::snapshot::captured;
@@ -514,7 +514,7 @@ mod tests {
             .iter_mut()
             .chain(members.iter_mut().map(|m| &mut m.member))
         {
-            if member.role == "sync_standby" {
+            if member.role.as_str() == "sync_standby" {
                 member.role = "replica".into();
             }
         }
@@ -623,7 +623,7 @@ mod tests {
                 "{version}: the leader runs in failsafe mode"
             );
             assert_eq!(
-                leader.role.as_deref(),
+                leader.role.as_ref().map(MemberRole::as_str),
                 Some("primary"),
                 "{version}: and stays primary"
             );

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use crate::config::{host_of, normalize_host};
 use crate::patroni::{
-    is_leader_role, ClockOffset, ClusterView, DynamicConfig, HistoryEntry, Member, MemberStatus,
-    PatroniError,
+    ApiUrl, ClockOffset, ClusterView, DynamicConfig, HistoryEntry, Member, MemberRole,
+    MemberStatus, PatroniError,
 };
 use crate::raft::{RaftState, RaftStatus};
 
@@ -144,13 +144,13 @@ impl MemberSnapshot {
     /// `None` when the member did not answer: no view, no contradiction to judge.
     pub fn role_mismatch(&self) -> Option<bool> {
         let own = self.own_view.as_ref().ok()?;
-        let reported = own.role.as_deref()?;
-        let dcs_says_leader = is_leader_role(&self.member.role);
-        let says_leader = match self.member.role.as_str() {
-            "standby_leader" => reported == "standby_leader",
-            _ => reported == "primary",
+        let reported = own.role.as_ref()?;
+        let dcs_says_leader = self.member.role.is_leader();
+        let says_leader = match self.member.role {
+            MemberRole::StandbyLeader => *reported == MemberRole::StandbyLeader,
+            _ => *reported == MemberRole::Primary,
         };
-        let says_any_leader = reported == "primary" || reported == "standby_leader";
+        let says_any_leader = reported.says_leader();
         Some(if dcs_says_leader {
             !says_leader
         } else {
@@ -201,8 +201,8 @@ pub fn effective_raft_leader(nodes: &[RaftNodeSnapshot]) -> Option<&str> {
 pub fn member_hosts(member: &Member) -> Vec<String> {
     let api_host = member
         .api_url
-        .as_deref()
-        .and_then(|url| url::Url::parse(url).ok())
+        .as_ref()
+        .and_then(ApiUrl::url)
         .and_then(|url| url.host_str().map(normalize_host));
     member
         .host

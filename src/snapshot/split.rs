@@ -11,7 +11,7 @@
 //! compare every answer the poll got: pure functions of the snapshot's parts.
 
 use super::MemberSnapshot;
-use crate::patroni::{ClusterView, DynamicConfig, MemberStatus};
+use crate::patroni::{ClusterView, DynamicConfig, MemberRole, MemberStatus};
 
 /// One part of a DCS view that members can disagree on: the `field` label of
 /// `patroni_member_dcs_view_differs`.
@@ -203,7 +203,7 @@ pub(super) fn count_distinct<T: PartialEq>(items: impl Iterator<Item = T>) -> us
 /// Whether a member says, in its own `GET /patroni`, that it leads the cluster: `primary`
 /// (3.x `master`, normalised by the parser) or `standby_leader` in a standby cluster.
 pub fn says_primary(own: &MemberStatus) -> bool {
-    matches!(own.role.as_deref(), Some("primary" | "standby_leader"))
+    own.role.as_ref().is_some_and(MemberRole::says_leader)
 }
 
 /// The members (listed and remembered) that say they lead, by their own word.

@@ -20,6 +20,7 @@
 //! `postgresql.replication_state_from_parameters`, the same in 3.3.8 and 4.1.5).
 
 use super::{ClusterSnapshot, Encoding, MemberSnapshot, SnapshotStore};
+use crate::patroni::{MemberRole, MemberState};
 
 /// The source cluster's leader position, copied from the source's latest snapshot.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,8 +43,8 @@ impl SourcePosition {
             return None;
         };
         let own = leader.own_view.as_ref().ok()?;
-        let wal_bytes = match own.role.as_deref() {
-            Some("standby_leader") => own.wal_replayed_bytes?,
+        let wal_bytes = match own.role {
+            Some(MemberRole::StandbyLeader) => own.wal_replayed_bytes?,
             _ => own.wal_flush_bytes?,
         };
         Some(SourcePosition {
@@ -95,7 +96,7 @@ impl ClusterSnapshot {
     /// a `standby_leader`. `None` without `/cluster` or without a leader.
     pub fn is_standby_cluster(&self) -> Option<bool> {
         let leader = self.members.iter().find(|m| m.member.is_leader())?;
-        Some(leader.member.role == "standby_leader")
+        Some(leader.member.role == MemberRole::StandbyLeader)
     }
 
     /// The members that say `standby_leader` in their own `GET /patroni`, listed or
@@ -104,7 +105,7 @@ impl ClusterSnapshot {
         self.members_and_departed().filter(|m| {
             m.own_view
                 .as_ref()
-                .is_ok_and(|own| own.role.as_deref() == Some("standby_leader"))
+                .is_ok_and(|own| own.role == Some(MemberRole::StandbyLeader))
         })
     }
 
@@ -136,13 +137,13 @@ impl ClusterSnapshot {
 /// Whether a standby leader streams from its source, by its own `replication_state`.
 pub fn standby_leader_streaming(member: &MemberSnapshot) -> Option<bool> {
     let own = member.own_view.as_ref().ok()?;
-    Some(own.replication_state.as_deref() == Some("streaming"))
+    Some(own.replication_state == Some(MemberState::Streaming))
 }
 
 /// Whether a standby leader replays from the archive only (`in archive recovery`).
 pub fn standby_leader_archive_recovery(member: &MemberSnapshot) -> Option<bool> {
     let own = member.own_view.as_ref().ok()?;
-    Some(own.replication_state.as_deref() == Some("in archive recovery"))
+    Some(own.replication_state == Some(MemberState::InArchiveRecovery))
 }
 
 #[cfg(test)]
@@ -155,7 +156,7 @@ mod tests {
         MemberSnapshot {
             member: Member {
                 name: name.to_owned(),
-                role: dcs_role.to_owned(),
+                role: dcs_role.into(),
                 ..Member::default()
             },
             own_view: Ok(own),
@@ -180,7 +181,7 @@ mod tests {
             role: Some("standby_leader".into()),
             wal_replayed_bytes: Some(replayed),
             wal_received_bytes: Some(replayed),
-            replication_state: state.map(str::to_owned),
+            replication_state: state.map(MemberState::from),
             ..MemberStatus::default()
         }
     }

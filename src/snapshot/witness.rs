@@ -23,7 +23,7 @@
 use std::collections::BTreeSet;
 
 use super::RaftNodeSnapshot;
-use crate::config::{host_of, normalize_host};
+use crate::config::{host_of, normalize_host, port_of};
 
 /// What a Raft voter is: the `kind` label of `patroni_raft_node_info`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -90,10 +90,10 @@ impl VoterKinds {
                 let speaks =
                     answered.contains(voter.as_str()) || facts.known_witnesses.contains(voter);
                 let kind = if facts.member_hosts.contains(&host) {
-                    let beside_member = !on_port(voter, facts.member_raft_port)
+                    let on_member_port = |node: &str| port_of(node) == Some(facts.member_raft_port);
+                    let beside_member = !on_member_port(voter)
                         && facts.voters.iter().any(|other| {
-                            normalize_host(host_of(other)) == host
-                                && on_port(other, facts.member_raft_port)
+                            normalize_host(host_of(other)) == host && on_member_port(other)
                         });
                     if beside_member && speaks {
                         VoterKind::Witness
@@ -139,13 +139,6 @@ impl VoterKinds {
             .filter(|(_, kind)| *kind == VoterKind::Witness)
             .map(|(voter, _)| voter.as_str())
     }
-}
-
-/// Whether the node `host:port` listens on `port`.
-fn on_port(node: &str, port: u16) -> bool {
-    node.rsplit_once(':')
-        .and_then(|(_, p)| p.parse::<u16>().ok())
-        .is_some_and(|p| p == port)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::patroni::Lag;
+use crate::patroni::{Lag, MemberRole};
 use crate::snapshot::{
     standby_leader_archive_recovery, standby_leader_streaming, ClusterSnapshot, MemberSnapshot,
     RaftNodeSnapshot, VoterKind,
@@ -217,8 +217,8 @@ pub(super) fn member_row(member: &MemberSnapshot) -> MemberRow {
     MemberRow {
         member: m.name.clone(),
         host: m.host.clone(),
-        role: m.role.clone(),
-        state: m.state.clone(),
+        role: m.role.to_string(),
+        state: m.state.to_string(),
         timeline: m.timeline,
         lag_mb,
         api_up: member.own_view.is_ok(),
@@ -232,7 +232,7 @@ pub(super) fn member_row(member: &MemberSnapshot) -> MemberRow {
                 .own_view
                 .as_ref()
                 .ok()
-                .and_then(|own| own.role.clone()),
+                .and_then(|own| own.role.as_ref().map(MemberRole::to_string)),
             _ => None,
         },
     }

@@ -9,7 +9,7 @@ pub use super::model::{
     ClusterReport, ExcludedMember, FailoverReport, LagCell, Level, MemberRow, Problem, RaftRow,
     StandbyReport,
 };
-use crate::patroni::is_leader_role;
+use crate::patroni::{MemberRole, MemberState};
 use crate::raft::RaftState;
 use crate::snapshot::ClusterSnapshot;
 use crate::snapshot::{QuorumVerdict, VoterKind};
@@ -66,14 +66,14 @@ impl ClusterReport {
 }
 
 /// States of a member that are not a problem.
-fn healthy_state(role: &str, state: &str) -> bool {
-    if role == "standby_leader" {
+fn healthy_state(role: &MemberRole, state: &MemberState) -> bool {
+    if *role == MemberRole::StandbyLeader {
         // a standby leader is a replica of its source: `streaming` in /cluster (Patroni 3.0+)
-        matches!(state, "streaming" | "running" | "in archive recovery")
-    } else if is_leader_role(role) {
-        state == "running"
+        state.is_serving()
+    } else if role.is_leader() {
+        *state == MemberState::Running
     } else {
-        matches!(state, "streaming" | "running" | "in archive recovery")
+        state.is_serving()
     }
 }
 
@@ -252,7 +252,7 @@ fn member_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
     for member in &snapshot.members {
         let m = &member.member;
         if let (Some(true), Ok(own)) = (member.role_mismatch(), &member.own_view) {
-            let reported = own.role.as_deref().unwrap_or("?");
+            let reported = own.role.as_ref().map_or("?", MemberRole::as_str);
             let frozen = if m.is_leader() {
                 ": the DCS view is frozen"
             } else {

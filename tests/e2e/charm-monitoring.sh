@@ -176,6 +176,26 @@ PYEOF
 late() { [[ ${DIFF[$1]:--} != - ]] && awk -v d="${DIFF[$1]}" -v tol="$2" 'BEGIN { split(d, x, "/"); exit !(x[1] > tol || x[1] < -tol || x[2] > tol || x[2] < -tol) }'; }
 declare -A DIFF=()
 within() { awk -v a="$(e2e_since "$1")" -v b="$2" 'BEGIN { exit !(a < b) }'; }   # within T0 S: less than S s since T0
+# wait_quiet LIMIT_S CMD...: run CMD every second until it has held (rc 0) for 10 s running, so
+# that what is read back next is the end of the event, not a pause in it; rc 1 when LIMIT_S
+# pass first
+wait_quiet() {
+  local limit=$1 t0 since=""
+  shift
+  t0=$(e2e_now)
+  while within "$t0" "$limit"; do
+    if "$@"; then
+      since=${since:-$(e2e_now)}
+      within "$since" 10 || return 0
+    else
+      since=""
+    fi
+    sleep 1
+  done
+  return 1
+}
+# shellcheck disable=SC2317  # run by the conditions wait_quiet runs
+charms_quiet() { [[ -z $(charm_alerts "$PROM_A") && -z $(charm_alerts "$PROM_B") ]]; }
 hostport() { local u=${1#*://}; echo "${u%%/*}"; }
 
 # ---- the cluster, two exporters, two Prometheus
@@ -316,23 +336,18 @@ done
 listed=$(metric_value patroni_member_in_dcs "$S,member=\"$leader\"" 2>/dev/null || echo absent)
 e2e_result 3 "kill -> no compat series of $leader in A (s); its patroni_member_in_dcs then" "${gone:-never} ; $listed"
 check "3: the killed $leader has no compat series in A within 20 s (GET /cluster lists it: in_dcs $listed)" test -n "$gone"
-T3=$(e2e_now) new="" quiet_since=""
-while within "$T3" "$FAILOVER_S"; do
+T3=$(e2e_now) new=""
+# shellcheck disable=SC2317  # run by wait_quiet
+failed_over() {
   if [[ -z $new ]]; then
     l=$(e2e_cluster_leader 2>/dev/null || true)
     if [[ -n $l && $l != "$leader" && $(e2e_own_role "${l##*-}") =~ ^(primary|master)$ ]]; then
       new=$l; e2e_result 3 "kill -> $new primary (s)" "$(e2e_since "$T3")"
     fi
   fi
-  if [[ -n $new && -z $(charm_alerts "$PROM_A") && -z $(charm_alerts "$PROM_B") \
-        && $(pv "$PROM_A" 'sum(patroni_master)') == " 1" ]]; then
-    quiet_since=${quiet_since:-$(e2e_now)}
-    within "$quiet_since" 10 || break
-  else
-    quiet_since=""
-  fi
-  sleep 1
-done
+  [[ -n $new ]] && charms_quiet && [[ $(pv "$PROM_A" 'sum(patroni_master)') == " 1" ]]
+}
+wait_quiet "$FAILOVER_S" failed_over || true   # read back as it is: the alerts say the rest
 [[ -n $new ]] || on_fail "3: no new primary within ${FAILOVER_S}s"
 T_END=$(date +%s)
 e2e_result 3 "kill -> both Prometheus quiet 10 s (s)" "$((T_END - T_KILL))"
@@ -348,19 +363,15 @@ check "3: Patroni's own metrics saw the failover: the charm's rules fire on them
 e2e_log "=== 4: $leader started again"
 cluster start "$leader_i" >&2 || on_fail "4: cluster start $leader_i"
 cluster wait --sync >&2 || on_fail "4: cluster wait --sync"
-T4=$(e2e_now) quiet_since=""
+T4=$(e2e_now)
+# shellcheck disable=SC2317  # run by wait_quiet
+healthy_again() {
+  [[ $(pv "$PROM_A" 'count(patroni_master)') == " 3" && $(pv "$PROM_A" 'sum by (scope) (patroni_master)') == "scope=pg-test 1" ]] \
+    && charms_quiet
+}
 # quiet for 10 s, so that what phase 5 reads back is the switchover's own
-while :; do
-  if [[ $(pv "$PROM_A" 'count(patroni_master)') == " 3" && $(pv "$PROM_A" 'sum by (scope) (patroni_master)') == "scope=pg-test 1" \
-        && -z $(charm_alerts "$PROM_A") && -z $(charm_alerts "$PROM_B") ]]; then
-    quiet_since=${quiet_since:-$(e2e_now)}
-    within "$quiet_since" 10 || break
-  else
-    quiet_since=""
-  fi
-  within "$T4" 90 || on_fail "4: A: $(pv "$PROM_A" 'sum by (scope) (patroni_master)') over $(pv "$PROM_A" 'count(patroni_master)') members; alerts A [$(charm_alerts "$PROM_A")] B [$(charm_alerts "$PROM_B")]"
-  sleep 1
-done
+wait_quiet 90 healthy_again \
+  || on_fail "4: A: $(pv "$PROM_A" 'sum by (scope) (patroni_master)') over $(pv "$PROM_A" 'count(patroni_master)') members; alerts A [$(charm_alerts "$PROM_A")] B [$(charm_alerts "$PROM_B")]"
 pass "4: healthy again: 3 members, sum by (scope) (patroni_master) 1, no charm alert in A or B for 10 s ($(e2e_since "$T4")s)"
 
 # ================================================================== 5. a switchover
@@ -370,18 +381,12 @@ e2e_log "=== 5: switchover $leader -> $candidate"
 T_SW=$(date +%s)
 cluster ctl switchover pg-test --leader "$leader" --candidate "$candidate" --force >"$RUN_DIR/switchover.txt" 2>&1 \
   || { cat "$RUN_DIR/switchover.txt" >&2; on_fail "5: patronictl switchover"; }
-T5=$(e2e_now) quiet_since=""
-while within "$T5" 90; do
-  if [[ $(e2e_cluster_leader 2>/dev/null || true) == "$candidate" && -z $(charm_alerts "$PROM_A") && -z $(charm_alerts "$PROM_B") \
-        && $(pv "$PROM_A" "patroni_master{name=\"$candidate\"}") == *" 1" && $(pv "$PROM_A" 'sum(patroni_master)') == " 1" ]]; then
-    quiet_since=${quiet_since:-$(e2e_now)}
-    within "$quiet_since" 10 || break
-  else
-    quiet_since=""
-  fi
-  sleep 1
-done
-[[ -n $quiet_since ]] || on_fail "5: $candidate not the leader with both Prometheus quiet within 90 s"
+# shellcheck disable=SC2317  # run by wait_quiet
+switched_over() {
+  [[ $(e2e_cluster_leader 2>/dev/null || true) == "$candidate" ]] && charms_quiet \
+    && [[ $(pv "$PROM_A" "patroni_master{name=\"$candidate\"}") == *" 1" && $(pv "$PROM_A" 'sum(patroni_master)') == " 1" ]]
+}
+wait_quiet 90 switched_over || on_fail "5: $candidate not the leader with both Prometheus quiet within 90 s"
 T_END=$(date +%s)
 e2e_result 5 "switchover -> $candidate leader, both Prometheus quiet 10 s (s)" "$((T_END - T_SW))"
 compare_alerts 5 "the switchover" "$T_SW" "$T_END"

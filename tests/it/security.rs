@@ -277,6 +277,41 @@ async fn basic_auth_is_sent_and_api_urls_off_the_configured_hosts_are_not_follow
 }
 
 #[tokio::test]
+async fn an_api_url_that_is_no_url_is_listed_as_sent_and_not_asked() {
+    let _shared = MEMORY.read().await;
+    let configured = FakePatroni::start("127.0.0.1").await;
+    let cluster = format!(
+        r#"{{"scope":"bad-url","members":[
+            {{"name":"m0","role":"leader","state":"running","api_url":"{}/patroni","host":"127.0.0.1","timeline":1}},
+            {{"name":"m1","role":"replica","state":"streaming","api_url":"not a url","host":"127.0.0.1","timeline":1,"lag":0}}]}}"#,
+        configured.url()
+    );
+    configured.route("/cluster", Reply::Json(cluster.into_bytes()));
+    configured.route("/history", Reply::Json(b"[]".to_vec()));
+    configured.route("/config", Reply::Json(b"{}".to_vec()));
+    configured.route(
+        "/patroni",
+        Reply::Json(fixture("patroni-3.3.8/patroni-m0.json")),
+    );
+    let config = scoped_config("bad-url", &configured.url());
+    let output = poll_and_render(vec![config], Format::PrometheusText).await;
+    // Listed with the text it sent, asked for nothing (api_up 0, one decode error); the
+    // cluster itself is polled as usual.
+    for line in [
+        r#"patroni_member_info{scope="bad-url",member="m1",host="127.0.0.1",api_url="not a url"} 1"#,
+        r#"patroni_member_api_up{scope="bad-url",member="m1"} 0"#,
+        r#"patroni_up{scope="bad-url"} 1"#,
+    ] {
+        assert!(has(&output, line), "{line} in {output}");
+    }
+    assert_eq!(
+        errors(&output, "bad-url", "member", "decode"),
+        1,
+        "{output}"
+    );
+}
+
+#[tokio::test]
 async fn https_is_never_downgraded_by_an_api_url() {
     let _shared = MEMORY.read().await;
     let pki = Pki::new();

@@ -1,7 +1,9 @@
 //! `GET /cluster`: the DCS view of one member's Raft replica.
 
 use serde::Deserialize;
+use url::Url;
 
+use super::role::{MemberRole, MemberState};
 use super::tags::{tags_from_json, MemberTags};
 use crate::patroni::PatroniError;
 
@@ -30,13 +32,13 @@ pub struct Member {
     pub name: String,
     /// `leader`, `standby_leader`, `sync_standby`, `quorum_standby` (4.0+), `replica`, or any
     /// value a future Patroni invents.
-    pub role: String,
+    pub role: MemberRole,
     /// The Postgres state, or for replicas the replication state (`streaming`,
     /// `in archive recovery`).
-    pub state: String,
+    pub state: MemberState,
     /// URL of the member's own `GET /patroni`.
     #[serde(default)]
-    pub api_url: Option<String>,
+    pub api_url: Option<ApiUrl>,
     #[serde(default)]
     pub host: Option<String>,
     #[serde(default)]
@@ -60,6 +62,53 @@ pub struct Member {
     pub tags: MemberTags,
 }
 
+/// A member's `api_url`, parsed once as it is read.
+///
+/// The text is kept as the member sent it: the `api_url` label says what Patroni says, not
+/// the URL library's rewrite of it (a default port dropped, a host lower-cased). A text that
+/// is no URL is kept too, with no [`url`](Self::url): the member is listed, but not asked.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(from = "String")]
+pub struct ApiUrl {
+    text: String,
+    url: Option<Url>,
+}
+
+impl ApiUrl {
+    /// The `api_url` as the member sent it.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The URL it names; `None` when the text is no URL.
+    pub fn url(&self) -> Option<&Url> {
+        self.url.as_ref()
+    }
+}
+
+impl From<String> for ApiUrl {
+    fn from(text: String) -> Self {
+        let url = Url::parse(&text).ok();
+        ApiUrl { text, url }
+    }
+}
+
+impl From<&str> for ApiUrl {
+    fn from(text: &str) -> Self {
+        ApiUrl::from(text.to_owned())
+    }
+}
+
+/// An `api_url` the exporter built itself (a voter's REST API, guessed from its host).
+impl From<Url> for ApiUrl {
+    fn from(url: Url) -> Self {
+        ApiUrl {
+            text: url.to_string(),
+            url: Some(url),
+        }
+    }
+}
+
 /// A lag as Patroni reports it: bytes, or the string `unknown`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(untagged)]
@@ -81,18 +130,8 @@ impl Lag {
 impl Member {
     /// Whether `/cluster` names this member as the holder of the leader key.
     pub fn is_leader(&self) -> bool {
-        is_leader_role(&self.role)
+        self.role.is_leader()
     }
-}
-
-/// `leader` and `standby_leader` hold the leader key (the latter in a standby cluster).
-pub fn is_leader_role(role: &str) -> bool {
-    matches!(role, "leader" | "standby_leader")
-}
-
-/// Synchronous standbys, in the old (`sync_standby`) and the quorum commit (`quorum_standby`) modes.
-pub fn is_sync_role(role: &str) -> bool {
-    matches!(role, "sync_standby" | "quorum_standby")
 }
 
 impl ClusterView {

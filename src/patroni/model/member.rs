@@ -2,6 +2,7 @@
 
 use serde::Deserialize;
 
+use super::role::{MemberRole, MemberState};
 use super::tags::{tags_from_json, MemberTags};
 use super::timestamp::parse_timestamp;
 use crate::patroni::PatroniError;
@@ -38,9 +39,10 @@ impl ReplicationPeer {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct MemberStatus {
     /// A Postgres state, or `unknown` when Postgres runs but the query failed.
-    pub state: Option<String>,
-    /// Normalised role: Patroni 3.x says `master`, 4.x says `primary`; both become `primary`.
-    pub role: Option<String>,
+    pub state: Option<MemberState>,
+    /// Normalised role: Patroni 3.x says `master`, 4.x says `primary`; both become
+    /// [`MemberRole::Primary`].
+    pub role: Option<MemberRole>,
     pub server_version: Option<u64>,
     pub timeline: Option<u64>,
     /// Unix time at which the postmaster started.
@@ -53,7 +55,8 @@ pub struct MemberStatus {
     pub wal_replayed_bytes: Option<u64>,
     /// Unix time of the last replayed transaction (null when nothing was replayed yet).
     pub replayed_timestamp_seconds: Option<f64>,
-    pub replication_state: Option<String>,
+    /// A replica's `streaming` or `in archive recovery`.
+    pub replication_state: Option<MemberState>,
     pub sync_standby: bool,
     pub quorum_standby: bool,
     /// Maintenance mode (`pause`).
@@ -88,7 +91,7 @@ impl MemberStatus {
     /// Whether the member says it is the writable primary.
     #[cfg(test)]
     pub fn reports_primary(&self) -> bool {
-        self.role.as_deref() == Some("primary")
+        self.role == Some(MemberRole::Primary)
     }
 }
 
@@ -169,8 +172,8 @@ pub fn parse_member_status(body: &[u8]) -> Result<MemberStatus, PatroniError> {
         name: None,
     });
     Ok(MemberStatus {
-        state: raw.state,
-        role: raw.role.map(normalize_reported_role),
+        state: raw.state.map(MemberState::from),
+        role: raw.role.map(MemberRole::reported),
         server_version: raw.server_version,
         timeline: raw.timeline,
         postmaster_start_time_seconds: raw
@@ -181,7 +184,7 @@ pub fn parse_member_status(body: &[u8]) -> Result<MemberStatus, PatroniError> {
         wal_received_bytes: xlog.received_location,
         wal_replayed_bytes: xlog.replayed_location,
         replayed_timestamp_seconds: xlog.replayed_timestamp.as_deref().and_then(parse_timestamp),
-        replication_state: raw.replication_state,
+        replication_state: raw.replication_state.map(MemberState::from),
         sync_standby: raw.sync_standby,
         quorum_standby: raw.quorum_standby,
         paused: raw.pause,
@@ -232,13 +235,4 @@ pub(super) fn encode_patroni_version(version: &str) -> Option<u32> {
         number = number * 100 + part.parse::<u32>().ok()?;
     }
     parts.next().is_none().then_some(number)
-}
-
-/// Patroni 3.x calls the primary `master`; 4.x calls it `primary`. Everything else is kept.
-fn normalize_reported_role(role: String) -> String {
-    if role == "master" {
-        "primary".to_owned()
-    } else {
-        role
-    }
 }

@@ -12,20 +12,22 @@
 //! * The fields that identify a member (`name`, `role`, `state`) and the types of the numbers
 //!   are strict: a document that breaks them is not Patroni's, and is reported as a decode
 //!   error rather than half-exported.
-
 //!
-//! One module per endpoint ([`cluster`], [`member`], [`history`]); the tags, which two
-//! endpoints carry, and the timestamp format, which two endpoints use, have their own.
+//! One module per endpoint ([`cluster`], [`member`], [`history`]); the tags, the roles and
+//! states ([`role`]), which two endpoints carry, and the timestamp format, which two
+//! endpoints use, have their own.
 
 mod cluster;
 mod history;
 mod member;
+mod role;
 mod tags;
 mod timestamp;
 
-pub use cluster::{is_leader_role, is_sync_role, parse_cluster, ClusterView, Lag, Member};
+pub use cluster::{parse_cluster, ApiUrl, ClusterView, Lag, Member};
 pub use history::{parse_history, HistoryEntry};
 pub use member::{parse_member_status, MemberStatus, ReplicationPeer};
+pub use role::{MemberRole, MemberState};
 pub use tags::MemberTags;
 pub use timestamp::parse_timestamp;
 
@@ -49,12 +51,12 @@ mod tests {
         );
         assert_eq!(view.leader_timeline(), Some(1));
         let replica = &view.members[1];
-        assert_eq!(replica.role, "sync_standby");
-        assert_eq!(replica.state, "streaming");
+        assert_eq!(replica.role.as_str(), "sync_standby");
+        assert_eq!(replica.state.as_str(), "streaming");
         assert_eq!(replica.lag, Some(Lag::Bytes(0)));
         assert_eq!(replica.receive_lag, None);
         assert_eq!(
-            replica.api_url.as_deref(),
+            replica.api_url.as_ref().map(ApiUrl::as_str),
             Some("http://127.0.0.12:8008/patroni")
         );
         assert!(view.members[0].lag.is_none());
@@ -77,8 +79,8 @@ mod tests {
         ))
         .unwrap();
         let old_leader = &view.members[0];
-        assert_eq!(old_leader.role, "replica");
-        assert_eq!(old_leader.state, "stopped");
+        assert_eq!(old_leader.role.as_str(), "replica");
+        assert_eq!(old_leader.state.as_str(), "stopped");
         assert_eq!(old_leader.timeline, None);
         assert_eq!(old_leader.lag.as_ref().and_then(Lag::bytes), None);
         assert_eq!(old_leader.lag, Some(Lag::Text("unknown".into())));
@@ -123,14 +125,17 @@ mod tests {
         // ...while its own /patroni says it demoted itself.
         let own =
             parse_member_status(&fixture("patroni-4.1.5/03-patroni-survivor-t+60s.json")).unwrap();
-        assert_eq!(own.role.as_deref(), Some("replica"));
+        assert_eq!(own.role.as_ref().map(MemberRole::as_str), Some("replica"));
         assert!(!own.reports_primary());
     }
 
     #[test]
     fn member_status_3_3_8_master_is_normalized() {
         let status = parse_member_status(&fixture("patroni-3.3.8/patroni-m0.json")).unwrap();
-        assert_eq!(status.role.as_deref(), Some("primary"));
+        assert_eq!(
+            status.role.as_ref().map(MemberRole::as_str),
+            Some("primary")
+        );
         assert_eq!(status.patroni_version.as_deref(), Some("3.3.8"));
         assert_eq!(status.patroni_version_number, Some(30308));
         assert!(status.wal_flush_bytes.is_some());
@@ -197,13 +202,22 @@ mod tests {
     #[test]
     fn member_status_replica_3_3_8() {
         let status = parse_member_status(&fixture("patroni-3.3.8/patroni-m1.json")).unwrap();
-        assert_eq!(status.role.as_deref(), Some("replica"));
-        assert_eq!(status.state.as_deref(), Some("running"));
+        assert_eq!(
+            status.role.as_ref().map(MemberRole::as_str),
+            Some("replica")
+        );
+        assert_eq!(
+            status.state.as_ref().map(MemberState::as_str),
+            Some("running")
+        );
         assert_eq!(status.server_version, Some(150018));
         assert_eq!(status.wal_received_bytes, Some(67109008));
         assert_eq!(status.wal_replayed_bytes, Some(67109008));
         assert!(status.sync_standby);
-        assert_eq!(status.replication_state.as_deref(), Some("streaming"));
+        assert_eq!(
+            status.replication_state.as_ref().map(MemberState::as_str),
+            Some("streaming")
+        );
         assert_eq!(status.dcs_last_seen_seconds, Some(1795312530));
         assert_eq!(status.patroni_name.as_deref(), Some("postgresql-1"));
         let start = status.postmaster_start_time_seconds.unwrap();
@@ -215,7 +229,10 @@ mod tests {
     #[test]
     fn member_status_4_1_5_primary() {
         let status = parse_member_status(&fixture("patroni-4.1.5/01-patroni-m0.json")).unwrap();
-        assert_eq!(status.role.as_deref(), Some("primary"));
+        assert_eq!(
+            status.role.as_ref().map(MemberRole::as_str),
+            Some("primary")
+        );
         assert_eq!(status.wal_flush_bytes, Some(67108952));
         assert_eq!(status.timeline, Some(1));
     }
@@ -307,8 +324,31 @@ mod tests {
     fn unknown_roles_and_states_are_kept() {
         let body = br#"{"scope":"x","members":[{"name":"a","role":"future_role","state":"creating replica"}]}"#;
         let view = parse_cluster(body).unwrap();
-        assert_eq!(view.members[0].role, "future_role");
-        assert_eq!(view.members[0].state, "creating replica");
+        assert_eq!(view.members[0].role.as_str(), "future_role");
+        assert_eq!(view.members[0].state.as_str(), "creating replica");
+    }
+
+    #[test]
+    fn api_url_is_parsed_once_and_kept_as_sent() {
+        let body = br#"{"members":[
+            {"name":"a","role":"leader","state":"running","api_url":"HTTP://Member-A:80/patroni"},
+            {"name":"b","role":"replica","state":"running","api_url":"not a url"},
+            {"name":"c","role":"replica","state":"running"}]}"#;
+        let view = parse_cluster(body).unwrap();
+        let parsed = view.members[0].api_url.as_ref().unwrap();
+        assert_eq!(parsed.as_str(), "HTTP://Member-A:80/patroni");
+        assert_eq!(
+            parsed.url().map(url::Url::as_str),
+            Some("http://member-a/patroni")
+        );
+        let unparseable = view.members[1].api_url.as_ref().unwrap();
+        assert_eq!(unparseable.as_str(), "not a url");
+        assert_eq!(unparseable.url(), None);
+        assert_eq!(view.members[2].api_url, None);
+        assert!(parse_cluster(
+            br#"{"members":[{"name":"a","role":"leader","state":"running","api_url":7}]}"#
+        )
+        .is_err());
     }
 
     #[test]
@@ -460,7 +500,7 @@ mod tests {
                 let view = parse_cluster(&serde_json::to_vec(&body).unwrap()).unwrap();
                 let member = &view.members[0];
                 prop_assert_eq!(&member.name, &name);
-                prop_assert_eq!(&member.role, &role);
+                prop_assert_eq!(member.role.as_str(), &role);
                 prop_assert_eq!(member.timeline, timeline);
                 prop_assert_eq!(member.lag.as_ref().and_then(Lag::bytes), lag);
             }
