@@ -246,6 +246,7 @@ lane checks --needs deps
 step --nice 10 "shellcheck (every shell script)" scripts/shellcheck.sh
 step "lib.sh selftest (the /metrics text reader, no cluster)" tests/e2e/lib-selftest.sh
 step "no import circle between the modules of src/" scripts/module-cycles.py
+step "no production function longer than 100 lines" scripts/function-length.py
 step "rustfmt --check" cargo fmt --all -- --check
 step "promtool check metrics (golden /metrics)" golden_promtool
 step --nice 10 "alert rules: promtool check/test, amtool" scripts/check-alerts.sh
