@@ -43,7 +43,7 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../tests/e2e/paths.sh
 source "$SCRIPT_DIR/../tests/e2e/paths.sh"
 
-APT_PACKAGES=(postgresql-15 prometheus prometheus-alertmanager jq curl iproute2 util-linux wrk python3-venv nftables binutils
+APT_PACKAGES=(postgresql-15 prometheus prometheus-alertmanager jq curl iproute2 util-linux wrk python3-venv nftables iptables binutils
               dpkg-dev lintian adduser faketime shellcheck jsonnet python3-yaml)
 # Pinned: the .deb's layout comes from Cargo.toml [package.metadata.deb] as this version reads it.
 CARGO_DEB_VERSION=3.8.0
