@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # links.sh - issue #31 part 2, slow and lossy links: a real 3-member Patroni + Raft cluster, the
 # exporter as the README quick start (member 0's URL + the Raft password file, --poll.interval 3s,
-# --poll.timeout 1s) and a real Prometheus (every 2 s) evaluating the SHIPPED
+# --poll.timeout 1s: a poll asks in two rounds, so one member slow beyond the timeout costs it
+# two timeouts, within the interval) and a real Prometheus (every 2 s) evaluating the SHIPPED
 # alerts/patroni-raft.rules.yml unchanged, all in a network namespace of their own. This kernel has
 # no `tc netem`: nftables picks the packets (address, port, the socket's group: MEMBER_GID_BASE)
 # and either marks them for iptables' NFQUEUE target, which hands them to netshape.py to hold for
@@ -14,7 +15,9 @@
 # Root only (network namespace, nftables, iptables). ~3.5 min; several versions run in parallel,
 # each in its own namespace (logs in $E2E_WORK/links-VERSION.log, measurements in
 # $E2E_WORK/links-VERSION/results.tsv, the shaper's counters in shaper.json, samples in
-# samples-*.tsv).
+# samples-*.tsv). Settings (environment): LINKS_POLL (3) and LINKS_TIMEOUT (1), the exporter's
+# --poll.interval and --poll.timeout in whole seconds; DELAY_B, JITTER_B (150, 50 ms); DELAY_A
+# (the timeout + 500 ms); LOSS (25 %) for LOSS_S (60 s); SAMPLES (10 polls per phase).
 #
 #   0 healthy; the REST and Raft round trips of member SLOW (2) and of member 1, exported and by
 #     hand (curl %{time_total}; pysyncobj's own client TcpUtility, timed in Python), unshaped.
@@ -55,11 +58,12 @@ export WAL_SEGSIZE="${WAL_SEGSIZE:-1}"       # initdb --wal-segsize 1: `down --f
 GID_BASE="${LINKS_GID_BASE:-64100}"          # member N runs with the primary group GID_BASE+N
 export MEMBER_GID_BASE=$GID_BASE
 FW=links                                      # the nftables table (in our namespace)
-POLL=3                                        # --poll.interval (s); e2e_exporter sets --poll.timeout 1s
-TIMEOUT=1
+POLL=${LINKS_POLL:-3}                         # --poll.interval (s)
+TIMEOUT=${LINKS_TIMEOUT:-1}                   # --poll.timeout (s)
+export E2E_POLL_TIMEOUT="${TIMEOUT}s"
 SLOW=2                                        # the shaped member (a replica: member 0 bootstraps)
 DELAY_B=${DELAY_B:-150} JITTER_B=${JITTER_B:-50}   # ms per packet; REST +2, Raft +3 delays < 1 s
-DELAY_A=${DELAY_A:-1500}                      # ms: a connect alone outlasts the 1 s timeout
+DELAY_A=${DELAY_A:-$((TIMEOUT * 1000 + 500))}  # ms: a connect alone outlasts the timeout
 LOSS=${LOSS:-25} LOSS_S=${LOSS_S:-60}
 SAMPLES=${SAMPLES:-10}
 export EXPORTER_URL="http://127.0.0.1:9393/metrics"
