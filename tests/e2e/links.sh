@@ -359,7 +359,7 @@ for ((k = 0; k < SAMPLES; k++)); do
 done
 skipped1=$(FETCH=0 metric_value patroni_exporter_polls_skipped_total "$S") || skipped1=0
 e2e_result a "largest poll duration (s; interval $POLL, timeout $TIMEOUT)" "$max_poll"
-e2e_result a "polls skipped during the phase" "$((${skipped1%.*} - ${skipped0%.*}))"
+e2e_result a "polls skipped in the phase / the phase's length (s)" "$((${skipped1%.*} - ${skipped0%.*})) / $(e2e_since "$T_A")"
 e2e_result a "alerts at the end of the phase" "$(e2e_alerts_brief)"
 check "a: in $SAMPLES polls: $SLOW down, the others up and fresh, verdict 1, no poll overran${bad:+ (saw:$bad)}" test -z "$bad"
 check "a: the poll timestamp advanced at every sample (stale $stale of $SAMPLES)" test "$stale" = 0
