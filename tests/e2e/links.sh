@@ -17,7 +17,7 @@
 # $E2E_WORK/links-VERSION/results.tsv, the shaper's counters in shaper.json, samples in
 # samples-*.tsv). Settings (environment): LINKS_POLL (3) and LINKS_TIMEOUT (1), the exporter's
 # --poll.interval and --poll.timeout in whole seconds; DELAY_B, JITTER_B (150, 50 ms); DELAY_A
-# (the timeout + 500 ms); LOSS (25 %) for LOSS_S (60 s); SAMPLES (10 polls per phase).
+# (the timeout + 500 ms); LOSS (25 %) for LOSS_S (60 s); SAMPLES (16 polls per phase: the means of b vary by ~4 %).
 #
 #   0 healthy; the REST and Raft round trips of member SLOW (2) and of member 1, exported and by
 #     hand (curl %{time_total}; pysyncobj's own client TcpUtility, timed in Python), unshaped.
@@ -65,7 +65,7 @@ SLOW=2                                        # the shaped member (a replica: me
 DELAY_B=${DELAY_B:-150} JITTER_B=${JITTER_B:-50}   # ms per packet; REST +2, Raft +3 delays < 1 s
 DELAY_A=${DELAY_A:-$((TIMEOUT * 1000 + 500))}  # ms: a connect alone outlasts the timeout
 LOSS=${LOSS:-25} LOSS_S=${LOSS_S:-60}
-SAMPLES=${SAMPLES:-10}
+SAMPLES=${SAMPLES:-16}
 export EXPORTER_URL="http://127.0.0.1:9393/metrics"
 export EXPORTER_LOG="$RUN_DIR/exporter.log"
 S='scope="pg-test"'
