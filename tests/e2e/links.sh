@@ -17,7 +17,8 @@
 # $E2E_WORK/links-VERSION/results.tsv, the shaper's counters in shaper.json, samples in
 # samples-*.tsv). Settings (environment): LINKS_POLL (3) and LINKS_TIMEOUT (1), the exporter's
 # --poll.interval and --poll.timeout in whole seconds; DELAY_B, JITTER_B (150, 50 ms); DELAY_A
-# (the timeout + 500 ms); LOSS (25 %) for LOSS_S (60 s); SAMPLES (16 polls per phase: the means of b vary by ~4 %).
+# (the timeout + 500 ms); LOSS (25 %) for LOSS_S (60 s); SAMPLES (16 polls per phase: the means
+# compared in b vary by ~4 %).
 #
 #   0 healthy; the REST and Raft round trips of member SLOW (2) and of member 1, exported and by
 #     hand (curl %{time_total}; pysyncobj's own client TcpUtility, timed in Python), unshaped.
@@ -29,18 +30,20 @@
 #     poll overran; the exported round trips of SLOW within 20 % of the same request timed by
 #     hand through the same shaping (means over the samples), and their rise over phase 0 within
 #     20 % of the rise by hand.
-#   a the same links delayed DELAY_A ms (above the 1 s poll timeout): proof by hand (curl -m 5);
-#     SLOW's API and Raft node reported down (patroni_member_api_up 0, patroni_raft_up 0), the
-#     others up with a round trip in every poll, the poll timestamp advancing every poll, the poll
-#     duration below the interval and no poll skipped; verdict 1; PatroniRaftQuorumLost,
+#   a the same links delayed DELAY_A ms (above the poll timeout): SLOW reported down, then the
+#     proof by hand (curl, TcpUtility: 2 and 3 delays) while the exporter polls on;
+#     SLOW's API and Raft node down (patroni_member_api_up 0, patroni_raft_up 0) in SAMPLES
+#     polls, the others up with a round trip in every poll, the poll timestamp advancing every
+#     poll, the poll duration below the interval and no poll skipped; verdict 1; PatroniRaftQuorumLost,
 #     ...QuorumNotVisible, ...NoLeader, PatroniClusterUnreachable, PatroniNoLeader never pending.
 #     Healed: SLOW up again.
 #   c LOSS % of the packets of SLOW's Raft traffic with the other members dropped (both
 #     directions; the exporter's own Raft connections untouched) for LOSS_S s. Proof: nftables'
 #     counters (the share dropped) and TcpUtility statuses timed from SLOW's socket group against
-#     the same from member 0's group. Every ~2 s each node's own Raft status (TcpUtility) beside
-#     the exporter's verdict: where the nodes' own statuses held one verdict for the last 4 samples (~5 s: a poll interval and its poll)
-#     (a leader with has_quorum: 1; no node with has_quorum: 0), the exporter says the same;
+#     the same from member 1's group (to node 0). Every ~1.3 s each node's own Raft status
+#     (TcpUtility) beside the exporter's verdict: where the nodes' own statuses held one verdict
+#     for the last 4 samples (~5 s: a poll interval and its poll; a leader with has_quorum: 1; no
+#     node with has_quorum: 0), the exporter says the same;
 #     the quorum alerts above never pending while the leader held its quorum. What Raft did
 #     (leaders, terms, SLOW's has_quorum) is recorded. Healed: healthy.
 set -euo pipefail
