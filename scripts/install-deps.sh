@@ -12,7 +12,8 @@
 #   postgresql-15 (server binaries in /usr/lib/postgresql/15/bin), prometheus,
 #   prometheus-alertmanager (/usr/bin/{promtool,prometheus,prometheus-alertmanager,amtool}),
 #   jq, curl, iproute2 (ss),
-#   util-linux (setpriv), wrk, python3-venv, nftables (the partition lab), binutils (nm:
+#   util-linux (setpriv), wrk, python3-venv, nftables (the partition lab), iptables (its NFQUEUE
+#   target: tests/e2e/links.sh delays packets; this kernel has no nftables `queue`), binutils (nm:
 #   scripts/check-no-test-doubles.sh), dpkg-dev (dpkg-shlibdeps for cargo-deb), lintian,
 #   adduser (the .deb's maintainer scripts), faketime (libfaketime: a member's clock off,
 #   tests/e2e/next-outage.sh), shellcheck (scripts/shellcheck.sh: every shell script, in
@@ -43,7 +44,7 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../tests/e2e/paths.sh
 source "$SCRIPT_DIR/../tests/e2e/paths.sh"
 
-APT_PACKAGES=(postgresql-15 prometheus prometheus-alertmanager jq curl iproute2 util-linux wrk python3-venv nftables binutils
+APT_PACKAGES=(postgresql-15 prometheus prometheus-alertmanager jq curl iproute2 util-linux wrk python3-venv nftables iptables binutils
               dpkg-dev lintian adduser faketime shellcheck jsonnet python3-yaml)
 # Pinned: the .deb's layout comes from Cargo.toml [package.metadata.deb] as this version reads it.
 CARGO_DEB_VERSION=3.8.0

@@ -43,7 +43,7 @@ use members::{unix_now, MemberMemory};
 use record::{MemberContext, PollRecord};
 use requests::{member_at, raft_query, MemberLimits, RaftQuery};
 pub use start::StartGate;
-use start::{phase, Entry};
+use start::{intervals_skipped, phase, Entry};
 
 /// Where a member asked in this poll comes from.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -236,14 +236,21 @@ impl ClusterPoller {
         let interval = self.config.poll.interval;
         tokio::pin!(stop);
         let mut ticker: Option<tokio::time::Interval> = None;
+        let mut last_tick: Option<tokio::time::Instant> = None;
         loop {
-            let mut snapshot = match ticker.as_mut() {
+            let snapshot = match ticker.as_mut() {
                 Some(ticker) => {
                     // Stop (shutdown or reload) wins over a tick that is due at the same moment.
-                    tokio::select! {
+                    let tick = tokio::select! {
                         biased;
                         _ = &mut stop => return,
-                        _ = ticker.tick() => {}
+                        tick = ticker.tick() => tick,
+                    };
+                    // Counted when the next poll starts, into its snapshot: only then is it
+                    // known which deadlines the ticker skipped.
+                    if let Some(last) = last_tick.replace(tick) {
+                        self.memory.counters.polls_skipped +=
+                            intervals_skipped(last, tick, interval);
                     }
                     // Boxed: a poll's future is large (every request of a poll, joined), and
                     // inline it would size every idle poller's task by it, between polls too.
@@ -268,12 +275,6 @@ impl ClusterPoller {
                     snapshot
                 }
             };
-            let overrun = snapshot.poll_duration.as_secs_f64() / interval.as_secs_f64();
-            if overrun >= 1.0 {
-                // Counted into the snapshot of the poll that overran, not the next one.
-                self.memory.counters.polls_skipped += overrun.floor() as u64;
-                snapshot.counters.polls_skipped = self.memory.counters.polls_skipped;
-            }
             store.publish_paired(self.slot, snapshot, self.config.standby_of.as_deref());
         }
     }

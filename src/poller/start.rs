@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
 /// First polls in flight at once: enough that a fleet of a few dozen clusters starts at
 /// once and a thousand within seconds, few enough that the start's peak stays near the
@@ -96,6 +97,17 @@ impl Entry {
     }
 }
 
+/// The poll intervals that had no poll of their own between two ticks of the poll ticker (an
+/// interval with [`tokio::time::MissedTickBehavior::Skip`]), from the deadlines the two ticks
+/// fired for. After a poll that overran, the first deadline it missed still fires, late (the
+/// next poll starts at once), and the ticker skips the deadlines after it: so the skipped
+/// intervals are the deadlines between two ticks. Counting the deadlines a poll lasted instead
+/// counts one interval too many per overrun.
+pub(super) fn intervals_skipped(last: Instant, tick: Instant, interval: Duration) -> u64 {
+    let periods = tick.saturating_duration_since(last).as_secs_f64() / interval.as_secs_f64();
+    (periods.round() as u64).saturating_sub(1)
+}
+
 /// The fraction of the interval at which the cluster in `slot` polls after its first poll:
 /// the golden-ratio sequence, which spreads any number of consecutive slots evenly over [0, 1).
 pub(super) fn phase(slot: usize) -> f64 {
@@ -105,6 +117,46 @@ pub(super) fn phase(slot: usize) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    /// Every interval either starts a poll or is counted as skipped, against tokio's own
+    /// ticker (paused time): polls within the interval, overrunning it by a fraction, by
+    /// exactly one interval (the 2 s poll interval with a 2 s timeout and a member slow in both
+    /// rounds: 4 s polls, tests/e2e/links.sh), and by several.
+    #[tokio::test(start_paused = true)]
+    async fn every_interval_starts_a_poll_or_is_counted_skipped() {
+        use std::time::Duration;
+        use tokio::time::{interval_at, sleep, Instant, MissedTickBehavior};
+        for (poll_ms, interval_ms, skipped_per_poll) in [
+            (900, 1000, 0.0),
+            (1500, 1000, 0.5),
+            (4000, 2000, 1.0),
+            (2100, 1000, 1.1),
+            (450, 100, 3.5),
+        ] {
+            let interval = Duration::from_millis(interval_ms);
+            let start = Instant::now();
+            let mut ticker = interval_at(start, interval);
+            ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
+            let (mut polls, mut skipped, mut last) = (0u64, 0u64, None);
+            let mut newest = start;
+            while start.elapsed() < Duration::from_secs(600) {
+                let tick = ticker.tick().await;
+                if let Some(last) = last.replace(tick) {
+                    skipped += super::intervals_skipped(last, tick, interval);
+                }
+                newest = tick;
+                polls += 1;
+                sleep(Duration::from_millis(poll_ms)).await;
+            }
+            let intervals = ((newest - start).as_millis() / u128::from(interval_ms)) as u64;
+            let case = format!(
+                "poll {poll_ms} ms every {interval_ms} ms: {polls} polls, {skipped} skipped"
+            );
+            assert_eq!(polls - 1 + skipped, intervals, "{case}");
+            let per_poll = skipped as f64 / (polls - 1) as f64;
+            assert!((per_poll - skipped_per_poll).abs() < 0.05, "{case}");
+        }
+    }
+
     #[test]
     fn phases_spread_evenly() {
         let mut phases: Vec<f64> = (0..1000).map(super::phase).collect();

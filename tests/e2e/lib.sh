@@ -102,7 +102,8 @@
 #                                    $RUN_DIR/cleanup.log); exits with the script's rc
 #   e2e_exporter POLL_S [ARG...]     the exporter as the README quick start: --patroni.url member
 #                                    0 + --raft.password-file $RUN_DIR/raft-secret (written from
-#                                    RAFT_PASS), --poll.interval POLL_S s, --poll.timeout 1s, on
+#                                    RAFT_PASS), --poll.interval POLL_S s, --poll.timeout
+#                                    $E2E_POLL_TIMEOUT (default 1s), on
 #                                    127.0.0.1:9393, log $EXPORTER_LOG; PID in EXPORTER_PID and E2E_PIDS
 #   e2e_status NAME [URL | -- ARG...]
 #                                    `patroni-raft-exporter status` as the README shows it (from
@@ -612,7 +613,7 @@ e2e_exporter() { # e2e_exporter POLL_S [ARG...]
   shift
   ( umask 077; printf '%s\n' "$RAFT_PASS" >"$RUN_DIR/raft-secret" )
   "$EXPORTER_BIN" --patroni.url "$MEMBER0_REST" --raft.password-file "$RUN_DIR/raft-secret" \
-    --poll.interval "${poll}s" --poll.timeout 1s --web.listen-address 127.0.0.1:9393 "$@" \
+    --poll.interval "${poll}s" --poll.timeout "${E2E_POLL_TIMEOUT:-1s}" --web.listen-address 127.0.0.1:9393 "$@" \
     >"$EXPORTER_LOG" 2>&1 9>&- &
   EXPORTER_PID=$!
   E2E_PIDS+=("$EXPORTER_PID")
