@@ -3,9 +3,18 @@
 # spend, per second, under each of four conditions, measured in the same run:
 #   none        nothing asks the cluster anything (the baseline: the HA loop, Raft, replication)
 #   prometheus  a real Prometheus scraping every member's own GET /metrics every 15 s
+#   prometheus0 the same Prometheus scraping nothing (its rules evaluated as often): what a busy
+#               neighbour changes in the members' CPU, to subtract from `prometheus`
 #   exporter1   one exporter at its defaults (README quick start: --patroni.url of member 0 and
 #               the Raft password file, nothing else)
 #   exporter2   two such exporters (two Prometheus replicas, each with its own exporter)
+#   NAMEx10     the same requests ten times as often (Prometheus every 1.5 s, exporters polling
+#               every 0.5 s): the cost of one scrape or poll stands ten times higher above the
+#               noise of the baseline (summary.py divides it by ten)
+#   NAME-noraft (exporters) with --raft.disabled (and the members' hosts allowed): what the REST
+#               requests cost without the Raft status queries
+#   NAME-b      (exporters; last) run EXPORTER_BIN_B instead, e.g. the build before a change:
+#               rows named NAME@EXPORTER_LABEL_B
 # The conditions are interleaved: ROUNDS rounds, each running every condition once for WINDOW_S
 # seconds (after WARMUP_S seconds of it running), in an order rotated by one every round.
 #
@@ -23,6 +32,7 @@
 #   docs/bench/cluster-cost/run.sh [PATRONI_VERSION...]      (default: 3.3.8 4.1.5)
 # Environment: WINDOW_S=100 WARMUP_S=10 ROUNDS=3, EXPORTER_BIN (default the debug build),
 #   EXPORTER_LABEL (the `exporter` column: default `git describe --always --dirty`),
+#   EXPORTER_BIN_B and EXPORTER_LABEL_B (the NAME-b conditions),
 #   CONDITIONS (default "none prometheus exporter1 exporter2"), OUT (default
 #   docs/bench/cluster-cost.csv: the rows of every version; APPEND=1 adds them to its rows, e.g.
 #   another build's), then summary.py's tables on stdout. About 23 min with the defaults.
@@ -65,6 +75,8 @@ E2E_TOOLS="nft prometheus" e2e_scenario cluster-cost "$@"
 export DATA_DIR="$E2E_WORK/cluster-cost-data-$PATRONI_VERSION"
 export WAL_SEGSIZE="${WAL_SEGSIZE:-1}"
 EXPORTER_LABEL=${EXPORTER_LABEL:-unnamed}
+EXPORTER_BIN_B=${EXPORTER_BIN_B:-$EXPORTER_BIN}
+EXPORTER_LABEL_B=${EXPORTER_LABEL_B:-b}
 WINDOW_S=${WINDOW_S:-100}
 WARMUP_S=${WARMUP_S:-10}
 ROUNDS=${ROUNDS:-3}
@@ -158,19 +170,29 @@ snapshot() {
 ( umask 077; printf '%s\n' "$RAFT_PASS" >"$RUN_DIR/raft-secret" )
 MON_PIDS=()
 start_condition() {
+  local base=${1%-b} bin=$EXPORTER_BIN every=15s poll=5000 raft=(--raft.password-file "$RUN_DIR/raft-secret")
   MON_PIDS=()
-  case $1 in
+  [[ $1 == *-b ]] && bin=$EXPORTER_BIN_B
+  if [[ $base == *-noraft ]]; then
+    # without an authenticated Raft status no member's api_url is trusted: allow the members' hosts
+    local hosts="" r
+    for r in "${REST[@]}"; do hosts+="${hosts:+,}${r%:*}"; done
+    base=${base%-noraft}; raft=(--raft.disabled --patroni.allow-api-url-hosts "$hosts")
+  fi
+  if [[ $base == *x10 ]]; then base=${base%x10}; every=1500ms; poll=500; fi
+  case $base in
     none) ;;
-    prometheus)
+    prometheus|prometheus0)
       rm -rf "$RUN_DIR/prometheus"; mkdir -p "$RUN_DIR/prometheus"
       local targets="" r
-      for r in "${REST[@]}"; do targets+="${targets:+, }'$r'"; done
-      e2e_prometheus "$RUN_DIR/prometheus" "      - targets: [$targets]" 15s || on_fail "prometheus"
+      [[ $base == prometheus0 ]] || for r in "${REST[@]}"; do targets+="${targets:+, }'$r'"; done
+      e2e_prometheus "$RUN_DIR/prometheus" "      - targets: [$targets]" "$every" || on_fail "prometheus"
       MON_PIDS+=("$E2E_PROM_PID"); E2E_PIDS+=("$E2E_PROM_PID") ;;
     exporter1|exporter2)
-      local i count=${1#exporter}
+      local i count=${base#exporter} interval=()
+      ((poll == 5000)) || interval=(--poll.interval "${poll}ms")   # else the default, 5 s
       for ((i = 0; i < count; i++)); do
-        "$EXPORTER_BIN" --patroni.url "$MEMBER0_REST" --raft.password-file "$RUN_DIR/raft-secret" \
+        "$bin" --patroni.url "$MEMBER0_REST" "${raft[@]}" "${interval[@]}" \
           --web.listen-address "127.0.0.1:$((9393 + i))" >>"$RUN_DIR/exporter-$i.log" 2>&1 9>&- &
         MON_PIDS+=("$!"); E2E_PIDS+=("$!")
       done ;;
@@ -188,6 +210,8 @@ nc=${#CONDITIONS[@]}
 for ((round = 1; round <= ROUNDS; round++)); do
   for ((k = 0; k < nc; k++)); do
     cond=${CONDITIONS[$(((k + round - 1) % nc))]}
+    name=$cond
+    [[ $cond != *-b ]] || name="${cond%-b}@$EXPORTER_LABEL_B"
     start_condition "$cond"
     sleep "$WARMUP_S"
     t0=$(e2e_now); read -r -a a <<<"$(snapshot)"
@@ -196,7 +220,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
     stop_condition
     for n in "${!NAMES[@]}"; do
       i=$((n * 4))
-      awk -v e="$EXPORTER_LABEL" -v v="$PATRONI_VERSION" -v r="$round" -v c="$cond" -v m="${NAMES[$n]}" -v role="${ROLES[$n]}" \
+      awk -v e="$EXPORTER_LABEL" -v v="$PATRONI_VERSION" -v r="$round" -v c="$name" -v m="${NAMES[$n]}" -v role="${ROLES[$n]}" \
         -v w="$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" \
         -v p=$((b[i] - a[i])) -v q=$((b[i + 1] - a[i + 1])) -v rq=$((b[i + 2] - a[i + 2])) -v rf=$((b[i + 3] - a[i + 3])) \
         'BEGIN { printf "%s,%s,%s,%s,%s,%s,%s,%.1f,%.1f,%d,%d\n", e, v, r, c, m, role, w, p / 1000, q / 1000, rq, rf }' >>"$CSV"
