@@ -9,7 +9,10 @@ and range over the rounds. A condition NAMEx10 sent ten times the requests of NA
 and costs are divided by ten (the cost at NAME's rate), and its cost per request is its own.
 Prometheus's cost is taken against Prometheus scraping nothing (prometheus0) when that ran: a
 busy neighbour alone changes the members' CPU.
-Usage: summary.py docs/bench/cluster-cost.csv [CSV...]
+Usage: summary.py [--compact] docs/bench/cluster-cost.csv [CSV...]
+--compact: one table per run, a row per version and member, a column per condition: the cost
+(Patroni + PostgreSQL, ms/s, medians) at the rates (REST requests/s + Raft status queries/s),
+the table of docs/performance.md.
 """
 import csv
 import statistics
@@ -46,7 +49,9 @@ def describe(condition):
 def order(condition):
     name = condition.partition("@")[0].removesuffix("-noraft").removesuffix("x10")
     keys = list(LABEL)
-    return (keys.index(name) if name in keys else len(keys), condition)
+    # another build's first, then this run's, then variants
+    return (keys.index(name) if name in keys else len(keys), "@" not in condition,
+            "-noraft" in condition, condition)
 
 
 def spread(values):
@@ -54,7 +59,9 @@ def spread(values):
     return f"{statistics.median(values):.2f} ({min(values):.2f}..{max(values):.2f})"
 
 
-def main(paths):
+def main(args):
+    compact = args[:1] == ["--compact"]
+    paths = args[1:] if compact else args
     rows = []
     for path in paths:
         with open(path, newline="") as f:
@@ -72,6 +79,8 @@ def main(paths):
             int(r["rest_requests"]) / w,
             int(r["raft_connections"]) / w,
         )
+    if compact:
+        return print_compact(data, roles)
     for run in sorted(data):
         print(f"\nrun {run[0]}, Patroni {run[1]}: CPU in ms per second (1 ms/s = 0.1 % of a core),"
               " median (min..max) over the rounds")
@@ -104,6 +113,45 @@ def main(paths):
                     cost = (spread(dpat), spread(dpg), per_req)
                 print(f"| {member} ({roles[member]}) | {text} | {rest / factor:.3f} | {raft / factor:.3f} "
                       f"| {spread(pat)} | {spread(pg)} | {cost[0]} | {cost[1]} | {cost[2]} |")
+
+
+def cost(per, cond):
+    """(Patroni cost, PostgreSQL cost, REST/s, Raft/s) of cond, medians, at its real rate."""
+    _, factor = describe(cond)
+    control = cond.replace("prometheus", "prometheus0", 1)
+    base = per[control] if cond.startswith("prometheus") and control in per else per["none"]
+    rounds = [r for r in per[cond] if r in base]
+    med = statistics.median
+    return (
+        med((per[cond][r][0] - base[r][0]) / factor for r in rounds),
+        med((per[cond][r][1] - base[r][1]) / factor for r in rounds),
+        med(per[cond][r][2] / factor for r in rounds),
+        med(per[cond][r][3] / factor for r in rounds),
+    )
+
+
+def print_compact(data, roles):
+    for label in sorted({run[0] for run in data}):
+        runs = [run for run in sorted(data) if run[0] == label]
+        conds = sorted({c for run in runs for m in data[run] for c in data[run][m]
+                        if c != "none" and not c.startswith("prometheus0")}, key=order)
+        print(f"\nrun {label}: cost in ms/s, Patroni + PostgreSQL, at REST requests/s + Raft queries/s")
+        print("\n| Patroni | member | idle, ms/s | " + " | ".join(describe(c)[0] for c in conds) + " |")
+        print("|---|---|---:|" + "---:|" * len(conds))
+        for run in runs:
+            for member in sorted(data[run]):
+                per = data[run][member]
+                idle = per["none"].values()
+                cells = [f"{statistics.median(x[0] for x in idle):.1f} + "
+                         f"{statistics.median(x[1] for x in idle):.1f}"]
+                for c in conds:
+                    if c not in per:
+                        cells.append("")
+                        continue
+                    pat, pg, rest, raft = cost(per, c)
+                    rates = f"{rest:.2f}" + (f" + {raft:.2f}" if raft else "")
+                    cells.append(f"{pat:.2f} + {pg:.2f} @ {rates}")
+                print(f"| {run[1]} | {member} ({roles[member]}) | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
