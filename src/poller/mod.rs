@@ -14,8 +14,8 @@
 //! `api_url`s, the last known scope and member hosts (so Raft nodes are still queried when
 //! no REST member answers), the members that left the view, and the counters of leader
 //! changes and quorum losses ([`changes`]). Discovery is in [`discovery`], the requests in
-//! [`requests`], the start gate and the polls' phases in [`start`]; every judgement is made in
-//! [`crate::snapshot`].
+//! [`requests`], when the reader's `/history` and `/config` are due in [`cadence`], the start
+//! gate and the polls' phases in [`start`]; every judgement is made in [`crate::snapshot`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
