@@ -14,8 +14,8 @@
 //! `api_url`s, the last known scope and member hosts (so Raft nodes are still queried when
 //! no REST member answers), the members that left the view, and the counters of leader
 //! changes and quorum losses ([`changes`]). Discovery is in [`discovery`], the requests in
-//! [`requests`], the start gate and the polls' phases in [`start`]; every judgement is made in
-//! [`crate::snapshot`].
+//! [`requests`], when the reader's `/history` and `/config` are due in [`cadence`], the start
+//! gate and the polls' phases in [`start`]; every judgement is made in [`crate::snapshot`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -26,22 +26,24 @@ use tokio::sync::{watch, Semaphore};
 use tokio::time::MissedTickBehavior;
 use url::Url;
 
-use crate::config::{ApiUrlPolicy, ClusterConfig};
+use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
 use crate::patroni::{self, PatroniClient, PatroniError};
 use crate::snapshot::{
     ClusterSnapshot, Counters, DcsView, Encoding, Failure, RaftNodeSnapshot, SnapshotStore, Source,
 };
 
+mod cadence;
 mod changes;
 mod discovery;
 mod members;
 mod record;
 mod requests;
 pub mod start;
+use cadence::Cadence;
 use changes::ChangeMemory;
 use members::{unix_now, MemberMemory};
 use record::{MemberContext, PollRecord};
-use requests::{member_at, raft_query, MemberLimits, RaftQuery};
+use requests::{member_at, raft_query, MemberLimits, RaftQuery, ReaderDue};
 pub use start::StartGate;
 use start::{intervals_skipped, phase, Entry};
 
@@ -117,6 +119,8 @@ struct PollMemory {
     changes: ChangeMemory,
     /// The dynamic configuration last read from `/config`.
     dynamic_config: Option<patroni::DynamicConfig>,
+    /// When the reader's `/history` and `/config` are asked, and the last `/history`.
+    cadence: Cadence,
     /// Members across polls: who left the view (still asked), each member's `/config`.
     members: MemberMemory,
     counters: Counters,
@@ -334,19 +338,41 @@ impl ClusterPoller {
         let placements = Placement::of_poll(listed.len(), &departed, found.len());
         let everyone: Vec<&patroni::Member> = known.into_iter().chain(&found).collect();
         let member_answers = self.fetch_members(&everyone, &placements, reader.as_deref(), rotated);
-        // `/history` and `/config` from the member that answered `/cluster`, if one did.
+        // `/history` and `/config` from the member that answered `/cluster`, if one did and
+        // they are due.
         let preferred = cluster.as_ref().and(history_base.as_ref());
+        let timeline = cluster
+            .as_ref()
+            .and_then(|view| view.members.iter().filter_map(|m| m.timeline).max());
+        let on = |collector| self.config.collectors.enabled(collector);
+        let everything = self.ask_everything;
+        let due = ReaderDue {
+            history: on(Collector::History)
+                && (everything || self.memory.cadence.history_due(timeline)),
+            config: on(Collector::Config) && (everything || self.memory.cadence.config_due()),
+        };
         let second_answers = join_all(self.raft_queries(&second_targets));
         let (member_answers, (history, dynamic_config, failsafe), second_answers) = tokio::join!(
             member_answers,
-            self.fetch_reader_documents(preferred),
+            self.fetch_reader_documents(preferred, due),
             second_answers
         );
 
         // The reader's documents first: a change of its configuration forgets the other
         // members' copies, and a copy read in this poll (below) must survive it.
-        let history = self.settle(Source::History, "history", history);
+        let history = match (preferred.is_some(), due.history) {
+            (false, _) => None,
+            (true, true) => {
+                let history = self.settle(Source::History, "history", history);
+                self.memory.cadence.history_read(history.as_ref(), timeline);
+                history
+            }
+            (true, false) => self.memory.cadence.known_history(),
+        };
         let failsafe_members = self.settle(Source::Failsafe, "failsafe", failsafe);
+        self.memory
+            .cadence
+            .config_read(dynamic_config.as_ref().map(Result::is_ok));
         self.settle_dynamic_config(dynamic_config, reader.as_deref());
         let read_view = cluster.as_ref().map(DcsView::of);
         let known_names: BTreeSet<String> = names.iter().map(|&n| n.to_owned()).collect();

@@ -101,6 +101,10 @@ impl ClusterPoller {
             if let Some(config) =
                 self.settle(Source::Config, &format!("config of {name}"), Some(answer))
             {
+                if self.memory.dynamic_config.as_ref() != Some(&config) {
+                    // an edit the reader's copy has not seen yet, or a member that differs
+                    self.memory.cadence.config_differs();
+                }
                 self.memory.members.record_config(&name, config, false);
             }
         }

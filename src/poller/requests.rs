@@ -129,6 +129,14 @@ pub(super) type ReaderDocuments = (
     Option<Result<Vec<String>, PatroniError>>,
 );
 
+/// Which of the reader's `/history` and `/config` a poll asks: its collector is on, and it is
+/// due ([`super::cadence`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ReaderDue {
+    pub(super) history: bool,
+    pub(super) config: bool,
+}
+
 /// What one member answered: its own `/patroni`, and its `/cluster` and `/config` when
 /// asked (`None` when not).
 pub(super) struct MemberAnswers {
@@ -192,8 +200,13 @@ impl ClusterPoller {
 
     /// `/history`, `/config` and (only while failsafe mode is on: Patroni answers 502
     /// otherwise) `/failsafe` of the member that answered `/cluster` (`preferred`), each
-    /// when its collector is on; `None` for a document not asked.
-    pub(super) async fn fetch_reader_documents(&self, preferred: Option<&Url>) -> ReaderDocuments {
+    /// when its collector is on and, for the first two, when due ([`super::cadence`]); `None`
+    /// for a document not asked.
+    pub(super) async fn fetch_reader_documents(
+        &self,
+        preferred: Option<&Url>,
+        due: ReaderDue,
+    ) -> ReaderDocuments {
         let on = |collector| self.config.collectors.enabled(collector);
         let failsafe_on = on(Collector::Failsafe)
             && self
@@ -202,10 +215,10 @@ impl ClusterPoller {
                 .as_ref()
                 .is_some_and(|config| config.failsafe_mode);
         tokio::join!(
-            self.ask_preferred(preferred.filter(|_| on(Collector::History)), |base| {
+            self.ask_preferred(preferred.filter(|_| due.history), |base| {
                 self.client.history(base)
             }),
-            self.ask_preferred(preferred.filter(|_| on(Collector::Config)), |base| {
+            self.ask_preferred(preferred.filter(|_| due.config), |base| {
                 self.client.dynamic_config(base)
             }),
             self.ask_preferred(preferred.filter(|_| failsafe_on), |base| {

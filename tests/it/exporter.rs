@@ -368,6 +368,71 @@ async fn members_that_leave_are_remembered_for_ttl_then_vanish_from_the_output()
     assert!(!after.contains("member=\"postgresql-2\""), "{after}");
 }
 
+/// One poll: how many times the reader (member 0) was asked `/history` and `/config`, and
+/// the entries of the history published.
+async fn poll_reader_documents(
+    poller: &mut ClusterPoller,
+    cluster: &FakeCluster,
+) -> ((usize, usize), usize) {
+    let before = (
+        cluster.times_asked(0, "/history"),
+        cluster.times_asked(0, "/config"),
+    );
+    let snapshot = poller.poll_once().await;
+    // what was not asked is still published, as last read
+    assert!(snapshot.history.is_some() && snapshot.config.is_some());
+    let asked = (
+        cluster.times_asked(0, "/history") - before.0,
+        cluster.times_asked(0, "/config") - before.1,
+    );
+    (asked, snapshot.history.map_or(0, |h| h.len()))
+}
+
+#[tokio::test]
+async fn history_and_config_are_asked_when_due_and_kept_in_between() {
+    let cluster = FakeCluster::start("cadence", Captured::healthy_415(0)).await;
+    let mut poller = ClusterPoller::new(0, cluster_config(cluster.urls(), None))
+        .await
+        .unwrap();
+    let mut asked = Vec::new();
+    for _ in 0..6 {
+        asked.push(poll_reader_documents(&mut poller, &cluster).await.0);
+    }
+    // (/history, /config): on timeline 1 the history once, the configuration every third poll
+    assert_eq!(asked, [(1, 1), (0, 0), (0, 0), (0, 1), (0, 0), (0, 0)]);
+    // A switchover: timeline 2 in /cluster, before Patroni has written its history entry,
+    // then with it.
+    cluster.serve_cluster_on(
+        0,
+        &fixture("patroni-4.1.5/02-cluster-after-switchover.json"),
+    );
+    assert_eq!(
+        poll_reader_documents(&mut poller, &cluster).await,
+        ((1, 1), 0)
+    );
+    assert_eq!(
+        poll_reader_documents(&mut poller, &cluster).await,
+        ((1, 0), 0)
+    );
+    cluster.serve_on(
+        0,
+        "/history",
+        &fixture("patroni-4.1.5/02-history-after-switchover.json"),
+    );
+    assert_eq!(
+        poll_reader_documents(&mut poller, &cluster).await,
+        ((1, 0), 1)
+    );
+    assert_eq!(
+        poll_reader_documents(&mut poller, &cluster).await,
+        ((0, 1), 1)
+    );
+    assert_eq!(
+        poll_reader_documents(&mut poller, &cluster).await,
+        ((0, 0), 1)
+    );
+}
+
 #[tokio::test]
 async fn leader_changes_are_counted() {
     let (member, config) = single_member(Reply::Json(fixture(

@@ -297,6 +297,17 @@ impl FakeCluster {
         paths
     }
 
+    /// How many times member `index` was asked `path` (0 for a dead member).
+    pub fn times_asked(&self, index: usize, path: &str) -> usize {
+        self._running[index].as_ref().map_or(0, |member| {
+            member
+                .requests()
+                .iter()
+                .filter(|request| request.split_whitespace().nth(1) == Some(path))
+                .count()
+        })
+    }
+
     /// The REST URLs of all three members, dead ones included.
     pub fn urls(&self) -> Vec<Url> {
         self.urls.clone()

@@ -1,0 +1,188 @@
+//! When the reader's `/history` and `/config` are asked: not in every poll, but when what they
+//! hold may have changed, and at least every few polls.
+//!
+//! Why: every request costs the member a Python thread and a JSON document, and the reader
+//! (the member whose `/cluster` the exporter reads) gets the most of a poll's requests. These
+//! two documents change only when a promotion ends a timeline (`/history`) or when someone
+//! edits the dynamic configuration (`/config`), and no alert needs them fresher than that:
+//! - `/history` is asked when the highest timeline in `/cluster` differs from the one at the
+//!   last read, while the history read does not reach that timeline yet (Patroni writes the
+//!   new entry an HA loop after the promotion), after a failed read, and at least every
+//!   [`HISTORY_REFRESH_POLLS`] polls (a history rewritten by hand). Its families
+//!   (`patroni_cluster_history_entries`, `patroni_cluster_last_failover_timestamp_seconds`)
+//!   feed no alert; the timeline itself comes from `/cluster` and `/patroni` in every poll.
+//! - `/config` is asked every [`CONFIG_EVERY_POLLS`] polls, after a failed read, and in the
+//!   poll after another member's own `/config` (asked in turn, [`super::members`]) differed
+//!   from the cluster's: an edit is seen within two polls instead of one. The alerts that read
+//!   the configuration (`patroni_config_*`, failover readiness) wait 2 minutes or more.
+//!
+//! `status` (one poll that must see everything) asks both every time.
+
+use crate::patroni::HistoryEntry;
+
+/// The longest run of polls without `/history` (5 minutes at the default 5 s interval).
+pub(super) const HISTORY_REFRESH_POLLS: u32 = 60;
+
+/// The longest run of polls without the reader's `/config`: with 3 members, as often as each
+/// member's own copy is read in turn.
+pub(super) const CONFIG_EVERY_POLLS: u32 = 3;
+
+/// What the cadence remembers from one poll to the next.
+#[derive(Debug, Default)]
+pub(super) struct Cadence {
+    /// The last `/history` read, and the highest timeline `/cluster` showed then.
+    history: Option<(Vec<HistoryEntry>, Option<u64>)>,
+    polls_since_history: u32,
+    /// Polls since the last `/config` read (`None`: none read, or the last one failed).
+    polls_since_config: Option<u32>,
+    /// Another member's `/config` differed from the cluster's: read it again.
+    config_suspect: bool,
+}
+
+impl Cadence {
+    /// Whether this poll asks `/history`, with `timeline` the highest in this poll's `/cluster`.
+    pub(super) fn history_due(&self, timeline: Option<u64>) -> bool {
+        let Some((entries, read_at)) = &self.history else {
+            return true;
+        };
+        *read_at != timeline
+            || !reaches(entries, timeline)
+            || self.polls_since_history + 1 >= HISTORY_REFRESH_POLLS
+    }
+
+    /// Records a `/history` asked at `timeline`: its entries, or `None` when it failed.
+    pub(super) fn history_read(
+        &mut self,
+        entries: Option<&Vec<HistoryEntry>>,
+        timeline: Option<u64>,
+    ) {
+        self.history = entries.map(|entries| (entries.clone(), timeline));
+        self.polls_since_history = 0;
+    }
+
+    /// The last `/history` read, for a poll that did not ask it.
+    pub(super) fn known_history(&mut self) -> Option<Vec<HistoryEntry>> {
+        self.polls_since_history = self.polls_since_history.saturating_add(1);
+        self.history.as_ref().map(|(entries, _)| entries.clone())
+    }
+
+    /// Whether this poll asks the reader's `/config`.
+    pub(super) fn config_due(&self) -> bool {
+        self.config_suspect
+            || self
+                .polls_since_config
+                .map_or(true, |polls| polls + 1 >= CONFIG_EVERY_POLLS)
+    }
+
+    /// Records the reader's `/config` of this poll: `Some(true)` read, `Some(false)` failed,
+    /// `None` not asked.
+    pub(super) fn config_read(&mut self, answered: Option<bool>) {
+        match answered {
+            Some(true) => {
+                self.polls_since_config = Some(0);
+                self.config_suspect = false;
+            }
+            Some(false) => self.polls_since_config = None,
+            None => {
+                self.polls_since_config = self.polls_since_config.map(|p| p.saturating_add(1));
+            }
+        }
+    }
+
+    /// Another member's `/config` differed from the cluster's: ask the reader's next poll.
+    pub(super) fn config_differs(&mut self) {
+        self.config_suspect = true;
+    }
+}
+
+/// Whether `entries` reach `timeline`: Patroni's entry for timeline N is written when N ends,
+/// so on timeline T the newest entry is T - 1 (none on timeline 1).
+fn reaches(entries: &[HistoryEntry], timeline: Option<u64>) -> bool {
+    let Some(timeline) = timeline else {
+        return true;
+    };
+    let newest = entries.iter().map(|e| e.timeline).max().unwrap_or(0);
+    newest + 1 >= timeline
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(timeline: u64) -> HistoryEntry {
+        HistoryEntry {
+            timeline,
+            switch_lsn: 0,
+            reason: "no recovery target specified".into(),
+            timestamp_seconds: None,
+            new_leader: None,
+        }
+    }
+
+    #[test]
+    fn history_is_asked_first_then_only_when_the_timeline_moves() {
+        let mut cadence = Cadence::default();
+        assert!(cadence.history_due(Some(3)));
+        cadence.history_read(Some(&vec![entry(1), entry(2)]), Some(3));
+        for _ in 0..10 {
+            assert!(!cadence.history_due(Some(3)));
+            assert_eq!(cadence.known_history().map(|h| h.len()), Some(2));
+        }
+        // a promotion: timeline 4, asked at once
+        assert!(cadence.history_due(Some(4)));
+    }
+
+    #[test]
+    fn history_is_asked_again_until_it_holds_the_new_timeline() {
+        let mut cadence = Cadence::default();
+        // Patroni has not written the entry of timeline 3 yet
+        cadence.history_read(Some(&vec![entry(1), entry(2)]), Some(4));
+        assert!(cadence.history_due(Some(4)));
+        cadence.history_read(Some(&vec![entry(1), entry(2), entry(3)]), Some(4));
+        assert!(!cadence.history_due(Some(4)));
+        // timeline 1 has no entry; a member without a timeline asks nothing more
+        cadence.history_read(Some(&vec![]), Some(1));
+        assert!(!cadence.history_due(Some(1)));
+        assert!(cadence.history_due(None));
+        cadence.history_read(Some(&vec![]), None);
+        assert!(!cadence.history_due(None));
+    }
+
+    #[test]
+    fn history_is_asked_after_a_failure_and_at_least_every_refresh() {
+        let mut cadence = Cadence::default();
+        cadence.history_read(None, Some(2));
+        assert!(cadence.history_due(Some(2)));
+        assert_eq!(cadence.known_history(), None);
+        cadence.history_read(Some(&vec![entry(1)]), Some(2));
+        let mut skipped = 0;
+        while !cadence.history_due(Some(2)) {
+            cadence.known_history();
+            skipped += 1;
+        }
+        assert_eq!(skipped, HISTORY_REFRESH_POLLS - 1);
+    }
+
+    #[test]
+    fn config_is_asked_every_few_polls_after_failures_and_differences() {
+        let mut cadence = Cadence::default();
+        assert!(cadence.config_due());
+        cadence.config_read(Some(true));
+        let mut asked = Vec::new();
+        for _ in 0..6 {
+            let due = cadence.config_due();
+            asked.push(due);
+            cadence.config_read(due.then_some(true));
+        }
+        assert_eq!(asked, [false, false, true, false, false, true]);
+        // a failed read is asked again in the next poll
+        cadence.config_read(Some(false));
+        assert!(cadence.config_due());
+        cadence.config_read(Some(true));
+        // another member saw a different configuration: asked in the next poll, once
+        cadence.config_differs();
+        assert!(cadence.config_due());
+        cadence.config_read(Some(true));
+        assert!(!cadence.config_due());
+    }
+}
