@@ -26,7 +26,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio::time::MissedTickBehavior;
 use url::Url;
 
-use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
+use crate::config::{ApiUrlPolicy, ClusterConfig};
 use crate::patroni::{self, PatroniClient, PatroniError};
 use crate::snapshot::{
     ClusterSnapshot, Counters, DcsView, Encoding, Failure, RaftNodeSnapshot, SnapshotStore, Source,
@@ -43,7 +43,7 @@ use cadence::Cadence;
 use changes::ChangeMemory;
 use members::{unix_now, MemberMemory};
 use record::{MemberContext, PollRecord};
-use requests::{member_at, raft_query, MemberLimits, RaftQuery, ReaderDue};
+use requests::{member_at, raft_query, MemberLimits, RaftQuery};
 pub use start::StartGate;
 use start::{intervals_skipped, phase, Entry};
 
@@ -341,16 +341,7 @@ impl ClusterPoller {
         // `/history` and `/config` from the member that answered `/cluster`, if one did and
         // they are due.
         let preferred = cluster.as_ref().and(history_base.as_ref());
-        let timeline = cluster
-            .as_ref()
-            .and_then(|view| view.members.iter().filter_map(|m| m.timeline).max());
-        let on = |collector| self.config.collectors.enabled(collector);
-        let everything = self.ask_everything;
-        let due = ReaderDue {
-            history: on(Collector::History)
-                && (everything || self.memory.cadence.history_due(timeline)),
-            config: on(Collector::Config) && (everything || self.memory.cadence.config_due()),
-        };
+        let (due, timeline) = self.reader_due(cluster.as_ref());
         let second_answers = join_all(self.raft_queries(&second_targets));
         let (member_answers, (history, dynamic_config, failsafe), second_answers) = tokio::join!(
             member_answers,
@@ -360,19 +351,8 @@ impl ClusterPoller {
 
         // The reader's documents first: a change of its configuration forgets the other
         // members' copies, and a copy read in this poll (below) must survive it.
-        let history = match (preferred.is_some(), due.history) {
-            (false, _) => None,
-            (true, true) => {
-                let history = self.settle(Source::History, "history", history);
-                self.memory.cadence.history_read(history.as_ref(), timeline);
-                history
-            }
-            (true, false) => self.memory.cadence.known_history(),
-        };
+        let history = self.settle_history(preferred.is_some(), due, timeline, history);
         let failsafe_members = self.settle(Source::Failsafe, "failsafe", failsafe);
-        self.memory
-            .cadence
-            .config_read(dynamic_config.as_ref().map(Result::is_ok));
         self.settle_dynamic_config(dynamic_config, reader.as_deref());
         let read_view = cluster.as_ref().map(DcsView::of);
         let known_names: BTreeSet<String> = names.iter().map(|&n| n.to_owned()).collect();

@@ -46,13 +46,16 @@ pub(super) struct PollRecord {
 }
 
 impl ClusterPoller {
-    /// The reader's `/config`: counted when it changed, kept as the cluster's and the
-    /// reader's own copy.
+    /// The reader's `/config` (`None` when not asked in this poll): told to the cadence,
+    /// counted when it changed, kept as the cluster's and the reader's own copy.
     pub(super) fn settle_dynamic_config(
         &mut self,
         answer: Option<Result<DynamicConfig, PatroniError>>,
         reader: Option<&str>,
     ) {
+        self.memory
+            .cadence
+            .config_read(answer.as_ref().map(Result::is_ok));
         let Some(config) = self.settle(Source::Config, "config", answer) else {
             return;
         };
