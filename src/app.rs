@@ -84,31 +84,66 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 /// reload reaches it without restarting its task.
 #[derive(Default)]
 struct Fleet {
-    slots: Vec<(watch::Sender<ClusterConfig>, tokio::task::JoinHandle<()>)>,
+    pollers: Vec<RunningPoller>,
+    /// The store slot id the next new poller gets (ids are never reused).
+    next_id: usize,
     /// Clusters already warned about `insecure_skip_verify` (warned once, not per reload).
     warned_insecure: HashSet<String>,
     /// Bounds the first polls in flight at once, at start-up and after a reload.
     start_gate: StartGate,
 }
 
+/// One cluster's poller task, the channel of its configuration and its store slot id.
+struct RunningPoller {
+    name: String,
+    slot: usize,
+    config: watch::Sender<ClusterConfig>,
+    task: tokio::task::JoinHandle<()>,
+}
+
 impl Fleet {
+    /// Starts the pollers of `clusters`, into slots `0..clusters.len()` of a new store.
     fn start(
         &mut self,
         clusters: Vec<ClusterConfig>,
         store: &Arc<Store>,
         shutdown: &watch::Receiver<bool>,
     ) {
-        for (slot, config) in clusters.into_iter().enumerate() {
-            self.warn_insecure(&config);
-            let (sender, receiver) = watch::channel(config);
-            let task = tokio::spawn(supervise(
-                slot,
-                receiver,
-                store.clone(),
-                self.start_gate.clone(),
-                shutdown.clone(),
-            ));
-            self.slots.push((sender, task));
+        for config in clusters {
+            let slot = self.new_slot();
+            let poller = self.spawn(slot, config, store, shutdown);
+            self.pollers.push(poller);
+        }
+    }
+
+    fn new_slot(&mut self) -> usize {
+        let slot = self.next_id;
+        self.next_id += 1;
+        slot
+    }
+
+    fn spawn(
+        &mut self,
+        slot: usize,
+        config: ClusterConfig,
+        store: &Arc<Store>,
+        shutdown: &watch::Receiver<bool>,
+    ) -> RunningPoller {
+        self.warn_insecure(&config);
+        let name = config.name();
+        let (sender, receiver) = watch::channel(config);
+        let task = tokio::spawn(supervise(
+            slot,
+            receiver,
+            store.clone(),
+            self.start_gate.clone(),
+            shutdown.clone(),
+        ));
+        RunningPoller {
+            name,
+            slot,
+            config: sender,
+            task,
         }
     }
 
@@ -119,27 +154,54 @@ impl Fleet {
         }
     }
 
-    /// Applies a new list of clusters: same number, each poller is reconfigured in place
-    /// (counters kept); another number, every poller is replaced (counters restart).
+    /// Applies a new list of clusters. A cluster already watched (by name) keeps its poller,
+    /// reconfigured in place, and its slot: its series and counters go on. A new cluster gets
+    /// a poller and an empty slot; the poller of a cluster no longer listed stops, and its
+    /// series go.
     async fn apply(
         &mut self,
         clusters: Vec<ClusterConfig>,
         store: &Arc<Store>,
         shutdown: &watch::Receiver<bool>,
     ) {
-        if clusters.len() == self.slots.len() {
-            for (index, config) in clusters.into_iter().enumerate() {
-                self.warn_insecure(&config);
-                let _ = self.slots[index].0.send(config);
-            }
-            return;
+        let mut running: Vec<Option<RunningPoller>> = self.pollers.drain(..).map(Some).collect();
+        // Each listed cluster: its running poller, or a new slot and its configuration.
+        let mut listed: Vec<Result<RunningPoller, (usize, ClusterConfig)>> = Vec::new();
+        for config in clusters {
+            let name = config.name();
+            let same = running
+                .iter_mut()
+                .find(|poller| poller.as_ref().is_some_and(|p| p.name == name))
+                .and_then(Option::take);
+            listed.push(match same {
+                Some(poller) => {
+                    self.warn_insecure(&config);
+                    let _ = poller.config.send(config);
+                    Ok(poller)
+                }
+                None => Err((self.new_slot(), config)),
+            });
         }
-        for (_, task) in self.slots.drain(..) {
-            task.abort();
-            let _ = task.await;
+        for poller in running.into_iter().flatten() {
+            poller.task.abort();
+            let _ = poller.task.await;
         }
-        store.reset(clusters.len());
-        self.start(clusters, store, shutdown);
+        // The slots exist before the new pollers first publish.
+        let slots: Vec<usize> = listed
+            .iter()
+            .map(|entry| match entry {
+                Ok(poller) => poller.slot,
+                Err((slot, _)) => *slot,
+            })
+            .collect();
+        store.arrange(&slots);
+        for entry in listed {
+            let poller = match entry {
+                Ok(poller) => poller,
+                Err((slot, config)) => self.spawn(slot, config, store, shutdown),
+            };
+            self.pollers.push(poller);
+        }
     }
 }
 

@@ -122,6 +122,20 @@ impl ClusterConfig {
     pub fn name(&self) -> String {
         cluster_name(self.expected_scope.as_deref(), &self.patroni_urls)
     }
+
+    /// Whether `other` watches the same cluster through the same members, Raft nodes,
+    /// password and collectors, and differs at most in how requests are made (TLS and
+    /// credential files, timeouts, the interval): then what a poller learned of the cluster
+    /// (members that left, witnesses, hosts a Raft status vouched for, the last answers of the
+    /// requests asked in turn) still holds after a reload.
+    pub fn same_cluster(&self, other: &ClusterConfig) -> bool {
+        self.expected_scope == other.expected_scope
+            && self.patroni_urls == other.patroni_urls
+            && self.allow_api_url_hosts == other.allow_api_url_hosts
+            && self.raft == other.raft
+            && self.collectors == other.collectors
+            && self.standby_of == other.standby_of
+    }
 }
 
 /// [`ClusterConfig::name`] before the configuration is complete: the scope, else the first
@@ -156,7 +170,7 @@ impl Default for PollSettings {
 }
 
 /// How the Raft nodes of a cluster are found and queried.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RaftSettings {
     /// Nodes always queried (`host:port`). When empty, nodes come from the member hosts.
     pub nodes: Vec<String>,

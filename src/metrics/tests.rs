@@ -374,6 +374,30 @@ fn members_and_clusters_that_go_also_go_from_the_output() {
 }
 
 #[test]
+fn a_reload_that_adds_and_removes_clusters_keeps_the_series_of_those_that_stay() {
+    let store = Store::new(2);
+    store.publish(0, (*cluster("alpha", 3)).clone());
+    store.publish(1, (*cluster("beta", 3)).clone());
+    // alpha removed, beta kept (slot id 1), gamma added (a new id, 2)
+    store.arrange(&[1, 2]);
+    let reloaded = render_store(&store, Format::PrometheusText);
+    assert!(!reloaded.contains("scope=\"alpha\""), "{reloaded}");
+    assert!(
+        reloaded.contains("patroni_member_info{scope=\"beta\""),
+        "{reloaded}"
+    );
+    assert!(!store.all_polled());
+    // a stopping poller of the removed cluster publishes nothing any more
+    store.publish(0, (*cluster("alpha", 3)).clone());
+    store.publish(2, (*cluster("gamma", 1)).clone());
+    let after = render_store(&store, Format::PrometheusText);
+    assert!(!after.contains("scope=\"alpha\""), "{after}");
+    assert!(store.all_polled());
+    let scopes: Vec<String> = store.current().iter().map(|s| s.scope.clone()).collect();
+    assert_eq!(scopes, ["beta", "gamma"], "in configuration order");
+}
+
+#[test]
 fn encoding_once_per_snapshot_is_encoding_at_scrape_time() {
     // A cluster's chunks do not depend on the other clusters: the assembly of clusters
     // encoded one by one is what encoding them all at once in one pass writes.

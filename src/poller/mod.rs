@@ -192,14 +192,22 @@ impl ClusterPoller {
         self
     }
 
-    /// A poller for a new configuration of the same cluster (SIGHUP): new clients and keys,
-    /// but the counters carry over so `*_total` series do not reset on a reload.
+    /// A poller for a new configuration of the same cluster (SIGHUP): new clients and keys
+    /// (files are read again), but the counters carry over so `*_total` series do not reset
+    /// on a reload. When only request settings changed ([`ClusterConfig::same_cluster`]),
+    /// the whole memory carries over too: without it, the series of the requests asked in
+    /// turn and of members that left the view would vanish until asked again.
     ///
     /// # Errors
     /// As [`ClusterPoller::new`]; the caller keeps the old poller then.
-    pub async fn reconfigured(&self, config: ClusterConfig) -> anyhow::Result<ClusterPoller> {
+    pub async fn reconfigured(&mut self, config: ClusterConfig) -> anyhow::Result<ClusterPoller> {
         let mut poller = ClusterPoller::new(self.slot, config).await?;
-        poller.memory.counters = self.memory.counters.clone();
+        if poller.config.same_cluster(&self.config) {
+            poller.memory = std::mem::take(&mut self.memory);
+            poller.policy = std::mem::take(&mut self.policy);
+        } else {
+            poller.memory.counters = self.memory.counters.clone();
+        }
         poller.start_gate = self.start_gate.clone();
         Ok(poller)
     }

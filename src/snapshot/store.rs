@@ -32,27 +32,46 @@ impl<E> Clone for Published<E> {
     }
 }
 
-/// The latest snapshot of every configured cluster, one slot per cluster.
+/// The latest snapshot of every configured cluster, one slot per cluster, in configuration
+/// order.
 ///
 /// A slot is replaced whole (an `Arc` swap under a short write lock); readers clone the
-/// `Arc`s and encode without holding any lock. The number of slots changes only when a
-/// reload (SIGHUP) changes the number of clusters.
+/// `Arc`s and encode without holding any lock. A poller publishes to its slot's id, not to a
+/// position: a reload that adds or removes clusters rearranges the slots ([`Self::arrange`])
+/// and the clusters that stay keep their snapshots, and their pollers their ids.
 ///
 /// Each snapshot is encoded when it is published, on the publisher's thread, and kept with
 /// it (`E`, the metrics layer's encoding): a scrape only assembles.
 #[derive(Debug)]
 pub struct SnapshotStore<E> {
-    slots: RwLock<Vec<Option<Published<E>>>>,
+    slots: RwLock<Vec<Slot<E>>>,
+}
+
+/// One cluster's place in the store: the id its poller publishes to, and what it published.
+#[derive(Debug)]
+struct Slot<E> {
+    id: usize,
+    published: Option<Published<E>>,
+}
+
+impl<E> Slot<E> {
+    fn empty(id: usize) -> Slot<E> {
+        Slot {
+            id,
+            published: None,
+        }
+    }
 }
 
 impl<E: Encoding> SnapshotStore<E> {
+    /// A store of `clusters` empty slots, with the ids `0..clusters`.
     pub fn new(clusters: usize) -> SnapshotStore<E> {
         SnapshotStore {
-            slots: RwLock::new(vec![None; clusters]),
+            slots: RwLock::new((0..clusters).map(Slot::empty).collect()),
         }
     }
 
-    fn slots(&self) -> std::sync::RwLockReadGuard<'_, Vec<Option<Published<E>>>> {
+    fn slots(&self) -> std::sync::RwLockReadGuard<'_, Vec<Slot<E>>> {
         // A poisoned lock only means a reader panicked; the data (Arcs) is still whole.
         self.slots
             .read()
@@ -63,7 +82,7 @@ impl<E: Encoding> SnapshotStore<E> {
     fn published_by_scope(&self, scope: &str) -> Option<Published<E>> {
         self.slots()
             .iter()
-            .flatten()
+            .filter_map(|slot| slot.published.as_ref())
             .find(|published| published.snapshot.scope == scope)
             .cloned()
     }
@@ -80,8 +99,8 @@ impl<E: Encoding> SnapshotStore<E> {
             .map(|published| published.encoded)
     }
 
-    /// Publishes the newest snapshot of cluster `slot`; ignored for a slot that a reload
-    /// removed.
+    /// Publishes the newest snapshot of the cluster whose slot has the id `slot`; ignored for
+    /// a slot that a reload removed.
     pub fn publish(&self, slot: usize, snapshot: ClusterSnapshot) {
         let snapshot = Arc::new(snapshot);
         let encoded = Arc::new(E::encode(&snapshot));
@@ -90,29 +109,53 @@ impl<E: Encoding> SnapshotStore<E> {
             .slots
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let Some(entry) = slots.get_mut(slot) else {
+        let Some(entry) = slots.iter_mut().find(|entry| entry.id == slot) else {
             return;
         };
         // The previous snapshot is dropped after the lock is released.
-        let previous = entry.replace(published);
+        let previous = entry.published.replace(published);
         drop(slots);
         drop(previous);
     }
 
-    /// Sets the number of clusters after a reload; every slot starts empty again.
+    /// Empties the store into `clusters` slots with the ids `0..clusters`.
     pub fn reset(&self, clusters: usize) {
+        let fresh = (0..clusters).map(Slot::empty).collect();
+        let old = std::mem::replace(
+            &mut *self
+                .slots
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+            fresh,
+        );
+        drop(old);
+    }
+
+    /// The slots after a reload, by id in configuration order: an id the store had keeps its
+    /// snapshot (that cluster's series stay, and its poller goes on publishing to it), a new
+    /// id starts empty, and the slots of ids not listed go with their series.
+    pub fn arrange(&self, ids: &[usize]) {
         let mut slots = self
             .slots
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        *slots = vec![None; clusters];
+        let mut old: Vec<Slot<E>> = std::mem::take(&mut *slots);
+        *slots = ids
+            .iter()
+            .map(|&id| match old.iter().position(|slot| slot.id == id) {
+                Some(at) => old.swap_remove(at),
+                None => Slot::empty(id),
+            })
+            .collect();
+        drop(slots);
+        drop(old);
     }
 
     /// The current snapshots, in configuration order; clusters not yet polled are skipped.
     pub fn current(&self) -> Vec<Arc<ClusterSnapshot>> {
         self.slots()
             .iter()
-            .flatten()
+            .filter_map(|slot| slot.published.as_ref())
             .map(|published| published.snapshot.clone())
             .collect()
     }
@@ -122,13 +165,13 @@ impl<E: Encoding> SnapshotStore<E> {
     pub fn current_encoded(&self) -> Vec<Arc<E>> {
         self.slots()
             .iter()
-            .flatten()
+            .filter_map(|slot| slot.published.as_ref())
             .map(|published| published.encoded.clone())
             .collect()
     }
 
     /// True once every cluster has been polled at least once.
     pub fn all_polled(&self) -> bool {
-        self.slots().iter().all(Option::is_some)
+        self.slots().iter().all(|slot| slot.published.is_some())
     }
 }

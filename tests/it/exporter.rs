@@ -881,3 +881,23 @@ async fn a_status_command_exports_no_round_trip() {
     );
     assert!(output.contains("patroni_member_rest_round_trip_seconds{scope=\"by-command\""));
 }
+
+#[tokio::test]
+async fn a_reload_that_changes_only_request_settings_keeps_what_the_poller_learned() {
+    let cluster = FakeCluster::start("reload", Captured::healthy_415(0)).await;
+    let config = cluster_config(cluster.urls(), None);
+    let mut poller = ClusterPoller::new(0, config.clone()).await.unwrap();
+    // the first poll reads the reader's /history; the next one does not need it
+    assert_eq!(poll_reader_documents(&mut poller, &cluster).await.0 .0, 1);
+    assert_eq!(poll_reader_documents(&mut poller, &cluster).await.0 .0, 0);
+    // SIGHUP with another timeout: the same cluster, and the same memory
+    let timeout = config
+        .clone()
+        .with(|c| c.poll.timeout = Duration::from_millis(900));
+    let mut poller = poller.reconfigured(timeout).await.unwrap();
+    assert_eq!(poll_reader_documents(&mut poller, &cluster).await.0 .0, 0);
+    // SIGHUP with another host allowed: what was learned may not hold, asked again
+    let allowed = config.with(|c| c.allow_api_url_hosts = vec!["10.0.0.0/8".into()]);
+    let mut poller = poller.reconfigured(allowed).await.unwrap();
+    assert_eq!(poll_reader_documents(&mut poller, &cluster).await.0 .0, 1);
+}
