@@ -198,7 +198,7 @@ def main():
         table.append(f"| {x['event']} ({x['detail']}) | {(x['start'] - t0) / 60:.1f} | {(x['end'] - t0) / 60:.1f} | {text} |")
         hold = x["end"] - x["start"]
         for want in EXPLAINS.get(x["event"], (set(), []))[1]:
-            if for_s.get(want, 0) + MARGIN > hold:
+            if for_s.get(want, 0) > 0 and for_s[want] + MARGIN > hold:
                 print(f"info  {x['event']}: {want} not expected (for: {for_s.get(want, 0):.0f}s + {MARGIN}s > hold {hold:.0f}s)")
                 continue
             if any(n == want for _, _, n, _ in got):
@@ -227,7 +227,7 @@ def main():
             if vb < va and not (restart and ta <= re_ and tb >= rs):
                 drops.append((tb, f"{labels.get('__name__')}{{{labels.get('scope', '')}}} {va:g}->{vb:g}"))
     c.result(not drops, f"no counter went down but at the restart ({len(counters)} counter series; "
-                        f"{len(drops)} drops): {by_time(drops, events, t0)}")
+                        f"{len(drops)} drops): {by_time(drops, events, t0)}; e.g. {[x for _, x in drops[:3]]}")
 
     # -- 5. the removed cluster's series gone; no healthy cluster lost a series
     rm, ad = ev.get("cluster-removed"), ev.get("cluster-added")
