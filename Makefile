@@ -1,5 +1,5 @@
 # The two commands of the README, and their parts.
-.PHONY: test test-fast release-check demo demo-stop dashboards-png build release deb e2e golden
+.PHONY: test test-fast release-check demo demo-stop dashboards-png build release deb e2e golden soak
 
 test:            ## every check: fmt, clippy, unit/integration tests, promtool, e2e on both Patroni matrices
 	scripts/test.sh
@@ -27,6 +27,10 @@ release:
 
 deb:             ## the Debian package in target/debian/ (needs cargo-deb: scripts/install-deps.sh)
 	scripts/build-deb.sh
+
+soak:            ## an hour of churn (SOAK_MINUTES=60; >= 10) on both Patroni versions at once, one exporter each, checked and drawn (not in CI; root)
+	cargo build --bin patroni-raft-exporter && cargo build --features testkit --bin fleet-sim
+	scripts/soak.sh $${SOAK_VERSIONS:-3.3.8 4.1.5}
 
 e2e: build       ## only the real-cluster scenarios (E2E_MATRICES="3.3.8 4.1.5")
 	tests/e2e/scenarios.sh $${E2E_MATRICES:-3.3.8 4.1.5}
