@@ -216,17 +216,9 @@ expect "setup: the exporter over TLS" patroni_exporter_build_info '...' present 
 # ---------------------------------------------------------------- Prometheus over TLS
 PROM_DIR="$RUN_DIR/prometheus"
 mkdir -p "$PROM_DIR"
-{
-  printf '%s\n' 'global:' "  scrape_interval: ${INTERVAL}s" "  evaluation_interval: ${INTERVAL}s" 'rule_files:'
-  for f in "$E2E_REPO"/alerts/*.rules.yml; do printf '  - %s\n' "$f"; done
-  printf '%s\n' 'scrape_configs:' '  - job_name: patroni-raft-exporter' '    scheme: https' \
-    '    tls_config:' "      ca_file: $PKI/ca.pem" '    static_configs:' "      - targets: ['127.0.0.1:$PORT']"
-} >"$PROM_DIR/prometheus.yml"
-prometheus --config.file "$PROM_DIR/prometheus.yml" --storage.tsdb.path "$PROM_DIR/data" \
-  --web.listen-address "${E2E_PROM#http://}" >"$PROM_DIR/prometheus.log" 2>&1 9>&- &
-E2E_PROM_PID=$!
+E2E_PROM_RULES="$(echo "$E2E_REPO"/alerts/*.rules.yml)" E2E_PROM_CA="$PKI/ca.pem" \
+  e2e_prometheus "$PROM_DIR" "127.0.0.1:$PORT" "${INTERVAL}s" || on_fail "Prometheus not ready (log $PROM_DIR/prometheus.log)"
 E2E_PIDS+=("$E2E_PROM_PID")
-e2e_wait_http "$E2E_PROM/-/ready" 60 || on_fail "Prometheus not ready (log $PROM_DIR/prometheus.log)"
 check "Prometheus loaded the shipped rule PatroniRaftQuorumLost" e2e_prom_rule_loaded PatroniRaftQuorumLost
 expect_healthy setup
 
@@ -372,25 +364,23 @@ if el=$(wait_true 60 api_up "$n"); then
 else fail "freeze: postgresql-$n's API not up within 60s of the thaw"; fi
 
 # ================================================================== a cluster removed, one added
+# reload_with ARGS: write_config ARGS, then SIGHUP the exporter; RELOADED_AT: when (epoch s)
+reload_with() { write_config "$@"; RELOADED_AT=$(now); kill -HUP "$EXPORTER_PID"; }
 sleep_until "$T_REMOVE"
-write_config 0 0
-ts=$(now)
-kill -HUP "$EXPORTER_PID"
+reload_with 0 0
 if el=$(wait_true 30 scope_absent "$REMOVED"); then
   e2e_result config "SIGHUP -> no series of the removed $REMOVED (s)" "$el"
   if awk -v e="$el" -v i="$INTERVAL" 'BEGIN { exit !(e <= i) }'; then pass "config: the removed cluster's series gone within one poll (${el}s)"
   else fail "config: the removed cluster's series took ${el}s (> one poll of ${INTERVAL}s)"; fi
 else fail "config: series of $REMOVED still there 30s after the SIGHUP"; fi
-event cluster-removed "$ts" "$(now)" "$REMOVED removed from --config.file, SIGHUP"
+event cluster-removed "$RELOADED_AT" "$(now)" "$REMOVED removed from --config.file, SIGHUP"
 
 sleep_until "$T_ADD"
-write_config 0 1
-ts=$(now)
-kill -HUP "$EXPORTER_PID"
+reload_with 0 1
 if el=$(wait_true 30 quorum_of "$ADDED"); then
   e2e_result config "SIGHUP -> the added $ADDED polled, quorum 1 (s)" "$el"
 else fail "config: $ADDED not polled within 30s of the SIGHUP"; fi
-event cluster-added "$ts" "$(now)" "$ADDED added to --config.file, SIGHUP"
+event cluster-added "$RELOADED_AT" "$(now)" "$ADDED added to --config.file, SIGHUP"
 
 # ================================================================== the web certificate rotated
 sleep_until "$T_CERT"

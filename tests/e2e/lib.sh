@@ -147,7 +147,9 @@
 #                                    Prometheus on $E2E_PROM (http://127.0.0.1:9090) scraping
 #                                    TARGETS (host:port, default 127.0.0.1:9393; or the YAML lines
 #                                    of static_configs entries, "      - targets: [...]" each) and
-#                                    evaluating the shipped alerts/patroni-raft.rules.yml unchanged,
+#                                    evaluating the shipped alerts/patroni-raft.rules.yml unchanged
+#                                    (E2E_PROM_RULES: other rule files, space-separated; E2E_PROM_CA:
+#                                    scrape over https, trusting that CA file),
 #                                    both every INTERVAL (2s); alerts sent to $E2E_AM when it is set
 #                                    (start Alertmanager first); config, data and log in DIR, PID in
 #                                    E2E_PROM_PID; rc 1 if not ready in 60 s
@@ -677,14 +679,16 @@ e2e_alertmanager() { # e2e_alertmanager DIR [GROUP_WAIT] [GROUP_BY]
   e2e_wait_http "$E2E_AM/-/ready" 60
 }
 e2e_prometheus() { # e2e_prometheus DIR [TARGETS] [INTERVAL]
-  local dir=$1 targets=${2:-127.0.0.1:9393} every=${3:-2s}
+  local dir=$1 targets=${2:-127.0.0.1:9393} every=${3:-2s} rules
   [[ $targets == *targets:* ]] || targets="      - targets: ['$targets']"
   {
-    printf '%s\n' 'global:' "  scrape_interval: $every" "  evaluation_interval: $every" 'rule_files:' \
-      "  - $E2E_REPO/alerts/patroni-raft.rules.yml"
+    printf '%s\n' 'global:' "  scrape_interval: $every" "  evaluation_interval: $every" 'rule_files:'
+    for rules in ${E2E_PROM_RULES:-$E2E_REPO/alerts/patroni-raft.rules.yml}; do printf '  - %s\n' "$rules"; done
     [[ -z $E2E_AM ]] || printf '%s\n' 'alerting:' '  alertmanagers:' '    - static_configs:' \
       "        - targets: ['${E2E_AM#http://}']"
-    printf '%s\n' 'scrape_configs:' '  - job_name: patroni-raft-exporter' '    static_configs:' "$targets"
+    printf '%s\n' 'scrape_configs:' '  - job_name: patroni-raft-exporter'
+    [[ -z ${E2E_PROM_CA:-} ]] || printf '%s\n' '    scheme: https' '    tls_config:' "      ca_file: $E2E_PROM_CA"
+    printf '%s\n' '    static_configs:' "$targets"
   } >"$dir/prometheus.yml"
   prometheus --config.file "$dir/prometheus.yml" --storage.tsdb.path "$dir/prometheus-data" \
     --web.listen-address "${E2E_PROM#http://}" >"$dir/prometheus.log" 2>&1 9>&- &
