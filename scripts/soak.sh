@@ -19,7 +19,8 @@
 #              restarted 90 s [40 s] into it; healed 180 s [75 s] after the cut
 #   23 min     a replica killed (`cluster.sh kill`: SIGKILL Patroni, immediate Postgres stop),
 #              started again 180 s [45 s] later
-#   33.5 min   a switchover (patronictl) to a replica (10 min after the heal: PatroniLeaderChanged
+#   33.5 min   a switchover (patronictl) to a streaming sync standby (Patroni refuses another in
+#              synchronous mode), 10 min after the heal (PatroniLeaderChanged
 #              looks back 10 min, so that its firing is the switchover's own)
 #   35 min     a replica's REST frozen: nftables drops every packet to its REST port (its Patroni,
 #              Raft node and Postgres run on: a hung API, not a dead member: requests time out,
@@ -264,6 +265,16 @@ sampler 9>&- &
 E2E_PIDS+=("$!")
 e2e_log "=== schedule (s from now): warm-up $WARM, window A $WARM-$((WARM + WIN)), quorum loss $T_QUORUM (restart +$H_RESTART, heal +$H_QUORUM), kill $T_KILL (+$H_KILL), switchover $T_SWITCH, REST freeze $T_FREEZE (+$H_FREEZE), remove $T_REMOVE, add $T_ADD, certificate $T_CERT, window B $((D - WIN))-$D"
 
+sync_standby() { # a streaming synchronous standby that GET /cluster names: its index (a switchover's candidate)
+  local n js
+  for n in 0 1 2; do
+    js=$(curl -sf -m 3 "$(e2e_rest "$n")/cluster" 2>/dev/null) || continue
+    jq -er '[.members[] | select(.role == "sync_standby" and .state == "streaming") | .name][0] // empty' <<<"$js" \
+      | sed 's/.*-//'
+    return
+  done
+  return 1
+}
 replica() { # a member that is not the leader: its index
   local leader n
   leader=$(e2e_cluster_leader) || return 1
@@ -283,7 +294,7 @@ verdict_held() { [[ $(metric_value patroni_raft_cluster_quorum "$S" 2>/dev/null)
 quorum_of() { [[ $(metric_value patroni_raft_cluster_quorum "scope=\"$1\"" 2>/dev/null) == 1 ]]; }
 api_up() { [[ $(metric_value patroni_member_api_up "$S,member=\"postgresql-$1\"" 2>/dev/null) == 1 ]]; }
 leader_named() { e2e_cluster_leader >/dev/null; }
-cluster_healthy() { cluster wait >/dev/null 2>&1; }
+cluster_healthy() { cluster wait --sync >/dev/null 2>&1; }
 is_primary() { [[ $(e2e_own_role "$1") =~ ^(primary|master)$ ]]; }
 serial_is() { [[ $(served_serial) == "$1" ]]; }
 scope_absent() { fetch_metrics && ! grep -q "scope=\"$1\"" <<<"$METRICS_TEXT"; }
@@ -335,13 +346,14 @@ cluster kill "$n" >"$RUN_DIR/kill.log" 2>&1 || fail "kill: cluster.sh kill $n"
 sleep_until "$(awk -v a="$T0" -v b="$ts" -v h="$H_KILL" 'BEGIN { print b - a + h }')"
 cluster start "$n" >>"$RUN_DIR/kill.log" 2>&1 || fail "kill: cluster.sh start $n"
 event member-kill "$ts" "$(now)" "postgresql-$n killed, started again"
-if el=$(wait_true 180 cluster_healthy); then e2e_result kill "start -> cluster healthy (s)" "$el"
+if el=$(wait_true 180 cluster_healthy); then e2e_result kill "start -> cluster healthy, sync (s)" "$el"
 else fail "kill: the cluster not healthy within 180s of the start"; fi
 
 # ================================================================== switchover
 sleep_until "$T_SWITCH"
+wait_true 120 cluster_healthy >/dev/null || fail "switchover: the cluster not healthy (sync) within 120s"
 leader=$(e2e_cluster_leader) || on_fail "switchover: no leader"
-n=$(replica) || on_fail "switchover: no replica"
+n=$(sync_standby) || on_fail "switchover: no streaming sync standby"
 ts=$(now)
 cluster ctl switchover pg-test --leader "$leader" --candidate "postgresql-$n" --force >"$RUN_DIR/switchover.txt" 2>&1 \
   || fail "switchover: patronictl switchover"
