@@ -247,6 +247,7 @@ step --nice 10 "shellcheck (every shell script)" scripts/shellcheck.sh
 step "lib.sh selftest (the /metrics text reader, no cluster)" tests/e2e/lib-selftest.sh
 step "no import circle between the modules of src/" scripts/module-cycles.py
 step "no production function longer than 100 lines" scripts/function-length.py
+step "every relative link and anchor of the Markdown files resolves" scripts/check-links.py
 step "rustfmt --check" cargo fmt --all -- --check
 step "promtool check metrics (golden /metrics)" golden_promtool
 step --nice 10 "alert rules: promtool check/test, amtool" scripts/check-alerts.sh
