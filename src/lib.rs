@@ -32,11 +32,14 @@
 //!   [`capped_file`]: the one bounded reader of the files an operator names.
 //! * [`app`]: wires it together for the binary.
 //! * [`status`]: the `status` subcommand: one poll, judged and printed, with Nagios exit codes.
+//! * [`error_kind`]: why a request failed, as both sources, the judgements and the labels
+//!   name it.
 
 pub mod app;
 pub mod capped_file;
 pub mod cli;
 pub mod config;
+pub mod error_kind;
 pub mod metrics;
 pub mod patroni;
 pub mod poller;

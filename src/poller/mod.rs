@@ -125,7 +125,7 @@ struct PollMemory {
     members: MemberMemory,
     counters: Counters,
     /// The last error kind per target, to log changes rather than every failure.
-    failing: BTreeMap<String, &'static str>,
+    failing: BTreeMap<String, crate::error_kind::ErrorKind>,
 }
 
 /// The poller of one cluster.
@@ -441,7 +441,7 @@ impl ClusterPoller {
                     .or_default() += 1;
                 let previous = self.memory.failing.insert(target.to_owned(), failure.kind);
                 if previous != Some(failure.kind) {
-                    tracing::warn!(%scope, source = source.as_str(), %target, kind = failure.kind, error = %failure.message, "poll failed");
+                    tracing::warn!(%scope, source = source.as_str(), %target, kind = failure.kind.as_label(), error = %failure.message, "poll failed");
                 }
             }
             None => {

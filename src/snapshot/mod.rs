@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::config::{host_of, normalize_host};
+use crate::error_kind::ErrorKind;
 use crate::patroni::{
     ApiUrl, ClockOffset, ClusterView, DynamicConfig, HistoryEntry, Member, MemberRole,
     MemberStatus, PatroniError,
@@ -72,8 +73,8 @@ impl Source {
 /// A failed request, reduced to what is exported and logged.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Failure {
-    /// The error kind label (`connect`, `timeout`, ...).
-    pub kind: &'static str,
+    /// The error kind: the `kind` label.
+    pub kind: ErrorKind,
     /// The human-readable cause, for logs and the status command.
     pub message: String,
 }
@@ -83,7 +84,7 @@ impl Failure {
     /// contact the host (an `api_url` not on an allowed host), which says nothing of the
     /// member itself.
     pub fn request_sent(&self) -> bool {
-        self.kind != PatroniError::API_URL_NOT_ALLOWED
+        self.kind.request_sent()
     }
 }
 
@@ -91,7 +92,7 @@ impl From<&PatroniError> for Failure {
     fn from(error: &PatroniError) -> Failure {
         Failure {
             kind: error.kind(),
-            message: error.to_string(),
+            message: error.describe(),
         }
     }
 }
@@ -224,7 +225,7 @@ pub struct Counters {
     /// between).
     pub raft_quorum_losses: u64,
     /// Failed requests by source and error kind.
-    pub poll_errors: BTreeMap<(Source, &'static str), u64>,
+    pub poll_errors: BTreeMap<(Source, ErrorKind), u64>,
     /// Polls that could not start on time because the previous one was still running.
     pub polls_skipped: u64,
     /// Changes of the dynamic configuration (`GET /config`) seen between two polls.
@@ -460,7 +461,7 @@ mod tests {
             node: addr.to_owned(),
             round_trip: None,
             status: Err(Failure {
-                kind: "connect",
+                kind: ErrorKind::Connect,
                 message: "refused".into(),
             }),
         }

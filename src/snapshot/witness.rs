@@ -168,7 +168,7 @@ mod tests {
             node: id.to_owned(),
             round_trip: None,
             status: Err(Failure {
-                kind: "connect",
+                kind: crate::error_kind::ErrorKind::Connect,
                 message: "refused".into(),
             }),
         }
