@@ -108,7 +108,7 @@ struct PollMemory {
     silent_voters: BTreeMap<String, Instant>,
     /// Hosts of voters without a member whose REST API did not answer when last asked
     /// (normalised): unlike `silent_voters`, kept until it answers or the host stops voting.
-    without_rest: BTreeSet<String>,
+    without_rest: BTreeSet<crate::address::Host>,
     /// The voter set (each answering node and its partners) of the last poll in which a
     /// node answered: what the quorum verdict judges when no node answers.
     voters: BTreeSet<String>,

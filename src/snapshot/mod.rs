@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::config::{host_of, normalize_host};
+use crate::address::Host;
 use crate::error_kind::ErrorKind;
 use crate::patroni::{
     ApiUrl, ClockOffset, ClusterView, DynamicConfig, HistoryEntry, Member, MemberRole,
@@ -199,16 +199,16 @@ pub fn effective_raft_leader(nodes: &[RaftNodeSnapshot]) -> Option<&str> {
 
 /// The hosts a member is reached at: its `host` and its `api_url`'s host, normalised as the
 /// host policy compares them.
-pub fn member_hosts(member: &Member) -> Vec<String> {
+pub fn member_hosts(member: &Member) -> Vec<Host> {
     let api_host = member
         .api_url
         .as_ref()
         .and_then(ApiUrl::url)
-        .and_then(|url| url.host_str().map(normalize_host));
+        .and_then(Host::of_url);
     member
         .host
         .as_deref()
-        .map(normalize_host)
+        .and_then(|host| Host::parse(host).ok())
         .into_iter()
         .chain(api_host)
         .collect()
@@ -395,9 +395,9 @@ impl ClusterSnapshot {
 
     /// The Raft leader's host (normalised) and a member, listed or remembered, on it; `None`
     /// without a Raft leader or without a member on its host.
-    fn member_on_raft_leader_host(&self) -> Option<(String, &MemberSnapshot)> {
+    fn member_on_raft_leader_host(&self) -> Option<(Host, &MemberSnapshot)> {
         let raft_leader = effective_raft_leader(&self.raft_nodes)?;
-        let raft_host = normalize_host(host_of(raft_leader));
+        let raft_host = Host::of_node(raft_leader).ok()?;
         let member = self
             .members_and_departed()
             .find(|m| member_hosts(&m.member).contains(&raft_host))?;
