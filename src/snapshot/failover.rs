@@ -25,7 +25,9 @@
 
 use crate::patroni::{ClusterView, DynamicConfig, MemberState, MemberStatus};
 
-use super::{MemberSnapshot, QuorumAssessment, QuorumVerdict, ViewComparison};
+use super::model::MemberSnapshot;
+use super::quorum::{QuorumAssessment, QuorumVerdict};
+use super::split::ViewComparison;
 
 /// Why a member would not be promoted. Each is a value of the `reason` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

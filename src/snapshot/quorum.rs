@@ -33,8 +33,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::model::RaftNodeSnapshot;
 use super::voters::VoterSetComparison;
-use super::RaftNodeSnapshot;
 use crate::error_kind::ErrorKind;
 use crate::raft::{RaftState, RaftStatus};
 

@@ -22,7 +22,7 @@
 
 use std::collections::BTreeSet;
 
-use super::RaftNodeSnapshot;
+use super::model::RaftNodeSnapshot;
 use crate::address::{Host, NodeAddress};
 
 /// What a Raft voter is: the `kind` label of `patroni_raft_node_info`.
