@@ -244,7 +244,7 @@ fn api_url_policy() {
     let mut any = ApiUrlPolicy::default();
     any.add_entry("*").unwrap();
     assert!(any.allows_host(&crate::address::Host::parse("anything").unwrap()));
-    for bad in ["10.0.0.0/33", "http://x", "", "a/b"] {
+    for bad in ["10.0.0.0/33", "http://x", "", "a/b", "db-0:8008"] {
         assert!(ApiUrlPolicy::default().add_entry(bad).is_err(), "{bad}");
     }
 }
