@@ -32,11 +32,17 @@
 //!   [`capped_file`]: the one bounded reader of the files an operator names.
 //! * [`app`]: wires it together for the binary.
 //! * [`status`]: the `status` subcommand: one poll, judged and printed, with Nagios exit codes.
+//! * [`address`]: hosts and Raft node addresses in one normal form, below the configuration
+//!   and the snapshot that compare them.
+//! * [`error_kind`]: why a request failed, as both sources, the judgements and the labels
+//!   name it.
 
+pub mod address;
 pub mod app;
 pub mod capped_file;
 pub mod cli;
 pub mod config;
+pub mod error_kind;
 pub mod metrics;
 pub mod patroni;
 pub mod poller;

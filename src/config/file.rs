@@ -14,10 +14,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use url::Url;
 
-use super::{
-    check_limits, cluster_name, describe_yaml_error, host_of, ApiUrlPolicy, ClusterConfig,
-};
+use super::{check_limits, cluster_name, describe_yaml_error, ApiUrlPolicy, ClusterConfig};
 use super::{Collector, Collectors, PatroniYaml, PollSettings, RaftSettings};
+use crate::address::Host;
 use crate::patroni::{BasicAuth, ClientSettings};
 use crate::secret::Secret;
 
@@ -364,7 +363,8 @@ impl ClusterEntry {
             hosts.extend(
                 yaml.raft_nodes()
                     .iter()
-                    .map(|node| host_of(node).to_owned()),
+                    .filter_map(|node| Host::of_node(node).ok())
+                    .map(|host| host.to_string()),
             );
         }
         let mut check = ApiUrlPolicy::default();

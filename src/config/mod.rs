@@ -31,7 +31,7 @@ use url::Url;
 
 pub use file::{ClusterEntry, ConfigFile};
 pub use patroni_yaml::PatroniYaml;
-pub use policy::{host_of, normalize_host, port_of, ApiUrlPolicy};
+pub use policy::ApiUrlPolicy;
 
 use crate::patroni::ClientSettings;
 use crate::secret::Secret;

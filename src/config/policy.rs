@@ -1,11 +1,11 @@
 //! Which hosts the exporter contacts, and with what (the reasoning is in docs/security.md).
 
 use std::collections::BTreeSet;
-use std::net::IpAddr;
 
 use url::Url;
 
 use super::ClusterConfig;
+use crate::address::{Host, Network};
 
 /// Which hosts the exporter contacts, and with what.
 ///
@@ -32,16 +32,15 @@ use super::ClusterConfig;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ApiUrlPolicy {
     any_host: bool,
-    names: BTreeSet<String>,
-    addresses: BTreeSet<IpAddr>,
-    networks: Vec<(IpAddr, u8)>,
+    hosts: BTreeSet<Host>,
+    networks: Vec<Network>,
     https_only: bool,
     /// Whether the REST client sends credentials (basic auth or a client certificate).
     sends_credentials: bool,
     /// Hosts of voters named in statuses decrypted with the Raft password.
-    raft_hosts_authenticated: BTreeSet<String>,
+    raft_hosts_authenticated: BTreeSet<Host>,
     /// Hosts of voters named in plain-text statuses.
-    raft_hosts_plain: BTreeSet<String>,
+    raft_hosts_plain: BTreeSet<Host>,
 }
 
 impl ApiUrlPolicy {
@@ -52,17 +51,18 @@ impl ApiUrlPolicy {
     pub fn for_cluster(config: &ClusterConfig) -> anyhow::Result<ApiUrlPolicy> {
         let mut policy = ApiUrlPolicy::default();
         for url in &config.patroni_urls {
-            if let Some(host) = url.host_str() {
-                policy.add_host(host);
-            }
+            policy.hosts.extend(Host::of_url(url));
             if url.scheme() == "https" {
                 policy.https_only = true;
             }
         }
         if let Some(raft) = &config.raft {
-            for node in &raft.nodes {
-                policy.add_host(host_of(node));
-            }
+            // A node that names no host is refused by its query, not here.
+            let hosts = raft
+                .nodes
+                .iter()
+                .filter_map(|node| Host::of_node(node).ok());
+            policy.hosts.extend(hosts);
         }
         for entry in &config.allow_api_url_hosts {
             policy.add_entry(entry)?;
@@ -80,9 +80,9 @@ impl ApiUrlPolicy {
         nodes: impl IntoIterator<Item = &'a str>,
         authenticated: bool,
     ) {
-        let hosts: BTreeSet<String> = nodes
+        let hosts: BTreeSet<Host> = nodes
             .into_iter()
-            .map(|node| normalize_host(host_of(node)))
+            .filter_map(|node| Host::of_node(node).ok())
             .collect();
         if authenticated {
             self.raft_hosts_authenticated = hosts;
@@ -96,13 +96,8 @@ impl ApiUrlPolicy {
     /// Whether `host` may receive a Raft `status` query: the operator named it or a Raft
     /// status did (with or without password). A host that only `/cluster` names is not
     /// asked: that document would otherwise direct connections to any host on the Raft port.
-    pub fn allows_raft_query(&self, host: &str) -> bool {
-        self.allows_host(host) || self.named_in_plain_text(host)
-    }
-
-    /// Whether `host` was named by a Raft status without password.
-    fn named_in_plain_text(&self, host: &str) -> bool {
-        self.raft_hosts_plain.contains(&normalize_host(host))
+    pub fn allows_raft_query(&self, host: &Host) -> bool {
+        self.allows_host(host) || self.raft_hosts_plain.contains(host)
     }
 
     /// Adds one allow-list entry: `*`, a CIDR, an IP or a host name.
@@ -113,62 +108,32 @@ impl ApiUrlPolicy {
         let entry = entry.trim();
         if entry == "*" {
             self.any_host = true;
-            return Ok(());
-        }
-        if let Some((address, prefix)) = entry.split_once('/') {
-            let address: IpAddr = address
-                .trim_matches(['[', ']'])
-                .parse()
+        } else if entry.contains('/') && !entry.contains("://") {
+            let network = Network::parse(entry)
                 .map_err(|_| anyhow::anyhow!("allow-api-url-hosts: invalid CIDR {entry:?}"))?;
-            let max = if address.is_ipv4() { 32 } else { 128 };
-            let prefix: u8 = prefix
-                .parse()
-                .ok()
-                .filter(|prefix| *prefix <= max)
-                .ok_or_else(|| anyhow::anyhow!("allow-api-url-hosts: invalid CIDR {entry:?}"))?;
-            self.networks.push((address, prefix));
-            return Ok(());
+            self.networks.push(network);
+        } else {
+            let host = Host::parse(entry).map_err(|_| {
+                anyhow::anyhow!("allow-api-url-hosts: {entry:?} is not a host, an IP, a CIDR or *")
+            })?;
+            self.hosts.insert(host);
         }
-        if entry.is_empty() || entry.contains(['/', '@', ' ']) || entry.contains("://") {
-            anyhow::bail!("allow-api-url-hosts: {entry:?} is not a host, an IP, a CIDR or *");
-        }
-        self.add_host(entry);
         Ok(())
     }
 
-    fn add_host(&mut self, host: &str) {
-        let host = host.trim_matches(['[', ']']);
-        match host.parse::<IpAddr>() {
-            Ok(address) => {
-                self.addresses.insert(address);
+    /// Whether a host may be sent credentials: the operator named it, or an authenticated
+    /// Raft status did.
+    pub fn allows_host(&self, host: &Host) -> bool {
+        self.any_host
+            || self.hosts.contains(host)
+            || self.raft_hosts_authenticated.contains(host)
+            || match host {
+                Host::Ip(address) => self
+                    .networks
+                    .iter()
+                    .any(|network| network.contains(*address)),
+                _ => false,
             }
-            Err(_) => {
-                self.names.insert(host.to_ascii_lowercase());
-            }
-        }
-    }
-
-    /// Whether a host (name or IP, IPv6 with or without brackets) may be sent credentials:
-    /// the operator named it, or an authenticated Raft status did.
-    pub fn allows_host(&self, host: &str) -> bool {
-        if self.any_host
-            || self
-                .raft_hosts_authenticated
-                .contains(&normalize_host(host))
-        {
-            return true;
-        }
-        let host = host.trim_matches(['[', ']']);
-        match host.parse::<IpAddr>() {
-            Ok(address) => {
-                self.addresses.contains(&address)
-                    || self
-                        .networks
-                        .iter()
-                        .any(|(network, prefix)| in_network(address, *network, *prefix))
-            }
-            Err(_) => self.names.contains(&host.to_ascii_lowercase()),
-        }
     }
 
     /// Whether an `api_url` may be followed: http(s), no credentials in it, https when the
@@ -183,49 +148,9 @@ impl ApiUrlPolicy {
         scheme_ok
             && url.username().is_empty()
             && url.password().is_none()
-            && url.host_str().is_some_and(|host| {
-                self.allows_host(host)
-                    || (!self.sends_credentials && self.named_in_plain_text(host))
+            && Host::of_url(url).is_some_and(|host| {
+                self.allows_host(&host)
+                    || (!self.sends_credentials && self.raft_hosts_plain.contains(&host))
             })
     }
-}
-
-fn in_network(address: IpAddr, network: IpAddr, prefix: u8) -> bool {
-    match (address, network) {
-        (IpAddr::V4(a), IpAddr::V4(n)) => {
-            let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
-            u32::from(a) & mask == u32::from(n) & mask
-        }
-        (IpAddr::V6(a), IpAddr::V6(n)) => {
-            let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
-            u128::from(a) & mask == u128::from(n) & mask
-        }
-        _ => false,
-    }
-}
-
-/// A host as compared by the policy: no brackets, lower case, IPs in canonical form.
-pub fn normalize_host(host: &str) -> String {
-    let host = host.trim_matches(['[', ']']);
-    match host.parse::<IpAddr>() {
-        Ok(address) => address.to_string(),
-        Err(_) => host.to_ascii_lowercase(),
-    }
-}
-
-/// The host of `host:port` (`[v6]:port` too); `node` itself when it has no port.
-pub fn host_of(node: &str) -> &str {
-    split_node(node).map_or(node, |(host, _)| host.trim_matches(['[', ']']))
-}
-
-/// The port of `host:port` (`[v6]:port` too); `None` when it has none.
-pub fn port_of(node: &str) -> Option<u16> {
-    split_node(node).and_then(|(_, port)| port.parse().ok())
-}
-
-/// `host:port` split at its last colon, when what follows is a number (a bare IPv6 address
-/// has colons too, but its last group is hex, and Raft names nodes with their port).
-fn split_node(node: &str) -> Option<(&str, &str)> {
-    node.rsplit_once(':')
-        .filter(|(host, port)| !host.is_empty() && port.chars().all(|c| c.is_ascii_digit()))
 }

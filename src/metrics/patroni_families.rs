@@ -108,7 +108,7 @@ fn encode_exporter(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]
                         PollErrorLabels {
                             scope: &s.scope,
                             source: source.as_str(),
-                            kind,
+                            kind: kind.as_label(),
                         },
                         *count,
                     )

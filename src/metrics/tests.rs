@@ -238,10 +238,13 @@ fn cluster(scope: &str, members: usize) -> Arc<ClusterSnapshot> {
         quorum,
         ..ClusterSnapshot::default()
     };
-    snapshot
-        .counters
-        .poll_errors
-        .insert((crate::snapshot::Source::Raft, "timeout"), 2);
+    snapshot.counters.poll_errors.insert(
+        (
+            crate::snapshot::Source::Raft,
+            crate::error_kind::ErrorKind::Timeout,
+        ),
+        2,
+    );
     Arc::new(snapshot)
 }
 

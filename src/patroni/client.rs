@@ -16,6 +16,7 @@ use super::model::{
     parse_cluster, parse_history, parse_member_status, ClusterView, HistoryEntry, MemberStatus,
 };
 use super::PatroniError;
+use crate::error_kind::ErrorKind;
 use crate::secret::Secret;
 
 /// How requests to one cluster's members are made (the request deadline is the poll's, and
@@ -279,10 +280,7 @@ impl PatroniClient {
         }
         let sent = SystemTime::now();
         let started = Instant::now();
-        let mut response = request
-            .send()
-            .await
-            .map_err(|error| self.classify(&error))?;
+        let mut response = request.send().await.map_err(|error| self.classify(error))?;
         let round_trip = started.elapsed();
         let status = response.status().as_u16();
         if !accepted.contains(&status) {
@@ -304,7 +302,7 @@ impl PatroniClient {
         while let Some(chunk) = response
             .chunk()
             .await
-            .map_err(|error| self.classify(&error))?
+            .map_err(|error| self.classify(error))?
         {
             if body.len() + chunk.len() > cap {
                 return Err(PatroniError::BodyTooLarge(cap));
@@ -321,26 +319,62 @@ impl PatroniClient {
         })
     }
 
-    fn classify(&self, error: &reqwest::Error) -> PatroniError {
-        if error.is_timeout() {
-            return PatroniError::Timeout(self.timeout);
+    fn classify(&self, error: reqwest::Error) -> PatroniError {
+        match transport_failure(&error) {
+            ErrorKind::Timeout => PatroniError::Timeout(self.timeout),
+            ErrorKind::Tls => PatroniError::Tls(Arc::new(error)),
+            ErrorKind::Connect => PatroniError::Connect(Arc::new(error)),
+            _ => PatroniError::Transport(Arc::new(error)),
         }
-        let chain = error_chain(error);
-        // rustls' messages: "invalid peer certificate: UnknownIssuer", "received fatal
-        // alert: CertificateRequired" (TLS 1.3 refuses a missing client certificate after
-        // the handshake, so it surfaces on the first read), "HandshakeFailure".
-        let lower = chain.to_ascii_lowercase();
-        if ["certificate", "tls", "handshake", "fatal alert"]
-            .iter()
-            .any(|needle| lower.contains(needle))
-        {
-            return PatroniError::Tls(chain);
-        }
-        if error.is_connect() {
-            return PatroniError::Connect(chain);
-        }
-        PatroniError::Transport(chain)
     }
+}
+
+/// What a failed request's causes say: [`ErrorKind::Timeout`], [`ErrorKind::Tls`],
+/// [`ErrorKind::Connect`] or [`ErrorKind::Transport`].
+///
+/// TLS is told by its causes, not by their wording: a `rustls::Error` among them (an unknown
+/// issuer, a name mismatch, or the server's alert refusing a missing client certificate,
+/// which TLS 1.3 sends after the handshake, so that it surfaces on the first read), or the
+/// peer closing the connection while it was being made: a TCP connect never ends in an
+/// unexpected end of file, a TLS handshake does (tokio-rustls' "tls handshake eof").
+fn transport_failure(error: &reqwest::Error) -> ErrorKind {
+    // reqwest walks the chain itself for its own, hyper's and the OS's timeouts.
+    if error.is_timeout() {
+        return ErrorKind::Timeout;
+    }
+    if causes(error).any(|cause| cause.is::<rustls::Error>()) {
+        return ErrorKind::Tls;
+    }
+    if !error.is_connect() {
+        return ErrorKind::Transport;
+    }
+    let cut_short = causes(error).any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::UnexpectedEof)
+    });
+    if cut_short {
+        ErrorKind::Tls
+    } else {
+        ErrorKind::Connect
+    }
+}
+
+/// An error and its causes, outermost first, including the error an `io::Error` wraps:
+/// `io::Error::source` skips that one (it returns the wrapped error's own source), and
+/// rustls' errors reach hyper wrapped in an `io::Error` by tokio-rustls.
+fn causes<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(error), |current| {
+        let wrapped = current
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref);
+        match wrapped {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => current.source(),
+        }
+    })
 }
 
 /// One answer, with what is needed to read the peer's clock.
@@ -405,23 +439,10 @@ impl ClockOffset {
 
 /// `/failsafe`: `{"member name": "api_url", ...}`, the names sorted.
 pub fn parse_failsafe(body: &[u8]) -> Result<Vec<String>, PatroniError> {
-    let document: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(body)
-        .map_err(|error| PatroniError::Decode(format!("/failsafe: {error}")))?;
+    let document: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(body)?;
     let mut names: Vec<String> = document.into_iter().map(|(name, _)| name).collect();
     names.sort();
     Ok(names)
-}
-
-/// reqwest's top-level message is generic ("error sending request"); the cause is in the chain.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// `base` joined with an endpoint, whether or not `base` ends in `/`.
@@ -465,6 +486,20 @@ mod tests {
                 .seconds
                 == 0.5
         );
+    }
+
+    #[test]
+    fn causes_reach_into_the_error_an_io_error_wraps() {
+        // As tokio-rustls hands a TLS alert to hyper: an io::Error wrapping the rustls error,
+        // whose `source()` would skip it.
+        let alert = rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired);
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, alert);
+        let outer = anyhow::Error::new(io).context("error sending request");
+        let chain: Vec<String> = causes(outer.as_ref()).map(|c| c.to_string()).collect();
+        assert_eq!(chain.len(), 3, "{chain:?}");
+        assert!(causes(outer.as_ref()).any(|cause| cause.is::<rustls::Error>()));
+        let plain = anyhow::Error::new(std::io::Error::other("reset")).context("sending");
+        assert!(!causes(plain.as_ref()).any(|cause| cause.is::<rustls::Error>()));
     }
 
     #[test]

@@ -91,8 +91,7 @@ impl Default for DynamicConfig {
 /// # Errors
 /// [`PatroniError::Decode`] when the body is not a JSON object.
 pub fn parse_dynamic_config(body: &[u8]) -> Result<DynamicConfig, PatroniError> {
-    let document: Value =
-        serde_json::from_slice(body).map_err(|error| PatroniError::Decode(error.to_string()))?;
+    let document: Value = serde_json::from_slice(body)?;
     let Value::Object(config) = document else {
         return Err(PatroniError::Decode("/config is not a JSON object".into()));
     };
@@ -212,10 +211,10 @@ mod tests {
     #[test]
     fn a_document_that_is_not_an_object_is_refused() {
         for body in [&b"[]"[..], b"null", b"\"ttl\"", b"{", b""] {
-            assert!(matches!(
-                parse_dynamic_config(body),
-                Err(PatroniError::Decode(_))
-            ));
+            assert_eq!(
+                parse_dynamic_config(body).unwrap_err().kind(),
+                crate::error_kind::ErrorKind::Decode
+            );
         }
     }
 }

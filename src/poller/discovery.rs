@@ -12,7 +12,8 @@ use std::collections::BTreeSet;
 use url::Url;
 
 use super::{ClusterPoller, MAX_MEMBERS};
-use crate::config::{host_of, normalize_host, port_of, RaftSettings};
+use crate::address::{Host, NodeAddress};
+use crate::config::RaftSettings;
 use crate::patroni::{self, ClusterView, PatroniError};
 use crate::snapshot::{
     self, Failure, MemberSnapshot, RaftNodeSnapshot, Source, VoterFacts, VoterKinds,
@@ -205,10 +206,13 @@ impl ClusterPoller {
         hosts
             .iter()
             .filter(|host| {
+                let Ok(host) = Host::parse(host) else {
+                    return false;
+                };
                 if with_password {
-                    self.policy.allows_host(host)
+                    self.policy.allows_host(&host)
                 } else {
-                    self.policy.allows_raft_query(host)
+                    self.policy.allows_raft_query(&host)
                 }
             })
             .map(|host| join_host_port(host, settings.port))
@@ -251,26 +255,19 @@ impl ClusterPoller {
         let Some(base) = self.memory.preferred_url.as_ref().filter(|_| authenticated) else {
             return Vec::new();
         };
-        let bare = |host: &str| host.trim_matches(['[', ']']).to_owned();
-        let known_hosts: BTreeSet<String> = known
+        let known_hosts: BTreeSet<Host> = known
             .iter()
-            .flat_map(|m| {
-                let api_host = m
-                    .api_url
-                    .as_ref()
-                    .and_then(patroni::ApiUrl::url)
-                    .and_then(|url| url.host_str().map(bare));
-                m.host.as_deref().map(bare).into_iter().chain(api_host)
-            })
+            .flat_map(|member| snapshot::member_hosts(member))
             .collect();
-        let voter_hosts: BTreeSet<String> = self
+        let voter_hosts: BTreeSet<Host> = self
             .memory
             .raft_partners
             .iter()
-            .filter(|node| port_of(node).is_some())
-            .map(|node| host_of(node).to_owned())
+            .filter_map(|node| NodeAddress::parse(node).ok())
+            .map(|node| node.host)
             .filter(|host| {
-                !known_hosts.contains(host) && !self.memory.silent_voters.contains_key(host)
+                !known_hosts.contains(host)
+                    && !self.memory.silent_voters.contains_key(&host.to_string())
             })
             .collect();
         voter_hosts
@@ -278,17 +275,17 @@ impl ClusterPoller {
             .take(MAX_MEMBERS.saturating_sub(known.len()))
             .filter_map(|host| {
                 let mut url = base.clone();
-                let literal = if host.contains(':') {
-                    format!("[{host}]")
-                } else {
-                    host.clone()
-                };
-                url.set_host(Some(&literal)).ok()?;
+                match &host {
+                    Host::Name(name) => url.set_host(Some(name)).ok()?,
+                    Host::Ip(ip) => url.set_ip_host(*ip).ok()?,
+                    // A URL cannot say which interface (the url crate takes no zone id).
+                    Host::Scoped { .. } => return None,
+                }
                 let api_url = url.join("patroni").ok()?;
                 self.policy.allows_url(&api_url).then(|| patroni::Member {
                     name: format!("voter {host}"),
                     api_url: Some(api_url.into()),
-                    host: Some(host),
+                    host: Some(host.to_string()),
                     ..patroni::Member::default()
                 })
             })
@@ -307,15 +304,15 @@ impl ClusterPoller {
             return VoterKinds::default();
         };
         let mut member_count = 0;
-        let member_hosts: BTreeSet<String> = members
+        let member_hosts: BTreeSet<Host> = members
             .inspect(|_| member_count += 1)
             .flat_map(|m| snapshot::member_hosts(&m.member))
             .collect();
-        let voting_hosts: BTreeSet<String> = self
+        let voting_hosts: BTreeSet<Host> = self
             .memory
             .voters
             .iter()
-            .map(|voter| normalize_host(host_of(voter)))
+            .filter_map(|voter| Host::of_node(voter).ok())
             .collect();
         self.memory
             .without_rest

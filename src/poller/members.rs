@@ -229,7 +229,7 @@ mod tests {
                     ..MemberStatus::default()
                 }),
                 None => Err(Failure {
-                    kind: "connect",
+                    kind: crate::error_kind::ErrorKind::Connect,
                     message: "refused".into(),
                 }),
             },

@@ -108,7 +108,7 @@ struct PollMemory {
     silent_voters: BTreeMap<String, Instant>,
     /// Hosts of voters without a member whose REST API did not answer when last asked
     /// (normalised): unlike `silent_voters`, kept until it answers or the host stops voting.
-    without_rest: BTreeSet<String>,
+    without_rest: BTreeSet<crate::address::Host>,
     /// The voter set (each answering node and its partners) of the last poll in which a
     /// node answered: what the quorum verdict judges when no node answers.
     voters: BTreeSet<String>,
@@ -125,7 +125,7 @@ struct PollMemory {
     members: MemberMemory,
     counters: Counters,
     /// The last error kind per target, to log changes rather than every failure.
-    failing: BTreeMap<String, &'static str>,
+    failing: BTreeMap<String, crate::error_kind::ErrorKind>,
 }
 
 /// The poller of one cluster.
@@ -441,7 +441,7 @@ impl ClusterPoller {
                     .or_default() += 1;
                 let previous = self.memory.failing.insert(target.to_owned(), failure.kind);
                 if previous != Some(failure.kind) {
-                    tracing::warn!(%scope, source = source.as_str(), %target, kind = failure.kind, error = %failure.message, "poll failed");
+                    tracing::warn!(%scope, source = source.as_str(), %target, kind = failure.kind.as_label(), error = %failure.message, "poll failed");
                 }
             }
             None => {

@@ -12,7 +12,8 @@ use super::discovery::without_aliases;
 use super::members::{unix_now, DcsTiming};
 use super::requests::MemberAnswers;
 use super::{ClusterPoller, Placement};
-use crate::config::{normalize_host, Collector};
+use crate::address::Host;
+use crate::config::Collector;
 use crate::patroni::{self, ClusterView, DynamicConfig, HistoryEntry, PatroniError};
 use crate::snapshot::{
     answered_views, primaries, ClusterSnapshot, DcsView, FailoverReadiness, Failure, MemberDcsView,
@@ -176,9 +177,9 @@ impl ClusterPoller {
                 self.memory
                     .silent_voters
                     .insert(host.clone(), Instant::now());
-                self.memory.without_rest.insert(normalize_host(host));
-            } else {
-                self.memory.without_rest.remove(&normalize_host(host));
+                self.memory.without_rest.extend(Host::parse(host).ok());
+            } else if let Ok(host) = Host::parse(host) {
+                self.memory.without_rest.remove(&host);
             }
         }
         let status = &answers.own.as_ref().ok()?.status;

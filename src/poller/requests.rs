@@ -326,7 +326,7 @@ impl ClusterPoller {
     fn member_api_url(&self, member: &patroni::Member) -> Result<Url, Failure> {
         let Some(api_url) = member.api_url.as_ref().and_then(patroni::ApiUrl::url) else {
             return Err(Failure {
-                kind: "decode",
+                kind: crate::error_kind::ErrorKind::Decode,
                 message: format!("member {} has no valid api_url", member.name),
             });
         };

@@ -54,6 +54,7 @@ pub fn parse_admin_text(text: &str) -> Result<RaftStatus, RaftError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error_kind::ErrorKind;
     use crate::raft::RaftState;
 
     fn read(rel: &str) -> String {
@@ -94,7 +95,7 @@ mod tests {
                 let r = parse_admin_text(&text);
                 if text.contains("connection lost") || name.contains("non-raft-port") {
                     let e = r.unwrap_err();
-                    assert_eq!(e.kind(), "command", "{name}");
+                    assert_eq!(e.kind(), ErrorKind::Command, "{name}");
                     failed += 1;
                 } else {
                     let s = r.unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -131,16 +132,22 @@ mod tests {
 
     #[test]
     fn errors() {
-        assert_eq!(parse_admin_text("").unwrap_err().kind(), "command");
+        assert_eq!(parse_admin_text("").unwrap_err().kind(), ErrorKind::Command);
         assert_eq!(
             parse_admin_text("invalid command\n").unwrap_err().kind(),
-            "command"
+            ErrorKind::Command
         );
         let good = read("pysyncobj/plain_follower_0.3.12/expected_admin.txt");
         let bad = format!("{good}garbage line\n");
-        assert_eq!(parse_admin_text(&bad).unwrap_err().kind(), "decode");
+        assert_eq!(
+            parse_admin_text(&bad).unwrap_err().kind(),
+            ErrorKind::Decode
+        );
         let bad = good.replace("log_len: 5", "log_len: five");
-        assert_eq!(parse_admin_text(&bad).unwrap_err().kind(), "decode");
+        assert_eq!(
+            parse_admin_text(&bad).unwrap_err().kind(),
+            ErrorKind::Decode
+        );
         let crlf = good.replace('\n', "\r\n");
         assert_eq!(
             parse_admin_text(&crlf).unwrap(),

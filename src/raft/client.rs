@@ -53,7 +53,7 @@ pub async fn query_status_timed(
         }),
     };
     if let Err(e) = &result {
-        tracing::debug!(addr, kind = e.kind(), error = %e, "raft status query failed");
+        tracing::debug!(addr, kind = e.kind().as_label(), error = %e, "raft status query failed");
     }
     result
 }
@@ -250,6 +250,7 @@ async fn exchange_raw(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error_kind::ErrorKind;
 
     #[test]
     fn plain_request_is_the_constant_frame() {
@@ -280,10 +281,13 @@ mod tests {
         let ok = Value::Tuple(vec![Value::bytes(&ck), Value::Int(5)]);
         assert_eq!(unwrap_keyed(ok, &ck).unwrap(), Value::Int(5));
         let wrong = Value::Tuple(vec![Value::bytes(&[2u8; 32]), Value::Int(5)]);
-        assert_eq!(unwrap_keyed(wrong, &ck).unwrap_err().kind(), "protocol");
+        assert_eq!(
+            unwrap_keyed(wrong, &ck).unwrap_err().kind(),
+            ErrorKind::Protocol
+        );
         assert_eq!(
             unwrap_keyed(Value::Int(1), &ck).unwrap_err().kind(),
-            "protocol"
+            ErrorKind::Protocol
         );
     }
 }

@@ -180,6 +180,7 @@ pub async fn run_status_command(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error_kind::ErrorKind;
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
@@ -195,7 +196,10 @@ mod tests {
             build_argv(&s(&["sh", "-c", "x \"$1\"", "sh", "{addr}"]), "h:1").unwrap(),
             s(&["sh", "-c", "x \"$1\"", "sh", "h:1"])
         );
-        assert_eq!(build_argv(&[], "h:1").unwrap_err().kind(), "command");
+        assert_eq!(
+            build_argv(&[], "h:1").unwrap_err().kind(),
+            ErrorKind::Command
+        );
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! The single error type of the Raft status client.
 //!
-//! Each variant maps to a coarse, stable [`RaftError::kind`] string meant for a metric
+//! Each variant maps to a coarse, stable [`RaftError::kind`] meant for a metric
 //! label (`patroni_exporter_poll_errors_total{source="raft",kind="auth"}`). Messages never contain the
 //! password: no variant stores it, and the command mode scrubs it from child output.
 
 use std::time::Duration;
+
+use crate::error_kind::ErrorKind;
 
 /// Errors of [`super::query_status`], [`super::parse_admin_text`] and
 /// [`super::run_status_command`].
@@ -40,24 +42,25 @@ pub enum RaftError {
 }
 
 impl RaftError {
-    /// One of `refused`, `connect`, `timeout`, `auth`, `protocol`, `decode`, `command`.
+    /// One of [`ErrorKind::Refused`], `Connect`, `Timeout`, `Auth`, `Protocol`, `Decode`,
+    /// `Command`.
     ///
     /// `refused` (the node's host answered that nothing listens on the port) is told apart
     /// from the other connect errors because it is evidence about the voter, not about the
     /// path to it: the quorum verdict counts it (see `snapshot::quorum`).
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> ErrorKind {
         match self {
             RaftError::Connect { source, .. }
                 if source.kind() == std::io::ErrorKind::ConnectionRefused =>
             {
-                "refused"
+                ErrorKind::Refused
             }
-            RaftError::Connect { .. } => "connect",
-            RaftError::Timeout { .. } => "timeout",
-            RaftError::Auth { .. } => "auth",
-            RaftError::Protocol(_) => "protocol",
-            RaftError::Decode(_) => "decode",
-            RaftError::Command(_) => "command",
+            RaftError::Connect { .. } => ErrorKind::Connect,
+            RaftError::Timeout { .. } => ErrorKind::Timeout,
+            RaftError::Auth { .. } => ErrorKind::Auth,
+            RaftError::Protocol(_) => ErrorKind::Protocol,
+            RaftError::Decode(_) => ErrorKind::Decode,
+            RaftError::Command(_) => ErrorKind::Command,
         }
     }
 

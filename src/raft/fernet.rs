@@ -221,6 +221,7 @@ pub fn token_timestamp(token: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error_kind::ErrorKind;
 
     #[test]
     fn debug_is_redacted() {
@@ -237,7 +238,7 @@ mod tests {
             let tok = encrypt(&k, &pt, 304).unwrap();
             assert_eq!(token_timestamp(&tok), Some(304));
             assert_eq!(decrypt(&k, &tok).unwrap(), pt);
-            assert_eq!(decrypt(&other, &tok).unwrap_err().kind(), "decode");
+            assert_eq!(decrypt(&other, &tok).unwrap_err().kind(), ErrorKind::Decode);
         }
         let tok = encrypt(&k, b"hello", 1).unwrap();
         let mut raw = B64.decode(&tok).unwrap();
@@ -248,8 +249,8 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("HMAC"));
-        assert_eq!(decrypt(&k, b"!!!").unwrap_err().kind(), "decode");
-        assert_eq!(decrypt(&k, b"").unwrap_err().kind(), "decode");
+        assert_eq!(decrypt(&k, b"!!!").unwrap_err().kind(), ErrorKind::Decode);
+        assert_eq!(decrypt(&k, b"").unwrap_err().kind(), ErrorKind::Decode);
         // unpadded base64 is accepted too
         let unpadded: Vec<u8> = tok.iter().copied().filter(|&c| c != b'=').collect();
         assert_eq!(decrypt(&k, &unpadded).unwrap(), b"hello");

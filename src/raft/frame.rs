@@ -126,17 +126,18 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error_kind::ErrorKind;
 
     #[test]
     fn header_limits() {
         assert_eq!(parse_header(28u32.to_le_bytes(), 100).unwrap(), 28);
         assert_eq!(parse_header(0u32.to_le_bytes(), 100).unwrap(), 0);
         let e = parse_header(0x7fff_ffffu32.to_le_bytes(), 1 << 20).unwrap_err();
-        assert_eq!(e.kind(), "protocol");
+        assert_eq!(e.kind(), ErrorKind::Protocol);
         let e = parse_header((-1i32).to_le_bytes(), 1 << 20).unwrap_err();
-        assert_eq!(e.kind(), "protocol");
+        assert_eq!(e.kind(), ErrorKind::Protocol);
         let e = parse_header(*b"HTTP", 1 << 20).unwrap_err();
-        assert_eq!(e.kind(), "protocol");
+        assert_eq!(e.kind(), ErrorKind::Protocol);
     }
 
     #[test]
@@ -146,8 +147,11 @@ mod tests {
         let (p, rest) = split_frame(&f, 10).unwrap();
         assert_eq!(p, b"hello");
         assert!(rest.is_empty());
-        assert_eq!(split_frame(&f[..6], 10).unwrap_err().kind(), "protocol");
-        assert_eq!(split_frame(&f, 4).unwrap_err().kind(), "protocol");
+        assert_eq!(
+            split_frame(&f[..6], 10).unwrap_err().kind(),
+            ErrorKind::Protocol
+        );
+        assert_eq!(split_frame(&f, 4).unwrap_err().kind(), ErrorKind::Protocol);
     }
 
     #[tokio::test]

@@ -576,6 +576,7 @@ pub fn decode(data: &[u8], limits: PickleLimits) -> Result<Value, RaftError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error_kind::ErrorKind;
 
     fn limits(max_depth: usize, max_items: usize) -> PickleLimits {
         PickleLimits {
@@ -617,7 +618,7 @@ mod tests {
             ])
         );
         let p = b"\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01.";
-        assert_eq!(decode(p, lim()).unwrap_err().kind(), "decode");
+        assert_eq!(decode(p, lim()).unwrap_err().kind(), ErrorKind::Decode);
     }
 
     #[test]
@@ -626,7 +627,7 @@ mod tests {
         assert_eq!(decode(p, lim()).unwrap(), Value::bytes(&[b'a', 0xff, 0]));
         // a code point above 255 is not latin-1
         let p = b"\x80\x02c_codecs\nencode\nX\x02\x00\x00\x00\xc4\x80X\x06\x00\x00\x00latin1\x86R.";
-        assert_eq!(decode(p, lim()).unwrap_err().kind(), "decode");
+        assert_eq!(decode(p, lim()).unwrap_err().kind(), ErrorKind::Decode);
     }
 
     #[test]
@@ -645,12 +646,12 @@ mod tests {
             ]
             .concat();
             let e = decode(&p, lim()).unwrap_err();
-            assert_eq!(e.kind(), "decode");
+            assert_eq!(e.kind(), ErrorKind::Decode);
             assert!(e.to_string().contains("forbidden global"), "{e}");
         }
         // REDUCE of a node class (calling it) is refused too
         let p = b"\x80\x02cpysyncobj.node\nTCPNode\n)R.";
-        assert_eq!(decode(p, lim()).unwrap_err().kind(), "decode");
+        assert_eq!(decode(p, lim()).unwrap_err().kind(), ErrorKind::Decode);
     }
 
     #[test]
@@ -708,7 +709,11 @@ mod tests {
             b"\x80\x02}(K\x01u\x94.",
             b"cos\nsystem",
         ] {
-            assert_eq!(decode(p, lim()).unwrap_err().kind(), "decode", "{p:?}");
+            assert_eq!(
+                decode(p, lim()).unwrap_err().kind(),
+                ErrorKind::Decode,
+                "{p:?}"
+            );
         }
     }
 

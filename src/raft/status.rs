@@ -300,6 +300,7 @@ pub fn status_from_value(v: &Value) -> Result<RaftStatus, RaftError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error_kind::ErrorKind;
 
     fn fields(pairs: &[(&str, Field)]) -> Fields {
         Fields(
@@ -359,7 +360,7 @@ mod tests {
     fn shape_errors() {
         let mut p = base();
         p[2] = ("state", Field::Text("x".into()));
-        assert_eq!(fields(&p).build().unwrap_err().kind(), "decode");
+        assert_eq!(fields(&p).build().unwrap_err().kind(), ErrorKind::Decode);
         let mut p = base();
         p.remove(0);
         assert!(fields(&p)

@@ -10,6 +10,7 @@ use super::{
     decode_payload, fernet, frame, parse_admin_text, query_status, status::status_from_value, zlib,
     QueryLimits, RaftKey, RaftState, RaftStatus,
 };
+use crate::error_kind::ErrorKind;
 
 const CASES: [&str; 12] = [
     "enc_follower_0.3.12",
@@ -367,7 +368,7 @@ async fn expect_kind(
     behaviour: Behaviour,
     node_key: Option<RaftKey>,
     client_key: Option<RaftKey>,
-    kind: &str,
+    kind: ErrorKind,
 ) -> String {
     let (addr, _node) = FakeRaftNode::start(behaviour.clone(), node_key)
         .await
@@ -397,15 +398,21 @@ async fn wrong_or_missing_password_is_auth() {
     let other = key_for("wrong");
     let serve = Behaviour::Serve(good());
     // wrong password: the fake fails the HMAC of the first frame and closes
-    let msg = expect_kind(serve.clone(), Some(k.clone()), Some(other), "auth").await;
+    let msg = expect_kind(serve.clone(), Some(k.clone()), Some(other), ErrorKind::Auth).await;
     assert!(msg.contains("wrong or missing password"), "{msg}");
     // no password against an encrypted node
-    expect_kind(serve.clone(), Some(k.clone()), None, "auth").await;
+    expect_kind(serve.clone(), Some(k.clone()), None, ErrorKind::Auth).await;
     // password against a node without one
-    expect_kind(serve.clone(), None, Some(k.clone()), "auth").await;
+    expect_kind(serve.clone(), None, Some(k.clone()), ErrorKind::Auth).await;
     // explicit close after the first frame, with and without encryption
     for key in [None, Some(k)] {
-        expect_kind(Behaviour::CloseAfterFirstFrame, key.clone(), key, "auth").await;
+        expect_kind(
+            Behaviour::CloseAfterFirstFrame,
+            key.clone(),
+            key,
+            ErrorKind::Auth,
+        )
+        .await;
     }
 }
 
@@ -414,7 +421,7 @@ async fn stalls_time_out() {
     let k = key_for("s3cret");
     for stall in [Behaviour::NeverAnswer, Behaviour::HandshakeThenStall] {
         for key in [None, Some(k.clone())] {
-            expect_kind(stall.clone(), key.clone(), key, "timeout").await;
+            expect_kind(stall.clone(), key.clone(), key, ErrorKind::Timeout).await;
         }
     }
 }
@@ -425,36 +432,40 @@ async fn hostile_replies_are_rejected() {
     for key in [None, Some(k)] {
         let both = || (key.clone(), key.clone());
         let (nk, ck) = both();
-        expect_kind(Behaviour::Garbage, nk, ck, "decode").await;
+        expect_kind(Behaviour::Garbage, nk, ck, ErrorKind::Decode).await;
         let (nk, ck) = both();
-        expect_kind(Behaviour::NonRaft, nk, ck, "protocol").await;
+        expect_kind(Behaviour::NonRaft, nk, ck, ErrorKind::Protocol).await;
         let (nk, ck) = both();
-        let m = expect_kind(Behaviour::HugeLength, nk, ck, "protocol").await;
+        let m = expect_kind(Behaviour::HugeLength, nk, ck, ErrorKind::Protocol).await;
         assert!(m.contains("2147483647"), "{m}");
         let (nk, ck) = both();
-        expect_kind(Behaviour::ResetMidFrame, nk, ck, "protocol").await;
+        expect_kind(Behaviour::ResetMidFrame, nk, ck, ErrorKind::Protocol).await;
         let (nk, ck) = both();
-        let m = expect_kind(Behaviour::ZlibBomb, nk, ck, "decode").await;
+        let m = expect_kind(Behaviour::ZlibBomb, nk, ck, ErrorKind::Decode).await;
         assert!(m.contains("exceeds the limit"), "{m}");
         let (nk, ck) = both();
-        let m = expect_kind(Behaviour::BadHmac, nk, ck, "decode").await;
+        let m = expect_kind(Behaviour::BadHmac, nk, ck, ErrorKind::Decode).await;
         if key.is_some() {
             assert!(m.contains("HMAC"), "{m}");
         }
         let (nk, ck) = both();
         let os_system = b"\x80\x02cos\nsystem\nX\x05\x00\x00\x00touch\x85R.".to_vec();
-        let m = expect_kind(Behaviour::RawReply(os_system), nk, ck, "decode").await;
+        let m = expect_kind(Behaviour::RawReply(os_system), nk, ck, ErrorKind::Decode).await;
         assert!(m.contains("forbidden global"), "{m}");
         let (nk, ck) = both();
         let mut deep = b"\x80\x02".to_vec();
         deep.extend(vec![b']'; 20_000]);
         deep.extend(vec![b'a'; 19_999]);
         deep.push(b'.');
-        let m = expect_kind(Behaviour::RawReply(deep), nk, ck, "decode").await;
+        let m = expect_kind(Behaviour::RawReply(deep), nk, ck, ErrorKind::Decode).await;
         assert!(m.contains("deeper"), "{m}");
         let (nk, ck) = both();
         // a list where a dict (or the keyed tuple) is expected
-        let kind = if key.is_some() { "protocol" } else { "decode" };
+        let kind = if key.is_some() {
+            ErrorKind::Protocol
+        } else {
+            ErrorKind::Decode
+        };
         expect_kind(
             Behaviour::RawReply(b"\x80\x02]q\x00.".to_vec()),
             nk,
@@ -473,7 +484,7 @@ async fn keyed_reply_must_be_bound_to_our_key() {
         Behaviour::RawReply(good()),
         Some(k.clone()),
         Some(k),
-        "protocol",
+        ErrorKind::Protocol,
     )
     .await;
 }
@@ -487,11 +498,11 @@ async fn connect_refused_and_bad_address() {
         .await
         .unwrap_err();
     // Refused is its own kind: the quorum verdict counts it as a voter that is down.
-    assert_eq!(e.kind(), "refused");
+    assert_eq!(e.kind(), ErrorKind::Refused);
     let e = query_status("not an address", None, &short_limits())
         .await
         .unwrap_err();
-    assert_eq!(e.kind(), "connect");
+    assert_eq!(e.kind(), ErrorKind::Connect);
 }
 
 #[tokio::test]
@@ -591,7 +602,7 @@ mod command_mode {
         let e = run_status_command(&[lost], "h:1", None, t)
             .await
             .unwrap_err();
-        assert_eq!(e.kind(), "command");
+        assert_eq!(e.kind(), ErrorKind::Command);
         assert!(e.to_string().contains("connection lost"));
 
         let fail = script(
@@ -602,7 +613,7 @@ mod command_mode {
         let e = run_status_command(&[fail], "h:1", Some(b"topsecret"), t)
             .await
             .unwrap_err();
-        assert_eq!(e.kind(), "command");
+        assert_eq!(e.kind(), ErrorKind::Command);
         let msg = e.to_string();
         assert!(
             msg.contains("<redacted>") && !msg.contains("topsecret"),
@@ -613,13 +624,13 @@ mod command_mode {
         let e = run_status_command(&[big], "h:1", None, t)
             .await
             .unwrap_err();
-        assert_eq!(e.kind(), "command");
+        assert_eq!(e.kind(), ErrorKind::Command);
         assert!(e.to_string().contains("larger"), "{e}");
 
         let e = run_status_command(&["/nonexistent/admin".into()], "h:1", None, t)
             .await
             .unwrap_err();
-        assert_eq!(e.kind(), "command");
+        assert_eq!(e.kind(), ErrorKind::Command);
     }
 
     #[tokio::test]
@@ -633,7 +644,7 @@ mod command_mode {
         let e = run_status_command(&[prog], "h:1", None, Duration::from_millis(500))
             .await
             .unwrap_err();
-        assert_eq!(e.kind(), "timeout");
+        assert_eq!(e.kind(), ErrorKind::Timeout);
         assert!(t.elapsed() < Duration::from_secs(3));
         let pid: i32 = std::fs::read_to_string(&pidfile)
             .unwrap()

@@ -62,6 +62,7 @@ pub fn decompress(data: &[u8], max_out: usize) -> Result<Vec<u8>, RaftError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error_kind::ErrorKind;
 
     #[test]
     fn roundtrip_and_header() {
@@ -71,7 +72,10 @@ mod tests {
         assert_eq!(decompress(&z, 1000).unwrap(), data);
         // exact limit is fine, one less is not
         assert_eq!(decompress(&z, data.len()).unwrap(), data);
-        assert_eq!(decompress(&z, data.len() - 1).unwrap_err().kind(), "decode");
+        assert_eq!(
+            decompress(&z, data.len() - 1).unwrap_err().kind(),
+            ErrorKind::Decode
+        );
     }
 
     #[test]
@@ -80,13 +84,13 @@ mod tests {
         for cut in [0, 1, 2, z.len() / 2, z.len() - 1] {
             assert_eq!(
                 decompress(&z[..cut], 1 << 20).unwrap_err().kind(),
-                "decode",
+                ErrorKind::Decode,
                 "cut {cut}"
             );
         }
         assert_eq!(
             decompress(b"not zlib at all", 1 << 20).unwrap_err().kind(),
-            "decode"
+            ErrorKind::Decode
         );
     }
 
@@ -105,7 +109,7 @@ mod tests {
         drop(big);
         let t = std::time::Instant::now();
         let e = decompress(&z, 4 << 20).unwrap_err();
-        assert_eq!(e.kind(), "decode");
+        assert_eq!(e.kind(), ErrorKind::Decode);
         assert!(t.elapsed() < std::time::Duration::from_secs(5));
     }
 }

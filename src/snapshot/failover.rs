@@ -25,7 +25,9 @@
 
 use crate::patroni::{ClusterView, DynamicConfig, MemberState, MemberStatus};
 
-use super::{MemberSnapshot, QuorumAssessment, QuorumVerdict, ViewComparison};
+use super::model::MemberSnapshot;
+use super::quorum::{QuorumAssessment, QuorumVerdict};
+use super::split::ViewComparison;
 
 /// Why a member would not be promoted. Each is a value of the `reason` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -460,11 +462,11 @@ mod tests {
     fn unreachable_and_unknown_are_told_apart() {
         let (cluster, mut members) = healthy_4_1_5();
         members[1].own_view = Err(Failure {
-            kind: "timeout",
+            kind: crate::error_kind::ErrorKind::Timeout,
             message: "timeout after 1s".into(),
         });
         members[2].own_view = Err(Failure {
-            kind: crate::patroni::PatroniError::API_URL_NOT_ALLOWED,
+            kind: crate::error_kind::ErrorKind::ApiUrlNotAllowed,
             message: "not allowed".into(),
         });
         let readiness = FailoverReadiness::assess(&cluster, &members, Some(&config()));

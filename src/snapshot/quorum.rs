@@ -33,8 +33,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::model::RaftNodeSnapshot;
 use super::voters::VoterSetComparison;
-use super::RaftNodeSnapshot;
+use crate::error_kind::ErrorKind;
 use crate::raft::{RaftState, RaftStatus};
 
 /// The three answers to "does the Raft cluster have a quorum?".
@@ -144,11 +145,11 @@ impl Unanswered {
     }
 
     /// The reason of a failed query, from its error kind.
-    pub fn from_kind(kind: &str) -> Unanswered {
+    pub fn from_kind(kind: ErrorKind) -> Unanswered {
         match kind {
-            "refused" => Unanswered::Refused,
-            "timeout" => Unanswered::Timeout,
-            "auth" => Unanswered::Auth,
+            ErrorKind::Refused => Unanswered::Refused,
+            ErrorKind::Timeout => Unanswered::Timeout,
+            ErrorKind::Auth => Unanswered::Auth,
             _ => Unanswered::Error,
         }
     }
@@ -542,13 +543,13 @@ mod tests {
         }
     }
 
-    fn failed(addr: &str, kind: &'static str) -> RaftNodeSnapshot {
+    fn failed(addr: &str, kind: ErrorKind) -> RaftNodeSnapshot {
         RaftNodeSnapshot {
             node: addr.to_owned(),
             round_trip: None,
             status: Err(Failure {
                 kind,
-                message: kind.to_owned(),
+                message: kind.to_string(),
             }),
         }
     }
@@ -584,8 +585,8 @@ mod tests {
         // The quick start pointed at a follower whose two partners the exporter cannot reach.
         let q = judge(&[
             answer(A, 0, Some(B), &[B, C]),
-            failed(B, "timeout"),
-            failed(C, "timeout"),
+            failed(B, ErrorKind::Timeout),
+            failed(C, ErrorKind::Timeout),
         ]);
         assert_eq!(q.evidence, QuorumEvidence::Follower);
         assert_eq!(q.verdict(), QuorumVerdict::Confirmed);
@@ -598,8 +599,8 @@ mod tests {
         // election is due, nothing is proven either way.
         let q = judge(&[
             answer(A, 0, Some(B), &[C]),
-            failed(B, "timeout"),
-            failed(C, "timeout"),
+            failed(B, ErrorKind::Timeout),
+            failed(C, ErrorKind::Timeout),
         ]);
         assert_eq!(q.evidence, QuorumEvidence::NotVisible);
     }
@@ -617,7 +618,12 @@ mod tests {
 
     #[test]
     fn survivors_without_quorum_are_a_loss_whatever_the_others_do() {
-        for other in ["refused", "timeout", "auth", "connect"] {
+        for other in [
+            ErrorKind::Refused,
+            ErrorKind::Timeout,
+            ErrorKind::Auth,
+            ErrorKind::Connect,
+        ] {
             let q = judge(&[
                 failed(A, other),
                 answer(B, 2, Some(B), &[]),
@@ -631,9 +637,9 @@ mod tests {
     #[test]
     fn a_majority_refusing_is_a_loss_once_the_voters_are_known() {
         let nodes = [
-            failed(A, "refused"),
-            failed(B, "refused"),
-            failed(C, "timeout"),
+            failed(A, ErrorKind::Refused),
+            failed(B, ErrorKind::Refused),
+            failed(C, ErrorKind::Timeout),
         ];
         // Never answered: a wrong --raft.port looks exactly like this.
         assert_eq!(judge(&nodes).evidence, QuorumEvidence::NotVisible);
@@ -642,9 +648,9 @@ mod tests {
         assert_eq!(q.unanswered(Unanswered::Refused), 2);
         // One refusal of three is not a majority.
         let nodes = [
-            failed(A, "refused"),
-            failed(B, "timeout"),
-            failed(C, "timeout"),
+            failed(A, ErrorKind::Refused),
+            failed(B, ErrorKind::Timeout),
+            failed(C, ErrorKind::Timeout),
         ];
         assert_eq!(
             QuorumAssessment::assess(&nodes, &known()).evidence,
@@ -660,7 +666,11 @@ mod tests {
 
     #[test]
     fn a_wrong_password_is_never_a_loss() {
-        let nodes = [failed(A, "auth"), failed(B, "auth"), failed(C, "auth")];
+        let nodes = [
+            failed(A, ErrorKind::Auth),
+            failed(B, ErrorKind::Auth),
+            failed(C, ErrorKind::Auth),
+        ];
         let q = QuorumAssessment::assess(&nodes, &known());
         assert_eq!(q.verdict(), QuorumVerdict::NotVisible);
         assert_eq!(q.unanswered(Unanswered::Auth), 3);
@@ -712,7 +722,7 @@ mod tests {
         // A, which names B and C, has lost both. The union is {A, B, C}: C leads 1 of 3.
         let q = judge(&[
             answer(A, 0, None, &[]),
-            failed(B, "refused"),
+            failed(B, ErrorKind::Refused),
             answer_with_partners(C, 2, &[]),
         ]);
         assert_eq!(q.voter_sets, 2);
@@ -773,22 +783,22 @@ mod tests {
         let one_down = judge(&[
             answer(A, 2, Some(A), &[B]),
             answer(B, 0, Some(A), &[A]),
-            failed(C, "refused"),
+            failed(C, ErrorKind::Refused),
         ]);
         assert_eq!(one_down.margin, Some(0));
         // Only the leader answers: its connections still count the healthy voters.
         let leader_only = judge(&[
             answer(A, 2, Some(A), &[B, C]),
-            failed(B, "timeout"),
-            failed(C, "timeout"),
+            failed(B, ErrorKind::Timeout),
+            failed(C, ErrorKind::Timeout),
         ]);
         assert_eq!(leader_only.margin, Some(1));
         // Two down: lost, one voter short.
         let lost = QuorumAssessment::assess(
             &[
                 answer(A, 0, None, &[]),
-                failed(B, "refused"),
-                failed(C, "refused"),
+                failed(B, ErrorKind::Refused),
+                failed(C, ErrorKind::Refused),
             ],
             &known(),
         );
@@ -796,7 +806,7 @@ mod tests {
         assert_eq!(lost.margin, Some(-1));
         // Nothing visible: no margin either.
         assert_eq!(
-            judge(&[failed(A, "timeout"), failed(B, "timeout")]).margin,
+            judge(&[failed(A, ErrorKind::Timeout), failed(B, ErrorKind::Timeout)]).margin,
             None
         );
     }

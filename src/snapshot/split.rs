@@ -10,8 +10,8 @@
 //! loop demotes it. None of this shows in one member's `/cluster`, so the judgements here
 //! compare every answer the poll got: pure functions of the snapshot's parts.
 
-use super::MemberSnapshot;
-use crate::patroni::{ClusterView, DynamicConfig, MemberRole, MemberStatus};
+use super::model::{DcsView, MemberDcsView, MemberSnapshot};
+use crate::patroni::{MemberRole, MemberStatus};
 
 /// One part of a DCS view that members can disagree on: the `field` label of
 /// `patroni_member_dcs_view_differs`.
@@ -43,44 +43,6 @@ impl ViewField {
             ViewField::Config => "config",
         }
     }
-}
-
-/// The parts of one member's `GET /cluster` (and `GET /config`) that are compared. The
-/// positions and lags are left out: they change with every loop of every member.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DcsView {
-    /// Members holding the leader key, sorted.
-    pub leaders: Vec<String>,
-    /// Every member with a key, sorted.
-    pub members: Vec<String>,
-    /// Each member's timeline (as its key says), sorted by member.
-    pub timelines: Vec<(String, Option<u64>)>,
-}
-
-impl DcsView {
-    pub fn of(view: &ClusterView) -> DcsView {
-        let mut timelines: Vec<(String, Option<u64>)> = view
-            .members
-            .iter()
-            .map(|m| (m.name.clone(), m.timeline))
-            .collect();
-        timelines.sort();
-        let mut leaders: Vec<String> = view.leaders().map(|m| m.name.clone()).collect();
-        leaders.sort();
-        DcsView {
-            leaders,
-            members: timelines.iter().map(|(name, _)| name.clone()).collect(),
-            timelines,
-        }
-    }
-}
-
-/// What one member's own `GET /cluster` and `GET /config` said, as far as they were read.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MemberDcsView {
-    pub view: DcsView,
-    /// Its `GET /config`, when read (asked one member per poll, in rotation).
-    pub config: Option<DynamicConfig>,
 }
 
 /// Every member's DCS view compared with the reference: the view most members share, a
@@ -227,7 +189,7 @@ pub fn answered_views<'a>(
 mod tests {
     use super::*;
     use crate::fixture;
-    use crate::patroni::parse_cluster;
+    use crate::patroni::{parse_cluster, DynamicConfig};
 
     fn view(path: &str) -> DcsView {
         DcsView::of(&parse_cluster(&fixture(path)).unwrap())

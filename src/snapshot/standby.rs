@@ -19,19 +19,10 @@
 //! archive (`restore_command` set), absent when it does neither (Patroni's
 //! `postgresql.replication_state_from_parameters`, the same in 3.3.8 and 4.1.5).
 
-use super::{ClusterSnapshot, Encoding, MemberSnapshot, SnapshotStore};
+use super::cluster::ClusterSnapshot;
+use super::model::{MemberSnapshot, SourcePosition, StandbySource};
+use super::store::{Encoding, SnapshotStore};
 use crate::patroni::{MemberRole, MemberState};
-
-/// The source cluster's leader position, copied from the source's latest snapshot.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SourcePosition {
-    /// The member that said it is primary.
-    pub leader: String,
-    /// Its WAL position by its own word (`xlog.location` of its `GET /patroni`), in bytes.
-    pub wal_bytes: u64,
-    /// When the source's poll that read it finished (Unix time).
-    pub polled_at_seconds: f64,
-}
 
 impl SourcePosition {
     /// The position of the one member of `source` that says it is primary, when there is
@@ -53,16 +44,6 @@ impl SourcePosition {
             polled_at_seconds: source.polled_at_seconds,
         })
     }
-}
-
-/// A standby cluster's configured source (`standby_of:` in `--config.file`) and what the
-/// source's latest snapshot said when this one was published.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StandbySource {
-    /// The source cluster's scope.
-    pub scope: String,
-    /// `None` when the source is not polled yet, or has no single primary with a position.
-    pub position: Option<SourcePosition>,
 }
 
 impl StandbySource {

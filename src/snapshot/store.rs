@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use super::ClusterSnapshot;
+use super::cluster::ClusterSnapshot;
 
 /// What is made of a snapshot once, when it is published (the metrics layer's samples), so
 /// that readers only assemble.

@@ -7,8 +7,8 @@
 
 use std::collections::BTreeSet;
 
+use super::model::RaftNodeSnapshot;
 use super::split::{count_distinct, most_common};
-use super::RaftNodeSnapshot;
 
 /// The voters a quorum is counted against, and whether most answering nodes agree on them.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -22,8 +22,8 @@
 
 use std::collections::BTreeSet;
 
-use super::RaftNodeSnapshot;
-use crate::config::{host_of, normalize_host, port_of};
+use super::model::RaftNodeSnapshot;
+use crate::address::{Host, NodeAddress};
 
 /// What a Raft voter is: the `kind` label of `patroni_raft_node_info`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -60,12 +60,10 @@ pub struct VoterFacts<'a> {
     pub voters: &'a BTreeSet<String>,
     /// This poll's Raft answers.
     pub raft_nodes: &'a [RaftNodeSnapshot],
-    /// Hosts of the members listed or remembered (their `host` and their `api_url`'s host),
-    /// normalised ([`normalize_host`]).
-    pub member_hosts: &'a BTreeSet<String>,
-    /// Hosts of voters without a member whose Patroni REST API was asked and did not answer,
-    /// normalised.
-    pub rest_silent_hosts: &'a BTreeSet<String>,
+    /// Hosts of the members listed or remembered (their `host` and their `api_url`'s host).
+    pub member_hosts: &'a BTreeSet<Host>,
+    /// Hosts of voters without a member whose Patroni REST API was asked and did not answer.
+    pub rest_silent_hosts: &'a BTreeSet<Host>,
     /// The voters that were witnesses in the last poll.
     pub known_witnesses: &'a BTreeSet<String>,
     /// The Raft port of the members' nodes (`--raft.port`).
@@ -86,21 +84,27 @@ impl VoterKinds {
             .voters
             .iter()
             .map(|voter| {
-                let host = normalize_host(host_of(voter));
+                let address = NodeAddress::parse(voter).ok();
+                let host = address.as_ref().map(|address| &address.host);
                 let speaks =
                     answered.contains(voter.as_str()) || facts.known_witnesses.contains(voter);
-                let kind = if facts.member_hosts.contains(&host) {
-                    let on_member_port = |node: &str| port_of(node) == Some(facts.member_raft_port);
-                    let beside_member = !on_member_port(voter)
+                let kind = if host.is_some_and(|host| facts.member_hosts.contains(host)) {
+                    let on_member_port = |node: &Option<NodeAddress>| {
+                        node.as_ref().map(|node| node.port) == Some(facts.member_raft_port)
+                    };
+                    let beside_member = !on_member_port(&address)
                         && facts.voters.iter().any(|other| {
-                            normalize_host(host_of(other)) == host && on_member_port(other)
+                            let other = NodeAddress::parse(other).ok();
+                            other.as_ref().map(|other| &other.host) == host
+                                && on_member_port(&other)
                         });
                     if beside_member && speaks {
                         VoterKind::Witness
                     } else {
                         VoterKind::Member
                     }
-                } else if speaks && facts.rest_silent_hosts.contains(&host) {
+                } else if speaks && host.is_some_and(|host| facts.rest_silent_hosts.contains(host))
+                {
                     VoterKind::Witness
                 } else {
                     VoterKind::Unknown
@@ -168,7 +172,7 @@ mod tests {
             node: id.to_owned(),
             round_trip: None,
             status: Err(Failure {
-                kind: "connect",
+                kind: crate::error_kind::ErrorKind::Connect,
                 message: "refused".into(),
             }),
         }
@@ -178,11 +182,15 @@ mod tests {
         items.iter().map(|s| (*s).to_owned()).collect()
     }
 
+    fn hosts(items: &[&str]) -> BTreeSet<Host> {
+        items.iter().map(|s| Host::parse(s).unwrap()).collect()
+    }
+
     struct Case {
         voters: BTreeSet<String>,
         nodes: Vec<RaftNodeSnapshot>,
-        member_hosts: BTreeSet<String>,
-        silent: BTreeSet<String>,
+        member_hosts: BTreeSet<Host>,
+        silent: BTreeSet<Host>,
         known: BTreeSet<String>,
         members: usize,
     }
@@ -197,8 +205,8 @@ mod tests {
                     answering("127.0.0.12:2222"),
                     answering("127.0.0.20:2224"),
                 ],
-                member_hosts: set(&["127.0.0.11", "127.0.0.12"]),
-                silent: set(&["127.0.0.20"]),
+                member_hosts: hosts(&["127.0.0.11", "127.0.0.12"]),
+                silent: hosts(&["127.0.0.20"]),
                 known: BTreeSet::new(),
                 members: 2,
             }
@@ -255,7 +263,7 @@ mod tests {
             answering("127.0.0.12:2222"),
             refused("127.0.0.13:2222"),
         ];
-        case.silent = set(&["127.0.0.13"]);
+        case.silent = hosts(&["127.0.0.13"]);
         let kinds = case.classify();
         assert_eq!(kinds.kind_of("127.0.0.13:2222"), Some(VoterKind::Unknown));
         assert_eq!(kinds.witnesses().count(), 0);
@@ -279,8 +287,8 @@ mod tests {
         // is on a member's host and no REST answers on the voters' hosts. Each member runs
         // one of the three voters, so none can be a witness.
         let mut case = Case::stereo();
-        case.member_hosts = set(&["127.0.0.31", "127.0.0.32", "127.0.0.33"]);
-        case.silent = set(&["127.0.0.11", "127.0.0.12", "127.0.0.20"]);
+        case.member_hosts = hosts(&["127.0.0.31", "127.0.0.32", "127.0.0.33"]);
+        case.silent = hosts(&["127.0.0.11", "127.0.0.12", "127.0.0.20"]);
         case.members = 3;
         let kinds = case.classify();
         assert_eq!(kinds.witnesses().count(), 0);
@@ -297,7 +305,7 @@ mod tests {
     fn a_member_that_appears_on_the_host_ends_the_witness() {
         let mut case = Case::stereo();
         case.known = set(&["127.0.0.20:2224"]);
-        case.member_hosts.insert("127.0.0.20".into());
+        case.member_hosts.insert(Host::parse("127.0.0.20").unwrap());
         assert_eq!(
             case.classify().kind_of("127.0.0.20:2224"),
             Some(VoterKind::Member)

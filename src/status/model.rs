@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error_kind::ErrorKind;
 use crate::patroni::{Lag, MemberRole};
 use crate::snapshot::{
     standby_leader_archive_recovery, standby_leader_streaming, ClusterSnapshot, MemberSnapshot,
@@ -63,7 +64,7 @@ pub struct MemberRow {
     /// Whether the member's own `/patroni` answered.
     pub api_up: bool,
     /// Why it did not.
-    pub api_error: Option<String>,
+    pub api_error: Option<ErrorKind>,
     /// The role the member reports itself, when it contradicts the DCS view.
     pub reported_role_mismatch: Option<String>,
 }
@@ -84,7 +85,7 @@ pub struct RaftRow {
     /// queried that is not a voter.
     pub kind: Option<String>,
     pub reachable: bool,
-    pub error: Option<String>,
+    pub error: Option<ErrorKind>,
     pub state: Option<String>,
     pub term: Option<i64>,
     pub has_quorum: Option<bool>,
@@ -222,11 +223,7 @@ pub(super) fn member_row(member: &MemberSnapshot) -> MemberRow {
         timeline: m.timeline,
         lag_mb,
         api_up: member.own_view.is_ok(),
-        api_error: member
-            .own_view
-            .as_ref()
-            .err()
-            .map(|failure| failure.kind.to_owned()),
+        api_error: member.own_view.as_ref().err().map(|failure| failure.kind),
         reported_role_mismatch: match member.role_mismatch() {
             Some(true) => member
                 .own_view
@@ -259,7 +256,7 @@ pub(super) fn raft_row(node: &RaftNodeSnapshot, kind: Option<VoterKind>) -> Raft
             node: node.node.clone(),
             kind,
             reachable: false,
-            error: Some(failure.kind.to_owned()),
+            error: Some(failure.kind),
             state: None,
             term: None,
             has_quorum: None,

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use super::report::{ClusterReport, LagCell, Level};
+use crate::error_kind::ErrorKind;
 use crate::snapshot::human_bytes;
 
 /// ANSI colours, only when writing to a terminal (and `NO_COLOR` is unset).
@@ -153,7 +154,7 @@ fn member_table(out: &mut String, report: &ClusterReport) {
                 },
                 match &m.api_error {
                     None => "up".to_owned(),
-                    Some(kind) if kind == "api_url_not_allowed" => "not asked".to_owned(),
+                    Some(ErrorKind::ApiUrlNotAllowed) => "not asked".to_owned(),
                     Some(kind) => format!("down ({kind})"),
                 },
             ];
@@ -191,7 +192,7 @@ fn raft_table(out: &mut String, report: &ClusterReport) {
                 _ => n.node.clone(),
             };
             if !n.reachable {
-                let error = n.error.clone().unwrap_or_default();
+                let error = n.error.map(ErrorKind::as_label).unwrap_or_default();
                 return vec![node, format!("unreachable ({error})")];
             }
             let number = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();

@@ -11,10 +11,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use patroni_raft_exporter::config::{ClusterConfig, RaftSettings};
+use patroni_raft_exporter::error_kind::ErrorKind;
 use patroni_raft_exporter::metrics::exposition::Format;
 use patroni_raft_exporter::metrics::Store;
 use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
-use patroni_raft_exporter::patroni::BasicAuth;
+use patroni_raft_exporter::patroni::{BasicAuth, ClientSettings, PatroniClient, PatroniError};
 use patroni_raft_exporter::poller::ClusterPoller;
 use patroni_raft_exporter::raft::fake::{Behaviour, FakeRaftNode};
 use patroni_raft_exporter::raft::RaftKey;
@@ -172,6 +173,96 @@ async fn an_encrypted_client_key_is_decrypted_with_its_password_file() {
 fn pkcs8_decode(pem: &str) -> (String, Vec<u8>) {
     let (label, der) = pkcs8::der::pem::decode_vec(pem.as_bytes()).unwrap();
     (label.to_owned(), der)
+}
+
+/// The kind of a failed request is read from its causes (a rustls error, the connection cut
+/// during the handshake, the connect failing), and the error keeps them: its description
+/// names what rustls or the OS said.
+#[tokio::test]
+async fn failed_requests_are_classified_by_their_causes() {
+    let _shared = MEMORY.read().await;
+    let pki = Pki::new();
+    let client = |settings: &ClientSettings, timeout_ms: u64| {
+        PatroniClient::new(settings.clone(), Duration::from_millis(timeout_ms)).unwrap()
+    };
+    let trusting = ClientSettings {
+        ca_file: Some(pki.ca.clone()),
+        ..ClientSettings::default()
+    };
+    let failure = |result: Result<_, PatroniError>| {
+        let error = result.expect_err("the request must fail");
+        assert!(std::error::Error::source(&error).is_some(), "{error:?}");
+        (error.kind(), error.describe())
+    };
+
+    // The member's certificate checked against the system's roots only: an unknown issuer.
+    let member = tls_member(&pki, false).await;
+    let base = url(&member.url());
+    let (kind, message) = failure(
+        client(&ClientSettings::default(), 2000)
+            .cluster(&base)
+            .await,
+    );
+    assert_eq!(kind, ErrorKind::Tls, "{message}");
+    assert!(message.contains("invalid peer certificate"), "{message}");
+    assert!(client(&trusting, 2000).cluster(&base).await.is_ok());
+
+    // `verify_client: required` and no client certificate: the server's alert, which TLS 1.3
+    // sends after the handshake.
+    let strict = tls_member(&pki, true).await;
+    let (kind, message) = failure(client(&trusting, 2000).cluster(&url(&strict.url())).await);
+    assert_eq!(kind, ErrorKind::Tls, "{message}");
+    assert!(message.contains("alert"), "{message}");
+
+    // A peer that reads what is sent and closes: over https the handshake is cut (TLS), over
+    // http the answer is (transport). (Closing with unread data would reset the connection:
+    // a connect error, as for a refused port.)
+    let closing = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let closing_at = closing.local_addr().unwrap();
+    let closer = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = closing.accept().await {
+            let mut first = [0; 4096];
+            let _ = tokio::io::AsyncReadExt::read(&mut stream, &mut first).await;
+        }
+    });
+    let (kind, message) = failure(
+        client(&trusting, 2000)
+            .cluster(&url(&format!("https://{closing_at}")))
+            .await,
+    );
+    assert_eq!(kind, ErrorKind::Tls, "{message}");
+    let (kind, message) = failure(
+        client(&trusting, 2000)
+            .cluster(&url(&format!("http://{closing_at}")))
+            .await,
+    );
+    assert_eq!(kind, ErrorKind::Transport, "{message}");
+    closer.abort();
+
+    // Plain http to the https member: its TLS records are no HTTP answer.
+    let plain = url(&member.url().replace("https://", "http://"));
+    let (kind, message) = failure(client(&trusting, 2000).cluster(&plain).await);
+    assert_eq!(kind, ErrorKind::Transport, "{message}");
+
+    // Nothing listens on the port: connect, whatever the scheme; the OS's words kept.
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    for scheme in ["http", "https"] {
+        let (kind, message) = failure(
+            client(&trusting, 2000)
+                .cluster(&url(&format!("{scheme}://{free}")))
+                .await,
+        );
+        assert_eq!(kind, ErrorKind::Connect, "{message}");
+        assert!(message.contains("Connection refused"), "{message}");
+    }
+
+    // A member that never answers: the request's deadline.
+    member.route("/cluster", Reply::Hang);
+    let error = client(&trusting, 300).cluster(&base).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Timeout, "{}", error.describe());
 }
 
 // ------------------------------------------------------------------ credentials and api_url
@@ -507,7 +598,7 @@ fn a_gigabyte_zlib_bomb_is_refused_fast_with_bounded_memory() {
     let started = Instant::now();
     let error = patroni_raft_exporter::raft::zlib::decompress(&bomb, limits.max_decompressed_bytes)
         .unwrap_err();
-    assert_eq!(error.kind(), "decode");
+    assert_eq!(error.kind(), ErrorKind::Decode);
     assert!(started.elapsed() < Duration::from_secs(2));
     let growth = rss_kib().saturating_sub(before);
     eprintln!("1 GiB zlib bomb: RSS growth {growth} KiB");

@@ -154,7 +154,7 @@ impl ClusterView {
 /// Parses `GET /cluster`.
 ///
 /// # Errors
-/// [`PatroniError::Decode`] when the body is not JSON of the documented shape.
+/// [`PatroniError::Json`] when the body is not JSON of the documented shape.
 pub fn parse_cluster(body: &[u8]) -> Result<ClusterView, PatroniError> {
-    serde_json::from_slice(body).map_err(|error| PatroniError::Decode(error.to_string()))
+    Ok(serde_json::from_slice(body)?)
 }

@@ -20,11 +20,10 @@ pub struct HistoryEntry {
 /// Parses `GET /history`.
 ///
 /// # Errors
-/// [`PatroniError::Decode`] when the body is not an array of 3 to 5 element arrays with the
-/// documented types.
+/// [`PatroniError::Json`] when the body is not an array of arrays, [`PatroniError::Decode`]
+/// when a row is not 3 to 5 elements of the documented types.
 pub fn parse_history(body: &[u8]) -> Result<Vec<HistoryEntry>, PatroniError> {
-    let rows: Vec<Vec<serde_json::Value>> =
-        serde_json::from_slice(body).map_err(|error| PatroniError::Decode(error.to_string()))?;
+    let rows: Vec<Vec<serde_json::Value>> = serde_json::from_slice(body)?;
     rows.iter().map(|row| parse_history_row(row)).collect()
 }
 

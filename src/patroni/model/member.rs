@@ -155,10 +155,9 @@ struct RawPatroniInfo {
 /// Parses `GET /patroni`.
 ///
 /// # Errors
-/// [`PatroniError::Decode`] when the body is not JSON of the documented shape.
+/// [`PatroniError::Json`] when the body is not JSON of the documented shape.
 pub fn parse_member_status(body: &[u8]) -> Result<MemberStatus, PatroniError> {
-    let raw: RawMemberStatus =
-        serde_json::from_slice(body).map_err(|error| PatroniError::Decode(error.to_string()))?;
+    let raw: RawMemberStatus = serde_json::from_slice(body)?;
     let xlog = raw.xlog.unwrap_or(RawXlog {
         location: None,
         received_location: None,

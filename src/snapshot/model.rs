@@ -1,0 +1,296 @@
+//! The data of a snapshot: what each request answered or why it failed, per member and per
+//! Raft node, and the counters kept across polls.
+//!
+//! Why a module of its own: the judgements (quorum, split views, voters, witnesses, failover,
+//! standby) read these types and [`ClusterSnapshot`](super::cluster::ClusterSnapshot) holds
+//! their results; with the data below them all, every import in this folder runs one way, down,
+//! and none back up to `mod.rs`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::address::Host;
+use crate::error_kind::ErrorKind;
+use crate::patroni::{
+    ApiUrl, ClockOffset, ClusterView, DynamicConfig, Member, MemberRole, MemberStatus, PatroniError,
+};
+use crate::raft::{RaftState, RaftStatus};
+
+/// Which source a poll error came from: the `source` label of
+/// `patroni_exporter_poll_errors_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Source {
+    Cluster,
+    Member,
+    History,
+    Config,
+    /// `/liveness` and `/readiness`.
+    Probe,
+    Failsafe,
+    Raft,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Cluster => "cluster",
+            Source::Member => "member",
+            Source::History => "history",
+            Source::Config => "config",
+            Source::Probe => "probe",
+            Source::Failsafe => "failsafe",
+            Source::Raft => "raft",
+        }
+    }
+}
+
+/// A failed request, reduced to what is exported and logged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    /// The error kind: the `kind` label.
+    pub kind: ErrorKind,
+    /// The human-readable cause, for logs and the status command.
+    pub message: String,
+}
+
+impl Failure {
+    /// Whether a request was sent at all: false when the exporter's own policy refused to
+    /// contact the host (an `api_url` not on an allowed host), which says nothing of the
+    /// member itself.
+    pub fn request_sent(&self) -> bool {
+        self.kind.request_sent()
+    }
+}
+
+impl From<&PatroniError> for Failure {
+    fn from(error: &PatroniError) -> Failure {
+        Failure {
+            kind: error.kind(),
+            message: error.describe(),
+        }
+    }
+}
+
+impl From<&crate::raft::RaftError> for Failure {
+    fn from(error: &crate::raft::RaftError) -> Failure {
+        Failure {
+            kind: error.kind(),
+            message: error.to_string(),
+        }
+    }
+}
+
+/// A member as `/cluster` lists it (or listed it, for a remembered member), with the
+/// answers of its own `/patroni` and `/cluster`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemberSnapshot {
+    pub member: Member,
+    /// The member's own view; `Err` when it did not answer (or has no usable `api_url`).
+    pub own_view: Result<MemberStatus, Failure>,
+    /// The DCS as the member's own Raft replica shows it (its `/cluster`, and its `/config`
+    /// when read); `None` when it was not asked.
+    pub dcs_view: Option<Result<MemberDcsView, Failure>>,
+    /// `None` while the member is listed in the `/cluster` the exporter reads; for a member
+    /// remembered after it left that view, the Unix time of the first poll that missed it.
+    pub left_dcs_at: Option<f64>,
+    /// The member's clock against the exporter's, from the `Date` of its `/patroni` answer.
+    pub clock: Option<ClockOffset>,
+    /// How long its `GET /patroni` took in this poll (the same request Patroni's members send
+    /// one another with a 2 s timeout); `None` when it did not answer.
+    pub round_trip: Option<Duration>,
+    /// Its `GET /liveness` (is its HA loop running?) and `GET /readiness`, as last asked
+    /// (one member per poll, in rotation); `None` until one answered.
+    pub probes: Probes,
+}
+
+/// The health endpoints of a member, as last answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Probes {
+    /// `GET /liveness` answered 200 (`true`) or 503 (`false`).
+    pub liveness: Option<bool>,
+    /// `GET /readiness` answered 200 or 503.
+    pub readiness: Option<bool>,
+}
+
+impl MemberSnapshot {
+    /// Whether the member's own view contradicts `/cluster`: a leader in `/cluster` that does
+    /// not say `primary` (or `standby_leader`) itself, or a non-leader that says `primary`.
+    ///
+    /// `None` when the member did not answer: no view, no contradiction to judge.
+    pub fn role_mismatch(&self) -> Option<bool> {
+        let own = self.own_view.as_ref().ok()?;
+        let reported = own.role.as_ref()?;
+        let dcs_says_leader = self.member.role.is_leader();
+        let says_leader = match self.member.role {
+            MemberRole::StandbyLeader => *reported == MemberRole::StandbyLeader,
+            _ => *reported == MemberRole::Primary,
+        };
+        let says_any_leader = reported.says_leader();
+        Some(if dcs_says_leader {
+            !says_leader
+        } else {
+            says_any_leader
+        })
+    }
+}
+
+/// The answer (or failure) of one Raft node's status query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RaftNodeSnapshot {
+    /// The address queried, `host:port`: the `node` label.
+    pub node: String,
+    pub status: Result<RaftStatus, Failure>,
+    /// How long the status query took in this poll; `None` when it failed, and through
+    /// `--raft.command` (whose run time is mostly the program's start).
+    pub round_trip: Option<Duration>,
+}
+
+impl RaftNodeSnapshot {
+    /// The node's own id (`self` in its status), falling back to the address queried: the
+    /// name under which its partners list it, whatever address reached it.
+    pub fn identity(&self) -> &str {
+        match &self.status {
+            Ok(status) if !status.self_node.is_empty() => &status.self_node,
+            _ => &self.node,
+        }
+    }
+}
+
+/// The Raft leader the exporter believes in: the single node in state leader that has a
+/// quorum. `None` while there is none (or, transiently, several).
+pub fn effective_raft_leader(nodes: &[RaftNodeSnapshot]) -> Option<&str> {
+    let mut leaders = nodes.iter().filter(|node| {
+        node.status
+            .as_ref()
+            .is_ok_and(|status| status.state == RaftState::Leader && status.has_quorum)
+    });
+    let leader = leaders.next()?;
+    if leaders.next().is_some() {
+        return None;
+    }
+    Some(leader.identity())
+}
+
+/// The hosts a member is reached at: its `host` and its `api_url`'s host, normalised as the
+/// host policy compares them.
+pub fn member_hosts(member: &Member) -> Vec<Host> {
+    let api_host = member
+        .api_url
+        .as_ref()
+        .and_then(ApiUrl::url)
+        .and_then(Host::of_url);
+    member
+        .host
+        .as_deref()
+        .and_then(|host| Host::parse(host).ok())
+        .into_iter()
+        .chain(api_host)
+        .collect()
+}
+
+/// The parts of one member's `GET /cluster` (and `GET /config`) that are compared. The
+/// positions and lags are left out: they change with every loop of every member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DcsView {
+    /// Members holding the leader key, sorted.
+    pub leaders: Vec<String>,
+    /// Every member with a key, sorted.
+    pub members: Vec<String>,
+    /// Each member's timeline (as its key says), sorted by member.
+    pub timelines: Vec<(String, Option<u64>)>,
+}
+
+impl DcsView {
+    pub fn of(view: &ClusterView) -> DcsView {
+        let mut timelines: Vec<(String, Option<u64>)> = view
+            .members
+            .iter()
+            .map(|m| (m.name.clone(), m.timeline))
+            .collect();
+        timelines.sort();
+        let mut leaders: Vec<String> = view.leaders().map(|m| m.name.clone()).collect();
+        leaders.sort();
+        DcsView {
+            leaders,
+            members: timelines.iter().map(|(name, _)| name.clone()).collect(),
+            timelines,
+        }
+    }
+}
+
+/// What one member's own `GET /cluster` and `GET /config` said, as far as they were read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemberDcsView {
+    pub view: DcsView,
+    /// Its `GET /config`, when read (asked one member per poll, in rotation).
+    pub config: Option<DynamicConfig>,
+}
+
+/// Counters kept by the poller across polls and copied into every snapshot.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Counters {
+    /// Leader changes seen in `/cluster` (a different member holding the leader key).
+    pub leader_changes: u64,
+    /// Raft leader changes (a different node as the quorum-holding leader).
+    pub raft_leader_changes: u64,
+    /// Verdicts of `lost` that followed a `confirmed` one (with any `not visible` polls in
+    /// between).
+    pub raft_quorum_losses: u64,
+    /// Failed requests by source and error kind.
+    pub poll_errors: BTreeMap<(Source, ErrorKind), u64>,
+    /// Polls that could not start on time because the previous one was still running.
+    pub polls_skipped: u64,
+    /// Changes of the dynamic configuration (`GET /config`) seen between two polls.
+    pub config_changes: u64,
+    /// Polls in which more than one member said it is primary (or standby leader).
+    pub multiple_primaries_polls: u64,
+}
+
+/// The source cluster's leader position, copied from the source's latest snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourcePosition {
+    /// The member that said it is primary.
+    pub leader: String,
+    /// Its WAL position by its own word (`xlog.location` of its `GET /patroni`), in bytes.
+    pub wal_bytes: u64,
+    /// When the source's poll that read it finished (Unix time).
+    pub polled_at_seconds: f64,
+}
+
+/// A standby cluster's configured source (`standby_of:` in `--config.file`) and what the
+/// source's latest snapshot said when this one was published.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StandbySource {
+    /// The source cluster's scope.
+    pub scope: String,
+    /// `None` when the source is not polled yet, or has no single primary with a position.
+    pub position: Option<SourcePosition>,
+}
+
+/// A captured `/cluster` with the captured `/patroni` of each member (`{i}` in `member_path`
+/// is the member's index), for the unit tests of the judgements.
+#[cfg(test)]
+pub(crate) fn captured(
+    cluster_path: &str,
+    member_path: &str,
+) -> (ClusterView, Vec<MemberSnapshot>) {
+    let cluster = crate::patroni::parse_cluster(&crate::fixture(cluster_path)).unwrap();
+    let members = cluster
+        .members
+        .iter()
+        .enumerate()
+        .map(|(i, member)| MemberSnapshot {
+            member: member.clone(),
+            own_view: Ok(crate::patroni::parse_member_status(&crate::fixture(
+                &member_path.replace("{i}", &i.to_string()),
+            ))
+            .unwrap()),
+            dcs_view: None,
+            left_dcs_at: None,
+            clock: None,
+            round_trip: None,
+            probes: Probes::default(),
+        })
+        .collect();
+    (cluster, members)
+}
