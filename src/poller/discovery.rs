@@ -9,6 +9,8 @@
 
 use std::collections::BTreeSet;
 
+use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::time::Instant;
 use url::Url;
 
 use super::{ClusterPoller, MAX_MEMBERS};
@@ -17,6 +19,9 @@ use crate::patroni::{self, ClusterView, PatroniError};
 use crate::snapshot::{
     self, Failure, MemberSnapshot, RaftNodeSnapshot, Source, VoterFacts, VoterKinds,
 };
+
+/// `/cluster` candidates are asked a timeout's this fraction apart while none answered.
+pub(super) const HEDGE_SPLIT: u32 = 4;
 
 /// What asking `/cluster` gave: the failed attempts in order, and who answered.
 pub(super) struct ClusterAnswer {
@@ -73,8 +78,11 @@ pub(super) fn join_host_port(host: &str, port: u16) -> String {
 }
 
 impl ClusterPoller {
-    /// Asks `/cluster` of the URLs in turn (the last one that answered first) until one
-    /// answers. Takes `&self` so that it runs alongside the first Raft queries; what it
+    /// Asks `/cluster` of the URLs (the last one that answered first), hedged: the next
+    /// candidate is asked when the ones in flight have not answered within a
+    /// [`HEDGE_SPLIT`]th of the timeout, or at once when one failed; the first good answer
+    /// wins and the others are dropped. So hung candidates cost a stagger each rather than a
+    /// timeout each. Takes `&self` so that it runs alongside the first Raft queries; what it
     /// learned is recorded by [`settle_cluster`](Self::settle_cluster).
     pub(super) async fn fetch_cluster_answer(&self) -> ClusterAnswer {
         let mut candidates: Vec<Url> = Vec::new();
@@ -87,16 +95,36 @@ impl ClusterPoller {
                 candidates.push(url.clone());
             }
         }
+        let stagger = self.config.poll.timeout / HEDGE_SPLIT;
+        let mut waiting = candidates.into_iter();
+        let mut in_flight = FuturesUnordered::new();
+        let mut next_start = Instant::now();
         let mut attempts = Vec::new();
-        for url in candidates {
-            match self.checked_cluster(&url).await {
-                Ok(view) => {
-                    return ClusterAnswer {
-                        attempts,
-                        answered: Some((url, view)),
+        loop {
+            let more = waiting.len() > 0;
+            tokio::select! {
+                Some((url, answer)) = in_flight.next() => match answer {
+                    Ok(view) => {
+                        return ClusterAnswer {
+                            attempts,
+                            answered: Some((url, view)),
+                        }
                     }
-                }
-                Err(error) => attempts.push((url, Failure::from(&error))),
+                    Err(error) => {
+                        attempts.push((url, Failure::from(&error)));
+                        next_start = Instant::now();
+                    }
+                },
+                () = tokio::time::sleep_until(next_start), if more => {
+                    if let Some(url) = waiting.next() {
+                        in_flight.push(async move {
+                            let answer = self.deadline.rest(self.checked_cluster(&url)).await;
+                            (url, answer)
+                        });
+                    }
+                    next_start = Instant::now() + stagger;
+                },
+                else => break,
             }
         }
         ClusterAnswer {
@@ -185,11 +213,11 @@ impl ClusterPoller {
     pub(super) fn raft_targets_new(
         &self,
         cluster: Option<&ClusterView>,
-        asked: &[RaftNodeSnapshot],
+        asked: &[String],
     ) -> Vec<String> {
         self.raft_targets_named(cluster)
             .into_iter()
-            .filter(|node| !asked.iter().any(|known| &known.node == node))
+            .filter(|node| !asked.contains(node))
             .take(MAX_MEMBERS.saturating_sub(asked.len()))
             .collect()
     }

@@ -12,16 +12,37 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use url::Url;
 
-use futures::future::join_all;
+use futures::future::{join_all, BoxFuture};
+use futures::stream::FuturesUnordered;
+use futures::FutureExt;
 
 use super::{ClusterPoller, Placement};
 use crate::config::{Collector, RaftSettings};
 use crate::patroni::{self, ClusterView, PatroniError};
 use crate::raft::{self, QueryLimits, RaftKey, RaftStatus};
-use crate::snapshot::Failure;
+use crate::snapshot::{Failure, RaftNodeSnapshot};
 
 /// A Raft node's status and the round trip of its query (`None` through `--raft.command`).
-pub(super) type RaftAnswer = Result<(RaftStatus, Option<Duration>), Failure>;
+type RaftAnswer = Result<(RaftStatus, Option<Duration>), Failure>;
+
+/// Raft status queries in flight, answered in the order they end.
+pub(super) type RaftQueries = FuturesUnordered<BoxFuture<'static, RaftNodeSnapshot>>;
+
+/// A queried node's snapshot: its status, and its query's round trip when it answered.
+fn node_snapshot(node: String, answer: RaftAnswer) -> RaftNodeSnapshot {
+    match answer {
+        Ok((status, round_trip)) => RaftNodeSnapshot {
+            node,
+            status: Ok(status),
+            round_trip,
+        },
+        Err(failure) => RaftNodeSnapshot {
+            node,
+            status: Err(failure),
+            round_trip: None,
+        },
+    }
+}
 
 /// How one cluster's Raft nodes are asked for their status.
 #[derive(Clone)]
@@ -232,9 +253,9 @@ impl ClusterPoller {
         &'a self,
         base: Option<&'a Url>,
         request: impl FnOnce(&'a Url) -> F,
-    ) -> Option<T>
+    ) -> Option<Result<T, PatroniError>>
     where
-        F: std::future::Future<Output = T>,
+        F: std::future::Future<Output = Result<T, PatroniError>>,
     {
         let base = base?;
         let limit = self.member_limits.of(base);
@@ -242,11 +263,20 @@ impl ClusterPoller {
     }
 
     /// `request` under a permit of the member (`limit`), then one of the poll: in this order,
-    /// so that no poll permit is held while waiting for a member's.
-    async fn limited<F: std::future::Future>(&self, limit: &Semaphore, request: F) -> F::Output {
-        let _member_permit = limit.acquire().await;
-        let _permit = self.permits.acquire().await;
-        request.await
+    /// so that no poll permit is held while waiting for a member's. Ends by the poll's
+    /// deadline, the wait for the permits included.
+    async fn limited<T>(
+        &self,
+        limit: &Semaphore,
+        request: impl std::future::Future<Output = Result<T, PatroniError>>,
+    ) -> Result<T, PatroniError> {
+        self.deadline
+            .rest(async {
+                let _member_permit = limit.acquire().await;
+                let _permit = self.permits.acquire().await;
+                request.await
+            })
+            .await
     }
 
     /// Asks a member (listed or remembered) at its `api_url`: its own `/patroni` first, then,
@@ -339,23 +369,32 @@ impl ClusterPoller {
         Ok(api_url.clone())
     }
 
-    /// One status query per target. Targets exist only when Raft is polled (the target
-    /// lists are empty without Raft settings), so none is dropped.
-    pub(super) fn raft_queries<'a>(
-        &'a self,
-        targets: &'a [String],
-    ) -> impl Iterator<Item = impl std::future::Future<Output = RaftAnswer> + 'a> {
-        let query = self.raft.as_ref();
+    /// One status query per target, each ending by the poll's deadline. Targets exist only
+    /// when Raft is polled (the target lists are empty without Raft settings), so none is
+    /// dropped. The queries own what they use, so that round one's can still run while the
+    /// poller learns from `/cluster`, and end in round two.
+    pub(super) fn raft_queries(&self, targets: Vec<String>) -> RaftQueries {
+        let Some(query) = &self.raft else {
+            return RaftQueries::new();
+        };
         targets
-            .iter()
-            .filter_map(move |node| Some(self.query_raft(query?, node)))
-    }
-
-    pub(super) async fn query_raft(&self, query: &RaftQuery, node: &str) -> RaftAnswer {
-        let _permit = self.permits.acquire().await;
-        query
-            .status(node)
-            .await
-            .map_err(|error| Failure::from(&error))
+            .into_iter()
+            .map(|node| {
+                let (query, permits, deadline) =
+                    (query.clone(), Arc::clone(&self.permits), self.deadline);
+                async move {
+                    let _permit = permits.acquire().await;
+                    let answer = match deadline.raft(query.status(&node)).await {
+                        Some(answer) => answer,
+                        None => Err(raft::RaftError::Timeout {
+                            addr: node.clone(),
+                            timeout: deadline.length(),
+                        }),
+                    };
+                    node_snapshot(node, answer.map_err(|error| Failure::from(&error)))
+                }
+                .boxed()
+            })
+            .collect()
     }
 }

@@ -434,7 +434,12 @@ async fn a_slow_poll_is_skipped_and_counted_never_stacked() {
         config.poll.interval = Duration::from_millis(100);
         config.poll.timeout = Duration::from_millis(450);
     });
-    let poller = ClusterPoller::new(0, config).await.unwrap();
+    // A poll ends by its deadline within the interval; given a longer budget, it overruns (as
+    // a poll of an exporter starved of CPU does).
+    let poller = ClusterPoller::new(0, config)
+        .await
+        .unwrap()
+        .within(Duration::from_secs(1));
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let store = Arc::new(Store::new(1));
     let task = tokio::spawn(poller.run(store.clone(), shutdown));
