@@ -117,11 +117,13 @@ impl ClusterPoller {
                 &format!("liveness of {name}"),
                 Some(liveness),
             );
-            let readiness = self.settle(
-                Source::Probe,
-                &format!("readiness of {name}"),
-                Some(readiness),
-            );
+            // Not asked in this poll: the last answer stands ([`READINESS_EVERY_TURNS`]).
+            let readiness = match readiness {
+                Some(answer) => {
+                    self.settle(Source::Probe, &format!("readiness of {name}"), Some(answer))
+                }
+                None => self.memory.members.probes_of(&name).readiness,
+            };
             self.memory.members.record_probes(
                 &name,
                 Probes {
