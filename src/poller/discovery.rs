@@ -13,6 +13,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 use url::Url;
 
+use super::members::DcsTiming;
 use super::{ClusterPoller, MAX_MEMBERS};
 use crate::config::{host_of, normalize_host, port_of, RaftSettings};
 use crate::patroni::{self, ClusterView, PatroniError};
@@ -187,7 +188,7 @@ impl ClusterPoller {
         let mut nodes: BTreeSet<String> = BTreeSet::new();
         let configured = self.config.patroni_urls.iter().filter_map(Url::host_str);
         nodes.extend(configured.map(|host| join_host_port(host, settings.port)));
-        nodes.extend(self.member_raft_nodes(&self.memory.member_hosts));
+        nodes.extend(self.member_raft_nodes(&self.memory.members.listed_hosts()));
         nodes.extend(self.memory.raft_partners.iter().cloned());
         // Bounded: a hostile reply must not fan out into thousands of connections.
         nodes.into_iter().take(MAX_MEMBERS).collect()
@@ -267,7 +268,7 @@ impl ClusterPoller {
     /// its Raft node still votes and its REST API still answers; an exporter that starts
     /// then, or `status`, which polls once, finds it only this way. Only voters from an
     /// authenticated Raft status are asked (their hosts are then trusted: [`ApiUrlPolicy`]);
-    /// one whose REST API did not answer rests for a `ttl` (`silent_voters`).
+    /// one whose REST API did not answer rests for a `ttl` (`voters_without_rest`).
     ///
     /// [`ApiUrlPolicy`]: crate::config::ApiUrlPolicy
     pub(super) fn unlisted_voters(&self, known: &[&patroni::Member]) -> Vec<patroni::Member> {
@@ -291,15 +292,20 @@ impl ClusterPoller {
                 m.host.as_deref().map(bare).into_iter().chain(api_host)
             })
             .collect();
+        let ttl = DcsTiming::of(self.memory.dynamic_config.as_ref()).ttl;
+        let resting = |host: &str| {
+            self.memory
+                .voters_without_rest
+                .get(&normalize_host(host))
+                .is_some_and(|since| since.elapsed() < ttl)
+        };
         let voter_hosts: BTreeSet<String> = self
             .memory
             .raft_partners
             .iter()
             .filter(|node| port_of(node).is_some())
             .map(|node| host_of(node).to_owned())
-            .filter(|host| {
-                !known_hosts.contains(host) && !self.memory.silent_voters.contains_key(host)
-            })
+            .filter(|host| !known_hosts.contains(host) && !resting(host))
             .collect();
         voter_hosts
             .into_iter()
@@ -346,13 +352,15 @@ impl ClusterPoller {
             .map(|voter| normalize_host(host_of(voter)))
             .collect();
         self.memory
-            .without_rest
-            .retain(|host| voting_hosts.contains(host));
+            .voters_without_rest
+            .retain(|host, _| voting_hosts.contains(host));
+        let without_rest: BTreeSet<String> =
+            self.memory.voters_without_rest.keys().cloned().collect();
         let kinds = VoterKinds::classify(VoterFacts {
             voters: &self.memory.voters,
             raft_nodes,
             member_hosts: &member_hosts,
-            rest_silent_hosts: &self.memory.without_rest,
+            rest_silent_hosts: &without_rest,
             known_witnesses: &self.memory.witnesses,
             member_raft_port: settings.port,
             members: member_count,
@@ -366,7 +374,6 @@ impl ClusterPoller {
             if let Some(scope) = &view.scope {
                 self.memory.scope = Some(scope.clone());
             }
-            self.memory.member_hosts = view.members.iter().filter_map(|m| m.host.clone()).collect();
             self.memory.learned_urls = view
                 .members
                 .iter()

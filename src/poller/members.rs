@@ -138,6 +138,11 @@ impl MemberMemory {
             .collect()
     }
 
+    /// The hosts of the members of the last `/cluster` answer.
+    pub(super) fn listed_hosts(&self) -> Vec<String> {
+        self.listed.iter().filter_map(|m| m.host.clone()).collect()
+    }
+
     /// After the poll: forgets the departed members whose time is up (see the module doc:
     /// `ttl`, or `2 × ttl + loop_wait` while they answer, or as long as they say primary, fail
     /// `/liveness` or are listed in their own `/cluster`), and drops them from `departed`

@@ -85,17 +85,13 @@ struct PollMemory {
     /// REST bases learned from the members' `api_url`s.
     learned_urls: Vec<Url>,
     scope: Option<String>,
-    /// Hosts of the members in the last `/cluster` answer.
-    member_hosts: Vec<String>,
     /// Raft nodes named as partners in the last poll in which a node answered.
     raft_partners: BTreeSet<String>,
-    /// Hosts of voters without a member whose REST API did not answer, and when: not asked
-    /// again for a `ttl`, so that a voter whose REST port is elsewhere or filtered does not
-    /// stretch every poll to the timeout.
-    silent_voters: BTreeMap<String, Instant>,
-    /// Hosts of voters without a member whose REST API did not answer when last asked
-    /// (normalised): unlike `silent_voters`, kept until it answers or the host stops voting.
-    without_rest: BTreeSet<String>,
+    /// Hosts (normalised) of voters without a member whose REST API did not answer when last
+    /// asked, and when: not asked again for a `ttl`, so that a voter whose REST port is
+    /// elsewhere or filtered does not stretch every poll to the timeout; kept until it answers
+    /// or the host stops voting (a voter without REST to [`crate::snapshot::VoterKinds`]).
+    voters_without_rest: BTreeMap<String, Instant>,
     /// The voter set (each answering node and its partners) of the last poll in which a
     /// node answered: what the quorum verdict judges when no node answers.
     voters: BTreeSet<String>,

@@ -174,13 +174,11 @@ impl ClusterPoller {
         context: &MemberContext<'_>,
     ) -> Option<String> {
         if let Some(host) = &voter.host {
+            let host = normalize_host(host);
             if answers.own.is_err() {
-                self.memory
-                    .silent_voters
-                    .insert(host.clone(), Instant::now());
-                self.memory.without_rest.insert(normalize_host(host));
+                self.memory.voters_without_rest.insert(host, Instant::now());
             } else {
-                self.memory.without_rest.remove(&normalize_host(host));
+                self.memory.voters_without_rest.remove(&host);
             }
         }
         let status = &answers.own.as_ref().ok()?.status;
@@ -210,9 +208,6 @@ impl ClusterPoller {
         } = record;
         let timing = DcsTiming::of(self.memory.dynamic_config.as_ref());
         self.memory.members.settle(&mut departed, timing);
-        self.memory
-            .silent_voters
-            .retain(|_, since| since.elapsed() < timing.ttl);
         let raft_nodes = without_aliases(raft_nodes);
         for node in &raft_nodes {
             let target = format!("raft {}", node.node);
