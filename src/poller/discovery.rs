@@ -9,8 +9,11 @@
 
 use std::collections::BTreeSet;
 
+use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::time::Instant;
 use url::Url;
 
+use super::members::DcsTiming;
 use super::{ClusterPoller, MAX_MEMBERS};
 use crate::address::{Host, NodeAddress};
 use crate::config::RaftSettings;
@@ -18,6 +21,9 @@ use crate::patroni::{self, ClusterView, PatroniError};
 use crate::snapshot::{
     self, Failure, MemberSnapshot, RaftNodeSnapshot, Source, VoterFacts, VoterKinds,
 };
+
+/// `/cluster` candidates are asked a timeout's this fraction apart while none answered.
+pub(super) const HEDGE_SPLIT: u32 = 4;
 
 /// What asking `/cluster` gave: the failed attempts in order, and who answered.
 pub(super) struct ClusterAnswer {
@@ -74,8 +80,11 @@ pub(super) fn join_host_port(host: &str, port: u16) -> String {
 }
 
 impl ClusterPoller {
-    /// Asks `/cluster` of the URLs in turn (the last one that answered first) until one
-    /// answers. Takes `&self` so that it runs alongside the first Raft queries; what it
+    /// Asks `/cluster` of the URLs (the last one that answered first), hedged: the next
+    /// candidate is asked when the ones in flight have not answered within a
+    /// [`HEDGE_SPLIT`]th of the timeout, or at once when one failed; the first good answer
+    /// wins and the others are dropped. So hung candidates cost a stagger each rather than a
+    /// timeout each. Takes `&self` so that it runs alongside the first Raft queries; what it
     /// learned is recorded by [`settle_cluster`](Self::settle_cluster).
     pub(super) async fn fetch_cluster_answer(&self) -> ClusterAnswer {
         let mut candidates: Vec<Url> = Vec::new();
@@ -88,16 +97,36 @@ impl ClusterPoller {
                 candidates.push(url.clone());
             }
         }
+        let stagger = self.config.poll.timeout / HEDGE_SPLIT;
+        let mut waiting = candidates.into_iter();
+        let mut in_flight = FuturesUnordered::new();
+        let mut next_start = Instant::now();
         let mut attempts = Vec::new();
-        for url in candidates {
-            match self.checked_cluster(&url).await {
-                Ok(view) => {
-                    return ClusterAnswer {
-                        attempts,
-                        answered: Some((url, view)),
+        loop {
+            let more = waiting.len() > 0;
+            tokio::select! {
+                Some((url, answer)) = in_flight.next() => match answer {
+                    Ok(view) => {
+                        return ClusterAnswer {
+                            attempts,
+                            answered: Some((url, view)),
+                        }
                     }
-                }
-                Err(error) => attempts.push((url, Failure::from(&error))),
+                    Err(error) => {
+                        attempts.push((url, Failure::from(&error)));
+                        next_start = Instant::now();
+                    }
+                },
+                () = tokio::time::sleep_until(next_start), if more => {
+                    if let Some(url) = waiting.next() {
+                        in_flight.push(async move {
+                            let answer = self.deadline.rest(self.checked_cluster(&url)).await;
+                            (url, answer)
+                        });
+                    }
+                    next_start = Instant::now() + stagger;
+                },
+                else => break,
             }
         }
         ClusterAnswer {
@@ -160,7 +189,7 @@ impl ClusterPoller {
         let mut nodes: BTreeSet<String> = BTreeSet::new();
         let configured = self.config.patroni_urls.iter().filter_map(Url::host_str);
         nodes.extend(configured.map(|host| join_host_port(host, settings.port)));
-        nodes.extend(self.member_raft_nodes(&self.memory.member_hosts));
+        nodes.extend(self.member_raft_nodes(&self.memory.members.listed_hosts()));
         nodes.extend(self.memory.raft_partners.iter().cloned());
         // Bounded: a hostile reply must not fan out into thousands of connections.
         nodes.into_iter().take(MAX_MEMBERS).collect()
@@ -186,11 +215,11 @@ impl ClusterPoller {
     pub(super) fn raft_targets_new(
         &self,
         cluster: Option<&ClusterView>,
-        asked: &[RaftNodeSnapshot],
+        asked: &[String],
     ) -> Vec<String> {
         self.raft_targets_named(cluster)
             .into_iter()
-            .filter(|node| !asked.iter().any(|known| &known.node == node))
+            .filter(|node| !asked.contains(node))
             .take(MAX_MEMBERS.saturating_sub(asked.len()))
             .collect()
     }
@@ -243,7 +272,7 @@ impl ClusterPoller {
     /// its Raft node still votes and its REST API still answers; an exporter that starts
     /// then, or `status`, which polls once, finds it only this way. Only voters from an
     /// authenticated Raft status are asked (their hosts are then trusted: [`ApiUrlPolicy`]);
-    /// one whose REST API did not answer rests for a `ttl` (`silent_voters`).
+    /// one whose REST API did not answer rests for a `ttl` (`voters_without_rest`).
     ///
     /// [`ApiUrlPolicy`]: crate::config::ApiUrlPolicy
     pub(super) fn unlisted_voters(&self, known: &[&patroni::Member]) -> Vec<patroni::Member> {
@@ -259,16 +288,20 @@ impl ClusterPoller {
             .iter()
             .flat_map(|member| snapshot::member_hosts(member))
             .collect();
+        let ttl = DcsTiming::of(self.memory.dynamic_config.as_ref()).ttl;
+        let resting = |host: &Host| {
+            self.memory
+                .voters_without_rest
+                .get(host)
+                .is_some_and(|since| since.elapsed() < ttl)
+        };
         let voter_hosts: BTreeSet<Host> = self
             .memory
             .raft_partners
             .iter()
             .filter_map(|node| NodeAddress::parse(node).ok())
             .map(|node| node.host)
-            .filter(|host| {
-                !known_hosts.contains(host)
-                    && !self.memory.silent_voters.contains_key(&host.to_string())
-            })
+            .filter(|host| !known_hosts.contains(host) && !resting(host))
             .collect();
         voter_hosts
             .into_iter()
@@ -315,13 +348,15 @@ impl ClusterPoller {
             .filter_map(|voter| Host::of_node(voter).ok())
             .collect();
         self.memory
-            .without_rest
-            .retain(|host| voting_hosts.contains(host));
+            .voters_without_rest
+            .retain(|host, _| voting_hosts.contains(host));
+        let without_rest: BTreeSet<Host> =
+            self.memory.voters_without_rest.keys().cloned().collect();
         let kinds = VoterKinds::classify(VoterFacts {
             voters: &self.memory.voters,
             raft_nodes,
             member_hosts: &member_hosts,
-            rest_silent_hosts: &self.memory.without_rest,
+            rest_silent_hosts: &without_rest,
             known_witnesses: &self.memory.witnesses,
             member_raft_port: settings.port,
             members: member_count,
@@ -335,7 +370,6 @@ impl ClusterPoller {
             if let Some(scope) = &view.scope {
                 self.memory.scope = Some(scope.clone());
             }
-            self.memory.member_hosts = view.members.iter().filter_map(|m| m.host.clone()).collect();
             self.memory.learned_urls = view
                 .members
                 .iter()

@@ -34,6 +34,14 @@ use super::MAX_MEMBERS;
 use crate::patroni::{ClusterView, DynamicConfig, Member};
 use crate::snapshot::{says_primary, MemberSnapshot, Probes};
 
+/// `/readiness` is asked on one turn of the rotation in this many (each of 3 members every 12
+/// polls, once a minute at the default interval), `/liveness` on every turn. Why: readiness
+/// feeds no alert and no verdict (the dashboard shows it), while liveness says a stalled HA
+/// loop (`PatroniHaLoopStalled`) and keeps a departed member remembered; every request takes
+/// one of the few workers Patroni (>= 4.1.1) serves its REST API with, shared with the
+/// members' own leader race.
+pub(super) const READINESS_EVERY_TURNS: usize = 4;
+
 /// A member gone from the view and still asked.
 #[derive(Debug, Clone)]
 struct Departed {
@@ -130,6 +138,11 @@ impl MemberMemory {
             .collect()
     }
 
+    /// The hosts of the members of the last `/cluster` answer.
+    pub(super) fn listed_hosts(&self) -> Vec<String> {
+        self.listed.iter().filter_map(|m| m.host.clone()).collect()
+    }
+
     /// After the poll: forgets the departed members whose time is up (see the module doc:
     /// `ttl`, or `2 × ttl + loop_wait` while they answer, or as long as they say primary, fail
     /// `/liveness` or are listed in their own `/cluster`), and drops them from `departed`
@@ -164,6 +177,15 @@ impl MemberMemory {
         }
         self.rotation = self.rotation.wrapping_add(1);
         Some(names[self.rotation % names.len()])
+    }
+
+    /// Whether the member the rotation picked in this poll ([`next_rotated`]) is asked its
+    /// `/readiness` too: on every [`READINESS_EVERY_TURNS`]th turn of the rotation over
+    /// `members`, so each member every `members × READINESS_EVERY_TURNS` polls.
+    ///
+    /// [`next_rotated`]: MemberMemory::next_rotated
+    pub(super) fn readiness_turn(&self, members: usize) -> bool {
+        (self.rotation / members.max(1)) % READINESS_EVERY_TURNS == 0
     }
 
     /// Records `member`'s `/config`. When the reader's configuration changed, the others'
@@ -358,6 +380,22 @@ mod tests {
         memory.departed_after(&view(&["a", "b"]), 1.0);
         assert_eq!(memory.departed_after(&view(&["b"]), 2.0).len(), 1);
         assert!(memory.departed_after(&view(&["a", "b"]), 3.0).is_empty());
+    }
+
+    #[test]
+    fn readiness_comes_round_to_every_member_every_few_turns() {
+        let mut memory = MemberMemory::default();
+        let names = ["a", "b", "c"];
+        let polls = 3 * READINESS_EVERY_TURNS * 2;
+        let mut asked: BTreeMap<&str, usize> = BTreeMap::new();
+        for _ in 0..polls {
+            let picked = memory.next_rotated(&names).unwrap();
+            if memory.readiness_turn(names.len()) {
+                *asked.entry(picked).or_default() += 1;
+            }
+        }
+        // Each member twice in 24 polls: every 12 polls, once a minute at the default 5 s.
+        assert_eq!(asked.values().copied().collect::<Vec<_>>(), [2, 2, 2]);
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! whose members all hang still takes that long; polling clusters independently keeps one
 //! dead cluster from delaying another. Within a poll, `/cluster` is asked first (it names
 //! the members and their hosts), then every member's `/patroni`, `/history` and every Raft
-//! node are asked concurrently, so a poll costs about two request round trips.
+//! node are asked concurrently, so a poll costs about two request round trips; and every
+//! request ends by the poll's deadline ([`deadline`]), so a poll never outlasts its interval.
 //!
 //! Every member is also asked its own `/cluster` (its Raft replica's view), and members that
 //! left the view are still asked for a while ([`members`]): one member's `/cluster` cannot
@@ -21,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::future::join_all;
+use futures::StreamExt;
 use tokio::sync::{watch, Semaphore};
 use tokio::time::MissedTickBehavior;
 use url::Url;
@@ -34,6 +35,7 @@ use crate::snapshot::{
 
 mod cadence;
 mod changes;
+pub mod deadline;
 mod discovery;
 mod members;
 mod record;
@@ -41,9 +43,10 @@ mod requests;
 pub mod start;
 use cadence::Cadence;
 use changes::ChangeMemory;
+use deadline::Deadline;
 use members::{unix_now, MemberMemory};
 use record::{MemberContext, PollRecord};
-use requests::{member_at, raft_query, MemberLimits, RaftQuery};
+use requests::{member_at, raft_query, MemberLimits, RaftQueries, RaftQuery};
 pub use start::StartGate;
 use start::{intervals_skipped, phase, Entry};
 
@@ -56,22 +59,6 @@ enum Placement {
     Departed(f64),
     /// A voter whose host no member has ([`ClusterPoller::unlisted_voters`]).
     FoundVoter,
-}
-
-/// A queried node's snapshot: its status, and its query's round trip when it answered.
-fn node_snapshot((node, answer): (String, requests::RaftAnswer)) -> RaftNodeSnapshot {
-    match answer {
-        Ok((status, round_trip)) => RaftNodeSnapshot {
-            node,
-            status: Ok(status),
-            round_trip,
-        },
-        Err(failure) => RaftNodeSnapshot {
-            node,
-            status: Err(failure),
-            round_trip: None,
-        },
-    }
 }
 
 impl Placement {
@@ -98,17 +85,13 @@ struct PollMemory {
     /// REST bases learned from the members' `api_url`s.
     learned_urls: Vec<Url>,
     scope: Option<String>,
-    /// Hosts of the members in the last `/cluster` answer.
-    member_hosts: Vec<String>,
     /// Raft nodes named as partners in the last poll in which a node answered.
     raft_partners: BTreeSet<String>,
-    /// Hosts of voters without a member whose REST API did not answer, and when: not asked
-    /// again for a `ttl`, so that a voter whose REST port is elsewhere or filtered does not
-    /// stretch every poll to the timeout.
-    silent_voters: BTreeMap<String, Instant>,
-    /// Hosts of voters without a member whose REST API did not answer when last asked
-    /// (normalised): unlike `silent_voters`, kept until it answers or the host stops voting.
-    without_rest: BTreeSet<crate::address::Host>,
+    /// Hosts (normalised) of voters without a member whose REST API did not answer when last
+    /// asked, and when: not asked again for a `ttl`, so that a voter whose REST port is
+    /// elsewhere or filtered does not stretch every poll to the timeout; kept until it answers
+    /// or the host stops voting (a voter without REST to [`crate::snapshot::VoterKinds`]).
+    voters_without_rest: BTreeMap<crate::address::Host, Instant>,
     /// The voter set (each answering node and its partners) of the last poll in which a
     /// node answered: what the quorum verdict judges when no node answers.
     voters: BTreeSet<String>,
@@ -141,6 +124,10 @@ pub struct ClusterPoller {
     permits: Arc<Semaphore>,
     /// Bounds the requests of a poll in flight at once to one member.
     member_limits: MemberLimits,
+    /// The time a poll may take: the interval, or what `status` has left ([`deadline`]).
+    budget: std::time::Duration,
+    /// When the requests of the current poll must have ended.
+    deadline: Deadline,
     /// Ask every member the rotating requests (`/config`, `/liveness`, `/readiness`) in
     /// every poll: for `status`, whose single poll must see everything.
     ask_everything: bool,
@@ -162,6 +149,7 @@ impl ClusterPoller {
             None => None,
             Some(settings) => Some(raft_query(settings, config.poll.timeout).await?),
         };
+        let budget = config.poll.interval;
         Ok(ClusterPoller {
             slot,
             config,
@@ -171,6 +159,8 @@ impl ClusterPoller {
             policy,
             permits,
             member_limits: MemberLimits::default(),
+            budget,
+            deadline: Deadline::of_poll(budget),
             ask_everything: false,
             start_gate: None,
         })
@@ -189,6 +179,14 @@ impl ClusterPoller {
     #[must_use]
     pub fn asking_everything(mut self) -> ClusterPoller {
         self.ask_everything = true;
+        self
+    }
+
+    /// Makes every poll end within `budget` rather than within the poll interval: for
+    /// `status`, whose deadline is its `--timeout`.
+    #[must_use]
+    pub fn within(mut self, budget: std::time::Duration) -> ClusterPoller {
+        self.budget = budget;
         self
     }
 
@@ -291,29 +289,25 @@ impl ClusterPoller {
         }
     }
 
-    /// One complete poll of the cluster, in two rounds of requests.
+    /// One complete poll of the cluster, in two rounds of requests, ended by its deadline
+    /// ([`deadline`]): a request still running then fails as a timeout.
     ///
-    /// Round one asks `/cluster` and, at the same time, the Raft nodes already known (the
-    /// configured ones, else the configured REST hosts on the Raft port, plus the member hosts
-    /// and partners remembered from the last poll). What they name is learned at once: the
-    /// partners of an authenticated status become trusted hosts ([`ApiUrlPolicy`]). Round two
-    /// asks every member's `/patroni`, `/history`, and the Raft nodes that round one named
-    /// for the first time. So one `--patroni.url` and the Raft password find every member
-    /// and every voter in the first poll.
+    /// Round one asks `/cluster` (its candidates hedged) and, at the same time, the Raft
+    /// nodes already known (the configured ones, else the configured REST hosts on the Raft
+    /// port, plus the member hosts and partners remembered from the last poll). What they name
+    /// is learned at once: the partners of an authenticated status become trusted hosts
+    /// ([`ApiUrlPolicy`]). Round two asks every member's `/patroni`, `/history`, and the Raft
+    /// nodes that round one named for the first time, while round one's Raft queries that are
+    /// still running end. So one `--patroni.url` and the Raft password find every member and
+    /// every voter in the first poll, and a hung Raft node does not hold the members back.
     pub async fn poll_once(&mut self) -> ClusterSnapshot {
         let started = Instant::now();
         self.member_limits.clear();
+        self.deadline = Deadline::of_poll(self.budget);
         let first_targets = self.raft_targets_known();
-        let (cluster_answer, first_answers) = tokio::join!(
-            self.fetch_cluster_answer(),
-            join_all(self.raft_queries(&first_targets))
-        );
+        let mut first_queries = self.raft_queries(first_targets.clone());
+        let (cluster_answer, mut raft_nodes) = self.round_one(&mut first_queries).await;
         let (cluster, cluster_failure) = self.settle_cluster(cluster_answer);
-        let mut raft_nodes: Vec<RaftNodeSnapshot> = first_targets
-            .into_iter()
-            .zip(first_answers)
-            .map(node_snapshot)
-            .collect();
         self.learn_raft(&raft_nodes);
 
         let listed = cluster
@@ -326,7 +320,7 @@ impl ClusterPoller {
             None => Vec::new(),
         };
         let history_base = self.memory.preferred_url.clone();
-        let second_targets = self.raft_targets_new(cluster.as_ref(), &raft_nodes);
+        let second_targets = self.raft_targets_new(cluster.as_ref(), &first_targets);
 
         // The member whose `/cluster` the exporter read: its view is not asked again.
         let reader = cluster
@@ -350,11 +344,12 @@ impl ClusterPoller {
         // they are due.
         let preferred = cluster.as_ref().and(history_base.as_ref());
         let (due, timeline) = self.reader_due(cluster.as_ref());
-        let second_answers = join_all(self.raft_queries(&second_targets));
-        let (member_answers, (history, dynamic_config, failsafe), second_answers) = tokio::join!(
+        let mut raft_queries = self.raft_queries(second_targets);
+        raft_queries.extend(first_queries);
+        let (member_answers, (history, dynamic_config, failsafe), later_nodes) = tokio::join!(
             member_answers,
             self.fetch_reader_documents(preferred, due),
-            second_answers
+            raft_queries.collect::<Vec<_>>()
         );
 
         // The reader's documents first: a change of its configuration forgets the other
@@ -381,12 +376,7 @@ impl ClusterPoller {
                 Placement::Departed(_) | Placement::FoundVoter => departed_members.push(snapshot),
             }
         }
-        raft_nodes.extend(
-            second_targets
-                .into_iter()
-                .zip(second_answers)
-                .map(node_snapshot),
-        );
+        raft_nodes.extend(later_nodes);
         self.judge(PollRecord {
             started,
             cluster,
@@ -398,6 +388,33 @@ impl ClusterPoller {
             failsafe_members,
             read_view,
         })
+    }
+
+    /// Round one: `/cluster`, and the first Raft answers. It ends once `/cluster` is settled
+    /// and a Raft node answered (its partners are what round two learns from), or every
+    /// query ended, or half the poll's time passed: the queries still running (a hung node)
+    /// end in round two, without holding the members back.
+    async fn round_one(
+        &self,
+        raft_queries: &mut RaftQueries,
+    ) -> (discovery::ClusterAnswer, Vec<RaftNodeSnapshot>) {
+        let cluster = self.fetch_cluster_answer();
+        tokio::pin!(cluster);
+        let mut raft_nodes: Vec<RaftNodeSnapshot> = Vec::new();
+        let cluster_answer = loop {
+            tokio::select! {
+                answer = &mut cluster => break answer,
+                Some(node) = raft_queries.next(), if !raft_queries.is_empty() => raft_nodes.push(node),
+            }
+        };
+        let learn_until = self.deadline.halfway();
+        while !raft_queries.is_empty() && !raft_nodes.iter().any(|node| node.status.is_ok()) {
+            tokio::select! {
+                Some(node) = raft_queries.next() => raft_nodes.push(node),
+                () = tokio::time::sleep_until(learn_until) => break,
+            }
+        }
+        (cluster_answer, raft_nodes)
     }
 
     /// Counts and logs the outcome of a request that may not have been made (`None`);

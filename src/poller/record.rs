@@ -118,11 +118,13 @@ impl ClusterPoller {
                 &format!("liveness of {name}"),
                 Some(liveness),
             );
-            let readiness = self.settle(
-                Source::Probe,
-                &format!("readiness of {name}"),
-                Some(readiness),
-            );
+            // Not asked in this poll: the last answer stands ([`READINESS_EVERY_TURNS`]).
+            let readiness = match readiness {
+                Some(answer) => {
+                    self.settle(Source::Probe, &format!("readiness of {name}"), Some(answer))
+                }
+                None => self.memory.members.probes_of(&name).readiness,
+            };
             self.memory.members.record_probes(
                 &name,
                 Probes {
@@ -172,14 +174,15 @@ impl ClusterPoller {
         answers: &MemberAnswers,
         context: &MemberContext<'_>,
     ) -> Option<String> {
-        if let Some(host) = &voter.host {
+        if let Some(host) = voter
+            .host
+            .as_deref()
+            .and_then(|host| Host::parse(host).ok())
+        {
             if answers.own.is_err() {
-                self.memory
-                    .silent_voters
-                    .insert(host.clone(), Instant::now());
-                self.memory.without_rest.extend(Host::parse(host).ok());
-            } else if let Ok(host) = Host::parse(host) {
-                self.memory.without_rest.remove(&host);
+                self.memory.voters_without_rest.insert(host, Instant::now());
+            } else {
+                self.memory.voters_without_rest.remove(&host);
             }
         }
         let status = &answers.own.as_ref().ok()?.status;
@@ -209,9 +212,6 @@ impl ClusterPoller {
         } = record;
         let timing = DcsTiming::of(self.memory.dynamic_config.as_ref());
         self.memory.members.settle(&mut departed, timing);
-        self.memory
-            .silent_voters
-            .retain(|_, since| since.elapsed() < timing.ttl);
         let raft_nodes = without_aliases(raft_nodes);
         for node in &raft_nodes {
             let target = format!("raft {}", node.node);

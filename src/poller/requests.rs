@@ -12,16 +12,37 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use url::Url;
 
-use futures::future::join_all;
+use futures::future::{join_all, BoxFuture};
+use futures::stream::FuturesUnordered;
+use futures::FutureExt;
 
 use super::{ClusterPoller, Placement};
 use crate::config::{Collector, RaftSettings};
 use crate::patroni::{self, ClusterView, PatroniError};
 use crate::raft::{self, QueryLimits, RaftKey, RaftStatus};
-use crate::snapshot::Failure;
+use crate::snapshot::{Failure, RaftNodeSnapshot};
 
 /// A Raft node's status and the round trip of its query (`None` through `--raft.command`).
-pub(super) type RaftAnswer = Result<(RaftStatus, Option<Duration>), Failure>;
+type RaftAnswer = Result<(RaftStatus, Option<Duration>), Failure>;
+
+/// Raft status queries in flight, answered in the order they end.
+pub(super) type RaftQueries = FuturesUnordered<BoxFuture<'static, RaftNodeSnapshot>>;
+
+/// A queried node's snapshot: its status, and its query's round trip when it answered.
+fn node_snapshot(node: String, answer: RaftAnswer) -> RaftNodeSnapshot {
+    match answer {
+        Ok((status, round_trip)) => RaftNodeSnapshot {
+            node,
+            status: Ok(status),
+            round_trip,
+        },
+        Err(failure) => RaftNodeSnapshot {
+            node,
+            status: Err(failure),
+            round_trip: None,
+        },
+    }
+}
 
 /// How one cluster's Raft nodes are asked for their status.
 #[derive(Clone)]
@@ -86,16 +107,20 @@ pub(super) async fn raft_query(
         },
     })
 }
-/// The requests of one poll in flight at once to one member's REST API.
+/// The requests of one poll in flight at once to one member's REST API: one.
 ///
-/// Why so few: Patroni's REST server accepts in one thread, closes every connection after its
-/// answer, and listens with a backlog of `restapi.request_queue_size`, 5 by default
-/// (`patroni/api.py`). When Patroni is busy, a burst of connections overflows that backlog;
-/// the kernel then drops the SYN and the client sends it again only after 1 s, so the
-/// request takes over a second or times out. Measured on a loaded 2-core machine, 7
-/// exporters polling one 4.1.5 cluster every 2 s with all of a member's requests at once:
-/// 7 listen overflows in 90 s (`nstat TcpExtListenOverflows`), 7 requests timed out at 1 s.
-pub(super) const REQUESTS_PER_MEMBER_AT_ONCE: usize = 2;
+/// Why one: Patroni >= 4.1.1 serves its REST API from a fixed pool of worker threads
+/// (`restapi.thread_pool_size`, default and minimum 5, plus one: `patroni/api.py`), and the
+/// same pool serves the members' own leader race (`GET /patroni`, 2 s deadline:
+/// `fetch_node_status`), failsafe's `POST /failsafe`, HAProxy's health checks and the
+/// watcher: every worker an exporter holds is one they wait for, times the number of
+/// exporters. Before 4.1.1 a thread per request, accepted by one thread with a backlog of
+/// `restapi.request_queue_size` (5): a burst of connections overflowed it when Patroni was
+/// busy (measured on a loaded 2-core machine, 7 exporters polling one 4.1.5 cluster every 2 s
+/// with all of a member's requests at once: 7 listen overflows in 90 s, `nstat
+/// TcpExtListenOverflows`, 7 requests timed out at 1 s). A member's requests of a poll go one
+/// after the other, its own `/patroni` first, within the poll's deadline.
+pub(super) const REQUESTS_PER_MEMBER_AT_ONCE: usize = 1;
 
 /// One semaphore per member REST base (scheme, host, port), for one poll.
 #[derive(Default)]
@@ -137,14 +162,17 @@ pub(super) struct ReaderDue {
     pub(super) config: bool,
 }
 
+/// What a health endpoint answered: 200 (`true`) or 503 (`false`).
+pub(super) type ProbeAnswer = Result<bool, PatroniError>;
+
 /// What one member answered: its own `/patroni`, and its `/cluster` and `/config` when
 /// asked (`None` when not).
 pub(super) struct MemberAnswers {
     pub(super) own: Result<patroni::OwnAnswer, Failure>,
     pub(super) cluster: Option<Result<ClusterView, Failure>>,
     pub(super) config: Option<Result<patroni::DynamicConfig, PatroniError>>,
-    /// `/liveness` and `/readiness`.
-    pub(super) probes: Option<(Result<bool, PatroniError>, Result<bool, PatroniError>)>,
+    /// `/liveness`, and `/readiness` when it was asked too.
+    pub(super) probes: Option<(ProbeAnswer, Option<ProbeAnswer>)>,
 }
 
 /// What to ask a member besides its own `/patroni`.
@@ -154,8 +182,12 @@ pub(super) struct Wants {
     pub(super) cluster: bool,
     /// Its own `/config` (the rotation's member, unless it is the reader).
     pub(super) config: bool,
-    /// `/liveness` and `/readiness` (the rotation's member).
+    /// `/liveness` (the rotation's member).
     pub(super) probes: bool,
+    /// `/readiness` as well: the rotation's member on every
+    /// [`READINESS_EVERY_TURNS`](super::members::READINESS_EVERY_TURNS)th turn, or when its
+    /// last answer is unknown.
+    pub(super) readiness: bool,
 }
 /// The name of the member of `members` whose REST base is `base`.
 pub(super) fn member_at(members: &[patroni::Member], base: &Url) -> Option<String> {
@@ -183,15 +215,26 @@ impl ClusterPoller {
         rotated: Option<&str>,
     ) -> Vec<MemberAnswers> {
         let on = |collector| self.config.collectors.enabled(collector);
+        let readiness_turn = self.memory.members.readiness_turn(everyone.len());
         join_all(everyone.iter().zip(placements).map(|(member, place)| {
             let is_reader = reader == Some(member.name.as_str());
             let is_rotated = self.ask_everything
                 || *place == Placement::FoundVoter
                 || rotated == Some(member.name.as_str());
+            let probes = is_rotated && on(Collector::Probes);
             let wants = Wants {
                 cluster: !is_reader && on(Collector::Views),
                 config: is_rotated && !is_reader && on(Collector::Views) && on(Collector::Config),
-                probes: is_rotated && on(Collector::Probes),
+                probes,
+                readiness: probes
+                    && (self.ask_everything
+                        || readiness_turn
+                        || self
+                            .memory
+                            .members
+                            .probes_of(&member.name)
+                            .readiness
+                            .is_none()),
             };
             self.fetch_member(member, wants)
         }))
@@ -232,9 +275,9 @@ impl ClusterPoller {
         &'a self,
         base: Option<&'a Url>,
         request: impl FnOnce(&'a Url) -> F,
-    ) -> Option<T>
+    ) -> Option<Result<T, PatroniError>>
     where
-        F: std::future::Future<Output = T>,
+        F: std::future::Future<Output = Result<T, PatroniError>>,
     {
         let base = base?;
         let limit = self.member_limits.of(base);
@@ -242,11 +285,20 @@ impl ClusterPoller {
     }
 
     /// `request` under a permit of the member (`limit`), then one of the poll: in this order,
-    /// so that no poll permit is held while waiting for a member's.
-    async fn limited<F: std::future::Future>(&self, limit: &Semaphore, request: F) -> F::Output {
-        let _member_permit = limit.acquire().await;
-        let _permit = self.permits.acquire().await;
-        request.await
+    /// so that no poll permit is held while waiting for a member's. Ends by the poll's
+    /// deadline, the wait for the permits included.
+    async fn limited<T>(
+        &self,
+        limit: &Semaphore,
+        request: impl std::future::Future<Output = Result<T, PatroniError>>,
+    ) -> Result<T, PatroniError> {
+        self.deadline
+            .rest(async {
+                let _member_permit = limit.acquire().await;
+                let _permit = self.permits.acquire().await;
+                request.await
+            })
+            .await
     }
 
     /// Asks a member (listed or remembered) at its `api_url`: its own `/patroni` first, then,
@@ -282,9 +334,10 @@ impl ClusterPoller {
                 own: Err(failure.clone()),
                 cluster: wants.cluster.then_some(Err(failure)),
                 config: wants.config.then(|| Err(unreachable.clone())),
-                probes: wants
-                    .probes
-                    .then(|| (Err(unreachable.clone()), Err(unreachable.clone()))),
+                probes: wants.probes.then(|| {
+                    let readiness = wants.readiness.then(|| Err(unreachable.clone()));
+                    (Err(unreachable.clone()), readiness)
+                }),
             };
         }
         let own = own.map_err(|e| Failure::from(&e));
@@ -308,9 +361,18 @@ impl ClusterPoller {
             if !wants.probes {
                 return None;
             }
+            let readiness = async {
+                if !wants.readiness {
+                    return None;
+                }
+                Some(
+                    self.limited(&limit, self.client.probe(&base, "readiness"))
+                        .await,
+                )
+            };
             Some(tokio::join!(
                 self.limited(&limit, self.client.probe(&base, "liveness")),
-                self.limited(&limit, self.client.probe(&base, "readiness"))
+                readiness
             ))
         };
         let (cluster, config, probes) = tokio::join!(cluster, config, probes);
@@ -339,23 +401,32 @@ impl ClusterPoller {
         Ok(api_url.clone())
     }
 
-    /// One status query per target. Targets exist only when Raft is polled (the target
-    /// lists are empty without Raft settings), so none is dropped.
-    pub(super) fn raft_queries<'a>(
-        &'a self,
-        targets: &'a [String],
-    ) -> impl Iterator<Item = impl std::future::Future<Output = RaftAnswer> + 'a> {
-        let query = self.raft.as_ref();
+    /// One status query per target, each ending by the poll's deadline. Targets exist only
+    /// when Raft is polled (the target lists are empty without Raft settings), so none is
+    /// dropped. The queries own what they use, so that round one's can still run while the
+    /// poller learns from `/cluster`, and end in round two.
+    pub(super) fn raft_queries(&self, targets: Vec<String>) -> RaftQueries {
+        let Some(query) = &self.raft else {
+            return RaftQueries::new();
+        };
         targets
-            .iter()
-            .filter_map(move |node| Some(self.query_raft(query?, node)))
-    }
-
-    pub(super) async fn query_raft(&self, query: &RaftQuery, node: &str) -> RaftAnswer {
-        let _permit = self.permits.acquire().await;
-        query
-            .status(node)
-            .await
-            .map_err(|error| Failure::from(&error))
+            .into_iter()
+            .map(|node| {
+                let (query, permits, deadline) =
+                    (query.clone(), Arc::clone(&self.permits), self.deadline);
+                async move {
+                    let _permit = permits.acquire().await;
+                    let answer = match deadline.raft(query.status(&node)).await {
+                        Some(answer) => answer,
+                        None => Err(raft::RaftError::Timeout {
+                            addr: node.clone(),
+                            timeout: deadline.length(),
+                        }),
+                    };
+                    node_snapshot(node, answer.map_err(|error| Failure::from(&error)))
+                }
+                .boxed()
+            })
+            .collect()
     }
 }

@@ -41,19 +41,21 @@ pub enum Output {
 
 /// Polls every cluster once, concurrently, within `deadline`.
 ///
-/// Each request's timeout is shrunk so that trying every configured URL in turn still fits
-/// in the deadline; the deadline itself is enforced around the whole poll, so a cluster that
-/// does not finish in time is reported as UNKNOWN rather than waited for.
+/// Each poll ends by the deadline itself ([`ClusterPoller::within`]: a request still running
+/// then fails as a timeout, so what answered is still reported), and each request's timeout
+/// is at most half of it, so that a hung member in round one leaves round two its time. The
+/// deadline is also enforced around the whole poll (the Raft key's derivation included), so
+/// a cluster that does not finish in time is reported as UNKNOWN rather than waited for.
 pub async fn collect(clusters: Vec<ClusterConfig>, deadline: Duration) -> Vec<ClusterReport> {
     let started = Instant::now();
     let polls = clusters.into_iter().map(|mut config| async move {
-        let attempts = config.patroni_urls.len() as u32 + 2;
-        config.poll.timeout = config.poll.timeout.min(deadline / attempts);
+        config.poll.timeout = config.poll.timeout.min(deadline / 2);
         let fallback_scope = config.name();
         let standby_of = config.standby_of.clone();
         let remaining = deadline.saturating_sub(started.elapsed());
         let poll = async {
-            let mut poller = ClusterPoller::new(0, config).await?.asking_everything();
+            let poller = ClusterPoller::new(0, config).await?.asking_everything();
+            let mut poller = poller.within(deadline.saturating_sub(started.elapsed()));
             anyhow::Ok(poller.poll_once().await)
         };
         match tokio::time::timeout(remaining, poll).await {

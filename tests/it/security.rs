@@ -444,14 +444,14 @@ async fn requests_in_flight_are_bounded_per_cluster_and_per_member() {
     });
     let started = Instant::now();
     let output = poll_and_render(vec![config], Format::PrometheusText).await;
-    // 20 hanging members, 3 at a time, 300 ms each: 7 rounds. Bounded per member only (2 per
-    // host, 4 hosts): 3 rounds; without any bound: one.
+    // 20 hanging members, 3 at a time, 300 ms each: 7 rounds. Bounded per member only (1 per
+    // host, 4 hosts): 5 rounds; without any bound: one.
     assert!(
         started.elapsed() >= Duration::from_millis(1800),
         "{:?}",
         started.elapsed()
     );
-    // Seen from a host: at most 2 at once (REQUESTS_PER_MEMBER_AT_ONCE), and a connection
+    // Seen from a host: at most 1 at once (REQUESTS_PER_MEMBER_AT_ONCE), and a connection
     // the exporter gave up on may still be counted for a moment after the next one opens.
     for host in &hosts {
         let max = host.seen.max_in_flight.load(Ordering::SeqCst);
@@ -469,7 +469,7 @@ async fn requests_in_flight_are_bounded_per_cluster_and_per_member() {
 }
 
 #[tokio::test]
-async fn a_member_is_asked_two_requests_at_once_its_own_status_first() {
+async fn a_member_is_asked_one_request_at_a_time_its_own_status_first() {
     let _shared = MEMORY.read().await;
     let reader = FakePatroni::start("127.0.0.1").await;
     let member = FakePatroni::start("127.0.0.1").await;
@@ -500,8 +500,8 @@ async fn a_member_is_asked_two_requests_at_once_its_own_status_first() {
         .unwrap()
         .asking_everything();
     poller.poll_once().await;
-    // `b` is asked /patroni, /cluster, /config, /liveness, /readiness: 5 requests, the first
-    // alone, then 2 at a time.
+    // `b` is asked /patroni, /cluster, /config, /liveness, /readiness: 5 requests, one at a
+    // time (Patroni >= 4.1.1 serves them from a pool of 6 workers shared with its leader race).
     let asked: Vec<String> = member
         .requests()
         .iter()
@@ -509,10 +509,10 @@ async fn a_member_is_asked_two_requests_at_once_its_own_status_first() {
         .collect();
     assert_eq!(asked.len(), 5, "{asked:?}");
     assert_eq!(asked[0], "/patroni", "{asked:?}");
-    assert_eq!(member.seen.max_in_flight.load(Ordering::SeqCst), 2);
-    // The reader: /cluster first (alone), then its own /patroni, /history, /config and the
-    // probes, 2 at a time.
-    assert_eq!(reader.seen.max_in_flight.load(Ordering::SeqCst), 2);
+    assert_eq!(member.seen.max_in_flight.load(Ordering::SeqCst), 1);
+    // The reader: /cluster first, then its own /patroni, /history, /config and the probes,
+    // one at a time.
+    assert_eq!(reader.seen.max_in_flight.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
@@ -525,7 +525,12 @@ async fn a_slow_poll_is_skipped_and_counted_never_stacked() {
         config.poll.interval = Duration::from_millis(100);
         config.poll.timeout = Duration::from_millis(450);
     });
-    let poller = ClusterPoller::new(0, config).await.unwrap();
+    // A poll ends by its deadline within the interval; given a longer budget, it overruns (as
+    // a poll of an exporter starved of CPU does).
+    let poller = ClusterPoller::new(0, config)
+        .await
+        .unwrap()
+        .within(Duration::from_secs(1));
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let store = Arc::new(Store::new(1));
     let task = tokio::spawn(poller.run(store.clone(), shutdown));

@@ -259,6 +259,23 @@ impl FakeCluster {
         self.serve_on(1, "/patroni", &fixture("patroni-4.1.5/01-patroni-m0.json"));
     }
 
+    /// Makes member `index` hang, as a Patroni stopped by SIGSTOP: the kernel still accepts
+    /// its connections, and nothing answers.
+    pub fn hang(&self, index: usize) {
+        if let Some(member) = &self._running[index] {
+            for path in [
+                "/cluster",
+                "/patroni",
+                "/history",
+                "/config",
+                "/liveness",
+                "/readiness",
+            ] {
+                member.route(path, Reply::Hang);
+            }
+        }
+    }
+
     /// Serves `body` at `path` on every running member (e.g. another captured `/config`).
     pub fn serve_everywhere(&self, path: &str, body: &[u8]) {
         for member in self._running.iter().flatten() {

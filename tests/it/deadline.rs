@@ -1,0 +1,158 @@
+//! A poll keeps its interval: with members hung (a Patroni stopped by SIGSTOP: the kernel
+//! still accepts its connections, nothing answers, REST and Raft alike), every poll ends by
+//! its deadline, the live members' own `/patroni` are read in it, and no interval is skipped.
+//! The lab proves the same on real members (`tests/e2e/hung-members.sh`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use patroni_raft_exporter::config::ClusterConfig;
+use patroni_raft_exporter::metrics::Store;
+use patroni_raft_exporter::poller::ClusterPoller;
+use patroni_raft_exporter::raft::fake::{Behaviour, FakeRaftNode};
+use patroni_raft_exporter::raft::RaftKey;
+use patroni_raft_exporter::snapshot::ClusterSnapshot;
+
+use crate::support::*;
+
+const PASSWORD: &str = "s3cret";
+
+/// A healthy three-member cluster (REST and Raft) whose members `hung` hang, and settings
+/// that poll it every `interval` with `timeout`, its URLs in member order (member 0 first).
+async fn cluster_with_hung(
+    hung: &[usize],
+    interval: Duration,
+    timeout: Duration,
+) -> (FakeCluster, Vec<FakeRaftNode>, ClusterConfig) {
+    let cluster = FakeCluster::start("pg-test", Captured::healthy_338()).await;
+    let (mut nodes, mut fakes) = raft_cluster(
+        [
+            ("127.0.0.21", Some("enc_follower_0.3.12")),
+            ("127.0.0.22", Some("enc_follower_0.3.12")),
+            ("127.0.0.23", Some("enc_leader_0.3.12")),
+        ],
+        PASSWORD,
+    )
+    .await;
+    for &index in hung {
+        cluster.hang(index);
+        let (address, fake) = FakeRaftNode::start(
+            Behaviour::NeverAnswer,
+            Some(RaftKey::derive(PASSWORD.as_bytes())),
+        )
+        .await
+        .unwrap();
+        nodes[index] = address;
+        fakes.push(fake);
+    }
+    let config = cluster_config(cluster.urls(), Some((nodes, Some(PASSWORD)))).with(|config| {
+        config.poll.interval = interval;
+        config.poll.timeout = timeout;
+    });
+    (cluster, fakes, config)
+}
+
+/// Whose own `/patroni` answered in `snapshot`, and whose failed as a timeout.
+fn answered_and_timed_out(snapshot: &ClusterSnapshot) -> (usize, usize) {
+    let answered = snapshot
+        .members
+        .iter()
+        .filter(|m| m.own_view.is_ok())
+        .count();
+    let timed_out = snapshot
+        .members
+        .iter()
+        .filter(|m| {
+            m.own_view
+                .as_ref()
+                .is_err_and(|failure| failure.message.contains("timeout"))
+        })
+        .count();
+    (answered, timed_out)
+}
+
+/// Polls `rounds` times; each poll must end within `interval` and read the live members.
+async fn polls_keep_the_interval(
+    config: ClusterConfig,
+    rounds: usize,
+    live: usize,
+    interval: Duration,
+) {
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
+    for round in 0..rounds {
+        let started = Instant::now();
+        let snapshot = poller.poll_once().await;
+        let took = started.elapsed();
+        assert!(took < interval, "poll {round} took {took:?}");
+        assert!(
+            snapshot.poll_duration < interval,
+            "{:?}",
+            snapshot.poll_duration
+        );
+        assert!(snapshot.cluster.is_some(), "poll {round}: no /cluster");
+        assert_eq!(
+            answered_and_timed_out(&snapshot),
+            (live, 3 - live),
+            "poll {round}: {:#?}",
+            snapshot.members
+        );
+        let answering_nodes = snapshot
+            .raft_nodes
+            .iter()
+            .filter(|node| node.status.is_ok())
+            .count();
+        assert_eq!(
+            answering_nodes, live,
+            "poll {round}: {:?}",
+            snapshot.raft_nodes
+        );
+    }
+}
+
+/// The defaults' shape (a timeout of 2/5 of the interval), the first two of three URLs hung:
+/// `/cluster` asked of them in turn took two timeouts, then the members one more.
+#[tokio::test]
+async fn the_first_two_urls_hung_the_poll_ends_within_its_interval() {
+    let interval = Duration::from_millis(1000);
+    let (_cluster, _fakes, config) =
+        cluster_with_hung(&[0, 1], interval, Duration::from_millis(400)).await;
+    polls_keep_the_interval(config, 3, 1, interval).await;
+}
+
+/// `--poll.interval 2s` alone's shape (the timeout is the interval), one member hung: its
+/// `/cluster` and its Raft node in round one, its `/patroni` in round two.
+#[tokio::test]
+async fn the_timeout_equal_to_the_interval_one_member_hung_the_poll_ends_within_it() {
+    let interval = Duration::from_millis(600);
+    let (_cluster, _fakes, config) = cluster_with_hung(&[0], interval, interval).await;
+    polls_keep_the_interval(config, 3, 2, interval).await;
+}
+
+/// Polling on its own clock, the poller with a hung member skips no interval.
+#[tokio::test]
+async fn a_hung_member_skips_no_interval() {
+    let interval = Duration::from_millis(400);
+    let (_cluster, _fakes, config) = cluster_with_hung(&[0], interval, interval).await;
+    let poller = ClusterPoller::new(0, config).await.unwrap();
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let store = Arc::new(Store::new(1));
+    let task = tokio::spawn(poller.run(store.clone(), shutdown));
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    stop.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap();
+    let snapshot = store.current().pop().unwrap();
+    assert_eq!(
+        snapshot.counters.polls_skipped, 0,
+        "{:?}",
+        snapshot.counters
+    );
+    assert!(
+        snapshot.poll_duration < interval,
+        "{:?}",
+        snapshot.poll_duration
+    );
+    assert_eq!(answered_and_timed_out(&snapshot), (2, 1));
+}
