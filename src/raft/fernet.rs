@@ -66,8 +66,19 @@ impl RaftKey {
     /// An empty password is a valid password: pysyncobj turns encryption on whenever a
     /// password is set at all.
     pub fn derive(password: &[u8]) -> RaftKey {
+        // ring's PBKDF2, not the generic `pbkdf2` crate: a generic function is compiled at the
+        // caller's optimisation level, and unoptimised (the debug build the tests run) its
+        // 100 000 rounds cost 0.4 s of CPU, which a loaded CI machine stretches past `status`'s
+        // deadline; ring's is compiled once, in ring.
         let mut raw = zeroize::Zeroizing::new([0u8; 32]);
-        pbkdf2::pbkdf2_hmac::<Sha256>(password, &SALT, PBKDF2_ITERATIONS, &mut *raw);
+        let iterations = std::num::NonZeroU32::new(PBKDF2_ITERATIONS).expect("a positive constant");
+        ring::pbkdf2::derive(
+            ring::pbkdf2::PBKDF2_HMAC_SHA256,
+            iterations,
+            &SALT,
+            password,
+            &mut *raw,
+        );
         Self::from_raw(*raw)
     }
 
