@@ -151,7 +151,7 @@ expect_near() {
 }
 # the samples: one JSON line per second of what every member, the exporter and Prometheus said
 sample_once() {
-  local n m out code body own=() live=() xl=() xa=() dcs="" js v=() rl="?"
+  local n m out code body own=() live=() xl=() xa=() dcs="" js v=() rl="?" pt="?" pd="?"
   for n in 0 1 2; do
     out=$(curl -s -m 1 -w '\n%{http_code}' "$(e2e_rest "$n")/patroni" 2>/dev/null) || true
     code=${out##*$'\n'}; body=${out%$'\n'*}
@@ -169,6 +169,8 @@ sample_once() {
       xa+=("\"$(FETCH=0 metric_value patroni_member_api_up "$(ml "$n")" 2>/dev/null || echo -)\"")
     done
     rl=$(FETCH=0 raft_leader_member 2>/dev/null || echo -)
+    pt=$(FETCH=0 metric_value patroni_exporter_last_poll_timestamp_seconds "$S" 2>/dev/null || echo -)
+    pd=$(FETCH=0 metric_value patroni_exporter_poll_duration_seconds "$S" 2>/dev/null || echo -)
     for m in patroni_cluster_leader_clock_skew_seconds patroni_raft_quorum_margin \
       patroni_cluster_failover_data_at_risk_bytes patroni_cluster_failover_candidates patroni_cluster_primaries; do
       v+=("$(FETCH=0 metric_value "$m" "$S" 2>/dev/null || echo -)")
@@ -176,15 +178,26 @@ sample_once() {
   else
     xl=('"?"' '"?"' '"?"'); xa=('"?"' '"?"' '"?"'); v=('?' '?' '?' '?' '?')
   fi
-  printf '{"t":%s,"own":[%s],"live":[%s],"dcs":"%s","xl":[%s],"xa":[%s],"rl":"%s","skew":"%s","margin":"%s","risk":"%s","cands":"%s","prim":"%s","alerts":"%s"}\n' \
+  printf '{"t":%s,"own":[%s],"live":[%s],"dcs":"%s","xl":[%s],"xa":[%s],"rl":"%s","skew":"%s","margin":"%s","risk":"%s","cands":"%s","prim":"%s","pt":"%s","pd":"%s","alerts":"%s"}\n' \
     "$(now_t)" "$(IFS=,; echo "${own[*]}")" "$(IFS=,; echo "${live[*]}")" "$dcs" "$(IFS=,; echo "${xl[*]}")" \
-    "$(IFS=,; echo "${xa[*]}")" "$rl" "${v[0]}" "${v[1]}" "${v[2]}" "${v[3]}" "${v[4]}" "$(e2e_alerts_brief)"
+    "$(IFS=,; echo "${xa[*]}")" "$rl" "${v[0]}" "${v[1]}" "${v[2]}" "${v[3]}" "${v[4]}" "$pt" "$pd" "$(e2e_alerts_brief)"
 }
 sampler() { while :; do sample_once >>"$SAMPLES" 2>/dev/null || true; sleep 1; done; }
 # first_t SINCE FILTER: seconds from SINCE (run time) to the first sample at or after it where the
 # jq FILTER holds; empty if none
 first_t() {
   jq -rs --argjson s "$1" "[.[] | select(.t >= \$s) | select($2)][0].t // empty | . - \$s | . * 10 | round / 10" "$SAMPLES"
+}
+# nth_poll_after SINCE N: the run time of the first sample showing the Nth distinct poll of the
+# exporter that began (its own timestamp minus its own duration) after SINCE (run time); empty if
+# none. Counted on the exporter's clock: a loaded machine stretches its polls, not our waits.
+nth_poll_after() {
+  jq -rs --argjson s "$1" --argjson n "$2" --argjson t0 "$T_START" '
+    [.[] | select(.t >= $s and (.pt | tonumber? // null) != null and (.pd | tonumber? // null) != null)
+         | select((.pt | tonumber) - (.pd | tonumber) > $t0 + $s)]
+    | reduce .[] as $x ({seen: [], at: null};
+        if .at != null then . else (.seen |= (. + [$x.pt] | unique)) | (if (.seen | length) >= $n then .at = $x.t else . end) end)
+    | .at // empty' "$SAMPLES"
 }
 # all_since SINCE UNTIL FILTER: rc 0 when FILTER holds in every sample in [SINCE, UNTIL]
 all_since() { jq -es --argjson s "$1" --argjson u "$2" "[.[] | select(.t >= \$s and .t <= \$u)] | length > 0 and all($3)" "$SAMPLES" >/dev/null; }
@@ -434,7 +447,14 @@ until [[ -n $(first_t "$T4A" ".live[$T] == \"503\"") ]]; do
   awk -v n="$(now_t)" -v d="$deadline" 'BEGIN { exit !(n > d) }' && on_fail "4a: $(name "$T")'s GET /liveness not 503 within 110 s"
   sleep 1
 done
-sleep $((3 * POLL + 4))   # the rotation asks every member's /liveness within 3 polls
+# the rotation asks every member's /liveness within 3 polls: wait for the exporter's 4th poll
+# begun after the 503 (its own clock; a loaded machine stretches polls), so that the samples
+# checked below span at least one poll after the 3rd; 60 s at most (then the check fails)
+deadline=$(($(date +%s) + 60))
+until [[ -n $(nth_poll_after "$(calc "$T4A + $(first_t "$T4A" ".live[$T] == \"503\"")")" 4) ]]; do
+  (($(date +%s) < deadline)) || break
+  sleep 1
+done
 rc=$(e2e_status stall-replica "$(e2e_rest "$P")")
 ctl_list stall-replica 4a
 T4A_END=$(now_t)
@@ -453,10 +473,14 @@ if [[ -n $l503 ]]; then pass "4a: $(name "$T")'s GET /liveness 503 ${l503}s afte
 else on_fail "4a: no 503"; fi
 if [[ -n $left ]]; then pass "4a: $(name "$T") left GET /cluster ${left}s after the stall, before /liveness said 503"
 else fail "4a: $(name "$T") never left GET /cluster"; fi
-# from 3 polls after the 503 on (each member's /liveness is asked every 3 polls) to the end of
-# the stall, the exporter should say liveness 0 with api_up 1 in every sample
-if all_since "$(calc "$T4A + $l503 + 3 * $POLL + 1")" "$T4A_END" ".xl[$T] == \"0\" and .xa[$T] == \"1\""; then pass "4a: patroni_member_liveness{$(name "$T")} 0 with patroni_member_api_up{$(name "$T")} 1 in every sample from 3 polls after its /liveness said 503 (${l503}s) to the end of the stall"
-else fail "4a: patroni_member_liveness{$(name "$T")} not 0 with api_up 1 in every sample after its /liveness said 503 at ${l503}s (the exporter forgot it at ${gone:-never}s)"; fi
+# from the 3rd poll that began after the 503 on (each member's /liveness is asked every 3 polls;
+# the polls counted by the exporter's own timestamps) to the end of the stall, the exporter
+# should say liveness 0 with api_up 1 in every sample
+from3=$(nth_poll_after "$(calc "$T4A + $l503")" 3)
+e2e_result 4a "its /liveness 503 -> a sample of the exporter's 3rd poll begun after it (s)" "$( [[ -n $from3 ]] && calc "$from3 - $T4A - $l503" || echo never)"
+if [[ -z $from3 ]]; then fail "4a: no sample shows 3 polls of the exporter begun after $(name "$T")'s /liveness said 503 (${l503}s), before the end of the stall"
+elif all_since "$from3" "$T4A_END" ".xl[$T] == \"0\" and .xa[$T] == \"1\""; then pass "4a: patroni_member_liveness{$(name "$T")} 0 with patroni_member_api_up{$(name "$T")} 1 in every sample from the 3rd poll begun after its /liveness said 503 (${l503}s) to the end of the stall"
+else fail "4a: patroni_member_liveness{$(name "$T")} not 0 with api_up 1 in every sample from the 3rd poll begun after its /liveness said 503 at ${l503}s (the exporter forgot it at ${gone:-never}s)"; fi
 if grep -q "$(name "$T"): GET /liveness fails while its REST API answers" "$RUN_DIR/status-stall-replica.txt"; then pass "4a: status names $(name "$T")'s stalled HA loop (found through its Raft voter)"
 else fail "4a: status does not name $(name "$T")'s stalled HA loop (see status-stall-replica.txt)"; fi
 t0=$(e2e_now)
