@@ -880,8 +880,8 @@ else
     ta=$(awk -v a="$T_SH" -v b="$TA" 'BEGIN { printf "%d", b - a + 1 }')
     for d in m0 m1 m2; do
       within_polls raftcut "heal: $d: patroni_cluster_dcs_views 1, s after the views agree" "$T_SH" 60 "$(f_exp "$d" "patroni_cluster_dcs_views{$S}" 1)" "$TV" || true
-      wait_ev raftcut "heal: $d: PatroniDcsViewsDiverge inactive (s after the views agree)" "$T_SH" $((ta + 60)) "$(f_prom PatroniDcsViewsDiverge "$d" inactive)" "$TA" || true
-      wait_ev raftcut "heal: $d: PatroniDcsViewsDiverge resolved at Alertmanager (s after the views agree)" "$T_SH" $((ta + 70)) "$(f_am PatroniDcsViewsDiverge "$d" resolved)" "$TA" || true
+      wait_ev raftcut "heal: $d: PatroniDcsViewsDiverge inactive (s after the cluster converged)" "$T_SH" $((ta + 60)) "$(f_prom PatroniDcsViewsDiverge "$d" inactive)" "$TA" || true
+      wait_ev raftcut "heal: $d: PatroniDcsViewsDiverge resolved at Alertmanager (s after the cluster converged)" "$T_SH" $((ta + 70)) "$(f_am PatroniDcsViewsDiverge "$d" resolved)" "$TA" || true
     done
   fi
 fi
