@@ -38,6 +38,10 @@
 #   requirements file changed. Runs as root, or with sudo when available.
 # Cargo tools (`cargo install --locked`, pinned; reinstalled only when another version is found):
 #   cargo-deb 3.8.0 (`make deb`, tests/e2e/package.sh)
+# Runs in parallel with itself (scripts/test.sh's steps, soak.sh's two versions, two clones'
+# .ci/run): each venv is made under a lock of its own ($E2E_WORK/.lock-venv-NAME), apt and
+# cargo install under machine-wide ones (/run/lock/patroni-raft-exporter-{apt,cargo}.lock);
+# a second run waits for the first, then finds the thing made (tests/e2e/paths.sh e2e_locked).
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -53,6 +57,10 @@ PYTHON=/usr/bin/python3
 log() { printf '[install-deps] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+
+# machine-wide locks (the Debian packages and ~/.cargo are the machine's, not the checkout's)
+LOCK_DIR=/run/lock
+[[ -d $LOCK_DIR && -w $LOCK_DIR ]] || LOCK_DIR=/tmp
 
 SUDO=()
 as_root() { "${SUDO[@]}" "$@"; }
@@ -183,16 +191,16 @@ main() {
   done
   ((${#versions[@]})) || read -r -a versions <<<"$E2E_PATRONI_VERSIONS"
   t0=$(date +%s.%N)
-  ((do_apt)) && install_apt
-  ((do_cargo)) && install_cargo_deb
+  ((do_apt)) && e2e_locked "$LOCK_DIR/patroni-raft-exporter-apt.lock" install_apt
+  ((do_cargo)) && e2e_locked "$LOCK_DIR/patroni-raft-exporter-cargo.lock" install_cargo_deb
   if ((do_venv)); then
     pkg_installed python3-venv || "$PYTHON" -c 'import ensurepip' 2>/dev/null \
       || die "python3-venv missing (run without --no-apt)"
     mkdir -p "$E2E_WORK"
     chmod 755 "$E2E_WORK"
     log "work dir: $E2E_WORK"
-    for v in "${versions[@]}"; do build_venv "$v"; done
-    build_charm_venv
+    for v in "${versions[@]}"; do e2e_locked "venv-$v" build_venv "$v"; done
+    e2e_locked venv-charm build_charm_venv
   fi
   log "done in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')s"
 }

@@ -65,10 +65,16 @@ if [[ ${E2E_IN_NETNS:-} != 1 ]]; then
     echo "SOAK_MINUTES must be a whole number >= 10 (got $SOAK_MINUTES)" >&2; exit 2
   fi
   [[ -x $FLEET_SIM ]] || { echo "no fleet-sim at $FLEET_SIM (cargo build --features testkit --bin fleet-sim)" >&2; exit 2; }
-  if [[ ! -x $PLOT_VENV/bin/python ]] || ! "$PLOT_VENV/bin/python" -c 'import matplotlib' 2>/dev/null; then
-    python3 -m venv "$PLOT_VENV"
-    "$PLOT_VENV/bin/pip" install --quiet 'matplotlib>=3.7,<4'
-  fi
+  # under a lock: each version's run (e2e_scenario runs this script once per version) and a
+  # second `make soak` find the venv made, never half-made (install-deps.sh does the same)
+  # shellcheck disable=SC2317  # e2e_locked runs it
+  plot_venv() {
+    if [[ ! -x $PLOT_VENV/bin/python ]] || ! "$PLOT_VENV/bin/python" -c 'import matplotlib' 2>/dev/null; then
+      python3 -m venv --clear "$PLOT_VENV"
+      "$PLOT_VENV/bin/pip" install --quiet 'matplotlib>=3.7,<4'
+    fi
+  }
+  e2e_locked venv-plot plot_venv
 fi
 
 E2E_TOOLS="nft prometheus openssl" e2e_scenario soak "$@"

@@ -46,6 +46,9 @@ FAMILIES = {
     "patroni_cluster_leaders", "patroni_up", "patroni_cluster_primaries", "patroni_member_in_dcs",
     "patroni_cluster_dcs_views", "patroni_member_dcs_view_differs", "patroni_raft_voter_sets",
     "patroni_raft_voter_set_differs",
+    # each poll's own duration (a change every poll): how late a poll may publish what it read,
+    # on the exporter's clock, not on ours
+    "patroni_exporter_poll_duration_seconds",
 }
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)")
 

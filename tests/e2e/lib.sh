@@ -109,8 +109,18 @@
 #                                    `patroni-raft-exporter status` as the README shows it (from
 #                                    $RUN_DIR, the password file by its relative name, URL default
 #                                    member 0; after `--`: these arguments instead, e.g.
-#                                    --config.file FILE): output in status-NAME.txt (and on
-#                                    stderr), exit code in status-NAME.rc; prints the exit code
+#                                    --config.file FILE), --timeout E2E_STATUS_TIMEOUT: output in
+#                                    status-NAME.txt (and on stderr), exit code in status-NAME.rc,
+#                                    the seconds it took logged; prints the exit code
+#   E2E_STATUS_TIMEOUT               `status --timeout` of the e2e calls, seconds (default 20):
+#                                    the code budgets a poll's requests at (URLs + 2) x
+#                                    --poll.timeout (src/status/mod.rs: 10 s for 3 URLs at the
+#                                    default 2 s), and the debug build the e2e scripts run also
+#                                    derives the Raft key inside that deadline: 100 000 PBKDF2
+#                                    rounds, 0.43 s of CPU unoptimised against 0.02 s for the rest
+#                                    (measured; a release build: milliseconds), 6-10 s of wall
+#                                    time with a load of 20-28 on 2 cores. So the request budget
+#                                    plus as much again for the derivation
 #   e2e_member N WHAT                $MEMBERn_WHAT of `cluster env` (REST, RAFT, PG, CONFIG, ...)
 #   e2e_rest N / e2e_own_role N      member N's REST URL / the role its own GET /patroni says
 #                                    ("down" when it does not answer)
@@ -164,6 +174,7 @@ _E2E_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$_E2E_LIB_DIR/paths.sh"
 
 EXPORTER_URL="${EXPORTER_URL:-http://127.0.0.1:9393/metrics}"
+E2E_STATUS_TIMEOUT="${E2E_STATUS_TIMEOUT:-20}"
 WAIT_INTERVAL="${WAIT_INTERVAL:-0.5}"
 DUMP_LINES="${DUMP_LINES:-40}"
 E2E_CLUSTER="$_E2E_LIB_DIR/cluster.sh"
@@ -621,11 +632,13 @@ e2e_exporter() { # e2e_exporter POLL_S [ARG...]
   E2E_PIDS+=("$EXPORTER_PID")
 }
 e2e_status() { # e2e_status NAME [URL | -- ARG...]
-  local rc=0 args=(--patroni.url "${2:-$MEMBER0_REST}" --raft.password-file raft-secret)
+  local rc=0 args=(--patroni.url "${2:-$MEMBER0_REST}" --raft.password-file raft-secret) t0
   [[ ${2:-} == -- ]] && args=("${@:3}")
-  (cd "$RUN_DIR" && timeout 30 "$EXPORTER_BIN" status "${args[@]}") \
+  t0=$(e2e_now)
+  (cd "$RUN_DIR" && timeout $((E2E_STATUS_TIMEOUT + 10)) "$EXPORTER_BIN" status --timeout "${E2E_STATUS_TIMEOUT}s" "${args[@]}") \
     >"$RUN_DIR/status-$1.txt" 2>&1 9>&- || rc=$?
   echo "$rc" >"$RUN_DIR/status-$1.rc"
+  e2e_log "status $1: exit $rc in $(e2e_since "$t0") s (--timeout ${E2E_STATUS_TIMEOUT}s)"
   sed 's/^/    /' "$RUN_DIR/status-$1.txt" >&2
   echo "$rc"
 }

@@ -48,10 +48,11 @@
 #   3  lag in seconds on T under a steady load: pg_wal_replay_pause() alone lasts until T's
 #      next HA cycle (Patroni resumes a paused replay on PostgreSQL >= 14: measured); with the
 #      cluster paused (`patronictl pause`), patroni_member_replay_lag_seconds{T} against
-#      now() - pg_last_xact_replay_timestamp() on T plus the primary's faked clock offset (same
-#      moment, within 1.5 s; PostgreSQL's own measure reads short by that offset, the exporter
-#      corrects it) and against the time since the pause, growing with wall time over 10 s
-#      (within a poll); replay resumed: 0.
+#      now() - pg_last_xact_replay_timestamp() on T plus the primary's faked clock offset (now()
+#      = the exporter's own poll timestamp, within 1.5 s; PostgreSQL's own measure reads short by
+#      that offset, the exporter corrects it) and against the time since the pause (by T's own
+#      clock), growing over 10 s as the time between its polls by their own timestamps (within
+#      1.5 s); replay resumed: 0.
 #   5b PatroniLeaderClockSkew firing in Prometheus (for: 2m), the skew within 1.5 s of the truth
 #      (the primary's offset minus the Raft leader host's) in every sample since it was arranged;
 #      arranged again first when a Raft election moved the leader onto the primary's host.
@@ -150,7 +151,7 @@ expect_near() {
 }
 # the samples: one JSON line per second of what every member, the exporter and Prometheus said
 sample_once() {
-  local n m out code body own=() live=() xl=() xa=() dcs="" js v=() rl="?"
+  local n m out code body own=() live=() xl=() xa=() dcs="" js v=() rl="?" pt="?" pd="?"
   for n in 0 1 2; do
     out=$(curl -s -m 1 -w '\n%{http_code}' "$(e2e_rest "$n")/patroni" 2>/dev/null) || true
     code=${out##*$'\n'}; body=${out%$'\n'*}
@@ -168,6 +169,8 @@ sample_once() {
       xa+=("\"$(FETCH=0 metric_value patroni_member_api_up "$(ml "$n")" 2>/dev/null || echo -)\"")
     done
     rl=$(FETCH=0 raft_leader_member 2>/dev/null || echo -)
+    pt=$(FETCH=0 metric_value patroni_exporter_last_poll_timestamp_seconds "$S" 2>/dev/null || echo -)
+    pd=$(FETCH=0 metric_value patroni_exporter_poll_duration_seconds "$S" 2>/dev/null || echo -)
     for m in patroni_cluster_leader_clock_skew_seconds patroni_raft_quorum_margin \
       patroni_cluster_failover_data_at_risk_bytes patroni_cluster_failover_candidates patroni_cluster_primaries; do
       v+=("$(FETCH=0 metric_value "$m" "$S" 2>/dev/null || echo -)")
@@ -175,15 +178,26 @@ sample_once() {
   else
     xl=('"?"' '"?"' '"?"'); xa=('"?"' '"?"' '"?"'); v=('?' '?' '?' '?' '?')
   fi
-  printf '{"t":%s,"own":[%s],"live":[%s],"dcs":"%s","xl":[%s],"xa":[%s],"rl":"%s","skew":"%s","margin":"%s","risk":"%s","cands":"%s","prim":"%s","alerts":"%s"}\n' \
+  printf '{"t":%s,"own":[%s],"live":[%s],"dcs":"%s","xl":[%s],"xa":[%s],"rl":"%s","skew":"%s","margin":"%s","risk":"%s","cands":"%s","prim":"%s","pt":"%s","pd":"%s","alerts":"%s"}\n' \
     "$(now_t)" "$(IFS=,; echo "${own[*]}")" "$(IFS=,; echo "${live[*]}")" "$dcs" "$(IFS=,; echo "${xl[*]}")" \
-    "$(IFS=,; echo "${xa[*]}")" "$rl" "${v[0]}" "${v[1]}" "${v[2]}" "${v[3]}" "${v[4]}" "$(e2e_alerts_brief)"
+    "$(IFS=,; echo "${xa[*]}")" "$rl" "${v[0]}" "${v[1]}" "${v[2]}" "${v[3]}" "${v[4]}" "$pt" "$pd" "$(e2e_alerts_brief)"
 }
 sampler() { while :; do sample_once >>"$SAMPLES" 2>/dev/null || true; sleep 1; done; }
 # first_t SINCE FILTER: seconds from SINCE (run time) to the first sample at or after it where the
 # jq FILTER holds; empty if none
 first_t() {
   jq -rs --argjson s "$1" "[.[] | select(.t >= \$s) | select($2)][0].t // empty | . - \$s | . * 10 | round / 10" "$SAMPLES"
+}
+# nth_poll_after SINCE N: the run time of the first sample showing the Nth distinct poll of the
+# exporter that began (its own timestamp minus its own duration) after SINCE (run time); empty if
+# none. Counted on the exporter's clock: a loaded machine stretches its polls, not our waits.
+nth_poll_after() {
+  jq -rs --argjson s "$1" --argjson n "$2" --argjson t0 "$T_START" '
+    [.[] | select(.t >= $s and (.pt | tonumber? // null) != null and (.pd | tonumber? // null) != null)
+         | select((.pt | tonumber) - (.pd | tonumber) > $t0 + $s)]
+    | reduce .[] as $x ({seen: [], at: null};
+        if .at != null then . else (.seen |= (. + [$x.pt] | unique)) | (if (.seen | length) >= $n then .at = $x.t else . end) end)
+    | .at // empty' "$SAMPLES"
 }
 # all_since SINCE UNTIL FILTER: rc 0 when FILTER holds in every sample in [SINCE, UNTIL]
 all_since() { jq -es --argjson s "$1" --argjson u "$2" "[.[] | select(.t >= \$s and .t <= \$u)] | length > 0 and all($3)" "$SAMPLES" >/dev/null; }
@@ -433,7 +447,14 @@ until [[ -n $(first_t "$T4A" ".live[$T] == \"503\"") ]]; do
   awk -v n="$(now_t)" -v d="$deadline" 'BEGIN { exit !(n > d) }' && on_fail "4a: $(name "$T")'s GET /liveness not 503 within 110 s"
   sleep 1
 done
-sleep $((3 * POLL + 4))   # the rotation asks every member's /liveness within 3 polls
+# the rotation asks every member's /liveness within 3 polls: wait for the exporter's 4th poll
+# begun after the 503 (its own clock; a loaded machine stretches polls), so that the samples
+# checked below span at least one poll after the 3rd; 60 s at most (then the check fails)
+deadline=$(($(date +%s) + 60))
+until [[ -n $(nth_poll_after "$(calc "$T4A + $(first_t "$T4A" ".live[$T] == \"503\"")")" 4) ]]; do
+  (($(date +%s) < deadline)) || break
+  sleep 1
+done
 rc=$(e2e_status stall-replica "$(e2e_rest "$P")")
 ctl_list stall-replica 4a
 T4A_END=$(now_t)
@@ -452,10 +473,14 @@ if [[ -n $l503 ]]; then pass "4a: $(name "$T")'s GET /liveness 503 ${l503}s afte
 else on_fail "4a: no 503"; fi
 if [[ -n $left ]]; then pass "4a: $(name "$T") left GET /cluster ${left}s after the stall, before /liveness said 503"
 else fail "4a: $(name "$T") never left GET /cluster"; fi
-# from 3 polls after the 503 on (each member's /liveness is asked every 3 polls) to the end of
-# the stall, the exporter should say liveness 0 with api_up 1 in every sample
-if all_since "$(calc "$T4A + $l503 + 3 * $POLL + 1")" "$T4A_END" ".xl[$T] == \"0\" and .xa[$T] == \"1\""; then pass "4a: patroni_member_liveness{$(name "$T")} 0 with patroni_member_api_up{$(name "$T")} 1 in every sample from 3 polls after its /liveness said 503 (${l503}s) to the end of the stall"
-else fail "4a: patroni_member_liveness{$(name "$T")} not 0 with api_up 1 in every sample after its /liveness said 503 at ${l503}s (the exporter forgot it at ${gone:-never}s)"; fi
+# from the 3rd poll that began after the 503 on (each member's /liveness is asked every 3 polls;
+# the polls counted by the exporter's own timestamps) to the end of the stall, the exporter
+# should say liveness 0 with api_up 1 in every sample
+from3=$(nth_poll_after "$(calc "$T4A + $l503")" 3)
+e2e_result 4a "its /liveness 503 -> a sample of the exporter's 3rd poll begun after it (s)" "$( [[ -n $from3 ]] && calc "$from3 - $T4A - $l503" || echo never)"
+if [[ -z $from3 ]]; then fail "4a: no sample shows 3 polls of the exporter begun after $(name "$T")'s /liveness said 503 (${l503}s), before the end of the stall"
+elif all_since "$from3" "$T4A_END" ".xl[$T] == \"0\" and .xa[$T] == \"1\""; then pass "4a: patroni_member_liveness{$(name "$T")} 0 with patroni_member_api_up{$(name "$T")} 1 in every sample from the 3rd poll begun after its /liveness said 503 (${l503}s) to the end of the stall"
+else fail "4a: patroni_member_liveness{$(name "$T")} not 0 with api_up 1 in every sample from the 3rd poll begun after its /liveness said 503 at ${l503}s (the exporter forgot it at ${gone:-never}s)"; fi
 if grep -q "$(name "$T"): GET /liveness fails while its REST API answers" "$RUN_DIR/status-stall-replica.txt"; then pass "4a: status names $(name "$T")'s stalled HA loop (found through its Raft voter)"
 else fail "4a: status does not name $(name "$T")'s stalled HA loop (see status-stall-replica.txt)"; fi
 t0=$(e2e_now)
@@ -534,8 +559,10 @@ else e2e_result 3 "pg_wal_replay_pause() alone: replay resumed after (s)" "$resu
 t0=$(e2e_now)
 cluster ctl pause pg-test --wait >"$RUN_DIR/pause.txt" 2>&1 || { cat "$RUN_DIR/pause.txt" >&2; on_fail "3: patronictl pause --wait"; }
 e2e_result 3 "patronictl pause --wait (s)" "$(e2e_since "$t0")"
-pg "$T" "SELECT pg_wal_replay_pause()" >/dev/null || on_fail "3: pg_wal_replay_pause()"
-T3=$(e2e_now)
+# the moment of the pause by T's own clock (a true one), not ours after psql returned: on a
+# loaded machine psql's return lags the pause by seconds
+T3=$(pg "$T" "SELECT extract(epoch FROM clock_timestamp()) FROM (SELECT pg_wal_replay_pause()) AS paused")
+[[ $T3 =~ ^[0-9]+(\.[0-9]+)?$ ]] || on_fail "3: pg_wal_replay_pause() (got '$T3')"
 # a poll that started before the pause carries the value of before it: until Patroni resumed the
 # first pause, the lag grew, and the first poll after T3 may still say so (run of 2026-11-24 on
 # 4.1.5: 7.5 s read 1 s after T3, from a poll that began before it). Only polls that began after
@@ -556,23 +583,26 @@ polled_after() { # polled_after T TIMEOUT: wait until the exporter published a p
 }
 polled_after "$T3" $((4 * POLL + 5)) || on_fail "3: no poll began after the pause within $((4 * POLL + 5)) s"
 expect "3: patroni_member_replay_lag_seconds{$(name "$T")} grows" patroni_member_replay_lag_seconds "$(ml "$T")" '>=' 2 40
-reading() { # -> "exporter_value exporter_poll_time truth_at_that_poll wall_time"
-  local v p tr tt
+reading() { # -> "exporter_value exporter_poll_time truth_at_that_poll"
+  local v p tr
   polled_after "$T3" $((4 * POLL + 5)) || return 1
   v=$(FETCH=0 metric_value patroni_member_replay_lag_seconds "$(ml "$T")") || return 1
   p=$(FETCH=0 metric_value patroni_exporter_last_poll_timestamp_seconds "$S") || return 1
-  tr=$(pg "$T" "SELECT extract(epoch FROM now() - pg_last_xact_replay_timestamp())")
-  tt=$(e2e_now)
-  # the ground truth when the exporter polled: now() - replay timestamp moves 1:1 with wall time
-  echo "$v $p $(calc "$tr - ($tt - $p)" 3) $tt $tr"
+  # the ground truth at the exporter's poll, PostgreSQL's own `now() - pg_last_xact_replay_timestamp()`
+  # with now() = the poll's own timestamp: no reader's clock in it (our psql may return seconds late)
+  tr=$(pg "$T" "SELECT extract(epoch FROM to_timestamp($p) - pg_last_xact_replay_timestamp())")
+  [[ -n $tr ]] || return 1
+  echo "$v $p $(calc "$tr" 3)"
 }
-read -r v1 _ tr1 w1 _ < <(reading) || on_fail "3: reading 1"
+read -r v1 p1 tr1 < <(reading) || on_fail "3: reading 1"
+w1=$(e2e_now)
 sleep 10
-read -r v2 p2 tr2 w2 _ < <(reading) || on_fail "3: reading 2"
+read -r v2 p2 tr2 < <(reading) || on_fail "3: reading 2"
+w2=$(e2e_now)
 [[ $(pg "$T" "SELECT pg_is_wal_replay_paused()") == t ]] || fail "3: replay on $(name "$T") no longer paused at reading 2 (readings not comparable)"
-e2e_result 3 "reading 1: exporter / now() - pg_last_xact_replay_timestamp() on $(name "$T") at that poll (s)" "$(calc "$v1" 2) / $tr1"
+e2e_result 3 "reading 1: exporter / to_timestamp(its poll) - pg_last_xact_replay_timestamp() on $(name "$T") (s)" "$(calc "$v1" 2) / $tr1"
 e2e_result 3 "reading 2: exporter / ground truth at that poll (s)" "$(calc "$v2" 2) / $tr2"
-e2e_result 3 "readings: wall clock apart / exporter values apart (s)" "$(calc "$w2 - $w1" 2) / $(calc "$v2 - $v1" 2)"
+e2e_result 3 "readings: the exporter's polls apart / exporter values apart / our wall clock apart (s)" "$(calc "$p2 - $p1" 2) / $(calc "$v2 - $v1" 2) / $(calc "$w2 - $w1" 2)"
 e2e_result 3 "reading 2: its poll's time since the pause minus the exporter's value (s; the primary's clock offset)" "$(calc "$p2 - $T3 - $v2" 2)"
 # PostgreSQL's own measure reads short by the primary's clock offset (the commit time is the
 # primary's); the exporter corrects it by the primary's measured offset
@@ -584,8 +614,11 @@ else fail "3: replay lag seconds $v1/$v2 vs ground truth $t1/$t2 (PostgreSQL's o
 since2=$(calc "$p2 - $T3" 3)
 if near "$v2" "$since2" 1.5; then pass "3: reading 2 = the time since the pause at its poll within 1.5 s ($(calc "$v2" 1)/$(calc "$since2" 1))"
 else fail "3: reading 2 $v2 vs the time since the pause at its poll $since2"; fi
-if near "$(calc "$v2 - $v1" 3)" "$(calc "$w2 - $w1" 3)" "$POLL"; then pass "3: it grew $(calc "$v2 - $v1" 1) s in $(calc "$w2 - $w1" 1) s of wall time (within a poll)"
-else on_fail "3: it grew $(calc "$v2 - $v1" 1) s in $(calc "$w2 - $w1" 1) s"; fi
+# growth against the time between the two polls by their own timestamps (not our wall clock
+# between two scrapes, which a loaded machine stretches): a paused replica's lag grows 1:1 with
+# time, so they differ only by the change of the primary's measured clock offset
+if near "$(calc "$v2 - $v1" 3)" "$(calc "$p2 - $p1" 3)" "$TOL_CLOCK"; then pass "3: it grew $(calc "$v2 - $v1" 1) s in the $(calc "$p2 - $p1" 1) s between its two polls (within $TOL_CLOCK s)"
+else on_fail "3: it grew $(calc "$v2 - $v1" 1) s in the $(calc "$p2 - $p1" 1) s between its two polls"; fi
 t0=$(e2e_now)
 pg "$T" "SELECT pg_wal_replay_resume()" >/dev/null || on_fail "3: pg_wal_replay_resume()"
 # caught up: under the steady load a replica is "behind" by a few transactions at any instant,

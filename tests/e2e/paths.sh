@@ -20,6 +20,14 @@
 #   e2e_traversable DIR    -> 0 if every existing ancestor of DIR (and DIR) is o+x
 #   e2e_charm_venv_dir     -> $E2E_WORK/venv-charm (Charmed PostgreSQL's library package)
 #   e2e_charm_package_dir  -> its single_kernel_postgresql/ in that venv's site-packages
+#   e2e_locked LOCK CMD...  CMD in a subshell holding an exclusive flock (fd 7) on LOCK: a name
+#                          ($E2E_WORK/.lock-NAME) or an absolute path (a machine-wide lock,
+#                          /run/lock/...); waits up to E2E_SETUP_LOCK_S (1800 s), rc 2 when not
+#                          obtained; rc of CMD. Shared set-up (a venv, the Debian packages) is
+#                          made by one run at a time, whatever runs in parallel (scripts/test.sh's
+#                          steps, soak.sh's two versions, two clones' .ci/run): the next one in
+#                          finds it made. CMD runs under the caller's `set -e`; call it plainly,
+#                          not in a condition
 
 E2E_REPO="${E2E_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 # shellcheck disable=SC2034  # for the scripts that source this file
@@ -59,4 +67,16 @@ e2e_charm_package_dir() {
   for d in "$E2E_WORK"/venv-charm/lib/python3*/site-packages/single_kernel_postgresql; do
     echo "$d"; return 0
   done
+}
+e2e_locked() {
+  local lock=$1
+  shift
+  [[ $lock == /* ]] || { mkdir -p "$E2E_WORK"; lock="$E2E_WORK/.lock-$lock"; }
+  (
+    if ! flock -n 7; then
+      echo "[e2e_locked] waiting for $lock: another run is making the same thing" >&2
+      flock -w "${E2E_SETUP_LOCK_S:-1800}" 7 || { echo "[e2e_locked] no lock on $lock within ${E2E_SETUP_LOCK_S:-1800}s" >&2; exit 2; }
+    fi
+    "$@"
+  ) 7>"$lock"
 }

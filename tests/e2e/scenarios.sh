@@ -77,13 +77,13 @@ status_check() {
   for url in ${STATUS_URLS:-$MEMBER0_REST $MEMBER1_REST $MEMBER2_REST}; do urls+=(--patroni.url "$url"); done
   t0=$(e2e_now)
   rc=0
-  timeout 30 "$EXPORTER_BIN" status "${urls[@]}" \
-    --raft.password-file "$RUN_DIR/raft-secret" --timeout 10s "$@" >"$out" 2>&1 || rc=$?
+  timeout $((E2E_STATUS_TIMEOUT + 10)) "$EXPORTER_BIN" status "${urls[@]}" \
+    --raft.password-file "$RUN_DIR/raft-secret" --timeout "${E2E_STATUS_TIMEOUT}s" "$@" >"$out" 2>&1 || rc=$?
   local took
   took=$(e2e_since "$t0")
   cat "$out" >&2
   if [[ $rc != "$expected" ]]; then on_fail "$what: status exited $rc, expected $expected"; fi
-  if awk -v t="$took" 'BEGIN { exit !(t > 10.5) }'; then on_fail "$what: status took ${took}s, deadline 10s"; fi
+  if awk -v t="$took" -v d="$E2E_STATUS_TIMEOUT" 'BEGIN { exit !(t > d + 0.5) }'; then on_fail "$what: status took ${took}s, deadline ${E2E_STATUS_TIMEOUT}s"; fi
   if ! grep -qE -- "$pattern" "$out"; then on_fail "$what: status output lacks /$pattern/"; fi
   pass "$what (exit $rc in ${took}s)"
   e2e_result "${what%%:*}" "status: ${what#*: } (s)" "$took"

@@ -159,8 +159,9 @@ E2E_PIDS+=("$LOAD_PID")
 T_LOAD=$(e2e_now)
 LSN0=$(src_lsn 0)
 printf 'seconds\texporter_lag_bytes\tground_truth_bytes\n' >"$SAMPLES"
-max_x=0 max_t=0 max_dev=0 n=0
+max_x=0 max_t=0 max_dev=0 n=0 tries=0
 while kill -0 "$LOAD_PID" 2>/dev/null; do
+  tries=$((tries + 1))
   if x=$(lag) && t=$(truth 0) && [[ -n $x && -n $t ]]; then
     n=$((n + 1))
     printf '%s\t%s\t%s\n' "$(e2e_since "$T_LOAD")" "$x" "$t" >>"$SAMPLES"
@@ -180,8 +181,13 @@ e2e_result 2 "under load: max exporter lag / max ground truth (bytes)" "$max_x /
 e2e_result 2 "under load: max |exporter lag - ground truth| over $n samples (bytes; tolerance 2 polls of WAL + 256 KiB = $TOL)" "$max_dev"
 ensure "2: the lag rose under the load (max $max_x B)" "2: the lag did not rise over 1 MiB (max $max_x B)" \
   test "$max_x" -gt 1048576
-if ((n >= LOAD_S / 2 && max_dev <= TOL)); then pass "2: the lag followed the ground truth within $TOL B ($n samples, max deviation $max_dev B)"
-else on_fail "2: $n samples, max deviation $max_dev B > $TOL B (samples.tsv)"; fi
+# How many samples fit in the load follows the time it really took and what a sample costs
+# (a scrape and three psql, seconds each on a loaded machine): every attempt made in that time
+# must have compared the two, but one (slack: an exporter scrape over its 5 s timeout), and at
+# least 3 of them. A lag absent or not readable in two attempts fails, as a deviation does.
+e2e_result 2 "under load: samples / attempts in ${LOAD_S_REAL} s (one a second plus its scrape and psql)" "$n / $tries"
+if ((n >= 3 && n >= tries - 1 && max_dev <= TOL)); then pass "2: the lag followed the ground truth within $TOL B ($n samples of $tries attempts in ${LOAD_S_REAL} s, max deviation $max_dev B)"
+else on_fail "2: $n samples of $tries attempts in ${LOAD_S_REAL} s (want all but one, >= 3), max deviation $max_dev B (at most $TOL B; samples.tsv)"; fi
 T_STOP=$(e2e_now)
 # load stopped: sampled until the exporter and PostgreSQL agree on a lag within 64 KiB in the
 # same sample (the exporter's source position is one poll old, and pg-dr replays each commit
