@@ -20,6 +20,7 @@ use crate::patroni::{
 use crate::raft::{RaftState, RaftStatus};
 
 mod failover;
+mod member_settings;
 mod quorum;
 mod split;
 mod standby;
@@ -29,6 +30,7 @@ mod witness;
 pub use failover::{
     human_bytes, Exclusion, ExclusionReason, FailoverReadiness, MemberReadiness, PollFacts,
 };
+pub use member_settings::{InForce, PatroniRelease, SettingSource, PATRONI_REST_THREAD_POOL_SIZE};
 pub use quorum::{QuorumAssessment, QuorumEvidence, QuorumVerdict, Unanswered};
 pub use split::{
     answered_views, primaries, says_primary, DcsView, MemberDcsView, MemberViewDiff,
@@ -275,6 +277,10 @@ pub struct ClusterSnapshot {
     /// For a standby cluster whose source is configured (`standby_of`), the source's leader
     /// position when this snapshot was published ([`standby`]); `None` otherwise.
     pub standby_source: Option<StandbySource>,
+    /// What `--patroni.config-file` says of the members' Raft timing and REST pool; `None`
+    /// without one. Which of it a member honours is its release's matter
+    /// ([`member_settings`]).
+    pub member_settings: Option<crate::config::MemberSettings>,
 }
 
 impl ClusterSnapshot {
