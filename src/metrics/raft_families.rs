@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::families::{cached_gauges, flag, info, one_hot, per_value, FamilyWriter};
-use super::labels::{node_labels, node_named, scope};
+use super::labels::{member_labels, node_labels, node_named, scope};
 use super::split_families::nonzero_counts;
 use crate::raft::RaftStatus;
 use crate::snapshot::{ClusterSnapshot, QuorumEvidence, Unanswered};
@@ -84,6 +84,22 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
         "patroni_raft_connection_timeout_seconds",
         "pysyncobj's connectionTimeout: a Raft connection that receives nothing for this long is dropped, and a connect that takes longer fails. Patroni does not set it (patroni/dcs/raft.py), so it is pysyncobj's default, 3.5 s (pysyncobj/config.py, 0.3.12 to 0.3.17).",
         raft().map(|s| (scope(s), RAFT_CONNECTION_TIMEOUT_SECONDS)),
+    )?;
+    writer.cached_gauge(
+        "patroni_member_raft_timing_seconds",
+        "The pysyncobj timing in force on the member's Raft node, by setting (min_timeout, max_timeout, connection_timeout, append_entries_period, connection_retry_time, leader_fallback_timeout, the keys of Patroni's raft: section), and where the value comes from: config_file (Patroni >= 4.2.0 passes the --patroni.config-file's raft: keys to pysyncobj), pysyncobj_default (older Patroni ignores them, or the file does not set it), no_config_file (Patroni >= 4.2.0 and no --patroni.config-file: the default, assumed). PATRONI_RAFT_* environment variables are not visible to the exporter. Absent when the member's own GET /patroni did not answer (its version is unknown).",
+        raft().flat_map(|s| {
+            s.members_and_departed().flat_map(move |m| {
+                s.raft_timing_of(m).into_iter().flatten().map(move |(setting, value)| {
+                    (
+                        member_labels(s, m)
+                            .setting(setting.key())
+                            .source(value.source.as_str()),
+                        value.value,
+                    )
+                })
+            })
+        }),
     )?;
     writer.counter(
         "patroni_raft_leader_changes",
