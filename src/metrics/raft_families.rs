@@ -11,12 +11,6 @@ use crate::snapshot::{ClusterSnapshot, QuorumEvidence, Unanswered};
 
 const RAFT_STATES: &[&str] = &["follower", "candidate", "leader"];
 
-/// pysyncobj's `connectionTimeout` as Patroni runs it: Patroni's `SyncObjConf` (in
-/// `patroni/dcs/raft.py`, `KVStoreTTL.__init__`, 3.3.8 and 4.1.5) does not set it, so it is
-/// the default of `pysyncobj/config.py` (0.3.12 and 0.3.17): 3.5 s. A connection that reads
-/// nothing for that long is closed (`tcp_connection.py`), and it bounds a connect.
-pub const RAFT_CONNECTION_TIMEOUT_SECONDS: f64 = 3.5;
-
 pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
     let raft = || snapshots.iter().filter(|s| s.raft_enabled);
     writer.cached_gauge(
@@ -81,11 +75,6 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
         raft().filter_map(|s| Some((scope(s), flag(s.raft_leader_away_from_primary()?)))),
     )?;
     writer.cached_gauge(
-        "patroni_raft_connection_timeout_seconds",
-        "pysyncobj's connectionTimeout: a Raft connection that receives nothing for this long is dropped, and a connect that takes longer fails. Patroni does not set it (patroni/dcs/raft.py), so it is pysyncobj's default, 3.5 s (pysyncobj/config.py, 0.3.12 to 0.3.17).",
-        raft().map(|s| (scope(s), RAFT_CONNECTION_TIMEOUT_SECONDS)),
-    )?;
-    writer.cached_gauge(
         "patroni_member_raft_timing_seconds",
         "The pysyncobj timing in force on the member's Raft node, by setting (min_timeout, max_timeout, connection_timeout, append_entries_period, connection_retry_time, leader_fallback_timeout, the keys of Patroni's raft: section), and where the value comes from: config_file (Patroni >= 4.2.0 passes the --patroni.config-file's raft: keys to pysyncobj), pysyncobj_default (older Patroni ignores them, or the file does not set it), no_config_file (Patroni >= 4.2.0 and no --patroni.config-file: the default, assumed). PATRONI_RAFT_* environment variables are not visible to the exporter. Absent when the member's own GET /patroni did not answer (its version is unknown).",
         raft().flat_map(|s| {
@@ -132,8 +121,15 @@ fn encode_nodes(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -
     )?;
     writer.cached_gauge(
         "patroni_raft_status_round_trip_seconds",
-        "How long the node's status query took in the last poll: connect, key exchange when there is a password, and the status reply (2 network round trips without a password, 3 with one, plus the node's own delay in answering); absent when it failed or through --raft.command. Compare with patroni_raft_connection_timeout_seconds.",
+        "How long the node's status query took in the last poll: connect, key exchange when there is a password, and the status reply (2 network round trips without a password, 3 with one, plus the node's own delay in answering); absent when it failed or through --raft.command. Compare with the node's patroni_raft_connection_timeout_seconds.",
         nodes().filter_map(|(s, node)| Some((node_labels(s, node), node.round_trip?.as_secs_f64()))),
+    )?;
+    writer.cached_gauge(
+        "patroni_raft_connection_timeout_seconds",
+        "pysyncobj's connectionTimeout in force on the node (that of the member on its host, patroni_member_raft_timing_seconds{setting=\"connection_timeout\"}): a Raft connection that receives nothing for this long is dropped, and a connect that takes longer fails. 3.5 s (pysyncobj's default) unless Patroni >= 4.2.0 sets raft.connection_timeout. Absent for a node no answering member runs on (a witness). Compare patroni_raft_status_round_trip_seconds with it.",
+        nodes().filter_map(|(s, node)| {
+            Some((node_labels(s, node), s.node_connection_timeout(node)?.value))
+        }),
     )?;
     writer.cached_gauge(
         "patroni_raft_has_quorum",
