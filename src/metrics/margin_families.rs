@@ -89,6 +89,16 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
             .map(|s| (scope(s), PATRONI_MEMBER_REQUEST_TIMEOUT_SECONDS)),
     )?;
     writer.cached_gauge(
+        "patroni_member_rest_thread_pool_size",
+        "Patroni's restapi.thread_pool_size in force on the member: its REST API serves every request (the members' leader-race GET /patroni and POST /failsafe, health checks, exporters) from a pool of this + 1 workers. Patroni >= 4.1.1 only (before, a thread per request: absent); at least 5 (Patroni raises a smaller value). source: config_file (--patroni.config-file sets it), patroni_default (5: the file does not), no_config_file (5, assumed: no --patroni.config-file). Absent when the member's own GET /patroni did not answer.",
+        snapshots.iter().flat_map(|s| {
+            s.members_and_departed().filter_map(move |m| {
+                let size = s.rest_thread_pool_size_of(m)?;
+                Some((member_labels(s, m).source(size.source.as_str()), size.value))
+            })
+        }),
+    )?;
+    writer.cached_gauge(
         "patroni_cluster_leader_clock_skew_seconds",
         "How far the primary's clock is ahead of the clock of the Raft leader's host (negative: behind): the leader key expires that much early (behind) or late (ahead). 0 when the primary runs the Raft leader.",
         snapshots
