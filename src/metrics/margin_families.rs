@@ -63,7 +63,7 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
     )?;
     writer.cached_gauge(
         "patroni_member_readiness",
-        "1 when the member's GET /readiness answers 200 (leader, or a running replica), 0 for 503. Asked one member per poll, in rotation.",
+        "1 when the member's GET /readiness answers 200, 0 for 503. What it takes depends on the member's Patroni version (patroni_member_patroni_info): the leader is ready; a replica on 3.x when its PostgreSQL runs and the DCS answers, from 4.1.0 only while it also streams and its lag is within maximum_lag_on_failover (unless failsafe mode is active). Asked one member per poll, in rotation.",
         per_member(snapshots, |m| m.probes.readiness.map(flag)),
     )?;
     writer.cached_gauge(
