@@ -133,9 +133,10 @@ local fromLosingExporter(series, render='value') =
             summary: '{{ $value }} Raft nodes of Patroni cluster {{ $labels.scope }} claim Raft leadership.',
             description: |||
               {{ $value }} Raft nodes of scope {{ $labels.scope }} have claimed to be the Raft leader
-              for ${for}. A partitioned old leader may claim leadership for up to ~30 s
-              (pysyncobj leaderFallbackTimeout); longer than that means the nodes see different
-              clusters (partition, mismatched partner lists, or two Raft clusters sharing addresses).
+              for ${for}. A partitioned old leader may keep claiming leadership for up to its
+              leader_fallback_timeout ({{ with printf "max(patroni_member_raft_timing_seconds{scope=%q,setting=\"leader_fallback_timeout\"})" $labels.scope | query }}{{ . | first | value }} s in force{{ else }}pysyncobj's default 30 s{{ end }});
+              longer than that means the nodes see different clusters (partition, mismatched
+              partner lists, or two Raft clusters sharing addresses).
             |||,
           },
         },

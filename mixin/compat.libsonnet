@@ -95,6 +95,13 @@ local perMember(scopeExpr) = '%s + ignoring (member) group_left () (%s)' % [zero
         { record: 'patroni_dcs_last_seen', expr: member(orZero('patroni_member_dcs_last_seen_timestamp_seconds')) },
         { record: 'patroni_pending_restart', expr: member(orZero('patroni_member_pending_restart')) },
         { record: 'patroni_is_paused', expr: member(perMember('patroni_cluster_paused')) },
+        // Patroni 4.2.0's names (PRs #3534, #3633): failsafe_mode of the dynamic configuration;
+        // whether the member is in the failsafe topology (GET /failsafe; 0 while failsafe mode is
+        // off, when the exporter does not ask); failover_priority, 0 with nofailover, else the
+        // tag, 1 when unset (the exporter reads the tags from the member's own GET /patroni).
+        { record: 'patroni_failsafe_mode_enabled', expr: member(perMember('patroni_config_failsafe_mode')) },
+        { record: 'patroni_failsafe_member', expr: member(orZero('patroni_member_failsafe_topology')) },
+        { record: 'patroni_failover_priority', expr: member('patroni_member_failover_priority') },
         // 4.x: Patroni's numbers for its PostgreSQL states (api.py); the exporter has the state of
         // GET /cluster, where a replica's `running` is `streaming` (or `in archive recovery`).
         // States GET /cluster does not show (initdb, bootstrap, *_failed but start failed) give

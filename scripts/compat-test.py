@@ -25,6 +25,7 @@ two as streaming.
 """
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -43,6 +44,35 @@ OUT = ROOT / "alerts/tests/compat.test.yml"
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{[^}]*\})?\s+(\S+)$')
 # Patroni's samples that differ from the exporter's on purpose, with the reason.
 SKIP: dict[str, str] = {}
+# Patroni 4.2.0's names: no Patroni 4.2 /metrics was captured (4.2.0 is not released), so the
+# expected samples are 4.2's definitions (api.py of release/v4.2.0, PRs #3534 and #3633) applied
+# to the documents the golden clusters were made from: each member's own GET /patroni (its tags)
+# and the /config served with them (tests/fixtures/patroni-4.1.5/01-config.json for both).
+OWN = {"healthy-3-3-8": [ROOT / f"tests/fixtures/patroni-3.3.8/patroni-m{i}.json" for i in range(3)],
+       "healthy-4-1-5": [ROOT / f"tests/fixtures/patroni-4.1.5/01-patroni-m{i}.json" for i in range(3)]}
+CONFIG = ROOT / "tests/fixtures/patroni-4.1.5/01-config.json"
+# the golden cluster in failsafe mode: its /config (failsafe_mode true) and the topology its
+# GET /failsafe answers (tests/it/exporter.rs serves every member in it)
+FAILSAFE = "failsafe-active-4-1-5"
+# families the records read that a healthy golden cluster has none of, and why
+ABSENT_WHEN_HEALTHY = {"patroni_member_failsafe_topology": "asked only while failsafe mode is on"}
+FAILSAFE_CONFIG = ROOT / "tests/fixtures/patroni-4.1.5/states/failsafe-active/config.json"
+FAILSAFE_TOPOLOGY = ("postgresql-0", "postgresql-1", "postgresql-2")
+
+
+def truthy(value) -> bool:
+    """Python's truth of a tag value, as Patroni reads tags ("false" is true)."""
+    return bool(value) and value != 0
+
+
+def patroni_42(status: dict, config: dict, topology: tuple[str, ...]) -> dict[str, int]:
+    """Patroni 4.2's values of its new names for the member whose own GET /patroni is `status`."""
+    tags = status.get("tags", {})
+    priority = 0 if truthy(tags.get("nofailover")) else int(tags.get("failover_priority", 1))
+    name = status.get("name") or status["patroni"]["name"]
+    return {"patroni_failover_priority": priority,
+            "patroni_failsafe_mode_enabled": int(bool(config.get("failsafe_mode", False))),
+            "patroni_failsafe_member": int(bool(config.get("failsafe_mode")) and name in topology)}
 # the golden scope whose members postgresql-0 and postgresql-2 did not answer GET /patroni
 UNANSWERED = "quorum-lost-4-1-5"
 # two exporters watching the same cluster; the target labels Juju's scrape adds to both
@@ -69,12 +99,12 @@ def main() -> int:
     rules = yaml.safe_load(RULES.read_text())
     records = [r["record"] for g in rules["groups"] for r in g["rules"]]
     exprs = " ".join(r["expr"] for g in rules["groups"] for r in g["rules"])
-    used = set(re.findall(r"\bpatroni_(?:member|cluster)_[a-z_]+\b", exprs))
-    scopes = tuple(f'scope="{scope}"' for scope in [*CASES, UNANSWERED])
+    used = set(re.findall(r"\bpatroni_(?:member|cluster|config)_[a-z_]+\b", exprs))
+    scopes = tuple(f'scope="{scope}"' for scope in [*CASES, UNANSWERED, FAILSAFE])
     golden = [(n, l, v) for n, l, v in samples(GOLDEN)
               if n in used and any(s in l for s in scopes) and v != "<varies>"]
     for scope in CASES:
-        missing = used - {n for n, l, _ in golden if f'scope="{scope}"' in l}
+        missing = used - ABSENT_WHEN_HEALTHY.keys() - {n for n, l, _ in golden if f'scope="{scope}"' in l}
         if missing:
             sys.exit(f"error: the golden output of {scope} has no {sorted(missing)}")
     answered = {l.split('member="')[1].split('"')[0]: v for n, l, v in golden
@@ -108,6 +138,17 @@ def main() -> int:
                     sys.exit(f"error: {path.name}: Patroni's {name} has no recording rule and no reason in SKIP")
                 labels = labels.replace('scope="pg-test"', f'scope="{scope}"')
                 expected.setdefault(name, []).append((with_topology(labels), value))
+    config = json.loads(CONFIG.read_text())
+    captured = set(expected)
+    for scope, paths in OWN.items():
+        for path in paths:
+            status = json.loads(path.read_text())
+            name = status.get("name") or status["patroni"]["name"]
+            for record, value in patroni_42(status, config, ()).items():
+                if record in captured:
+                    sys.exit(f"error: {record} is in Patroni's captured /metrics: compare with it")
+                expected.setdefault(record, []).append(
+                    (with_topology(f'{{name="{name}",scope="{scope}"}}'), str(value)))
     for name in records:
         if name not in expected:
             sys.exit(f"error: recording rule {name}: Patroni's captured /metrics has no such series")
@@ -121,7 +162,11 @@ def main() -> int:
         f = float(v)
         return int(f) if f.is_integer() and abs(f) < 2**53 else f
 
-    healthy = [sample for sample in golden if f'scope="{UNANSWERED}"' not in sample[1]]
+    healthy = [sample for sample in golden if f'scope="{UNANSWERED}"' not in sample[1]
+               and f'scope="{FAILSAFE}"' not in sample[1]]
+    failsafe = [sample for sample in golden if f'scope="{FAILSAFE}"' in sample[1]]
+    failsafe_config = json.loads(FAILSAFE_CONFIG.read_text())
+    failsafe_names = ("patroni_failsafe_mode_enabled", "patroni_failsafe_member")
     unanswered = [sample for sample in golden if f'scope="{UNANSWERED}"' in sample[1]]
     survivor = f'{{name="postgresql-1",scope="{UNANSWERED}"}}'   # no Juju labels: none added
     test = {
@@ -154,6 +199,17 @@ def main() -> int:
                  "exp_samples": [{"labels": "patroni_postgres_running" + survivor, "value": 1}]},
             ],
         }, {
+            "name": "Patroni 4.2's failsafe names in failsafe mode (golden failsafe-active-4-1-5, two exporters): one series per member",
+            "interval": "15s",
+            "input_series": [s for n, l, v in failsafe for s in fed(n, l, v, juju=False)] + polled([FAILSAFE], juju=False),
+            "promql_expr_test": [
+                {"expr": f'{record}{{scope="{FAILSAFE}"}}', "eval_time": "15s",
+                 "exp_samples": [{"labels": f'{record}{{name="{member}",scope="{FAILSAFE}"}}',
+                                  "value": patroni_42({"name": member}, failsafe_config, FAILSAFE_TOPOLOGY)[record]}
+                                 for member in FAILSAFE_TOPOLOGY]}
+                for record in failsafe_names
+            ],
+        }, {
             # measured in tests/e2e/charm-monitoring.sh (switchovers on 3.3.8 and 4.1.5): exporter a
             # polled before the old primary demoted, exporter b after the new one promoted. Merged
             # with max that made two primaries, with min none: b's view, the latest, is the one
@@ -182,7 +238,7 @@ def main() -> int:
             ],
         }],
     }
-    inputs = healthy + unanswered
+    inputs = healthy + unanswered + failsafe
     header = ("# Generated by scripts/compat-test.py from tests/golden/metrics.txt (the exporter) and\n"
               "# tests/fixtures/patroni-3.3.8/metrics-m*.txt, patroni-4.1.5/01-metrics-m*.txt (Patroni's own\n"
               "# /metrics): do not edit.\n"

@@ -219,9 +219,15 @@ def dashboard():
     d = d.with_panel(state_panel(
         64, "HA loop (liveness) and readiness",
         [q(f'max by (scope, member) (patroni_member_liveness{{{SEL}}})', "{{scope}} {{member}} liveness"),
-         q(f'max by (scope, member) (patroni_member_readiness{{{SEL}}})', "{{scope}} {{member}} readiness")],
+         q(f'max by (scope, member, version) (patroni_member_readiness{{{SEL}}} '
+           f'* on (scope, member, instance, job) group_left (version) patroni_member_patroni_info{{{SEL}}})',
+           "{{scope}} {{member}} readiness (Patroni {{version}})")],
         "GET /liveness: 503 (STALLED) when the member's HA loop has not run for ttl while its "
-        "REST API answers (alert PatroniHaLoopStalled); GET /readiness beside it.",
+        "REST API answers (alert PatroniHaLoopStalled). GET /readiness beside it, whose meaning "
+        "depends on the member's Patroni version (in the legend): on 3.x a replica is ready when "
+        "its PostgreSQL runs and the DCS answers; from 4.1.0 it must also stream and be within "
+        "maximum_lag_on_failover (unless failsafe mode is active), so a lagging 4.1 replica "
+        "reads not ready where a 3.x one reads ready. The leader is ready on both.",
         {"1": ("ok", "green"), "0": ("STALLED / not ready", "red")}, span=8))
     d = d.with_panel(ts_panel(
         65, "Clocks",
@@ -250,13 +256,15 @@ def dashboard():
         [per_member("patroni_member_rest_round_trip_seconds", "GET /patroni"),
          q(f'patroni_raft_status_round_trip_seconds{{{SEL}}}', "{{scope}} {{node}} Raft status"),
          per_cluster("patroni_member_request_timeout_seconds", "Patroni's member request timeout"),
-         per_cluster("patroni_raft_connection_timeout_seconds", "Raft connection timeout")],
+         q(f'max by (scope, node) (patroni_raft_connection_timeout_seconds{{{SEL}}})',
+           "{{scope}} {{node}} Raft connection timeout")],
         "How long the exporter's GET /patroni of each member and each Raft node's status query "
-        "took, against the deadlines fixed by Patroni's source: 2 s for the requests members send "
-        "one another (the leader race's GET /patroni, POST /failsafe; alert PatroniMemberRestSlow "
-        "above half of it) and pysyncobj's 3.5 s Raft connection timeout. The third deadline, "
-        "retry_timeout, is in the configuration table below. Seen from the exporter's host, not "
-        "between the members.", unit="s", span=8))
+        "took, against their deadlines: 2 s for the requests members send one another, fixed in "
+        "Patroni's source (the leader race's GET /patroni, POST /failsafe; alert "
+        "PatroniMemberRestSlow above half of it), and the Raft connection timeout in force on each "
+        "node (pysyncobj's 3.5 s unless Patroni >= 4.2.0 sets raft.connection_timeout, read from "
+        "--patroni.config-file). The third deadline, retry_timeout, is in the configuration table "
+        "below. Seen from the exporter's host, not between the members.", unit="s", span=8))
 
     # ---- Versions, configuration, history: what an operator checks before changing anything
     d = d.with_row(db.Row("Versions and configuration").id(70))
@@ -322,6 +330,25 @@ def dashboard():
             ("strict", [mapping_prop(on_off)]), ("failsafe_mode", [mapping_prop(on_off)]),
             ("check_timeline", [mapping_prop(on_off)]),
         ]))
+    timing = ["min_timeout", "max_timeout", "connection_timeout", "append_entries_period",
+              "connection_retry_time", "leader_fallback_timeout"]
+    refs = "ABCDEF"
+    d = d.with_panel(table_panel(
+        78, "Raft timing and REST pool in force",
+        table_queries(*[f'max by (scope, member{", source" if t == "connection_timeout" else ""}) '
+                        f'(patroni_member_raft_timing_seconds{{{SEL},setting="{t}"}})' for t in timing],
+                      f'max by (scope, member) (patroni_member_rest_thread_pool_size{{{SEL}}})'),
+        "pysyncobj's timing on each member's Raft node: pysyncobj's defaults (0.4 / 1.4 / 3.5 / 0.1 / "
+        "5 / 30 s) unless Patroni >= 4.2.0 sets the raft: keys, read from --patroni.config-file "
+        "(source: config_file, pysyncobj_default, or no_config_file: 4.2 and no file, assumed; "
+        "PATRONI_RAFT_* environment variables are not visible). thread_pool_size: Patroni >= 4.1.1 "
+        "serves its REST API from this + 1 workers, which the exporters share with the members' "
+        "own leader-race requests and health checks.",
+        join_field="member", span=24, height=6,
+        exclude=["Time"],
+        rename={"scope": "Cluster", "member": "Member", "source": "source",
+                **{f"Value #{r}": t for r, t in zip(refs, timing)}, "Value #G": "thread_pool_size"},
+        overrides=[(t, [prop("unit", "s")]) for t in timing]))
     tags = ["nofailover", "nosync", "noloadbalance", "clonefrom", "nostream"]
     d = d.with_panel(table_panel(
         73, "Member tags",

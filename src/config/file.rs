@@ -266,6 +266,7 @@ impl ClusterEntry {
         check_limits(&name, &poll, rest.max_body_bytes)?;
         Ok(ClusterConfig {
             standby_of: self.standby_of.clone(),
+            member_settings: yaml.map(PatroniYaml::member_settings),
             expected_scope,
             patroni_urls,
             allow_api_url_hosts: self.allowed_hosts(yaml)?,

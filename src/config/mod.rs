@@ -30,7 +30,7 @@ use serde::Deserialize;
 use url::Url;
 
 pub use file::{ClusterEntry, ConfigFile};
-pub use patroni_yaml::PatroniYaml;
+pub use patroni_yaml::{MemberSettings, PatroniYaml};
 pub use policy::ApiUrlPolicy;
 
 use crate::patroni::ClientSettings;
@@ -56,6 +56,9 @@ pub struct ClusterConfig {
     pub collectors: Collectors,
     /// The scope of the cluster this one is a standby cluster of (`standby_of`).
     pub standby_of: Option<String>,
+    /// What Patroni's YAML (`--patroni.config-file`) says of the members' Raft timing and
+    /// REST pool; `None` without one.
+    pub member_settings: Option<MemberSettings>,
 }
 
 /// A group of requests that can be switched off, like node_exporter's collectors: for

@@ -1,6 +1,12 @@
 //! The parts of Patroni's own YAML the exporter uses: on a Charmed PostgreSQL unit it holds
 //! the REST URL, the TLS files, the Raft partners and the Raft password, so pointing the
-//! exporter at it avoids copying a secret.
+//! exporter at it avoids copying a secret. It also says what the exporter cannot ask a member:
+//! the Raft timing its pysyncobj node runs (Patroni 4.2's `raft.*_timeout` keys) and the size
+//! of its REST API's worker pool (`restapi.thread_pool_size`, Patroni 4.1.1 and later): the
+//! [`MemberSettings`]. Patroni also takes these from `PATRONI_RAFT_*` and `PATRONI_RESTAPI_*`
+//! environment variables, which a separate process cannot see; the exporter assumes every
+//! member has the same `raft:` and `restapi:` settings as the file it reads (as Charmed
+//! PostgreSQL renders them).
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +14,7 @@ use serde::Deserialize;
 use url::Url;
 
 use super::describe_yaml_error;
+use crate::raft::{RaftSetting, RaftTimingConfig};
 use crate::secret::Secret;
 
 /// The parts of Patroni's own YAML the exporter uses.
@@ -59,6 +66,11 @@ pub struct PatroniRestApi {
     pub cafile: Option<PathBuf>,
     /// `none`, `optional` or `required`: whether members ask for a client certificate.
     pub verify_client: Option<String>,
+    /// The REST API's worker pool (Patroni 4.1.1 and later: `thread_pool_size` + 1 workers;
+    /// Patroni raises a value below 5 to 5). A number, or a string of one as environment
+    /// variables give it.
+    #[serde(deserialize_with = "number::optional")]
+    pub thread_pool_size: Option<f64>,
 }
 
 /// Patroni's `raft` section.
@@ -71,6 +83,59 @@ pub struct PatroniRaft {
     pub partner_addrs: Vec<String>,
     /// The Raft password (`SYNCOBJ_PASSWORD` of syncobj_admin).
     pub password: Option<Secret>,
+    /// pysyncobj's timing, in seconds, where set (Patroni 4.2.0 and later pass them on;
+    /// earlier versions ignore them): `raftMinTimeout`,
+    #[serde(deserialize_with = "number::optional")]
+    pub min_timeout: Option<f64>,
+    /// `raftMaxTimeout`,
+    #[serde(deserialize_with = "number::optional")]
+    pub max_timeout: Option<f64>,
+    /// `connectionTimeout`,
+    #[serde(deserialize_with = "number::optional")]
+    pub connection_timeout: Option<f64>,
+    /// `appendEntriesPeriod`,
+    #[serde(deserialize_with = "number::optional")]
+    pub append_entries_period: Option<f64>,
+    /// `connectionRetryTime`,
+    #[serde(deserialize_with = "number::optional")]
+    pub connection_retry_time: Option<f64>,
+    /// and `leaderFallbackTimeout`.
+    #[serde(deserialize_with = "number::optional")]
+    pub leader_fallback_timeout: Option<f64>,
+}
+
+impl PatroniRaft {
+    /// The timing settings this section gives.
+    pub fn timing(&self) -> RaftTimingConfig {
+        [
+            (RaftSetting::MinTimeout, self.min_timeout),
+            (RaftSetting::MaxTimeout, self.max_timeout),
+            (RaftSetting::ConnectionTimeout, self.connection_timeout),
+            (RaftSetting::AppendEntriesPeriod, self.append_entries_period),
+            (RaftSetting::ConnectionRetryTime, self.connection_retry_time),
+            (
+                RaftSetting::LeaderFallbackTimeout,
+                self.leader_fallback_timeout,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(setting, value)| Some((setting, value?)))
+        .fold(RaftTimingConfig::default(), |config, (setting, value)| {
+            config.with(setting, value)
+        })
+    }
+}
+
+/// What Patroni's YAML says about the members that the exporter cannot ask them: the Raft
+/// timing their pysyncobj nodes are configured with and the size of their REST worker pool.
+/// Which of it a member honours depends on its Patroni version, known only from its own
+/// `GET /patroni` (the snapshot judges it).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct MemberSettings {
+    /// The `raft:` section's timing settings.
+    pub raft_timing: RaftTimingConfig,
+    /// `restapi.thread_pool_size`, as written (Patroni raises it to at least 5).
+    pub rest_thread_pool_size: Option<f64>,
 }
 
 impl PatroniYaml {
@@ -129,6 +194,21 @@ impl PatroniYaml {
         }
     }
 
+    /// The settings of the members this file describes.
+    pub fn member_settings(&self) -> MemberSettings {
+        MemberSettings {
+            raft_timing: self
+                .raft
+                .as_ref()
+                .map(PatroniRaft::timing)
+                .unwrap_or_default(),
+            rest_thread_pool_size: self
+                .restapi
+                .as_ref()
+                .and_then(|restapi| restapi.thread_pool_size),
+        }
+    }
+
     /// All Raft voters this member knows: itself and its partners.
     pub fn raft_nodes(&self) -> Vec<String> {
         let Some(raft) = &self.raft else {
@@ -139,5 +219,80 @@ impl PatroniYaml {
             .chain(raft.partner_addrs.iter())
             .cloned()
             .collect()
+    }
+}
+
+/// Numbers as Patroni reads them: a YAML number, or a string of one (what a value from an
+/// environment variable, or a quoted one, is). Patroni converts both with `float()`/`int()`.
+mod number {
+    use serde::{Deserialize, Deserializer};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum NumberOrText {
+        Number(f64),
+        Text(String),
+    }
+
+    pub fn optional<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
+        let value: Option<NumberOrText> = Option::deserialize(deserializer)?;
+        match value {
+            None => Ok(None),
+            Some(NumberOrText::Number(number)) => Ok(Some(number)),
+            Some(NumberOrText::Text(text)) => text
+                .trim()
+                .parse::<f64>()
+                .map(Some)
+                .map_err(|_| serde::de::Error::custom("invalid value, expected a number")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> PatroniYaml {
+        let path = format!(
+            "{}/tests/fixtures/patroni-yaml/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        PatroniYaml::load(Path::new(&path)).unwrap()
+    }
+
+    #[test]
+    fn raft_timing_and_rest_pool_of_a_42_style_file() {
+        let settings = fixture("patroni-4.2-raft-timing.yml").member_settings();
+        let timing = settings.raft_timing;
+        assert_eq!(timing.get(RaftSetting::MinTimeout), Some(1.0));
+        assert_eq!(timing.get(RaftSetting::MaxTimeout), Some(3.0));
+        assert_eq!(timing.get(RaftSetting::ConnectionTimeout), Some(6.0));
+        assert_eq!(timing.get(RaftSetting::AppendEntriesPeriod), None);
+        assert_eq!(timing.get(RaftSetting::ConnectionRetryTime), None);
+        assert_eq!(timing.get(RaftSetting::LeaderFallbackTimeout), Some(45.0));
+        assert_eq!(settings.rest_thread_pool_size, Some(8.0));
+    }
+
+    #[test]
+    fn files_without_the_keys_set_nothing() {
+        for name in ["patroni-3.3.8.yml", "patroni-4.1.5.yml"] {
+            let yaml = fixture(name);
+            assert_eq!(yaml.member_settings(), MemberSettings::default(), "{name}");
+            assert_eq!(yaml.raft_nodes().len(), 3, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_timing_that_is_not_a_number_is_refused_without_its_text() {
+        let (_dir, path) = crate::temp_file(
+            "patroni.yaml",
+            "raft:\n  self_addr: '10.1.2.3:2222'\n  connection_timeout: six-secret\n",
+        );
+        let error = PatroniYaml::load(&path).unwrap_err().to_string();
+        assert!(!error.contains("six-secret"), "{error}");
+        assert!(
+            error.contains("invalid value, expected a number"),
+            "{error}"
+        );
     }
 }

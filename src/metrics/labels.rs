@@ -85,6 +85,12 @@ label_sets! {
     MemberFieldLabels { scope, member, field };
     /// A member's WAL position of one kind (`flush`, `received`, `replayed`).
     MemberWalLabels { scope, member, kind };
+    /// A member's setting and where its value comes from.
+    MemberSourceLabels { scope, member, source };
+    /// One of a member's Raft timing settings.
+    MemberSettingLabels { scope, member, setting };
+    /// One of a member's Raft timing settings and where its value comes from.
+    MemberSettingSourceLabels { scope, member, setting, source };
     /// A poll error counter.
     PollErrorLabels { scope, source, kind };
     /// A Raft node, by its address.
@@ -136,6 +142,11 @@ extended_by! {
         replicatefrom: MemberReplicatefromLabels,
         field: MemberFieldLabels,
         kind: MemberWalLabels,
+        source: MemberSourceLabels,
+        setting: MemberSettingLabels,
+    }
+    MemberSettingLabels { scope, member, setting } => {
+        source: MemberSettingSourceLabels,
     }
     NodeLabels { scope, node } => {
         state: NodeStateLabels,

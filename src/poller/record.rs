@@ -270,6 +270,7 @@ impl ClusterPoller {
             quorum,
             counters: self.memory.counters.clone(),
             standby_source: None,
+            member_settings: self.config.member_settings,
         }
     }
 }

@@ -17,6 +17,8 @@
 //! * [`admin_text`]: the same mapping from `syncobj_admin -status` text output;
 //! * [`client`]: [`query_status`], the network exchange and handshake;
 //! * [`command`]: [`run_status_command`], the `--raft.command` mode (external program);
+//! * [`timing`]: pysyncobj's timing settings and defaults ([`RaftSetting`]), which Patroni 4.2
+//!   makes configurable;
 //! * `fake` (feature `testkit` only): an in-process fake node for tests and benchmarks.
 //!
 //! Safety property: this module can only ever send the `['status']` utility command.
@@ -43,6 +45,7 @@ pub mod frame;
 pub mod pickle;
 mod request;
 pub mod status;
+pub mod timing;
 pub mod zlib;
 
 #[cfg(test)]
@@ -56,6 +59,7 @@ pub use command::run_status_command;
 pub use error::RaftError;
 pub use fernet::RaftKey;
 pub use status::{status_from_value, PartnerStatus, RaftState, RaftStatus};
+pub use timing::{RaftSetting, RaftTimingConfig};
 
 /// Resource limits for one status query. Every limit applies to hostile input too: a
 /// peer that is not a pysyncobj node, or a compromised one, cannot make the client

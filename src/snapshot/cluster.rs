@@ -59,6 +59,10 @@ pub struct ClusterSnapshot {
     /// For a standby cluster whose source is configured (`standby_of`), the source's leader
     /// position when this snapshot was published ([`standby`](super::standby)); `None` otherwise.
     pub standby_source: Option<StandbySource>,
+    /// What `--patroni.config-file` says of the members' Raft timing and REST pool; `None`
+    /// without one. Which of it a member honours is its release's matter
+    /// ([`super::member_settings`]).
+    pub member_settings: Option<crate::config::MemberSettings>,
 }
 
 impl ClusterSnapshot {

@@ -14,6 +14,7 @@
 
 mod cluster;
 mod failover;
+mod member_settings;
 mod model;
 mod quorum;
 mod split;
@@ -25,6 +26,7 @@ pub use cluster::ClusterSnapshot;
 pub use failover::{
     human_bytes, Exclusion, ExclusionReason, FailoverReadiness, MemberReadiness, PollFacts,
 };
+pub use member_settings::{InForce, PatroniRelease, SettingSource, PATRONI_REST_THREAD_POOL_SIZE};
 pub use model::{
     effective_raft_leader, member_hosts, Counters, DcsView, Failure, MemberDcsView, MemberSnapshot,
     Probes, RaftNodeSnapshot, Source, SourcePosition, StandbySource,

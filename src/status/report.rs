@@ -12,7 +12,7 @@ pub use super::model::{
 use crate::patroni::{MemberRole, MemberState};
 use crate::raft::RaftState;
 use crate::snapshot::ClusterSnapshot;
-use crate::snapshot::{QuorumVerdict, VoterKind};
+use crate::snapshot::{PatroniRelease, QuorumVerdict, VoterKind};
 
 impl ClusterReport {
     /// Builds the report of one poll.
@@ -86,6 +86,7 @@ fn problems(snapshot: &ClusterSnapshot) -> Vec<Problem> {
         raft_problems(snapshot, &mut problems);
     }
     member_problems(snapshot, &mut problems);
+    readiness_problems(snapshot, &mut problems);
     split_problems(snapshot, &mut problems);
     margin_problems(snapshot, &mut problems);
     failover_problems(snapshot, &mut problems);
@@ -118,6 +119,39 @@ fn standby_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
         Level::Warning,
         format!("standby leader {leader} does not stream from its source{source}: {how}"),
     );
+}
+
+/// Members whose `GET /readiness` answered 503, with what readiness means on their version:
+/// from Patroni 4.1.0 a replica must also stream and be within `maximum_lag_on_failover`.
+fn readiness_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
+    for member in &snapshot.members {
+        if member.probes.readiness != Some(false) {
+            continue;
+        }
+        let version = member
+            .own_view
+            .as_ref()
+            .ok()
+            .and_then(|own| own.patroni_version.as_deref());
+        let meaning = match (version, PatroniRelease::of(member)) {
+            (Some(version), Some(release))
+                if release >= PatroniRelease::READINESS_WANTS_STREAMING =>
+            {
+                format!(": on Patroni {version} a replica is ready only while its PostgreSQL runs, it streams and its lag is within maximum_lag_on_failover (unless failsafe mode is active)")
+            }
+            (Some(version), Some(_)) => format!(
+                ": on Patroni {version} a replica is ready whenever its PostgreSQL runs and the DCS answers"
+            ),
+            _ => String::new(),
+        };
+        problems.say(
+            Level::Warning,
+            format!(
+                "{} is not ready (GET /readiness 503){meaning}",
+                member.member.name
+            ),
+        );
+    }
 }
 
 /// The problems found so far.
@@ -513,5 +547,58 @@ mod standby_tests {
         let report = report("3.3.8", "standby-not-streaming");
         assert!(report.problems.iter().any(|p| p.message
             == "standby leader dr-0 does not stream from its source (pg-test): it neither streams nor replays from an archive"));
+    }
+}
+
+#[cfg(test)]
+mod readiness_tests {
+    use super::*;
+    use crate::snapshot::captured;
+
+    /// A captured healthy cluster whose member 1 answered `GET /readiness` 503.
+    fn report(cluster: &str, own: &str) -> ClusterReport {
+        let (cluster, mut members) = captured(cluster, own);
+        members[1].probes.readiness = Some(false);
+        for (index, member) in members.iter_mut().enumerate() {
+            if index != 1 {
+                member.probes.readiness = Some(true);
+            }
+        }
+        let snapshot = ClusterSnapshot {
+            scope: "pg-test".into(),
+            cluster: Some(cluster),
+            members,
+            ..ClusterSnapshot::default()
+        };
+        ClusterReport::from_snapshot(&snapshot)
+    }
+
+    fn readiness_messages(report: &ClusterReport) -> Vec<(Level, &str)> {
+        report
+            .problems
+            .iter()
+            .filter(|p| p.message.contains("not ready"))
+            .map(|p| (p.level, p.message.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn a_member_not_ready_is_named_with_what_readiness_means_on_its_version() {
+        let old = report(
+            "patroni-3.3.8/cluster.json",
+            "patroni-3.3.8/patroni-m{i}.json",
+        );
+        assert_eq!(
+            readiness_messages(&old),
+            [(Level::Warning, "postgresql-1 is not ready (GET /readiness 503): on Patroni 3.3.8 a replica is ready whenever its PostgreSQL runs and the DCS answers")]
+        );
+        let new = report(
+            "patroni-4.1.5/01-cluster-from-m0.json",
+            "patroni-4.1.5/01-patroni-m{i}.json",
+        );
+        assert_eq!(
+            readiness_messages(&new),
+            [(Level::Warning, "postgresql-1 is not ready (GET /readiness 503): on Patroni 4.1.5 a replica is ready only while its PostgreSQL runs, it streams and its lag is within maximum_lag_on_failover (unless failsafe mode is active)")]
+        );
     }
 }

@@ -180,8 +180,11 @@ PY
   done
   FETCH=0 check "1: Patroni's member request timeout exported (2 s, ha.py)" \
     test "$(FETCH=0 metric_value patroni_member_request_timeout_seconds "$S")" = 2
-  FETCH=0 check "1: pysyncobj's connection timeout exported (3.5 s)" \
-    test "$(FETCH=0 metric_value patroni_raft_connection_timeout_seconds "$S")" = 3.5
+  for i in 0 1 2; do
+    raft=$(e2e_member "$i" RAFT)
+    FETCH=0 check "1: node $raft: pysyncobj's connection timeout in force exported (3.5 s: Patroni $PATRONI_VERSION ignores raft.connection_timeout)" \
+      test "$(FETCH=0 metric_value patroni_raft_connection_timeout_seconds "$S,node=\"$raft\"")" = 3.5
+  done
 }
 
 # slow_member_check N: a slow member, for real. The PostgreSQL backend that answers member N's

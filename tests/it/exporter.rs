@@ -840,10 +840,16 @@ async fn round_trips_are_each_requests_own() {
         ),
         Some(2.0)
     );
+    // The connection timeout in force on a node is that of the member on its host: these fake
+    // nodes and the fake members all listen on 127.0.0.1, and Patroni 4.1.5 runs pysyncobj's
+    // default (no --patroni.config-file; 4.1.5 would ignore its raft.connection_timeout anyway).
     assert_eq!(
         sample(
             &output,
-            "patroni_raft_connection_timeout_seconds{scope=\"slow\"}"
+            &format!(
+                "patroni_raft_connection_timeout_seconds{{scope=\"slow\",node=\"{}\"}}",
+                nodes[0]
+            )
         ),
         Some(3.5)
     );
