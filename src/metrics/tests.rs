@@ -375,11 +375,17 @@ fn members_and_clusters_that_go_also_go_from_the_output() {
 
 #[test]
 fn a_reload_that_adds_and_removes_clusters_keeps_the_series_of_those_that_stay() {
-    let store = Store::new(2);
-    store.publish(0, (*cluster("alpha", 3)).clone());
-    store.publish(1, (*cluster("beta", 3)).clone());
-    // alpha removed, beta kept (slot id 1), gamma added (a new id, 2)
-    store.arrange(&[1, 2]);
+    use crate::snapshot::ClusterId;
+    let [alpha, beta, gamma] = ["alpha", "beta", "gamma"].map(ClusterId::new);
+    let store = Store::default();
+    store.arrange(&[alpha.clone(), beta.clone()]);
+    let alpha_publisher = store.publisher(&alpha, None).unwrap();
+    alpha_publisher.publish((*cluster("alpha", 3)).clone());
+    let beta_publisher = store.publisher(&beta, None).unwrap();
+    beta_publisher.publish((*cluster("beta", 3)).clone());
+    // alpha removed, beta kept, gamma added
+    store.arrange(&[beta.clone(), gamma.clone()]);
+    assert!(store.publisher(&alpha, None).is_none());
     let reloaded = render_store(&store, Format::PrometheusText);
     assert!(!reloaded.contains("scope=\"alpha\""), "{reloaded}");
     assert!(
@@ -387,14 +393,43 @@ fn a_reload_that_adds_and_removes_clusters_keeps_the_series_of_those_that_stay()
         "{reloaded}"
     );
     assert!(!store.all_polled());
-    // a stopping poller of the removed cluster publishes nothing any more
-    store.publish(0, (*cluster("alpha", 3)).clone());
-    store.publish(2, (*cluster("gamma", 1)).clone());
+    // a stopping poller of the removed cluster publishes into a slot no scrape reads, and
+    // the poller that stays still publishes into its own
+    alpha_publisher.publish((*cluster("alpha", 3)).clone());
+    beta_publisher.publish((*cluster("beta", 2)).clone());
+    store
+        .publisher(&gamma, None)
+        .unwrap()
+        .publish((*cluster("gamma", 1)).clone());
     let after = render_store(&store, Format::PrometheusText);
     assert!(!after.contains("scope=\"alpha\""), "{after}");
     assert!(store.all_polled());
     let scopes: Vec<String> = store.current().iter().map(|s| s.scope.clone()).collect();
     assert_eq!(scopes, ["beta", "gamma"], "in configuration order");
+    assert_eq!(store.current()[0].members.len(), 2, "beta's latest");
+}
+
+#[test]
+fn probe_finds_a_cluster_by_its_id_or_its_published_scope() {
+    use crate::snapshot::ClusterId;
+    let named = ClusterId::new("alpha");
+    let unnamed = ClusterId::new("http://127.0.0.21:8008/");
+    let store = Store::default();
+    store.arrange(&[named.clone(), unnamed.clone()]);
+    assert!(store.encoded_by_scope("alpha").is_none(), "not polled yet");
+    store
+        .publisher(&named, None)
+        .unwrap()
+        .publish((*cluster("alpha", 1)).clone());
+    store
+        .publisher(&unnamed, None)
+        .unwrap()
+        .publish((*cluster("beta", 2)).clone());
+    let alpha = store.encoded_by_scope("alpha").unwrap();
+    let beta = store.encoded_by_scope("beta").unwrap();
+    assert_eq!(*alpha, EncodedCluster::encode(&cluster("alpha", 1)));
+    assert_eq!(*beta, EncodedCluster::encode(&cluster("beta", 2)));
+    assert!(store.encoded_by_scope("gamma").is_none());
 }
 
 #[test]

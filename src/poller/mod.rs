@@ -29,7 +29,7 @@ use url::Url;
 use crate::config::{ApiUrlPolicy, ClusterConfig};
 use crate::patroni::{self, PatroniClient, PatroniError};
 use crate::snapshot::{
-    ClusterSnapshot, Counters, DcsView, Encoding, Failure, RaftNodeSnapshot, SnapshotStore, Source,
+    ClusterSnapshot, Counters, DcsView, Encoding, Failure, Publisher, RaftNodeSnapshot, Source,
 };
 
 mod cadence;
@@ -221,16 +221,16 @@ impl ClusterPoller {
     /// spread evenly over the interval instead of all starting together.
     pub async fn run<E: Encoding>(
         mut self,
-        store: Arc<SnapshotStore<E>>,
+        publisher: Publisher<E>,
         mut shutdown: watch::Receiver<bool>,
     ) {
-        self.run_until(&store, async move {
+        self.run_until(&publisher, async move {
             let _ = shutdown.changed().await;
         })
         .await;
     }
 
-    /// Polls as [`run`] does, publishing each snapshot into `store`, until `stop` completes
+    /// Polls as [`run`] does, publishing each snapshot through `publisher`, until `stop` completes
     /// (checked between polls; a poll is bounded by its timeouts); the poller can then be
     /// [`reconfigured`]. One poll without a store: [`poll_once`].
     ///
@@ -242,7 +242,7 @@ impl ClusterPoller {
     /// [`poll_once`]: ClusterPoller::poll_once
     pub async fn run_until<E: Encoding>(
         &mut self,
-        store: &SnapshotStore<E>,
+        publisher: &Publisher<E>,
         stop: impl std::future::Future<Output = ()>,
     ) {
         let interval = self.config.poll.interval;
@@ -287,7 +287,7 @@ impl ClusterPoller {
                     snapshot
                 }
             };
-            store.publish_paired(self.slot, snapshot, self.config.standby_of.as_deref());
+            publisher.publish(snapshot);
         }
     }
 

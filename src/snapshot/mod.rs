@@ -37,7 +37,7 @@ pub use split::{
 pub use standby::{
     standby_leader_archive_recovery, standby_leader_streaming, SourcePosition, StandbySource,
 };
-pub use store::{Encoding, SnapshotStore};
+pub use store::{ClusterId, Encoding, Publisher, SnapshotStore};
 pub use voters::{CountedVoters, NodeVoterSet, VoterSetComparison};
 pub use witness::{VoterFacts, VoterKind, VoterKinds};
 

@@ -5,8 +5,8 @@
 //! Why the pairing is made at publication, by the standby's poller: the lag needs the source
 //! cluster's leader position, which another poller owns. The two pollers stay independent (a
 //! dead source must not delay the standby's poll); when the standby's poll is done, its poller
-//! publishes it with [`SnapshotStore::publish_paired`], which reads the source's latest
-//! *published* snapshot from the store by scope and copies the one number it needs
+//! publishes it through its [`Publisher`](super::Publisher), which reads the source's latest
+//! *published* snapshot from the source's slot and copies the one number it needs
 //! ([`SourcePosition`]) into the standby's snapshot before that snapshot is stored and encoded. So the judgement stays a pure function of one immutable snapshot,
 //! the encoding kept with each snapshot (`metrics::EncodedCluster`) stays per cluster, and `status` pairs the
 //! snapshots of one run the same way. The price: the source's position is as old as the
@@ -19,7 +19,7 @@
 //! archive (`restore_command` set), absent when it does neither (Patroni's
 //! `postgresql.replication_state_from_parameters`, the same in 3.3.8 and 4.1.5).
 
-use super::{ClusterSnapshot, Encoding, MemberSnapshot, SnapshotStore};
+use super::{ClusterSnapshot, MemberSnapshot};
 use crate::patroni::{MemberRole, MemberState};
 
 /// The source cluster's leader position, copied from the source's latest snapshot.
@@ -72,22 +72,6 @@ impl StandbySource {
             scope: scope.to_owned(),
             position: source.and_then(SourcePosition::of),
         }
-    }
-}
-
-impl<E: Encoding> SnapshotStore<E> {
-    /// Publishes `snapshot` as cluster `slot`'s latest ([`SnapshotStore::publish`]); for a
-    /// standby cluster (`standby_of`: the source's scope), with the source's leader position
-    /// from the source's latest published snapshot: the pairing this module's doc explains.
-    pub fn publish_paired(
-        &self,
-        slot: usize,
-        mut snapshot: ClusterSnapshot,
-        standby_of: Option<&str>,
-    ) {
-        snapshot.standby_source =
-            standby_of.map(|source| StandbySource::new(source, self.by_scope(source).as_deref()));
-        self.publish(slot, snapshot);
     }
 }
 

@@ -612,8 +612,8 @@ async fn a_hanging_cluster_never_delays_metrics_or_another_cluster() {
     fast.poll.interval = Duration::from_millis(200);
     let slow = ClusterPoller::new(0, slow).await.unwrap();
     let fast = ClusterPoller::new(1, fast).await.unwrap();
-    tokio::spawn(slow.run(store.clone(), shutdown.clone()));
-    tokio::spawn(fast.run(store.clone(), shutdown));
+    tokio::spawn(slow.run(store.numbered_publisher(0), shutdown.clone()));
+    tokio::spawn(fast.run(store.numbered_publisher(1), shutdown));
     tokio::time::sleep(Duration::from_millis(700)).await;
     let started = Instant::now();
     let output = patroni_raft_exporter::metrics::render_store(&store, Format::PrometheusText);

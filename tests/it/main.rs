@@ -8,6 +8,7 @@
 
 mod exporter;
 mod fleet_sim;
+mod reload;
 mod security;
 mod status;
 mod support;
