@@ -19,6 +19,7 @@ use tracing_subscriber::EnvFilter;
 use crate::cli::{Args, LogFormat};
 use crate::config::ClusterConfig;
 use crate::metrics::Store;
+use crate::patroni::ClientPool;
 use crate::poller::{ClusterPoller, StartGate};
 use crate::server::{self, AppState};
 use crate::snapshot::ClusterId;
@@ -94,6 +95,9 @@ struct Fleet {
     warned_insecure: HashSet<String>,
     /// Bounds the first polls in flight at once, at start-up and after a reload.
     start_gate: StartGate,
+    /// The HTTP clients of the fleet's pollers, shared by the clusters with the same request
+    /// settings.
+    clients: ClientPool,
 }
 
 /// One cluster's poller task and the channel of its configuration.
@@ -115,10 +119,14 @@ impl Fleet {
         self.next_seat += 1;
         let (sender, receiver) = watch::channel(config);
         let task = tokio::spawn(supervise(
-            Seat { id, phase: seat },
+            Seat {
+                id,
+                phase: seat,
+                start_gate: self.start_gate.clone(),
+                clients: self.clients.clone(),
+            },
             receiver,
             store.clone(),
-            self.start_gate.clone(),
             shutdown.clone(),
         ));
         RunningPoller {
@@ -197,20 +205,7 @@ async fn reload_on_hangup(
         };
         while hangup.recv().await.is_some() {
             tracing::info!("SIGHUP: reloading the configuration and secret files");
-            if let Err(error) = web.reload() {
-                tracing::error!(error = format!("{error:#}"), "web config not reloaded");
-            }
-            match args.cluster.clusters() {
-                Ok(clusters) => {
-                    let count = clusters.len();
-                    fleet.apply(clusters, &store, &shutdown).await;
-                    tracing::info!(clusters = count, "reloaded");
-                }
-                Err(error) => tracing::error!(
-                    error = format!("{error:#}"),
-                    "configuration not reloaded; the previous one stays in force"
-                ),
-            }
+            reload(&args, &mut fleet, &store, &web, &shutdown).await;
         }
     }
     #[cfg(not(unix))]
@@ -220,15 +215,54 @@ async fn reload_on_hangup(
     }
 }
 
+/// Re-reads every file and applies what loads: the web settings, and the clusters (a
+/// configuration that does not load is logged, and the running one stays in force). The
+/// files (YAML, secrets, keys and certificates) are read on the blocking pool, off the async
+/// workers that poll and serve.
+async fn reload(
+    args: &Args,
+    fleet: &mut Fleet,
+    store: &Arc<Store>,
+    web: &Arc<WebState>,
+    shutdown: &watch::Receiver<bool>,
+) {
+    let (cluster_args, web_state) = (args.cluster.clone(), web.clone());
+    let loaded =
+        tokio::task::spawn_blocking(move || (web_state.reload(), cluster_args.clusters())).await;
+    let (web_reloaded, clusters) = match loaded {
+        Ok(loaded) => loaded,
+        Err(error) => {
+            tracing::error!(%error, "configuration not reloaded; the previous one stays in force");
+            return;
+        }
+    };
+    if let Err(error) = web_reloaded {
+        tracing::error!(error = format!("{error:#}"), "web config not reloaded");
+    }
+    match clusters {
+        Ok(clusters) => {
+            let count = clusters.len();
+            fleet.apply(clusters, store, shutdown).await;
+            tracing::info!(clusters = count, "reloaded");
+        }
+        Err(error) => tracing::error!(
+            error = format!("{error:#}"),
+            "configuration not reloaded; the previous one stays in force"
+        ),
+    }
+}
+
 /// How long a panicked task waits before it is started again.
 const RESTART_DELAY: Duration = Duration::from_secs(1);
 
-/// Where a poller sits in the fleet: its cluster's id (its slot in the store) and its
-/// polls' phase seat.
+/// Where a poller sits in the fleet: its cluster's id (its slot in the store), its polls'
+/// phase seat, and what it shares with the fleet's other pollers.
 #[derive(Clone)]
 struct Seat {
     id: ClusterId,
     phase: usize,
+    start_gate: StartGate,
+    clients: ClientPool,
 }
 
 /// Runs the poller of one cluster, reconfiguring it when a new configuration arrives, and
@@ -238,7 +272,6 @@ async fn supervise(
     seat: Seat,
     configs: watch::Receiver<ClusterConfig>,
     store: Arc<Store>,
-    start_gate: StartGate,
     shutdown: watch::Receiver<bool>,
 ) {
     let name = format!("poller of cluster {}", seat.id);
@@ -247,7 +280,6 @@ async fn supervise(
             seat.clone(),
             configs.clone(),
             store.clone(),
-            start_gate.clone(),
             shutdown.clone(),
         )
     })
@@ -286,13 +318,12 @@ async fn run_cluster(
     seat: Seat,
     mut configs: watch::Receiver<ClusterConfig>,
     store: Arc<Store>,
-    start_gate: StartGate,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut poller = loop {
         let config = configs.borrow_and_update().clone();
-        match ClusterPoller::new(seat.phase, config.clone()).await {
-            Ok(poller) => break poller.through(start_gate),
+        match ClusterPoller::with_clients(seat.phase, config.clone(), &seat.clients).await {
+            Ok(poller) => break poller.through(seat.start_gate.clone()),
             Err(error) => {
                 tracing::error!(error = format!("{error:#}"), urls = ?config.patroni_urls, "cannot set up the poller; retrying in 30s or on reload");
                 tokio::select! {

@@ -18,7 +18,7 @@ use url::Url;
 use super::{
     check_limits, cluster_name, describe_yaml_error, host_of, ApiUrlPolicy, ClusterConfig,
 };
-use super::{Collector, Collectors, PatroniYaml, PollSettings, RaftSettings};
+use super::{ClusterIdentity, Collector, Collectors, PatroniYaml, PollSettings, RaftSettings};
 use crate::patroni::{BasicAuth, ClientSettings};
 use crate::secret::Secret;
 
@@ -283,20 +283,22 @@ impl ClusterEntry {
         let poll = self.poll_settings(inherited);
         check_limits(&name, &poll, rest.max_body_bytes)?;
         Ok(ClusterConfig {
-            standby_of: self.standby_of.clone(),
-            expected_scope,
-            patroni_urls,
-            allow_api_url_hosts: self.allowed_hosts(yaml)?,
+            identity: ClusterIdentity {
+                standby_of: self.standby_of.clone(),
+                expected_scope,
+                patroni_urls,
+                allow_api_url_hosts: self.allowed_hosts(yaml)?,
+                raft: self.raft_settings(yaml, inherited)?,
+                collectors: Collectors::without(
+                    inherited
+                        .disabled_collectors
+                        .iter()
+                        .chain(&self.disabled_collectors)
+                        .copied(),
+                ),
+            },
             poll,
             rest,
-            raft: self.raft_settings(yaml, inherited)?,
-            collectors: Collectors::without(
-                inherited
-                    .disabled_collectors
-                    .iter()
-                    .chain(&self.disabled_collectors)
-                    .copied(),
-            ),
         })
     }
 

@@ -27,7 +27,7 @@ use tokio::time::MissedTickBehavior;
 use url::Url;
 
 use crate::config::{ApiUrlPolicy, ClusterConfig};
-use crate::patroni::{self, PatroniClient, PatroniError};
+use crate::patroni::{self, ClientPool, PatroniClient, PatroniError};
 use crate::snapshot::{
     ClusterSnapshot, Counters, DcsView, Encoding, Failure, Publisher, RaftNodeSnapshot, Source,
 };
@@ -133,6 +133,8 @@ pub struct ClusterPoller {
     slot: usize,
     config: ClusterConfig,
     client: Arc<PatroniClient>,
+    /// Where `client` came from, and a reload's client comes from.
+    clients: ClientPool,
     raft: Option<RaftQuery>,
     memory: PollMemory,
     /// Which `api_url`s (and member hosts) may be contacted.
@@ -155,8 +157,21 @@ impl ClusterPoller {
     /// # Errors
     /// When the HTTP client cannot be built (e.g. an unreadable CA file).
     pub async fn new(slot: usize, config: ClusterConfig) -> anyhow::Result<ClusterPoller> {
+        ClusterPoller::with_clients(slot, config, &ClientPool::default()).await
+    }
+
+    /// [`ClusterPoller::new`], with its HTTP client from `clients` (the fleet's pool, shared
+    /// by the clusters with the same request settings).
+    ///
+    /// # Errors
+    /// As [`ClusterPoller::new`].
+    pub async fn with_clients(
+        slot: usize,
+        config: ClusterConfig,
+        clients: &ClientPool,
+    ) -> anyhow::Result<ClusterPoller> {
         let policy = ApiUrlPolicy::for_cluster(&config)?;
-        let client = PatroniClient::shared(&config.rest, config.poll.timeout)?;
+        let client = clients.client(&config.rest, config.poll.timeout).await?;
         let permits = Arc::new(Semaphore::new(config.poll.max_concurrency.max(1)));
         let raft = match &config.raft {
             None => None,
@@ -166,6 +181,7 @@ impl ClusterPoller {
             slot,
             config,
             client,
+            clients: clients.clone(),
             raft,
             memory: PollMemory::default(),
             policy,
@@ -201,7 +217,7 @@ impl ClusterPoller {
     /// # Errors
     /// As [`ClusterPoller::new`]; the caller keeps the old poller then.
     pub async fn reconfigured(&mut self, config: ClusterConfig) -> anyhow::Result<ClusterPoller> {
-        let mut poller = ClusterPoller::new(self.slot, config).await?;
+        let mut poller = ClusterPoller::with_clients(self.slot, config, &self.clients).await?;
         if poller.config.same_cluster(&self.config) {
             poller.memory = std::mem::take(&mut self.memory);
             poller.policy = std::mem::take(&mut self.policy);

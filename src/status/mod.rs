@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 
 use crate::config::ClusterConfig;
+use crate::patroni::ClientPool;
 use crate::poller::ClusterPoller;
 use crate::snapshot::StandbySource;
 use render::Colour;
@@ -46,6 +47,8 @@ pub enum Output {
 /// does not finish in time is reported as UNKNOWN rather than waited for.
 pub async fn collect(clusters: Vec<ClusterConfig>, deadline: Duration) -> Vec<ClusterReport> {
     let started = Instant::now();
+    // One pool for the run: clusters with the same request settings share a client.
+    let clients = &ClientPool::default();
     let polls = clusters.into_iter().map(|mut config| async move {
         let attempts = config.patroni_urls.len() as u32 + 2;
         config.poll.timeout = config.poll.timeout.min(deadline / attempts);
@@ -53,7 +56,9 @@ pub async fn collect(clusters: Vec<ClusterConfig>, deadline: Duration) -> Vec<Cl
         let standby_of = config.standby_of.clone();
         let remaining = deadline.saturating_sub(started.elapsed());
         let poll = async {
-            let mut poller = ClusterPoller::new(0, config).await?.asking_everything();
+            let mut poller = ClusterPoller::with_clients(0, config, clients)
+                .await?
+                .asking_everything();
             anyhow::Ok(poller.poll_once().await)
         };
         match tokio::time::timeout(remaining, poll).await {

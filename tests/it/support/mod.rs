@@ -6,7 +6,7 @@ pub mod pki;
 use std::sync::Arc;
 use std::time::Duration;
 
-use patroni_raft_exporter::config::{ClusterConfig, RaftSettings};
+use patroni_raft_exporter::config::{ClusterConfig, ClusterIdentity, RaftSettings};
 use patroni_raft_exporter::metrics::exposition::Format;
 use patroni_raft_exporter::metrics::render_store;
 use patroni_raft_exporter::metrics::Store;
@@ -527,12 +527,15 @@ pub fn cluster_config(
     raft_nodes: Option<(Vec<String>, Option<&str>)>,
 ) -> ClusterConfig {
     ClusterConfig {
-        patroni_urls: urls,
-        raft: raft_nodes.map(|(nodes, password)| RaftSettings {
-            nodes,
-            password: password.map(Secret::new),
-            ..RaftSettings::default()
-        }),
+        identity: ClusterIdentity {
+            patroni_urls: urls,
+            raft: raft_nodes.map(|(nodes, password)| RaftSettings {
+                nodes,
+                password: password.map(Secret::new),
+                ..RaftSettings::default()
+            }),
+            ..ClusterIdentity::default()
+        },
         ..ClusterConfig::default()
     }
     .with(|config| config.poll.timeout = Duration::from_millis(800))
