@@ -14,7 +14,9 @@
 //! slot; a member the poller still remembers after it left `/cluster` is in the snapshot,
 //! marked.
 //!
-//! Layout: `families` is the small writer every family goes through; `patroni_families`
+//! Layout: `families` declares families and is the small writer every family goes through
+//! (each module declares its families once, and writes them by name: the catalog is the
+//! modules' declarations in order, so no write can shift another family); `patroni_families`
 //! and `raft_families` map the two sources' parts of a snapshot to metric names (the names
 //! are an interface: dashboards and alerts depend on them, see `docs/metrics.md`),
 //! `failover_families` failover readiness, `split_families` what comparing every member
@@ -41,14 +43,14 @@ use std::fmt;
 use std::sync::{Arc, LazyLock};
 
 use crate::snapshot::{ClusterSnapshot, Encoding, SnapshotStore};
-use families::{Descriptor, FamilyWriter, Kind};
+use families::{Catalog, Chunks, Descriptor, FamilyWriter, Kind};
 use labels::{BuildLabels, EncodeLabels};
 
 /// The exporter's version and the git revision it was built from.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const REVISION: &str = env!("PATRONI_RAFT_EXPORTER_REVISION");
 
-/// Writes every per-cluster family for the given snapshots, in catalog order.
+/// Writes every per-cluster family for the given snapshots (each module its own, by name).
 fn encode_families(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
     patroni_families::encode(writer, snapshots)?;
     failover_families::encode(writer, snapshots)?;
@@ -59,11 +61,19 @@ fn encode_families(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]
     Ok(())
 }
 
-/// Every per-cluster family's descriptor, in the order they are written.
-static CATALOG: LazyLock<Vec<Descriptor>> = LazyLock::new(|| {
-    let mut writer = FamilyWriter::catalog();
-    encode_families(&mut writer, &[]).expect("writing into a String cannot fail");
-    writer.into_catalog()
+/// Every per-cluster family, declared once in its module, in the order they are exposed.
+static CATALOG: LazyLock<Catalog> = LazyLock::new(|| {
+    Catalog::new(
+        [
+            patroni_families::FAMILIES,
+            failover_families::FAMILIES,
+            raft_families::FAMILIES,
+            split_families::FAMILIES,
+            margin_families::FAMILIES,
+            standby_families::FAMILIES,
+        ]
+        .concat(),
+    )
 });
 
 /// The exporter's own family, written first: `patroni_exporter_build_info`, descriptor and
@@ -114,17 +124,13 @@ thread_local! {
 impl EncodedCluster {
     /// Encodes the samples of every family for one snapshot.
     pub fn encode(snapshot: &Arc<ClusterSnapshot>) -> EncodedCluster {
-        let catalog: &'static [Descriptor] = &CATALOG;
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
             let buffer = std::mem::take(&mut *scratch);
-            let mut writer = FamilyWriter::new(buffer, catalog);
+            let mut writer = FamilyWriter::new(&CATALOG, buffer);
             encode_families(&mut writer, std::slice::from_ref(snapshot))
                 .expect("writing into a String cannot fail");
-            let (mut buffer, ends) = writer.finish();
-            debug_assert_eq!(ends.len(), catalog.len());
-            let text = buffer.as_str().to_owned();
-            buffer.clear();
+            let (Chunks { text, ends }, buffer) = writer.finish();
             *scratch = buffer;
             EncodedCluster { text, ends }
         })

@@ -5,51 +5,56 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::families::{flag, FamilyWriter};
+use super::families::{declare_families, flag, FamilyWriter};
 use super::labels::{member_labels, member_named, node_named, scope, ScopeLabels};
 use crate::snapshot::{ClusterSnapshot, ViewField};
 
+declare_families! {
+    MEMBER_IN_DCS: cached_gauge("patroni_member_in_dcs", "1 when the member is listed in the GET /cluster the exporter reads; 0 for a member out of that view that still answers: remembered after it left (for 2 x ttl + loop_wait, and as long as it says primary, its liveness fails or its own GET /cluster still lists it), or found as a Raft voter without a member.");
+    MEMBER_LEFT_DCS_TIMESTAMP_SECONDS: cached_gauge("patroni_member_left_dcs_timestamp_seconds", "Unix time of the first poll whose GET /cluster no longer listed this remembered member (patroni_member_in_dcs 0).");
+    CLUSTER_PRIMARIES: cached_gauge("patroni_cluster_primaries", "Members, listed or remembered, that say primary (or standby_leader) in their own GET /patroni; more than 1: two servers accept writes. Compare patroni_cluster_leaders, the DCS view's count.");
+    CLUSTER_MULTIPLE_PRIMARIES_POLLS: counter("patroni_cluster_multiple_primaries_polls", "Polls in which more than one member said it is primary (or standby_leader): catches a window shorter than the scrape interval.");
+    CLUSTER_DCS_VIEWS: cached_gauge("patroni_cluster_dcs_views", "Distinct DCS views (leader, member set, timelines, config) among the members whose own GET /cluster answered; 1 when they agree.");
+    MEMBER_DCS_VIEW_DIFFERS: cached_gauge("patroni_member_dcs_view_differs", "1 when the member's own GET /cluster (or GET /config, field config) differs in this field from the view most members share.");
+    RAFT_VOTER_SETS: cached_gauge("patroni_raft_voter_sets", "Distinct voter sets (a node and its partners) among the Raft nodes that answered; 1 when they agree.");
+    RAFT_VOTER_SET_DIFFERS: cached_gauge("patroni_raft_voter_set_differs", "1 when the node's voter set (itself and its partners) differs from the one most nodes have.");
+}
+
 pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
-    writer.cached_gauge(
-        "patroni_member_in_dcs",
-        "1 when the member is listed in the GET /cluster the exporter reads; 0 for a member out of that view that still answers: remembered after it left (for 2 x ttl + loop_wait, and as long as it says primary, its liveness fails or its own GET /cluster still lists it), or found as a Raft voter without a member.",
+    writer.write(
+        &MEMBER_IN_DCS,
         snapshots.iter().flat_map(|s| {
             let listed = s.members.iter().map(move |m| (member_labels(s, m), 1.0));
             listed.chain(s.departed.iter().map(move |m| (member_labels(s, m), 0.0)))
         }),
     )?;
-    writer.cached_gauge(
-        "patroni_member_left_dcs_timestamp_seconds",
-        "Unix time of the first poll whose GET /cluster no longer listed this remembered member (patroni_member_in_dcs 0).",
+    writer.write(
+        &MEMBER_LEFT_DCS_TIMESTAMP_SECONDS,
         snapshots.iter().flat_map(|s| {
             s.departed
                 .iter()
                 .filter_map(move |m| Some((member_labels(s, m), m.left_dcs_at?)))
         }),
     )?;
-    writer.cached_gauge(
-        "patroni_cluster_primaries",
-        "Members, listed or remembered, that say primary (or standby_leader) in their own GET /patroni; more than 1: two servers accept writes. Compare patroni_cluster_leaders, the DCS view's count.",
+    writer.write(
+        &CLUSTER_PRIMARIES,
         snapshots
             .iter()
             .filter(|s| s.cluster.is_some() || !s.departed.is_empty())
             .map(|s| (scope(s), s.primaries().len() as f64)),
     )?;
-    writer.counter(
-        "patroni_cluster_multiple_primaries_polls",
-        "Polls in which more than one member said it is primary (or standby_leader): catches a window shorter than the scrape interval.",
+    writer.write(
+        &CLUSTER_MULTIPLE_PRIMARIES_POLLS,
         snapshots
             .iter()
             .map(|s| (scope(s), s.counters.multiple_primaries_polls)),
     )?;
-    writer.cached_gauge(
-        "patroni_cluster_dcs_views",
-        "Distinct DCS views (leader, member set, timelines, config) among the members whose own GET /cluster answered; 1 when they agree.",
+    writer.write(
+        &CLUSTER_DCS_VIEWS,
         nonzero_counts(snapshots.iter(), |s| s.views.distinct as u64),
     )?;
-    writer.cached_gauge(
-        "patroni_member_dcs_view_differs",
-        "1 when the member's own GET /cluster (or GET /config, field config) differs in this field from the view most members share.",
+    writer.write(
+        &MEMBER_DCS_VIEW_DIFFERS,
         snapshots.iter().flat_map(|s| {
             s.views.members.iter().flat_map(move |m| {
                 ViewField::ALL
@@ -64,16 +69,17 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
             })
         }),
     )?;
-    writer.cached_gauge(
-        "patroni_raft_voter_sets",
-        "Distinct voter sets (a node and its partners) among the Raft nodes that answered; 1 when they agree.",
+    writer.write(
+        &RAFT_VOTER_SETS,
         nonzero_counts(snapshots.iter(), |s| s.voter_sets.distinct as u64),
     )?;
-    writer.cached_gauge(
-        "patroni_raft_voter_set_differs",
-        "1 when the node's voter set (itself and its partners) differs from the one most nodes have.",
+    writer.write(
+        &RAFT_VOTER_SET_DIFFERS,
         snapshots.iter().flat_map(|s| {
-            s.voter_sets.nodes.iter().map(move |n| (node_named(s, &n.node), flag(n.differs)))
+            s.voter_sets
+                .nodes
+                .iter()
+                .map(move |n| (node_named(s, &n.node), flag(n.differs)))
         }),
     )
 }

@@ -6,11 +6,19 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::families::{flag, FamilyWriter};
+use super::families::{declare_families, flag, FamilyWriter};
 use super::labels::{member_labels, scope, StandbySourceLabels};
 use crate::snapshot::{
     standby_leader_archive_recovery, standby_leader_streaming, ClusterSnapshot, MemberSnapshot,
 };
+
+declare_families! {
+    CLUSTER_STANDBY: cached_gauge("patroni_cluster_standby", "1 when the cluster is a standby cluster (the member holding the leader key in GET /cluster is a standby_leader), 0 when it is not; absent without GET /cluster or a leader.");
+    STANDBY_LEADER_STREAMING: cached_gauge("patroni_standby_leader_streaming", "1 when the standby leader streams from its source (replication_state streaming in its own GET /patroni), 0 when it does not (archive only, or neither). Only members that say standby_leader.");
+    STANDBY_LEADER_ARCHIVE_RECOVERY: cached_gauge("patroni_standby_leader_archive_recovery", "1 when the standby leader replays from the archive only (replication_state 'in archive recovery' in its own GET /patroni), 0 otherwise. Only members that say standby_leader.");
+    STANDBY_SOURCE_INFO: cached_gauge("patroni_standby_source_info", "1 for each standby cluster whose source is configured (standby_of in --config.file): source_scope is the source cluster.");
+    STANDBY_LAG_BYTES: cached_gauge("patroni_standby_lag_bytes", "The source cluster's leader WAL position (its own GET /patroni, as of the source's latest poll) minus the standby leader's replayed position; 0 when the standby replayed past that reading. Absent when either is unknown.");
+}
 
 /// One value per member that says standby_leader, where `value` has one.
 fn per_standby_leader<'a>(
@@ -32,31 +40,26 @@ fn pair(s: &ClusterSnapshot) -> Option<StandbySourceLabels<'_>> {
 }
 
 pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
-    writer.cached_gauge(
-        "patroni_cluster_standby",
-        "1 when the cluster is a standby cluster (the member holding the leader key in GET /cluster is a standby_leader), 0 when it is not; absent without GET /cluster or a leader.",
+    writer.write(
+        &CLUSTER_STANDBY,
         snapshots
             .iter()
             .filter_map(|s| Some((scope(s), flag(s.is_standby_cluster()?)))),
     )?;
-    writer.cached_gauge(
-        "patroni_standby_leader_streaming",
-        "1 when the standby leader streams from its source (replication_state streaming in its own GET /patroni), 0 when it does not (archive only, or neither). Only members that say standby_leader.",
+    writer.write(
+        &STANDBY_LEADER_STREAMING,
         per_standby_leader(snapshots, standby_leader_streaming),
     )?;
-    writer.cached_gauge(
-        "patroni_standby_leader_archive_recovery",
-        "1 when the standby leader replays from the archive only (replication_state 'in archive recovery' in its own GET /patroni), 0 otherwise. Only members that say standby_leader.",
+    writer.write(
+        &STANDBY_LEADER_ARCHIVE_RECOVERY,
         per_standby_leader(snapshots, standby_leader_archive_recovery),
     )?;
-    writer.cached_gauge(
-        "patroni_standby_source_info",
-        "1 for each standby cluster whose source is configured (standby_of in --config.file): source_scope is the source cluster.",
+    writer.write(
+        &STANDBY_SOURCE_INFO,
         snapshots.iter().filter_map(|s| Some((pair(s)?, 1.0))),
     )?;
-    writer.cached_gauge(
-        "patroni_standby_lag_bytes",
-        "The source cluster's leader WAL position (its own GET /patroni, as of the source's latest poll) minus the standby leader's replayed position; 0 when the standby replayed past that reading. Absent when either is unknown.",
+    writer.write(
+        &STANDBY_LAG_BYTES,
         snapshots
             .iter()
             .filter_map(|s| Some((pair(s)?, s.standby_lag_bytes()? as f64))),

@@ -36,6 +36,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 
 use super::exposition::Format;
+use super::families::Catalog;
 use super::{EncodedCluster, BUILD_INFO, CATALOG};
 
 /// The size a frame is filled to (a frame ends after the chunk that crosses it). Small
@@ -67,6 +68,8 @@ enum Stage {
 #[derive(Debug)]
 pub struct Exposition {
     clusters: Vec<Arc<EncodedCluster>>,
+    /// The families the clusters' chunks are indexed by.
+    catalog: &'static Catalog,
     format: Format,
     stage: Stage,
     /// What the assembly cost so far, for the log line of the response.
@@ -76,8 +79,18 @@ pub struct Exposition {
 
 impl Exposition {
     pub fn new(clusters: Vec<Arc<EncodedCluster>>, format: Format) -> Exposition {
+        Exposition::of_catalog(clusters, format, &CATALOG)
+    }
+
+    /// The exposition of clusters encoded with `catalog`'s families.
+    pub(super) fn of_catalog(
+        clusters: Vec<Arc<EncodedCluster>>,
+        format: Format,
+        catalog: &'static Catalog,
+    ) -> Exposition {
         Exposition {
             clusters,
+            catalog,
             format,
             stage: Stage::Head,
             bytes: 0,
@@ -93,7 +106,7 @@ impl Exposition {
                     out.extend_from_slice(BUILD_INFO.as_bytes());
                     Stage::Descriptor(0)
                 }
-                Stage::Descriptor(index) if index == CATALOG.len() => Stage::Tail,
+                Stage::Descriptor(index) if index == self.catalog.len() => Stage::Tail,
                 Stage::Descriptor(index) => {
                     if self
                         .clusters
@@ -102,7 +115,7 @@ impl Exposition {
                     {
                         Stage::Descriptor(index + 1)
                     } else {
-                        let descriptor = &CATALOG[index];
+                        let descriptor = self.catalog.descriptor(index);
                         out.extend_from_slice(match self.format {
                             Format::OpenMetrics => descriptor.openmetrics.as_bytes(),
                             Format::PrometheusText => descriptor.text.as_bytes(),

@@ -2,7 +2,7 @@
 //! per-cluster chunks against the rules of the text formats.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
@@ -10,8 +10,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use super::exposition::Format;
-use super::families::{Descriptor, FamilyWriter, Kind};
-use super::labels::MemberInfoLabels;
+use super::families::{Catalog, Chunks, Family, FamilyWriter, Kind};
+use super::labels::{MemberInfoLabels, ScopeLabels};
 use super::*;
 use crate::raft::parse_admin_text;
 use crate::snapshot::{captured, QuorumAssessment, RaftNodeSnapshot};
@@ -94,6 +94,7 @@ fn reference_openmetrics(reference: Reference) -> String {
 
 #[test]
 fn samples_and_descriptors_are_written_as_prometheus_client_writes_them() {
+    const HELP: &str = "A help text, with \"quotes\" and a backslash \\.";
     let mut samples = Vec::new();
     for (i, value) in VALUES.iter().enumerate() {
         let v = |k: usize| LABEL_VALUES[(i + k) % LABEL_VALUES.len()].to_owned();
@@ -107,7 +108,6 @@ fn samples_and_descriptors_are_written_as_prometheus_client_writes_them() {
             *value,
         ));
     }
-    let help = "A help text, with \"quotes\" and a backslash \\.";
     for kind in [Kind::Gauge, Kind::Counter] {
         let samples: Vec<_> = match kind {
             Kind::Gauge => samples.clone(),
@@ -117,7 +117,12 @@ fn samples_and_descriptors_are_written_as_prometheus_client_writes_them() {
                 .map(|(value, (labels, _))| (labels.clone(), value as f64))
                 .collect(),
         };
-        let mut writer = FamilyWriter::catalog();
+        let family = match kind {
+            Kind::Gauge => Family::gauge("some_family", HELP),
+            Kind::Counter => Family::counter("some_family", HELP),
+        };
+        let catalog = Catalog::new([family]);
+        let mut writer = FamilyWriter::new(&catalog, String::new());
         let labels = |labels: &[(&'static str, String); 4]| {
             let [scope, member, host, api_url] = labels.each_ref().map(|(_, v)| v.clone());
             (scope, member, host, api_url)
@@ -135,24 +140,23 @@ fn samples_and_descriptors_are_written_as_prometheus_client_writes_them() {
             )
         });
         match kind {
-            Kind::Gauge => writer.gauge("some_family", help, borrowed).unwrap(),
+            Kind::Gauge => writer.write(&family, borrowed).unwrap(),
             Kind::Counter => writer
-                .counter(
-                    "some_family",
-                    help,
+                .write(
+                    &family,
                     borrowed.map(|(labels, value)| (labels, value as u64)),
                 )
                 .unwrap(),
         }
-        let (text, catalog) = writer.into_samples_and_catalog();
-        let descriptor = &catalog[0];
+        let (Chunks { text, .. }, _) = writer.finish();
+        let descriptor = catalog.descriptor(0);
         let expected = reference_openmetrics(Reference {
             name: "some_family",
             help: match kind {
-                Kind::Gauge => help,
+                Kind::Gauge => HELP,
                 // Counters carry the "cached" note.
                 Kind::Counter => {
-                    Box::leak(format!("{help}{}", super::families::CACHED).into_boxed_str())
+                    Box::leak(format!("{HELP}{}", super::families::CACHED).into_boxed_str())
                 }
             },
             kind,
@@ -437,9 +441,15 @@ fn encoding_once_per_snapshot_is_encoding_at_scrape_time() {
     // A cluster's chunks do not depend on the other clusters: the assembly of clusters
     // encoded one by one is what encoding them all at once in one pass writes.
     let clusters = [cluster("alpha", 3), cluster("beta", 2)];
-    let mut writer = FamilyWriter::new(String::new(), &CATALOG);
+    let mut writer = FamilyWriter::new(&CATALOG, String::new());
     encode_families(&mut writer, &clusters).unwrap();
-    let (all_at_once, ends) = writer.finish();
+    let (
+        Chunks {
+            text: all_at_once,
+            ends,
+        },
+        _,
+    ) = writer.finish();
     assert_eq!(ends.len(), CATALOG.len());
     let encoded: Vec<_> = clusters
         .iter()
@@ -456,18 +466,106 @@ fn encoding_once_per_snapshot_is_encoding_at_scrape_time() {
 
 #[test]
 fn the_catalog_names_each_family_once() {
-    let names: BTreeSet<&str> = CATALOG.iter().map(|d: &Descriptor| d.name).collect();
+    let names: BTreeSet<&str> = CATALOG.entries().map(|(name, _)| name).collect();
     assert_eq!(names.len(), CATALOG.len());
     assert!(CATALOG
-        .iter()
-        .all(|d| d.openmetrics.starts_with(&format!("# HELP {} ", d.name))));
+        .entries()
+        .all(|(name, d)| d.openmetrics.starts_with(&format!("# HELP {name} "))));
+}
+
+/// A catalog of three families of its own, for what the writer does with the order of writes.
+static THREE: LazyLock<Catalog> = LazyLock::new(|| Catalog::new([FIRST, SECOND, THIRD]));
+const FIRST: Family = Family::gauge("first", "The first.");
+const SECOND: Family = Family::counter("second", "The second.");
+const THIRD: Family = Family::cached_gauge("third", "The third.");
+
+/// Writes `FIRST` and `THIRD` for the scopes, `SECOND` only when `with_second` (as an encoder
+/// that writes a family only when a snapshot has some part would), in catalog order or
+/// reversed, and renders it through the stream `/metrics` sends.
+fn three_families(with_second: bool, reversed: bool) -> String {
+    let encode = |scope: &'static str| {
+        let mut writer = FamilyWriter::new(&THREE, String::new());
+        let mut order = [FIRST, SECOND, THIRD];
+        if reversed {
+            order.reverse();
+        }
+        for family in order {
+            let labels = ScopeLabels { scope };
+            match family.name {
+                "first" => writer.write(&FIRST, [(labels, 1.0)]).unwrap(),
+                "second" if with_second => writer.write(&SECOND, [(labels, 2u64)]).unwrap(),
+                "second" => {}
+                _ => writer.write(&THIRD, [(labels, 3.5)]).unwrap(),
+            }
+        }
+        let (Chunks { text, ends }, _) = writer.finish();
+        Arc::new(EncodedCluster { text, ends })
+    };
+    let clusters = vec![encode("a"), encode("b")];
+    let bytes: Vec<u8> = stream::Exposition::of_catalog(clusters, Format::PrometheusText, &THREE)
+        .flat_map(|frame| frame.to_vec())
+        .collect();
+    String::from_utf8(bytes).unwrap()
+}
+
+#[test]
+fn a_family_written_conditionally_or_out_of_order_moves_no_other_family() {
+    // No check of the order of writes is involved (debug builds have none either): each
+    // write is filed under its family's entry of the catalog, so this is what a release
+    // build serves.
+    let first = "# HELP first The first.\n# TYPE first gauge\n\
+        first{scope=\"a\"} 1\nfirst{scope=\"b\"} 1\n";
+    let second = "# HELP second_total The second. Cached: value as of the last poll (see patroni_exporter_last_poll_timestamp_seconds).\n\
+        # TYPE second_total counter\n\
+        second_total{scope=\"a\"} 2\nsecond_total{scope=\"b\"} 2\n";
+    let third = "# HELP third The third. Cached: value as of the last poll (see patroni_exporter_last_poll_timestamp_seconds).\n\
+        # TYPE third gauge\n\
+        third{scope=\"a\"} 3.5\nthird{scope=\"b\"} 3.5\n";
+    for reversed in [false, true] {
+        let all = three_families(true, reversed);
+        assert_eq!(all, format!("{}{first}{second}{third}", *BUILD_INFO));
+        let without_second = three_families(false, reversed);
+        assert_eq!(
+            without_second,
+            format!("{}{first}{third}", *BUILD_INFO),
+            "reversed: {reversed}"
+        );
+    }
+}
+
+#[test]
+fn a_family_written_twice_keeps_its_samples_together_in_the_order_written() {
+    let mut writer = FamilyWriter::new(&THREE, String::new());
+    writer
+        .write(&THIRD, [(ScopeLabels { scope: "x" }, 1.0)])
+        .unwrap();
+    writer
+        .write(&FIRST, [(ScopeLabels { scope: "x" }, 2.0)])
+        .unwrap();
+    writer
+        .write(&THIRD, [(ScopeLabels { scope: "y" }, 3.0)])
+        .unwrap();
+    let (Chunks { text, ends }, buffer) = writer.finish();
+    assert_eq!(
+        text,
+        "first{scope=\"x\"} 2\nthird{scope=\"x\"} 1\nthird{scope=\"y\"} 3\n"
+    );
+    assert_eq!(ends, [19, 19, text.len() as u32], "second is empty");
+    assert!(buffer.is_empty(), "the buffer comes back empty, for reuse");
+}
+
+#[test]
+fn a_catalog_refuses_a_name_declared_twice() {
+    let twice =
+        std::panic::catch_unwind(|| Catalog::new([FIRST, Family::gauge("first", "Again.")]));
+    assert!(twice.is_err());
 }
 
 /// The exposition as it was assembled before it was streamed: in one `String`, family by
 /// family (the render cache's `render_into`); the reference the streamed frames must equal.
 fn concatenated(clusters: &[Arc<EncodedCluster>], format: Format) -> String {
     let mut out = BUILD_INFO.clone();
-    for (index, descriptor) in CATALOG.iter().enumerate() {
+    for (index, (_, descriptor)) in CATALOG.entries().enumerate() {
         if clusters.iter().all(|c| c.family(index).is_empty()) {
             continue;
         }
