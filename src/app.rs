@@ -18,7 +18,7 @@ use tracing_subscriber::EnvFilter;
 
 use crate::cli::{Args, LogFormat};
 use crate::config::ClusterConfig;
-use crate::metrics::Store;
+use crate::metrics::{ReloadStatus, Store};
 use crate::patroni::ClientPool;
 use crate::poller::{ClusterPoller, StartGate};
 use crate::server::{self, AppState};
@@ -62,6 +62,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let listen_address = args.listen_address()?;
     let web = Arc::new(WebState::load(args.web_config_file.as_deref())?);
     let store = Arc::new(Store::default());
+    let reload_status = ReloadStatus::loaded(&store);
     let (shutdown_sender, shutdown) = watch::channel(false);
     let mut fleet = Fleet::default();
     fleet.apply(clusters, &store, &shutdown).await;
@@ -71,7 +72,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tracing::info!(address = %listener.local_addr()?, path = %args.telemetry_path, version = crate::metrics::VERSION,
         tls = current_web.tls.is_some(), basic_auth = current_web.users.is_some(), "listening");
     let state = AppState::new(store.clone(), args.telemetry_path.clone());
-    let reloader = tokio::spawn(reload_on_hangup(args, fleet, store, web.clone(), shutdown));
+    let reloader = tokio::spawn(reload_on_hangup(
+        args,
+        Reloadable {
+            fleet,
+            store,
+            web: web.clone(),
+            status: reload_status,
+        },
+        shutdown,
+    ));
     server::serve(listener, state, web, async move {
         shutdown_signal().await;
         tracing::info!("shutting down");
@@ -185,13 +195,15 @@ impl Fleet {
     }
 }
 
-async fn reload_on_hangup(
-    args: Args,
-    mut fleet: Fleet,
+/// What a reload changes: the fleet, the web settings, and what `/metrics` says of reloads.
+struct Reloadable {
+    fleet: Fleet,
     store: Arc<Store>,
     web: Arc<WebState>,
-    shutdown: watch::Receiver<bool>,
-) {
+    status: ReloadStatus,
+}
+
+async fn reload_on_hangup(args: Args, mut running: Reloadable, shutdown: watch::Receiver<bool>) {
     #[cfg(unix)]
     {
         let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
@@ -205,50 +217,56 @@ async fn reload_on_hangup(
         };
         while hangup.recv().await.is_some() {
             tracing::info!("SIGHUP: reloading the configuration and secret files");
-            reload(&args, &mut fleet, &store, &web, &shutdown).await;
+            let applied = reload(&args, &mut running, &shutdown).await;
+            running.status.record(&running.store, applied);
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = (args, &mut fleet, store, web, shutdown);
+        let _ = (args, &mut running, shutdown);
         std::future::pending::<()>().await;
     }
 }
 
 /// Re-reads every file and applies what loads: the web settings, and the clusters (a
-/// configuration that does not load is logged, and the running one stays in force). The
-/// files (YAML, secrets, keys and certificates) are read on the blocking pool, off the async
-/// workers that poll and serve.
-async fn reload(
-    args: &Args,
-    fleet: &mut Fleet,
-    store: &Arc<Store>,
-    web: &Arc<WebState>,
-    shutdown: &watch::Receiver<bool>,
-) {
-    let (cluster_args, web_state) = (args.cluster.clone(), web.clone());
+/// configuration that does not load is logged with its cause, and every running cluster
+/// stays as it was). The files (YAML, secrets, keys and certificates) are read on the
+/// blocking pool, off the async workers that poll and serve. True when everything applied.
+async fn reload(args: &Args, running: &mut Reloadable, shutdown: &watch::Receiver<bool>) -> bool {
+    let (cluster_args, web_state) = (args.cluster.clone(), running.web.clone());
     let loaded =
         tokio::task::spawn_blocking(move || (web_state.reload(), cluster_args.clusters())).await;
     let (web_reloaded, clusters) = match loaded {
         Ok(loaded) => loaded,
         Err(error) => {
             tracing::error!(%error, "configuration not reloaded; the previous one stays in force");
-            return;
+            return false;
         }
     };
-    if let Err(error) = web_reloaded {
-        tracing::error!(error = format!("{error:#}"), "web config not reloaded");
-    }
+    let web_applied = match web_reloaded {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::error!(error = format!("{error:#}"), "web config not reloaded");
+            false
+        }
+    };
     match clusters {
         Ok(clusters) => {
             let count = clusters.len();
-            fleet.apply(clusters, store, shutdown).await;
+            running
+                .fleet
+                .apply(clusters, &running.store, shutdown)
+                .await;
             tracing::info!(clusters = count, "reloaded");
+            web_applied
         }
-        Err(error) => tracing::error!(
-            error = format!("{error:#}"),
-            "configuration not reloaded; the previous one stays in force"
-        ),
+        Err(error) => {
+            tracing::error!(
+                error = format!("{error:#}"),
+                "configuration not reloaded; the previous one stays in force"
+            );
+            false
+        }
     }
 }
 

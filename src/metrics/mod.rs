@@ -34,6 +34,7 @@ pub mod labels;
 mod margin_families;
 mod patroni_families;
 mod raft_families;
+mod reload_families;
 mod split_families;
 mod standby_families;
 pub mod stream;
@@ -45,6 +46,7 @@ use std::sync::{Arc, LazyLock};
 use crate::snapshot::{ClusterSnapshot, Encoding, SnapshotStore};
 use families::{Catalog, Chunks, Descriptor, FamilyWriter, Kind};
 use labels::{BuildLabels, EncodeLabels};
+pub use reload_families::ReloadStatus;
 
 /// The exporter's version and the git revision it was built from.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -61,10 +63,13 @@ fn encode_families(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]
     Ok(())
 }
 
-/// Every per-cluster family, declared once in its module, in the order they are exposed.
+/// Every family of the clusters' chunks, declared once in its module, in the order they are
+/// exposed: first the exporter's reload families (its own entry of the store,
+/// [`ReloadStatus`]), then the per-cluster families.
 static CATALOG: LazyLock<Catalog> = LazyLock::new(|| {
     Catalog::new(
         [
+            reload_families::FAMILIES,
             patroni_families::FAMILIES,
             failover_families::FAMILIES,
             raft_families::FAMILIES,

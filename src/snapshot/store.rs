@@ -124,6 +124,9 @@ impl<E> Roster<E> {
 #[derive(Debug)]
 pub struct SnapshotStore<E> {
     roster: RwLock<Arc<Roster<E>>>,
+    /// The exporter's own samples (whether its last reload applied), served before the
+    /// clusters' on `/metrics`; replaced whole, like a slot.
+    exporter: RwLock<Option<Arc<E>>>,
 }
 
 impl<E> Default for SnapshotStore<E> {
@@ -131,6 +134,7 @@ impl<E> Default for SnapshotStore<E> {
     fn default() -> Self {
         SnapshotStore {
             roster: RwLock::new(Arc::new(Roster::new(Vec::new()))),
+            exporter: RwLock::new(None),
         }
     }
 }
@@ -241,12 +245,31 @@ impl<E: Encoding> SnapshotStore<E> {
             .collect()
     }
 
-    /// The encoded samples of the current snapshots, in configuration order; clusters not
-    /// yet polled are skipped.
+    /// Replaces the exporter's own samples (encoded by the metrics layer, as a cluster's).
+    pub fn set_exporter(&self, encoded: E) {
+        let previous = self
+            .exporter
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .replace(Arc::new(encoded));
+        drop(previous);
+    }
+
+    /// What `/metrics` serves: the exporter's own samples, then those of the current
+    /// snapshots in configuration order; clusters not yet polled are skipped.
     pub fn current_encoded(&self) -> Vec<Arc<E>> {
-        self.all_published()
+        let exporter = self
+            .exporter
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        exporter
             .into_iter()
-            .map(|published| published.encoded)
+            .chain(
+                self.all_published()
+                    .into_iter()
+                    .map(|published| published.encoded),
+            )
             .collect()
     }
 

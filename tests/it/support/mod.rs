@@ -9,7 +9,7 @@ use std::time::Duration;
 use patroni_raft_exporter::config::{ClusterConfig, ClusterIdentity, RaftSettings};
 use patroni_raft_exporter::metrics::exposition::Format;
 use patroni_raft_exporter::metrics::render_store;
-use patroni_raft_exporter::metrics::Store;
+use patroni_raft_exporter::metrics::{ReloadStatus, Store};
 use patroni_raft_exporter::poller::ClusterPoller;
 use patroni_raft_exporter::raft::fake::{unwrap_captured_reply, Behaviour, FakeRaftNode};
 use patroni_raft_exporter::raft::RaftKey;
@@ -573,6 +573,8 @@ pub async fn poll_twice_and_render(
     format: Format,
 ) -> String {
     let store = Arc::new(Store::new(configs.len()));
+    // As the binary's store: the exporter's own families first.
+    ReloadStatus::loaded(&store);
     let standby_of: Vec<Option<String>> = configs.iter().map(|c| c.standby_of.clone()).collect();
     let mut pollers = Vec::with_capacity(configs.len());
     for (slot, config) in configs.into_iter().enumerate() {
@@ -610,6 +612,7 @@ pub fn normalize_volatile(text: &str) -> String {
             if [
                 "patroni_exporter_poll_duration_seconds{",
                 "patroni_exporter_last_poll_timestamp_seconds{",
+                "patroni_exporter_config_last_reload_success_timestamp_seconds ",
                 "patroni_member_clock_offset_seconds{",
                 "patroni_member_clock_offset_error_seconds{",
                 "patroni_cluster_leader_clock_skew_seconds{",
