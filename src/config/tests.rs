@@ -378,38 +378,25 @@ fn standby_of_names_another_cluster_of_the_file() {
 }
 
 #[test]
-fn two_entries_with_one_scope_are_refused_naming_the_scope() {
-    let (_dir, path) = crate::temp_file(
-        "exporter.yml",
-        "clusters:\n  - scope: alpha\n    patroni_urls: [http://127.0.0.11:8008]\n  - scope: beta\n    patroni_urls: [http://127.0.0.21:8008]\n  - scope: alpha\n    patroni_urls: [http://127.0.0.31:8008]\n",
-    );
-    let error = format!(
-        "{:#}",
-        ConfigFile::load_clusters(&path, &defaults()).unwrap_err()
-    );
-    assert!(error.contains(&path.display().to_string()), "{error}");
-    assert!(
-        error.contains("clusters[0] and clusters[2] both have scope alpha"),
-        "{error}"
-    );
-}
-
-#[test]
-fn two_unscoped_entries_with_one_first_url_are_refused_naming_the_url() {
-    let (_dir, path) = crate::temp_file(
-        "exporter.yml",
-        "clusters:\n  - patroni_urls: [http://127.0.0.11:8008]\n  - patroni_urls: [http://127.0.0.11:8008, http://127.0.0.12:8008]\n",
-    );
-    let error = format!(
-        "{:#}",
-        ConfigFile::load_clusters(&path, &defaults()).unwrap_err()
-    );
-    assert!(
-        error.contains(
-            "clusters[0] and clusters[1] both have no scope and the first REST URL http://127.0.0.11:8008/"
+fn two_entries_with_one_scope_or_unscoped_first_url_are_refused_naming_it() {
+    for (file, named) in [
+        (
+            "clusters:\n  - scope: alpha\n    patroni_urls: [http://127.0.0.11:8008]\n  - scope: beta\n    patroni_urls: [http://127.0.0.21:8008]\n  - scope: alpha\n    patroni_urls: [http://127.0.0.31:8008]\n",
+            "clusters[0] and clusters[2] both have scope alpha",
         ),
-        "{error}"
-    );
+        (
+            "clusters:\n  - patroni_urls: [http://127.0.0.11:8008]\n  - patroni_urls: [http://127.0.0.11:8008, http://127.0.0.12:8008]\n",
+            "clusters[0] and clusters[1] both have no scope and the first REST URL http://127.0.0.11:8008/",
+        ),
+    ] {
+        let (_dir, path) = crate::temp_file("exporter.yml", file);
+        let error = format!(
+            "{:#}",
+            ConfigFile::load_clusters(&path, &defaults()).unwrap_err()
+        );
+        assert!(error.contains(&path.display().to_string()), "{error}");
+        assert!(error.contains(named), "{error}");
+    }
 }
 
 #[test]
