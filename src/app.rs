@@ -163,17 +163,17 @@ impl Fleet {
         store: &Arc<Store>,
         shutdown: &watch::Receiver<bool>,
     ) {
-        let listed: Vec<(ClusterId, ClusterConfig)> = clusters
-            .into_iter()
-            .map(|config| (ClusterId::new(config.name()), config))
+        let ids: Vec<ClusterId> = clusters
+            .iter()
+            .map(|config| ClusterId::new(config.name()))
             .collect();
         let mut running = std::mem::take(&mut self.pollers);
         let mut staying = Vec::new();
         let mut new = Vec::new();
-        for (id, config) in &listed {
-            match running.remove(id) {
-                Some(poller) => staying.push((id.clone(), poller, config.clone())),
-                None => new.push((id.clone(), config.clone())),
+        for (id, config) in ids.iter().cloned().zip(clusters) {
+            match running.remove(&id) {
+                Some(poller) => staying.push((id, poller, config)),
+                None => new.push((id, config)),
             }
         }
         for poller in running.into_values() {
@@ -181,7 +181,6 @@ impl Fleet {
             let _ = poller.task.await;
         }
         // The slots (a standby's source's too) exist before a poller publishes into them.
-        let ids: Vec<ClusterId> = listed.into_iter().map(|(id, _)| id).collect();
         store.arrange(&ids);
         for (id, poller, config) in staying {
             self.warn_insecure(&config);

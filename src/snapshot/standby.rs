@@ -230,6 +230,31 @@ mod tests {
     }
 
     #[test]
+    fn a_standby_clusters_publisher_pairs_with_its_sources_slot() {
+        use crate::snapshot::{ClusterId, Encoding, SnapshotStore};
+        struct Unencoded;
+        impl Encoding for Unencoded {
+            fn encode(_: &std::sync::Arc<ClusterSnapshot>) -> Unencoded {
+                Unencoded
+            }
+        }
+        let store = SnapshotStore::<Unencoded>::default();
+        let (main, dr) = (ClusterId::new("pg-main"), ClusterId::new("pg-dr"));
+        store.arrange(&[main.clone(), dr.clone()]);
+        let publisher = store.publisher(&dr, Some("pg-main")).unwrap();
+        publisher.publish(standby(3_000, Some("streaming")));
+        let unpaired = store.by_scope("pg-dr").unwrap();
+        assert_eq!(unpaired.standby_source.as_ref().unwrap().scope, "pg-main");
+        assert_eq!(unpaired.standby_lag_bytes(), None, "source not polled yet");
+        store.publisher(&main, None).unwrap().publish(source());
+        publisher.publish(standby(3_000, Some("streaming")));
+        assert_eq!(
+            store.by_scope("pg-dr").unwrap().standby_lag_bytes(),
+            Some(2_000)
+        );
+    }
+
+    #[test]
     fn no_lag_without_the_sources_single_primary() {
         let mut dr = standby(3_000, Some("streaming"));
         dr.standby_source = Some(StandbySource::new("pg-main", None));

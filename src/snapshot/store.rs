@@ -309,8 +309,8 @@ impl<E: Encoding> SnapshotStore<E> {
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(Roster::new(slots));
     }
 
-    /// The publisher of the slot numbered `index`, paired with the source by its published
-    /// scope (the tests' slots are numbered, not named by scope).
+    /// The publisher of the slot numbered `index`, for a poller that runs on its own (not a
+    /// standby cluster: the tests pair those with [`Self::publish_paired`]).
     pub fn numbered_publisher(&self, index: usize) -> Publisher<E> {
         self.publisher(&Self::numbered(index), None)
             .expect("a slot of this store")
