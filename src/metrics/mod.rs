@@ -23,6 +23,8 @@
 //! and node shows (primaries by their own word, diverging views and voter sets), and
 //! `margin_families` how close the next outage is, `standby_families` standby clusters
 //! and their lag to the source;
+//! [`process`] reads the exporter's own process figures (client_golang's `process_*`
+//! families, on `/metrics` only);
 //! [`exposition`] names the formats; [`stream`] assembles a response frame by frame from
 //! the clusters' chunks (and gzips it as it goes), so that no scrape builds or keeps the
 //! whole exposition (tens of megabytes for a large fleet) in memory.
@@ -33,6 +35,7 @@ mod families;
 pub mod labels;
 mod margin_families;
 mod patroni_families;
+pub mod process;
 mod raft_families;
 mod reload_families;
 mod split_families;
@@ -160,11 +163,21 @@ impl EncodedCluster {
 }
 
 /// The exposition of the given clusters in `format`, in one `String`: the frames of
-/// [`stream::Exposition`] (what `/metrics` sends) put together, for the tests and the golden
-/// file.
+/// [`stream::Exposition`] (what `/metrics` sends, the process families read now) put
+/// together, for the tests and the golden file.
 #[cfg(any(test, feature = "testkit"))]
 pub fn render(clusters: &[Arc<EncodedCluster>], format: exposition::Format) -> String {
-    let bytes: Vec<u8> = stream::Exposition::new(clusters.to_vec(), format)
+    render_with(clusters, Some(process::current()), format)
+}
+
+/// Like [`render`], with the process families of `process` (none: `/probe`'s).
+#[cfg(any(test, feature = "testkit"))]
+pub fn render_with(
+    clusters: &[Arc<EncodedCluster>],
+    process: Option<Arc<process::ProcessFamilies>>,
+    format: exposition::Format,
+) -> String {
+    let bytes: Vec<u8> = stream::Exposition::new(clusters.to_vec(), process, format)
         .flat_map(|frame| frame.to_vec())
         .collect();
     String::from_utf8(bytes).expect("the exposition is assembled from strings")

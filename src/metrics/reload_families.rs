@@ -16,19 +16,12 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::families::{declare_families, FamilyWriter};
-use super::labels::EncodeLabels;
+use super::labels::NoLabels;
 use super::{EncodedCluster, Store, CATALOG};
 
 declare_families! {
     SUCCESSFUL: gauge("patroni_exporter_config_last_reload_successful", "Whether the last configuration reload attempt was successful.");
     SUCCESS_TIMESTAMP_SECONDS: gauge("patroni_exporter_config_last_reload_success_timestamp_seconds", "Timestamp of the last successful configuration reload.");
-}
-
-/// The exporter's own samples carry no label.
-struct Unlabelled;
-
-impl EncodeLabels for Unlabelled {
-    fn encode(&self, _out: &mut String) {}
 }
 
 /// The outcome of the configuration loads, kept by the one task that reloads.
@@ -63,12 +56,12 @@ impl ReloadStatus {
         let written = writer
             .write(
                 &SUCCESSFUL,
-                [(Unlabelled, if successful { 1.0 } else { 0.0 })],
+                [(NoLabels, if successful { 1.0 } else { 0.0 })],
             )
             .and_then(|()| {
                 writer.write(
                     &SUCCESS_TIMESTAMP_SECONDS,
-                    [(Unlabelled, self.last_success_seconds)],
+                    [(NoLabels, self.last_success_seconds)],
                 )
             });
         written.expect("writing into a String cannot fail");
