@@ -584,6 +584,27 @@ local fromLosingExporter(series, render='value') =
             |||,
           },
         },
+        {
+          alert: 'PatroniExporterConfigReloadFailed',
+          comment:: |||
+            The gauge is 0 from a refused reload (SIGHUP) until the next good one: it does not
+            flap, so the window only lets an operator who fixes the file and reloads again at
+            once (a configuration manager's next run) go unpaged. It changes within a second of
+            the SIGHUP (0.3 s in tests/it/reload.rs).
+          |||,
+          expr: 'patroni_exporter_config_last_reload_successful == 0',
+          labels: { severity: 'warning' },
+          annotations: {
+            summary: 'Exporter {{ $labels.instance }} refused its reloaded configuration: it still watches the clusters of the previous one.',
+            description: |||
+              The last reload of {{ $labels.instance }} (job {{ $labels.job }}) failed ${for} ago or
+              more (last_reload_successful = {{ $value }}): the file cannot work (bad YAML, a
+              cluster listed twice, an unreadable secret).
+              Every cluster it ran goes on being watched with the previous configuration; what
+              the new file adds or changes is not applied. The cause is in the exporter's log.
+            |||,
+          },
+        },
       ],
     },
     {

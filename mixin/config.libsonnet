@@ -62,6 +62,7 @@
       PatroniExporterDown: '5m',
       PatroniExporterPollStale: '1m',
       PatroniExporterPollErrors: '15m',
+      PatroniExporterConfigReloadFailed: '1m',
       PatroniRaftQuorumNoMargin: '5m',
       PatroniFailoverDataAtRisk: '5m',
       PatroniReplicationLagTime: '2m',

@@ -32,12 +32,13 @@ def exposed(golden=GOLDEN):
 
 
 def used_in(expr):
-    """The `patroni_*` metric names (and Prometheus' own `up`) an expression uses; label
-    names in `{...}` and in by/without/on/ignoring/group_* lists, and strings, are not."""
+    """The `patroni_*` and `process_*` metric names (and Prometheus' own `up`) an expression
+    uses; label names in `{...}` and in by/without/on/ignoring/group_* lists, and strings, are
+    not."""
     e = re.sub(r"\{[^}]*\}", "{}", expr)
     e = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", e)
     e = re.sub(r'"[^"]*"', '""', e)
-    names = set(re.findall(r"\b(patroni_[a-zA-Z0-9_:]*)", e))
+    names = set(re.findall(r"\b((?:patroni|process)_[a-zA-Z0-9_:]*)", e))
     if re.search(r"\bup\b", e):
         names.add("up")
     return names

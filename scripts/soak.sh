@@ -33,8 +33,9 @@
 # an event starts late rather than overlapping the one before.
 #   45-60 min  window B, quiet
 # Window A = [W, W+L], B = [D-L, D] with D the duration, W = D/20, L = D/4 (3 and 15 min of an
-# hour). Every 5 s a sampler writes $RUN_DIR/soak.csv: the exporter's RSS, open fds, threads,
-# CPU seconds, and its /metrics over TLS (time, series, poll errors, slowest poll).
+# hour). Every 5 s a sampler writes $RUN_DIR/soak.csv from the exporter's /metrics over TLS
+# (time, series, poll errors, slowest poll, and its own RSS, open fds and CPU seconds: the
+# process_* families) and its threads (/proc).
 #
 # scripts/soak-check.py then checks, and the run fails on any of: RSS or fds (mean of window
 # B) off by more than 5 % from window A; a panic, or an exporter process other than the two
@@ -233,21 +234,25 @@ expect_healthy setup
 CSV="$RUN_DIR/soak.csv"
 LOST="$RUN_DIR/lost-series.txt"
 : >"$LOST"
+# The exporter's RSS (KiB), open fds and CPU seconds from its own process_* families in a saved
+# /metrics body (text format), as "rss_kib,fds,cpu_s"; a figure it does not report is empty.
+process_figures() {
+  awk '$1 == "process_resident_memory_bytes" { rss = sprintf("%d", $2 / 1024) }
+       $1 == "process_open_fds" { fds = $2 + 0 }
+       $1 == "process_cpu_seconds_total" { cpu = sprintf("%.2f", $2) }
+       END { print rss "," fds "," cpu }' "$1"
+}
 sampler() {
-  local hz pid rss fds thr cpu body="$RUN_DIR/sample.prom" prev="$RUN_DIR/sample.prev" cur="$RUN_DIR/sample.cur" \
-    last_pid="" stat tt series errors pmax t
-  hz=$(getconf CLK_TCK)
+  local pid figures rss fds cpu thr body="$RUN_DIR/sample.prom" prev="$RUN_DIR/sample.prev" cur="$RUN_DIR/sample.cur" \
+    last_pid="" tt series errors pmax t
   echo "t,epoch,pid,rss_kib,fds,threads,cpu_s,scrape_s,series,poll_errors,poll_max_s" >"$CSV"
   while :; do
     t=$(now)
     pid=$(<"$RUN_DIR/exporter.pid")
-    rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status" 2>/dev/null || true)
     thr=$(awk '/^Threads:/ { print $2 }' "/proc/$pid/status" 2>/dev/null || true)
-    fds=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
-    stat=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null || true)
-    cpu=$(awk -v h="$hz" '{ printf "%.2f", ($12 + $13) / h }' <<<"$stat")
-    series="" errors="" pmax=""
+    series="" errors="" pmax="" figures=",,"
     if tt=$(curl -s -f -m 5 -K "$EXPORTER_CURL_CONFIG" -o "$body" -w '%{time_total}' "$EXPORTER_URL" 2>/dev/null); then
+      figures=$(process_figures "$body")
       series=$(grep -vc '^#' "$body" || true)
       errors=$(awk '/^patroni_exporter_poll_errors_total/ { s += $NF } END { print s + 0 }' "$body")
       pmax=$(awk '/^patroni_exporter_poll_duration_seconds/ { if ($NF > m) m = $NF } END { print m + 0 }' "$body")
@@ -261,7 +266,8 @@ sampler() {
     else
       tt=""
     fi
-    echo "$(awk -v a="$T0" -v b="$t" 'BEGIN { printf "%.1f", b - a }'),$t,$pid,${rss:-},$fds,${thr:-},$cpu,$tt,$series,$errors,$pmax" >>"$CSV"
+    IFS=, read -r rss fds cpu <<<"$figures"
+    echo "$(awk -v a="$T0" -v b="$t" 'BEGIN { printf "%.1f", b - a }'),$t,$pid,$rss,$fds,${thr:-},$cpu,$tt,$series,$errors,$pmax" >>"$CSV"
     sleep_until "$(awk -v a="$T0" -v b="$t" -v i="$INTERVAL" 'BEGIN { printf "%.3f", b - a + i }')"
   done
 }

@@ -5,7 +5,7 @@
 //! password, key and certificate files, and `--web.config.file`. A configuration that
 //! does not load is logged and the running one stays in force.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,9 +18,11 @@ use tracing_subscriber::EnvFilter;
 
 use crate::cli::{Args, LogFormat};
 use crate::config::ClusterConfig;
-use crate::metrics::Store;
+use crate::metrics::{ReloadStatus, Store};
+use crate::patroni::ClientPool;
 use crate::poller::{ClusterPoller, StartGate};
 use crate::server::{self, AppState};
+use crate::snapshot::ClusterId;
 use crate::web::WebState;
 
 /// Sets up `tracing` from `--log.level` and `--log.format`, writing to stderr.
@@ -59,17 +61,27 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let clusters = args.cluster.clusters()?;
     let listen_address = args.listen_address()?;
     let web = Arc::new(WebState::load(args.web_config_file.as_deref())?);
-    let store = Arc::new(Store::new(clusters.len()));
+    let store = Arc::new(Store::default());
+    let reload_status = ReloadStatus::loaded(&store);
     let (shutdown_sender, shutdown) = watch::channel(false);
     let mut fleet = Fleet::default();
-    fleet.start(clusters, &store, &shutdown);
+    fleet.apply(clusters, &store, &shutdown).await;
 
     let listener = bind(listen_address).await?;
     let current_web = web.current();
     tracing::info!(address = %listener.local_addr()?, path = %args.telemetry_path, version = crate::metrics::VERSION,
         tls = current_web.tls.is_some(), basic_auth = current_web.users.is_some(), "listening");
     let state = AppState::new(store.clone(), args.telemetry_path.clone());
-    let reloader = tokio::spawn(reload_on_hangup(args, fleet, store, web.clone(), shutdown));
+    let reloader = tokio::spawn(reload_on_hangup(
+        args,
+        Reloadable {
+            fleet,
+            store,
+            web: web.clone(),
+            status: reload_status,
+        },
+        shutdown,
+    ));
     server::serve(listener, state, web, async move {
         shutdown_signal().await;
         tracing::info!("shutting down");
@@ -80,68 +92,54 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The running pollers, one per cluster, each fed its configuration through a channel so a
-/// reload reaches it without restarting its task.
+/// The running pollers, one per cluster, keyed by the cluster's id, each fed its
+/// configuration through a channel so a reload reaches it without restarting its task.
 #[derive(Default)]
 struct Fleet {
-    pollers: Vec<RunningPoller>,
-    /// The store slot id the next new poller gets (ids are never reused).
-    next_id: usize,
+    pollers: HashMap<ClusterId, RunningPoller>,
+    /// The phase seat the next new poller gets ([`ClusterPoller::new`]'s `slot`: its polls'
+    /// phase in the interval); never reused, so that a new cluster does not poll in step
+    /// with one that stays.
+    next_seat: usize,
     /// Clusters already warned about `insecure_skip_verify` (warned once, not per reload).
     warned_insecure: HashSet<String>,
     /// Bounds the first polls in flight at once, at start-up and after a reload.
     start_gate: StartGate,
+    /// The HTTP clients of the fleet's pollers, shared by the clusters with the same request
+    /// settings.
+    clients: ClientPool,
 }
 
-/// One cluster's poller task, the channel of its configuration and its store slot id.
+/// One cluster's poller task and the channel of its configuration.
 struct RunningPoller {
-    name: String,
-    slot: usize,
     config: watch::Sender<ClusterConfig>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Fleet {
-    /// Starts the pollers of `clusters`, into slots `0..clusters.len()` of a new store.
-    fn start(
-        &mut self,
-        clusters: Vec<ClusterConfig>,
-        store: &Arc<Store>,
-        shutdown: &watch::Receiver<bool>,
-    ) {
-        for config in clusters {
-            let slot = self.new_slot();
-            let poller = self.spawn(slot, config, store, shutdown);
-            self.pollers.push(poller);
-        }
-    }
-
-    fn new_slot(&mut self) -> usize {
-        let slot = self.next_id;
-        self.next_id += 1;
-        slot
-    }
-
     fn spawn(
         &mut self,
-        slot: usize,
+        id: ClusterId,
         config: ClusterConfig,
         store: &Arc<Store>,
         shutdown: &watch::Receiver<bool>,
     ) -> RunningPoller {
         self.warn_insecure(&config);
-        let name = config.name();
+        let seat = self.next_seat;
+        self.next_seat += 1;
         let (sender, receiver) = watch::channel(config);
         let task = tokio::spawn(supervise(
-            slot,
+            Seat {
+                id,
+                phase: seat,
+                start_gate: self.start_gate.clone(),
+                clients: self.clients.clone(),
+            },
             receiver,
             store.clone(),
-            self.start_gate.clone(),
             shutdown.clone(),
         ));
         RunningPoller {
-            name,
-            slot,
             config: sender,
             task,
         }
@@ -154,64 +152,57 @@ impl Fleet {
         }
     }
 
-    /// Applies a new list of clusters. A cluster already watched (by name) keeps its poller,
-    /// reconfigured in place, and its slot: its series and counters go on. A new cluster gets
-    /// a poller and an empty slot; the poller of a cluster no longer listed stops, and its
-    /// series go.
+    /// Applies a list of clusters (at start, the first). A cluster already watched (same
+    /// [`ClusterId`]) keeps its poller, reconfigured in place, and its slot: its series and
+    /// counters go on. A new cluster gets a poller and an empty slot; the poller of a
+    /// cluster no longer listed stops, and its series go. The names are unique (loading
+    /// refuses duplicates, [`crate::config::file::check_unique_names`]).
     async fn apply(
         &mut self,
         clusters: Vec<ClusterConfig>,
         store: &Arc<Store>,
         shutdown: &watch::Receiver<bool>,
     ) {
-        let mut running: Vec<Option<RunningPoller>> = self.pollers.drain(..).map(Some).collect();
-        // Each listed cluster: its running poller, or a new slot and its configuration.
-        let mut listed: Vec<Result<RunningPoller, (usize, ClusterConfig)>> = Vec::new();
-        for config in clusters {
-            let name = config.name();
-            let same = running
-                .iter_mut()
-                .find(|poller| poller.as_ref().is_some_and(|p| p.name == name))
-                .and_then(Option::take);
-            listed.push(match same {
-                Some(poller) => {
-                    self.warn_insecure(&config);
-                    let _ = poller.config.send(config);
-                    Ok(poller)
-                }
-                None => Err((self.new_slot(), config)),
-            });
+        let ids: Vec<ClusterId> = clusters
+            .iter()
+            .map(|config| ClusterId::new(config.name()))
+            .collect();
+        let mut running = std::mem::take(&mut self.pollers);
+        let mut staying = Vec::new();
+        let mut new = Vec::new();
+        for (id, config) in ids.iter().cloned().zip(clusters) {
+            match running.remove(&id) {
+                Some(poller) => staying.push((id, poller, config)),
+                None => new.push((id, config)),
+            }
         }
-        for poller in running.into_iter().flatten() {
+        for poller in running.into_values() {
             poller.task.abort();
             let _ = poller.task.await;
         }
-        // The slots exist before the new pollers first publish.
-        let slots: Vec<usize> = listed
-            .iter()
-            .map(|entry| match entry {
-                Ok(poller) => poller.slot,
-                Err((slot, _)) => *slot,
-            })
-            .collect();
-        store.arrange(&slots);
-        for entry in listed {
-            let poller = match entry {
-                Ok(poller) => poller,
-                Err((slot, config)) => self.spawn(slot, config, store, shutdown),
-            };
-            self.pollers.push(poller);
+        // The slots (a standby's source's too) exist before a poller publishes into them.
+        store.arrange(&ids);
+        for (id, poller, config) in staying {
+            self.warn_insecure(&config);
+            let _ = poller.config.send(config);
+            self.pollers.insert(id, poller);
+        }
+        for (id, config) in new {
+            let poller = self.spawn(id.clone(), config, store, shutdown);
+            self.pollers.insert(id, poller);
         }
     }
 }
 
-async fn reload_on_hangup(
-    args: Args,
-    mut fleet: Fleet,
+/// What a reload changes: the fleet, the web settings, and what `/metrics` says of reloads.
+struct Reloadable {
+    fleet: Fleet,
     store: Arc<Store>,
     web: Arc<WebState>,
-    shutdown: watch::Receiver<bool>,
-) {
+    status: ReloadStatus,
+}
+
+async fn reload_on_hangup(args: Args, mut running: Reloadable, shutdown: watch::Receiver<bool>) {
     #[cfg(unix)]
     {
         let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
@@ -225,49 +216,87 @@ async fn reload_on_hangup(
         };
         while hangup.recv().await.is_some() {
             tracing::info!("SIGHUP: reloading the configuration and secret files");
-            if let Err(error) = web.reload() {
-                tracing::error!(error = format!("{error:#}"), "web config not reloaded");
-            }
-            match args.cluster.clusters() {
-                Ok(clusters) => {
-                    let count = clusters.len();
-                    fleet.apply(clusters, &store, &shutdown).await;
-                    tracing::info!(clusters = count, "reloaded");
-                }
-                Err(error) => tracing::error!(
-                    error = format!("{error:#}"),
-                    "configuration not reloaded; the previous one stays in force"
-                ),
-            }
+            let applied = reload(&args, &mut running, &shutdown).await;
+            running.status.record(&running.store, applied);
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = (args, &mut fleet, store, web, shutdown);
+        let _ = (args, &mut running, shutdown);
         std::future::pending::<()>().await;
+    }
+}
+
+/// Re-reads every file and applies what loads: the web settings, and the clusters (a
+/// configuration that does not load is logged with its cause, and every running cluster
+/// stays as it was). The files (YAML, secrets, keys and certificates) are read on the
+/// blocking pool, off the async workers that poll and serve. True when everything applied.
+async fn reload(args: &Args, running: &mut Reloadable, shutdown: &watch::Receiver<bool>) -> bool {
+    let (cluster_args, web_state) = (args.cluster.clone(), running.web.clone());
+    let loaded =
+        tokio::task::spawn_blocking(move || (web_state.reload(), cluster_args.clusters())).await;
+    let (web_reloaded, clusters) = match loaded {
+        Ok(loaded) => loaded,
+        Err(error) => {
+            tracing::error!(%error, "configuration not reloaded; the previous one stays in force");
+            return false;
+        }
+    };
+    let web_applied = match web_reloaded {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::error!(error = format!("{error:#}"), "web config not reloaded");
+            false
+        }
+    };
+    match clusters {
+        Ok(clusters) => {
+            let count = clusters.len();
+            running
+                .fleet
+                .apply(clusters, &running.store, shutdown)
+                .await;
+            tracing::info!(clusters = count, "reloaded");
+            web_applied
+        }
+        Err(error) => {
+            tracing::error!(
+                error = format!("{error:#}"),
+                "configuration not reloaded; the previous one stays in force"
+            );
+            false
+        }
     }
 }
 
 /// How long a panicked task waits before it is started again.
 const RESTART_DELAY: Duration = Duration::from_secs(1);
 
+/// Where a poller sits in the fleet: its cluster's id (its slot in the store), its polls'
+/// phase seat, and what it shares with the fleet's other pollers.
+#[derive(Clone)]
+struct Seat {
+    id: ClusterId,
+    phase: usize,
+    start_gate: StartGate,
+    clients: ClientPool,
+}
+
 /// Runs the poller of one cluster, reconfiguring it when a new configuration arrives, and
 /// starts it again if it ever panics (it should not): one cluster's bug must not silence
 /// the others, nor this one for good.
 async fn supervise(
-    slot: usize,
+    seat: Seat,
     configs: watch::Receiver<ClusterConfig>,
     store: Arc<Store>,
-    start_gate: StartGate,
     shutdown: watch::Receiver<bool>,
 ) {
-    let name = format!("poller of cluster {}", configs.borrow().name());
+    let name = format!("poller of cluster {}", seat.id);
     restart_on_panic(&name, RESTART_DELAY, || {
         run_cluster(
-            slot,
+            seat.clone(),
             configs.clone(),
             store.clone(),
-            start_gate.clone(),
             shutdown.clone(),
         )
     })
@@ -303,16 +332,15 @@ where
 }
 
 async fn run_cluster(
-    slot: usize,
+    seat: Seat,
     mut configs: watch::Receiver<ClusterConfig>,
     store: Arc<Store>,
-    start_gate: StartGate,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut poller = loop {
         let config = configs.borrow_and_update().clone();
-        match ClusterPoller::new(slot, config.clone()).await {
-            Ok(poller) => break poller.through(start_gate),
+        match ClusterPoller::with_clients(seat.phase, config.clone(), &seat.clients).await {
+            Ok(poller) => break poller.through(seat.start_gate.clone()),
             Err(error) => {
                 tracing::error!(error = format!("{error:#}"), urls = ?config.patroni_urls, "cannot set up the poller; retrying in 30s or on reload");
                 tokio::select! {
@@ -324,10 +352,15 @@ async fn run_cluster(
         }
     };
     loop {
+        let standby_of = configs.borrow().standby_of.clone();
+        // Looked up once per configuration: the slot stays while the cluster is listed.
+        let Some(publisher) = store.publisher(&seat.id, standby_of.as_deref()) else {
+            return;
+        };
         let mut next_config = configs.clone();
         let mut stop = shutdown.clone();
         poller
-            .run_until(&store, async move {
+            .run_until(&publisher, async move {
                 tokio::select! {
                     _ = next_config.changed() => {}
                     _ = stop.changed() => {}
@@ -341,11 +374,11 @@ async fn run_cluster(
         match poller.reconfigured(config).await {
             Ok(new) => {
                 poller = new;
-                tracing::info!(slot, "poller reconfigured");
+                tracing::info!(cluster = %seat.id, "poller reconfigured");
             }
             Err(error) => tracing::error!(
                 error = format!("{error:#}"),
-                slot,
+                cluster = %seat.id,
                 "new configuration not applied; polling with the previous one"
             ),
         }

@@ -174,11 +174,7 @@ impl ClusterArgs {
             self.disabled_collectors(),
         );
         match &self.config_file {
-            Some(path) => ConfigFile::load(path)?
-                .clusters
-                .iter()
-                .map(|entry| entry.resolve(&inherited))
-                .collect(),
+            Some(path) => ConfigFile::load_clusters(path, &inherited),
             None => Ok(vec![self.cluster.resolve(&inherited)?]),
         }
     }

@@ -6,8 +6,9 @@
 //! hangs. Both endpoints stream their body frame by frame from the clusters' chunks
 //! ([`Frames`]: nothing of the size of the whole exposition is built or kept), and send
 //! gzip to scrapers that accept it (Prometheus does); only a small `/metrics` keeps its gzip
-//! body until a cluster publishes ([`GzipReuse`]). `/probe?scope=NAME` serves one
-//! cluster, so that Prometheus can shard a large fleet by target (see docs/scaling.md).
+//! body until a cluster publishes or a second passes ([`GzipReuse`]). `/metrics` also has
+//! the exporter's process families; `/probe?scope=NAME` serves one cluster (no process
+//! families), so that Prometheus can shard a large fleet by target (see docs/scaling.md).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -22,6 +23,7 @@ use axum::Router;
 use tokio::net::TcpListener;
 
 use crate::metrics::exposition::Format;
+use crate::metrics::process::{self, ProcessFamilies};
 use crate::metrics::stream::{accepts_gzip, Frames, GzipReuse};
 use crate::metrics::{EncodedCluster, Store};
 use crate::web::WebState;
@@ -82,7 +84,7 @@ async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Resp
     exposition_response(
         &headers,
         state.store.current_encoded(),
-        Some(&state.gzip_reuse),
+        Some((&state.gzip_reuse, process::current())),
     )
 }
 
@@ -121,21 +123,24 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
 }
 
 /// The exposition of `clusters` in the format the request asks for (`Accept`), gzipped
-/// when it accepts gzip, as a streamed body (a small gzip body kept in `reuse`, if given).
+/// when it accepts gzip, as a streamed body; `/metrics` also gives the exporter's process
+/// families and where a small gzip body is kept (`own`).
 fn exposition_response(
     headers: &HeaderMap,
     clusters: Vec<Arc<EncodedCluster>>,
-    reuse: Option<&GzipReuse>,
+    own: Option<(&GzipReuse, Arc<ProcessFamilies>)>,
 ) -> Response {
     let format = Format::negotiate(header_str(headers, header::ACCEPT));
     let gzipped = accepts_gzip(header_str(headers, header::ACCEPT_ENCODING));
-    let kept = reuse
+    let kept = own
+        .as_ref()
         .filter(|_| gzipped)
-        .and_then(|reuse| reuse.small(&clusters, format));
+        .and_then(|(reuse, process)| reuse.small(&clusters, process, format));
     let body = match kept {
         Some(kept) => Body::from(kept),
         None => {
-            let frames = Frames::new(clusters, format, gzipped);
+            let process = own.map(|(_, process)| process);
+            let frames = Frames::new(clusters, process, format, gzipped);
             Body::from_stream(futures::stream::iter(frames.map(Ok::<_, Infallible>)))
         }
     };

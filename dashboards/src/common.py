@@ -54,6 +54,11 @@ def per_member(family: str, what: str = ""):
     return q(f'{family}{{{SEL}}}', "{{scope}} {{member}}" + (f" {what}" if what else ""))
 
 
+def watching(expr: str) -> str:
+    """`expr` (over an exporter's own series, e.g. process_*) for the exporters that watch a
+    selected cluster: those with a patroni_up series of one, matched on `instance`."""
+    return f'{expr} and on (instance) patroni_up{{{SEL}}}'
+
 def table_queries(*exprs: str) -> list:
     """Instant queries in table format, one per column group of a table_panel, refs A, B, C..."""
     return [q(e, ref=ref, instant=True, table_fmt=True) for ref, e in zip(string.ascii_uppercase, exprs)]

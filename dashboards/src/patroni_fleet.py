@@ -5,7 +5,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import common as mc
 
 from common import (SEL, VERDICT_MAP, build, cell_color, mapping_prop, prop, q, stat_panel,
-                    state_panel, table_panel, table_queries, ts_panel)
+                    state_panel, table_panel, table_queries, ts_panel, watching)
 
 UID = "patroni-raft-fleet"
 CLUSTER_UID = "patroni-raft-cluster"
@@ -34,7 +34,8 @@ def dashboard():
     d = build("Patroni fleet", UID,
               "Every Patroni cluster watched by patroni-raft-exporter, one row each, worst first: "
               "quorum verdict, leader, failover candidates, worst lag, data at risk, last "
-              "failover, exporter health. The cluster name links to its Patroni cluster dashboard.",
+              "failover, exporter health; then each exporter's own health (memory, file "
+              "descriptors, CPU, polls, scrapes). The cluster name links to its Patroni cluster dashboard.",
               ["patroni", "postgresql", "raft", "fleet"])
 
     d = d.with_row(db.Row("Fleet").id(1))
@@ -146,4 +147,44 @@ def dashboard():
         "The source cluster's leader WAL position minus the standby leader's replayed position, "
         "per pair. Rises under a write load on the source and comes back; a line that only grows: "
         "the standby leader does not keep up or does not stream.", unit="bytes", span=24))
+
+    # Exporter health (issue #35): each exporter that watches a selected cluster, from its own
+    # process_* families (client_golang's) and its poll figures: what it costs and whether it
+    # keeps up.
+    d = d.with_row(db.Row("Exporter health").id(30))
+    skipped = f'patroni_exporter_polls_skipped_total{{{SEL}}}'
+    for pid, title, exprs, desc, unit, span in [
+        (31, "Exporter memory (RSS)", [watching("process_resident_memory_bytes")],
+         "Resident memory of each exporter (process_resident_memory_bytes). Flat once every "
+         "cluster has been polled: a line that keeps growing over hours is a leak (the soak's "
+         "criterion: within 5 % between its quiet windows).", "bytes", 8),
+        (32, "Exporter file descriptors, share of the limit",
+         [watching("process_open_fds / on (instance) process_max_fds")],
+         "Open file descriptors over the soft limit (process_open_fds / process_max_fds). The "
+         "exporter raises its soft limit to the hard one at start; a poll uses up to "
+         "--poll.max-concurrency (8) sockets per cluster, a scrape one.", "percentunit", 8),
+        (33, "Exporter CPU", [watching("rate(process_cpu_seconds_total[$__rate_interval])")],
+         "CPU seconds per second of each exporter (rate of process_cpu_seconds_total): 100 % = "
+         "one core busy. docs/performance.md gives the cost per cluster.", "percentunit", 8),
+        (34, "Slowest poll", [f'max by (instance) (patroni_exporter_poll_duration_seconds{{{SEL}}})'],
+         "The longest last poll among each exporter's clusters. A poll that lasts the whole "
+         "--poll.interval (5 s by default) makes the next interval be skipped (Polls skipped).",
+         "s", 6),
+        (35, "Polls skipped",
+         [f'sum by (instance) (increase({skipped}[$__rate_interval]))',
+          # 0 while none was ever skipped (the counter is born at the first skip)
+          (f'max by (instance) (patroni_up{{{SEL}}}) * 0 unless on (instance) sum by (instance) ({skipped})',
+           "{{instance}} none skipped")],
+         "Poll intervals skipped because the previous poll was still running, per exporter: its "
+         "polls take longer than --poll.interval.", "", 6),
+        (36, "Scrape duration", [watching("scrape_duration_seconds")],
+         "How long Prometheus' scrape of each exporter's /metrics took (Prometheus' own "
+         "scrape_duration_seconds): the exporter assembles samples encoded at each poll, so this "
+         "stays in milliseconds however slow the clusters are.", "s", 6),
+        (37, "Exporter uptime", [watching("time() - process_start_time_seconds")],
+         "Time since each exporter started (process_start_time_seconds): a drop to 0 is a "
+         "restart, after which its counters start at 0 again.", "s", 6),
+    ]:
+        targets = [q(*e) if isinstance(e, tuple) else q(e, "{{instance}}") for e in exprs]
+        d = d.with_panel(ts_panel(pid, title, targets, desc, unit=unit, span=span, min_val=0))
     return d.build()

@@ -8,6 +8,7 @@
 //! ([`Inherited`], for entries of the file), then Patroni's YAML, then the defaults of the
 //! settings types.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use serde::Deserialize;
 use url::Url;
 
 use super::{check_limits, cluster_name, describe_yaml_error, ApiUrlPolicy, ClusterConfig};
-use super::{Collector, Collectors, PatroniYaml, PollSettings, RaftSettings};
+use super::{ClusterIdentity, Collector, Collectors, PatroniYaml, PollSettings, RaftSettings};
 use crate::address::Host;
 use crate::patroni::{BasicAuth, ClientSettings};
 use crate::secret::Secret;
@@ -216,6 +217,22 @@ impl ConfigFile {
         Ok(file)
     }
 
+    /// Reads `--config.file` and resolves every entry ([`ClusterEntry::resolve`]).
+    ///
+    /// # Errors
+    /// As [`ConfigFile::load`] and [`ClusterEntry::resolve`], and when two entries watch
+    /// the same cluster ([`check_unique_names`]).
+    pub fn load_clusters(path: &Path, inherited: &Inherited) -> anyhow::Result<Vec<ClusterConfig>> {
+        let clusters = ConfigFile::load(path)?
+            .clusters
+            .iter()
+            .map(|entry| entry.resolve(inherited))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        check_unique_names(&clusters)
+            .map_err(|error| anyhow::anyhow!("config file {}: {error}", path.display()))?;
+        Ok(clusters)
+    }
+
     /// Every `standby_of` names the `scope` of another entry.
     fn check_standby_sources(&self) -> anyhow::Result<()> {
         for entry in &self.clusters {
@@ -265,21 +282,23 @@ impl ClusterEntry {
         let poll = self.poll_settings(inherited);
         check_limits(&name, &poll, rest.max_body_bytes)?;
         Ok(ClusterConfig {
-            standby_of: self.standby_of.clone(),
-            member_settings: yaml.map(PatroniYaml::member_settings),
-            expected_scope,
-            patroni_urls,
-            allow_api_url_hosts: self.allowed_hosts(yaml)?,
+            identity: ClusterIdentity {
+                standby_of: self.standby_of.clone(),
+                member_settings: yaml.map(PatroniYaml::member_settings),
+                expected_scope,
+                patroni_urls,
+                allow_api_url_hosts: self.allowed_hosts(yaml)?,
+                raft: self.raft_settings(yaml, inherited)?,
+                collectors: Collectors::without(
+                    inherited
+                        .disabled_collectors
+                        .iter()
+                        .chain(&self.disabled_collectors)
+                        .copied(),
+                ),
+            },
             poll,
             rest,
-            raft: self.raft_settings(yaml, inherited)?,
-            collectors: Collectors::without(
-                inherited
-                    .disabled_collectors
-                    .iter()
-                    .chain(&self.disabled_collectors)
-                    .copied(),
-            ),
         })
     }
 
@@ -429,6 +448,31 @@ impl ClusterEntry {
                 .unwrap_or(defaults.max_concurrency),
         }
     }
+}
+
+/// Refuses two clusters with one name ([`ClusterConfig::name`]: the scope, else the first
+/// REST URL), as resolved (a scope may come from Patroni's YAML). Their series would carry
+/// the same labels, `/probe` would serve only one of them, and a reload could not tell which
+/// running poller is which.
+///
+/// # Errors
+/// Naming the duplicate and the positions of both entries (`clusters[0]`, as in the file).
+pub fn check_unique_names(clusters: &[ClusterConfig]) -> anyhow::Result<()> {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for (at, cluster) in clusters.iter().enumerate() {
+        let name = cluster.name();
+        let Some(first) = seen.insert(name.clone(), at) else {
+            continue;
+        };
+        let what = match &cluster.expected_scope {
+            Some(scope) => format!("scope {scope}"),
+            None => format!("no scope and the first REST URL {name}"),
+        };
+        anyhow::bail!(
+            "clusters[{first}] and clusters[{at}] both have {what}: each cluster must be listed once (their series would be the same); remove one, or give each its own scope"
+        );
+    }
+    Ok(())
 }
 
 /// `humantime` durations (`5s`, `1m30s`) for optional YAML fields.

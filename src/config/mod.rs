@@ -4,11 +4,13 @@
 //! Why three inputs: one cluster is quickest to set up with flags; a fleet needs a file; and
 //! on a Charmed PostgreSQL unit everything (REST URL, TLS, Raft partners and password) is
 //! already in `/var/snap/charmed-postgresql/current/etc/patroni/patroni.yaml`, so reading it
-//! avoids copying a secret. All three resolve to the same [`ClusterConfig`], which holds
-//! one settings type per concern: how requests to members are made
-//! ([`ClientSettings`](crate::patroni::ClientSettings), the REST source's own type), how
-//! Raft nodes are found and asked ([`RaftSettings`]), and the poll's rhythm and bounds
-//! ([`PollSettings`]). Each default is written once, in those types.
+//! avoids copying a secret. All three resolve to the same [`ClusterConfig`], in two parts:
+//! which cluster is watched and what of it ([`ClusterIdentity`]: scope, members, Raft nodes
+//! ([`RaftSettings`]), collectors), and how requests are made (the poll's rhythm and bounds,
+//! [`PollSettings`], and [`ClientSettings`](crate::patroni::ClientSettings), the REST
+//! source's own type). Two configurations of the same cluster have equal identities: what
+//! a poller learned still holds when only the request settings change. Each default is
+//! written once, in those types.
 //!
 //! Layout, one concern per file:
 //! * [`file`]: one cluster as the operator writes it ([`ClusterEntry`], the same shape from
@@ -37,8 +39,26 @@ use crate::patroni::ClientSettings;
 use crate::secret::Secret;
 
 /// Everything the poller of one cluster needs. Built once at start (and on reload).
+///
+/// The identity's fields read as the configuration's own (`config.patroni_urls`, through
+/// `Deref`): the two parts are separate types without a second name at every use.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterConfig {
+    /// Which cluster, and what of it is watched.
+    pub identity: ClusterIdentity,
+    pub poll: PollSettings,
+    /// How requests to the members are made (TLS, credentials, body cap).
+    pub rest: ClientSettings,
+}
+
+/// Which cluster is watched, through which members and Raft nodes, and what of it: equal
+/// identities are the same cluster ([`ClusterConfig::same_cluster`]), so what a poller
+/// learned of it (members that left, witnesses, hosts a Raft status vouched for, the last
+/// answers of the requests asked in turn) still holds after a reload. A new setting that
+/// changes what is watched belongs here; one that changes only how requests are made, in
+/// [`PollSettings`] or [`ClientSettings`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClusterIdentity {
     /// The expected cluster name: the `scope` label before the first answer, and checked
     /// against what `/cluster` reports.
     pub expected_scope: Option<String>,
@@ -47,9 +67,6 @@ pub struct ClusterConfig {
     /// Hosts (names, IPs, CIDRs, or `*`) whose `api_url`s may be followed besides the
     /// configured ones; see [`ApiUrlPolicy`].
     pub allow_api_url_hosts: Vec<String>,
-    pub poll: PollSettings,
-    /// How requests to the members are made (TLS, credentials, body cap).
-    pub rest: ClientSettings,
     /// `None` when Raft is not polled for this cluster.
     pub raft: Option<RaftSettings>,
     /// The requests a user switched off (`--no-collector.history`, ...).
@@ -126,18 +143,24 @@ impl ClusterConfig {
         cluster_name(self.expected_scope.as_deref(), &self.patroni_urls)
     }
 
-    /// Whether `other` watches the same cluster through the same members, Raft nodes,
-    /// password and collectors, and differs at most in how requests are made (TLS and
-    /// credential files, timeouts, the interval): then what a poller learned of the cluster
-    /// (members that left, witnesses, hosts a Raft status vouched for, the last answers of the
-    /// requests asked in turn) still holds after a reload.
+    /// Whether `other` watches the same cluster ([`ClusterIdentity`]) and differs at most
+    /// in how requests are made (TLS and credential files, timeouts, the interval).
     pub fn same_cluster(&self, other: &ClusterConfig) -> bool {
-        self.expected_scope == other.expected_scope
-            && self.patroni_urls == other.patroni_urls
-            && self.allow_api_url_hosts == other.allow_api_url_hosts
-            && self.raft == other.raft
-            && self.collectors == other.collectors
-            && self.standby_of == other.standby_of
+        self.identity == other.identity
+    }
+}
+
+impl std::ops::Deref for ClusterConfig {
+    type Target = ClusterIdentity;
+
+    fn deref(&self) -> &ClusterIdentity {
+        &self.identity
+    }
+}
+
+impl std::ops::DerefMut for ClusterConfig {
+    fn deref_mut(&mut self) -> &mut ClusterIdentity {
+        &mut self.identity
     }
 }
 

@@ -57,7 +57,7 @@ fn charmed_postgresql_patroni_yaml() {
     let config = entry.resolve(&defaults()).unwrap();
     assert_eq!(config.patroni_urls[0].as_str(), "https://10.1.2.3:8008/");
     assert_eq!(config.expected_scope.as_deref(), Some("postgresql"));
-    let raft = config.raft.unwrap();
+    let raft = config.identity.raft.unwrap();
     assert_eq!(
         raft.nodes,
         ["10.1.2.3:2222", "10.1.2.4:2222", "10.1.2.5:2222"]
@@ -150,13 +150,16 @@ use_unix_socket: true
     assert!(config.rest.cert_file.is_none() && config.rest.key_file.is_none());
     // restapi.authentication guards Patroni's unsafe methods; the exporter only GETs
     assert!(config.rest.basic_auth.is_none());
-    let raft = config.raft.unwrap();
+    let raft = config.identity.raft.unwrap();
     assert_eq!(
         raft.nodes,
         ["10.1.2.3:2222", "10.1.2.4:2222", "10.1.2.9:2223"]
     );
     assert_eq!(raft.password.unwrap().expose(), "raft-secret");
-    assert!(config.allow_api_url_hosts.contains(&"10.1.2.9".to_owned()));
+    assert!(config
+        .identity
+        .allow_api_url_hosts
+        .contains(&"10.1.2.9".to_owned()));
 }
 
 fn entry_debug_probe() -> RaftSettings {
@@ -206,14 +209,17 @@ fn patroni_yaml_client_certificate_only_when_members_ask_for_one() {
 #[test]
 fn api_url_policy() {
     let config = ClusterConfig {
-        patroni_urls: vec![Url::parse("http://10.0.0.1:8008").unwrap()],
-        raft: Some(RaftSettings {
-            nodes: vec!["10.0.0.2:2222".into(), "[fd00::3]:2222".into()],
-            port: 2222,
-            password: None,
-            command: None,
-        }),
-        allow_api_url_hosts: vec!["192.168.0.0/16".into(), "Member-4.example".into()],
+        identity: ClusterIdentity {
+            patroni_urls: vec![Url::parse("http://10.0.0.1:8008").unwrap()],
+            raft: Some(RaftSettings {
+                nodes: vec!["10.0.0.2:2222".into(), "[fd00::3]:2222".into()],
+                port: 2222,
+                password: None,
+                command: None,
+            }),
+            allow_api_url_hosts: vec!["192.168.0.0/16".into(), "Member-4.example".into()],
+            ..ClusterIdentity::default()
+        },
         ..ClusterConfig::default()
     };
     let policy = ApiUrlPolicy::for_cluster(&config).unwrap();
@@ -363,4 +369,88 @@ fn standby_of_names_another_cluster_of_the_file() {
             .unwrap_err()
     );
     assert!(error.contains("names the cluster itself"), "{error}");
+}
+
+#[test]
+fn two_entries_with_one_scope_or_unscoped_first_url_are_refused_naming_it() {
+    for (file, named) in [
+        (
+            "clusters:\n  - scope: alpha\n    patroni_urls: [http://127.0.0.11:8008]\n  - scope: beta\n    patroni_urls: [http://127.0.0.21:8008]\n  - scope: alpha\n    patroni_urls: [http://127.0.0.31:8008]\n",
+            "clusters[0] and clusters[2] both have scope alpha",
+        ),
+        (
+            "clusters:\n  - patroni_urls: [http://127.0.0.11:8008]\n  - patroni_urls: [http://127.0.0.11:8008, http://127.0.0.12:8008]\n",
+            "clusters[0] and clusters[1] both have no scope and the first REST URL http://127.0.0.11:8008/",
+        ),
+    ] {
+        let (_dir, path) = crate::temp_file("exporter.yml", file);
+        let error = format!(
+            "{:#}",
+            ConfigFile::load_clusters(&path, &defaults()).unwrap_err()
+        );
+        assert!(error.contains(&path.display().to_string()), "{error}");
+        assert!(error.contains(named), "{error}");
+    }
+}
+
+#[test]
+fn distinct_scopes_and_urls_load() {
+    let (_dir, path) = crate::temp_file(
+        "exporter.yml",
+        "clusters:\n  - scope: alpha\n    patroni_urls: [http://127.0.0.11:8008]\n  - patroni_urls: [http://127.0.0.11:8008]\n  - patroni_urls: [http://127.0.0.21:8008]\n",
+    );
+    let names: Vec<String> = ConfigFile::load_clusters(&path, &defaults())
+        .unwrap()
+        .iter()
+        .map(ClusterConfig::name)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "alpha",
+            "http://127.0.0.11:8008/",
+            "http://127.0.0.21:8008/"
+        ]
+    );
+}
+
+#[test]
+fn the_same_cluster_is_its_identity_whatever_the_request_settings() {
+    let base = ClusterEntry {
+        scope: Some("alpha".into()),
+        patroni_urls: vec![Url::parse("http://127.0.0.11:8008").unwrap()],
+        ..ClusterEntry::default()
+    };
+    let config = base.resolve(&defaults()).unwrap();
+    let requests = ClusterEntry {
+        poll_interval: Some(Duration::from_secs(10)),
+        poll_timeout: Some(Duration::from_secs(3)),
+        max_body_bytes: Some(1024),
+        insecure_skip_verify: Some(true),
+        ..base.clone()
+    }
+    .resolve(&defaults())
+    .unwrap();
+    assert!(config.same_cluster(&requests));
+    for other in [
+        ClusterEntry {
+            scope: Some("beta".into()),
+            ..base.clone()
+        },
+        ClusterEntry {
+            allow_api_url_hosts: vec!["10.0.0.0/8".into()],
+            ..base.clone()
+        },
+        ClusterEntry {
+            raft_port: Some(2223),
+            ..base.clone()
+        },
+        ClusterEntry {
+            disabled_collectors: vec![Collector::History],
+            ..base.clone()
+        },
+    ] {
+        let other = other.resolve(&defaults()).unwrap();
+        assert!(!config.same_cluster(&other), "{other:?}");
+    }
 }

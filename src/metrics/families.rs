@@ -17,6 +17,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
+use super::exposition::Format;
 use super::labels::EncodeLabels;
 
 /// Appended to every help text: values come from the last poll, not from this scrape.
@@ -70,12 +71,20 @@ impl Family {
             cached: true,
         }
     }
+
+    /// A counter read when it is written (the exporter's own), `name` without `_total`.
+    pub const fn live_counter(name: &'static str, help: &'static str) -> Family {
+        Family {
+            cached: false,
+            ..Family::counter(name, help)
+        }
+    }
 }
 
 /// Declares a module's families, once each, in the order they are exposed:
 /// `declare_families! { IDENT: constructor("name", "help"); ... }` defines a [`Family`]
 /// constant per row (`constructor` is one of [`Family`]'s: `gauge`, `cached_gauge`,
-/// `counter`) and `FAMILIES`, the module's part of the catalog. The braces keep
+/// `counter`, `live_counter`) and `FAMILIES`, the module's part of the catalog. The braces keep
 /// rustfmt from spreading a row over lines.
 macro_rules! declare_families {
     ($($id:ident: $constructor:ident($name:literal, $help:literal);)+) => {
@@ -110,6 +119,14 @@ impl Descriptor {
                 openmetrics: format!("# HELP {name} {help}\n# TYPE {name} counter\n"),
                 text: format!("# HELP {name}_total {help}\n# TYPE {name}_total counter\n"),
             },
+        }
+    }
+
+    /// The descriptor in `format`.
+    pub fn text(&self, format: Format) -> &str {
+        match format {
+            Format::OpenMetrics => &self.openmetrics,
+            Format::PrometheusText => &self.text,
         }
     }
 

@@ -13,6 +13,14 @@ pub trait EncodeLabels {
     fn encode(&self, out: &mut String);
 }
 
+/// No labels: the sample of a family with one series (the exporter's own process figures).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoLabels;
+
+impl EncodeLabels for NoLabels {
+    fn encode(&self, _out: &mut String) {}
+}
+
 /// Appends a label value with `\`, `"` and newlines escaped.
 pub fn escape_into(out: &mut String, value: &str) {
     if !value.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {

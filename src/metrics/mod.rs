@@ -23,6 +23,8 @@
 //! and node shows (primaries by their own word, diverging views and voter sets), and
 //! `margin_families` how close the next outage is, `standby_families` standby clusters
 //! and their lag to the source;
+//! [`process`] reads the exporter's own process figures (client_golang's `process_*`
+//! families, on `/metrics` only);
 //! [`exposition`] names the formats; [`stream`] assembles a response frame by frame from
 //! the clusters' chunks (and gzips it as it goes), so that no scrape builds or keeps the
 //! whole exposition (tens of megabytes for a large fleet) in memory.
@@ -33,7 +35,9 @@ mod families;
 pub mod labels;
 mod margin_families;
 mod patroni_families;
+pub mod process;
 mod raft_families;
+mod reload_families;
 mod split_families;
 mod standby_families;
 pub mod stream;
@@ -45,6 +49,7 @@ use std::sync::{Arc, LazyLock};
 use crate::snapshot::{ClusterSnapshot, Encoding, SnapshotStore};
 use families::{Catalog, Chunks, Descriptor, FamilyWriter, Kind};
 use labels::{BuildLabels, EncodeLabels};
+pub use reload_families::ReloadStatus;
 
 /// The exporter's version and the git revision it was built from.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -61,10 +66,13 @@ fn encode_families(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]
     Ok(())
 }
 
-/// Every per-cluster family, declared once in its module, in the order they are exposed.
+/// Every family of the clusters' chunks, declared once in its module, in the order they are
+/// exposed: first the exporter's reload families (its own entry of the store,
+/// [`ReloadStatus`]), then the per-cluster families.
 static CATALOG: LazyLock<Catalog> = LazyLock::new(|| {
     Catalog::new(
         [
+            reload_families::FAMILIES,
             patroni_families::FAMILIES,
             failover_families::FAMILIES,
             raft_families::FAMILIES,
@@ -155,11 +163,21 @@ impl EncodedCluster {
 }
 
 /// The exposition of the given clusters in `format`, in one `String`: the frames of
-/// [`stream::Exposition`] (what `/metrics` sends) put together, for the tests and the golden
-/// file.
+/// [`stream::Exposition`] (what `/metrics` sends, the process families read now) put
+/// together, for the tests and the golden file.
 #[cfg(any(test, feature = "testkit"))]
 pub fn render(clusters: &[Arc<EncodedCluster>], format: exposition::Format) -> String {
-    let bytes: Vec<u8> = stream::Exposition::new(clusters.to_vec(), format)
+    render_with(clusters, Some(process::current()), format)
+}
+
+/// Like [`render`], with the process families of `process` (none: `/probe`'s).
+#[cfg(any(test, feature = "testkit"))]
+pub fn render_with(
+    clusters: &[Arc<EncodedCluster>],
+    process: Option<Arc<process::ProcessFamilies>>,
+    format: exposition::Format,
+) -> String {
+    let bytes: Vec<u8> = stream::Exposition::new(clusters.to_vec(), process, format)
         .flat_map(|frame| frame.to_vec())
         .collect();
     String::from_utf8(bytes).expect("the exposition is assembled from strings")

@@ -37,6 +37,7 @@ use flate2::Compression;
 
 use super::exposition::Format;
 use super::families::Catalog;
+use super::process::ProcessFamilies;
 use super::{EncodedCluster, BUILD_INFO, CATALOG};
 
 /// The size a frame is filled to (a frame ends after the chunk that crosses it). Small
@@ -62,14 +63,17 @@ enum Stage {
     Done,
 }
 
-/// The exposition of some clusters in one format, as frames: the exporter's build info,
-/// then each family that some cluster has samples for, its descriptor once and every
-/// cluster's chunk after it, in the order of the clusters; `# EOF` last in OpenMetrics.
+/// The exposition of some clusters in one format, as frames: the exporter's build info and,
+/// on `/metrics`, its process families, then each family that some cluster has samples for,
+/// its descriptor once and every cluster's chunk after it, in the order of the clusters;
+/// `# EOF` last in OpenMetrics.
 #[derive(Debug)]
 pub struct Exposition {
     clusters: Vec<Arc<EncodedCluster>>,
     /// The families the clusters' chunks are indexed by.
     catalog: &'static Catalog,
+    /// The exporter's process families (`/metrics`), or none (`/probe`).
+    process: Option<Arc<ProcessFamilies>>,
     format: Format,
     stage: Stage,
     /// What the assembly cost so far, for the log line of the response.
@@ -78,8 +82,13 @@ pub struct Exposition {
 }
 
 impl Exposition {
-    pub fn new(clusters: Vec<Arc<EncodedCluster>>, format: Format) -> Exposition {
-        Exposition::of_catalog(clusters, format, &CATALOG)
+    /// The exposition of `clusters`, after the process families of `process` if given.
+    pub fn new(
+        clusters: Vec<Arc<EncodedCluster>>,
+        process: Option<Arc<ProcessFamilies>>,
+        format: Format,
+    ) -> Exposition {
+        Exposition::of_catalog(clusters, format, &CATALOG).with_process(process)
     }
 
     /// The exposition of clusters encoded with `catalog`'s families.
@@ -91,11 +100,16 @@ impl Exposition {
         Exposition {
             clusters,
             catalog,
+            process: None,
             format,
             stage: Stage::Head,
             bytes: 0,
             cpu: CpuMeter::for_debug_log(),
         }
+    }
+
+    fn with_process(self, process: Option<Arc<ProcessFamilies>>) -> Exposition {
+        Exposition { process, ..self }
     }
 
     /// Appends to `out` until it holds at least `limit` bytes or the exposition ends.
@@ -104,6 +118,9 @@ impl Exposition {
             self.stage = match self.stage {
                 Stage::Head => {
                     out.extend_from_slice(BUILD_INFO.as_bytes());
+                    if let Some(process) = &self.process {
+                        out.extend_from_slice(process.text(self.format).as_bytes());
+                    }
                     Stage::Descriptor(0)
                 }
                 Stage::Descriptor(index) if index == self.catalog.len() => Stage::Tail,
@@ -116,10 +133,7 @@ impl Exposition {
                         Stage::Descriptor(index + 1)
                     } else {
                         let descriptor = self.catalog.descriptor(index);
-                        out.extend_from_slice(match self.format {
-                            Format::OpenMetrics => descriptor.openmetrics.as_bytes(),
-                            Format::PrometheusText => descriptor.text.as_bytes(),
-                        });
+                        out.extend_from_slice(descriptor.text(self.format).as_bytes());
                         Stage::Chunks { index, from: 0 }
                     }
                 }
@@ -234,9 +248,15 @@ enum Body {
 }
 
 impl Frames {
-    /// The exposition of `clusters` in `format`, gzip-compressed when `gzip`.
-    pub fn new(clusters: Vec<Arc<EncodedCluster>>, format: Format, gzip: bool) -> Frames {
-        let plain = Exposition::new(clusters, format);
+    /// The exposition of `clusters` (after the process families of `process` if given) in
+    /// `format`, gzip-compressed when `gzip`.
+    pub fn new(
+        clusters: Vec<Arc<EncodedCluster>>,
+        process: Option<Arc<ProcessFamilies>>,
+        format: Format,
+        gzip: bool,
+    ) -> Frames {
+        let plain = Exposition::new(clusters, process, format);
         Frames {
             body: if gzip {
                 Body::Gzip(Gzipped::new(plain))
@@ -290,7 +310,8 @@ impl Iterator for Frames {
 /// about 15 clusters of 3 members.
 pub const REUSE_UP_TO: usize = 256 * 1024;
 
-/// The gzip body of the last small exposition, served again until a cluster publishes.
+/// The gzip body of the last small exposition of `/metrics`, served again until a cluster
+/// publishes or the process families are read anew (once a second, [`super::process`]).
 ///
 /// Why: a gzip scrape compresses the stream as it goes, with a compressor of its own; for a
 /// small exposition that costs several times the copy, so many concurrent gzip scrapers of a
@@ -307,15 +328,21 @@ pub struct GzipReuse {
 #[derive(Debug)]
 struct Kept {
     clusters: Vec<Arc<EncodedCluster>>,
+    process: Arc<ProcessFamilies>,
     format: Format,
     body: Bytes,
 }
 
 impl GzipReuse {
-    /// The gzip of the exposition of `clusters` in `format` when it is small: the kept body
-    /// when it was made from the same chunks, else one made now (and kept). `None` above
-    /// [`REUSE_UP_TO`]: stream it.
-    pub fn small(&self, clusters: &[Arc<EncodedCluster>], format: Format) -> Option<Bytes> {
+    /// The gzip of the exposition of `clusters` and `process` in `format` when it is small:
+    /// the kept body when it was made from the same chunks and reading, else one made now
+    /// (and kept). `None` above [`REUSE_UP_TO`]: stream it.
+    pub fn small(
+        &self,
+        clusters: &[Arc<EncodedCluster>],
+        process: &Arc<ProcessFamilies>,
+        format: Format,
+    ) -> Option<Bytes> {
         if clusters.iter().map(|cluster| cluster.len()).sum::<usize>() > REUSE_UP_TO {
             return None;
         }
@@ -325,6 +352,7 @@ impl GzipReuse {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let same = |kept: &&Kept| {
             kept.format == format
+                && Arc::ptr_eq(&kept.process, process)
                 && kept.clusters.len() == clusters.len()
                 && kept
                     .clusters
@@ -335,12 +363,14 @@ impl GzipReuse {
         if let Some(kept) = last.as_ref().filter(same) {
             return Some(kept.body.clone());
         }
-        let body: Vec<u8> = Gzipped::new(Exposition::new(clusters.to_vec(), format))
+        let exposition = Exposition::new(clusters.to_vec(), Some(process.clone()), format);
+        let body: Vec<u8> = Gzipped::new(exposition)
             .flat_map(|frame| frame.to_vec())
             .collect();
         let body = Bytes::from(body);
         *last = Some(Kept {
             clusters: clusters.to_vec(),
+            process: process.clone(),
             format,
             body: body.clone(),
         });

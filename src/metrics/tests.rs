@@ -12,6 +12,7 @@ use prometheus_client::registry::Registry;
 use super::exposition::Format;
 use super::families::{Catalog, Chunks, Family, FamilyWriter, Kind};
 use super::labels::{MemberInfoLabels, ScopeLabels};
+use super::process::{ProcessFamilies, ProcessSample};
 use super::*;
 use crate::raft::parse_admin_text;
 use crate::snapshot::{captured, QuorumAssessment, RaftNodeSnapshot};
@@ -317,13 +318,14 @@ fn every_family_is_one_block_under_one_descriptor_with_the_clusters_in_order() {
 #[test]
 fn the_text_format_is_the_openmetrics_one_converted() {
     let store = store_with(&[cluster("alpha", 3), cluster("beta", 1)]);
-    let openmetrics = render_store(&store, Format::OpenMetrics);
+    let clusters = store.current_encoded();
+    let openmetrics = render_with(&clusters, Some(reading(1)), Format::OpenMetrics);
     assert!(openmetrics.contains("# TYPE patroni_exporter_poll_errors counter\n"));
     assert!(openmetrics.contains(
         "patroni_exporter_poll_errors_total{scope=\"alpha\",source=\"raft\",kind=\"timeout\"} 2\n"
     ));
     assert_eq!(
-        render_store(&store, Format::PrometheusText),
+        render_with(&clusters, Some(reading(1)), Format::PrometheusText),
         openmetrics_to_prometheus_text(&openmetrics)
     );
 }
@@ -382,11 +384,17 @@ fn members_and_clusters_that_go_also_go_from_the_output() {
 
 #[test]
 fn a_reload_that_adds_and_removes_clusters_keeps_the_series_of_those_that_stay() {
-    let store = Store::new(2);
-    store.publish(0, (*cluster("alpha", 3)).clone());
-    store.publish(1, (*cluster("beta", 3)).clone());
-    // alpha removed, beta kept (slot id 1), gamma added (a new id, 2)
-    store.arrange(&[1, 2]);
+    use crate::snapshot::ClusterId;
+    let [alpha, beta, gamma] = ["alpha", "beta", "gamma"].map(ClusterId::new);
+    let store = Store::default();
+    store.arrange(&[alpha.clone(), beta.clone()]);
+    let alpha_publisher = store.publisher(&alpha, None).unwrap();
+    alpha_publisher.publish((*cluster("alpha", 3)).clone());
+    let beta_publisher = store.publisher(&beta, None).unwrap();
+    beta_publisher.publish((*cluster("beta", 3)).clone());
+    // alpha removed, beta kept, gamma added
+    store.arrange(&[beta.clone(), gamma.clone()]);
+    assert!(store.publisher(&alpha, None).is_none());
     let reloaded = render_store(&store, Format::PrometheusText);
     assert!(!reloaded.contains("scope=\"alpha\""), "{reloaded}");
     assert!(
@@ -394,14 +402,43 @@ fn a_reload_that_adds_and_removes_clusters_keeps_the_series_of_those_that_stay()
         "{reloaded}"
     );
     assert!(!store.all_polled());
-    // a stopping poller of the removed cluster publishes nothing any more
-    store.publish(0, (*cluster("alpha", 3)).clone());
-    store.publish(2, (*cluster("gamma", 1)).clone());
+    // a stopping poller of the removed cluster publishes into a slot no scrape reads, and
+    // the poller that stays still publishes into its own
+    alpha_publisher.publish((*cluster("alpha", 3)).clone());
+    beta_publisher.publish((*cluster("beta", 2)).clone());
+    store
+        .publisher(&gamma, None)
+        .unwrap()
+        .publish((*cluster("gamma", 1)).clone());
     let after = render_store(&store, Format::PrometheusText);
     assert!(!after.contains("scope=\"alpha\""), "{after}");
     assert!(store.all_polled());
     let scopes: Vec<String> = store.current().iter().map(|s| s.scope.clone()).collect();
     assert_eq!(scopes, ["beta", "gamma"], "in configuration order");
+    assert_eq!(store.current()[0].members.len(), 2, "beta's latest");
+}
+
+#[test]
+fn probe_finds_a_cluster_by_its_id_or_its_published_scope() {
+    use crate::snapshot::ClusterId;
+    let named = ClusterId::new("alpha");
+    let unnamed = ClusterId::new("http://127.0.0.21:8008/");
+    let store = Store::default();
+    store.arrange(&[named.clone(), unnamed.clone()]);
+    assert!(store.encoded_by_scope("alpha").is_none(), "not polled yet");
+    store
+        .publisher(&named, None)
+        .unwrap()
+        .publish((*cluster("alpha", 1)).clone());
+    store
+        .publisher(&unnamed, None)
+        .unwrap()
+        .publish((*cluster("beta", 2)).clone());
+    let alpha = store.encoded_by_scope("alpha").unwrap();
+    let beta = store.encoded_by_scope("beta").unwrap();
+    assert_eq!(*alpha, EncodedCluster::encode(&cluster("alpha", 1)));
+    assert_eq!(*beta, EncodedCluster::encode(&cluster("beta", 2)));
+    assert!(store.encoded_by_scope("gamma").is_none());
 }
 
 #[test]
@@ -423,7 +460,7 @@ fn encoding_once_per_snapshot_is_encoding_at_scrape_time() {
         .iter()
         .map(|c| Arc::new(EncodedCluster::encode(c)))
         .collect();
-    let assembled = render(&encoded, Format::OpenMetrics);
+    let assembled = render_with(&encoded, None, Format::OpenMetrics);
     let samples: String = assembled
         .lines()
         .filter(|line| !line.starts_with('#') && !line.starts_with("patroni_exporter_build_info"))
@@ -531,16 +568,18 @@ fn a_catalog_refuses_a_name_declared_twice() {
 
 /// The exposition as it was assembled before it was streamed: in one `String`, family by
 /// family (the render cache's `render_into`); the reference the streamed frames must equal.
-fn concatenated(clusters: &[Arc<EncodedCluster>], format: Format) -> String {
+fn concatenated(
+    clusters: &[Arc<EncodedCluster>],
+    process: &ProcessFamilies,
+    format: Format,
+) -> String {
     let mut out = BUILD_INFO.clone();
+    out.push_str(process.text(format));
     for (index, (_, descriptor)) in CATALOG.entries().enumerate() {
         if clusters.iter().all(|c| c.family(index).is_empty()) {
             continue;
         }
-        out.push_str(match format {
-            Format::OpenMetrics => &descriptor.openmetrics,
-            Format::PrometheusText => &descriptor.text,
-        });
+        out.push_str(descriptor.text(format));
         for cluster in clusters {
             out.push_str(cluster.family(index));
         }
@@ -549,6 +588,19 @@ fn concatenated(clusters: &[Arc<EncodedCluster>], format: Format) -> String {
         out.push_str("# EOF\n");
     }
     out
+}
+
+/// A reading of the process families with fixed figures, `n` CPU seconds: the same text in
+/// every render that has it.
+fn reading(n: u32) -> Arc<ProcessFamilies> {
+    Arc::new(ProcessFamilies::of(&ProcessSample {
+        cpu_seconds: Some(f64::from(n)),
+        max_fds: Some(1024),
+        open_fds: Some(9),
+        resident_memory_bytes: Some(8 << 20),
+        start_time_seconds: Some(1_700_000_000.0),
+        virtual_memory_bytes: Some(64 << 20),
+    }))
 }
 
 /// Clusters of 1 to 3 members, enough for many frames, frames ending amid a family.
@@ -565,7 +617,8 @@ fn fleet(clusters: usize) -> Vec<Arc<EncodedCluster>> {
 fn the_streamed_frames_are_the_whole_exposition_concatenated() {
     let encoded = fleet(40);
     for format in [Format::OpenMetrics, Format::PrometheusText] {
-        let frames: Vec<_> = stream::Exposition::new(encoded.clone(), format).collect();
+        let frames: Vec<_> =
+            stream::Exposition::new(encoded.clone(), Some(reading(1)), format).collect();
         assert!(frames.len() > 10, "{} frames", frames.len());
         // Every frame but the last is filled to the frame size, and no larger than the
         // chunk that crossed it.
@@ -578,14 +631,14 @@ fn the_streamed_frames_are_the_whole_exposition_concatenated() {
         }
         assert_eq!(
             frames.concat(),
-            concatenated(&encoded, format).into_bytes(),
+            concatenated(&encoded, &reading(1), format).into_bytes(),
             "{format:?}"
         );
         // Without any cluster: the build info (and `# EOF`) alone.
-        let empty: Vec<u8> = stream::Exposition::new(Vec::new(), format)
+        let empty: Vec<u8> = stream::Exposition::new(Vec::new(), Some(reading(1)), format)
             .flat_map(|frame| frame.to_vec())
             .collect();
-        assert_eq!(empty, concatenated(&[], format).into_bytes());
+        assert_eq!(empty, concatenated(&[], &reading(1), format).into_bytes());
     }
 }
 
@@ -594,11 +647,12 @@ fn the_gzipped_stream_is_one_gzip_member_of_the_same_text() {
     use std::io::Read;
     let encoded = fleet(40);
     for format in [Format::OpenMetrics, Format::PrometheusText] {
-        let frames: Vec<_> = stream::Frames::new(encoded.clone(), format, true).collect();
+        let frames: Vec<_> =
+            stream::Frames::new(encoded.clone(), Some(reading(1)), format, true).collect();
         assert!(frames.len() > 1, "compressed as it goes, not at the end");
         assert!(frames.iter().all(|frame| !frame.is_empty()));
         let compressed = frames.concat();
-        let text = concatenated(&encoded, format);
+        let text = concatenated(&encoded, &reading(1), format);
         assert!(compressed.len() < text.len() / 10, "{}", compressed.len());
         // One member: the single-member decoder reads it all, as every client does.
         let mut decoded = String::new();
@@ -606,16 +660,18 @@ fn the_gzipped_stream_is_one_gzip_member_of_the_same_text() {
             .read_to_string(&mut decoded)
             .unwrap();
         assert_eq!(decoded, text, "{format:?}");
-        let plain: Vec<_> = stream::Frames::new(encoded.clone(), format, false).collect();
+        let plain: Vec<_> =
+            stream::Frames::new(encoded.clone(), Some(reading(1)), format, false).collect();
         assert_eq!(plain.concat(), text.into_bytes());
     }
 }
 
 #[test]
-fn a_small_gzip_body_is_kept_until_a_cluster_publishes() {
+fn a_small_gzip_body_is_kept_until_a_cluster_publishes_or_the_process_is_read_anew() {
     use std::io::Read;
     let reuse = stream::GzipReuse::default();
     let mut encoded = fleet(3);
+    let process = reading(1);
     let gunzip = |body: &[u8]| {
         let mut text = String::new();
         flate2::read::GzDecoder::new(body)
@@ -623,32 +679,52 @@ fn a_small_gzip_body_is_kept_until_a_cluster_publishes() {
             .unwrap();
         text
     };
-    let first = reuse.small(&encoded, Format::OpenMetrics).unwrap();
-    assert_eq!(gunzip(&first), concatenated(&encoded, Format::OpenMetrics));
+    let first = reuse
+        .small(&encoded, &process, Format::OpenMetrics)
+        .unwrap();
+    assert_eq!(
+        gunzip(&first),
+        concatenated(&encoded, &process, Format::OpenMetrics)
+    );
     // The same chunks: the same body, not compressed again.
-    let again = reuse.small(&encoded, Format::OpenMetrics).unwrap();
+    let again = reuse
+        .small(&encoded, &process, Format::OpenMetrics)
+        .unwrap();
     assert_eq!(again.as_ptr(), first.as_ptr());
     // The other format, or one cluster published anew (a new chunk): made anew.
-    let text = reuse.small(&encoded, Format::PrometheusText).unwrap();
+    let text = reuse
+        .small(&encoded, &process, Format::PrometheusText)
+        .unwrap();
     assert_eq!(
         gunzip(&text),
-        concatenated(&encoded, Format::PrometheusText)
+        concatenated(&encoded, &process, Format::PrometheusText)
     );
     encoded[1] = Arc::new(EncodedCluster::encode(&cluster("cluster-1", 1)));
-    let republished = reuse.small(&encoded, Format::PrometheusText).unwrap();
+    let republished = reuse
+        .small(&encoded, &process, Format::PrometheusText)
+        .unwrap();
     assert_ne!(republished.as_ptr(), text.as_ptr());
     assert_eq!(
         gunzip(&republished),
-        concatenated(&encoded, Format::PrometheusText)
+        concatenated(&encoded, &process, Format::PrometheusText)
     );
+    // A new reading of the process families: made anew, with them.
+    let process = reading(2);
+    let read_anew = reuse
+        .small(&encoded, &process, Format::PrometheusText)
+        .unwrap();
+    assert_ne!(read_anew.as_ptr(), republished.as_ptr());
+    assert!(gunzip(&read_anew).contains("\nprocess_cpu_seconds_total 2\n"));
     // A cluster gone: gone from the body too.
     encoded.pop();
-    let fewer = reuse.small(&encoded, Format::PrometheusText).unwrap();
+    let fewer = reuse
+        .small(&encoded, &process, Format::PrometheusText)
+        .unwrap();
     assert!(!gunzip(&fewer).contains("cluster-2"));
     // A large exposition is streamed, never kept.
     let large = fleet(60);
     assert!(large.iter().map(|c| c.len()).sum::<usize>() > stream::REUSE_UP_TO);
-    assert!(reuse.small(&large, Format::OpenMetrics).is_none());
+    assert!(reuse.small(&large, &process, Format::OpenMetrics).is_none());
 }
 
 #[test]
@@ -661,4 +737,34 @@ fn accept_encoding() {
     assert!(!accepts_gzip(Some("identity")));
     assert!(!accepts_gzip(Some("x-gzip-ish")));
     assert!(!accepts_gzip(None));
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn metrics_has_the_process_families_with_sane_values_and_probe_has_none() {
+    let store = store_with(&[cluster("alpha", 3)]);
+    let text = render_store(&store, Format::PrometheusText);
+    let value = |name: &str| -> f64 {
+        let prefix = format!("{name} ");
+        let line = text.lines().find(|line| line.starts_with(&prefix));
+        line.unwrap_or_else(|| panic!("no {name} in\n{text}"))[prefix.len()..]
+            .parse()
+            .unwrap()
+    };
+    assert!(text.contains("# TYPE process_cpu_seconds_total counter\n"));
+    assert!(value("process_resident_memory_bytes") > 0.0);
+    assert!(value("process_virtual_memory_bytes") >= value("process_resident_memory_bytes"));
+    let (open, max) = (value("process_open_fds"), value("process_max_fds"));
+    assert!(open > 0.0 && open <= max, "open {open}, max {max}");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let started = value("process_start_time_seconds");
+    assert!((now - 3600.0..=now + 1.0).contains(&started), "{started}");
+    assert!(value("process_cpu_seconds_total") >= 0.0);
+    // /probe serves a cluster per target: the process families are /metrics' only.
+    let probe = render_with(&store.current_encoded(), None, Format::PrometheusText);
+    assert!(!probe.contains("process_"), "{probe}");
+    assert!(probe.contains("patroni_up{scope=\"alpha\"} 1"));
 }

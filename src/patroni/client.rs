@@ -6,9 +6,11 @@
 //! can stream for ever. Every request therefore has a total deadline and the body is read in
 //! chunks against a byte cap, never with an unbounded `bytes()`.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use sha2::{Digest, Sha256};
 use url::Url;
 
 use super::dynamic_config::{parse_dynamic_config, DynamicConfig};
@@ -113,82 +115,6 @@ impl PatroniClient {
             settings,
             timeout,
         })
-    }
-
-    /// The client for `settings` and `timeout`, shared by every cluster with the same ones.
-    ///
-    /// Building a client builds its TLS verifier, which loads and parses the system's root
-    /// certificates: a client per cluster would multiply that CPU at start and that memory by
-    /// the size of the fleet. Clients are told
-    /// apart by timeout, body cap, the *content* of the CA file (a changed file on reload gets
-    /// a new client), insecure mode, and the credentials: the *content* of the client
-    /// certificate and key, the key passphrase and the basic auth user and password, so that two
-    /// clusters never share a client that would present one's credentials to the other. Only
-    /// a SHA-256 of the credentials is kept as the key. Clients are dropped once no poller
-    /// uses them.
-    pub fn shared(
-        settings: &ClientSettings,
-        timeout: Duration,
-    ) -> anyhow::Result<Arc<PatroniClient>> {
-        use sha2::{Digest, Sha256};
-        use std::collections::HashMap;
-        use std::sync::{Mutex, OnceLock};
-
-        type Key = (Duration, usize, Option<[u8; 32]>, bool, [u8; 32]);
-        static CLIENTS: OnceLock<Mutex<HashMap<Key, Arc<PatroniClient>>>> = OnceLock::new();
-
-        let ca_digest = match &settings.ca_file {
-            Some(path) => {
-                Some(Sha256::digest(crate::capped_file::read_small(path, "CA file")?).into())
-            }
-            None => None,
-        };
-        // Length-prefixed parts, so that no two different settings hash alike.
-        let mut credentials = Sha256::new();
-        let mut part = |bytes: &[u8]| {
-            credentials.update((bytes.len() as u64).to_be_bytes());
-            credentials.update(bytes);
-        };
-        for file in [&settings.cert_file, &settings.key_file] {
-            match file {
-                Some(path) => part(&crate::capped_file::read_small(
-                    path,
-                    "client certificate or key",
-                )?),
-                None => part(b"-"),
-            }
-        }
-        part(
-            settings
-                .key_password
-                .as_ref()
-                .map_or(&b"-"[..], |password| password.expose().as_bytes()),
-        );
-        match &settings.basic_auth {
-            Some(auth) => {
-                part(auth.username.as_bytes());
-                part(auth.password.expose().as_bytes());
-            }
-            None => part(b"-"),
-        }
-        let key: Key = (
-            timeout,
-            settings.max_body_bytes,
-            ca_digest,
-            settings.insecure_skip_verify,
-            credentials.finalize().into(),
-        );
-        let mut clients = CLIENTS
-            .get_or_init(Mutex::default)
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        clients.retain(|_, client| Arc::strong_count(client) > 1);
-        if let Some(client) = clients.get(&key) {
-            return Ok(client.clone());
-        }
-        let client = Arc::new(PatroniClient::new(settings.clone(), timeout)?);
-        clients.insert(key, client.clone());
-        Ok(client)
     }
 
     /// The HTTP client itself: the floor of `scripts/bench.sh fleet` (benches/floor.rs) sends
@@ -377,6 +303,109 @@ fn causes<'a>(
     })
 }
 
+/// The HTTP clients of a fleet: one per distinct [`ClientSettings`] and timeout, shared by
+/// every cluster with the same ones. Owned by the fleet (and by a `status` run), so that two
+/// fleets, or two tests, never share a client.
+///
+/// Building a client builds its TLS verifier, which loads and parses the system's root
+/// certificates: a client per cluster would multiply that CPU at start and that memory by
+/// the size of the fleet. Clients are told apart by timeout, body cap, the *content* of the
+/// CA file (a changed file on reload gets a new client), insecure mode, and the credentials:
+/// the *content* of the client certificate and key, the key passphrase and the basic auth
+/// user and password, so that two clusters never share a client that would present one's
+/// credentials to the other. Only a SHA-256 of the credentials is kept as the key. The pool
+/// holds its clients weakly: a client goes when no poller uses it.
+#[derive(Debug, Clone, Default)]
+pub struct ClientPool {
+    clients: Arc<Mutex<HashMap<ClientKey, Weak<PatroniClient>>>>,
+}
+
+/// What tells two clients apart (see [`ClientPool`]): timeout, body cap, CA file digest,
+/// insecure mode, credentials digest.
+type ClientKey = (Duration, usize, Option<[u8; 32]>, bool, [u8; 32]);
+
+impl ClientPool {
+    /// The client for `settings` and `timeout`: the pool's, or a new one. The files it names
+    /// (CA, client certificate and key) are read and parsed on the blocking pool, off the
+    /// async workers that poll and serve.
+    ///
+    /// # Errors
+    /// When a file cannot be read or parsed ([`PatroniClient::new`]).
+    pub async fn client(
+        &self,
+        settings: &ClientSettings,
+        timeout: Duration,
+    ) -> anyhow::Result<Arc<PatroniClient>> {
+        let pool = self.clone();
+        let settings = settings.clone();
+        tokio::task::spawn_blocking(move || pool.client_blocking(&settings, timeout))
+            .await
+            .map_err(|error| anyhow::anyhow!("building the HTTP client: {error}"))?
+    }
+
+    fn client_blocking(
+        &self,
+        settings: &ClientSettings,
+        timeout: Duration,
+    ) -> anyhow::Result<Arc<PatroniClient>> {
+        let key = client_key(settings, timeout)?;
+        let mut clients = self
+            .clients
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        clients.retain(|_, client| client.strong_count() > 0);
+        if let Some(client) = clients.get(&key).and_then(Weak::upgrade) {
+            return Ok(client);
+        }
+        let client = Arc::new(PatroniClient::new(settings.clone(), timeout)?);
+        clients.insert(key, Arc::downgrade(&client));
+        Ok(client)
+    }
+}
+
+/// The [`ClientKey`] of `settings` and `timeout`; reads the CA, certificate and key files.
+fn client_key(settings: &ClientSettings, timeout: Duration) -> anyhow::Result<ClientKey> {
+    let ca_digest = match &settings.ca_file {
+        Some(path) => Some(Sha256::digest(crate::capped_file::read_small(path, "CA file")?).into()),
+        None => None,
+    };
+    // Length-prefixed parts, so that no two different settings hash alike.
+    let mut credentials = Sha256::new();
+    let mut part = |bytes: &[u8]| {
+        credentials.update((bytes.len() as u64).to_be_bytes());
+        credentials.update(bytes);
+    };
+    for file in [&settings.cert_file, &settings.key_file] {
+        match file {
+            Some(path) => part(&crate::capped_file::read_small(
+                path,
+                "client certificate or key",
+            )?),
+            None => part(b"-"),
+        }
+    }
+    part(
+        settings
+            .key_password
+            .as_ref()
+            .map_or(&b"-"[..], |password| password.expose().as_bytes()),
+    );
+    match &settings.basic_auth {
+        Some(auth) => {
+            part(auth.username.as_bytes());
+            part(auth.password.expose().as_bytes());
+        }
+        None => part(b"-"),
+    }
+    Ok((
+        timeout,
+        settings.max_body_bytes,
+        ca_digest,
+        settings.insecure_skip_verify,
+        credentials.finalize().into(),
+    ))
+}
+
 /// One answer, with what is needed to read the peer's clock.
 struct Answer {
     status: u16,
@@ -530,21 +559,49 @@ mod tests {
         assert_eq!(base_of(&api).as_str(), "http://127.0.0.12:8008/");
     }
 
-    #[test]
-    fn clients_are_shared_by_settings() {
+    #[tokio::test]
+    async fn clients_are_shared_by_settings_within_one_pool() {
         let settings = ClientSettings::default;
-        let a = PatroniClient::shared(&settings(), Duration::from_millis(1234)).unwrap();
-        let b = PatroniClient::shared(&settings(), Duration::from_millis(1234)).unwrap();
-        let c = PatroniClient::shared(&settings(), Duration::from_millis(4321)).unwrap();
+        let pool = ClientPool::default();
+        let a = pool
+            .client(&settings(), Duration::from_millis(1234))
+            .await
+            .unwrap();
+        let b = pool
+            .client(&settings(), Duration::from_millis(1234))
+            .await
+            .unwrap();
+        let c = pool
+            .client(&settings(), Duration::from_millis(4321))
+            .await
+            .unwrap();
         assert!(std::sync::Arc::ptr_eq(&a, &b));
         assert!(!std::sync::Arc::ptr_eq(&a, &c));
+        let other = ClientPool::default();
+        let d = other
+            .client(&settings(), Duration::from_millis(1234))
+            .await
+            .unwrap();
+        assert!(!std::sync::Arc::ptr_eq(&a, &d), "pools share nothing");
+        drop((a, b));
+        let e = pool
+            .client(&settings(), Duration::from_millis(1234))
+            .await
+            .unwrap();
+        assert!(!std::sync::Arc::ptr_eq(&d, &e));
+        assert_eq!(
+            pool.clients.lock().unwrap().len(),
+            2,
+            "the unused client went"
+        );
     }
 
-    #[test]
-    fn clients_with_other_credentials_are_never_shared() {
+    #[tokio::test]
+    async fn clients_with_other_credentials_are_never_shared() {
         use crate::patroni::BasicAuth;
         use crate::secret::Secret;
         const TIMEOUT: Duration = Duration::from_millis(1234);
+        let pool = ClientPool::default();
         let plain = ClientSettings::default();
         let with_auth = |password: &str| ClientSettings {
             basic_auth: Some(BasicAuth {
@@ -553,12 +610,12 @@ mod tests {
             }),
             ..plain.clone()
         };
-        let a = PatroniClient::shared(&plain, TIMEOUT).unwrap();
-        let b = PatroniClient::shared(&plain, TIMEOUT).unwrap();
+        let a = pool.client(&plain, TIMEOUT).await.unwrap();
+        let b = pool.client(&plain, TIMEOUT).await.unwrap();
         assert!(std::sync::Arc::ptr_eq(&a, &b));
-        let c = PatroniClient::shared(&with_auth("one"), TIMEOUT).unwrap();
-        let d = PatroniClient::shared(&with_auth("two"), TIMEOUT).unwrap();
-        let e = PatroniClient::shared(&with_auth("one"), TIMEOUT).unwrap();
+        let c = pool.client(&with_auth("one"), TIMEOUT).await.unwrap();
+        let d = pool.client(&with_auth("two"), TIMEOUT).await.unwrap();
+        let e = pool.client(&with_auth("one"), TIMEOUT).await.unwrap();
         assert!(!std::sync::Arc::ptr_eq(&a, &c));
         assert!(!std::sync::Arc::ptr_eq(&c, &d));
         assert!(std::sync::Arc::ptr_eq(&c, &e));
@@ -572,7 +629,7 @@ mod tests {
             key_file: Some(key_file),
             ..plain.clone()
         };
-        let f = PatroniClient::shared(&identity, TIMEOUT).unwrap();
+        let f = pool.client(&identity, TIMEOUT).await.unwrap();
         assert!(!std::sync::Arc::ptr_eq(&a, &f));
     }
 }

@@ -17,7 +17,8 @@ pub mod fake;
 mod model;
 
 pub use client::{
-    base_of, parse_failsafe, BasicAuth, ClientSettings, ClockOffset, OwnAnswer, PatroniClient,
+    base_of, parse_failsafe, BasicAuth, ClientPool, ClientSettings, ClockOffset, OwnAnswer,
+    PatroniClient,
 };
 pub use dynamic_config::{parse_dynamic_config, DynamicConfig, SynchronousMode};
 pub use model::{

@@ -28,9 +28,9 @@ use tokio::time::MissedTickBehavior;
 use url::Url;
 
 use crate::config::{ApiUrlPolicy, ClusterConfig};
-use crate::patroni::{self, PatroniClient, PatroniError};
+use crate::patroni::{self, ClientPool, PatroniClient, PatroniError};
 use crate::snapshot::{
-    ClusterSnapshot, Counters, DcsView, Encoding, Failure, RaftNodeSnapshot, SnapshotStore, Source,
+    ClusterSnapshot, Counters, DcsView, Encoding, Failure, Publisher, RaftNodeSnapshot, Source,
 };
 
 mod cadence;
@@ -116,6 +116,8 @@ pub struct ClusterPoller {
     slot: usize,
     config: ClusterConfig,
     client: Arc<PatroniClient>,
+    /// Where `client` came from, and a reload's client comes from.
+    clients: ClientPool,
     raft: Option<RaftQuery>,
     memory: PollMemory,
     /// Which `api_url`s (and member hosts) may be contacted.
@@ -142,8 +144,21 @@ impl ClusterPoller {
     /// # Errors
     /// When the HTTP client cannot be built (e.g. an unreadable CA file).
     pub async fn new(slot: usize, config: ClusterConfig) -> anyhow::Result<ClusterPoller> {
+        ClusterPoller::with_clients(slot, config, &ClientPool::default()).await
+    }
+
+    /// [`ClusterPoller::new`], with its HTTP client from `clients` (the fleet's pool, shared
+    /// by the clusters with the same request settings).
+    ///
+    /// # Errors
+    /// As [`ClusterPoller::new`].
+    pub async fn with_clients(
+        slot: usize,
+        config: ClusterConfig,
+        clients: &ClientPool,
+    ) -> anyhow::Result<ClusterPoller> {
         let policy = ApiUrlPolicy::for_cluster(&config)?;
-        let client = PatroniClient::shared(&config.rest, config.poll.timeout)?;
+        let client = clients.client(&config.rest, config.poll.timeout).await?;
         let permits = Arc::new(Semaphore::new(config.poll.max_concurrency.max(1)));
         let raft = match &config.raft {
             None => None,
@@ -154,6 +169,7 @@ impl ClusterPoller {
             slot,
             config,
             client,
+            clients: clients.clone(),
             raft,
             memory: PollMemory::default(),
             policy,
@@ -199,7 +215,7 @@ impl ClusterPoller {
     /// # Errors
     /// As [`ClusterPoller::new`]; the caller keeps the old poller then.
     pub async fn reconfigured(&mut self, config: ClusterConfig) -> anyhow::Result<ClusterPoller> {
-        let mut poller = ClusterPoller::new(self.slot, config).await?;
+        let mut poller = ClusterPoller::with_clients(self.slot, config, &self.clients).await?;
         if poller.config.same_cluster(&self.config) {
             poller.memory = std::mem::take(&mut self.memory);
             poller.policy = std::mem::take(&mut self.policy);
@@ -219,16 +235,16 @@ impl ClusterPoller {
     /// spread evenly over the interval instead of all starting together.
     pub async fn run<E: Encoding>(
         mut self,
-        store: Arc<SnapshotStore<E>>,
+        publisher: Publisher<E>,
         mut shutdown: watch::Receiver<bool>,
     ) {
-        self.run_until(&store, async move {
+        self.run_until(&publisher, async move {
             let _ = shutdown.changed().await;
         })
         .await;
     }
 
-    /// Polls as [`run`] does, publishing each snapshot into `store`, until `stop` completes
+    /// Polls as [`run`] does, publishing each snapshot through `publisher`, until `stop` completes
     /// (checked between polls; a poll is bounded by its timeouts); the poller can then be
     /// [`reconfigured`]. One poll without a store: [`poll_once`].
     ///
@@ -240,7 +256,7 @@ impl ClusterPoller {
     /// [`poll_once`]: ClusterPoller::poll_once
     pub async fn run_until<E: Encoding>(
         &mut self,
-        store: &SnapshotStore<E>,
+        publisher: &Publisher<E>,
         stop: impl std::future::Future<Output = ()>,
     ) {
         let interval = self.config.poll.interval;
@@ -285,7 +301,7 @@ impl ClusterPoller {
                     snapshot
                 }
             };
-            store.publish_paired(self.slot, snapshot, self.config.standby_of.as_deref());
+            publisher.publish(snapshot);
         }
     }
 

@@ -5,8 +5,8 @@
 //! Why the pairing is made at publication, by the standby's poller: the lag needs the source
 //! cluster's leader position, which another poller owns. The two pollers stay independent (a
 //! dead source must not delay the standby's poll); when the standby's poll is done, its poller
-//! publishes it with [`SnapshotStore::publish_paired`], which reads the source's latest
-//! *published* snapshot from the store by scope and copies the one number it needs
+//! publishes it through its [`Publisher`](super::Publisher), which reads the source's latest
+//! *published* snapshot from the source's slot and copies the one number it needs
 //! ([`SourcePosition`]) into the standby's snapshot before that snapshot is stored and encoded. So the judgement stays a pure function of one immutable snapshot,
 //! the encoding kept with each snapshot (`metrics::EncodedCluster`) stays per cluster, and `status` pairs the
 //! snapshots of one run the same way. The price: the source's position is as old as the
@@ -21,7 +21,6 @@
 
 use super::cluster::ClusterSnapshot;
 use super::model::{MemberSnapshot, SourcePosition, StandbySource};
-use super::store::{Encoding, SnapshotStore};
 use crate::patroni::{MemberRole, MemberState};
 
 impl SourcePosition {
@@ -53,22 +52,6 @@ impl StandbySource {
             scope: scope.to_owned(),
             position: source.and_then(SourcePosition::of),
         }
-    }
-}
-
-impl<E: Encoding> SnapshotStore<E> {
-    /// Publishes `snapshot` as cluster `slot`'s latest ([`SnapshotStore::publish`]); for a
-    /// standby cluster (`standby_of`: the source's scope), with the source's leader position
-    /// from the source's latest published snapshot: the pairing this module's doc explains.
-    pub fn publish_paired(
-        &self,
-        slot: usize,
-        mut snapshot: ClusterSnapshot,
-        standby_of: Option<&str>,
-    ) {
-        snapshot.standby_source =
-            standby_of.map(|source| StandbySource::new(source, self.by_scope(source).as_deref()));
-        self.publish(slot, snapshot);
     }
 }
 
@@ -224,6 +207,31 @@ mod tests {
         let mut ahead = standby(6_000, Some("streaming"));
         ahead.standby_source = dr.standby_source.clone();
         assert_eq!(ahead.standby_lag_bytes(), Some(0));
+    }
+
+    #[test]
+    fn a_standby_clusters_publisher_pairs_with_its_sources_slot() {
+        use crate::snapshot::{ClusterId, Encoding, SnapshotStore};
+        struct Unencoded;
+        impl Encoding for Unencoded {
+            fn encode(_: &std::sync::Arc<ClusterSnapshot>) -> Unencoded {
+                Unencoded
+            }
+        }
+        let store = SnapshotStore::<Unencoded>::default();
+        let (main, dr) = (ClusterId::new("pg-main"), ClusterId::new("pg-dr"));
+        store.arrange(&[main.clone(), dr.clone()]);
+        let publisher = store.publisher(&dr, Some("pg-main")).unwrap();
+        publisher.publish(standby(3_000, Some("streaming")));
+        let unpaired = store.by_scope("pg-dr").unwrap();
+        assert_eq!(unpaired.standby_source.as_ref().unwrap().scope, "pg-main");
+        assert_eq!(unpaired.standby_lag_bytes(), None, "source not polled yet");
+        store.publisher(&main, None).unwrap().publish(source());
+        publisher.publish(standby(3_000, Some("streaming")));
+        assert_eq!(
+            store.by_scope("pg-dr").unwrap().standby_lag_bytes(),
+            Some(2_000)
+        );
     }
 
     #[test]

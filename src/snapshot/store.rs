@@ -1,18 +1,50 @@
 //! The store `/metrics` reads from: the latest snapshot of every cluster, with its encoding.
 //!
+//! Why a slot per cluster, handed to its poller ([`Publisher`]): a poll's result goes into
+//! that cluster's slot and nowhere else, so publishing takes no lock that a scrape or another
+//! poller waits on and looks nothing up. The slots are made when the fleet is built or
+//! reloaded ([`SnapshotStore::arrange`]), keyed by the cluster's one identity
+//! ([`ClusterId`]): a cluster that stays across a reload keeps its slot, its series and (in
+//! its poller) its counters.
+//!
 //! Why the encoding is a type parameter ([`Encoding`]): the samples are encoded once, at
 //! publication, and kept with the snapshot, but the encoding is the metrics layer's, which
 //! depends on this one. The store names only what it needs of it, so that data and imports
 //! flow one way (snapshot → metrics) and `metrics::Store` fixes the parameter.
 
-use std::sync::{Arc, RwLock};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use super::cluster::ClusterSnapshot;
+use super::model::StandbySource;
 
 /// What is made of a snapshot once, when it is published (the metrics layer's samples), so
 /// that readers only assemble.
 pub trait Encoding: Send + Sync + 'static {
     fn encode(snapshot: &Arc<ClusterSnapshot>) -> Self;
+}
+
+/// The one identity of a watched cluster across the fleet, the store and `/probe`: its
+/// configured name (the scope, else the first REST URL). Loading refuses two clusters with
+/// the same name, so an id names one cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClusterId(Arc<str>);
+
+impl ClusterId {
+    pub fn new(name: impl Into<Arc<str>>) -> ClusterId {
+        ClusterId(name.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ClusterId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 /// A published snapshot with its samples, encoded once at publication.
@@ -32,59 +64,277 @@ impl<E> Clone for Published<E> {
     }
 }
 
-/// The latest snapshot of every configured cluster, one slot per cluster, in configuration
-/// order.
-///
-/// A slot is replaced whole (an `Arc` swap under a short write lock); readers clone the
-/// `Arc`s and encode without holding any lock. A poller publishes to its slot's id, not to a
-/// position: a reload that adds or removes clusters rearranges the slots ([`Self::arrange`])
-/// and the clusters that stay keep their snapshots, and their pollers their ids.
-///
-/// Each snapshot is encoded when it is published, on the publisher's thread, and kept with
-/// it (`E`, the metrics layer's encoding): a scrape only assembles.
-#[derive(Debug)]
-pub struct SnapshotStore<E> {
-    slots: RwLock<Vec<Slot<E>>>,
-}
-
-/// One cluster's place in the store: the id its poller publishes to, and what it published.
+/// One cluster's place in the store: what its poller published last. Its lock is the
+/// cluster's own, held only to swap or clone two `Arc`s.
 #[derive(Debug)]
 struct Slot<E> {
-    id: usize,
-    published: Option<Published<E>>,
+    published: RwLock<Option<Published<E>>>,
 }
 
 impl<E> Slot<E> {
-    fn empty(id: usize) -> Slot<E> {
-        Slot {
-            id,
-            published: None,
+    fn empty() -> Arc<Slot<E>> {
+        Arc::new(Slot {
+            published: RwLock::new(None),
+        })
+    }
+
+    fn published(&self) -> Option<Published<E>> {
+        // A poisoned lock only means a holder panicked; the data (Arcs) is still whole.
+        self.published
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    fn replace(&self, published: Published<E>) {
+        let previous = self
+            .published
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .replace(published);
+        // The previous snapshot is dropped after the lock is released.
+        drop(previous);
+    }
+}
+
+/// The slots in configuration order, and where each id's slot is.
+#[derive(Debug)]
+struct Roster<E> {
+    slots: Vec<(ClusterId, Arc<Slot<E>>)>,
+    by_id: HashMap<ClusterId, Arc<Slot<E>>>,
+}
+
+impl<E> Roster<E> {
+    fn new(slots: Vec<(ClusterId, Arc<Slot<E>>)>) -> Roster<E> {
+        let by_id = slots
+            .iter()
+            .map(|(id, slot)| (id.clone(), slot.clone()))
+            .collect();
+        Roster { slots, by_id }
+    }
+}
+
+/// The latest snapshot of every configured cluster, one slot per cluster, in configuration
+/// order.
+///
+/// The list of slots changes only on a reload ([`Self::arrange`]); a scrape clones it (an
+/// `Arc`) and reads each slot without holding the list. Each snapshot is encoded when it is
+/// published, on the publisher's thread, and kept with it (`E`, the metrics layer's
+/// encoding): a scrape only assembles.
+#[derive(Debug)]
+pub struct SnapshotStore<E> {
+    roster: RwLock<Arc<Roster<E>>>,
+    /// The exporter's own samples (whether its last reload applied), served before the
+    /// clusters' on `/metrics`; replaced whole, like a slot.
+    exporter: RwLock<Option<Arc<E>>>,
+}
+
+impl<E> Default for SnapshotStore<E> {
+    /// A store without slots: [`SnapshotStore::arrange`] makes them.
+    fn default() -> Self {
+        SnapshotStore {
+            roster: RwLock::new(Arc::new(Roster::new(Vec::new()))),
+            exporter: RwLock::new(None),
         }
     }
 }
 
-impl<E: Encoding> SnapshotStore<E> {
-    /// A store of `clusters` empty slots, with the ids `0..clusters`.
-    pub fn new(clusters: usize) -> SnapshotStore<E> {
-        SnapshotStore {
-            slots: RwLock::new((0..clusters).map(Slot::empty).collect()),
+/// Where one cluster's poller publishes: its slot, and for a standby cluster the slot of its
+/// source (the pairing of [`super::standby`]). Made once per run of the poller
+/// ([`SnapshotStore::publisher`]), so publishing looks nothing up.
+pub struct Publisher<E> {
+    slot: Arc<Slot<E>>,
+    /// The source's scope (`standby_of`) and its slot, when the store has one.
+    source: Option<(String, Option<Arc<Slot<E>>>)>,
+}
+
+impl<E: Encoding> Publisher<E> {
+    /// Publishes `snapshot` as the cluster's latest, encoded once; for a standby cluster,
+    /// with the source's leader position from the source's latest published snapshot.
+    pub fn publish(&self, mut snapshot: ClusterSnapshot) {
+        if let Some((scope, slot)) = &self.source {
+            let source = slot.as_ref().and_then(|slot| slot.published());
+            snapshot.standby_source = Some(StandbySource::new(
+                scope,
+                source.as_ref().map(|published| &*published.snapshot),
+            ));
         }
+        self.slot.replace(encode(snapshot));
+    }
+}
+
+fn encode<E: Encoding>(snapshot: ClusterSnapshot) -> Published<E> {
+    let snapshot = Arc::new(snapshot);
+    let encoded = Arc::new(E::encode(&snapshot));
+    Published { snapshot, encoded }
+}
+
+impl<E: Encoding> SnapshotStore<E> {
+    fn roster(&self) -> Arc<Roster<E>> {
+        // A poisoned lock only means a holder panicked; the data (Arcs) is still whole.
+        let roster: RwLockReadGuard<'_, Arc<Roster<E>>> = self
+            .roster
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        roster.clone()
     }
 
-    fn slots(&self) -> std::sync::RwLockReadGuard<'_, Vec<Slot<E>>> {
-        // A poisoned lock only means a reader panicked; the data (Arcs) is still whole.
-        self.slots
+    /// The slots after the fleet is built or reloaded, by id in configuration order: an id
+    /// the store had keeps its slot (that cluster's series stay, and its poller goes on
+    /// publishing into it), a new id gets an empty slot, and the slots of ids not listed go
+    /// with their series.
+    pub fn arrange(&self, ids: &[ClusterId]) {
+        let current = self.roster();
+        let slots = ids
+            .iter()
+            .map(|id| {
+                let slot = current.by_id.get(id).cloned().unwrap_or_else(Slot::empty);
+                (id.clone(), slot)
+            })
+            .collect();
+        let old = std::mem::replace(
+            &mut *self
+                .roster
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+            Arc::new(Roster::new(slots)),
+        );
+        drop(old);
+    }
+
+    /// Where the poller of cluster `id` publishes, paired with the slot of `standby_of` (the
+    /// source's scope, which is its id); `None` when the store has no slot for `id` (a reload
+    /// removed the cluster).
+    pub fn publisher(&self, id: &ClusterId, standby_of: Option<&str>) -> Option<Publisher<E>> {
+        let roster = self.roster();
+        let slot = roster.by_id.get(id)?.clone();
+        let source = standby_of.map(|scope| {
+            let source = roster.by_id.get(&ClusterId::new(scope)).cloned();
+            (scope.to_owned(), source)
+        });
+        Some(Publisher { slot, source })
+    }
+
+    /// The encoded samples of the cluster `/probe?scope=NAME` names: the cluster with that
+    /// id (its configured scope), else the one whose published `scope` label is `scope` (a
+    /// cluster configured without a scope is named by its first URL until Patroni names it).
+    pub fn encoded_by_scope(&self, scope: &str) -> Option<Arc<E>> {
+        let by_id = self
+            .roster()
+            .by_id
+            .get(&ClusterId::new(scope))
+            .and_then(|slot| slot.published());
+        by_id
+            .or_else(|| self.published_by_scope(scope))
+            .map(|published| published.encoded)
+    }
+
+    /// The published snapshot whose `scope` label is `scope`, if any.
+    fn published_by_scope(&self, scope: &str) -> Option<Published<E>> {
+        self.all_published()
+            .into_iter()
+            .find(|published| published.snapshot.scope == scope)
+    }
+
+    /// What every slot published, in configuration order; slots not yet published are skipped.
+    fn all_published(&self) -> Vec<Published<E>> {
+        self.roster()
+            .slots
+            .iter()
+            .filter_map(|(_, slot)| slot.published())
+            .collect()
+    }
+
+    /// Replaces the exporter's own samples (encoded by the metrics layer, as a cluster's).
+    pub fn set_exporter(&self, encoded: E) {
+        let previous = self
+            .exporter
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .replace(Arc::new(encoded));
+        drop(previous);
+    }
+
+    /// What `/metrics` serves: the exporter's own samples, then those of the current
+    /// snapshots in configuration order; clusters not yet polled are skipped.
+    pub fn current_encoded(&self) -> Vec<Arc<E>> {
+        let exporter = self
+            .exporter
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        exporter
+            .into_iter()
+            .chain(
+                self.all_published()
+                    .into_iter()
+                    .map(|published| published.encoded),
+            )
+            .collect()
     }
 
-    /// The published snapshot of the cluster whose `scope` label is `scope`, if polled.
-    fn published_by_scope(&self, scope: &str) -> Option<Published<E>> {
-        self.slots()
+    /// True once every cluster has been polled at least once.
+    pub fn all_polled(&self) -> bool {
+        self.roster()
+            .slots
             .iter()
-            .filter_map(|slot| slot.published.as_ref())
-            .find(|published| published.snapshot.scope == scope)
-            .cloned()
+            .all(|(_, slot)| slot.published().is_some())
+    }
+}
+
+/// The store as the tests drive it: slots named by their position (`0`, `1`, ...), filled
+/// without a poller.
+#[cfg(any(test, feature = "testkit"))]
+impl<E: Encoding> SnapshotStore<E> {
+    /// The id of the slot at position `index` of a store made by [`Self::new`].
+    pub fn numbered(index: usize) -> ClusterId {
+        ClusterId::new(index.to_string())
+    }
+
+    /// A store of `clusters` empty slots, with the ids [`Self::numbered`] `0..clusters`.
+    pub fn new(clusters: usize) -> SnapshotStore<E> {
+        let store = SnapshotStore::default();
+        store.reset(clusters);
+        store
+    }
+
+    /// Empties the store into `clusters` slots with the ids [`Self::numbered`] `0..clusters`.
+    pub fn reset(&self, clusters: usize) {
+        let slots = (0..clusters)
+            .map(|index| (Self::numbered(index), Slot::empty()))
+            .collect();
+        *self
+            .roster
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(Roster::new(slots));
+    }
+
+    /// The publisher of the slot numbered `index`, for a poller that runs on its own (not a
+    /// standby cluster: the tests pair those with [`Self::publish_paired`]).
+    pub fn numbered_publisher(&self, index: usize) -> Publisher<E> {
+        self.publisher(&Self::numbered(index), None)
+            .expect("a slot of this store")
+    }
+
+    /// Publishes `snapshot` into the slot numbered `slot`; ignored for a slot not in the store.
+    pub fn publish(&self, slot: usize, snapshot: ClusterSnapshot) {
+        self.publish_paired(slot, snapshot, None);
+    }
+
+    /// [`Self::publish`], for a standby cluster (`standby_of`: the source's scope) with the
+    /// source's leader position from the source's latest published snapshot, found by its
+    /// published scope.
+    pub fn publish_paired(
+        &self,
+        slot: usize,
+        mut snapshot: ClusterSnapshot,
+        standby_of: Option<&str>,
+    ) {
+        snapshot.standby_source =
+            standby_of.map(|source| StandbySource::new(source, self.by_scope(source).as_deref()));
+        if let Some(publisher) = self.publisher(&Self::numbered(slot), None) {
+            publisher.publish(snapshot);
+        }
     }
 
     /// The current snapshot of the cluster whose `scope` label is `scope`, if polled.
@@ -93,85 +343,11 @@ impl<E: Encoding> SnapshotStore<E> {
             .map(|published| published.snapshot)
     }
 
-    /// The encoded samples of the cluster whose `scope` label is `scope`, if polled.
-    pub fn encoded_by_scope(&self, scope: &str) -> Option<Arc<E>> {
-        self.published_by_scope(scope)
-            .map(|published| published.encoded)
-    }
-
-    /// Publishes the newest snapshot of the cluster whose slot has the id `slot`; ignored for
-    /// a slot that a reload removed.
-    pub fn publish(&self, slot: usize, snapshot: ClusterSnapshot) {
-        let snapshot = Arc::new(snapshot);
-        let encoded = Arc::new(E::encode(&snapshot));
-        let published = Published { snapshot, encoded };
-        let mut slots = self
-            .slots
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let Some(entry) = slots.iter_mut().find(|entry| entry.id == slot) else {
-            return;
-        };
-        // The previous snapshot is dropped after the lock is released.
-        let previous = entry.published.replace(published);
-        drop(slots);
-        drop(previous);
-    }
-
-    /// Empties the store into `clusters` slots with the ids `0..clusters`.
-    pub fn reset(&self, clusters: usize) {
-        let fresh = (0..clusters).map(Slot::empty).collect();
-        let old = std::mem::replace(
-            &mut *self
-                .slots
-                .write()
-                .unwrap_or_else(|poisoned| poisoned.into_inner()),
-            fresh,
-        );
-        drop(old);
-    }
-
-    /// The slots after a reload, by id in configuration order: an id the store had keeps its
-    /// snapshot (that cluster's series stay, and its poller goes on publishing to it), a new
-    /// id starts empty, and the slots of ids not listed go with their series.
-    pub fn arrange(&self, ids: &[usize]) {
-        let mut slots = self
-            .slots
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut old: Vec<Slot<E>> = std::mem::take(&mut *slots);
-        *slots = ids
-            .iter()
-            .map(|&id| match old.iter().position(|slot| slot.id == id) {
-                Some(at) => old.swap_remove(at),
-                None => Slot::empty(id),
-            })
-            .collect();
-        drop(slots);
-        drop(old);
-    }
-
     /// The current snapshots, in configuration order; clusters not yet polled are skipped.
     pub fn current(&self) -> Vec<Arc<ClusterSnapshot>> {
-        self.slots()
-            .iter()
-            .filter_map(|slot| slot.published.as_ref())
-            .map(|published| published.snapshot.clone())
+        self.all_published()
+            .into_iter()
+            .map(|published| published.snapshot)
             .collect()
-    }
-
-    /// The encoded samples of the current snapshots, in configuration order; clusters not
-    /// yet polled are skipped.
-    pub fn current_encoded(&self) -> Vec<Arc<E>> {
-        self.slots()
-            .iter()
-            .filter_map(|slot| slot.published.as_ref())
-            .map(|published| published.encoded.clone())
-            .collect()
-    }
-
-    /// True once every cluster has been polled at least once.
-    pub fn all_polled(&self) -> bool {
-        self.slots().iter().all(|slot| slot.published.is_some())
     }
 }

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 
 use crate::config::ClusterConfig;
+use crate::patroni::ClientPool;
 use crate::poller::ClusterPoller;
 use crate::snapshot::StandbySource;
 use render::Colour;
@@ -48,13 +49,17 @@ pub enum Output {
 /// a cluster that does not finish in time is reported as UNKNOWN rather than waited for.
 pub async fn collect(clusters: Vec<ClusterConfig>, deadline: Duration) -> Vec<ClusterReport> {
     let started = Instant::now();
+    // One pool for the run: clusters with the same request settings share a client.
+    let clients = &ClientPool::default();
     let polls = clusters.into_iter().map(|mut config| async move {
         config.poll.timeout = config.poll.timeout.min(deadline / 2);
         let fallback_scope = config.name();
         let standby_of = config.standby_of.clone();
         let remaining = deadline.saturating_sub(started.elapsed());
         let poll = async {
-            let poller = ClusterPoller::new(0, config).await?.asking_everything();
+            let poller = ClusterPoller::with_clients(0, config, clients)
+                .await?
+                .asking_everything();
             let mut poller = poller.within(deadline.saturating_sub(started.elapsed()));
             anyhow::Ok(poller.poll_once().await)
         };

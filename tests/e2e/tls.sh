@@ -16,7 +16,9 @@
 #      plain http -> no metrics
 #   4. metrics over https: patroni_up 1, every member's own API up, Raft quorum on 3 voters
 #   5. a second exporter without a client certificate: kind="tls" errors, patroni_up 0
-#   6. SIGHUP after rotating the web password: the old one 401, the new one 200, still polling
+#   6. SIGHUP after rotating the web password: the old one 401, the new one 200, still polling,
+#      patroni_exporter_config_last_reload_successful 1; a web config that cannot work: 0, the
+#      success timestamp kept, still polling; 1 again after the good file is back
 #   7. no secret used (REST password, Raft password, key passphrase, both web passwords) in the
 #      logs, the /metrics bodies, or the argv and environment of the exporters
 #
@@ -163,6 +165,21 @@ fetch_metrics || on_fail "6: no metrics after SIGHUP"
 before=$(metric_value patroni_exporter_last_poll_timestamp_seconds "$S")
 expect "6: still polling after SIGHUP" patroni_exporter_last_poll_timestamp_seconds "$S" '>' "$before" 10
 expect "6: still patroni_up 1" patroni_up "$S" == 1 10
+expect "6: the reload applied" patroni_exporter_config_last_reload_successful "" == 1 10
+# a web config that cannot work: refused, the running settings and cluster stay
+reloaded_at=$(metric_value patroni_exporter_config_last_reload_success_timestamp_seconds)
+cp "$RUN_DIR/web.yml" "$RUN_DIR/web-good.yml"
+printf 'tls_server_config: [\n' >"$RUN_DIR/web.yml"
+kill -HUP "$EXPORTER_PID"
+expect "6: a web config that cannot work is refused" patroni_exporter_config_last_reload_successful "" == 0 10
+expect "6: the refused reload keeps the time of the one in force" \
+  patroni_exporter_config_last_reload_success_timestamp_seconds "" == "$reloaded_at" 1
+before=$(metric_value patroni_exporter_last_poll_timestamp_seconds "$S")
+expect "6: still polling after the refused reload" patroni_exporter_last_poll_timestamp_seconds "$S" '>' "$before" 10
+ensure "6: the refusal names its cause in the log" "6: no 'web config not reloaded' in the log" grep -q 'web config not reloaded' "$EXPORTER_LOG"
+cp "$RUN_DIR/web-good.yml" "$RUN_DIR/web.yml"
+kill -HUP "$EXPORTER_PID"
+expect "6: 1 again after a good reload" patroni_exporter_config_last_reload_successful "" == 1 10
 
 # ---------------------------------------------------------------- 7. no secret anywhere
 curl -sf -m 5 -K "$EXPORTER_CURL_CONFIG" "$EXPORTER_URL" >"$RUN_DIR/metrics-final.txt" || on_fail "7: final scrape"

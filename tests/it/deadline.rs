@@ -136,7 +136,7 @@ async fn a_hung_member_skips_no_interval() {
     let poller = ClusterPoller::new(0, config).await.unwrap();
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let store = Arc::new(Store::new(1));
-    let task = tokio::spawn(poller.run(store.clone(), shutdown));
+    let task = tokio::spawn(poller.run(store.numbered_publisher(0), shutdown));
     tokio::time::sleep(Duration::from_millis(2500)).await;
     stop.send(true).unwrap();
     tokio::time::timeout(Duration::from_secs(5), task)

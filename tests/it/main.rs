@@ -9,6 +9,7 @@
 mod deadline;
 mod exporter;
 mod fleet_sim;
+mod reload;
 mod security;
 mod status;
 mod support;

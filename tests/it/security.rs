@@ -533,7 +533,7 @@ async fn a_slow_poll_is_skipped_and_counted_never_stacked() {
         .within(Duration::from_secs(1));
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let store = Arc::new(Store::new(1));
-    let task = tokio::spawn(poller.run(store.clone(), shutdown));
+    let task = tokio::spawn(poller.run(store.numbered_publisher(0), shutdown));
     tokio::time::sleep(Duration::from_millis(1700)).await;
     stop.send(true).unwrap();
     tokio::time::timeout(Duration::from_secs(5), task)
@@ -893,7 +893,7 @@ async fn a_fleet_of_hostile_peers() {
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     for (slot, config) in configs.into_iter().enumerate() {
         let poller = ClusterPoller::new(slot, config).await.unwrap();
-        tokio::spawn(poller.run(store.clone(), shutdown.clone()));
+        tokio::spawn(poller.run(store.numbered_publisher(slot), shutdown.clone()));
     }
     let endpoint = start_endpoint(store.clone(), None).await;
     let addr = endpoint.addr;

@@ -6,10 +6,10 @@ pub mod pki;
 use std::sync::Arc;
 use std::time::Duration;
 
-use patroni_raft_exporter::config::{ClusterConfig, RaftSettings};
+use patroni_raft_exporter::config::{ClusterConfig, ClusterIdentity, RaftSettings};
 use patroni_raft_exporter::metrics::exposition::Format;
 use patroni_raft_exporter::metrics::render_store;
-use patroni_raft_exporter::metrics::Store;
+use patroni_raft_exporter::metrics::{ReloadStatus, Store};
 use patroni_raft_exporter::poller::ClusterPoller;
 use patroni_raft_exporter::raft::fake::{unwrap_captured_reply, Behaviour, FakeRaftNode};
 use patroni_raft_exporter::raft::RaftKey;
@@ -544,12 +544,15 @@ pub fn cluster_config(
     raft_nodes: Option<(Vec<String>, Option<&str>)>,
 ) -> ClusterConfig {
     ClusterConfig {
-        patroni_urls: urls,
-        raft: raft_nodes.map(|(nodes, password)| RaftSettings {
-            nodes,
-            password: password.map(Secret::new),
-            ..RaftSettings::default()
-        }),
+        identity: ClusterIdentity {
+            patroni_urls: urls,
+            raft: raft_nodes.map(|(nodes, password)| RaftSettings {
+                nodes,
+                password: password.map(Secret::new),
+                ..RaftSettings::default()
+            }),
+            ..ClusterIdentity::default()
+        },
         ..ClusterConfig::default()
     }
     .with(|config| config.poll.timeout = Duration::from_millis(800))
@@ -587,6 +590,8 @@ pub async fn poll_twice_and_render(
     format: Format,
 ) -> String {
     let store = Arc::new(Store::new(configs.len()));
+    // As the binary's store: the exporter's own families first.
+    ReloadStatus::loaded(&store);
     let standby_of: Vec<Option<String>> = configs.iter().map(|c| c.standby_of.clone()).collect();
     let mut pollers = Vec::with_capacity(configs.len());
     for (slot, config) in configs.into_iter().enumerate() {
@@ -614,8 +619,9 @@ pub async fn poll_and_render(configs: Vec<ClusterConfig>, format: Format) -> Str
     render_store(&store, format)
 }
 
-/// Replaces the values that change from run to run (poll timing, build revision), and
-/// sorts the samples of each family (Raft nodes are ordered by their random fake ports).
+/// Replaces the values that change from run to run (poll timing, the process's figures, build
+/// revision), and sorts the samples of each family (Raft nodes are ordered by their random
+/// fake ports).
 pub fn normalize_volatile(text: &str) -> String {
     let lines: Vec<String> = text
         .lines()
@@ -624,6 +630,7 @@ pub fn normalize_volatile(text: &str) -> String {
             if [
                 "patroni_exporter_poll_duration_seconds{",
                 "patroni_exporter_last_poll_timestamp_seconds{",
+                "patroni_exporter_config_last_reload_success_timestamp_seconds ",
                 "patroni_member_clock_offset_seconds{",
                 "patroni_member_clock_offset_error_seconds{",
                 "patroni_cluster_leader_clock_skew_seconds{",
@@ -631,6 +638,13 @@ pub fn normalize_volatile(text: &str) -> String {
                 "patroni_member_left_dcs_timestamp_seconds{",
                 "patroni_member_rest_round_trip_seconds{",
                 "patroni_raft_status_round_trip_seconds{",
+                // the exporter's own process (test binary's), read at the render
+                "process_cpu_seconds_total ",
+                "process_max_fds ",
+                "process_open_fds ",
+                "process_resident_memory_bytes ",
+                "process_start_time_seconds ",
+                "process_virtual_memory_bytes ",
             ]
             .iter()
             .any(|prefix| line.starts_with(prefix))

@@ -1,0 +1,204 @@
+//! The binary with `--config.file`: duplicate clusters refused at start, and SIGHUP (a file
+//! that cannot work keeps every running cluster; a good one applies).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{Captured, FakeCluster};
+
+/// A `--config.file` entry with `scope` (when given) and `cluster`'s member URLs.
+fn entry(scope: Option<&str>, cluster: &FakeCluster) -> String {
+    let urls: Vec<String> = cluster.urls().iter().map(|url| url.to_string()).collect();
+    let scope = scope.map_or(String::new(), |scope| format!("scope: {scope}\n    "));
+    format!(
+        "  - {scope}patroni_urls: [{}]\n    raft_enabled: false\n",
+        urls.join(", ")
+    )
+}
+
+fn write_config(path: &Path, entries: &[String]) {
+    std::fs::write(path, format!("clusters:\n{}", entries.concat())).unwrap();
+}
+
+#[tokio::test]
+async fn duplicate_scopes_or_urls_are_refused_at_start_naming_them() {
+    let alpha = FakeCluster::start("alpha", Captured::healthy_415(0)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("exporter.yml");
+    for (entries, named) in [
+        (
+            vec![entry(Some("alpha"), &alpha), entry(Some("alpha"), &alpha)],
+            "clusters[0] and clusters[1] both have scope alpha".to_owned(),
+        ),
+        (
+            vec![entry(None, &alpha), entry(None, &alpha)],
+            format!(
+                "clusters[0] and clusters[1] both have no scope and the first REST URL {}",
+                alpha.urls()[0]
+            ),
+        ),
+    ] {
+        write_config(&path, &entries);
+        let out = Command::new(env!("CARGO_BIN_EXE_patroni-raft-exporter"))
+            .arg("--config.file")
+            .arg(&path)
+            .args(["--web.listen-address", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{out:?}");
+        assert!(stderr.contains(&named), "{stderr}");
+        assert!(stderr.contains(&path.display().to_string()), "{stderr}");
+    }
+}
+
+/// The exporter binary on a free port of 127.0.0.1 with `--config.file`, killed when dropped.
+struct Exporter {
+    child: std::process::Child,
+    metrics: String,
+}
+
+impl Exporter {
+    fn start(config: &Path, log: &Path) -> Exporter {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(env!("CARGO_BIN_EXE_patroni-raft-exporter"))
+            .arg("--config.file")
+            .arg(config)
+            .args(["--poll.interval", "1s"])
+            .args(["--web.listen-address", &format!("127.0.0.1:{port}")])
+            .stdin(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap();
+        Exporter {
+            child,
+            metrics: format!("http://127.0.0.1:{port}/metrics"),
+        }
+    }
+
+    fn hang_up(&self) {
+        let pid = i32::try_from(self.child.id()).unwrap();
+        // SAFETY: kill(2) on the PID of the child this test started.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    }
+
+    /// The first `/metrics` for which `until` holds, within 20 s.
+    async fn scrape_until(&self, what: &str, until: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(response) = reqwest::get(&self.metrics).await {
+                let body = response.text().await.unwrap_or_default();
+                if until(&body) {
+                    return body;
+                }
+            }
+            assert!(Instant::now() < deadline, "no /metrics with {what}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The value of the sample `series` (name and labels as written).
+fn value(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .map(|value| value.parse().unwrap())
+}
+
+/// Every series (name and labels) written twice.
+fn repeated_series(metrics: &str) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    metrics
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.rsplit_once(' ').map(|(series, _)| series.to_owned()))
+        .filter(|series| !seen.insert(series.clone()))
+        .collect()
+}
+
+const SUCCESSFUL: &str = "patroni_exporter_config_last_reload_successful";
+const SUCCESS_AT: &str = "patroni_exporter_config_last_reload_success_timestamp_seconds";
+
+fn last_poll(scope: &str) -> String {
+    format!("patroni_exporter_last_poll_timestamp_seconds{{scope=\"{scope}\"}}")
+}
+
+#[tokio::test]
+async fn a_reload_to_a_file_that_cannot_work_keeps_the_running_clusters() {
+    let alpha = FakeCluster::start("alpha", Captured::healthy_415(0)).await;
+    let beta = FakeCluster::start("beta", Captured::healthy_415(0)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (path, log) = (dir.path().join("exporter.yml"), dir.path().join("stderr"));
+    let good = [entry(Some("alpha"), &alpha), entry(Some("beta"), &beta)];
+    write_config(&path, &good);
+    let exporter = Exporter::start(&path, &log);
+    let polled_both =
+        |m: &str| value(m, &last_poll("alpha")).is_some() && value(m, &last_poll("beta")).is_some();
+    let started = exporter.scrape_until("both clusters", polled_both).await;
+    assert_eq!(value(&started, SUCCESSFUL), Some(1.0), "{started}");
+    let loaded_at = value(&started, SUCCESS_AT).unwrap();
+
+    // beta listed twice: refused, alpha and beta go on as they were
+    write_config(
+        &path,
+        &[
+            good[0].clone(),
+            good[1].clone(),
+            entry(Some("beta"), &alpha),
+        ],
+    );
+    let hung_up = Instant::now();
+    exporter.hang_up();
+    let refused = exporter
+        .scrape_until("the reload refused", |m| value(m, SUCCESSFUL) == Some(0.0))
+        .await;
+    eprintln!("a refused reload shows in {:?}", hung_up.elapsed());
+    assert_eq!(value(&refused, SUCCESS_AT), Some(loaded_at), "{refused}");
+    let log_text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        log_text.contains("clusters[1] and clusters[2] both have scope beta"),
+        "{log_text}"
+    );
+    // both still polled after the refusal, and never a series twice
+    let alpha_before = value(&refused, &last_poll("alpha")).unwrap();
+    let beta_before = value(&refused, &last_poll("beta")).unwrap();
+    let polled_again = exporter
+        .scrape_until("both clusters polled again", |m| {
+            value(m, &last_poll("alpha")).is_some_and(|at| at > alpha_before)
+                && value(m, &last_poll("beta")).is_some_and(|at| at > beta_before)
+        })
+        .await;
+    for metrics in [&started, &refused, &polled_again] {
+        assert_eq!(repeated_series(metrics), Vec::<String>::new(), "{metrics}");
+    }
+    assert_eq!(value(&polled_again, SUCCESSFUL), Some(0.0));
+
+    // a good file again (beta removed): applied, 1, a later timestamp
+    write_config(&path, &good[..1]);
+    exporter.hang_up();
+    let applied = exporter
+        .scrape_until("the reload applied", |m| {
+            value(m, SUCCESSFUL) == Some(1.0) && value(m, &last_poll("beta")).is_none()
+        })
+        .await;
+    assert!(
+        value(&applied, SUCCESS_AT).unwrap() > loaded_at,
+        "{applied}"
+    );
+    assert!(value(&applied, &last_poll("alpha")).is_some(), "{applied}");
+    assert_eq!(repeated_series(&applied), Vec::<String>::new(), "{applied}");
+}
