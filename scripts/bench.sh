@@ -754,13 +754,17 @@ plot() {
 }
 
 # rest-pool / cluster-cost: the real-cluster measurements of docs/bench/, on the release build
+# ensure_exporter: the release exporter only (the real-cluster modes need no fleet-sim)
+ensure_exporter() {
+  [[ -x $EXPORTER ]] || cargo build --release --bin patroni-raft-exporter
+}
 rest_pool() {
-  ensure_release
+  ensure_exporter
   EXPORTER_BIN=$EXPORTER OUT="$OUT/rest-pool.csv" "$ROOT/docs/bench/rest-pool/run.sh" "${PATRONI_VERSION:-4.1.5}" \
     | tee "$OUT/rest-pool.md"
 }
 cluster_cost() {
-  ensure_release
+  ensure_exporter
   EXPORTER_BIN=$EXPORTER OUT="$OUT/cluster-cost.csv" "$ROOT/docs/bench/cluster-cost/run.sh" "$@" \
     | tee "$OUT/cluster-cost.md"
 }
