@@ -89,16 +89,6 @@ is_primary_role() { [[ $1 == primary || $1 == master ]]; }
 # shellcheck disable=SC2317  # check runs it
 status_names_witness() { grep -F "$2" "$RUN_DIR/status-$1.txt" | grep -qi witness; }
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
-# alerts_seen T0 ERE: "name/state ..." of every ALERTS series since T0 (epoch s) whose alertname
-# matches ERE: what was pending or firing at any evaluation
-alerts_seen() {
-  local w q
-  w=$(awk -v a="$1" -v b="$(e2e_now)" 'BEGIN { printf "%d", b - a + 1 }')
-  q="group by (alertname, alertstate, scope) (last_over_time(ALERTS{alertname=~\"$2\"}[${w}s]))"
-  curl -fs -m 5 "$E2E_PROM/api/v1/query" --data-urlencode "query=$q" 2>/dev/null \
-    | jq -r '[.data.result[] | "\(.metric.alertname){\(.metric.scope // "")}/\(.metric.alertstate)"] | sort | join(" ")' 2>/dev/null \
-    || echo "?query-failed"
-}
 # prom_count PROMQL: how many series the instant query returns ("?" when Prometheus does not answer)
 prom_count() {
   curl -fs -m 5 "$E2E_PROM/api/v1/query" --data-urlencode "query=$1" 2>/dev/null | jq -r '.data.result | length' 2>/dev/null || echo '?'
@@ -233,9 +223,9 @@ v=$(prom_count 'count by (scope) (patroni_raft_voters) * 0 + count by (scope) (p
 check "1: Prometheus has the zombie expression's series for both scopes ($v scopes)" test "$v" = 2
 v=$(prom_count "$ZV_EXPR")
 check "1: $ZV's expression returns nothing ($v series)" test "$v" = 0
-seen=$(alerts_seen "$T_PROM" "$ZV")
+seen=$(e2e_alerts_seen "$T_PROM" "$ZV")
 check "1: $ZV never pending or firing for $(e2e_since "$T_PROM")s (ALERTS: '$seen')" test -z "$seen"
-seen=$(alerts_seen "$T_PROM" ".+")
+seen=$(e2e_alerts_seen "$T_PROM" ".+")
 check "1: nothing pending or firing in Prometheus (ALERTS: '$seen'; polled:${seen_poll:- none})" test -z "$seen$seen_poll"
 
 # ================================================================== 2. the shared host stopped
@@ -293,12 +283,12 @@ e2e_result 2 "status --config.file exit code with the watcher host down" "$rc"
 for s in "${SCOPES[@]}"; do
   check "2: status names ${W[$s]} unreachable" grep -q "Raft node ${W[$s]} unreachable" "$RUN_DIR/status-host-down.txt"
 done
-seen=$(alerts_seen "$T2" "$QL")
+seen=$(e2e_alerts_seen "$T2" "$QL")
 check "2: $QL never pending or firing with the watcher host down (ALERTS: '$seen')" test -z "$seen"
 # the rules do evaluate both scopes (so an empty ALERTS above is an answer): no margin, for both
-seen=$(alerts_seen "$T2" "$NM")
+seen=$(e2e_alerts_seen "$T2" "$NM")
 check "2: $NM pending for both clusters (ALERTS: '$seen')" test "$seen" = "$NM{pg-a}/pending $NM{pg-b}/pending"
-seen=$(alerts_seen "$T_PROM" "$ZV")
+seen=$(e2e_alerts_seen "$T_PROM" "$ZV")
 check "2: $ZV never pending or firing over the whole run, $(e2e_since "$T_PROM")s (ALERTS: '$seen')" test -z "$seen"
 e2e_result 2 "alerts with the watcher host down" "$(e2e_alerts_brief)"
 # back
