@@ -301,7 +301,7 @@ if (( RUN_E2E )); then
   # one postgresql-watcher unit serving two stereo clusters: their witnesses on one host at
   # ports 2223 and 2224, one exporter through --config.file; each cluster names its own witness,
   # no zombie voter, the quorum of both right with the shared host stopped. A network namespace
-  # of its own per version, the versions in parallel; ~4 min wall clock
+  # of its own per version, the versions in parallel; ~3 min wall clock (149-210 s, 2026-11-27)
   # shellcheck disable=SC2086  # one word per version
   step "e2e shared watcher (two stereo clusters), Patroni $E2E_MATRICES" tests/e2e/shared-watcher.sh $E2E_MATRICES
   # Charmed PostgreSQL's own Patroni rules and dashboard unchanged (from the pinned library
