@@ -3,7 +3,8 @@
 # real Patroni cluster. Results (CSV, raw wrk output, logs) go to $OUT; docs/performance.md
 # quotes them.
 #
-# Usage: scripts/bench.sh [fleet|tls|collectors|real|plot|shards|all]  (default: all: fleet, real, plot)
+# Usage: scripts/bench.sh [fleet|tls|collectors|real|plot|shards|rest-pool|cluster-cost|all]
+#        (default: all: fleet, real, plot)
 #   fleet   for N in $SIZES: fleet-sim with N clusters (3 members + 3 encrypted Raft nodes
 #           each), the exporter polling them every $INTERVAL s; reports exporter CPU seconds
 #           per poll cycle (/proc/PID/stat), RSS, poll durations (from /metrics), /metrics
@@ -39,6 +40,15 @@
 #   shards  $SHARD_CLUSTERS (2000) simulated clusters over $SHARDS (2) exporters, and a real
 #           Prometheus scraping each scope's /probe through hashmod (docs/scaling.md):
 #           $OUT/shards.csv
+#   rest-pool  (root) a real 3-member Patroni 4.1.5 cluster with 0, 1 and 3 exporters (this
+#           release build) polling every second, interleaved over rounds: the latency of one
+#           replica's GET /patroni to the other (Patroni's leader race, 2 s deadline) and the
+#           failover time after a primary kill (docs/bench/rest-pool/run.sh, its header):
+#           $OUT/rest-pool.csv and the table $OUT/rest-pool.md. EXPORTER_BIN_B and
+#           CONDITIONS="0 1 3 1-b 3-b" add another build's rows.
+#   cluster-cost  (root) the CPU each member's Patroni and PostgreSQL spend answering the
+#           exporter and Prometheus (docs/bench/cluster-cost/run.sh, its header: CONDITIONS,
+#           WINDOW_S, EXPORTER_BIN_B, ...): $OUT/cluster-cost.csv and its tables
 #
 # Environment (defaults): SIZES="1 10 100 1000" INTERVAL=10 CYCLES=6 (poll cycles measured)
 #   WRK_CONNS=50 WRK_THREADS=2 WRK_DURATION=10s (seconds) OUT=target/bench
@@ -743,13 +753,31 @@ plot() {
   "$venv/bin/python" "$ROOT/scripts/plot-bench.py" "$OUT/fleet.csv" "$OUT/fleet.png"
 }
 
+# rest-pool / cluster-cost: the real-cluster measurements of docs/bench/, on the release build
+# ensure_exporter: the release exporter only (the real-cluster modes need no fleet-sim)
+ensure_exporter() {
+  [[ -x $EXPORTER ]] || cargo build --release --bin patroni-raft-exporter
+}
+rest_pool() {
+  ensure_exporter
+  EXPORTER_BIN=$EXPORTER OUT="$OUT/rest-pool.csv" "$ROOT/docs/bench/rest-pool/run.sh" "${PATRONI_VERSION:-4.1.5}" \
+    | tee "$OUT/rest-pool.md"
+}
+cluster_cost() {
+  ensure_exporter
+  EXPORTER_BIN=$EXPORTER OUT="$OUT/cluster-cost.csv" "$ROOT/docs/bench/cluster-cost/run.sh" "$@" \
+    | tee "$OUT/cluster-cost.md"
+}
+
 case "${1:-all}" in
   fleet) fleet ;;
+  rest-pool) rest_pool ;;
+  cluster-cost) shift; cluster_cost "$@" ;;
   real) real ;;
   plot) plot ;;
   shards) shards ;;
   tls) tls ;;
   collectors) ensure_release; collectors ;;
   all) fleet; real; plot ;;
-  *) sed -n '2,40p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,61p' "$0" >&2; exit 2 ;;
 esac

@@ -299,6 +299,12 @@ if (( RUN_E2E )); then
   # namespace of its own per version, the versions in parallel; ~10 min wall clock (585-604 s)
   # shellcheck disable=SC2086  # one word per version
   step "e2e stereo mode, Patroni $E2E_MATRICES" tests/e2e/stereo.sh $E2E_MATRICES
+  # one postgresql-watcher unit serving two stereo clusters: their witnesses on one host at
+  # ports 2223 and 2224, one exporter through --config.file; each cluster names its own witness,
+  # no zombie voter, the quorum of both right with the shared host stopped. A network namespace
+  # of its own per version, the versions in parallel; ~3 min wall clock (149-210 s, 2026-11-27)
+  # shellcheck disable=SC2086  # one word per version
+  step "e2e shared watcher (two stereo clusters), Patroni $E2E_MATRICES" tests/e2e/shared-watcher.sh $E2E_MATRICES
   # Charmed PostgreSQL's own Patroni rules and dashboard unchanged (from the pinned library
   # package, tests/e2e/requirements-charm.txt) on the compat records: two exporters on one
   # cluster, no charm alert for 150 s, every dashboard query returns data, a killed primary and

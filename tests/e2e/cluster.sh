@@ -9,7 +9,9 @@
 # Stereo mode (Charmed PostgreSQL 16: two database units and a postgresql-watcher unit):
 # MEMBERS=2 WITNESS_PORT=2224 `up` adds a Raft-only witness, Patroni's own
 # `patroni_raft_controller` (no PostgreSQL, no REST API), on 127.0.0.(IP_BASE+9):PORT
-# (127.0.0.1:PORT in single mode), listed in every member's raft.partner_addrs.
+# (127.0.0.1:PORT in single mode), listed in every member's raft.partner_addrs. WITNESS_IP puts
+# it on another address: two clusters whose witnesses share one host, as one postgresql-watcher
+# unit serves several clusters (a Raft instance each, ports 2223 upward: tests/e2e/shared-watcher.sh).
 #
 # Usage: tests/e2e/cluster.sh COMMAND [ARGS]
 #   up [--sync]          write configs, start the witness (WITNESS_PORT) and the MEMBERS
@@ -54,6 +56,10 @@
 #                    data_dir), run as PG_OS_USER; config, Raft data, PID file and log in
 #                    DATA_DIR/witness. Its PID is signalled under the same rules as the
 #                    members' (PID file + cmdline naming its config). tests/e2e/stereo.sh
+#   WITNESS_IP       (multi mode, at `up`; remembered in DATA_DIR) the witness's loopback address
+#                    instead of 127.0.0.(IP_BASE+9), e.g. 127.0.0.9 for the witnesses of two
+#                    clusters (IP_BASE 11 and 21, WITNESS_PORT 2223 and 2224) on one host, as
+#                    one postgresql-watcher unit serves both (tests/e2e/shared-watcher.sh)
 #   MEMBER_GID_BASE  (as root, at `up`; remembered in DATA_DIR) member N's Patroni and Postgres
 #                    run with the primary group MEMBER_GID_BASE+N (a bare number, no group
 #                    entry needed), so nftables can tell the members' sockets apart with
@@ -124,6 +130,8 @@ NAMESPACE="${NAMESPACE:-/db/}"
 NMEMBERS=3                                  # resolve_members: DATA_DIR/.members, else MEMBERS
 WITNESS_PORT_SET="${WITNESS_PORT:-}"        # resolve_members: DATA_DIR/.witness_port, else this
 WITNESS_PORT=""
+WITNESS_IP_SET="${WITNESS_IP:-}"            # resolve_members: DATA_DIR/.witness_ip, else this
+WITNESS_IP=""
 BOOTSTRAP_MEMBER="${BOOTSTRAP_MEMBER:-0}"   # only this member gets a bootstrap: section
 REST_USER="${REST_USER:-patroni}"
 REST_PASS="${REST_PASS:-patroni-pass}"
@@ -167,8 +175,13 @@ resolve_members() {
   [[ $NMEMBERS =~ ^[1-8]$ ]] || die "MEMBERS must be 1..8 (got '$NMEMBERS')"
   if [[ -f $DATA/.members ]]; then
     WITNESS_PORT=$(cat "$DATA/.witness_port" 2>/dev/null || true)
+    WITNESS_IP=$(cat "$DATA/.witness_ip" 2>/dev/null || true)
   else
     WITNESS_PORT=$WITNESS_PORT_SET
+    WITNESS_IP=$WITNESS_IP_SET
+  fi
+  if [[ -n $WITNESS_IP ]]; then
+    [[ $WITNESS_IP =~ ^127\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "WITNESS_IP must be a loopback IPv4 address (got '$WITNESS_IP')"
   fi
   if [[ -n $WITNESS_PORT ]]; then
     { [[ $WITNESS_PORT =~ ^[0-9]+$ ]] && ((WITNESS_PORT > 0 && WITNESS_PORT < 65536)); } \
@@ -191,9 +204,12 @@ resolve_mode() {
       timeout 120 python3 -c '
 import socket
 import sys
-for i in list(range(int(sys.argv[2]))) + ([9] if sys.argv[3] else []):
-    s = socket.socket(); s.bind(("127.0.0.%d" % (int(sys.argv[1]) + i), 0)); s.close()' \
-        "$IP_BASE" "$NMEMBERS" "$WITNESS_PORT" 2>/dev/null || rc=$?
+addrs = ["127.0.0.%d" % (int(sys.argv[1]) + i) for i in range(int(sys.argv[2]))]
+if sys.argv[3]:
+    addrs.append(sys.argv[4] or "127.0.0.%d" % (int(sys.argv[1]) + 9))
+for a in addrs:
+    s = socket.socket(); s.bind((a, 0)); s.close()' \
+        "$IP_BASE" "$NMEMBERS" "$WITNESS_PORT" "$WITNESS_IP" 2>/dev/null || rc=$?
       ((rc != 124)) || die "the address probe (bind 127.0.0.$IP_BASE..) did not end within 120 s"
       if ((rc == 0)); then MODE=multi; else MODE=single; fi ;;
     *) die "ADDR_MODE must be auto, multi or single" ;;
@@ -211,7 +227,9 @@ cfg_of()    { echo "$(mdir "$1")/patroni.yml"; }
 pgdata_of() { echo "$(mdir "$1")/pgdata"; }
 check_n()   { { [[ ${1:-} =~ ^[0-9]+$ ]] && (($1 < NMEMBERS)); } || die "member index must be 0..$((NMEMBERS - 1)) (got '${1:-}')"; }
 # the witness: its own loopback address (IP_BASE+9, past any member's) in multi mode
-witness_ip()   { if [[ $MODE == multi ]]; then echo "127.0.0.$((IP_BASE + 9))"; else echo 127.0.0.1; fi; }
+witness_ip() {
+  if [[ $MODE != multi ]]; then echo 127.0.0.1; elif [[ -n $WITNESS_IP ]]; then echo "$WITNESS_IP"; else echo "127.0.0.$((IP_BASE + 9))"; fi
+}
 witness_addr() { echo "$(witness_ip):$WITNESS_PORT"; }
 wdir()         { echo "$DATA/witness"; }
 wcfg()         { echo "$(wdir)/witness.yml"; }
@@ -794,6 +812,8 @@ cmd_up() {
       || die "$DATA was created with $NMEMBERS members, not $MEMBERS: run '$0 down' first"
     [[ -z $WITNESS_PORT_SET || $WITNESS_PORT_SET == "$WITNESS_PORT" ]] \
       || die "$DATA was created with WITNESS_PORT='$WITNESS_PORT', not $WITNESS_PORT_SET: run '$0 down' first"
+    [[ -z $WITNESS_IP_SET || $WITNESS_IP_SET == "$WITNESS_IP" ]] \
+      || die "$DATA was created with WITNESS_IP='$WITNESS_IP', not $WITNESS_IP_SET: run '$0 down' first"
   fi
   mkdir -p "$DATA"
   chmod 755 "$DATA"
@@ -808,6 +828,7 @@ cmd_up() {
   fi
   echo "$NMEMBERS" >"$DATA/.members"
   if has_witness; then echo "$WITNESS_PORT" >"$DATA/.witness_port"; fi
+  if has_witness && [[ -n $WITNESS_IP ]]; then echo "$WITNESS_IP" >"$DATA/.witness_ip"; fi
   if [[ ${TLS:-0} == 1 ]]; then
     [[ ${TLS_VERIFY_CLIENT:-required} =~ ^(required|optional|none)$ ]] \
       || die "TLS_VERIFY_CLIENT must be required, optional or none (got '$TLS_VERIFY_CLIENT')"

@@ -168,6 +168,10 @@
 #   e2e_prom_alerts                  Prometheus' /api/v1/alerts JSON ('{}' when it does not answer)
 #   e2e_alert_state JSON NAME [MEMBER]  pending, firing or "" for alert NAME (and MEMBER) in it
 #   e2e_alerts_brief                 "Name{member}/state ..." of every alert in Prometheus now
+#   e2e_alerts_seen T0 [ERE]         "Name{scope}/state ..." of every ALERTS series Prometheus had
+#                                    since T0 (epoch s) whose alertname matches ERE (default all):
+#                                    what was pending or firing at any evaluation ("?query-failed"
+#                                    when Prometheus does not answer)
 
 _E2E_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=paths.sh
@@ -721,4 +725,12 @@ e2e_alert_state() { # e2e_alert_state JSON NAME [MEMBER]
 e2e_alerts_brief() {
   e2e_prom_alerts | jq -r '[(.data.alerts // [])[] | "\(.labels.alertname)\(if .labels.member then "{\(.labels.member)}" else "" end)/\(.state)"] | sort | join(" ")' \
     2>/dev/null || true
+}
+e2e_alerts_seen() { # e2e_alerts_seen T0 [ERE]
+  local w q
+  w=$(awk -v a="$1" -v b="$(e2e_now)" 'BEGIN { printf "%d", b - a + 1 }')
+  q="group by (alertname, alertstate, scope) (last_over_time(ALERTS{alertname=~\"${2:-.+}\"}[${w}s]))"
+  curl -fs -m 5 "$E2E_PROM/api/v1/query" --data-urlencode "query=$q" 2>/dev/null \
+    | jq -r '[.data.result[] | "\(.metric.alertname){\(.metric.scope // "")}/\(.metric.alertstate)"] | sort | join(" ")' 2>/dev/null \
+    || echo "?query-failed"
 }

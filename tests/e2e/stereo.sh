@@ -85,16 +85,6 @@ rule_for_s() {
   awk -v a="$1" '$0 ~ "alert: "a"$" { on = 1; next } on && /alert:/ { exit } on && /^ *for:/ { print $2; exit }' "$RULES" \
     | awk '{ v = $1; n = v + 0; if (v ~ /h$/) n *= 3600; else if (v ~ /m$/) n *= 60; print n }'
 }
-# alerts_seen T0 [ERE]: "name/state ..." of every ALERTS series Prometheus had since T0 (epoch s)
-# whose alertname matches ERE (default all): what was pending or firing at any evaluation
-alerts_seen() {
-  local w q
-  w=$(awk -v a="$1" -v b="$(e2e_now)" 'BEGIN { printf "%d", b - a + 1 }')
-  q="group by (alertname, alertstate) (last_over_time(ALERTS{alertname=~\"${2:-.+}\"}[${w}s]))"
-  curl -fs -m 5 "$E2E_PROM/api/v1/query" --data-urlencode "query=$q" 2>/dev/null \
-    | jq -r '[.data.result[] | "\(.metric.alertname)/\(.metric.alertstate)"] | sort | join(" ")' 2>/dev/null \
-    || echo "?query-failed"
-}
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
 show_state() {
   e2e_show_metrics "the exporter's view" \
@@ -211,12 +201,12 @@ while ! ge "$(e2e_since "$T_PROM")" "$HEALTHY_S"; do
   fi
   sleep 2
 done
-seen=$(alerts_seen "$T_PROM")
+seen=$(e2e_alerts_seen "$T_PROM")
 life=$(e2e_since "$T_PROM")
 e2e_result 1 "seconds of Prometheus without any alert (pending or firing)" "$([[ -z $seen$seen_poll ]] && echo "$life" || echo "alerts: $seen")"
 check "1: nothing pending or firing in Prometheus for ${life}s (ALERTS over the window: '${seen}'; polled, first seen:${seen_poll:- none})" \
   test -z "$seen$seen_poll"
-zv=$(alerts_seen "$T_PROM" "$ZV")
+zv=$(e2e_alerts_seen "$T_PROM" "$ZV")
 check "1: $ZV never pending or firing (seen: '$zv')" test -z "$zv"
 check "1: verdict 1 in every scrape for ${life}s (other:${verdict_bad:- none})" test -z "$verdict_bad"
 
@@ -288,7 +278,7 @@ e2e_result 2 "replica stop -> $NM active in Prometheus (its activeAt) (s)" "$v"
 v2=$(awk -v a="$active_s" -v f="${T_NM_F_ABS:-0}" 'BEGIN { printf "%.1f", f - a }')
 check "2: $NM became active after the stop began ($v s after it returned) and was seen firing $v2 s later, no sooner than its for: ${NM_FOR}s" \
   awk -v a="$active_s" -v s="$T2S" -v d="$v2" -v n="$NM_FOR" 'BEGIN { exit !(a >= s && d >= n) }'
-ql_seen=$(alerts_seen "$T2" "$QL")
+ql_seen=$(e2e_alerts_seen "$T2" "$QL")
 ensure "2: $QL never pending or firing with the replica stopped (polled:${ql:- none}; ALERTS: '${ql_seen}')" \
   "2: $QL seen:$ql $ql_seen" test -z "$ql$ql_seen"
 e2e_result 2 "alerts at the end of the window" "$(e2e_alerts_brief)"
@@ -418,7 +408,7 @@ done
 ensure "4: verdict 1 in every scrape for $(e2e_since "$T4")s with the witness down" "4: verdict not 1:$verdict_bad" test -z "$verdict_bad"
 role=$(e2e_own_role "$R")
 check "4: postgresql-$R still primary by its own word ($role)" is_primary_role "$role"
-ql_seen=$(alerts_seen "$T4" "$QL")
+ql_seen=$(e2e_alerts_seen "$T4" "$QL")
 check "4: $QL never pending or firing with the witness down (ALERTS: '$ql_seen')" test -z "$ql_seen"
 e2e_result 4 "alerts with the witness down" "$(e2e_alerts_brief)"
 T4B=$(e2e_now)
