@@ -14,13 +14,12 @@ use tokio::time::Instant;
 use url::Url;
 
 use super::members::DcsTiming;
-use super::{ClusterPoller, MAX_MEMBERS};
-use crate::address::{Host, NodeAddress};
+use super::placement::MAX_MEMBERS;
+use super::ClusterPoller;
+use crate::address::Host;
 use crate::config::RaftSettings;
 use crate::patroni::{self, ClusterView, PatroniError};
-use crate::snapshot::{
-    self, Failure, MemberSnapshot, RaftNodeSnapshot, Source, VoterFacts, VoterKinds,
-};
+use crate::snapshot::{self, Failure, MemberSnapshot, RaftNodeSnapshot, Source, VoterKinds};
 
 /// `/cluster` candidates are asked a timeout's this fraction apart while none answered.
 pub(super) const HEDGE_SPLIT: u32 = 4;
@@ -29,20 +28,6 @@ pub(super) const HEDGE_SPLIT: u32 = 4;
 pub(super) struct ClusterAnswer {
     pub(super) attempts: Vec<(Url, Failure)>,
     pub(super) answered: Option<(Url, ClusterView)>,
-}
-/// Every voter the answering nodes name: each node itself and its partners.
-pub(super) fn named_voters(raft_nodes: &[RaftNodeSnapshot]) -> BTreeSet<String> {
-    let mut voters = BTreeSet::new();
-    for status in raft_nodes
-        .iter()
-        .filter_map(|node| node.status.as_ref().ok())
-    {
-        if !status.self_node.is_empty() {
-            voters.insert(status.self_node.clone());
-        }
-        voters.extend(status.partners.iter().map(|partner| partner.node.clone()));
-    }
-    voters
 }
 /// Drops a node queried under another address (a configured REST host that is a VIP or a
 /// name) when the same node also answered under its own id, so that each voter appears
@@ -190,7 +175,7 @@ impl ClusterPoller {
         let configured = self.config.patroni_urls.iter().filter_map(Url::host_str);
         nodes.extend(configured.map(|host| join_host_port(host, settings.port)));
         nodes.extend(self.member_raft_nodes(&self.memory.members.listed_hosts()));
-        nodes.extend(self.memory.raft_partners.iter().cloned());
+        nodes.extend(self.memory.voters.named().cloned());
         // Bounded: a hostile reply must not fan out into thousands of connections.
         nodes.into_iter().take(MAX_MEMBERS).collect()
     }
@@ -203,7 +188,7 @@ impl ClusterPoller {
         if !settings.nodes.is_empty() {
             return Vec::new();
         }
-        let mut nodes: BTreeSet<String> = self.memory.raft_partners.iter().cloned().collect();
+        let mut nodes: BTreeSet<String> = self.memory.voters.named().cloned().collect();
         if let Some(view) = cluster {
             let hosts: Vec<String> = view.members.iter().filter_map(|m| m.host.clone()).collect();
             nodes.extend(self.member_raft_nodes(&hosts));
@@ -251,10 +236,9 @@ impl ClusterPoller {
     /// hosts join the policy (trusted when the statuses were decrypted with the password).
     /// Kept when no node answered, so that a cluster that comes back is found through them.
     pub(super) fn learn_raft(&mut self, raft_nodes: &[RaftNodeSnapshot]) {
-        let named = named_voters(raft_nodes);
-        if named.is_empty() {
+        let Some(named) = self.memory.voters.learn_named(raft_nodes) else {
             return;
-        }
+        };
         let authenticated = self
             .config
             .raft
@@ -262,7 +246,6 @@ impl ClusterPoller {
             .is_some_and(RaftSettings::authenticated);
         self.policy
             .learn_raft_hosts(named.iter().map(String::as_str), authenticated);
-        self.memory.raft_partners = named.into_iter().take(MAX_MEMBERS).collect();
     }
     /// The voters whose host no member in `known` (listed or remembered) has, as members to
     /// ask at the scheme and port of the URL that answered `/cluster`; named
@@ -272,9 +255,10 @@ impl ClusterPoller {
     /// its Raft node still votes and its REST API still answers; an exporter that starts
     /// then, or `status`, which polls once, finds it only this way. Only voters from an
     /// authenticated Raft status are asked (their hosts are then trusted: [`ApiUrlPolicy`]);
-    /// one whose REST API did not answer rests for a `ttl` (`voters_without_rest`).
+    /// one whose REST API did not answer rests for a `ttl` ([`VoterMemory`]).
     ///
     /// [`ApiUrlPolicy`]: crate::config::ApiUrlPolicy
+    /// [`VoterMemory`]: super::voters::VoterMemory
     pub(super) fn unlisted_voters(&self, known: &[&patroni::Member]) -> Vec<patroni::Member> {
         let authenticated = self
             .config
@@ -289,20 +273,7 @@ impl ClusterPoller {
             .flat_map(|member| snapshot::member_hosts(member))
             .collect();
         let ttl = DcsTiming::of(self.memory.dynamic_config.as_ref()).ttl;
-        let resting = |host: &Host| {
-            self.memory
-                .voters_without_rest
-                .get(host)
-                .is_some_and(|since| since.elapsed() < ttl)
-        };
-        let voter_hosts: BTreeSet<Host> = self
-            .memory
-            .raft_partners
-            .iter()
-            .filter_map(|node| NodeAddress::parse(node).ok())
-            .map(|node| node.host)
-            .filter(|host| !known_hosts.contains(host) && !resting(host))
-            .collect();
+        let voter_hosts = self.memory.voters.unlisted_hosts(&known_hosts, ttl);
         voter_hosts
             .into_iter()
             .take(MAX_MEMBERS.saturating_sub(known.len()))
@@ -325,9 +296,9 @@ impl ClusterPoller {
             .collect()
     }
 
-    /// What each voter of the last counted set is, from this poll's answers and what the
-    /// poller remembers (the silent REST hosts, the last poll's witnesses); remembers the
-    /// witnesses for the next poll.
+    /// What each voter of the last counted set is ([`VoterMemory::judge_kinds`]).
+    ///
+    /// [`VoterMemory::judge_kinds`]: super::voters::VoterMemory::judge_kinds
     pub(super) fn judge_voter_kinds<'a>(
         &mut self,
         raft_nodes: &[RaftNodeSnapshot],
@@ -336,33 +307,9 @@ impl ClusterPoller {
         let Some(settings) = &self.config.raft else {
             return VoterKinds::default();
         };
-        let mut member_count = 0;
-        let member_hosts: BTreeSet<Host> = members
-            .inspect(|_| member_count += 1)
-            .flat_map(|m| snapshot::member_hosts(&m.member))
-            .collect();
-        let voting_hosts: BTreeSet<Host> = self
-            .memory
-            .voters
-            .iter()
-            .filter_map(|voter| Host::of_node(voter).ok())
-            .collect();
         self.memory
-            .voters_without_rest
-            .retain(|host, _| voting_hosts.contains(host));
-        let without_rest: BTreeSet<Host> =
-            self.memory.voters_without_rest.keys().cloned().collect();
-        let kinds = VoterKinds::classify(VoterFacts {
-            voters: &self.memory.voters,
-            raft_nodes,
-            member_hosts: &member_hosts,
-            rest_silent_hosts: &without_rest,
-            known_witnesses: &self.memory.witnesses,
-            member_raft_port: settings.port,
-            members: member_count,
-        });
-        self.memory.witnesses = kinds.witnesses().map(str::to_owned).collect();
-        kinds
+            .voters
+            .judge_kinds(raft_nodes, members, settings.port)
     }
 
     pub(super) fn remember(&mut self, cluster: Option<&ClusterView>) {

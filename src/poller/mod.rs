@@ -38,44 +38,22 @@ mod changes;
 pub mod deadline;
 mod discovery;
 mod members;
+mod placement;
 mod record;
 mod requests;
 pub mod start;
+mod voters;
 use cadence::Cadence;
 use changes::ChangeMemory;
 use deadline::Deadline;
 use members::{unix_now, MemberMemory};
+use placement::Placement;
+pub use placement::MAX_MEMBERS;
 use record::{MemberContext, PollRecord};
 use requests::{member_at, raft_query, MemberLimits, RaftQueries, RaftQuery};
 pub use start::StartGate;
 use start::{intervals_skipped, phase, Entry};
-
-/// Where a member asked in this poll comes from.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Placement {
-    /// Listed in the `/cluster` the exporter read.
-    Listed,
-    /// Remembered after it left that view, at this Unix time ([`members`]).
-    Departed(f64),
-    /// A voter whose host no member has ([`ClusterPoller::unlisted_voters`]).
-    FoundVoter,
-}
-
-impl Placement {
-    /// Where each member asked in a poll comes from, in the order they are asked: the
-    /// `listed` first, then the departed (with the time they left), then the voters `found`.
-    fn of_poll(listed: usize, departed: &[(patroni::Member, f64)], found: usize) -> Vec<Placement> {
-        std::iter::repeat(Placement::Listed)
-            .take(listed)
-            .chain(departed.iter().map(|(_, at)| Placement::Departed(*at)))
-            .chain(std::iter::repeat(Placement::FoundVoter).take(found))
-            .collect()
-    }
-}
-
-/// More members than this in `/cluster` is not a Patroni cluster (real ones have a handful):
-/// the document is refused rather than fanned out into thousands of requests.
-pub const MAX_MEMBERS: usize = 128;
+use voters::VoterMemory;
 
 /// What carries over from one poll to the next.
 #[derive(Debug, Default)]
@@ -85,19 +63,8 @@ struct PollMemory {
     /// REST bases learned from the members' `api_url`s.
     learned_urls: Vec<Url>,
     scope: Option<String>,
-    /// Raft nodes named as partners in the last poll in which a node answered.
-    raft_partners: BTreeSet<String>,
-    /// Hosts (normalised) of voters without a member whose REST API did not answer when last
-    /// asked, and when: not asked again for a `ttl`, so that a voter whose REST port is
-    /// elsewhere or filtered does not stretch every poll to the timeout; kept until it answers
-    /// or the host stops voting (a voter without REST to [`crate::snapshot::VoterKinds`]).
-    voters_without_rest: BTreeMap<crate::address::Host, Instant>,
-    /// The voter set (each answering node and its partners) of the last poll in which a
-    /// node answered: what the quorum verdict judges when no node answers.
-    voters: BTreeSet<String>,
-    /// The voters that were witnesses in the last poll: one stays a witness while it is
-    /// down ([`crate::snapshot::VoterKinds`]).
-    witnesses: BTreeSet<String>,
+    /// The Raft voters named and counted, and what is known of them.
+    voters: VoterMemory,
     /// The last leaders and verdict, to count their changes.
     changes: ChangeMemory,
     /// The dynamic configuration last read from `/config`.

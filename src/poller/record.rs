@@ -10,8 +10,9 @@ use std::time::Instant;
 
 use super::discovery::without_aliases;
 use super::members::{unix_now, DcsTiming};
+use super::placement::Placement;
 use super::requests::MemberAnswers;
-use super::{ClusterPoller, Placement};
+use super::ClusterPoller;
 use crate::address::Host;
 use crate::config::Collector;
 use crate::patroni::{self, ClusterView, DynamicConfig, HistoryEntry, PatroniError};
@@ -179,11 +180,7 @@ impl ClusterPoller {
             .as_deref()
             .and_then(|host| Host::parse(host).ok())
         {
-            if answers.own.is_err() {
-                self.memory.voters_without_rest.insert(host, Instant::now());
-            } else {
-                self.memory.voters_without_rest.remove(&host);
-            }
+            self.memory.voters.note_rest(host, answers.own.is_ok());
         }
         let status = &answers.own.as_ref().ok()?.status;
         let same_scope = match (context.scope, &status.patroni_scope) {
@@ -220,7 +217,8 @@ impl ClusterPoller {
         self.learn_raft(&raft_nodes);
         self.remember(cluster.as_ref());
         let voter_sets = VoterSetComparison::compare(&raft_nodes);
-        let quorum = QuorumAssessment::assess_with(&raft_nodes, &self.memory.voters, &voter_sets);
+        let quorum =
+            QuorumAssessment::assess_with(&raft_nodes, self.memory.voters.counted(), &voter_sets);
         // Without the views collector only the read view is known: nothing to compare.
         let views = if self.config.collectors.enabled(Collector::Views) {
             ViewComparison::compare(
@@ -240,9 +238,7 @@ impl ClusterPoller {
         if primaries(members.iter().chain(&departed)).len() > 1 {
             self.memory.counters.multiple_primaries_polls += 1;
         }
-        if raft_nodes.iter().any(|node| node.status.is_ok()) {
-            self.memory.voters = voter_sets.counted.voters.clone();
-        }
+        self.memory.voters.count(&raft_nodes, &voter_sets);
         let voter_kinds = self.judge_voter_kinds(&raft_nodes, members.iter().chain(&departed));
         self.memory.changes.count(
             &mut self.memory.counters,

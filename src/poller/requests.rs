@@ -16,7 +16,8 @@ use futures::future::{join_all, BoxFuture};
 use futures::stream::FuturesUnordered;
 use futures::FutureExt;
 
-use super::{ClusterPoller, Placement};
+use super::placement::Placement;
+use super::ClusterPoller;
 use crate::config::{Collector, RaftSettings};
 use crate::patroni::{self, ClusterView, PatroniError};
 use crate::raft::{self, QueryLimits, RaftKey, RaftStatus};
