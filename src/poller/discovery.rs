@@ -17,7 +17,7 @@ use super::members::DcsTiming;
 use super::placement::MAX_MEMBERS;
 use super::ClusterPoller;
 use crate::address::Host;
-use crate::config::RaftSettings;
+use crate::config::{ApiUrlPolicy, RaftSettings};
 use crate::patroni::{self, ClusterView, PatroniError};
 use crate::snapshot::{self, Failure, MemberSnapshot, RaftNodeSnapshot, Source, VoterKinds};
 
@@ -64,6 +64,66 @@ pub(super) fn join_host_port(host: &str, port: u16) -> String {
     }
 }
 
+/// Where `/cluster` was read and what it taught, across polls.
+#[derive(Debug, Default)]
+pub(super) struct Discovery {
+    /// The base URL that answered `/cluster` last; asked first next time.
+    preferred_url: Option<Url>,
+    /// REST bases learned from the members' `api_url`s (those the policy allows).
+    learned_urls: Vec<Url>,
+    /// The scope `/cluster` named last.
+    scope: Option<String>,
+}
+
+impl Discovery {
+    /// The URLs to ask `/cluster`, in order and each once: the one that answered last, the
+    /// `configured` ones, the learned ones.
+    pub(super) fn candidates(&self, configured: &[Url]) -> Vec<Url> {
+        let mut candidates: Vec<Url> = Vec::new();
+        for url in self
+            .preferred_url
+            .iter()
+            .chain(configured)
+            .chain(&self.learned_urls)
+        {
+            if !candidates.contains(url) {
+                candidates.push(url.clone());
+            }
+        }
+        candidates
+    }
+
+    /// Remembers which URL answered `/cluster` in this poll (`None`: none did).
+    pub(super) fn answered(&mut self, url: Option<Url>) {
+        self.preferred_url = url;
+    }
+
+    /// The base URL that answered `/cluster` last, if the last poll had one.
+    pub(super) fn preferred(&self) -> Option<&Url> {
+        self.preferred_url.as_ref()
+    }
+
+    /// Learns from this poll's `/cluster`: its scope, and the members' REST bases that
+    /// `policy` allows.
+    pub(super) fn remember(&mut self, view: &ClusterView, policy: &ApiUrlPolicy) {
+        if let Some(scope) = &view.scope {
+            self.scope = Some(scope.clone());
+        }
+        self.learned_urls = view
+            .members
+            .iter()
+            .filter_map(|m| m.api_url.as_ref().and_then(patroni::ApiUrl::url))
+            .filter(|url| policy.allows_url(url))
+            .map(patroni::base_of)
+            .collect();
+    }
+
+    /// The scope `/cluster` named last.
+    pub(super) fn scope(&self) -> Option<&str> {
+        self.scope.as_deref()
+    }
+}
+
 impl ClusterPoller {
     /// Asks `/cluster` of the URLs (the last one that answered first), hedged: the next
     /// candidate is asked when the ones in flight have not answered within a
@@ -72,16 +132,7 @@ impl ClusterPoller {
     /// timeout each. Takes `&self` so that it runs alongside the first Raft queries; what it
     /// learned is recorded by [`settle_cluster`](Self::settle_cluster).
     pub(super) async fn fetch_cluster_answer(&self) -> ClusterAnswer {
-        let mut candidates: Vec<Url> = Vec::new();
-        let preferred = self.memory.preferred_url.iter();
-        for url in preferred
-            .chain(&self.config.patroni_urls)
-            .chain(&self.memory.learned_urls)
-        {
-            if !candidates.contains(url) {
-                candidates.push(url.clone());
-            }
-        }
+        let candidates = self.memory.discovery.candidates(&self.config.patroni_urls);
         let stagger = self.config.poll.timeout / HEDGE_SPLIT;
         let mut waiting = candidates.into_iter();
         let mut in_flight = FuturesUnordered::new();
@@ -132,11 +183,11 @@ impl ClusterPoller {
         match answer.answered {
             Some((url, view)) => {
                 self.note(Source::Cluster, &format!("cluster {url}"), None);
-                self.memory.preferred_url = Some(url);
+                self.memory.discovery.answered(Some(url));
                 (Some(view), None)
             }
             None => {
-                self.memory.preferred_url = None;
+                self.memory.discovery.answered(None);
                 (None, last_failure)
             }
         }
@@ -265,7 +316,7 @@ impl ClusterPoller {
             .raft
             .as_ref()
             .is_some_and(RaftSettings::authenticated);
-        let Some(base) = self.memory.preferred_url.as_ref().filter(|_| authenticated) else {
+        let Some(base) = self.memory.discovery.preferred().filter(|_| authenticated) else {
             return Vec::new();
         };
         let known_hosts: BTreeSet<Host> = known
@@ -310,21 +361,6 @@ impl ClusterPoller {
         self.memory
             .voters
             .judge_kinds(raft_nodes, members, settings.port)
-    }
-
-    pub(super) fn remember(&mut self, cluster: Option<&ClusterView>) {
-        if let Some(view) = cluster {
-            if let Some(scope) = &view.scope {
-                self.memory.scope = Some(scope.clone());
-            }
-            self.memory.learned_urls = view
-                .members
-                .iter()
-                .filter_map(|m| m.api_url.as_ref().and_then(patroni::ApiUrl::url))
-                .filter(|url| self.policy.allows_url(url))
-                .map(patroni::base_of)
-                .collect();
-        }
     }
 }
 

@@ -25,7 +25,6 @@ use std::time::Instant;
 use futures::StreamExt;
 use tokio::sync::{watch, Semaphore};
 use tokio::time::MissedTickBehavior;
-use url::Url;
 
 use crate::config::{ApiUrlPolicy, ClusterConfig};
 use crate::patroni::{self, PatroniClient, PatroniError};
@@ -46,6 +45,7 @@ mod voters;
 use cadence::Cadence;
 use changes::ChangeMemory;
 use deadline::Deadline;
+use discovery::Discovery;
 use members::{unix_now, MemberMemory};
 use placement::Placement;
 pub use placement::MAX_MEMBERS;
@@ -58,11 +58,8 @@ use voters::VoterMemory;
 /// What carries over from one poll to the next.
 #[derive(Debug, Default)]
 struct PollMemory {
-    /// The base URL that answered `/cluster` last; asked first next time.
-    preferred_url: Option<Url>,
-    /// REST bases learned from the members' `api_url`s.
-    learned_urls: Vec<Url>,
-    scope: Option<String>,
+    /// Where `/cluster` is read, the URLs and scope it taught.
+    discovery: Discovery,
     /// The Raft voters named and counted, and what is known of them.
     voters: VoterMemory,
     /// The last leaders and verdict, to count their changes.
@@ -286,7 +283,7 @@ impl ClusterPoller {
             Some(view) => self.memory.members.departed_after(view, polled_at),
             None => Vec::new(),
         };
-        let history_base = self.memory.preferred_url.clone();
+        let history_base = self.memory.discovery.preferred().cloned();
         let second_targets = self.raft_targets_new(cluster.as_ref(), &first_targets);
 
         // The member whose `/cluster` the exporter read: its view is not asked again.
@@ -407,9 +404,9 @@ impl ClusterPoller {
     /// The `scope` label: what Patroni said last, else what was configured, else the first URL.
     fn scope(&self) -> String {
         self.memory
-            .scope
-            .clone()
-            .unwrap_or_else(|| self.config.name())
+            .discovery
+            .scope()
+            .map_or_else(|| self.config.name(), str::to_owned)
     }
 
     /// Counts a failure and logs when a target starts failing, changes its error or recovers.

@@ -215,7 +215,9 @@ impl ClusterPoller {
             self.note(Source::Raft, &target, node.status.as_ref().err());
         }
         self.learn_raft(&raft_nodes);
-        self.remember(cluster.as_ref());
+        if let Some(view) = &cluster {
+            self.memory.discovery.remember(view, &self.policy);
+        }
         let voter_sets = VoterSetComparison::compare(&raft_nodes);
         let quorum =
             QuorumAssessment::assess_with(&raft_nodes, self.memory.voters.counted(), &voter_sets);
