@@ -21,7 +21,7 @@
 use super::requests::ReaderDue;
 use super::{ClusterPoller, Source};
 use crate::config::Collector;
-use crate::patroni::{ClusterView, HistoryEntry, PatroniError};
+use crate::patroni::{ClusterView, DynamicConfig, HistoryEntry, PatroniError};
 
 /// The longest run of polls without `/history` (5 minutes at the default 5 s interval).
 pub(super) const HISTORY_REFRESH_POLLS: u32 = 60;
@@ -40,6 +40,8 @@ pub(super) struct Cadence {
     polls_since_config: Option<u32>,
     /// Another member's `/config` differed from the cluster's: read it again.
     config_suspect: bool,
+    /// The reader's `/config` as last read: the cluster's dynamic configuration.
+    config: Option<DynamicConfig>,
 }
 
 impl Cadence {
@@ -95,6 +97,19 @@ impl Cadence {
     /// Another member's `/config` differed from the cluster's: ask the reader's next poll.
     pub(super) fn config_differs(&mut self) {
         self.config_suspect = true;
+    }
+
+    /// Keeps the reader's `/config` read in this poll; true when it differs from the one
+    /// read before (the first read is no change).
+    pub(super) fn keep_config(&mut self, config: DynamicConfig) -> bool {
+        let changed = self.config.as_ref().is_some_and(|known| *known != config);
+        self.config = Some(config);
+        changed
+    }
+
+    /// The cluster's dynamic configuration: the reader's `/config` as last read.
+    pub(super) fn config(&self) -> Option<&DynamicConfig> {
+        self.config.as_ref()
     }
 }
 

@@ -323,7 +323,7 @@ impl ClusterPoller {
             .iter()
             .flat_map(|member| snapshot::member_hosts(member))
             .collect();
-        let ttl = DcsTiming::of(self.memory.dynamic_config.as_ref()).ttl;
+        let ttl = DcsTiming::of(self.memory.cadence.config()).ttl;
         let voter_hosts = self.memory.voters.unlisted_hosts(&known_hosts, ttl);
         voter_hosts
             .into_iter()

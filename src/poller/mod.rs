@@ -64,9 +64,7 @@ struct PollMemory {
     voters: VoterMemory,
     /// The last leaders and verdict, to count their changes.
     changes: ChangeMemory,
-    /// The dynamic configuration last read from `/config`.
-    dynamic_config: Option<patroni::DynamicConfig>,
-    /// When the reader's `/history` and `/config` are asked, and the last `/history`.
+    /// When the reader's `/history` and `/config` are asked, and the last of each read.
     cadence: Cadence,
     /// Members across polls: who left the view (still asked), each member's `/config`.
     members: MemberMemory,

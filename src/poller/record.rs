@@ -61,18 +61,14 @@ impl ClusterPoller {
         let Some(config) = self.settle(Source::Config, "config", answer) else {
             return;
         };
-        let memory = &mut self.memory;
-        if memory
-            .dynamic_config
-            .as_ref()
-            .is_some_and(|known| *known != config)
-        {
-            memory.counters.config_changes += 1;
-        }
         if let Some(reader) = reader {
-            memory.members.record_config(reader, config.clone(), true);
+            self.memory
+                .members
+                .record_config(reader, config.clone(), true);
         }
-        memory.dynamic_config = Some(config);
+        if self.memory.cadence.keep_config(config) {
+            self.memory.counters.config_changes += 1;
+        }
     }
 
     /// One member's answers settled (counted, logged, remembered) into its snapshot; `None`
@@ -106,7 +102,7 @@ impl ClusterPoller {
             if let Some(config) =
                 self.settle(Source::Config, &format!("config of {name}"), Some(answer))
             {
-                if self.memory.dynamic_config.as_ref() != Some(&config) {
+                if self.memory.cadence.config() != Some(&config) {
                     // an edit the reader's copy has not seen yet, or a member that differs
                     self.memory.cadence.config_differs();
                 }
@@ -207,7 +203,7 @@ impl ClusterPoller {
             failsafe_members,
             read_view,
         } = record;
-        let timing = DcsTiming::of(self.memory.dynamic_config.as_ref());
+        let timing = DcsTiming::of(self.memory.cadence.config());
         self.memory.members.settle(&mut departed, timing);
         let raft_nodes = without_aliases(raft_nodes);
         for node in &raft_nodes {
@@ -233,7 +229,7 @@ impl ClusterPoller {
         let failover = FailoverReadiness::of_poll(PollFacts {
             cluster: cluster.as_ref(),
             members: &members,
-            config: self.memory.dynamic_config.as_ref(),
+            config: self.memory.cadence.config(),
             views: &views,
             quorum: self.raft.is_some().then_some(&quorum),
         });
@@ -260,7 +256,7 @@ impl ClusterPoller {
             views,
             voter_sets,
             history,
-            config: self.memory.dynamic_config.clone(),
+            config: self.memory.cadence.config().cloned(),
             failover,
             raft_nodes,
             voter_kinds,

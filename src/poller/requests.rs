@@ -255,8 +255,8 @@ impl ClusterPoller {
         let failsafe_on = on(Collector::Failsafe)
             && self
                 .memory
-                .dynamic_config
-                .as_ref()
+                .cadence
+                .config()
                 .is_some_and(|config| config.failsafe_mode);
         tokio::join!(
             self.ask_preferred(preferred.filter(|_| due.history), |base| {
