@@ -26,7 +26,7 @@ use futures::StreamExt;
 use tokio::sync::{watch, Semaphore};
 use tokio::time::MissedTickBehavior;
 
-use crate::config::{ApiUrlPolicy, ClusterConfig};
+use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
 use crate::patroni::{self, PatroniClient, PatroniError};
 use crate::snapshot::{
     ClusterSnapshot, Counters, DcsView, Encoding, Failure, RaftNodeSnapshot, SnapshotStore, Source,
@@ -305,7 +305,12 @@ impl ClusterPoller {
         // `/history` and `/config` from the member that answered `/cluster`, if one did and
         // they are due.
         let preferred = cluster.as_ref().and(history_base.as_ref());
-        let (due, timeline) = self.reader_due(cluster.as_ref());
+        let on = |collector| self.config.collectors.enabled(collector);
+        let (due, timeline) = self.memory.cadence.due(
+            cluster.as_ref(),
+            (on(Collector::History), on(Collector::Config)),
+            self.ask_everything,
+        );
         let mut raft_queries = self.raft_queries(second_targets);
         raft_queries.extend(first_queries);
         let (member_answers, (history, dynamic_config, failsafe), later_nodes) = tokio::join!(
@@ -316,7 +321,9 @@ impl ClusterPoller {
 
         // The reader's documents first: a change of its configuration forgets the other
         // members' copies, and a copy read in this poll (below) must survive it.
-        let history = self.settle_history(preferred.is_some(), due, timeline, history);
+        let read = (preferred.is_some() && due.history)
+            .then(|| self.settle(Source::History, "history", history));
+        let history = preferred.and_then(|_| self.memory.cadence.history_of_poll(read, timeline));
         let failsafe_members = self.settle(Source::Failsafe, "failsafe", failsafe);
         self.settle_dynamic_config(dynamic_config, reader.as_deref());
         let read_view = cluster.as_ref().map(DcsView::of);
