@@ -11,9 +11,11 @@
 //! left the view are still asked for a while ([`members`]): one member's `/cluster` cannot
 //! show an isolated primary or a replica that diverged.
 //!
-//! The poller is also the only place with memory across polls: the URLs learned from
-//! `api_url`s, the last known scope and member hosts (so Raft nodes are still queried when
-//! no REST member answers), the members that left the view, and the counters of leader
+//! The poller is also the only place with memory across polls, each fact kept by the part
+//! that learns it: the URLs learned from `api_url`s and the last scope ([`discovery`]), the
+//! member hosts and the members that left the view ([`members`]), the voters named and
+//! counted (so Raft nodes are still queried and judged when no node answers: [`voters`]),
+//! the cluster's `/config` and last `/history` ([`cadence`]), and the counters of leader
 //! changes and quorum losses ([`changes`]). Discovery is in [`discovery`], the requests in
 //! [`requests`], when the reader's `/history` and `/config` are due in [`cadence`], the start
 //! gate and the polls' phases in [`start`]; every judgement is made in [`crate::snapshot`].
