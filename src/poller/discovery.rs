@@ -19,7 +19,7 @@ use super::ClusterPoller;
 use crate::address::Host;
 use crate::config::{ApiUrlPolicy, RaftSettings};
 use crate::patroni::{self, ClusterView, PatroniError};
-use crate::snapshot::{self, Failure, MemberSnapshot, RaftNodeSnapshot, Source, VoterKinds};
+use crate::snapshot::{self, Failure, RaftNodeSnapshot, Source};
 
 /// `/cluster` candidates are asked a timeout's this fraction apart while none answered.
 pub(super) const HEDGE_SPLIT: u32 = 4;
@@ -345,22 +345,6 @@ impl ClusterPoller {
                 })
             })
             .collect()
-    }
-
-    /// What each voter of the last counted set is ([`VoterMemory::judge_kinds`]).
-    ///
-    /// [`VoterMemory::judge_kinds`]: super::voters::VoterMemory::judge_kinds
-    pub(super) fn judge_voter_kinds<'a>(
-        &mut self,
-        raft_nodes: &[RaftNodeSnapshot],
-        members: impl Iterator<Item = &'a MemberSnapshot>,
-    ) -> VoterKinds {
-        let Some(settings) = &self.config.raft else {
-            return VoterKinds::default();
-        };
-        self.memory
-            .voters
-            .judge_kinds(raft_nodes, members, settings.port)
     }
 }
 

@@ -19,7 +19,7 @@ use crate::patroni::{self, ClusterView, DynamicConfig, HistoryEntry, PatroniErro
 use crate::snapshot::{
     answered_views, primaries, ClusterSnapshot, DcsView, FailoverReadiness, Failure, MemberDcsView,
     MemberSnapshot, PollFacts, Probes, QuorumAssessment, RaftNodeSnapshot, Source, ViewComparison,
-    VoterSetComparison,
+    VoterKinds, VoterSetComparison,
 };
 
 /// What every member's record reads besides its own answers.
@@ -237,7 +237,14 @@ impl ClusterPoller {
             self.memory.counters.multiple_primaries_polls += 1;
         }
         self.memory.voters.count(&raft_nodes, &voter_sets);
-        let voter_kinds = self.judge_voter_kinds(&raft_nodes, members.iter().chain(&departed));
+        let voter_kinds = match &self.config.raft {
+            Some(settings) => self.memory.voters.judge_kinds(
+                &raft_nodes,
+                members.iter().chain(&departed),
+                settings.port,
+            ),
+            None => VoterKinds::default(),
+        };
         self.memory.changes.count(
             &mut self.memory.counters,
             cluster.as_ref(),
