@@ -12,6 +12,7 @@ use super::discovery::without_aliases;
 use super::members::{unix_now, DcsTiming};
 use super::placement::Placement;
 use super::requests::MemberAnswers;
+use super::voters::VoterMemory;
 use super::ClusterPoller;
 use crate::address::Host;
 use crate::config::Collector;
@@ -83,7 +84,7 @@ impl ClusterPoller {
     ) -> Option<MemberSnapshot> {
         let mut member = member.clone();
         if place == Placement::FoundVoter {
-            member.name = self.found_voter_name(&member, &answers, context)?;
+            member.name = found_voter_name(&mut self.memory.voters, &member, &answers, context)?;
         }
         let name = member.name.clone();
         self.note(
@@ -159,34 +160,6 @@ impl ClusterPoller {
                 Placement::Listed | Placement::FoundVoter => None,
             },
         })
-    }
-
-    /// A voter found this poll: whether its REST API answered is remembered (by its host),
-    /// and it is a member by the name it gives itself, if it names itself as a member of this
-    /// cluster not known under another name; `None` otherwise. A voter whose REST API is
-    /// elsewhere is no news (the Raft metrics have it), so its failures are not counted either.
-    fn found_voter_name(
-        &mut self,
-        voter: &patroni::Member,
-        answers: &MemberAnswers,
-        context: &MemberContext<'_>,
-    ) -> Option<String> {
-        if let Some(host) = voter
-            .host
-            .as_deref()
-            .and_then(|host| Host::parse(host).ok())
-        {
-            self.memory.voters.note_rest(host, answers.own.is_ok());
-        }
-        let status = &answers.own.as_ref().ok()?.status;
-        let same_scope = match (context.scope, &status.patroni_scope) {
-            (Some(expected), Some(got)) => expected == got,
-            _ => true,
-        };
-        status
-            .patroni_name
-            .clone()
-            .filter(|name| same_scope && !context.known_names.contains(name))
     }
 
     /// The poll's record absorbed into the memory (departed members, voters, counters) and
@@ -273,4 +246,32 @@ impl ClusterPoller {
             standby_source: None,
         }
     }
+}
+
+/// A voter found this poll: whether its REST API answered is remembered (by its host),
+/// and it is a member by the name it gives itself, if it names itself as a member of this
+/// cluster not known under another name; `None` otherwise. A voter whose REST API is
+/// elsewhere is no news (the Raft metrics have it), so its failures are not counted either.
+fn found_voter_name(
+    voters: &mut VoterMemory,
+    voter: &patroni::Member,
+    answers: &MemberAnswers,
+    context: &MemberContext<'_>,
+) -> Option<String> {
+    if let Some(host) = voter
+        .host
+        .as_deref()
+        .and_then(|host| Host::parse(host).ok())
+    {
+        voters.note_rest(host, answers.own.is_ok());
+    }
+    let status = &answers.own.as_ref().ok()?.status;
+    let same_scope = match (context.scope, &status.patroni_scope) {
+        (Some(expected), Some(got)) => expected == got,
+        _ => true,
+    };
+    status
+        .patroni_name
+        .clone()
+        .filter(|name| same_scope && !context.known_names.contains(name))
 }
