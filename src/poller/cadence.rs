@@ -19,9 +19,7 @@
 //! `status` (one poll that must see everything) asks both every time.
 
 use super::requests::ReaderDue;
-use super::{ClusterPoller, Source};
-use crate::config::Collector;
-use crate::patroni::{ClusterView, HistoryEntry, PatroniError};
+use crate::patroni::{ClusterView, DynamicConfig, HistoryEntry};
 
 /// The longest run of polls without `/history` (5 minutes at the default 5 s interval).
 pub(super) const HISTORY_REFRESH_POLLS: u32 = 60;
@@ -40,6 +38,8 @@ pub(super) struct Cadence {
     polls_since_config: Option<u32>,
     /// Another member's `/config` differed from the cluster's: read it again.
     config_suspect: bool,
+    /// The reader's `/config` as last read: the cluster's dynamic configuration.
+    config: Option<DynamicConfig>,
 }
 
 impl Cadence {
@@ -61,6 +61,38 @@ impl Cadence {
     ) {
         self.history = entries.map(|entries| (entries.clone(), timeline));
         self.polls_since_history = 0;
+    }
+
+    /// Which of the reader's documents this poll asks, of those whose collectors are on
+    /// (`history_on`, `config_on`; `everything` in a `status` poll), and the highest timeline
+    /// of this poll's `/cluster`, which `/history`'s cadence follows.
+    pub(super) fn due(
+        &self,
+        cluster: Option<&ClusterView>,
+        (history_on, config_on): (bool, bool),
+        everything: bool,
+    ) -> (ReaderDue, Option<u64>) {
+        let timeline =
+            cluster.and_then(|view| view.members.iter().filter_map(|m| m.timeline).max());
+        let due = ReaderDue {
+            history: history_on && (everything || self.history_due(timeline)),
+            config: config_on && (everything || self.config_due()),
+        };
+        (due, timeline)
+    }
+
+    /// The reader's `/history` for this poll: the one `read` now at `timeline` when it was
+    /// asked (`Some`: its entries, or `None` when it failed), else the last one read.
+    pub(super) fn history_of_poll(
+        &mut self,
+        read: Option<Option<Vec<HistoryEntry>>>,
+        timeline: Option<u64>,
+    ) -> Option<Vec<HistoryEntry>> {
+        let Some(history) = read else {
+            return self.known_history();
+        };
+        self.history_read(history.as_ref(), timeline);
+        history
     }
 
     /// The last `/history` read, for a poll that did not ask it.
@@ -96,6 +128,19 @@ impl Cadence {
     pub(super) fn config_differs(&mut self) {
         self.config_suspect = true;
     }
+
+    /// Keeps the reader's `/config` read in this poll; true when it differs from the one
+    /// read before (the first read is no change).
+    pub(super) fn keep_config(&mut self, config: DynamicConfig) -> bool {
+        let changed = self.config.as_ref().is_some_and(|known| *known != config);
+        self.config = Some(config);
+        changed
+    }
+
+    /// The cluster's dynamic configuration: the reader's `/config` as last read.
+    pub(super) fn config(&self) -> Option<&DynamicConfig> {
+        self.config.as_ref()
+    }
 }
 
 /// Whether `entries` reach `timeline`: Patroni's entry for timeline N is written when N ends,
@@ -106,43 +151,6 @@ fn reaches(entries: &[HistoryEntry], timeline: Option<u64>) -> bool {
     };
     let newest = entries.iter().map(|e| e.timeline).max().unwrap_or(0);
     newest + 1 >= timeline
-}
-
-impl ClusterPoller {
-    /// Which of the reader's documents this poll asks (a `status` poll asks every one), and
-    /// the highest timeline of this poll's `/cluster`, which `/history`'s cadence follows.
-    pub(super) fn reader_due(&self, cluster: Option<&ClusterView>) -> (ReaderDue, Option<u64>) {
-        let timeline =
-            cluster.and_then(|view| view.members.iter().filter_map(|m| m.timeline).max());
-        let on = |collector| self.config.collectors.enabled(collector);
-        let everything = self.ask_everything;
-        let due = ReaderDue {
-            history: on(Collector::History)
-                && (everything || self.memory.cadence.history_due(timeline)),
-            config: on(Collector::Config) && (everything || self.memory.cadence.config_due()),
-        };
-        (due, timeline)
-    }
-
-    /// The reader's `/history` for this poll: the one read now when it was due, else the last
-    /// one read; none when no member answered `/cluster` (`asked` false).
-    pub(super) fn settle_history(
-        &mut self,
-        asked: bool,
-        due: ReaderDue,
-        timeline: Option<u64>,
-        answer: Option<Result<Vec<HistoryEntry>, PatroniError>>,
-    ) -> Option<Vec<HistoryEntry>> {
-        if !asked {
-            return None;
-        }
-        if !due.history {
-            return self.memory.cadence.known_history();
-        }
-        let history = self.settle(Source::History, "history", answer);
-        self.memory.cadence.history_read(history.as_ref(), timeline);
-        history
-    }
 }
 
 #[cfg(test)]

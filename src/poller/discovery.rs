@@ -14,13 +14,12 @@ use tokio::time::Instant;
 use url::Url;
 
 use super::members::DcsTiming;
-use super::{ClusterPoller, MAX_MEMBERS};
-use crate::address::{Host, NodeAddress};
-use crate::config::RaftSettings;
+use super::placement::MAX_MEMBERS;
+use super::ClusterPoller;
+use crate::address::Host;
+use crate::config::{ApiUrlPolicy, RaftSettings};
 use crate::patroni::{self, ClusterView, PatroniError};
-use crate::snapshot::{
-    self, Failure, MemberSnapshot, RaftNodeSnapshot, Source, VoterFacts, VoterKinds,
-};
+use crate::snapshot::{self, Failure, RaftNodeSnapshot, Source};
 
 /// `/cluster` candidates are asked a timeout's this fraction apart while none answered.
 pub(super) const HEDGE_SPLIT: u32 = 4;
@@ -29,20 +28,6 @@ pub(super) const HEDGE_SPLIT: u32 = 4;
 pub(super) struct ClusterAnswer {
     pub(super) attempts: Vec<(Url, Failure)>,
     pub(super) answered: Option<(Url, ClusterView)>,
-}
-/// Every voter the answering nodes name: each node itself and its partners.
-pub(super) fn named_voters(raft_nodes: &[RaftNodeSnapshot]) -> BTreeSet<String> {
-    let mut voters = BTreeSet::new();
-    for status in raft_nodes
-        .iter()
-        .filter_map(|node| node.status.as_ref().ok())
-    {
-        if !status.self_node.is_empty() {
-            voters.insert(status.self_node.clone());
-        }
-        voters.extend(status.partners.iter().map(|partner| partner.node.clone()));
-    }
-    voters
 }
 /// Drops a node queried under another address (a configured REST host that is a VIP or a
 /// name) when the same node also answered under its own id, so that each voter appears
@@ -79,6 +64,66 @@ pub(super) fn join_host_port(host: &str, port: u16) -> String {
     }
 }
 
+/// Where `/cluster` was read and what it taught, across polls.
+#[derive(Debug, Default)]
+pub(super) struct Discovery {
+    /// The base URL that answered `/cluster` last; asked first next time.
+    preferred_url: Option<Url>,
+    /// REST bases learned from the members' `api_url`s (those the policy allows).
+    learned_urls: Vec<Url>,
+    /// The scope `/cluster` named last.
+    scope: Option<String>,
+}
+
+impl Discovery {
+    /// The URLs to ask `/cluster`, in order and each once: the one that answered last, the
+    /// `configured` ones, the learned ones.
+    pub(super) fn candidates(&self, configured: &[Url]) -> Vec<Url> {
+        let mut candidates: Vec<Url> = Vec::new();
+        for url in self
+            .preferred_url
+            .iter()
+            .chain(configured)
+            .chain(&self.learned_urls)
+        {
+            if !candidates.contains(url) {
+                candidates.push(url.clone());
+            }
+        }
+        candidates
+    }
+
+    /// Remembers which URL answered `/cluster` in this poll (`None`: none did).
+    pub(super) fn answered(&mut self, url: Option<Url>) {
+        self.preferred_url = url;
+    }
+
+    /// The base URL that answered `/cluster` last, if the last poll had one.
+    pub(super) fn preferred(&self) -> Option<&Url> {
+        self.preferred_url.as_ref()
+    }
+
+    /// Learns from this poll's `/cluster`: its scope, and the members' REST bases that
+    /// `policy` allows.
+    pub(super) fn remember(&mut self, view: &ClusterView, policy: &ApiUrlPolicy) {
+        if let Some(scope) = &view.scope {
+            self.scope = Some(scope.clone());
+        }
+        self.learned_urls = view
+            .members
+            .iter()
+            .filter_map(|m| m.api_url.as_ref().and_then(patroni::ApiUrl::url))
+            .filter(|url| policy.allows_url(url))
+            .map(patroni::base_of)
+            .collect();
+    }
+
+    /// The scope `/cluster` named last.
+    pub(super) fn scope(&self) -> Option<&str> {
+        self.scope.as_deref()
+    }
+}
+
 impl ClusterPoller {
     /// Asks `/cluster` of the URLs (the last one that answered first), hedged: the next
     /// candidate is asked when the ones in flight have not answered within a
@@ -87,16 +132,7 @@ impl ClusterPoller {
     /// timeout each. Takes `&self` so that it runs alongside the first Raft queries; what it
     /// learned is recorded by [`settle_cluster`](Self::settle_cluster).
     pub(super) async fn fetch_cluster_answer(&self) -> ClusterAnswer {
-        let mut candidates: Vec<Url> = Vec::new();
-        let preferred = self.memory.preferred_url.iter();
-        for url in preferred
-            .chain(&self.config.patroni_urls)
-            .chain(&self.memory.learned_urls)
-        {
-            if !candidates.contains(url) {
-                candidates.push(url.clone());
-            }
-        }
+        let candidates = self.memory.discovery.candidates(&self.config.patroni_urls);
         let stagger = self.config.poll.timeout / HEDGE_SPLIT;
         let mut waiting = candidates.into_iter();
         let mut in_flight = FuturesUnordered::new();
@@ -147,11 +183,11 @@ impl ClusterPoller {
         match answer.answered {
             Some((url, view)) => {
                 self.note(Source::Cluster, &format!("cluster {url}"), None);
-                self.memory.preferred_url = Some(url);
+                self.memory.discovery.answered(Some(url));
                 (Some(view), None)
             }
             None => {
-                self.memory.preferred_url = None;
+                self.memory.discovery.answered(None);
                 (None, last_failure)
             }
         }
@@ -190,7 +226,7 @@ impl ClusterPoller {
         let configured = self.config.patroni_urls.iter().filter_map(Url::host_str);
         nodes.extend(configured.map(|host| join_host_port(host, settings.port)));
         nodes.extend(self.member_raft_nodes(&self.memory.members.listed_hosts()));
-        nodes.extend(self.memory.raft_partners.iter().cloned());
+        nodes.extend(self.memory.voters.named().cloned());
         // Bounded: a hostile reply must not fan out into thousands of connections.
         nodes.into_iter().take(MAX_MEMBERS).collect()
     }
@@ -203,7 +239,7 @@ impl ClusterPoller {
         if !settings.nodes.is_empty() {
             return Vec::new();
         }
-        let mut nodes: BTreeSet<String> = self.memory.raft_partners.iter().cloned().collect();
+        let mut nodes: BTreeSet<String> = self.memory.voters.named().cloned().collect();
         if let Some(view) = cluster {
             let hosts: Vec<String> = view.members.iter().filter_map(|m| m.host.clone()).collect();
             nodes.extend(self.member_raft_nodes(&hosts));
@@ -251,10 +287,9 @@ impl ClusterPoller {
     /// hosts join the policy (trusted when the statuses were decrypted with the password).
     /// Kept when no node answered, so that a cluster that comes back is found through them.
     pub(super) fn learn_raft(&mut self, raft_nodes: &[RaftNodeSnapshot]) {
-        let named = named_voters(raft_nodes);
-        if named.is_empty() {
+        let Some(named) = self.memory.voters.learn_named(raft_nodes) else {
             return;
-        }
+        };
         let authenticated = self
             .config
             .raft
@@ -262,7 +297,6 @@ impl ClusterPoller {
             .is_some_and(RaftSettings::authenticated);
         self.policy
             .learn_raft_hosts(named.iter().map(String::as_str), authenticated);
-        self.memory.raft_partners = named.into_iter().take(MAX_MEMBERS).collect();
     }
     /// The voters whose host no member in `known` (listed or remembered) has, as members to
     /// ask at the scheme and port of the URL that answered `/cluster`; named
@@ -272,37 +306,25 @@ impl ClusterPoller {
     /// its Raft node still votes and its REST API still answers; an exporter that starts
     /// then, or `status`, which polls once, finds it only this way. Only voters from an
     /// authenticated Raft status are asked (their hosts are then trusted: [`ApiUrlPolicy`]);
-    /// one whose REST API did not answer rests for a `ttl` (`voters_without_rest`).
+    /// one whose REST API did not answer rests for a `ttl` ([`VoterMemory`]).
     ///
     /// [`ApiUrlPolicy`]: crate::config::ApiUrlPolicy
+    /// [`VoterMemory`]: super::voters::VoterMemory
     pub(super) fn unlisted_voters(&self, known: &[&patroni::Member]) -> Vec<patroni::Member> {
         let authenticated = self
             .config
             .raft
             .as_ref()
             .is_some_and(RaftSettings::authenticated);
-        let Some(base) = self.memory.preferred_url.as_ref().filter(|_| authenticated) else {
+        let Some(base) = self.memory.discovery.preferred().filter(|_| authenticated) else {
             return Vec::new();
         };
         let known_hosts: BTreeSet<Host> = known
             .iter()
             .flat_map(|member| snapshot::member_hosts(member))
             .collect();
-        let ttl = DcsTiming::of(self.memory.dynamic_config.as_ref()).ttl;
-        let resting = |host: &Host| {
-            self.memory
-                .voters_without_rest
-                .get(host)
-                .is_some_and(|since| since.elapsed() < ttl)
-        };
-        let voter_hosts: BTreeSet<Host> = self
-            .memory
-            .raft_partners
-            .iter()
-            .filter_map(|node| NodeAddress::parse(node).ok())
-            .map(|node| node.host)
-            .filter(|host| !known_hosts.contains(host) && !resting(host))
-            .collect();
+        let ttl = DcsTiming::of(self.memory.cadence.config()).ttl;
+        let voter_hosts = self.memory.voters.unlisted_hosts(&known_hosts, ttl);
         voter_hosts
             .into_iter()
             .take(MAX_MEMBERS.saturating_sub(known.len()))
@@ -323,61 +345,6 @@ impl ClusterPoller {
                 })
             })
             .collect()
-    }
-
-    /// What each voter of the last counted set is, from this poll's answers and what the
-    /// poller remembers (the silent REST hosts, the last poll's witnesses); remembers the
-    /// witnesses for the next poll.
-    pub(super) fn judge_voter_kinds<'a>(
-        &mut self,
-        raft_nodes: &[RaftNodeSnapshot],
-        members: impl Iterator<Item = &'a MemberSnapshot>,
-    ) -> VoterKinds {
-        let Some(settings) = &self.config.raft else {
-            return VoterKinds::default();
-        };
-        let mut member_count = 0;
-        let member_hosts: BTreeSet<Host> = members
-            .inspect(|_| member_count += 1)
-            .flat_map(|m| snapshot::member_hosts(&m.member))
-            .collect();
-        let voting_hosts: BTreeSet<Host> = self
-            .memory
-            .voters
-            .iter()
-            .filter_map(|voter| Host::of_node(voter).ok())
-            .collect();
-        self.memory
-            .voters_without_rest
-            .retain(|host, _| voting_hosts.contains(host));
-        let without_rest: BTreeSet<Host> =
-            self.memory.voters_without_rest.keys().cloned().collect();
-        let kinds = VoterKinds::classify(VoterFacts {
-            voters: &self.memory.voters,
-            raft_nodes,
-            member_hosts: &member_hosts,
-            rest_silent_hosts: &without_rest,
-            known_witnesses: &self.memory.witnesses,
-            member_raft_port: settings.port,
-            members: member_count,
-        });
-        self.memory.witnesses = kinds.witnesses().map(str::to_owned).collect();
-        kinds
-    }
-
-    pub(super) fn remember(&mut self, cluster: Option<&ClusterView>) {
-        if let Some(view) = cluster {
-            if let Some(scope) = &view.scope {
-                self.memory.scope = Some(scope.clone());
-            }
-            self.memory.learned_urls = view
-                .members
-                .iter()
-                .filter_map(|m| m.api_url.as_ref().and_then(patroni::ApiUrl::url))
-                .filter(|url| self.policy.allows_url(url))
-                .map(patroni::base_of)
-                .collect();
-        }
     }
 }
 

@@ -30,7 +30,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::MAX_MEMBERS;
+use super::placement::MAX_MEMBERS;
 use crate::patroni::{ClusterView, DynamicConfig, Member};
 use crate::snapshot::{says_primary, MemberSnapshot, Probes};
 

@@ -11,9 +11,11 @@
 //! left the view are still asked for a while ([`members`]): one member's `/cluster` cannot
 //! show an isolated primary or a replica that diverged.
 //!
-//! The poller is also the only place with memory across polls: the URLs learned from
-//! `api_url`s, the last known scope and member hosts (so Raft nodes are still queried when
-//! no REST member answers), the members that left the view, and the counters of leader
+//! The poller is also the only place with memory across polls, each fact kept by the part
+//! that learns it: the URLs learned from `api_url`s and the last scope ([`discovery`]), the
+//! member hosts and the members that left the view ([`members`]), the voters named and
+//! counted (so Raft nodes are still queried and judged when no node answers: [`voters`]),
+//! the cluster's `/config` and last `/history` ([`cadence`]), and the counters of leader
 //! changes and quorum losses ([`changes`]). Discovery is in [`discovery`], the requests in
 //! [`requests`], when the reader's `/history` and `/config` are due in [`cadence`], the start
 //! gate and the polls' phases in [`start`]; every judgement is made in [`crate::snapshot`].
@@ -25,9 +27,8 @@ use std::time::Instant;
 use futures::StreamExt;
 use tokio::sync::{watch, Semaphore};
 use tokio::time::MissedTickBehavior;
-use url::Url;
 
-use crate::config::{ApiUrlPolicy, ClusterConfig};
+use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
 use crate::patroni::{self, ClientPool, PatroniClient, PatroniError};
 use crate::snapshot::{
     ClusterSnapshot, Counters, DcsView, Encoding, Failure, Publisher, RaftNodeSnapshot, Source,
@@ -38,71 +39,34 @@ mod changes;
 pub mod deadline;
 mod discovery;
 mod members;
+mod placement;
 mod record;
 mod requests;
 pub mod start;
+mod voters;
 use cadence::Cadence;
 use changes::ChangeMemory;
 use deadline::Deadline;
+use discovery::Discovery;
 use members::{unix_now, MemberMemory};
+use placement::Placement;
+pub use placement::MAX_MEMBERS;
 use record::{MemberContext, PollRecord};
 use requests::{member_at, raft_query, MemberLimits, RaftQueries, RaftQuery};
 pub use start::StartGate;
 use start::{intervals_skipped, phase, Entry};
-
-/// Where a member asked in this poll comes from.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Placement {
-    /// Listed in the `/cluster` the exporter read.
-    Listed,
-    /// Remembered after it left that view, at this Unix time ([`members`]).
-    Departed(f64),
-    /// A voter whose host no member has ([`ClusterPoller::unlisted_voters`]).
-    FoundVoter,
-}
-
-impl Placement {
-    /// Where each member asked in a poll comes from, in the order they are asked: the
-    /// `listed` first, then the departed (with the time they left), then the voters `found`.
-    fn of_poll(listed: usize, departed: &[(patroni::Member, f64)], found: usize) -> Vec<Placement> {
-        std::iter::repeat(Placement::Listed)
-            .take(listed)
-            .chain(departed.iter().map(|(_, at)| Placement::Departed(*at)))
-            .chain(std::iter::repeat(Placement::FoundVoter).take(found))
-            .collect()
-    }
-}
-
-/// More members than this in `/cluster` is not a Patroni cluster (real ones have a handful):
-/// the document is refused rather than fanned out into thousands of requests.
-pub const MAX_MEMBERS: usize = 128;
+use voters::VoterMemory;
 
 /// What carries over from one poll to the next.
 #[derive(Debug, Default)]
 struct PollMemory {
-    /// The base URL that answered `/cluster` last; asked first next time.
-    preferred_url: Option<Url>,
-    /// REST bases learned from the members' `api_url`s.
-    learned_urls: Vec<Url>,
-    scope: Option<String>,
-    /// Raft nodes named as partners in the last poll in which a node answered.
-    raft_partners: BTreeSet<String>,
-    /// Hosts (normalised) of voters without a member whose REST API did not answer when last
-    /// asked, and when: not asked again for a `ttl`, so that a voter whose REST port is
-    /// elsewhere or filtered does not stretch every poll to the timeout; kept until it answers
-    /// or the host stops voting (a voter without REST to [`crate::snapshot::VoterKinds`]).
-    voters_without_rest: BTreeMap<crate::address::Host, Instant>,
-    /// The voter set (each answering node and its partners) of the last poll in which a
-    /// node answered: what the quorum verdict judges when no node answers.
-    voters: BTreeSet<String>,
-    /// The voters that were witnesses in the last poll: one stays a witness while it is
-    /// down ([`crate::snapshot::VoterKinds`]).
-    witnesses: BTreeSet<String>,
+    /// Where `/cluster` is read, the URLs and scope it taught.
+    discovery: Discovery,
+    /// The Raft voters named and counted, and what is known of them.
+    voters: VoterMemory,
     /// The last leaders and verdict, to count their changes.
     changes: ChangeMemory,
-    /// The dynamic configuration last read from `/config`.
-    dynamic_config: Option<patroni::DynamicConfig>,
-    /// When the reader's `/history` and `/config` are asked, and the last `/history`.
+    /// When the reader's `/history` and `/config` are asked, and the last of each read.
     cadence: Cadence,
     /// Members across polls: who left the view (still asked), each member's `/config`.
     members: MemberMemory,
@@ -335,7 +299,7 @@ impl ClusterPoller {
             Some(view) => self.memory.members.departed_after(view, polled_at),
             None => Vec::new(),
         };
-        let history_base = self.memory.preferred_url.clone();
+        let history_base = self.memory.discovery.preferred().cloned();
         let second_targets = self.raft_targets_new(cluster.as_ref(), &first_targets);
 
         // The member whose `/cluster` the exporter read: its view is not asked again.
@@ -359,7 +323,12 @@ impl ClusterPoller {
         // `/history` and `/config` from the member that answered `/cluster`, if one did and
         // they are due.
         let preferred = cluster.as_ref().and(history_base.as_ref());
-        let (due, timeline) = self.reader_due(cluster.as_ref());
+        let on = |collector| self.config.collectors.enabled(collector);
+        let (due, timeline) = self.memory.cadence.due(
+            cluster.as_ref(),
+            (on(Collector::History), on(Collector::Config)),
+            self.ask_everything,
+        );
         let mut raft_queries = self.raft_queries(second_targets);
         raft_queries.extend(first_queries);
         let (member_answers, (history, dynamic_config, failsafe), later_nodes) = tokio::join!(
@@ -370,7 +339,9 @@ impl ClusterPoller {
 
         // The reader's documents first: a change of its configuration forgets the other
         // members' copies, and a copy read in this poll (below) must survive it.
-        let history = self.settle_history(preferred.is_some(), due, timeline, history);
+        let read = (preferred.is_some() && due.history)
+            .then(|| self.settle(Source::History, "history", history));
+        let history = preferred.and_then(|_| self.memory.cadence.history_of_poll(read, timeline));
         let failsafe_members = self.settle(Source::Failsafe, "failsafe", failsafe);
         self.settle_dynamic_config(dynamic_config, reader.as_deref());
         let read_view = cluster.as_ref().map(DcsView::of);
@@ -456,9 +427,9 @@ impl ClusterPoller {
     /// The `scope` label: what Patroni said last, else what was configured, else the first URL.
     fn scope(&self) -> String {
         self.memory
-            .scope
-            .clone()
-            .unwrap_or_else(|| self.config.name())
+            .discovery
+            .scope()
+            .map_or_else(|| self.config.name(), str::to_owned)
     }
 
     /// Counts a failure and logs when a target starts failing, changes its error or recovers.

@@ -10,15 +10,17 @@ use std::time::Instant;
 
 use super::discovery::without_aliases;
 use super::members::{unix_now, DcsTiming};
+use super::placement::Placement;
 use super::requests::MemberAnswers;
-use super::{ClusterPoller, Placement};
+use super::voters::VoterMemory;
+use super::ClusterPoller;
 use crate::address::Host;
 use crate::config::Collector;
 use crate::patroni::{self, ClusterView, DynamicConfig, HistoryEntry, PatroniError};
 use crate::snapshot::{
     answered_views, primaries, ClusterSnapshot, DcsView, FailoverReadiness, Failure, MemberDcsView,
     MemberSnapshot, PollFacts, Probes, QuorumAssessment, RaftNodeSnapshot, Source, ViewComparison,
-    VoterSetComparison,
+    VoterKinds, VoterSetComparison,
 };
 
 /// What every member's record reads besides its own answers.
@@ -60,18 +62,14 @@ impl ClusterPoller {
         let Some(config) = self.settle(Source::Config, "config", answer) else {
             return;
         };
-        let memory = &mut self.memory;
-        if memory
-            .dynamic_config
-            .as_ref()
-            .is_some_and(|known| *known != config)
-        {
-            memory.counters.config_changes += 1;
-        }
         if let Some(reader) = reader {
-            memory.members.record_config(reader, config.clone(), true);
+            self.memory
+                .members
+                .record_config(reader, config.clone(), true);
         }
-        memory.dynamic_config = Some(config);
+        if self.memory.cadence.keep_config(config) {
+            self.memory.counters.config_changes += 1;
+        }
     }
 
     /// One member's answers settled (counted, logged, remembered) into its snapshot; `None`
@@ -86,7 +84,7 @@ impl ClusterPoller {
     ) -> Option<MemberSnapshot> {
         let mut member = member.clone();
         if place == Placement::FoundVoter {
-            member.name = self.found_voter_name(&member, &answers, context)?;
+            member.name = found_voter_name(&mut self.memory.voters, &member, &answers, context)?;
         }
         let name = member.name.clone();
         self.note(
@@ -105,7 +103,7 @@ impl ClusterPoller {
             if let Some(config) =
                 self.settle(Source::Config, &format!("config of {name}"), Some(answer))
             {
-                if self.memory.dynamic_config.as_ref() != Some(&config) {
+                if self.memory.cadence.config() != Some(&config) {
                     // an edit the reader's copy has not seen yet, or a member that differs
                     self.memory.cadence.config_differs();
                 }
@@ -164,38 +162,6 @@ impl ClusterPoller {
         })
     }
 
-    /// A voter found this poll: whether its REST API answered is remembered (by its host),
-    /// and it is a member by the name it gives itself, if it names itself as a member of this
-    /// cluster not known under another name; `None` otherwise. A voter whose REST API is
-    /// elsewhere is no news (the Raft metrics have it), so its failures are not counted either.
-    fn found_voter_name(
-        &mut self,
-        voter: &patroni::Member,
-        answers: &MemberAnswers,
-        context: &MemberContext<'_>,
-    ) -> Option<String> {
-        if let Some(host) = voter
-            .host
-            .as_deref()
-            .and_then(|host| Host::parse(host).ok())
-        {
-            if answers.own.is_err() {
-                self.memory.voters_without_rest.insert(host, Instant::now());
-            } else {
-                self.memory.voters_without_rest.remove(&host);
-            }
-        }
-        let status = &answers.own.as_ref().ok()?.status;
-        let same_scope = match (context.scope, &status.patroni_scope) {
-            (Some(expected), Some(got)) => expected == got,
-            _ => true,
-        };
-        status
-            .patroni_name
-            .clone()
-            .filter(|name| same_scope && !context.known_names.contains(name))
-    }
-
     /// The poll's record absorbed into the memory (departed members, voters, counters) and
     /// judged: the snapshot to publish.
     pub(super) fn judge(&mut self, record: PollRecord) -> ClusterSnapshot {
@@ -210,7 +176,7 @@ impl ClusterPoller {
             failsafe_members,
             read_view,
         } = record;
-        let timing = DcsTiming::of(self.memory.dynamic_config.as_ref());
+        let timing = DcsTiming::of(self.memory.cadence.config());
         self.memory.members.settle(&mut departed, timing);
         let raft_nodes = without_aliases(raft_nodes);
         for node in &raft_nodes {
@@ -218,9 +184,12 @@ impl ClusterPoller {
             self.note(Source::Raft, &target, node.status.as_ref().err());
         }
         self.learn_raft(&raft_nodes);
-        self.remember(cluster.as_ref());
+        if let Some(view) = &cluster {
+            self.memory.discovery.remember(view, &self.policy);
+        }
         let voter_sets = VoterSetComparison::compare(&raft_nodes);
-        let quorum = QuorumAssessment::assess_with(&raft_nodes, &self.memory.voters, &voter_sets);
+        let quorum =
+            QuorumAssessment::assess_with(&raft_nodes, self.memory.voters.counted(), &voter_sets);
         // Without the views collector only the read view is known: nothing to compare.
         let views = if self.config.collectors.enabled(Collector::Views) {
             ViewComparison::compare(
@@ -233,17 +202,22 @@ impl ClusterPoller {
         let failover = FailoverReadiness::of_poll(PollFacts {
             cluster: cluster.as_ref(),
             members: &members,
-            config: self.memory.dynamic_config.as_ref(),
+            config: self.memory.cadence.config(),
             views: &views,
             quorum: self.raft.is_some().then_some(&quorum),
         });
         if primaries(members.iter().chain(&departed)).len() > 1 {
             self.memory.counters.multiple_primaries_polls += 1;
         }
-        if raft_nodes.iter().any(|node| node.status.is_ok()) {
-            self.memory.voters = voter_sets.counted.voters.clone();
-        }
-        let voter_kinds = self.judge_voter_kinds(&raft_nodes, members.iter().chain(&departed));
+        self.memory.voters.count(&raft_nodes, &voter_sets);
+        let voter_kinds = match &self.config.raft {
+            Some(settings) => self.memory.voters.judge_kinds(
+                &raft_nodes,
+                members.iter().chain(&departed),
+                settings.port,
+            ),
+            None => VoterKinds::default(),
+        };
         self.memory.changes.count(
             &mut self.memory.counters,
             cluster.as_ref(),
@@ -262,7 +236,7 @@ impl ClusterPoller {
             views,
             voter_sets,
             history,
-            config: self.memory.dynamic_config.clone(),
+            config: self.memory.cadence.config().cloned(),
             failover,
             raft_nodes,
             voter_kinds,
@@ -273,4 +247,32 @@ impl ClusterPoller {
             member_settings: self.config.member_settings,
         }
     }
+}
+
+/// A voter found this poll: whether its REST API answered is remembered (by its host),
+/// and it is a member by the name it gives itself, if it names itself as a member of this
+/// cluster not known under another name; `None` otherwise. A voter whose REST API is
+/// elsewhere is no news (the Raft metrics have it), so its failures are not counted either.
+fn found_voter_name(
+    voters: &mut VoterMemory,
+    voter: &patroni::Member,
+    answers: &MemberAnswers,
+    context: &MemberContext<'_>,
+) -> Option<String> {
+    if let Some(host) = voter
+        .host
+        .as_deref()
+        .and_then(|host| Host::parse(host).ok())
+    {
+        voters.note_rest(host, answers.own.is_ok());
+    }
+    let status = &answers.own.as_ref().ok()?.status;
+    let same_scope = match (context.scope, &status.patroni_scope) {
+        (Some(expected), Some(got)) => expected == got,
+        _ => true,
+    };
+    status
+        .patroni_name
+        .clone()
+        .filter(|name| same_scope && !context.known_names.contains(name))
 }

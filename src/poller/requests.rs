@@ -16,7 +16,8 @@ use futures::future::{join_all, BoxFuture};
 use futures::stream::FuturesUnordered;
 use futures::FutureExt;
 
-use super::{ClusterPoller, Placement};
+use super::placement::Placement;
+use super::ClusterPoller;
 use crate::config::{Collector, RaftSettings};
 use crate::patroni::{self, ClusterView, PatroniError};
 use crate::raft::{self, QueryLimits, RaftKey, RaftStatus};
@@ -254,8 +255,8 @@ impl ClusterPoller {
         let failsafe_on = on(Collector::Failsafe)
             && self
                 .memory
-                .dynamic_config
-                .as_ref()
+                .cadence
+                .config()
                 .is_some_and(|config| config.failsafe_mode);
         tokio::join!(
             self.ask_preferred(preferred.filter(|_| due.history), |base| {

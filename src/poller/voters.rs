@@ -1,0 +1,148 @@
+//! What the poller remembers of the Raft voters from one poll to the next.
+//!
+//! Why two sets: the nodes the answers *named* (each answering node and its partners, under
+//! every name they were given) are where to look next, so a voter whose REST API is down is
+//! still asked; the *counted* voter set ([`VoterSetComparison`]'s choice among the nodes'
+//! sets, which differ while a membership change spreads) is what the quorum verdict judges
+//! when no node answers. They are equal in a settled cluster and differ while a membership
+//! change spreads or when nodes name one another by different addresses.
+//!
+//! [`VoterSetComparison`]: crate::snapshot::VoterSetComparison
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use super::placement::MAX_MEMBERS;
+use crate::address::{Host, NodeAddress};
+use crate::snapshot::{
+    self, MemberSnapshot, RaftNodeSnapshot, VoterFacts, VoterKinds, VoterSetComparison,
+};
+
+/// The voters across polls; each set is kept when no node answered, so that a cluster that
+/// comes back is found, and judged, through them.
+#[derive(Debug, Default)]
+pub(super) struct VoterMemory {
+    /// Every node the answering nodes of the last poll in which one answered named (each
+    /// node itself and its partners), at most [`MAX_MEMBERS`]: asked in the next poll.
+    named: BTreeSet<String>,
+    /// The counted voter set of the last poll in which a node answered: what the quorum
+    /// verdict judges when no node answers.
+    counted: BTreeSet<String>,
+    /// The voters that were witnesses in the last poll: one stays a witness while it is
+    /// down ([`VoterKinds`]).
+    witnesses: BTreeSet<String>,
+    /// Hosts of voters without a member whose REST API did not answer when last asked, and
+    /// when: not asked again for a `ttl`, so that a voter whose REST port is elsewhere or
+    /// filtered does not stretch every poll to the timeout; kept until it answers or the
+    /// host stops voting (a voter without REST to [`VoterKinds`]).
+    without_rest: BTreeMap<Host, Instant>,
+}
+
+impl VoterMemory {
+    /// Learns the nodes that `raft_nodes` name; returns them (for the policy to learn their
+    /// hosts), or `None` when no node answered (the last ones are kept then).
+    pub(super) fn learn_named(&mut self, raft_nodes: &[RaftNodeSnapshot]) -> Option<Vec<String>> {
+        let named = named_voters(raft_nodes);
+        if named.is_empty() {
+            return None;
+        }
+        self.named = named.iter().take(MAX_MEMBERS).cloned().collect();
+        Some(named.into_iter().collect())
+    }
+
+    /// The nodes named in the last poll in which a node answered.
+    pub(super) fn named(&self) -> impl Iterator<Item = &String> {
+        self.named.iter()
+    }
+
+    /// The counted voter set remembered from the last poll in which a node answered.
+    pub(super) fn counted(&self) -> &BTreeSet<String> {
+        &self.counted
+    }
+
+    /// Remembers this poll's counted voter set, if a node answered.
+    pub(super) fn count(&mut self, raft_nodes: &[RaftNodeSnapshot], sets: &VoterSetComparison) {
+        if raft_nodes.iter().any(|node| node.status.is_ok()) {
+            self.counted = sets.counted.voters.clone();
+        }
+    }
+
+    /// Remembers whether the REST API of the voter at `host`, asked as a member, answered.
+    pub(super) fn note_rest(&mut self, host: Host, answered: bool) {
+        if answered {
+            self.without_rest.remove(&host);
+        } else {
+            self.without_rest.insert(host, Instant::now());
+        }
+    }
+
+    /// The hosts of the named voters that no member in `known_hosts` has and that are not
+    /// resting (their REST API did not answer within the last `ttl`).
+    pub(super) fn unlisted_hosts(
+        &self,
+        known_hosts: &BTreeSet<Host>,
+        ttl: Duration,
+    ) -> BTreeSet<Host> {
+        let resting = |host: &Host| {
+            self.without_rest
+                .get(host)
+                .is_some_and(|since| since.elapsed() < ttl)
+        };
+        self.named
+            .iter()
+            .filter_map(|node| NodeAddress::parse(node).ok())
+            .map(|node| node.host)
+            .filter(|host| !known_hosts.contains(host) && !resting(host))
+            .collect()
+    }
+
+    /// What each voter of the counted set is, from this poll's answers and what is
+    /// remembered (the hosts without REST, the last poll's witnesses), with members' Raft
+    /// nodes on `member_raft_port`; remembers the witnesses for the next poll.
+    pub(super) fn judge_kinds<'a>(
+        &mut self,
+        raft_nodes: &[RaftNodeSnapshot],
+        members: impl Iterator<Item = &'a MemberSnapshot>,
+        member_raft_port: u16,
+    ) -> VoterKinds {
+        let mut member_count = 0;
+        let member_hosts: BTreeSet<Host> = members
+            .inspect(|_| member_count += 1)
+            .flat_map(|m| snapshot::member_hosts(&m.member))
+            .collect();
+        let voting_hosts: BTreeSet<Host> = self
+            .counted
+            .iter()
+            .filter_map(|voter| Host::of_node(voter).ok())
+            .collect();
+        self.without_rest
+            .retain(|host, _| voting_hosts.contains(host));
+        let without_rest: BTreeSet<Host> = self.without_rest.keys().cloned().collect();
+        let kinds = VoterKinds::classify(VoterFacts {
+            voters: &self.counted,
+            raft_nodes,
+            member_hosts: &member_hosts,
+            rest_silent_hosts: &without_rest,
+            known_witnesses: &self.witnesses,
+            member_raft_port,
+            members: member_count,
+        });
+        self.witnesses = kinds.witnesses().map(str::to_owned).collect();
+        kinds
+    }
+}
+
+/// Every voter the answering nodes name: each node itself and its partners.
+fn named_voters(raft_nodes: &[RaftNodeSnapshot]) -> BTreeSet<String> {
+    let mut voters = BTreeSet::new();
+    for status in raft_nodes
+        .iter()
+        .filter_map(|node| node.status.as_ref().ok())
+    {
+        if !status.self_node.is_empty() {
+            voters.insert(status.self_node.clone());
+        }
+        voters.extend(status.partners.iter().map(|partner| partner.node.clone()));
+    }
+    voters
+}
