@@ -113,14 +113,10 @@
 #                                    status-NAME.txt (and on stderr), exit code in status-NAME.rc,
 #                                    the seconds it took logged; prints the exit code
 #   E2E_STATUS_TIMEOUT               `status --timeout` of the e2e calls, seconds (default 20):
-#                                    the code budgets a poll's requests at (URLs + 2) x
-#                                    --poll.timeout (src/status/mod.rs: 10 s for 3 URLs at the
-#                                    default 2 s), and the debug build the e2e scripts run also
-#                                    derives the Raft key inside that deadline: 100 000 PBKDF2
-#                                    rounds, 0.43 s of CPU unoptimised against 0.02 s for the rest
-#                                    (measured; a release build: milliseconds), 6-10 s of wall
-#                                    time with a load of 20-28 on 2 cores. So the request budget
-#                                    plus as much again for the derivation
+#                                    status ends its poll by that deadline, each request at most
+#                                    half of it (src/status/mod.rs); the default is twice the
+#                                    10 s the old request budget gave 3 URLs, as room for a
+#                                    shared CI machine (loads of 20-28 seen on 2 cores)
 #   e2e_member N WHAT                $MEMBERn_WHAT of `cluster env` (REST, RAFT, PG, CONFIG, ...)
 #   e2e_rest N / e2e_own_role N      member N's REST URL / the role its own GET /patroni says
 #                                    ("down" when it does not answer)
