@@ -8,6 +8,10 @@
 #   E2E_JOBS=N                   how many e2e scripts run at once (default 4; 1 = one after
 #                                the other; not root: always 1, they share the host's loopback)
 #   E2E_STAGGER=S                seconds between two e2e scripts' starts (default 60)
+#   E2E_SLOTS_DIR=DIR            where the machine's E2E_JOBS e2e slots are claimed (default
+#                                /tmp/patroni-raft-exporter-e2e-slots-UID): every run of this
+#                                script on the machine shares them, so two runs side by side
+#                                run E2E_JOBS e2e scripts at once, not twice as many
 #   CI=release                   also `cargo publish --dry-run` (as for a tag on HEAD;
 #                                `make release-check` runs it alone)
 #
@@ -34,6 +38,7 @@ RUN_E2E=1
 E2E_MATRICES="${E2E_MATRICES:-3.3.8 4.1.5}"
 E2E_JOBS="${E2E_JOBS:-4}"
 ((EUID == 0)) || E2E_JOBS=1
+E2E_SLOTS_DIR="${E2E_SLOTS_DIR:-/tmp/patroni-raft-exporter-e2e-slots-$EUID}"
 LOGS="$E2E_WORK/test-sh"
 START=$SECONDS
 
@@ -81,20 +86,22 @@ is_release() { [[ ${CI:-} == release ]] || git describe --exact-match --tags HEA
 # ------------------------------------------------------------------ the runner
 S_NAME=() S_LANE=() S_CMD=() S_ID=() S_NEEDS=() S_NICE=()
 LANES=()
-declare -A LANE_NEEDS=() LANE_JOBS=() LANE_STAGGER=()
+declare -A LANE_NEEDS=() LANE_JOBS=() LANE_STAGGER=() LANE_SLOTS=()
 CUR_LANE=""
 
-# lane NAME [--jobs N] [--stagger S] [--needs ID,...]: the steps that follow go to lane NAME;
-# N at once, started at least S seconds apart
+# lane NAME [--jobs N] [--stagger S] [--slots DIR] [--needs ID,...]: the steps that follow go to
+# lane NAME; N at once, started at least S seconds apart; with DIR, each step also holds one of
+# the machine's N slots in DIR while it runs (claim_slot)
 lane() {
   CUR_LANE=$1
   shift
   LANES+=("$CUR_LANE")
-  LANE_JOBS[$CUR_LANE]=1 LANE_NEEDS[$CUR_LANE]="" LANE_STAGGER[$CUR_LANE]=0
+  LANE_JOBS[$CUR_LANE]=1 LANE_NEEDS[$CUR_LANE]="" LANE_STAGGER[$CUR_LANE]=0 LANE_SLOTS[$CUR_LANE]=""
   while (($#)); do
     case $1 in
       --jobs) LANE_JOBS[$CUR_LANE]=$2; shift 2 ;;
       --stagger) LANE_STAGGER[$CUR_LANE]=$2; shift 2 ;;
+      --slots) LANE_SLOTS[$CUR_LANE]=$2; shift 2 ;;
       --needs) LANE_NEEDS[$CUR_LANE]=$2; shift 2 ;;
       *) echo "lane: unknown option $1" >&2; exit 2 ;;
     esac
@@ -132,9 +139,36 @@ needs_state() {
   return "$state"
 }
 
-run_one() { # run_one I: step I, its output in $LOGS/I.log; "rc seconds start" in $LOGS/I.done
-  local t0=$SECONDS rc=0
+# claim_slot DIR N PID: one of the machine's N slots in DIR for process PID (its number on
+# stdout); rc 1 while all are held. A slot is a file naming its holder; one whose holder is gone
+# (a run killed) is free again. Under a lock, so two runs never take one slot.
+claim_slot() {
+  local dir=$1 n=$2 pid=$3
+  mkdir -p "$dir"
   (
+    flock 9
+    for ((k = 1; k <= n; k++)); do
+      holder=$(cat "$dir/slot-$k" 2>/dev/null || true)
+      if [[ -z $holder ]] || ! kill -0 "$holder" 2>/dev/null; then
+        echo "$pid" >"$dir/slot-$k"
+        echo "$k"
+        exit 0
+      fi
+    done
+    exit 1
+  ) 9>"$dir/lock"
+}
+
+run_one() { # run_one I: step I, its output in $LOGS/I.log; "rc seconds start" in $LOGS/I.done
+  local t0=$SECONDS rc=0 slots=${LANE_SLOTS[${S_LANE[$1]}]}
+  (
+    if [[ -n $slots ]]; then
+      me=$BASHPID   # this step's process (inside $(...) BASHPID would name the substitution's)
+      until slot=$(claim_slot "$slots" "${LANE_JOBS[${S_LANE[$1]}]}" "$me"); do sleep 1; done
+      # shellcheck disable=SC2064  # the slot's file, now
+      trap "rm -f '$slots/slot-$slot'" EXIT
+      ((SECONDS - t0 < 2)) || echo "waited $((SECONDS - t0))s for one of the machine's ${LANE_JOBS[${S_LANE[$1]}]} e2e slots (another run of the tests held them)"
+    fi
     ((S_NICE[$1] == 0)) || renice -n "${S_NICE[$1]}" -p "$BASHPID" >/dev/null
     eval "${S_CMD[$1]}"
   ) >"$LOGS/$1.log" 2>&1 </dev/null || rc=$?
@@ -285,7 +319,7 @@ if (( RUN_E2E )); then
   # it brings its clusters up meanwhile and waits for the build at `cluster up`.
   # Started 60 s apart: a script's first minute brings up its clusters (initdb, base backups,
   # Patroni's imports: the CPU-heavy part); several at once starve each other and the rest.
-  lane e2e --jobs "$E2E_JOBS" --stagger "${E2E_STAGGER:-60}" --needs deps,exporter
+  lane e2e --jobs "$E2E_JOBS" --stagger "${E2E_STAGGER:-60}" --slots "$E2E_SLOTS_DIR" --needs deps,exporter
   # partitions (nftables in a network namespace of its own per version, the versions in
   # parallel): quorum verdict, shipped alerts, two vantage points, 150 s healthy check, and the
   # split views of issue #19 (two primaries, one member's Raft cut off, a partner list that
