@@ -16,10 +16,11 @@ use futures::future::{join_all, BoxFuture};
 use futures::stream::FuturesUnordered;
 use futures::FutureExt;
 
-use super::placement::Placement;
-use super::ClusterPoller;
-use crate::config::{Collector, RaftSettings};
-use crate::patroni::{self, ClusterView, PatroniError};
+use super::deadline::Deadline;
+use super::members::MemberMemory;
+use super::placement::{Placement, MAX_MEMBERS};
+use crate::config::{ApiUrlPolicy, ClusterConfig, Collector, RaftSettings};
+use crate::patroni::{self, ClusterView, DynamicConfig, PatroniClient, PatroniError};
 use crate::raft::{self, QueryLimits, RaftKey, RaftStatus};
 use crate::snapshot::{Failure, RaftNodeSnapshot};
 
@@ -148,7 +149,7 @@ impl MemberLimits {
     }
 }
 
-/// What [`ClusterPoller::fetch_reader_documents`] read: `/history`, `/config`, `/failsafe`.
+/// What [`Requests::fetch_reader_documents`] read: `/history`, `/config`, `/failsafe`.
 pub(super) type ReaderDocuments = (
     Option<Result<Vec<patroni::HistoryEntry>, PatroniError>>,
     Option<Result<patroni::DynamicConfig, PatroniError>>,
@@ -204,19 +205,38 @@ pub(super) fn member_at(members: &[patroni::Member], base: &Url) -> Option<Strin
         .map(|m| m.name.clone())
 }
 
-impl ClusterPoller {
+/// What the requests of one poll are made with, borrowed from the poller for a round: the
+/// cluster's configuration, the clients, the hosts the policy allows, the poll's permits and
+/// per-member limits, and its deadline.
+pub(super) struct Requests<'a> {
+    pub(super) config: &'a ClusterConfig,
+    pub(super) client: &'a PatroniClient,
+    pub(super) raft: Option<&'a RaftQuery>,
+    pub(super) policy: &'a ApiUrlPolicy,
+    /// Bounds the requests of a poll in flight at once (`max_concurrency`).
+    pub(super) permits: &'a Arc<Semaphore>,
+    /// Bounds the requests of a poll in flight at once to one member.
+    pub(super) member_limits: &'a MemberLimits,
+    /// When the requests of the poll must have ended.
+    pub(super) deadline: Deadline,
+    /// Ask every member the rotating requests (`/config`, `/liveness`, `/readiness`): `status`.
+    pub(super) ask_everything: bool,
+}
+
+impl Requests<'_> {
     /// Every member's requests of this poll, at once: its own `/patroni`, its `/cluster` (but
     /// the `reader`'s, already read) and, for the member whose turn it is (`rotated`), a voter
-    /// found this poll, or every member in `status`, its `/config` and probes.
+    /// found this poll, or every member in `status`, its `/config` and probes; a member's
+    /// `/readiness` when its turn came round or its last answer is unknown (`members`).
     pub(super) async fn fetch_members(
         &self,
         everyone: &[&patroni::Member],
         placements: &[Placement],
-        reader: Option<&str>,
-        rotated: Option<&str>,
+        (reader, rotated): (Option<&str>, Option<&str>),
+        members: &MemberMemory,
     ) -> Vec<MemberAnswers> {
         let on = |collector| self.config.collectors.enabled(collector);
-        let readiness_turn = self.memory.members.readiness_turn(everyone.len());
+        let readiness_turn = members.readiness_turn(everyone.len());
         join_all(everyone.iter().zip(placements).map(|(member, place)| {
             let is_reader = reader == Some(member.name.as_str());
             let is_rotated = self.ask_everything
@@ -230,12 +250,7 @@ impl ClusterPoller {
                 readiness: probes
                     && (self.ask_everything
                         || readiness_turn
-                        || self
-                            .memory
-                            .members
-                            .probes_of(&member.name)
-                            .readiness
-                            .is_none()),
+                        || members.probes_of(&member.name).readiness.is_none()),
             };
             self.fetch_member(member, wants)
         }))
@@ -245,19 +260,16 @@ impl ClusterPoller {
     /// `/history`, `/config` and (only while failsafe mode is on: Patroni answers 502
     /// otherwise) `/failsafe` of the member that answered `/cluster` (`preferred`), each
     /// when its collector is on and, for the first two, when due ([`super::cadence`]); `None`
-    /// for a document not asked.
+    /// for a document not asked. `/failsafe` follows the cluster's `config` as last read.
     pub(super) async fn fetch_reader_documents(
         &self,
         preferred: Option<&Url>,
         due: ReaderDue,
+        config: Option<&DynamicConfig>,
     ) -> ReaderDocuments {
         let on = |collector| self.config.collectors.enabled(collector);
-        let failsafe_on = on(Collector::Failsafe)
-            && self
-                .memory
-                .cadence
-                .config()
-                .is_some_and(|config| config.failsafe_mode);
+        let failsafe_on =
+            on(Collector::Failsafe) && config.is_some_and(|config| config.failsafe_mode);
         tokio::join!(
             self.ask_preferred(preferred.filter(|_| due.history), |base| {
                 self.client.history(base)
@@ -407,14 +419,14 @@ impl ClusterPoller {
     /// dropped. The queries own what they use, so that round one's can still run while the
     /// poller learns from `/cluster`, and end in round two.
     pub(super) fn raft_queries(&self, targets: Vec<String>) -> RaftQueries {
-        let Some(query) = &self.raft else {
+        let Some(query) = self.raft else {
             return RaftQueries::new();
         };
         targets
             .into_iter()
             .map(|node| {
                 let (query, permits, deadline) =
-                    (query.clone(), Arc::clone(&self.permits), self.deadline);
+                    (query.clone(), Arc::clone(self.permits), self.deadline);
                 async move {
                     let _permit = permits.acquire().await;
                     let answer = match deadline.raft(query.status(&node)).await {
@@ -430,4 +442,35 @@ impl ClusterPoller {
             })
             .collect()
     }
+
+    /// `GET {base}/cluster`, refused when it names another cluster or too many members.
+    pub(super) async fn checked_cluster(&self, base: &Url) -> Result<ClusterView, PatroniError> {
+        self.client
+            .cluster(base)
+            .await
+            .and_then(|view| self.check_scope(view))
+            .and_then(check_member_count)
+    }
+
+    /// A `/cluster` that names another cluster is an error, never a silent mix of two clusters.
+    fn check_scope(&self, view: ClusterView) -> Result<ClusterView, PatroniError> {
+        match (&self.config.expected_scope, &view.scope) {
+            (Some(expected), Some(got)) if expected != got => Err(PatroniError::ScopeMismatch {
+                expected: expected.clone(),
+                got: got.clone(),
+            }),
+            _ => Ok(view),
+        }
+    }
+}
+
+/// A `/cluster` with more than [`MAX_MEMBERS`] members is refused.
+pub(super) fn check_member_count(view: ClusterView) -> Result<ClusterView, PatroniError> {
+    if view.members.len() > MAX_MEMBERS {
+        return Err(PatroniError::Decode(format!(
+            "/cluster lists {} members, more than {MAX_MEMBERS}",
+            view.members.len()
+        )));
+    }
+    Ok(view)
 }
