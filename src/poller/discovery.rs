@@ -180,7 +180,7 @@ pub(super) async fn ask_cluster(requests: &Requests<'_>, candidates: Vec<Url>) -
             () = tokio::time::sleep_until(next_start), if more => {
                 if let Some(url) = waiting.next() {
                     in_flight.push(async move {
-                        let answer = requests.deadline.rest(requests.checked_cluster(&url)).await;
+                        let answer = requests.candidate_cluster(&url).await;
                         (url, answer)
                     });
                 }

@@ -138,6 +138,14 @@ impl MemberMemory {
             .collect()
     }
 
+    /// The members a poll asks before `/cluster` answers: those of the last `/cluster`
+    /// answer and those still remembered after they left it.
+    pub(super) fn remembered(&self) -> impl Iterator<Item = &Member> {
+        self.listed
+            .iter()
+            .chain(self.departed.values().map(|departed| &departed.member))
+    }
+
     /// The hosts of the members of the last `/cluster` answer.
     pub(super) fn listed_hosts(&self) -> Vec<String> {
         self.listed.iter().filter_map(|m| m.host.clone()).collect()

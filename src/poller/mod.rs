@@ -3,9 +3,10 @@
 //! Why a task per cluster: every request is bounded by the cluster's timeout, but a cluster
 //! whose members all hang still takes that long; polling clusters independently keeps one
 //! dead cluster from delaying another. Within a poll, `/cluster` is asked first (it names
-//! the members and their hosts), then every member's `/patroni`, `/history` and every Raft
-//! node are asked concurrently, so a poll costs about two request round trips; and every
-//! request ends by the poll's deadline ([`deadline`]), so a poll never outlasts its interval.
+//! the members and their hosts), beside the own `/patroni` of the members the last poll
+//! knew; then the rest of every member's requests, `/history` and every Raft node are asked
+//! concurrently, so a poll costs about two request round trips; and every request ends by
+//! the poll's deadline ([`deadline`]), so a poll never outlasts its interval.
 //!
 //! Every member is also asked its own `/cluster` (its Raft replica's view), and members that
 //! left the view are still asked for a while ([`members`]): one member's `/cluster` cannot
@@ -278,13 +279,15 @@ impl ClusterPoller {
     /// One complete poll of the cluster, in two rounds of requests, ended by its deadline
     /// ([`deadline`]): a request still running then fails as a timeout.
     ///
-    /// Round one asks `/cluster` (its candidates hedged) and, at the same time, the Raft
-    /// nodes already known (the configured ones, else the configured REST hosts on the Raft
-    /// port, plus the member hosts and partners remembered from the last poll). What they name
-    /// is learned at once: the partners of an authenticated status become trusted hosts
-    /// ([`ApiUrlPolicy`]). Round two asks every member's `/patroni`, `/history`, and the Raft
-    /// nodes that round one named for the first time, while round one's Raft queries that are
-    /// still running end. So one `--patroni.url` and the Raft password find every member and
+    /// Round one asks `/cluster` (its candidates hedged) and, at the same time, the own
+    /// `/patroni` of the members remembered from the last poll (but the first candidate's,
+    /// one request at a time to a member) and the Raft nodes already known (the configured
+    /// ones, else the configured REST hosts on the Raft port, plus the member hosts and
+    /// partners remembered from the last poll). What they name is learned at once: the
+    /// partners of an authenticated status become trusted hosts ([`ApiUrlPolicy`]). Round
+    /// two asks every member's `/patroni` not started yet and the rest of its requests,
+    /// `/history`, and the Raft nodes that round one named for the first time, while round
+    /// one's requests that are still running end. So one `--patroni.url` and the Raft password find every member and
     /// every voter in the first poll, and a hung Raft node does not hold the members back.
     pub async fn poll_once(&mut self) -> ClusterSnapshot {
         let started = Instant::now();
@@ -296,6 +299,7 @@ impl ClusterPoller {
             .raft_targets_known(&self.memory.members.listed_hosts());
         let candidates = self.memory.discovery.candidates(&self.config.patroni_urls);
         let requests = self.requests();
+        let early = requests.start_statuses(self.memory.members.remembered(), candidates.first());
         let mut first_queries = requests.raft_queries(first_targets.clone());
         let (cluster_answer, mut raft_nodes) =
             round_one(&requests, candidates, &mut first_queries).await;
@@ -310,9 +314,8 @@ impl ClusterPoller {
             .as_ref()
             .map(|view| view.members.clone())
             .unwrap_or_default();
-        let polled_at = unix_now();
         let departed: Vec<(patroni::Member, f64)> = match &cluster {
-            Some(view) => self.memory.members.departed_after(view, polled_at),
+            Some(view) => self.memory.members.departed_after(view, unix_now()),
             None => Vec::new(),
         };
         let history_base = self.memory.discovery.preferred().cloned();
@@ -349,6 +352,7 @@ impl ClusterPoller {
             &placements,
             (reader.as_deref(), rotated),
             &self.memory.members,
+            early,
         );
         let mut raft_queries = requests.raft_queries(second_targets);
         raft_queries.extend(first_queries);

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use url::Url;
 
-use futures::future::{join_all, BoxFuture};
+use futures::future::{join_all, BoxFuture, RemoteHandle};
 use futures::stream::FuturesUnordered;
 use futures::FutureExt;
 
@@ -205,12 +205,20 @@ pub(super) fn member_at(members: &[patroni::Member], base: &Url) -> Option<Strin
         .map(|m| m.name.clone())
 }
 
+/// A member's own `/patroni`, started in round one.
+type OwnStatus = Result<patroni::OwnAnswer, PatroniError>;
+
+/// The remembered members' own `/patroni`, started in round one beside `/cluster` by their
+/// `api_url` ([`Requests::start_statuses`]): round two takes each answer, and drops (ends)
+/// those of members that `/cluster` no longer names there.
+pub(super) type EarlyStatuses = HashMap<Url, RemoteHandle<OwnStatus>>;
+
 /// What the requests of one poll are made with, borrowed from the poller for a round: the
 /// cluster's configuration, the clients, the hosts the policy allows, the poll's permits and
 /// per-member limits, and its deadline.
 pub(super) struct Requests<'a> {
     pub(super) config: &'a ClusterConfig,
-    pub(super) client: &'a PatroniClient,
+    pub(super) client: &'a Arc<PatroniClient>,
     pub(super) raft: Option<&'a RaftQuery>,
     pub(super) policy: &'a ApiUrlPolicy,
     /// Bounds the requests of a poll in flight at once (`max_concurrency`).
@@ -234,26 +242,45 @@ impl Requests<'_> {
         placements: &[Placement],
         (reader, rotated): (Option<&str>, Option<&str>),
         members: &MemberMemory,
+        mut early: EarlyStatuses,
     ) -> Vec<MemberAnswers> {
         let on = |collector| self.config.collectors.enabled(collector);
         let readiness_turn = members.readiness_turn(everyone.len());
-        join_all(everyone.iter().zip(placements).map(|(member, place)| {
-            let is_reader = reader == Some(member.name.as_str());
-            let is_rotated = self.ask_everything
-                || *place == Placement::FoundVoter
-                || rotated == Some(member.name.as_str());
-            let probes = is_rotated && on(Collector::Probes);
-            let wants = Wants {
-                cluster: !is_reader && on(Collector::Views),
-                config: is_rotated && !is_reader && on(Collector::Views) && on(Collector::Config),
-                probes,
-                readiness: probes
-                    && (self.ask_everything
-                        || readiness_turn
-                        || members.probes_of(&member.name).readiness.is_none()),
-            };
-            self.fetch_member(member, wants)
-        }))
+        let started: Vec<Option<RemoteHandle<OwnStatus>>> = everyone
+            .iter()
+            .map(|member| {
+                let api_url = member.api_url.as_ref().and_then(patroni::ApiUrl::url);
+                api_url.and_then(|url| early.remove(url))
+            })
+            .collect();
+        // The rest end here: `/cluster` no longer names a member at their URL.
+        drop(early);
+        join_all(
+            everyone
+                .iter()
+                .zip(placements)
+                .zip(started)
+                .map(|((member, place), own)| {
+                    let is_reader = reader == Some(member.name.as_str());
+                    let is_rotated = self.ask_everything
+                        || *place == Placement::FoundVoter
+                        || rotated == Some(member.name.as_str());
+                    let probes = is_rotated && on(Collector::Probes);
+                    let wants = Wants {
+                        cluster: !is_reader && on(Collector::Views),
+                        config: is_rotated
+                            && !is_reader
+                            && on(Collector::Views)
+                            && on(Collector::Config),
+                        probes,
+                        readiness: probes
+                            && (self.ask_everything
+                                || readiness_turn
+                                || members.probes_of(&member.name).readiness.is_none()),
+                    };
+                    self.fetch_member(member, wants, own)
+                }),
+        )
         .await
     }
 
@@ -297,24 +324,54 @@ impl Requests<'_> {
         Some(self.limited(&limit, request(base)).await)
     }
 
-    /// `request` under a permit of the member (`limit`), then one of the poll: in this order,
-    /// so that no poll permit is held while waiting for a member's. Ends by the poll's
-    /// deadline, the wait for the permits included.
+    /// `request` under the member's `limit` and a permit of the poll, by the deadline
+    /// ([`limited`]).
     async fn limited<T>(
         &self,
         limit: &Semaphore,
         request: impl std::future::Future<Output = Result<T, PatroniError>>,
     ) -> Result<T, PatroniError> {
-        self.deadline
-            .rest(async {
-                let _member_permit = limit.acquire().await;
-                let _permit = self.permits.acquire().await;
-                request.await
-            })
-            .await
+        limited(self.deadline, limit, self.permits, request).await
     }
 
-    /// Asks a member (listed or remembered) at its `api_url`: its own `/patroni` first, then,
+    /// Starts the own `/patroni` of each of the `remembered` members (listed or departed in
+    /// the last poll) whose `api_url` the policy allows, but the one at `reader` (the
+    /// first `/cluster` candidate, whose `/cluster` goes first): each runs on its own under
+    /// the member's limit and a permit of the poll, by the poll's deadline, so that round
+    /// two does not wait for `/cluster` to start them.
+    pub(super) fn start_statuses<'m>(
+        &self,
+        remembered: impl Iterator<Item = &'m patroni::Member>,
+        reader: Option<&Url>,
+    ) -> EarlyStatuses {
+        let reader = reader.map(patroni::base_of);
+        remembered
+            .filter_map(|member| {
+                let api_url = self.member_api_url(member).ok()?;
+                let base = patroni::base_of(&api_url);
+                if reader.as_ref() == Some(&base) {
+                    return None;
+                }
+                let limit = self.member_limits.of(&base);
+                let (client, permits, deadline) = (
+                    Arc::clone(self.client),
+                    Arc::clone(self.permits),
+                    self.deadline,
+                );
+                let url = api_url.clone();
+                let (request, answer) = async move {
+                    let request = client.member_status(&url);
+                    limited(deadline, &limit, &permits, request).await
+                }
+                .remote_handle();
+                tokio::spawn(request);
+                Some((api_url, answer))
+            })
+            .collect()
+    }
+
+    /// Asks a member (listed or remembered) at its `api_url`: its own `/patroni` first (or
+    /// takes the one `started` in round one: [`Requests::start_statuses`]), then,
     /// if it answered, what `wants` names of `/cluster`, `/config`, `/liveness` and
     /// `/readiness`, [`REQUESTS_PER_MEMBER_AT_ONCE`] at a time. A member that cannot be
     /// reached (connect failed, or timeout) is not asked the rest: each would wait for the same
@@ -324,6 +381,7 @@ impl Requests<'_> {
         &self,
         member: &patroni::Member,
         wants: Wants,
+        started: Option<RemoteHandle<OwnStatus>>,
     ) -> MemberAnswers {
         let api_url = match self.member_api_url(member) {
             Ok(url) => url,
@@ -338,9 +396,13 @@ impl Requests<'_> {
         };
         let base = patroni::base_of(&api_url);
         let limit = self.member_limits.of(&base);
-        let own = self
-            .limited(&limit, self.client.member_status(&api_url))
-            .await;
+        let own = match started {
+            Some(own) => own.await,
+            None => {
+                self.limited(&limit, self.client.member_status(&api_url))
+                    .await
+            }
+        };
         if let Err(unreachable @ (PatroniError::Connect(_) | PatroniError::Timeout(_))) = &own {
             let failure = Failure::from(unreachable);
             return MemberAnswers {
@@ -443,6 +505,19 @@ impl Requests<'_> {
             .collect()
     }
 
+    /// `GET {base}/cluster` as a `/cluster` candidate, by the poll's deadline and under the
+    /// member's limit (its own `/patroni` may have started: [`Requests::start_statuses`]),
+    /// but without a permit of the poll: it is the poll's first request.
+    pub(super) async fn candidate_cluster(&self, base: &Url) -> Result<ClusterView, PatroniError> {
+        let limit = self.member_limits.of(base);
+        self.deadline
+            .rest(async {
+                let _member_permit = limit.acquire().await;
+                self.checked_cluster(base).await
+            })
+            .await
+    }
+
     /// `GET {base}/cluster`, refused when it names another cluster or too many members.
     pub(super) async fn checked_cluster(&self, base: &Url) -> Result<ClusterView, PatroniError> {
         self.client
@@ -473,4 +548,22 @@ pub(super) fn check_member_count(view: ClusterView) -> Result<ClusterView, Patro
         )));
     }
     Ok(view)
+}
+
+/// `request` under a permit of the member (`limit`), then one of the poll (`permits`): in
+/// this order, so that no poll permit is held while waiting for a member's. Ends by the
+/// poll's `deadline`, the wait for the permits included.
+async fn limited<T>(
+    deadline: Deadline,
+    limit: &Semaphore,
+    permits: &Semaphore,
+    request: impl std::future::Future<Output = Result<T, PatroniError>>,
+) -> Result<T, PatroniError> {
+    deadline
+        .rest(async {
+            let _member_permit = limit.acquire().await;
+            let _permit = permits.acquire().await;
+            request.await
+        })
+        .await
 }
