@@ -72,7 +72,7 @@ pub(super) struct Recorder<'a> {
 impl Recorder<'_> {
     /// Counts and logs the outcome of a request that may not have been made (`None`);
     /// returns the document when it was read.
-    pub(super) fn settle<T>(
+    fn settle<T>(
         &mut self,
         source: Source,
         target: &str,
@@ -90,7 +90,7 @@ impl Recorder<'_> {
     /// which keeps it as the cluster's, and counted when it changed. A change forgets the
     /// other members' copies (an old copy is no evidence of a split); the reader's own
     /// copy is the cadence's from now on, so the rotation's older one is dropped.
-    pub(super) fn reader_config(
+    fn reader_config(
         &mut self,
         answer: Option<Result<DynamicConfig, PatroniError>>,
         reader: Option<&str>,

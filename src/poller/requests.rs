@@ -235,7 +235,8 @@ impl Requests<'_> {
     /// Every member's requests of this poll, at once: its own `/patroni`, its `/cluster` (but
     /// the `reader`'s, already read) and, for the member whose turn it is (`rotated`), a voter
     /// found this poll, or every member in `status`, its `/config` and probes; a member's
-    /// `/readiness` when its turn came round or its last answer is unknown (`members`).
+    /// `/readiness` when its turn came round or its last answer is unknown (`members`). A
+    /// member's own `/patroni` started in round one (`early`) is taken, not asked again.
     pub(super) async fn fetch_members(
         &self,
         everyone: &[&patroni::Member],
