@@ -40,6 +40,9 @@ pub(super) struct Cadence {
     config_suspect: bool,
     /// The reader's `/config` as last read: the cluster's dynamic configuration.
     config: Option<DynamicConfig>,
+    /// The member it was read from (`None`: a URL that no member's `api_url` names): that
+    /// member's own copy too ([`Cadence::config_read_from`]).
+    config_reader: Option<String>,
 }
 
 impl Cadence {
@@ -129,12 +132,21 @@ impl Cadence {
         self.config_suspect = true;
     }
 
-    /// Keeps the reader's `/config` read in this poll; true when it differs from the one
-    /// read before (the first read is no change).
-    pub(super) fn keep_config(&mut self, config: DynamicConfig) -> bool {
+    /// Keeps the `/config` read in this poll from the member named `reader`; true when it
+    /// differs from the one read before (the first read is no change).
+    pub(super) fn keep_config(&mut self, config: DynamicConfig, reader: Option<&str>) -> bool {
         let changed = self.config.as_ref().is_some_and(|known| *known != config);
         self.config = Some(config);
+        self.config_reader = reader.map(str::to_owned);
         changed
+    }
+
+    /// The cluster's dynamic configuration when it was last read from `member`: that
+    /// member's own copy.
+    pub(super) fn config_read_from(&self, member: &str) -> Option<&DynamicConfig> {
+        self.config
+            .as_ref()
+            .filter(|_| self.config_reader.as_deref() == Some(member))
     }
 
     /// The cluster's dynamic configuration: the reader's `/config` as last read.
@@ -232,5 +244,27 @@ mod tests {
         assert!(cadence.config_due());
         cadence.config_read(Some(true));
         assert!(!cadence.config_due());
+    }
+
+    #[test]
+    fn the_clusters_config_is_a_members_own_copy_only_while_read_from_it() {
+        let mut cadence = Cadence::default();
+        let config = DynamicConfig::default();
+        assert!(
+            !cadence.keep_config(config.clone(), Some("a")),
+            "the first read is no change"
+        );
+        assert_eq!(cadence.config_read_from("a"), Some(&config));
+        assert_eq!(cadence.config_read_from("b"), None);
+        let changed = DynamicConfig {
+            ttl_seconds: config.ttl_seconds + 1,
+            ..config
+        };
+        assert!(cadence.keep_config(changed.clone(), Some("b")));
+        assert_eq!(cadence.config(), Some(&changed));
+        assert_eq!(cadence.config_read_from("a"), None);
+        assert_eq!(cadence.config_read_from("b"), Some(&changed));
+        assert!(!cadence.keep_config(changed, None));
+        assert_eq!(cadence.config_read_from("b"), None);
     }
 }

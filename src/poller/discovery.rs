@@ -8,17 +8,19 @@
 //! [`ApiUrlPolicy`]: crate::config::ApiUrlPolicy
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 use url::Url;
 
-use super::members::DcsTiming;
 use super::placement::MAX_MEMBERS;
-use super::ClusterPoller;
+use super::requests::Requests;
+use super::tally::Tally;
+use super::voters::VoterMemory;
 use crate::address::Host;
-use crate::config::{ApiUrlPolicy, RaftSettings};
-use crate::patroni::{self, ClusterView, PatroniError};
+use crate::config::{ApiUrlPolicy, ClusterConfig, RaftSettings};
+use crate::patroni::{self, ClusterView};
 use crate::snapshot::{self, Failure, RaftNodeSnapshot, Source};
 
 /// `/cluster` candidates are asked a timeout's this fraction apart while none answered.
@@ -44,16 +46,6 @@ pub(super) fn without_aliases(mut raft_nodes: Vec<RaftNodeSnapshot>) -> Vec<Raft
     });
     raft_nodes.sort_by(|a, b| a.node.cmp(&b.node));
     raft_nodes
-}
-/// A `/cluster` with more than [`MAX_MEMBERS`] members is refused.
-pub(super) fn check_member_count(view: ClusterView) -> Result<ClusterView, PatroniError> {
-    if view.members.len() > MAX_MEMBERS {
-        return Err(PatroniError::Decode(format!(
-            "/cluster lists {} members, more than {MAX_MEMBERS}",
-            view.members.len()
-        )));
-    }
-    Ok(view)
 }
 /// `host:port`, with brackets for IPv6 literals.
 pub(super) fn join_host_port(host: &str, port: u16) -> String {
@@ -118,104 +110,123 @@ impl Discovery {
             .collect();
     }
 
-    /// The scope `/cluster` named last.
-    pub(super) fn scope(&self) -> Option<&str> {
-        self.scope.as_deref()
+    /// The `scope` label: what Patroni said last, else what was `config`ured, else the
+    /// first URL.
+    pub(super) fn scope_label(&self, config: &ClusterConfig) -> String {
+        self.scope
+            .as_deref()
+            .map_or_else(|| config.name(), str::to_owned)
     }
-}
 
-impl ClusterPoller {
-    /// Asks `/cluster` of the URLs (the last one that answered first), hedged: the next
-    /// candidate is asked when the ones in flight have not answered within a
-    /// [`HEDGE_SPLIT`]th of the timeout, or at once when one failed; the first good answer
-    /// wins and the others are dropped. So hung candidates cost a stagger each rather than a
-    /// timeout each. Takes `&self` so that it runs alongside the first Raft queries; what it
-    /// learned is recorded by [`settle_cluster`](Self::settle_cluster).
-    pub(super) async fn fetch_cluster_answer(&self) -> ClusterAnswer {
-        let candidates = self.memory.discovery.candidates(&self.config.patroni_urls);
-        let stagger = self.config.poll.timeout / HEDGE_SPLIT;
-        let mut waiting = candidates.into_iter();
-        let mut in_flight = FuturesUnordered::new();
-        let mut next_start = Instant::now();
-        let mut attempts = Vec::new();
-        loop {
-            let more = waiting.len() > 0;
-            tokio::select! {
-                Some((url, answer)) = in_flight.next() => match answer {
-                    Ok(view) => {
-                        return ClusterAnswer {
-                            attempts,
-                            answered: Some((url, view)),
-                        }
-                    }
-                    Err(error) => {
-                        attempts.push((url, Failure::from(&error)));
-                        next_start = Instant::now();
-                    }
-                },
-                () = tokio::time::sleep_until(next_start), if more => {
-                    if let Some(url) = waiting.next() {
-                        in_flight.push(async move {
-                            let answer = self.deadline.rest(self.checked_cluster(&url)).await;
-                            (url, answer)
-                        });
-                    }
-                    next_start = Instant::now() + stagger;
-                },
-                else => break,
-            }
-        }
-        ClusterAnswer {
-            attempts,
-            answered: None,
-        }
-    }
-    /// Logs and counts the failed `/cluster` attempts and remembers who answered.
-    pub(super) fn settle_cluster(
+    /// Logs and counts (under the `scope` label) the failed `/cluster` attempts, and remembers
+    /// who answered.
+    pub(super) fn settle(
         &mut self,
         answer: ClusterAnswer,
+        tally: &mut Tally,
+        scope: &str,
     ) -> (Option<ClusterView>, Option<Failure>) {
         let mut last_failure = None;
         for (url, failure) in answer.attempts {
-            self.note(Source::Cluster, &format!("cluster {url}"), Some(&failure));
+            tally.note(
+                scope,
+                Source::Cluster,
+                &format!("cluster {url}"),
+                Some(&failure),
+            );
             last_failure = Some(failure);
         }
         match answer.answered {
             Some((url, view)) => {
-                self.note(Source::Cluster, &format!("cluster {url}"), None);
-                self.memory.discovery.answered(Some(url));
+                tally.note(scope, Source::Cluster, &format!("cluster {url}"), None);
+                self.answered(Some(url));
                 (Some(view), None)
             }
             None => {
-                self.memory.discovery.answered(None);
+                self.answered(None);
                 (None, last_failure)
             }
         }
     }
-    /// `GET {base}/cluster`, refused when it names another cluster or too many members.
-    pub(super) async fn checked_cluster(&self, base: &Url) -> Result<ClusterView, PatroniError> {
-        self.client
-            .cluster(base)
-            .await
-            .and_then(|view| self.check_scope(view))
-            .and_then(check_member_count)
-    }
+}
 
-    /// A `/cluster` that names another cluster is an error, never a silent mix of two clusters.
-    pub(super) fn check_scope(&self, view: ClusterView) -> Result<ClusterView, PatroniError> {
-        match (&self.config.expected_scope, &view.scope) {
-            (Some(expected), Some(got)) if expected != got => Err(PatroniError::ScopeMismatch {
-                expected: expected.clone(),
-                got: got.clone(),
-            }),
-            _ => Ok(view),
+/// Asks `/cluster` of the `candidates` ([`Discovery::candidates`]), hedged: the next
+/// candidate is asked when the ones in flight have not answered within a [`HEDGE_SPLIT`]th
+/// of the timeout, or at once when one failed; the first good answer wins and the others
+/// are dropped. So hung candidates cost a stagger each rather than a timeout each. It only
+/// borrows, so that it runs alongside the first Raft queries; what it learned is recorded
+/// by [`Discovery::settle`].
+pub(super) async fn ask_cluster(requests: &Requests<'_>, candidates: Vec<Url>) -> ClusterAnswer {
+    let stagger = requests.config.poll.timeout / HEDGE_SPLIT;
+    let mut waiting = candidates.into_iter();
+    let mut in_flight = FuturesUnordered::new();
+    let mut next_start = Instant::now();
+    let mut attempts = Vec::new();
+    loop {
+        let more = waiting.len() > 0;
+        tokio::select! {
+            Some((url, answer)) = in_flight.next() => match answer {
+                Ok(view) => {
+                    return ClusterAnswer {
+                        attempts,
+                        answered: Some((url, view)),
+                    }
+                }
+                Err(error) => {
+                    attempts.push((url, Failure::from(&error)));
+                    next_start = Instant::now();
+                }
+            },
+            () = tokio::time::sleep_until(next_start), if more => {
+                if let Some(url) = waiting.next() {
+                    in_flight.push(async move {
+                        let answer = requests.candidate_cluster(&url).await;
+                        (url, answer)
+                    });
+                }
+                next_start = Instant::now() + stagger;
+            },
+            else => break,
         }
     }
+    ClusterAnswer {
+        attempts,
+        answered: None,
+    }
+}
+
+/// Learns the voters the answering nodes name: they are queried from now on, and their
+/// hosts join the `policy` (trusted when the statuses were decrypted with the password of
+/// `raft`). Kept when no node answered, so that a cluster that comes back is found through
+/// them.
+pub(super) fn learn_raft(
+    voters: &mut VoterMemory,
+    policy: &mut ApiUrlPolicy,
+    raft: Option<&RaftSettings>,
+    raft_nodes: &[RaftNodeSnapshot],
+) {
+    let Some(named) = voters.learn_named(raft_nodes) else {
+        return;
+    };
+    let authenticated = raft.is_some_and(RaftSettings::authenticated);
+    policy.learn_raft_hosts(named.iter().map(String::as_str), authenticated);
+}
+
+/// Where a poll looks for Raft nodes, and for voters that no member listed: read from the
+/// configuration, the hosts the policy trusts and the voters remembered.
+pub(super) struct Targets<'a> {
+    pub(super) config: &'a ClusterConfig,
+    pub(super) policy: &'a ApiUrlPolicy,
+    pub(super) voters: &'a VoterMemory,
+}
+
+impl Targets<'_> {
     /// The Raft nodes known before this poll's answers: the configured ones (then only
     /// those: the operator's list is the word); else the hosts of the configured REST URLs
     /// and the member hosts of the last `/cluster` on the Raft port, plus every voter the
-    /// answers of the last poll named (which finds voters whose REST API is down).
-    pub(super) fn raft_targets_known(&self) -> Vec<String> {
+    /// answers of the last poll named (which finds voters whose REST API is down);
+    /// `listed_hosts` are the member hosts of the last `/cluster`.
+    pub(super) fn raft_targets_known(&self, listed_hosts: &[String]) -> Vec<String> {
         let Some(settings) = &self.config.raft else {
             return Vec::new();
         };
@@ -225,8 +236,8 @@ impl ClusterPoller {
         let mut nodes: BTreeSet<String> = BTreeSet::new();
         let configured = self.config.patroni_urls.iter().filter_map(Url::host_str);
         nodes.extend(configured.map(|host| join_host_port(host, settings.port)));
-        nodes.extend(self.member_raft_nodes(&self.memory.members.listed_hosts()));
-        nodes.extend(self.memory.voters.named().cloned());
+        nodes.extend(self.member_raft_nodes(listed_hosts));
+        nodes.extend(self.voters.named().cloned());
         // Bounded: a hostile reply must not fan out into thousands of connections.
         nodes.into_iter().take(MAX_MEMBERS).collect()
     }
@@ -239,7 +250,7 @@ impl ClusterPoller {
         if !settings.nodes.is_empty() {
             return Vec::new();
         }
-        let mut nodes: BTreeSet<String> = self.memory.voters.named().cloned().collect();
+        let mut nodes: BTreeSet<String> = self.voters.named().cloned().collect();
         if let Some(view) = cluster {
             let hosts: Vec<String> = view.members.iter().filter_map(|m| m.host.clone()).collect();
             nodes.extend(self.member_raft_nodes(&hosts));
@@ -283,48 +294,34 @@ impl ClusterPoller {
             .map(|host| join_host_port(host, settings.port))
             .collect()
     }
-    /// Learns the voters the answering nodes name: they are queried from now on, and their
-    /// hosts join the policy (trusted when the statuses were decrypted with the password).
-    /// Kept when no node answered, so that a cluster that comes back is found through them.
-    pub(super) fn learn_raft(&mut self, raft_nodes: &[RaftNodeSnapshot]) {
-        let Some(named) = self.memory.voters.learn_named(raft_nodes) else {
-            return;
-        };
-        let authenticated = self
-            .config
-            .raft
-            .as_ref()
-            .is_some_and(RaftSettings::authenticated);
-        self.policy
-            .learn_raft_hosts(named.iter().map(String::as_str), authenticated);
-    }
     /// The voters whose host no member in `known` (listed or remembered) has, as members to
-    /// ask at the scheme and port of the URL that answered `/cluster`; named
+    /// ask at the scheme and port of the URL that answered `/cluster` (`preferred`); named
     /// `voter <host>` until their own `/patroni` names them.
     ///
     /// Why: a member whose HA loop stalls leaves `/cluster` (nothing renews its key) while
     /// its Raft node still votes and its REST API still answers; an exporter that starts
     /// then, or `status`, which polls once, finds it only this way. Only voters from an
     /// authenticated Raft status are asked (their hosts are then trusted: [`ApiUrlPolicy`]);
-    /// one whose REST API did not answer rests for a `ttl` ([`VoterMemory`]).
-    ///
-    /// [`ApiUrlPolicy`]: crate::config::ApiUrlPolicy
-    /// [`VoterMemory`]: super::voters::VoterMemory
-    pub(super) fn unlisted_voters(&self, known: &[&patroni::Member]) -> Vec<patroni::Member> {
+    /// one whose REST API did not answer rests for the cluster's `ttl` ([`VoterMemory`]).
+    pub(super) fn unlisted_voters(
+        &self,
+        known: &[&patroni::Member],
+        preferred: Option<&Url>,
+        ttl: Duration,
+    ) -> Vec<patroni::Member> {
         let authenticated = self
             .config
             .raft
             .as_ref()
             .is_some_and(RaftSettings::authenticated);
-        let Some(base) = self.memory.discovery.preferred().filter(|_| authenticated) else {
+        let Some(base) = preferred.filter(|_| authenticated) else {
             return Vec::new();
         };
         let known_hosts: BTreeSet<Host> = known
             .iter()
             .flat_map(|member| snapshot::member_hosts(member))
             .collect();
-        let ttl = DcsTiming::of(self.memory.cadence.config()).ttl;
-        let voter_hosts = self.memory.voters.unlisted_hosts(&known_hosts, ttl);
+        let voter_hosts = self.voters.unlisted_hosts(&known_hosts, ttl);
         voter_hosts
             .into_iter()
             .take(MAX_MEMBERS.saturating_sub(known.len()))

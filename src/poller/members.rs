@@ -138,6 +138,14 @@ impl MemberMemory {
             .collect()
     }
 
+    /// The members a poll asks before `/cluster` answers: those of the last `/cluster`
+    /// answer and those still remembered after they left it.
+    pub(super) fn remembered(&self) -> impl Iterator<Item = &Member> {
+        self.listed
+            .iter()
+            .chain(self.departed.values().map(|departed| &departed.member))
+    }
+
     /// The hosts of the members of the last `/cluster` answer.
     pub(super) fn listed_hosts(&self) -> Vec<String> {
         self.listed.iter().filter_map(|m| m.host.clone()).collect()
@@ -188,16 +196,25 @@ impl MemberMemory {
         (self.rotation / members.max(1)) % READINESS_EVERY_TURNS == 0
     }
 
-    /// Records `member`'s `/config`. When the reader's configuration changed, the others'
-    /// are forgotten until read again: an old copy is no evidence of a split.
-    pub(super) fn record_config(&mut self, member: &str, config: DynamicConfig, reader: bool) {
-        let known = self.rotated.get(member).and_then(|r| r.config.as_ref());
-        if reader && known.is_some_and(|known| *known != config) {
-            for other in self.rotated.values_mut() {
-                other.config = None;
-            }
-        }
+    /// Records `member`'s own `/config`, asked in turn.
+    pub(super) fn record_config(&mut self, member: &str, config: DynamicConfig) {
         self.rotated.entry(member.to_owned()).or_default().config = Some(config);
+    }
+
+    /// Forgets every member's `/config` until read again: the cluster's changed, and an old
+    /// copy is no evidence of a split.
+    pub(super) fn forget_configs(&mut self) {
+        for member in self.rotated.values_mut() {
+            member.config = None;
+        }
+    }
+
+    /// Forgets `member`'s `/config` asked in turn: a newer one was read from it as the
+    /// reader, and that one the cadence keeps ([`super::cadence`]).
+    pub(super) fn forget_config(&mut self, member: &str) {
+        if let Some(rotated) = self.rotated.get_mut(member) {
+            rotated.config = None;
+        }
     }
 
     /// Records what `member`'s health endpoints answered (`None`: no answer, kept as unknown).
@@ -418,14 +435,14 @@ mod tests {
         assert_eq!(memory.probes_of("b").liveness, Some(false));
         assert_eq!(memory.probes_of("c"), Probes::default());
         let config = DynamicConfig::default();
-        memory.record_config("a", config.clone(), true);
-        memory.record_config("b", config.clone(), false);
-        let changed = DynamicConfig {
-            ttl_seconds: config.ttl_seconds + 1,
-            ..config
-        };
-        memory.record_config("a", changed.clone(), true);
-        assert_eq!(memory.config_of("a"), Some(&changed));
+        memory.record_config("a", config.clone());
+        memory.record_config("b", config.clone());
+        memory.forget_config("a");
+        assert_eq!(memory.config_of("a"), None);
+        assert_eq!(memory.config_of("b"), Some(&config));
+        memory.record_config("a", config.clone());
+        memory.forget_configs();
+        assert_eq!(memory.config_of("a"), None);
         assert_eq!(memory.config_of("b"), None);
     }
 }

@@ -3,24 +3,32 @@
 //! Why a task per cluster: every request is bounded by the cluster's timeout, but a cluster
 //! whose members all hang still takes that long; polling clusters independently keeps one
 //! dead cluster from delaying another. Within a poll, `/cluster` is asked first (it names
-//! the members and their hosts), then every member's `/patroni`, `/history` and every Raft
-//! node are asked concurrently, so a poll costs about two request round trips; and every
-//! request ends by the poll's deadline ([`deadline`]), so a poll never outlasts its interval.
+//! the members and their hosts), beside the own `/patroni` of the members the last poll
+//! knew; then the rest of every member's requests, `/history` and every Raft node are asked
+//! concurrently, so a poll costs about two request round trips; and every request ends by
+//! the poll's deadline ([`deadline`]), so a poll never outlasts its interval.
 //!
 //! Every member is also asked its own `/cluster` (its Raft replica's view), and members that
 //! left the view are still asked for a while ([`members`]): one member's `/cluster` cannot
 //! show an isolated primary or a replica that diverged.
 //!
-//! The poller is also the only place with memory across polls, each fact kept by the part
-//! that learns it: the URLs learned from `api_url`s and the last scope ([`discovery`]), the
-//! member hosts and the members that left the view ([`members`]), the voters named and
-//! counted (so Raft nodes are still queried and judged when no node answers: [`voters`]),
-//! the cluster's `/config` and last `/history` ([`cadence`]), and the counters of leader
-//! changes and quorum losses ([`changes`]). Discovery is in [`discovery`], the requests in
-//! [`requests`], when the reader's `/history` and `/config` are due in [`cadence`], the start
-//! gate and the polls' phases in [`start`]; every judgement is made in [`crate::snapshot`].
+//! The poller is also the only place with memory across polls, each fact kept once, by the
+//! part that learns it: the URLs learned from `api_url`s and the last scope ([`discovery`]),
+//! the member hosts, the members that left the view and each member's own `/config` and
+//! probes ([`members`]), the voters named and counted (so Raft nodes are still queried and
+//! judged when no node answers: [`voters`]), the cluster's `/config` (the reader's) and last
+//! `/history` ([`cadence`]), the counters of leader changes and quorum losses ([`changes`]),
+//! and the counters and last error of each target ([`tally`]).
+//!
+//! [`ClusterPoller::poll_once`] only orchestrates; each part works on borrows of the owners
+//! it needs, so no part reaches into the poller: discovery ([`discovery`]: who answers
+//! `/cluster`, which Raft nodes and voters to ask), the requests ([`requests`]: a
+//! [`requests::Requests`] holds the clients, the poll's deadline, permits and limits), the
+//! recording ([`record`]: a [`record::Recorder`] borrows the memories it writes to), when the
+//! reader's `/history` and `/config` are due ([`cadence`]), the start gate and the polls'
+//! phases ([`start`]); every judgement is made in [`crate::snapshot`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -29,10 +37,8 @@ use tokio::sync::{watch, Semaphore};
 use tokio::time::MissedTickBehavior;
 
 use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
-use crate::patroni::{self, ClientPool, PatroniClient, PatroniError};
-use crate::snapshot::{
-    ClusterSnapshot, Counters, DcsView, Encoding, Failure, Publisher, RaftNodeSnapshot, Source,
-};
+use crate::patroni::{self, ClientPool, PatroniClient};
+use crate::snapshot::{ClusterSnapshot, DcsView, Encoding, Publisher, RaftNodeSnapshot};
 
 mod cadence;
 mod changes;
@@ -43,18 +49,20 @@ mod placement;
 mod record;
 mod requests;
 pub mod start;
+mod tally;
 mod voters;
 use cadence::Cadence;
 use changes::ChangeMemory;
 use deadline::Deadline;
-use discovery::Discovery;
-use members::{unix_now, MemberMemory};
+use discovery::{learn_raft, Discovery, Targets};
+use members::{unix_now, DcsTiming, MemberMemory};
 use placement::Placement;
 pub use placement::MAX_MEMBERS;
-use record::{MemberContext, PollRecord};
-use requests::{member_at, raft_query, MemberLimits, RaftQueries, RaftQuery};
+use record::{MemberContext, PollRecord, Recorder};
+use requests::{member_at, raft_query, MemberLimits, RaftQueries, RaftQuery, Requests};
 pub use start::StartGate;
 use start::{intervals_skipped, phase, Entry};
+use tally::Tally;
 use voters::VoterMemory;
 
 /// What carries over from one poll to the next.
@@ -70,9 +78,8 @@ struct PollMemory {
     cadence: Cadence,
     /// Members across polls: who left the view (still asked), each member's `/config`.
     members: MemberMemory,
-    counters: Counters,
-    /// The last error kind per target, to log changes rather than every failure.
-    failing: BTreeMap<String, crate::error_kind::ErrorKind>,
+    /// The counters, and the last error of each target (to log changes, not every failure).
+    tally: Tally,
 }
 
 /// The poller of one cluster.
@@ -184,7 +191,7 @@ impl ClusterPoller {
             poller.memory = std::mem::take(&mut self.memory);
             poller.policy = std::mem::take(&mut self.policy);
         } else {
-            poller.memory.counters = self.memory.counters.clone();
+            poller.memory.tally.counters = self.memory.tally.counters.clone();
         }
         poller.start_gate = self.start_gate.clone();
         Ok(poller)
@@ -239,7 +246,7 @@ impl ClusterPoller {
                     // Counted when the next poll starts, into its snapshot: only then is it
                     // known which deadlines the ticker skipped.
                     if let Some(last) = last_tick.replace(tick) {
-                        self.memory.counters.polls_skipped +=
+                        self.memory.tally.counters.polls_skipped +=
                             intervals_skipped(last, tick, interval);
                     }
                     // Boxed: a poll's future is large (every request of a poll, joined), and
@@ -272,35 +279,49 @@ impl ClusterPoller {
     /// One complete poll of the cluster, in two rounds of requests, ended by its deadline
     /// ([`deadline`]): a request still running then fails as a timeout.
     ///
-    /// Round one asks `/cluster` (its candidates hedged) and, at the same time, the Raft
-    /// nodes already known (the configured ones, else the configured REST hosts on the Raft
-    /// port, plus the member hosts and partners remembered from the last poll). What they name
-    /// is learned at once: the partners of an authenticated status become trusted hosts
-    /// ([`ApiUrlPolicy`]). Round two asks every member's `/patroni`, `/history`, and the Raft
-    /// nodes that round one named for the first time, while round one's Raft queries that are
-    /// still running end. So one `--patroni.url` and the Raft password find every member and
+    /// Round one asks `/cluster` (its candidates hedged) and, at the same time, the own
+    /// `/patroni` of the members remembered from the last poll (but the first candidate's,
+    /// one request at a time to a member) and the Raft nodes already known (the configured
+    /// ones, else the configured REST hosts on the Raft port, plus the member hosts and
+    /// partners remembered from the last poll). What they name is learned at once: the
+    /// partners of an authenticated status become trusted hosts ([`ApiUrlPolicy`]). Round
+    /// two asks every member's `/patroni` not started yet and the rest of its requests,
+    /// `/history`, and the Raft nodes that round one named for the first time, while round
+    /// one's requests that are still running end. So one `--patroni.url` and the Raft password find every member and
     /// every voter in the first poll, and a hung Raft node does not hold the members back.
     pub async fn poll_once(&mut self) -> ClusterSnapshot {
         let started = Instant::now();
         self.member_limits.clear();
         self.deadline = Deadline::of_poll(self.budget);
-        let first_targets = self.raft_targets_known();
-        let mut first_queries = self.raft_queries(first_targets.clone());
-        let (cluster_answer, mut raft_nodes) = self.round_one(&mut first_queries).await;
-        let (cluster, cluster_failure) = self.settle_cluster(cluster_answer);
-        self.learn_raft(&raft_nodes);
+        let scope = self.memory.discovery.scope_label(&self.config);
+        let first_targets = self
+            .targets()
+            .raft_targets_known(&self.memory.members.listed_hosts());
+        let candidates = self.memory.discovery.candidates(&self.config.patroni_urls);
+        let requests = self.requests();
+        let early = requests.start_statuses(self.memory.members.remembered(), candidates.first());
+        let mut first_queries = requests.raft_queries(first_targets.clone());
+        let (cluster_answer, mut raft_nodes) =
+            round_one(&requests, candidates, &mut first_queries).await;
+        let (cluster, cluster_failure) =
+            self.memory
+                .discovery
+                .settle(cluster_answer, &mut self.memory.tally, &scope);
+        let raft = self.config.raft.as_ref();
+        learn_raft(&mut self.memory.voters, &mut self.policy, raft, &raft_nodes);
 
         let listed = cluster
             .as_ref()
             .map(|view| view.members.clone())
             .unwrap_or_default();
-        let polled_at = unix_now();
         let departed: Vec<(patroni::Member, f64)> = match &cluster {
-            Some(view) => self.memory.members.departed_after(view, polled_at),
+            Some(view) => self.memory.members.departed_after(view, unix_now()),
             None => Vec::new(),
         };
         let history_base = self.memory.discovery.preferred().cloned();
-        let second_targets = self.raft_targets_new(cluster.as_ref(), &first_targets);
+        let second_targets = self
+            .targets()
+            .raft_targets_new(cluster.as_ref(), &first_targets);
 
         // The member whose `/cluster` the exporter read: its view is not asked again.
         let reader = cluster
@@ -311,15 +332,11 @@ impl ClusterPoller {
             .iter()
             .chain(departed.iter().map(|(m, _)| m))
             .collect();
-        let found = match &cluster {
-            Some(_) => self.unlisted_voters(&known),
-            None => Vec::new(),
-        };
+        let found = self.found_voters(cluster.as_ref(), &known, history_base.as_ref());
         let names: Vec<&str> = known.iter().map(|m| m.name.as_str()).collect();
         let rotated = self.memory.members.next_rotated(&names);
         let placements = Placement::of_poll(listed.len(), &departed, found.len());
         let everyone: Vec<&patroni::Member> = known.into_iter().chain(&found).collect();
-        let member_answers = self.fetch_members(&everyone, &placements, reader.as_deref(), rotated);
         // `/history` and `/config` from the member that answered `/cluster`, if one did and
         // they are due.
         let preferred = cluster.as_ref().and(history_base.as_ref());
@@ -329,21 +346,26 @@ impl ClusterPoller {
             (on(Collector::History), on(Collector::Config)),
             self.ask_everything,
         );
-        let mut raft_queries = self.raft_queries(second_targets);
+        let requests = self.requests();
+        let member_answers = requests.fetch_members(
+            &everyone,
+            &placements,
+            (reader.as_deref(), rotated),
+            &self.memory.members,
+            early,
+        );
+        let mut raft_queries = requests.raft_queries(second_targets);
         raft_queries.extend(first_queries);
-        let (member_answers, (history, dynamic_config, failsafe), later_nodes) = tokio::join!(
+        let (member_answers, reader_documents, later_nodes) = tokio::join!(
             member_answers,
-            self.fetch_reader_documents(preferred, due),
+            requests.fetch_reader_documents(preferred, due, self.memory.cadence.config()),
             raft_queries.collect::<Vec<_>>()
         );
 
-        // The reader's documents first: a change of its configuration forgets the other
-        // members' copies, and a copy read in this poll (below) must survive it.
-        let read = (preferred.is_some() && due.history)
-            .then(|| self.settle(Source::History, "history", history));
-        let history = preferred.and_then(|_| self.memory.cadence.history_of_poll(read, timeline));
-        let failsafe_members = self.settle(Source::Failsafe, "failsafe", failsafe);
-        self.settle_dynamic_config(dynamic_config, reader.as_deref());
+        let has_reader = preferred.is_some();
+        let mut recorder = self.recorder(&scope);
+        let (history, failsafe_members) =
+            recorder.reader_documents(reader_documents, has_reader, reader.as_deref(), timeline);
         let read_view = cluster.as_ref().map(DcsView::of);
         let known_names: BTreeSet<String> = names.iter().map(|&n| n.to_owned()).collect();
         let context = MemberContext {
@@ -352,24 +374,14 @@ impl ClusterPoller {
             reader: reader.as_deref(),
             read_view: read_view.as_ref(),
         };
-        let mut members = Vec::with_capacity(listed.len());
-        let mut departed_members = Vec::with_capacity(departed.len());
-        for ((member, answers), place) in everyone.into_iter().zip(member_answers).zip(placements) {
-            let Some(snapshot) = self.record_member(member, answers, place, &context) else {
-                continue;
-            };
-            match place {
-                Placement::Listed => members.push(snapshot),
-                Placement::Departed(_) | Placement::FoundVoter => departed_members.push(snapshot),
-            }
-        }
+        let (members, departed) = recorder.members(everyone, member_answers, placements, &context);
         raft_nodes.extend(later_nodes);
-        self.judge(PollRecord {
+        recorder.judge(PollRecord {
             started,
             cluster,
             cluster_failure,
             members,
-            departed: departed_members,
+            departed,
             raft_nodes,
             history,
             failsafe_members,
@@ -377,82 +389,86 @@ impl ClusterPoller {
         })
     }
 
-    /// Round one: `/cluster`, and the first Raft answers. It ends once `/cluster` is settled
-    /// and a Raft node answered (its partners are what round two learns from), or every
-    /// query ended, or half the poll's time passed: the queries still running (a hung node)
-    /// end in round two, without holding the members back.
-    async fn round_one(
+    /// What this poll's requests are made with, as the poller knows it now.
+    fn requests(&self) -> Requests<'_> {
+        Requests {
+            config: &self.config,
+            client: &self.client,
+            raft: self.raft.as_ref(),
+            policy: &self.policy,
+            permits: &self.permits,
+            member_limits: &self.member_limits,
+            deadline: self.deadline,
+            ask_everything: self.ask_everything,
+        }
+    }
+
+    /// Where this poll looks for Raft nodes and unlisted voters, as the poller knows it now.
+    fn targets(&self) -> Targets<'_> {
+        Targets {
+            config: &self.config,
+            policy: &self.policy,
+            voters: &self.memory.voters,
+        }
+    }
+
+    /// The voters that no member in `known` runs, to ask as members at the scheme and port of
+    /// `base` (the URL that answered `/cluster`); none when `/cluster` did not answer.
+    fn found_voters(
         &self,
-        raft_queries: &mut RaftQueries,
-    ) -> (discovery::ClusterAnswer, Vec<RaftNodeSnapshot>) {
-        let cluster = self.fetch_cluster_answer();
-        tokio::pin!(cluster);
-        let mut raft_nodes: Vec<RaftNodeSnapshot> = Vec::new();
-        let cluster_answer = loop {
-            tokio::select! {
-                answer = &mut cluster => break answer,
-                Some(node) = raft_queries.next(), if !raft_queries.is_empty() => raft_nodes.push(node),
-            }
-        };
-        let learn_until = self.deadline.halfway();
-        while !raft_queries.is_empty() && !raft_nodes.iter().any(|node| node.status.is_ok()) {
-            tokio::select! {
-                Some(node) = raft_queries.next() => raft_nodes.push(node),
-                () = tokio::time::sleep_until(learn_until) => break,
-            }
+        cluster: Option<&patroni::ClusterView>,
+        known: &[&patroni::Member],
+        base: Option<&url::Url>,
+    ) -> Vec<patroni::Member> {
+        if cluster.is_none() {
+            return Vec::new();
         }
-        (cluster_answer, raft_nodes)
+        let ttl = DcsTiming::of(self.memory.cadence.config()).ttl;
+        self.targets().unlisted_voters(known, base, ttl)
     }
 
-    /// Counts and logs the outcome of a request that may not have been made (`None`);
-    /// returns the document when it was read.
-    fn settle<T>(
-        &mut self,
-        source: Source,
-        target: &str,
-        answer: Option<Result<T, PatroniError>>,
-    ) -> Option<T> {
-        match answer? {
-            Ok(document) => {
-                self.note(source, target, None);
-                Some(document)
-            }
-            Err(error) => {
-                self.note(source, target, Some(&Failure::from(&error)));
-                None
-            }
+    /// The owners this poll's answers are recorded into, logging under `scope`.
+    fn recorder<'a>(&'a mut self, scope: &'a str) -> Recorder<'a> {
+        let memory = &mut self.memory;
+        Recorder {
+            scope,
+            config: &self.config,
+            raft_enabled: self.raft.is_some(),
+            tally: &mut memory.tally,
+            discovery: &mut memory.discovery,
+            members: &mut memory.members,
+            voters: &mut memory.voters,
+            cadence: &mut memory.cadence,
+            changes: &mut memory.changes,
+            policy: &mut self.policy,
         }
     }
+}
 
-    /// The `scope` label: what Patroni said last, else what was configured, else the first URL.
-    fn scope(&self) -> String {
-        self.memory
-            .discovery
-            .scope()
-            .map_or_else(|| self.config.name(), str::to_owned)
-    }
-
-    /// Counts a failure and logs when a target starts failing, changes its error or recovers.
-    fn note(&mut self, source: Source, target: &str, failure: Option<&Failure>) {
-        let scope = self.scope();
-        match failure {
-            Some(failure) => {
-                *self
-                    .memory
-                    .counters
-                    .poll_errors
-                    .entry((source, failure.kind))
-                    .or_default() += 1;
-                let previous = self.memory.failing.insert(target.to_owned(), failure.kind);
-                if previous != Some(failure.kind) {
-                    tracing::warn!(%scope, source = source.as_str(), %target, kind = failure.kind.as_label(), error = %failure.message, "poll failed");
-                }
-            }
-            None => {
-                if self.memory.failing.remove(target).is_some() {
-                    tracing::info!(%scope, source = source.as_str(), %target, "recovered");
-                }
-            }
+/// Round one: `/cluster` asked of the `candidates`, and the first Raft answers. It ends once
+/// `/cluster` is settled and a Raft node answered (its partners are what round two learns
+/// from), or every query ended, or half the poll's time passed: the queries still running
+/// (a hung node) end in round two, without holding the members back.
+async fn round_one(
+    requests: &Requests<'_>,
+    candidates: Vec<url::Url>,
+    raft_queries: &mut RaftQueries,
+) -> (discovery::ClusterAnswer, Vec<RaftNodeSnapshot>) {
+    let cluster = discovery::ask_cluster(requests, candidates);
+    tokio::pin!(cluster);
+    let mut raft_nodes: Vec<RaftNodeSnapshot> = Vec::new();
+    let cluster_answer = loop {
+        tokio::select! {
+            answer = &mut cluster => break answer,
+            Some(node) = raft_queries.next(), if !raft_queries.is_empty() => raft_nodes.push(node),
+        }
+    };
+    let learn_until = requests.deadline.halfway();
+    while !raft_queries.is_empty() && !raft_nodes.iter().any(|node| node.status.is_ok()) {
+        tokio::select! {
+            Some(node) = raft_queries.next() => raft_nodes.push(node),
+            () = tokio::time::sleep_until(learn_until) => break,
         }
     }
+    (cluster_answer, raft_nodes)
 }

@@ -1,21 +1,26 @@
-//! Recording a poll: each answer settled into the poller's memory and counters, each member
-//! made a [`MemberSnapshot`], then the judgements of the whole poll ([`ClusterPoller::judge`]).
+//! Recording a poll: each answer settled into the owners of the poller's memory and its
+//! counters, each member made a [`MemberSnapshot`], then the judgements of the whole poll
+//! ([`Recorder::judge`]).
 //!
 //! Why apart from the requests: what a poll asks and what it makes of the answers change for
 //! different reasons; here is only the second, in the order the memory needs it (the reader's
 //! configuration before the other members' copies, the members before the voters' kinds).
+//! A [`Recorder`] borrows each owner it writes to by name, so what a poll's record touches
+//! is read from one struct, not from the poller as a whole.
 
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use super::discovery::without_aliases;
-use super::members::{unix_now, DcsTiming};
+use super::cadence::Cadence;
+use super::changes::ChangeMemory;
+use super::discovery::{learn_raft, without_aliases, Discovery};
+use super::members::{unix_now, DcsTiming, MemberMemory};
 use super::placement::Placement;
-use super::requests::MemberAnswers;
+use super::requests::{MemberAnswers, ReaderDocuments};
+use super::tally::Tally;
 use super::voters::VoterMemory;
-use super::ClusterPoller;
 use crate::address::Host;
-use crate::config::Collector;
+use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
 use crate::patroni::{self, ClusterView, DynamicConfig, HistoryEntry, PatroniError};
 use crate::snapshot::{
     answered_views, primaries, ClusterSnapshot, DcsView, FailoverReadiness, Failure, MemberDcsView,
@@ -48,34 +53,112 @@ pub(super) struct PollRecord {
     pub(super) read_view: Option<DcsView>,
 }
 
-impl ClusterPoller {
-    /// The reader's `/config` (`None` when not asked in this poll): told to the cadence,
-    /// counted when it changed, kept as the cluster's and the reader's own copy.
-    pub(super) fn settle_dynamic_config(
+/// The owners a poll's answers are recorded into, each borrowed by name for the recording.
+pub(super) struct Recorder<'a> {
+    /// The `scope` label of this poll's logs (the one known when the poll started).
+    pub(super) scope: &'a str,
+    pub(super) config: &'a ClusterConfig,
+    /// Whether the cluster's Raft nodes are polled.
+    pub(super) raft_enabled: bool,
+    pub(super) tally: &'a mut Tally,
+    pub(super) discovery: &'a mut Discovery,
+    pub(super) members: &'a mut MemberMemory,
+    pub(super) voters: &'a mut VoterMemory,
+    pub(super) cadence: &'a mut Cadence,
+    pub(super) changes: &'a mut ChangeMemory,
+    pub(super) policy: &'a mut ApiUrlPolicy,
+}
+
+impl Recorder<'_> {
+    /// Counts and logs the outcome of a request that may not have been made (`None`);
+    /// returns the document when it was read.
+    fn settle<T>(
+        &mut self,
+        source: Source,
+        target: &str,
+        answer: Option<Result<T, PatroniError>>,
+    ) -> Option<T> {
+        self.tally.settle(self.scope, source, target, answer)
+    }
+
+    /// Counts a failure and logs when a target starts failing, changes its error or recovers.
+    fn note(&mut self, source: Source, target: &str, failure: Option<&Failure>) {
+        self.tally.note(self.scope, source, target, failure);
+    }
+
+    /// The `reader`'s `/config` (`None` when not asked in this poll): told to the cadence,
+    /// which keeps it as the cluster's, and counted when it changed. A change forgets the
+    /// other members' copies (an old copy is no evidence of a split); the reader's own
+    /// copy is the cadence's from now on, so the rotation's older one is dropped.
+    fn reader_config(
         &mut self,
         answer: Option<Result<DynamicConfig, PatroniError>>,
         reader: Option<&str>,
     ) {
-        self.memory
-            .cadence
-            .config_read(answer.as_ref().map(Result::is_ok));
+        self.cadence.config_read(answer.as_ref().map(Result::is_ok));
         let Some(config) = self.settle(Source::Config, "config", answer) else {
             return;
         };
-        if let Some(reader) = reader {
-            self.memory
-                .members
-                .record_config(reader, config.clone(), true);
+        if self.cadence.keep_config(config, reader) {
+            self.tally.counters.config_changes += 1;
+            self.members.forget_configs();
+        } else if let Some(reader) = reader {
+            self.members.forget_config(reader);
         }
-        if self.memory.cadence.keep_config(config) {
-            self.memory.counters.config_changes += 1;
+    }
+
+    /// The reader's documents of this poll settled, first of all the records (a change of its
+    /// configuration forgets the other members' copies, and a copy read in this poll must
+    /// survive it): `/config` ([`Recorder::reader_config`]), `/failsafe`, and `/history`,
+    /// the one read now or else the last one read (`None` without a reader: `has_reader`),
+    /// with `timeline` the highest in this poll's `/cluster`.
+    pub(super) fn reader_documents(
+        &mut self,
+        (history, config, failsafe): ReaderDocuments,
+        has_reader: bool,
+        reader: Option<&str>,
+        timeline: Option<u64>,
+    ) -> (Option<Vec<HistoryEntry>>, Option<Vec<String>>) {
+        // Asked (`Some`) only when there is a reader and it was due.
+        let read = history
+            .is_some()
+            .then(|| self.settle(Source::History, "history", history));
+        let history = has_reader
+            .then(|| self.cadence.history_of_poll(read, timeline))
+            .flatten();
+        let failsafe_members = self.settle(Source::Failsafe, "failsafe", failsafe);
+        self.reader_config(config, reader);
+        (history, failsafe_members)
+    }
+
+    /// Every member asked in this poll recorded ([`Recorder::member`]), in the order asked
+    /// (`everyone`, with their `answers` and `placements`): the listed members' snapshots,
+    /// and the departed members' and found voters'.
+    pub(super) fn members(
+        &mut self,
+        everyone: Vec<&patroni::Member>,
+        answers: Vec<MemberAnswers>,
+        placements: Vec<Placement>,
+        context: &MemberContext<'_>,
+    ) -> (Vec<MemberSnapshot>, Vec<MemberSnapshot>) {
+        let mut members = Vec::with_capacity(everyone.len());
+        let mut departed = Vec::new();
+        for ((member, answers), place) in everyone.into_iter().zip(answers).zip(placements) {
+            let Some(snapshot) = self.member(member, answers, place, context) else {
+                continue;
+            };
+            match place {
+                Placement::Listed => members.push(snapshot),
+                Placement::Departed(_) | Placement::FoundVoter => departed.push(snapshot),
+            }
         }
+        (members, departed)
     }
 
     /// One member's answers settled (counted, logged, remembered) into its snapshot; `None`
     /// for a voter found this poll that is no member of this cluster (its REST API is
     /// elsewhere, or it names another cluster or a member already known).
-    pub(super) fn record_member(
+    pub(super) fn member(
         &mut self,
         member: &patroni::Member,
         answers: MemberAnswers,
@@ -84,7 +167,7 @@ impl ClusterPoller {
     ) -> Option<MemberSnapshot> {
         let mut member = member.clone();
         if place == Placement::FoundVoter {
-            member.name = found_voter_name(&mut self.memory.voters, &member, &answers, context)?;
+            member.name = found_voter_name(self.voters, &member, &answers, context)?;
         }
         let name = member.name.clone();
         self.note(
@@ -103,11 +186,11 @@ impl ClusterPoller {
             if let Some(config) =
                 self.settle(Source::Config, &format!("config of {name}"), Some(answer))
             {
-                if self.memory.cadence.config() != Some(&config) {
+                if self.cadence.config() != Some(&config) {
                     // an edit the reader's copy has not seen yet, or a member that differs
-                    self.memory.cadence.config_differs();
+                    self.cadence.config_differs();
                 }
-                self.memory.members.record_config(&name, config, false);
+                self.members.record_config(&name, config);
             }
         }
         if let Some((liveness, readiness)) = answers.probes {
@@ -121,9 +204,9 @@ impl ClusterPoller {
                 Some(answer) => {
                     self.settle(Source::Probe, &format!("readiness of {name}"), Some(answer))
                 }
-                None => self.memory.members.probes_of(&name).readiness,
+                None => self.members.probes_of(&name).readiness,
             };
-            self.memory.members.record_probes(
+            self.members.record_probes(
                 &name,
                 Probes {
                     liveness,
@@ -142,13 +225,17 @@ impl ClusterPoller {
                 .cluster
                 .map(|answer| answer.map(|view| DcsView::of(&view))),
         };
-        let config = self.memory.members.config_of(&name);
+        // Its own copy from the rotation, else the cluster's when it was read from it.
+        let config = self
+            .members
+            .config_of(&name)
+            .or_else(|| self.cadence.config_read_from(&name));
         Some(MemberSnapshot {
             member,
             own_view,
             clock,
             round_trip,
-            probes: self.memory.members.probes_of(&name),
+            probes: self.members.probes_of(&name),
             dcs_view: view.map(|answer| {
                 answer.map(|view| MemberDcsView {
                     view,
@@ -164,7 +251,7 @@ impl ClusterPoller {
 
     /// The poll's record absorbed into the memory (departed members, voters, counters) and
     /// judged: the snapshot to publish.
-    pub(super) fn judge(&mut self, record: PollRecord) -> ClusterSnapshot {
+    pub(super) fn judge(mut self, record: PollRecord) -> ClusterSnapshot {
         let PollRecord {
             started,
             cluster,
@@ -176,20 +263,24 @@ impl ClusterPoller {
             failsafe_members,
             read_view,
         } = record;
-        let timing = DcsTiming::of(self.memory.cadence.config());
-        self.memory.members.settle(&mut departed, timing);
+        let timing = DcsTiming::of(self.cadence.config());
+        self.members.settle(&mut departed, timing);
         let raft_nodes = without_aliases(raft_nodes);
         for node in &raft_nodes {
             let target = format!("raft {}", node.node);
             self.note(Source::Raft, &target, node.status.as_ref().err());
         }
-        self.learn_raft(&raft_nodes);
+        learn_raft(
+            self.voters,
+            self.policy,
+            self.config.raft.as_ref(),
+            &raft_nodes,
+        );
         if let Some(view) = &cluster {
-            self.memory.discovery.remember(view, &self.policy);
+            self.discovery.remember(view, self.policy);
         }
         let voter_sets = VoterSetComparison::compare(&raft_nodes);
-        let quorum =
-            QuorumAssessment::assess_with(&raft_nodes, self.memory.voters.counted(), &voter_sets);
+        let quorum = QuorumAssessment::assess_with(&raft_nodes, self.voters.counted(), &voter_sets);
         // Without the views collector only the read view is known: nothing to compare.
         let views = if self.config.collectors.enabled(Collector::Views) {
             ViewComparison::compare(
@@ -202,30 +293,29 @@ impl ClusterPoller {
         let failover = FailoverReadiness::of_poll(PollFacts {
             cluster: cluster.as_ref(),
             members: &members,
-            config: self.memory.cadence.config(),
+            config: self.cadence.config(),
             views: &views,
-            quorum: self.raft.is_some().then_some(&quorum),
+            quorum: self.raft_enabled.then_some(&quorum),
         });
         if primaries(members.iter().chain(&departed)).len() > 1 {
-            self.memory.counters.multiple_primaries_polls += 1;
+            self.tally.counters.multiple_primaries_polls += 1;
         }
-        self.memory.voters.count(&raft_nodes, &voter_sets);
+        self.voters.count(&raft_nodes, &voter_sets);
         let voter_kinds = match &self.config.raft {
-            Some(settings) => self.memory.voters.judge_kinds(
-                &raft_nodes,
-                members.iter().chain(&departed),
-                settings.port,
-            ),
+            Some(settings) => {
+                self.voters
+                    .judge_kinds(&raft_nodes, members.iter().chain(&departed), settings.port)
+            }
             None => VoterKinds::default(),
         };
-        self.memory.changes.count(
-            &mut self.memory.counters,
+        self.changes.count(
+            &mut self.tally.counters,
             cluster.as_ref(),
-            self.raft.is_some().then_some((&raft_nodes[..], &quorum)),
+            self.raft_enabled.then_some((&raft_nodes[..], &quorum)),
         );
 
         ClusterSnapshot {
-            scope: self.scope(),
+            scope: self.discovery.scope_label(self.config),
             polled_at_seconds: unix_now(),
             poll_duration: started.elapsed(),
             cluster,
@@ -236,13 +326,13 @@ impl ClusterPoller {
             views,
             voter_sets,
             history,
-            config: self.memory.cadence.config().cloned(),
+            config: self.cadence.config().cloned(),
             failover,
             raft_nodes,
             voter_kinds,
-            raft_enabled: self.raft.is_some(),
+            raft_enabled: self.raft_enabled,
             quorum,
-            counters: self.memory.counters.clone(),
+            counters: self.tally.counters.clone(),
             standby_source: None,
             member_settings: self.config.member_settings,
         }

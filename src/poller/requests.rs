@@ -12,14 +12,15 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use url::Url;
 
-use futures::future::{join_all, BoxFuture};
+use futures::future::{join_all, BoxFuture, RemoteHandle};
 use futures::stream::FuturesUnordered;
 use futures::FutureExt;
 
-use super::placement::Placement;
-use super::ClusterPoller;
-use crate::config::{Collector, RaftSettings};
-use crate::patroni::{self, ClusterView, PatroniError};
+use super::deadline::Deadline;
+use super::members::MemberMemory;
+use super::placement::{Placement, MAX_MEMBERS};
+use crate::config::{ApiUrlPolicy, ClusterConfig, Collector, RaftSettings};
+use crate::patroni::{self, ClusterView, DynamicConfig, PatroniClient, PatroniError};
 use crate::raft::{self, QueryLimits, RaftKey, RaftStatus};
 use crate::snapshot::{Failure, RaftNodeSnapshot};
 
@@ -148,7 +149,7 @@ impl MemberLimits {
     }
 }
 
-/// What [`ClusterPoller::fetch_reader_documents`] read: `/history`, `/config`, `/failsafe`.
+/// What [`Requests::fetch_reader_documents`] read: `/history`, `/config`, `/failsafe`.
 pub(super) type ReaderDocuments = (
     Option<Result<Vec<patroni::HistoryEntry>, PatroniError>>,
     Option<Result<patroni::DynamicConfig, PatroniError>>,
@@ -204,60 +205,99 @@ pub(super) fn member_at(members: &[patroni::Member], base: &Url) -> Option<Strin
         .map(|m| m.name.clone())
 }
 
-impl ClusterPoller {
+/// A member's own `/patroni`, started in round one.
+type OwnStatus = Result<patroni::OwnAnswer, PatroniError>;
+
+/// The remembered members' own `/patroni`, started in round one beside `/cluster` by their
+/// `api_url` ([`Requests::start_statuses`]): round two takes each answer, and drops (ends)
+/// those of members that `/cluster` no longer names there.
+pub(super) type EarlyStatuses = HashMap<Url, RemoteHandle<OwnStatus>>;
+
+/// What the requests of one poll are made with, borrowed from the poller for a round: the
+/// cluster's configuration, the clients, the hosts the policy allows, the poll's permits and
+/// per-member limits, and its deadline.
+pub(super) struct Requests<'a> {
+    pub(super) config: &'a ClusterConfig,
+    pub(super) client: &'a Arc<PatroniClient>,
+    pub(super) raft: Option<&'a RaftQuery>,
+    pub(super) policy: &'a ApiUrlPolicy,
+    /// Bounds the requests of a poll in flight at once (`max_concurrency`).
+    pub(super) permits: &'a Arc<Semaphore>,
+    /// Bounds the requests of a poll in flight at once to one member.
+    pub(super) member_limits: &'a MemberLimits,
+    /// When the requests of the poll must have ended.
+    pub(super) deadline: Deadline,
+    /// Ask every member the rotating requests (`/config`, `/liveness`, `/readiness`): `status`.
+    pub(super) ask_everything: bool,
+}
+
+impl Requests<'_> {
     /// Every member's requests of this poll, at once: its own `/patroni`, its `/cluster` (but
     /// the `reader`'s, already read) and, for the member whose turn it is (`rotated`), a voter
-    /// found this poll, or every member in `status`, its `/config` and probes.
+    /// found this poll, or every member in `status`, its `/config` and probes; a member's
+    /// `/readiness` when its turn came round or its last answer is unknown (`members`). A
+    /// member's own `/patroni` started in round one (`early`) is taken, not asked again.
     pub(super) async fn fetch_members(
         &self,
         everyone: &[&patroni::Member],
         placements: &[Placement],
-        reader: Option<&str>,
-        rotated: Option<&str>,
+        (reader, rotated): (Option<&str>, Option<&str>),
+        members: &MemberMemory,
+        mut early: EarlyStatuses,
     ) -> Vec<MemberAnswers> {
         let on = |collector| self.config.collectors.enabled(collector);
-        let readiness_turn = self.memory.members.readiness_turn(everyone.len());
-        join_all(everyone.iter().zip(placements).map(|(member, place)| {
-            let is_reader = reader == Some(member.name.as_str());
-            let is_rotated = self.ask_everything
-                || *place == Placement::FoundVoter
-                || rotated == Some(member.name.as_str());
-            let probes = is_rotated && on(Collector::Probes);
-            let wants = Wants {
-                cluster: !is_reader && on(Collector::Views),
-                config: is_rotated && !is_reader && on(Collector::Views) && on(Collector::Config),
-                probes,
-                readiness: probes
-                    && (self.ask_everything
-                        || readiness_turn
-                        || self
-                            .memory
-                            .members
-                            .probes_of(&member.name)
-                            .readiness
-                            .is_none()),
-            };
-            self.fetch_member(member, wants)
-        }))
+        let readiness_turn = members.readiness_turn(everyone.len());
+        let started: Vec<Option<RemoteHandle<OwnStatus>>> = everyone
+            .iter()
+            .map(|member| {
+                let api_url = member.api_url.as_ref().and_then(patroni::ApiUrl::url);
+                api_url.and_then(|url| early.remove(url))
+            })
+            .collect();
+        // The rest end here: `/cluster` no longer names a member at their URL.
+        drop(early);
+        join_all(
+            everyone
+                .iter()
+                .zip(placements)
+                .zip(started)
+                .map(|((member, place), own)| {
+                    let is_reader = reader == Some(member.name.as_str());
+                    let is_rotated = self.ask_everything
+                        || *place == Placement::FoundVoter
+                        || rotated == Some(member.name.as_str());
+                    let probes = is_rotated && on(Collector::Probes);
+                    let wants = Wants {
+                        cluster: !is_reader && on(Collector::Views),
+                        config: is_rotated
+                            && !is_reader
+                            && on(Collector::Views)
+                            && on(Collector::Config),
+                        probes,
+                        readiness: probes
+                            && (self.ask_everything
+                                || readiness_turn
+                                || members.probes_of(&member.name).readiness.is_none()),
+                    };
+                    self.fetch_member(member, wants, own)
+                }),
+        )
         .await
     }
 
     /// `/history`, `/config` and (only while failsafe mode is on: Patroni answers 502
     /// otherwise) `/failsafe` of the member that answered `/cluster` (`preferred`), each
     /// when its collector is on and, for the first two, when due ([`super::cadence`]); `None`
-    /// for a document not asked.
+    /// for a document not asked. `/failsafe` follows the cluster's `config` as last read.
     pub(super) async fn fetch_reader_documents(
         &self,
         preferred: Option<&Url>,
         due: ReaderDue,
+        config: Option<&DynamicConfig>,
     ) -> ReaderDocuments {
         let on = |collector| self.config.collectors.enabled(collector);
-        let failsafe_on = on(Collector::Failsafe)
-            && self
-                .memory
-                .cadence
-                .config()
-                .is_some_and(|config| config.failsafe_mode);
+        let failsafe_on =
+            on(Collector::Failsafe) && config.is_some_and(|config| config.failsafe_mode);
         tokio::join!(
             self.ask_preferred(preferred.filter(|_| due.history), |base| {
                 self.client.history(base)
@@ -285,24 +325,54 @@ impl ClusterPoller {
         Some(self.limited(&limit, request(base)).await)
     }
 
-    /// `request` under a permit of the member (`limit`), then one of the poll: in this order,
-    /// so that no poll permit is held while waiting for a member's. Ends by the poll's
-    /// deadline, the wait for the permits included.
+    /// `request` under the member's `limit` and a permit of the poll, by the deadline
+    /// ([`limited`]).
     async fn limited<T>(
         &self,
         limit: &Semaphore,
         request: impl std::future::Future<Output = Result<T, PatroniError>>,
     ) -> Result<T, PatroniError> {
-        self.deadline
-            .rest(async {
-                let _member_permit = limit.acquire().await;
-                let _permit = self.permits.acquire().await;
-                request.await
-            })
-            .await
+        limited(self.deadline, limit, self.permits, request).await
     }
 
-    /// Asks a member (listed or remembered) at its `api_url`: its own `/patroni` first, then,
+    /// Starts the own `/patroni` of each of the `remembered` members (listed or departed in
+    /// the last poll) whose `api_url` the policy allows, but the one at `reader` (the
+    /// first `/cluster` candidate, whose `/cluster` goes first): each runs on its own under
+    /// the member's limit and a permit of the poll, by the poll's deadline, so that round
+    /// two does not wait for `/cluster` to start them.
+    pub(super) fn start_statuses<'m>(
+        &self,
+        remembered: impl Iterator<Item = &'m patroni::Member>,
+        reader: Option<&Url>,
+    ) -> EarlyStatuses {
+        let reader = reader.map(patroni::base_of);
+        remembered
+            .filter_map(|member| {
+                let api_url = self.member_api_url(member).ok()?;
+                let base = patroni::base_of(&api_url);
+                if reader.as_ref() == Some(&base) {
+                    return None;
+                }
+                let limit = self.member_limits.of(&base);
+                let (client, permits, deadline) = (
+                    Arc::clone(self.client),
+                    Arc::clone(self.permits),
+                    self.deadline,
+                );
+                let url = api_url.clone();
+                let (request, answer) = async move {
+                    let request = client.member_status(&url);
+                    limited(deadline, &limit, &permits, request).await
+                }
+                .remote_handle();
+                tokio::spawn(request);
+                Some((api_url, answer))
+            })
+            .collect()
+    }
+
+    /// Asks a member (listed or remembered) at its `api_url`: its own `/patroni` first (or
+    /// takes the one `started` in round one: [`Requests::start_statuses`]), then,
     /// if it answered, what `wants` names of `/cluster`, `/config`, `/liveness` and
     /// `/readiness`, [`REQUESTS_PER_MEMBER_AT_ONCE`] at a time. A member that cannot be
     /// reached (connect failed, or timeout) is not asked the rest: each would wait for the same
@@ -312,6 +382,7 @@ impl ClusterPoller {
         &self,
         member: &patroni::Member,
         wants: Wants,
+        started: Option<RemoteHandle<OwnStatus>>,
     ) -> MemberAnswers {
         let api_url = match self.member_api_url(member) {
             Ok(url) => url,
@@ -326,9 +397,13 @@ impl ClusterPoller {
         };
         let base = patroni::base_of(&api_url);
         let limit = self.member_limits.of(&base);
-        let own = self
-            .limited(&limit, self.client.member_status(&api_url))
-            .await;
+        let own = match started {
+            Some(own) => own.await,
+            None => {
+                self.limited(&limit, self.client.member_status(&api_url))
+                    .await
+            }
+        };
         if let Err(unreachable @ (PatroniError::Connect(_) | PatroniError::Timeout(_))) = &own {
             let failure = Failure::from(unreachable);
             return MemberAnswers {
@@ -407,14 +482,14 @@ impl ClusterPoller {
     /// dropped. The queries own what they use, so that round one's can still run while the
     /// poller learns from `/cluster`, and end in round two.
     pub(super) fn raft_queries(&self, targets: Vec<String>) -> RaftQueries {
-        let Some(query) = &self.raft else {
+        let Some(query) = self.raft else {
             return RaftQueries::new();
         };
         targets
             .into_iter()
             .map(|node| {
                 let (query, permits, deadline) =
-                    (query.clone(), Arc::clone(&self.permits), self.deadline);
+                    (query.clone(), Arc::clone(self.permits), self.deadline);
                 async move {
                     let _permit = permits.acquire().await;
                     let answer = match deadline.raft(query.status(&node)).await {
@@ -430,4 +505,66 @@ impl ClusterPoller {
             })
             .collect()
     }
+
+    /// `GET {base}/cluster` as a `/cluster` candidate, by the poll's deadline and under the
+    /// member's limit (its own `/patroni` may have started: [`Requests::start_statuses`]),
+    /// but without a permit of the poll: it is the poll's first request.
+    pub(super) async fn candidate_cluster(&self, base: &Url) -> Result<ClusterView, PatroniError> {
+        let limit = self.member_limits.of(base);
+        self.deadline
+            .rest(async {
+                let _member_permit = limit.acquire().await;
+                self.checked_cluster(base).await
+            })
+            .await
+    }
+
+    /// `GET {base}/cluster`, refused when it names another cluster or too many members.
+    pub(super) async fn checked_cluster(&self, base: &Url) -> Result<ClusterView, PatroniError> {
+        self.client
+            .cluster(base)
+            .await
+            .and_then(|view| self.check_scope(view))
+            .and_then(check_member_count)
+    }
+
+    /// A `/cluster` that names another cluster is an error, never a silent mix of two clusters.
+    fn check_scope(&self, view: ClusterView) -> Result<ClusterView, PatroniError> {
+        match (&self.config.expected_scope, &view.scope) {
+            (Some(expected), Some(got)) if expected != got => Err(PatroniError::ScopeMismatch {
+                expected: expected.clone(),
+                got: got.clone(),
+            }),
+            _ => Ok(view),
+        }
+    }
+}
+
+/// A `/cluster` with more than [`MAX_MEMBERS`] members is refused.
+pub(super) fn check_member_count(view: ClusterView) -> Result<ClusterView, PatroniError> {
+    if view.members.len() > MAX_MEMBERS {
+        return Err(PatroniError::Decode(format!(
+            "/cluster lists {} members, more than {MAX_MEMBERS}",
+            view.members.len()
+        )));
+    }
+    Ok(view)
+}
+
+/// `request` under a permit of the member (`limit`), then one of the poll (`permits`): in
+/// this order, so that no poll permit is held while waiting for a member's. Ends by the
+/// poll's `deadline`, the wait for the permits included.
+async fn limited<T>(
+    deadline: Deadline,
+    limit: &Semaphore,
+    permits: &Semaphore,
+    request: impl std::future::Future<Output = Result<T, PatroniError>>,
+) -> Result<T, PatroniError> {
+    deadline
+        .rest(async {
+            let _member_permit = limit.acquire().await;
+            let _permit = permits.acquire().await;
+            request.await
+        })
+        .await
 }

@@ -117,12 +117,11 @@ impl VoterMemory {
             .collect();
         self.without_rest
             .retain(|host, _| voting_hosts.contains(host));
-        let without_rest: BTreeSet<Host> = self.without_rest.keys().cloned().collect();
         let kinds = VoterKinds::classify(VoterFacts {
             voters: &self.counted,
             raft_nodes,
             member_hosts: &member_hosts,
-            rest_silent_hosts: &without_rest,
+            rest_silent_hosts: &self.without_rest,
             known_witnesses: &self.witnesses,
             member_raft_port,
             members: member_count,

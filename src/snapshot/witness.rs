@@ -20,7 +20,8 @@
 //! answered, so it is `unknown` until it answers once), and any witness when the Raft password
 //! is not given (the voters' REST APIs are then not probed: their hosts are not trusted).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
 
 use super::model::RaftNodeSnapshot;
 use crate::address::{Host, NodeAddress};
@@ -62,8 +63,9 @@ pub struct VoterFacts<'a> {
     pub raft_nodes: &'a [RaftNodeSnapshot],
     /// Hosts of the members listed or remembered (their `host` and their `api_url`'s host).
     pub member_hosts: &'a BTreeSet<Host>,
-    /// Hosts of voters without a member whose Patroni REST API was asked and did not answer.
-    pub rest_silent_hosts: &'a BTreeSet<Host>,
+    /// Hosts of voters without a member whose Patroni REST API was asked and did not answer,
+    /// with when it last did not (the poller's memory as it is kept: only the hosts count here).
+    pub rest_silent_hosts: &'a BTreeMap<Host, Instant>,
     /// The voters that were witnesses in the last poll.
     pub known_witnesses: &'a BTreeSet<String>,
     /// The Raft port of the members' nodes (`--raft.port`).
@@ -103,7 +105,8 @@ impl VoterKinds {
                     } else {
                         VoterKind::Member
                     }
-                } else if speaks && host.is_some_and(|host| facts.rest_silent_hosts.contains(host))
+                } else if speaks
+                    && host.is_some_and(|host| facts.rest_silent_hosts.contains_key(host))
                 {
                     VoterKind::Witness
                 } else {
@@ -213,11 +216,16 @@ mod tests {
         }
 
         fn classify(&self) -> VoterKinds {
+            let silent_since = self
+                .silent
+                .iter()
+                .map(|host| (host.clone(), Instant::now()))
+                .collect();
             VoterKinds::classify(VoterFacts {
                 voters: &self.voters,
                 raft_nodes: &self.nodes,
                 member_hosts: &self.member_hosts,
-                rest_silent_hosts: &self.silent,
+                rest_silent_hosts: &silent_since,
                 known_witnesses: &self.known,
                 member_raft_port: 2222,
                 members: self.members,

@@ -156,3 +156,36 @@ async fn a_hung_member_skips_no_interval() {
     );
     assert_eq!(answered_and_timed_out(&snapshot), (2, 1));
 }
+
+/// The members the last poll knew are asked their own `/patroni` beside `/cluster`, not after
+/// it answered: a `/cluster` candidate that hangs and a slow member cost the longer of the
+/// two, not their sum.
+#[tokio::test]
+async fn remembered_members_are_asked_their_patroni_beside_cluster() {
+    use patroni_raft_exporter::config::{Collector, Collectors};
+    let cluster = FakeCluster::start("pg-test", Captured::healthy_338()).await;
+    // The hedge asks the second URL a quarter of the timeout (1 s) after the first hung.
+    let config = cluster_config(cluster.urls(), None).with(|config| {
+        config.poll.interval = Duration::from_secs(10);
+        config.poll.timeout = Duration::from_secs(4);
+        // The hung member's own `/cluster` is not asked in round two.
+        config.identity.collectors = Collectors::without([Collector::Views]);
+    });
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
+    let first = poller.poll_once().await;
+    assert_eq!(answered_and_timed_out(&first), (3, 0));
+    cluster.hang_on(0, "/cluster");
+    let slow = Duration::from_secs(2);
+    let own = fixture("patroni-3.3.8/patroni-m2.json");
+    cluster.serve_on_after(2, "/patroni", &own, slow);
+
+    let second = poller.poll_once().await;
+    assert!(second.cluster.is_some(), "the second URL answers /cluster");
+    assert_eq!(answered_and_timed_out(&second), (3, 0));
+    // `/cluster` answers at ~1 s, member 2's `/patroni` at ~2 s: asked in turn, ~3 s.
+    assert!(
+        second.poll_duration >= slow && second.poll_duration < Duration::from_millis(2600),
+        "{:?}",
+        second.poll_duration
+    );
+}

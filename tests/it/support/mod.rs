@@ -276,6 +276,14 @@ impl FakeCluster {
         }
     }
 
+    /// Makes member `index` hang at `path` only (e.g. its `/cluster`, its other requests
+    /// answered).
+    pub fn hang_on(&self, index: usize, path: &str) {
+        if let Some(member) = &self._running[index] {
+            member.route(path, Reply::Hang);
+        }
+    }
+
     /// Serves `body` at `path` on every running member (e.g. another captured `/config`).
     pub fn serve_everywhere(&self, path: &str, body: &[u8]) {
         for member in self._running.iter().flatten() {
