@@ -132,7 +132,8 @@ impl ClusterPoller {
     /// timeout each. Takes `&self` so that it runs alongside the first Raft queries; what it
     /// learned is recorded by [`settle_cluster`](Self::settle_cluster).
     pub(super) async fn fetch_cluster_answer(&self) -> ClusterAnswer {
-        let candidates = self.memory.discovery.candidates(&self.config.patroni_urls);
+        let configured = &self.config.identity.patroni_urls;
+        let candidates = self.memory.discovery.candidates(configured);
         let stagger = self.config.poll.timeout / HEDGE_SPLIT;
         let mut waiting = candidates.into_iter();
         let mut in_flight = FuturesUnordered::new();
@@ -203,7 +204,7 @@ impl ClusterPoller {
 
     /// A `/cluster` that names another cluster is an error, never a silent mix of two clusters.
     pub(super) fn check_scope(&self, view: ClusterView) -> Result<ClusterView, PatroniError> {
-        match (&self.config.expected_scope, &view.scope) {
+        match (&self.config.identity.expected_scope, &view.scope) {
             (Some(expected), Some(got)) if expected != got => Err(PatroniError::ScopeMismatch {
                 expected: expected.clone(),
                 got: got.clone(),
@@ -216,14 +217,15 @@ impl ClusterPoller {
     /// and the member hosts of the last `/cluster` on the Raft port, plus every voter the
     /// answers of the last poll named (which finds voters whose REST API is down).
     pub(super) fn raft_targets_known(&self) -> Vec<String> {
-        let Some(settings) = &self.config.raft else {
+        let Some(settings) = &self.config.identity.raft else {
             return Vec::new();
         };
         if !settings.nodes.is_empty() {
             return settings.nodes.iter().take(MAX_MEMBERS).cloned().collect();
         }
         let mut nodes: BTreeSet<String> = BTreeSet::new();
-        let configured = self.config.patroni_urls.iter().filter_map(Url::host_str);
+        let configured = self.config.identity.patroni_urls.iter();
+        let configured = configured.filter_map(Url::host_str);
         nodes.extend(configured.map(|host| join_host_port(host, settings.port)));
         nodes.extend(self.member_raft_nodes(&self.memory.members.listed_hosts()));
         nodes.extend(self.memory.voters.named().cloned());
@@ -233,7 +235,7 @@ impl ClusterPoller {
     /// The Raft nodes this poll's answers named: the voters named by every status, and the
     /// member hosts of this poll's `/cluster`; none when Raft nodes are configured.
     pub(super) fn raft_targets_named(&self, cluster: Option<&ClusterView>) -> Vec<String> {
-        let Some(settings) = &self.config.raft else {
+        let Some(settings) = &self.config.identity.raft else {
             return Vec::new();
         };
         if !settings.nodes.is_empty() {
@@ -264,7 +266,7 @@ impl ClusterPoller {
     /// must not direct connections, and with a Raft password the query is encrypted with a
     /// key derived from it, material for an offline guess in a stranger's hands.
     fn member_raft_nodes(&self, hosts: &[String]) -> Vec<String> {
-        let Some(settings) = &self.config.raft else {
+        let Some(settings) = &self.config.identity.raft else {
             return Vec::new();
         };
         let with_password = settings.authenticated();
@@ -292,6 +294,7 @@ impl ClusterPoller {
         };
         let authenticated = self
             .config
+            .identity
             .raft
             .as_ref()
             .is_some_and(RaftSettings::authenticated);
@@ -313,6 +316,7 @@ impl ClusterPoller {
     pub(super) fn unlisted_voters(&self, known: &[&patroni::Member]) -> Vec<patroni::Member> {
         let authenticated = self
             .config
+            .identity
             .raft
             .as_ref()
             .is_some_and(RaftSettings::authenticated);

@@ -124,7 +124,7 @@ impl ClusterPoller {
         let policy = ApiUrlPolicy::for_cluster(&config)?;
         let client = clients.client(&config.rest, config.poll.timeout).await?;
         let permits = Arc::new(Semaphore::new(config.poll.max_concurrency.max(1)));
-        let raft = match &config.raft {
+        let raft = match &config.identity.raft {
             None => None,
             Some(settings) => Some(raft_query(settings, config.poll.timeout).await?),
         };
@@ -323,7 +323,7 @@ impl ClusterPoller {
         // `/history` and `/config` from the member that answered `/cluster`, if one did and
         // they are due.
         let preferred = cluster.as_ref().and(history_base.as_ref());
-        let on = |collector| self.config.collectors.enabled(collector);
+        let on = |collector| self.config.identity.collectors.enabled(collector);
         let (due, timeline) = self.memory.cadence.due(
             cluster.as_ref(),
             (on(Collector::History), on(Collector::Config)),

@@ -191,7 +191,7 @@ impl ClusterPoller {
         let quorum =
             QuorumAssessment::assess_with(&raft_nodes, self.memory.voters.counted(), &voter_sets);
         // Without the views collector only the read view is known: nothing to compare.
-        let views = if self.config.collectors.enabled(Collector::Views) {
+        let views = if self.config.identity.collectors.enabled(Collector::Views) {
             ViewComparison::compare(
                 &answered_views(members.iter().chain(&departed)),
                 read_view.as_ref(),
@@ -210,7 +210,7 @@ impl ClusterPoller {
             self.memory.counters.multiple_primaries_polls += 1;
         }
         self.memory.voters.count(&raft_nodes, &voter_sets);
-        let voter_kinds = match &self.config.raft {
+        let voter_kinds = match &self.config.identity.raft {
             Some(settings) => self.memory.voters.judge_kinds(
                 &raft_nodes,
                 members.iter().chain(&departed),

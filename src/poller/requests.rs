@@ -215,7 +215,7 @@ impl ClusterPoller {
         reader: Option<&str>,
         rotated: Option<&str>,
     ) -> Vec<MemberAnswers> {
-        let on = |collector| self.config.collectors.enabled(collector);
+        let on = |collector| self.config.identity.collectors.enabled(collector);
         let readiness_turn = self.memory.members.readiness_turn(everyone.len());
         join_all(everyone.iter().zip(placements).map(|(member, place)| {
             let is_reader = reader == Some(member.name.as_str());
@@ -251,7 +251,7 @@ impl ClusterPoller {
         preferred: Option<&Url>,
         due: ReaderDue,
     ) -> ReaderDocuments {
-        let on = |collector| self.config.collectors.enabled(collector);
+        let on = |collector| self.config.identity.collectors.enabled(collector);
         let failsafe_on = on(Collector::Failsafe)
             && self
                 .memory
