@@ -102,7 +102,8 @@
 #                                    $RUN_DIR/cleanup.log); exits with the script's rc
 #   e2e_exporter POLL_S [ARG...]     the exporter as the README quick start: --patroni.url member
 #                                    0 + --raft.password-file $RUN_DIR/raft-secret (written from
-#                                    RAFT_PASS), --poll.interval POLL_S s, --poll.timeout
+#                                    RAFT_PASS; neither with --config.file among the ARGs),
+#                                    --poll.interval POLL_S s, --poll.timeout
 #                                    $E2E_POLL_TIMEOUT (default 1s), on
 #                                    127.0.0.1:9393, log $EXPORTER_LOG; PID in EXPORTER_PID and E2E_PIDS
 #   e2e_status NAME [URL | -- ARG...]
@@ -622,10 +623,12 @@ e2e_stop_pid() { # e2e_stop_pid PID
 
 EXPORTER_PID=""
 e2e_exporter() { # e2e_exporter POLL_S [ARG...]
-  local poll=$1
+  local poll=$1 cluster=(--patroni.url "$MEMBER0_REST" --raft.password-file "$RUN_DIR/raft-secret")
   shift
   ( umask 077; printf '%s\n' "$RAFT_PASS" >"$RUN_DIR/raft-secret" )
-  "$EXPORTER_BIN" --patroni.url "$MEMBER0_REST" --raft.password-file "$RUN_DIR/raft-secret" \
+  # with --config.file its entries name the members (the flags of one cluster are refused beside it)
+  [[ " $* " != *" --config.file "* ]] || cluster=()
+  "$EXPORTER_BIN" "${cluster[@]}" \
     --poll.interval "${poll}s" --poll.timeout "${E2E_POLL_TIMEOUT:-1s}" --web.listen-address 127.0.0.1:9393 "$@" \
     >"$EXPORTER_LOG" 2>&1 9>&- &
   EXPORTER_PID=$!
