@@ -62,14 +62,9 @@ fn charmed_postgresql_patroni_yaml() {
         ..ClusterEntry::default()
     };
     let config = entry.resolve(&defaults()).unwrap();
-    assert_eq!(
-        config.identity.patroni_urls[0].as_str(),
-        "https://10.1.2.3:8008/"
-    );
-    assert_eq!(
-        config.identity.expected_scope.as_deref(),
-        Some("postgresql")
-    );
+    let identity = &config.identity;
+    assert_eq!(identity.patroni_urls[0].as_str(), "https://10.1.2.3:8008/");
+    assert_eq!(identity.expected_scope.as_deref(), Some("postgresql"));
     let raft = config.identity.raft.unwrap();
     assert_eq!(
         raft.nodes,
@@ -150,14 +145,9 @@ use_unix_socket: true
         ..ClusterEntry::default()
     };
     let config = entry.resolve(&defaults()).unwrap();
-    assert_eq!(
-        config.identity.patroni_urls[0].as_str(),
-        "https://10.1.2.3:8008/"
-    );
-    assert_eq!(
-        config.identity.expected_scope.as_deref(),
-        Some("postgresql")
-    );
+    let identity = &config.identity;
+    assert_eq!(identity.patroni_urls[0].as_str(), "https://10.1.2.3:8008/");
+    assert_eq!(identity.expected_scope.as_deref(), Some("postgresql"));
     // the peer CA verifies the members, as for patronictl (ctl.cacert)
     assert_eq!(
         config.rest.ca_file,
