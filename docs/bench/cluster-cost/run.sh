@@ -201,6 +201,6 @@ for n in "${!NAMES[@]}"; do
   role=$(jq -r --arg m "${NAMES[$n]}" '.members[] | select(.name == $m) | .role' <<<"$cluster_json")
   check "${NAMES[$n]} kept its role (${ROLES[$n]})" test "$role" == "${ROLES[$n]}"
 done
-check "every window has its rows" test "$(($(wc -l <"$CSV") - 1))" -eq $((ROUNDS * nc * ${#NAMES[@]}))
+check "every window has its rows" test "$(($(wc -l <"$CSV") - 1))" -eq $((${#RUNS[@]} * ${#NAMES[@]}))
 e2e_finish "cluster cost, Patroni $PATRONI_VERSION"
 }
