@@ -146,9 +146,9 @@ impl Fleet {
     }
 
     fn warn_insecure(&mut self, config: &ClusterConfig) {
-        let key = format!("{:?}", config.patroni_urls);
+        let key = format!("{:?}", config.identity.patroni_urls);
         if config.rest.insecure_skip_verify && self.warned_insecure.insert(key) {
-            tracing::warn!(cluster = %config.name(), urls = ?config.patroni_urls, "TLS certificate verification of members is disabled");
+            tracing::warn!(cluster = %config.name(), urls = ?config.identity.patroni_urls, "TLS certificate verification of members is disabled");
         }
     }
 
@@ -342,7 +342,7 @@ async fn run_cluster(
         match ClusterPoller::with_clients(seat.phase, config.clone(), &seat.clients).await {
             Ok(poller) => break poller.through(seat.start_gate.clone()),
             Err(error) => {
-                tracing::error!(error = format!("{error:#}"), urls = ?config.patroni_urls, "cannot set up the poller; retrying in 30s or on reload");
+                tracing::error!(error = format!("{error:#}"), urls = ?config.identity.patroni_urls, "cannot set up the poller; retrying in 30s or on reload");
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs(30)) => {}
                     _ = configs.changed() => {}
@@ -352,7 +352,7 @@ async fn run_cluster(
         }
     };
     loop {
-        let standby_of = configs.borrow().standby_of.clone();
+        let standby_of = configs.borrow().identity.standby_of.clone();
         // Looked up once per configuration: the slot stays while the cluster is listed.
         let Some(publisher) = store.publisher(&seat.id, standby_of.as_deref()) else {
             return;

@@ -121,10 +121,35 @@ pub struct ClusterArgs {
     #[arg(long = "no-collector.failsafe")]
     pub no_collector_failsafe: bool,
 
-    /// YAML file listing clusters to watch (overrides --patroni.url and the Raft flags).
-    #[arg(long = "config.file", value_name = "FILE")]
+    /// YAML file listing clusters to watch. Its entries take the place of the flags of one
+    /// cluster, inheriting only --poll.*, --raft.port, --raft.disabled and --no-collector.*:
+    /// --patroni.url and the other flags of one cluster are refused beside it.
+    #[arg(
+        long = "config.file",
+        value_name = "FILE",
+        conflicts_with_all = NOT_BESIDE_CONFIG_FILE
+    )]
     pub config_file: Option<PathBuf>,
 }
+
+/// The flags of one cluster ([`ClusterEntry`]'s ids) that an entry of `--config.file` does
+/// not inherit ([`Inherited`]): given beside it they would be silently ignored, so clap
+/// refuses them at start. Not the three password and key-passphrase file flags: they also
+/// come from environment variables, a setting the user may not have made for this command
+/// line, and a validation never refuses what the user did not set.
+const NOT_BESIDE_CONFIG_FILE: [&str; 11] = [
+    "scope",
+    "patroni_urls",
+    "patroni_config_file",
+    "ca_file",
+    "insecure_skip_verify",
+    "cert_file",
+    "key_file",
+    "username",
+    "allow_api_url_hosts",
+    "raft_nodes",
+    "raft_command",
+];
 
 /// Options of the `status` subcommand.
 #[derive(Debug, Clone, ClapArgs)]
@@ -289,7 +314,7 @@ mod tests {
         assert_eq!(args.listen_address().unwrap().to_string(), "127.0.0.1:9393");
         let clusters = args.cluster.clusters().unwrap();
         assert_eq!(clusters.len(), 1);
-        assert_eq!(clusters[0].raft.as_ref().unwrap().port, 2222);
+        assert_eq!(clusters[0].identity.raft.as_ref().unwrap().port, 2222);
     }
 
     #[test]
@@ -346,6 +371,37 @@ mod tests {
             assert!(script.contains("status"), "{what:?}: no subcommand");
         }
         assert!(render(Generated::CompleteZsh).starts_with("#compdef patroni-raft-exporter"));
+    }
+
+    #[test]
+    fn every_flag_of_one_cluster_is_inherited_by_the_file_or_refused_beside_it() {
+        use clap::Args as _;
+        // What `Inherited` hands on (config/file.rs: poll_settings, rest_settings' body cap,
+        // raft_settings' port); the flags that may come from the environment are let be.
+        let inherited = [
+            "poll_interval",
+            "poll_timeout",
+            "max_body_bytes",
+            "max_concurrency",
+            "raft_port",
+        ];
+        let entry = ClusterEntry::augment_args(clap::Command::new("entry"));
+        for arg in entry.get_arguments() {
+            let id = arg.get_id().as_str();
+            let decided = inherited.contains(&id)
+                || NOT_BESIDE_CONFIG_FILE.contains(&id)
+                || arg.get_env().is_some();
+            assert!(
+                decided,
+                "--{}: inherited or refused beside --config.file?",
+                arg.get_long().unwrap_or(id)
+            );
+        }
+        for id in NOT_BESIDE_CONFIG_FILE {
+            let arg = entry.get_arguments().find(|arg| arg.get_id() == id);
+            assert!(arg.is_some_and(|arg| arg.get_env().is_none()), "{id}");
+        }
+        Args::command().debug_assert();
     }
 
     #[test]

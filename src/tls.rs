@@ -37,8 +37,19 @@ use crate::secret::Secret;
 /// # Errors
 /// When the file cannot be read, holds no certificate, or a certificate block is malformed.
 pub fn load_certificates(path: &Path, what: &str) -> anyhow::Result<Vec<CertificateDer<'static>>> {
-    let pem = crate::capped_file::read_small(path, what)?;
-    let certificates = CertificateDer::pem_slice_iter(&pem)
+    parse_certificates(&crate::capped_file::read_small(path, what)?, path, what)
+}
+
+/// Every certificate of `pem`, the content of the file `path` (named in errors, with `what`).
+///
+/// # Errors
+/// When it holds no certificate, or a certificate block is malformed.
+pub fn parse_certificates(
+    pem: &[u8],
+    path: &Path,
+    what: &str,
+) -> anyhow::Result<Vec<CertificateDer<'static>>> {
+    let certificates = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|error| anyhow::anyhow!("parsing {what} {}: {error}", path.display()))?;
     if certificates.is_empty() {
@@ -56,8 +67,24 @@ pub fn load_private_key(
     path: &Path,
     password: Option<&Secret>,
 ) -> anyhow::Result<PrivateKeyDer<'static>> {
-    let pem = crate::capped_file::read_small(path, "key file")?;
-    let text = String::from_utf8_lossy(&pem);
+    parse_private_key(
+        &crate::capped_file::read_small(path, "key file")?,
+        path,
+        password,
+    )
+}
+
+/// The private key of `pem`, the content of the key file `path` (named in errors), decrypted
+/// as [`load_private_key`] does.
+///
+/// # Errors
+/// As [`load_private_key`], but for reading the file.
+pub fn parse_private_key(
+    pem: &[u8],
+    path: &Path,
+    password: Option<&Secret>,
+) -> anyhow::Result<PrivateKeyDer<'static>> {
+    let text = String::from_utf8_lossy(pem);
     if text.contains("Proc-Type: 4,ENCRYPTED") {
         anyhow::bail!(
             "key file {} uses the legacy OpenSSL encryption; convert it with `openssl pkcs8 -topk8 -v2 aes256`",
@@ -71,7 +98,7 @@ pub fn load_private_key(
                 path.display()
             );
         };
-        let (label, der) = pkcs8::der::pem::decode_vec(&pem)
+        let (label, der) = pkcs8::der::pem::decode_vec(pem)
             .map_err(|_| anyhow::anyhow!("key file {}: invalid encrypted PEM", path.display()))?;
         if label != "ENCRYPTED PRIVATE KEY" {
             anyhow::bail!(
@@ -92,7 +119,7 @@ pub fn load_private_key(
             document.as_bytes().to_vec(),
         )));
     }
-    PrivateKeyDer::from_pem_slice(&pem).map_err(|error| {
+    PrivateKeyDer::from_pem_slice(pem).map_err(|error| {
         anyhow::anyhow!(
             "key file {}: no usable private key ({error})",
             path.display()

@@ -284,7 +284,6 @@ impl ClusterEntry {
         Ok(ClusterConfig {
             identity: ClusterIdentity {
                 standby_of: self.standby_of.clone(),
-                member_settings: yaml.map(PatroniYaml::member_settings),
                 expected_scope,
                 patroni_urls,
                 allow_api_url_hosts: self.allowed_hosts(yaml)?,
@@ -299,6 +298,7 @@ impl ClusterEntry {
             },
             poll,
             rest,
+            member_settings: yaml.map(PatroniYaml::member_settings),
         })
     }
 
@@ -464,7 +464,7 @@ pub fn check_unique_names(clusters: &[ClusterConfig]) -> anyhow::Result<()> {
         let Some(first) = seen.insert(name.clone(), at) else {
             continue;
         };
-        let what = match &cluster.expected_scope {
+        let what = match &cluster.identity.expected_scope {
             Some(scope) => format!("scope {scope}"),
             None => format!("no scope and the first REST URL {name}"),
         };

@@ -6,10 +6,11 @@
 //! already in `/var/snap/charmed-postgresql/current/etc/patroni/patroni.yaml`, so reading it
 //! avoids copying a secret. All three resolve to the same [`ClusterConfig`], in two parts:
 //! which cluster is watched and what of it ([`ClusterIdentity`]: scope, members, Raft nodes
-//! ([`RaftSettings`]), collectors), and how requests are made (the poll's rhythm and bounds,
-//! [`PollSettings`], and [`ClientSettings`](crate::patroni::ClientSettings), the REST
-//! source's own type). Two configurations of the same cluster have equal identities: what
-//! a poller learned still holds when only the request settings change. Each default is
+//! ([`RaftSettings`]), collectors), and how requests are made and read (the poll's rhythm and
+//! bounds, [`PollSettings`], [`ClientSettings`](crate::patroni::ClientSettings), the REST
+//! source's own type, and what Patroni's YAML says of the members' own settings,
+//! [`MemberSettings`]). Two configurations of the same cluster have equal identities: what
+//! a poller learned still holds when only the other settings change. Each default is
 //! written once, in those types.
 //!
 //! Layout, one concern per file:
@@ -40,8 +41,8 @@ use crate::secret::Secret;
 
 /// Everything the poller of one cluster needs. Built once at start (and on reload).
 ///
-/// The identity's fields read as the configuration's own (`config.patroni_urls`, through
-/// `Deref`): the two parts are separate types without a second name at every use.
+/// Its parts are named at every use (`config.identity.patroni_urls`, `config.poll.interval`):
+/// which part a setting is in says whether changing it makes another cluster.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterConfig {
     /// Which cluster, and what of it is watched.
@@ -49,14 +50,18 @@ pub struct ClusterConfig {
     pub poll: PollSettings,
     /// How requests to the members are made (TLS, credentials, body cap).
     pub rest: ClientSettings,
+    /// What Patroni's YAML (`--patroni.config-file`) says of the members' Raft timing and
+    /// REST pool; `None` without one. Read into the members' settings in force, never into
+    /// what is watched: a file that changes only these is the same cluster.
+    pub member_settings: Option<MemberSettings>,
 }
 
 /// Which cluster is watched, through which members and Raft nodes, and what of it: equal
 /// identities are the same cluster ([`ClusterConfig::same_cluster`]), so what a poller
 /// learned of it (members that left, witnesses, hosts a Raft status vouched for, the last
 /// answers of the requests asked in turn) still holds after a reload. A new setting that
-/// changes what is watched belongs here; one that changes only how requests are made, in
-/// [`PollSettings`] or [`ClientSettings`].
+/// changes what is watched belongs here; one that changes only how requests are made or
+/// read, in [`PollSettings`], [`ClientSettings`] or [`ClusterConfig::member_settings`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ClusterIdentity {
     /// The expected cluster name: the `scope` label before the first answer, and checked
@@ -73,9 +78,6 @@ pub struct ClusterIdentity {
     pub collectors: Collectors,
     /// The scope of the cluster this one is a standby cluster of (`standby_of`).
     pub standby_of: Option<String>,
-    /// What Patroni's YAML (`--patroni.config-file`) says of the members' Raft timing and
-    /// REST pool; `None` without one.
-    pub member_settings: Option<MemberSettings>,
 }
 
 /// A group of requests that can be switched off, like node_exporter's collectors: for
@@ -140,27 +142,17 @@ impl ClusterConfig {
     /// The one name of a cluster in logs, errors and (until Patroni names it) the `scope`
     /// label: the configured scope, else the first REST URL.
     pub fn name(&self) -> String {
-        cluster_name(self.expected_scope.as_deref(), &self.patroni_urls)
+        cluster_name(
+            self.identity.expected_scope.as_deref(),
+            &self.identity.patroni_urls,
+        )
     }
 
     /// Whether `other` watches the same cluster ([`ClusterIdentity`]) and differs at most
-    /// in how requests are made (TLS and credential files, timeouts, the interval).
+    /// in how requests are made (TLS and credential files, timeouts, the interval) and in
+    /// what Patroni's YAML says of the members' settings.
     pub fn same_cluster(&self, other: &ClusterConfig) -> bool {
         self.identity == other.identity
-    }
-}
-
-impl std::ops::Deref for ClusterConfig {
-    type Target = ClusterIdentity;
-
-    fn deref(&self) -> &ClusterIdentity {
-        &self.identity
-    }
-}
-
-impl std::ops::DerefMut for ClusterConfig {
-    fn deref_mut(&mut self) -> &mut ClusterIdentity {
-        &mut self.identity
     }
 }
 

@@ -50,13 +50,13 @@ impl ApiUrlPolicy {
     /// When an allow-list entry is not a host, an IP, a CIDR or `*`.
     pub fn for_cluster(config: &ClusterConfig) -> anyhow::Result<ApiUrlPolicy> {
         let mut policy = ApiUrlPolicy::default();
-        for url in &config.patroni_urls {
+        for url in &config.identity.patroni_urls {
             policy.hosts.extend(Host::of_url(url));
             if url.scheme() == "https" {
                 policy.https_only = true;
             }
         }
-        if let Some(raft) = &config.raft {
+        if let Some(raft) = &config.identity.raft {
             // A node that names no host is refused by its query, not here.
             let hosts = raft
                 .nodes
@@ -64,7 +64,7 @@ impl ApiUrlPolicy {
                 .filter_map(|node| Host::of_node(node).ok());
             policy.hosts.extend(hosts);
         }
-        for entry in &config.allow_api_url_hosts {
+        for entry in &config.identity.allow_api_url_hosts {
             policy.add_entry(entry)?;
         }
         policy.sends_credentials =

@@ -26,16 +26,23 @@ fn config_file_with_two_clusters() {
     .unwrap();
     let file = ConfigFile::load(&path).unwrap();
     let a = file.clusters[0].resolve(&defaults()).unwrap();
-    assert_eq!(a.expected_scope.as_deref(), Some("a"));
+    assert_eq!(a.identity.expected_scope.as_deref(), Some("a"));
     assert_eq!(a.poll.interval, Duration::from_secs(10));
     assert_eq!(a.poll.timeout, Duration::from_secs(2));
     assert_eq!(
-        a.raft.as_ref().unwrap().password.as_ref().unwrap().expose(),
+        a.identity
+            .raft
+            .as_ref()
+            .unwrap()
+            .password
+            .as_ref()
+            .unwrap()
+            .expose(),
         "raft-pass"
     );
     let b = file.clusters[1].resolve(&defaults()).unwrap();
-    assert_eq!(b.patroni_urls.len(), 2);
-    assert!(b.raft.is_none());
+    assert_eq!(b.identity.patroni_urls.len(), 2);
+    assert!(b.identity.raft.is_none());
 }
 
 #[test]
@@ -55,8 +62,9 @@ fn charmed_postgresql_patroni_yaml() {
         ..ClusterEntry::default()
     };
     let config = entry.resolve(&defaults()).unwrap();
-    assert_eq!(config.patroni_urls[0].as_str(), "https://10.1.2.3:8008/");
-    assert_eq!(config.expected_scope.as_deref(), Some("postgresql"));
+    let identity = &config.identity;
+    assert_eq!(identity.patroni_urls[0].as_str(), "https://10.1.2.3:8008/");
+    assert_eq!(identity.expected_scope.as_deref(), Some("postgresql"));
     let raft = config.identity.raft.unwrap();
     assert_eq!(
         raft.nodes,
@@ -137,8 +145,9 @@ use_unix_socket: true
         ..ClusterEntry::default()
     };
     let config = entry.resolve(&defaults()).unwrap();
-    assert_eq!(config.patroni_urls[0].as_str(), "https://10.1.2.3:8008/");
-    assert_eq!(config.expected_scope.as_deref(), Some("postgresql"));
+    let identity = &config.identity;
+    assert_eq!(identity.patroni_urls[0].as_str(), "https://10.1.2.3:8008/");
+    assert_eq!(identity.expected_scope.as_deref(), Some("postgresql"));
     // the peer CA verifies the members, as for patronictl (ctl.cacert)
     assert_eq!(
         config.rest.ca_file,
@@ -348,9 +357,13 @@ fn standby_of_names_another_cluster_of_the_file() {
     )
     .unwrap();
     let dr = file.clusters[1].resolve(&defaults()).unwrap();
-    assert_eq!(dr.standby_of.as_deref(), Some("main"));
+    assert_eq!(dr.identity.standby_of.as_deref(), Some("main"));
     assert_eq!(
-        file.clusters[0].resolve(&defaults()).unwrap().standby_of,
+        file.clusters[0]
+            .resolve(&defaults())
+            .unwrap()
+            .identity
+            .standby_of,
         None
     );
 
@@ -453,4 +466,39 @@ fn the_same_cluster_is_its_identity_whatever_the_request_settings() {
         let other = other.resolve(&defaults()).unwrap();
         assert!(!config.same_cluster(&other), "{other:?}");
     }
+}
+
+#[test]
+fn members_settings_from_patroni_yaml_are_not_what_makes_another_cluster() {
+    // What the members run with (raft.* timing, restapi.thread_pool_size) is read for the
+    // settings in force, not for what is watched: the same file with other values is the
+    // same cluster; the same values from another member's file (other Raft partners) is not.
+    let yaml = |partner: &str, timeout: &str, pool: u32| {
+        format!(
+            "scope: pg\nrestapi:\n  connect_address: '127.0.0.11:8008'\n  thread_pool_size: {pool}\nraft:\n  self_addr: '127.0.0.11:2222'\n  partner_addrs: ['{partner}']\n  connection_timeout: {timeout}\n"
+        )
+    };
+    let resolve = |text: String| {
+        let (dir, path) = crate::temp_file("patroni.yaml", text);
+        let config = ClusterEntry {
+            patroni_config_file: Some(path),
+            ..ClusterEntry::default()
+        }
+        .resolve(&defaults())
+        .unwrap();
+        drop(dir);
+        config
+    };
+    let before = resolve(yaml("127.0.0.12:2222", "3.5", 5));
+    for changed in [
+        yaml("127.0.0.12:2222", "6", 5),
+        yaml("127.0.0.12:2222", "3.5", 8),
+    ] {
+        let after = resolve(changed);
+        assert_ne!(after.member_settings, before.member_settings);
+        assert!(before.same_cluster(&after), "{after:?}");
+    }
+    let other_partner = resolve(yaml("127.0.0.13:2222", "3.5", 5));
+    assert_eq!(other_partner.member_settings, before.member_settings);
+    assert!(!before.same_cluster(&other_partner));
 }

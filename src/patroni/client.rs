@@ -7,6 +7,7 @@
 //! chunks against a byte cap, never with an unbounded `bytes()`.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -72,11 +73,21 @@ pub struct PatroniClient {
 }
 
 impl PatroniClient {
-    /// Builds the client.
+    /// Builds the client, reading the files `settings` names.
     ///
     /// # Errors
     /// When the CA file, the client certificate or its key cannot be read or parsed.
     pub fn new(settings: ClientSettings, timeout: Duration) -> anyhow::Result<PatroniClient> {
+        let files = TlsFiles::read(&settings, &crate::capped_file::read_small)?;
+        PatroniClient::with_files(settings, &files, timeout)
+    }
+
+    /// Builds the client from the content of the files `settings` names, read by the caller.
+    fn with_files(
+        settings: ClientSettings,
+        files: &TlsFiles,
+        timeout: Duration,
+    ) -> anyhow::Result<PatroniClient> {
         let builder = reqwest::Client::builder()
             .connect_timeout(timeout)
             .timeout(timeout)
@@ -87,27 +98,26 @@ impl PatroniClient {
             .user_agent(concat!("patroni-raft-exporter/", env!("CARGO_PKG_VERSION")));
         // Parsed by rustls-pki-types: reqwest's own parser accepts a file with no certificate
         // at all, which would silently trust nothing extra.
-        let extra_roots = match &settings.ca_file {
-            Some(path) => crate::tls::load_certificates(path, "CA file")?,
+        let extra_roots = match &files.ca {
+            Some(ca) => crate::tls::parse_certificates(&ca.pem, &ca.path, CA_FILE)?,
             None => Vec::new(),
         };
-        let identity = match (&settings.cert_file, &settings.key_file) {
-            (Some(cert_file), Some(key_file)) => Some((
-                crate::tls::load_certificates(cert_file, "client certificate")?,
-                crate::tls::load_private_key(key_file, settings.key_password.as_ref())?,
+        let identity = match &files.identity {
+            Some((cert, key)) => Some((
+                crate::tls::parse_certificates(&cert.pem, &cert.path, CLIENT_CERTIFICATE)?,
+                crate::tls::parse_private_key(&key.pem, &key.path, settings.key_password.as_ref())?,
             )),
-            (None, None) => None,
-            _ => anyhow::bail!("a client certificate needs both a certificate file and a key file"),
+            None => None,
         };
         // Our own rustls configuration, for its session cache (src/tls.rs says why).
         let tls = crate::tls::client_config(extra_roots, identity, settings.insecure_skip_verify)
-            .map_err(|error| match (&settings.cert_file, &settings.key_file) {
-            (Some(cert_file), Some(key_file)) => anyhow::anyhow!(
+            .map_err(|error| match &files.identity {
+            Some((cert, key)) => anyhow::anyhow!(
                 "client certificate {} and key {} do not form a usable identity ({error})",
-                cert_file.display(),
-                key_file.display()
+                cert.path.display(),
+                key.path.display()
             ),
-            _ => error,
+            None => error,
         })?;
         let builder = builder.tls_backend_preconfigured(tls);
         Ok(PatroniClient {
@@ -326,8 +336,8 @@ type ClientKey = (Duration, usize, Option<[u8; 32]>, bool, [u8; 32]);
 
 impl ClientPool {
     /// The client for `settings` and `timeout`: the pool's, or a new one. The files it names
-    /// (CA, client certificate and key) are read and parsed on the blocking pool, off the
-    /// async workers that poll and serve.
+    /// (CA, client certificate and key) are read once, and parsed, on the blocking pool, off
+    /// the async workers that poll and serve.
     ///
     /// # Errors
     /// When a file cannot be read or parsed ([`PatroniClient::new`]).
@@ -338,17 +348,23 @@ impl ClientPool {
     ) -> anyhow::Result<Arc<PatroniClient>> {
         let pool = self.clone();
         let settings = settings.clone();
-        tokio::task::spawn_blocking(move || pool.client_blocking(&settings, timeout))
-            .await
-            .map_err(|error| anyhow::anyhow!("building the HTTP client: {error}"))?
+        tokio::task::spawn_blocking(move || {
+            pool.client_blocking(&settings, timeout, &crate::capped_file::read_small)
+        })
+        .await
+        .map_err(|error| anyhow::anyhow!("building the HTTP client: {error}"))?
     }
 
+    /// [`ClientPool::client`] on this thread, reading the files with `read`: once each, for
+    /// the key and, on a miss, for the new client.
     fn client_blocking(
         &self,
         settings: &ClientSettings,
         timeout: Duration,
+        read: &ReadFile<'_>,
     ) -> anyhow::Result<Arc<PatroniClient>> {
-        let key = client_key(settings, timeout)?;
+        let files = TlsFiles::read(settings, read)?;
+        let key = client_key(settings, &files, timeout);
         let mut clients = self
             .clients
             .lock()
@@ -357,31 +373,87 @@ impl ClientPool {
         if let Some(client) = clients.get(&key).and_then(Weak::upgrade) {
             return Ok(client);
         }
-        let client = Arc::new(PatroniClient::new(settings.clone(), timeout)?);
+        let client = Arc::new(PatroniClient::with_files(
+            settings.clone(),
+            &files,
+            timeout,
+        )?);
         clients.insert(key, Arc::downgrade(&client));
         Ok(client)
     }
 }
 
-/// The [`ClientKey`] of `settings` and `timeout`; reads the CA, certificate and key files.
-fn client_key(settings: &ClientSettings, timeout: Duration) -> anyhow::Result<ClientKey> {
-    let ca_digest = match &settings.ca_file {
-        Some(path) => Some(Sha256::digest(crate::capped_file::read_small(path, "CA file")?).into()),
-        None => None,
-    };
+/// How a client's files are read: [`crate::capped_file::read_small`] (a path and what it is,
+/// for errors), or a test's reader that counts.
+type ReadFile<'a> = dyn Fn(&Path, &str) -> anyhow::Result<Vec<u8>> + 'a;
+
+/// What the CA file, the client certificate and its key are called in errors.
+const CA_FILE: &str = "CA file";
+const CLIENT_CERTIFICATE: &str = "client certificate";
+const KEY_FILE: &str = "key file";
+
+/// The files a [`ClientSettings`] names, read once: the pool's key is a digest of their
+/// content and a new client parses it, so that both see the same bytes.
+struct TlsFiles {
+    ca: Option<PemFile>,
+    /// The client certificate and its key.
+    identity: Option<(PemFile, PemFile)>,
+}
+
+/// A PEM file's path (for errors) and content.
+struct PemFile {
+    path: PathBuf,
+    pem: Vec<u8>,
+}
+
+impl PemFile {
+    fn read(path: &Path, what: &str, read: &ReadFile<'_>) -> anyhow::Result<PemFile> {
+        Ok(PemFile {
+            path: path.to_owned(),
+            pem: read(path, what)?,
+        })
+    }
+}
+
+impl TlsFiles {
+    /// Reads the files `settings` names with `read`.
+    ///
+    /// # Errors
+    /// When a file cannot be read, or a certificate is named without its key (or the reverse).
+    fn read(settings: &ClientSettings, read: &ReadFile<'_>) -> anyhow::Result<TlsFiles> {
+        let ca = match &settings.ca_file {
+            Some(path) => Some(PemFile::read(path, CA_FILE, read)?),
+            None => None,
+        };
+        let identity = match (&settings.cert_file, &settings.key_file) {
+            (Some(cert_file), Some(key_file)) => Some((
+                PemFile::read(cert_file, CLIENT_CERTIFICATE, read)?,
+                PemFile::read(key_file, KEY_FILE, read)?,
+            )),
+            (None, None) => None,
+            _ => anyhow::bail!("a client certificate needs both a certificate file and a key file"),
+        };
+        Ok(TlsFiles { ca, identity })
+    }
+}
+
+/// The [`ClientKey`] of `settings`, the content of its `files`, and `timeout`.
+fn client_key(settings: &ClientSettings, files: &TlsFiles, timeout: Duration) -> ClientKey {
+    let ca_digest = files.ca.as_ref().map(|ca| Sha256::digest(&ca.pem).into());
     // Length-prefixed parts, so that no two different settings hash alike.
     let mut credentials = Sha256::new();
     let mut part = |bytes: &[u8]| {
         credentials.update((bytes.len() as u64).to_be_bytes());
         credentials.update(bytes);
     };
-    for file in [&settings.cert_file, &settings.key_file] {
-        match file {
-            Some(path) => part(&crate::capped_file::read_small(
-                path,
-                "client certificate or key",
-            )?),
-            None => part(b"-"),
+    match &files.identity {
+        Some((cert, key)) => {
+            part(&cert.pem);
+            part(&key.pem);
+        }
+        None => {
+            part(b"-");
+            part(b"-");
         }
     }
     part(
@@ -397,13 +469,13 @@ fn client_key(settings: &ClientSettings, timeout: Duration) -> anyhow::Result<Cl
         }
         None => part(b"-"),
     }
-    Ok((
+    (
         timeout,
         settings.max_body_bytes,
         ca_digest,
         settings.insecure_skip_verify,
         credentials.finalize().into(),
-    ))
+    )
 }
 
 /// One answer, with what is needed to read the peer's clock.
@@ -594,6 +666,56 @@ mod tests {
             2,
             "the unused client went"
         );
+    }
+
+    #[test]
+    fn a_client_reads_each_of_its_files_once() {
+        const TIMEOUT: Duration = Duration::from_millis(1234);
+        let dir = tempfile::tempdir().unwrap();
+        let ca = rcgen::generate_simple_self_signed(vec!["ca".into()]).unwrap();
+        let cert = rcgen::generate_simple_self_signed(vec!["x".into()]).unwrap();
+        let contents = [
+            ("ca.pem", ca.cert.pem()),
+            ("c.pem", cert.cert.pem()),
+            ("k.pem", cert.signing_key.serialize_pem()),
+        ]
+        .map(|(name, pem)| (dir.path().join(name), pem));
+        let write_files = || {
+            for (path, pem) in &contents {
+                std::fs::write(path, pem).unwrap();
+            }
+        };
+        let files = contents.clone().map(|(path, _)| path);
+        let settings = ClientSettings {
+            ca_file: Some(files[0].clone()),
+            cert_file: Some(files[1].clone()),
+            key_file: Some(files[2].clone()),
+            ..ClientSettings::default()
+        };
+        // Each file is gone once read: a second read of it, by any means, would fail.
+        let reads = Mutex::new(HashMap::<PathBuf, usize>::new());
+        let read_once = |path: &Path, what: &str| {
+            *reads.lock().unwrap().entry(path.to_owned()).or_default() += 1;
+            let pem = crate::capped_file::read_small(path, what);
+            std::fs::remove_file(path).unwrap();
+            pem
+        };
+        let times_read = || files.clone().map(|path| reads.lock().unwrap()[&path]);
+        let pool = ClientPool::default();
+        // A miss: the key's digest and the new client are made of one read of each file.
+        write_files();
+        let first = pool
+            .client_blocking(&settings, TIMEOUT, &read_once)
+            .unwrap();
+        assert_eq!(times_read(), [1, 1, 1]);
+        assert!(files.iter().all(|path| !path.exists()));
+        // A hit reads them again, once, for the key: a file changed since is another client.
+        write_files();
+        let second = pool
+            .client_blocking(&settings, TIMEOUT, &read_once)
+            .unwrap();
+        assert!(Arc::ptr_eq(&first, &second));
+        assert_eq!(times_read(), [2, 2, 2]);
     }
 
     #[tokio::test]

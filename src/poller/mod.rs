@@ -131,7 +131,7 @@ impl ClusterPoller {
         let policy = ApiUrlPolicy::for_cluster(&config)?;
         let client = clients.client(&config.rest, config.poll.timeout).await?;
         let permits = Arc::new(Semaphore::new(config.poll.max_concurrency.max(1)));
-        let raft = match &config.raft {
+        let raft = match &config.identity.raft {
             None => None,
             Some(settings) => Some(raft_query(settings, config.poll.timeout).await?),
         };
@@ -297,7 +297,10 @@ impl ClusterPoller {
         let first_targets = self
             .targets()
             .raft_targets_known(&self.memory.members.listed_hosts());
-        let candidates = self.memory.discovery.candidates(&self.config.patroni_urls);
+        let candidates = self
+            .memory
+            .discovery
+            .candidates(&self.config.identity.patroni_urls);
         let requests = self.requests();
         let early = requests.start_statuses(self.memory.members.remembered(), candidates.first());
         let mut first_queries = requests.raft_queries(first_targets.clone());
@@ -307,7 +310,7 @@ impl ClusterPoller {
             self.memory
                 .discovery
                 .settle(cluster_answer, &mut self.memory.tally, &scope);
-        let raft = self.config.raft.as_ref();
+        let raft = self.config.identity.raft.as_ref();
         learn_raft(&mut self.memory.voters, &mut self.policy, raft, &raft_nodes);
 
         let listed = cluster
@@ -340,7 +343,7 @@ impl ClusterPoller {
         // `/history` and `/config` from the member that answered `/cluster`, if one did and
         // they are due.
         let preferred = cluster.as_ref().and(history_base.as_ref());
-        let on = |collector| self.config.collectors.enabled(collector);
+        let on = |collector| self.config.identity.collectors.enabled(collector);
         let (due, timeline) = self.memory.cadence.due(
             cluster.as_ref(),
             (on(Collector::History), on(Collector::Config)),

@@ -273,7 +273,7 @@ impl Recorder<'_> {
         learn_raft(
             self.voters,
             self.policy,
-            self.config.raft.as_ref(),
+            self.config.identity.raft.as_ref(),
             &raft_nodes,
         );
         if let Some(view) = &cluster {
@@ -282,7 +282,7 @@ impl Recorder<'_> {
         let voter_sets = VoterSetComparison::compare(&raft_nodes);
         let quorum = QuorumAssessment::assess_with(&raft_nodes, self.voters.counted(), &voter_sets);
         // Without the views collector only the read view is known: nothing to compare.
-        let views = if self.config.collectors.enabled(Collector::Views) {
+        let views = if self.config.identity.collectors.enabled(Collector::Views) {
             ViewComparison::compare(
                 &answered_views(members.iter().chain(&departed)),
                 read_view.as_ref(),
@@ -301,7 +301,7 @@ impl Recorder<'_> {
             self.tally.counters.multiple_primaries_polls += 1;
         }
         self.voters.count(&raft_nodes, &voter_sets);
-        let voter_kinds = match &self.config.raft {
+        let voter_kinds = match &self.config.identity.raft {
             Some(settings) => {
                 self.voters
                     .judge_kinds(&raft_nodes, members.iter().chain(&departed), settings.port)

@@ -245,7 +245,7 @@ impl Requests<'_> {
         members: &MemberMemory,
         mut early: EarlyStatuses,
     ) -> Vec<MemberAnswers> {
-        let on = |collector| self.config.collectors.enabled(collector);
+        let on = |collector| self.config.identity.collectors.enabled(collector);
         let readiness_turn = members.readiness_turn(everyone.len());
         let started: Vec<Option<RemoteHandle<OwnStatus>>> = everyone
             .iter()
@@ -295,7 +295,7 @@ impl Requests<'_> {
         due: ReaderDue,
         config: Option<&DynamicConfig>,
     ) -> ReaderDocuments {
-        let on = |collector| self.config.collectors.enabled(collector);
+        let on = |collector| self.config.identity.collectors.enabled(collector);
         let failsafe_on =
             on(Collector::Failsafe) && config.is_some_and(|config| config.failsafe_mode);
         tokio::join!(
@@ -530,7 +530,7 @@ impl Requests<'_> {
 
     /// A `/cluster` that names another cluster is an error, never a silent mix of two clusters.
     fn check_scope(&self, view: ClusterView) -> Result<ClusterView, PatroniError> {
-        match (&self.config.expected_scope, &view.scope) {
+        match (&self.config.identity.expected_scope, &view.scope) {
             (Some(expected), Some(got)) if expected != got => Err(PatroniError::ScopeMismatch {
                 expected: expected.clone(),
                 got: got.clone(),

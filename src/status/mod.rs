@@ -54,7 +54,7 @@ pub async fn collect(clusters: Vec<ClusterConfig>, deadline: Duration) -> Vec<Cl
     let polls = clusters.into_iter().map(|mut config| async move {
         config.poll.timeout = config.poll.timeout.min(deadline / 2);
         let fallback_scope = config.name();
-        let standby_of = config.standby_of.clone();
+        let standby_of = config.identity.standby_of.clone();
         let remaining = deadline.saturating_sub(started.elapsed());
         let poll = async {
             let poller = ClusterPoller::with_clients(0, config, clients)

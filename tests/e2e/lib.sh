@@ -102,7 +102,8 @@
 #                                    $RUN_DIR/cleanup.log); exits with the script's rc
 #   e2e_exporter POLL_S [ARG...]     the exporter as the README quick start: --patroni.url member
 #                                    0 + --raft.password-file $RUN_DIR/raft-secret (written from
-#                                    RAFT_PASS), --poll.interval POLL_S s, --poll.timeout
+#                                    RAFT_PASS; neither with --config.file among the ARGs),
+#                                    --poll.interval POLL_S s, --poll.timeout
 #                                    $E2E_POLL_TIMEOUT (default 1s), on
 #                                    127.0.0.1:9393, log $EXPORTER_LOG; PID in EXPORTER_PID and E2E_PIDS
 #   e2e_status NAME [URL | -- ARG...]
@@ -159,6 +160,9 @@
 #                                    both every INTERVAL (2s); alerts sent to $E2E_AM when it is set
 #                                    (start Alertmanager first); config, data and log in DIR, PID in
 #                                    E2E_PROM_PID; rc 1 if not ready in 60 s
+#   e2e_prometheus_rules NAME...     e2e_prometheus "$RUN_DIR" (on_fail when not ready; its PID in
+#                                    E2E_PIDS), E2E_PROM_T0 the e2e_now when it was ready, and a
+#                                    check that it loaded each shipped alert rule NAME
 #   e2e_wait_http URL SECONDS        poll URL until it answers 2xx; rc 1 after SECONDS
 #   e2e_prom_rule_loaded NAME        rc 0 when Prometheus has loaded the alert rule NAME
 #   e2e_prom_alerts                  Prometheus' /api/v1/alerts JSON ('{}' when it does not answer)
@@ -622,10 +626,12 @@ e2e_stop_pid() { # e2e_stop_pid PID
 
 EXPORTER_PID=""
 e2e_exporter() { # e2e_exporter POLL_S [ARG...]
-  local poll=$1
+  local poll=$1 cluster=(--patroni.url "$MEMBER0_REST" --raft.password-file "$RUN_DIR/raft-secret")
   shift
   ( umask 077; printf '%s\n' "$RAFT_PASS" >"$RUN_DIR/raft-secret" )
-  "$EXPORTER_BIN" --patroni.url "$MEMBER0_REST" --raft.password-file "$RUN_DIR/raft-secret" \
+  # with --config.file its entries name the members (the flags of one cluster are refused beside it)
+  [[ " $* " != *" --config.file "* ]] || cluster=()
+  "$EXPORTER_BIN" "${cluster[@]}" \
     --poll.interval "${poll}s" --poll.timeout "${E2E_POLL_TIMEOUT:-1s}" --web.listen-address 127.0.0.1:9393 "$@" \
     >"$EXPORTER_LOG" 2>&1 9>&- &
   EXPORTER_PID=$!
@@ -712,6 +718,17 @@ e2e_prometheus() { # e2e_prometheus DIR [TARGETS] [INTERVAL]
 e2e_prom_rule_loaded() {
   curl -fs -m 3 "$E2E_PROM/api/v1/rules" 2>/dev/null \
     | jq -e --arg a "$1" '[.data.groups[].rules[] | select(.name == $a)] | length == 1' >/dev/null
+}
+E2E_PROM_T0=""
+e2e_prometheus_rules() { # e2e_prometheus_rules NAME...
+  local rule
+  e2e_prometheus "$RUN_DIR" || on_fail "Prometheus not ready within 60 s (log $RUN_DIR/prometheus.log)"
+  E2E_PIDS+=("$E2E_PROM_PID")
+  # shellcheck disable=SC2034  # read by the scripts that source this file
+  E2E_PROM_T0=$(e2e_now)
+  for rule in "$@"; do
+    check "Prometheus loaded the shipped rule $rule" e2e_prom_rule_loaded "$rule"
+  done
 }
 e2e_prom_alerts() { curl -fs -m 3 "$E2E_PROM/api/v1/alerts" 2>/dev/null || echo '{}'; }
 e2e_alert_state() { # e2e_alert_state JSON NAME [MEMBER]

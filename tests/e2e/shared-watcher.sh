@@ -147,12 +147,8 @@ clusters:
     raft_password_file: $RUN_DIR/raft-secret
 EOF
 e2e_exporter "$POLL" --config.file "$RUN_DIR/exporter.yml"
-e2e_prometheus "$RUN_DIR" || on_fail "Prometheus not ready within 60 s (log $RUN_DIR/prometheus.log)"
-E2E_PIDS+=("$E2E_PROM_PID")
-T_PROM=$(e2e_now)
-for a in "$QL" "$NM" "$ZV"; do
-  check "Prometheus loaded the shipped rule $a" e2e_prom_rule_loaded "$a"
-done
+e2e_prometheus_rules "$QL" "$NM" "$ZV"
+T_PROM=$E2E_PROM_T0
 ZV_EXPR=$(rule_expr "$ZV")
 [[ -n $ZV_EXPR ]] || on_fail "cannot read $ZV's expr from the rule file"
 

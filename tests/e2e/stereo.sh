@@ -137,12 +137,8 @@ pass "the witness $W is in both members' raft.partner_addrs"
 
 # ---- the exporter, as the README quick start; Prometheus with the shipped rules, unchanged
 e2e_exporter "$POLL"
-e2e_prometheus "$RUN_DIR" || on_fail "Prometheus not ready within 60 s (log $RUN_DIR/prometheus.log)"
-E2E_PIDS+=("$E2E_PROM_PID")
-T_PROM=$(e2e_now)
-for a in "$QL" "$NM" "$ZV"; do
-  check "Prometheus loaded the shipped rule $a" e2e_prom_rule_loaded "$a"
-done
+e2e_prometheus_rules "$QL" "$NM" "$ZV"
+T_PROM=$E2E_PROM_T0
 NM_FOR=$(rule_for_s "$NM")
 { [[ $NM_FOR =~ ^[0-9]+$ ]] && ((NM_FOR > 0)); } || on_fail "cannot read the for: of $NM in $RULES"
 e2e_log "$NM has for: ${NM_FOR}s in $RULES"

@@ -54,6 +54,96 @@ async fn duplicate_scopes_or_urls_are_refused_at_start_naming_them() {
     }
 }
 
+/// The binary with `args` (and `env`), its exit code, stdout and stderr; killed after 30 s
+/// (the refused runs end at once; a run that is not refused would serve for ever).
+async fn run_binary(args: &[&str], env: &[(&str, &Path)]) -> (Option<i32>, String, String) {
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_patroni-raft-exporter"))
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("the binary did not exit within 30 s")
+        .unwrap();
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+#[tokio::test]
+async fn flags_of_one_cluster_given_beside_the_config_file_are_refused_at_start() {
+    let alpha = FakeCluster::start("alpha", Captured::healthy_415(0)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("exporter.yml");
+    write_config(&path, &[entry(Some("alpha"), &alpha)]);
+    let config = path.to_str().unwrap();
+    let url = alpha.urls()[0].to_string();
+    // The exporter and `status`, with --patroni.url or --raft.node on the command line.
+    for args in [
+        vec!["--config.file", config, "--patroni.url", &url],
+        vec![
+            "--web.listen-address",
+            "127.0.0.1:0",
+            "--config.file",
+            config,
+            "--patroni.url",
+            &url,
+        ],
+        vec![
+            "status",
+            "--config.file",
+            config,
+            "--patroni.url",
+            &url,
+            "--timeout",
+            "5s",
+        ],
+        vec![
+            "status",
+            "--raft.node",
+            "127.0.0.11:2222",
+            "--config.file",
+            config,
+        ],
+    ] {
+        let (code, stdout, stderr) = run_binary(&args, &[]).await;
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(stdout.is_empty(), "{args:?}: {stdout}");
+        let flag = args
+            .iter()
+            .find(|arg| ["--patroni.url", "--raft.node"].contains(arg));
+        assert!(
+            stderr.starts_with("error: the argument '")
+                && stderr.contains("' cannot be used with '")
+                && stderr.contains("'--config.file <FILE>'")
+                && stderr.contains(&format!("'{} <", flag.unwrap())),
+            "{args:?}: {stderr}"
+        );
+    }
+    // What the file's entries inherit, and a password file from the environment (which the
+    // user may have set for another command line), are not refused.
+    let secret = dir.path().join("raft-password");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    let args = [
+        "status",
+        "--config.file",
+        config,
+        "--poll.interval",
+        "2s",
+        "--timeout",
+        "5s",
+    ];
+    let env = [("PATRONI_RAFT_EXPORTER_RAFT_PASSWORD_FILE", secret.as_path())];
+    let (code, stdout, stderr) = run_binary(&args, &env).await;
+    assert!(!stderr.contains("cannot be used with"), "{stderr}");
+    assert!(matches!(code, Some(0 | 1)), "{code:?}: {stdout}{stderr}");
+    assert!(stdout.contains("alpha"), "{stdout}");
+}
+
 /// The exporter binary on a free port of 127.0.0.1 with `--config.file`, killed when dropped.
 struct Exporter {
     child: std::process::Child,

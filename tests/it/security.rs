@@ -59,8 +59,8 @@ fn one_member_cluster(scope: &str, api: &str, host: &str) -> Vec<u8> {
 /// A config polling the one member at `member_url` and expecting the scope `scope`.
 fn scoped_config(scope: &str, member_url: &str) -> ClusterConfig {
     ClusterConfig::default().with(|config| {
-        config.expected_scope = Some(scope.into());
-        config.patroni_urls = vec![url(member_url)];
+        config.identity.expected_scope = Some(scope.into());
+        config.identity.patroni_urls = vec![url(member_url)];
     })
 }
 
@@ -127,7 +127,7 @@ async fn https_members_with_a_private_ca_and_client_certificates() {
 
     // Plain http to an https member is a transport error, promptly.
     let plain = with_identity.with(|config| {
-        config.patroni_urls = vec![url(&member.url().replace("https://", "http://"))];
+        config.identity.patroni_urls = vec![url(&member.url().replace("https://", "http://"))];
     });
     let started = Instant::now();
     let output = poll_and_render(vec![plain], Format::PrometheusText).await;
@@ -337,7 +337,7 @@ async fn basic_auth_is_sent_and_api_urls_off_the_configured_hosts_are_not_follow
 
     // Allowed explicitly: followed, with the credentials.
     let allowed = config.with(|config| {
-        config.allow_api_url_hosts = vec!["127.0.0.2".into()];
+        config.identity.allow_api_url_hosts = vec!["127.0.0.2".into()];
     });
     let output = poll_and_render(vec![allowed], Format::PrometheusText).await;
     assert!(
@@ -438,7 +438,7 @@ async fn requests_in_flight_are_bounded_per_cluster_and_per_member() {
         host.route("/patroni", Reply::Hang);
     }
     let config = ClusterConfig::default().with(|config| {
-        config.patroni_urls = vec![url(&reader.url())];
+        config.identity.patroni_urls = vec![url(&reader.url())];
         config.poll.timeout = Duration::from_millis(300);
         config.poll.max_concurrency = 3;
     });
@@ -492,7 +492,7 @@ async fn a_member_is_asked_one_request_at_a_time_its_own_status_first() {
         }
     }
     let config = ClusterConfig::default().with(|config| {
-        config.patroni_urls = vec![url(&reader.url())];
+        config.identity.patroni_urls = vec![url(&reader.url())];
         config.poll.timeout = Duration::from_millis(300);
     });
     let mut poller = ClusterPoller::new(0, config)
@@ -521,7 +521,7 @@ async fn a_slow_poll_is_skipped_and_counted_never_stacked() {
     let member = FakePatroni::start("127.0.0.1").await;
     member.route("/cluster", Reply::Hang);
     let config = ClusterConfig::default().with(|config| {
-        config.patroni_urls = vec![url(&member.url())];
+        config.identity.patroni_urls = vec![url(&member.url())];
         config.poll.interval = Duration::from_millis(100);
         config.poll.timeout = Duration::from_millis(450);
     });
@@ -748,7 +748,7 @@ fn hostile_config(
     scoped_config(scope, member_url).with(|config| {
         config.poll.interval = Duration::from_millis(500);
         config.poll.timeout = Duration::from_millis(800);
-        config.raft = raft.map(|(nodes, password)| RaftSettings {
+        config.identity.raft = raft.map(|(nodes, password)| RaftSettings {
             nodes,
             port: 2222,
             password: password.map(Secret::new),

@@ -261,7 +261,7 @@ async fn several_clusters_take_the_worst_level() {
     let ok = healthy().await;
     let critical = quorum_lost().await;
     let mut configs = vec![ok.config.clone(), critical.config.clone()];
-    configs[1].expected_scope = Some("pg-test".into());
+    configs[1].identity.expected_scope = Some("pg-test".into());
     let reports = status_command::collect(configs, Duration::from_secs(10)).await;
     assert_eq!(reports[0].level, Level::Ok);
     assert_eq!(reports[1].level, Level::Critical);

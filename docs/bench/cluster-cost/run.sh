@@ -42,44 +42,18 @@ set -euo pipefail
 { # parsed whole before it runs
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# shellcheck source=../../../tests/e2e/lib.sh
-source "$HERE/../../../tests/e2e/lib.sh"
+# shellcheck source=../lib.sh
+source "$HERE/../lib.sh"
 HEADER=exporter,patroni_version,round,condition,member,role,window_s,patroni_cpu_ms,postgres_cpu_ms,rest_requests,raft_connections
 
 # ---- outside the namespaces: every version at once, then one results file and the tables
-if [[ ${E2E_IN_NETNS:-} != 1 && ${COST_CHILD:-} != 1 ]]; then
-  (($# > 0)) || set -- 3.3.8 4.1.5
-  export EXPORTER_LABEL=${EXPORTER_LABEL:-$(git -C "$E2E_REPO" describe --always --dirty)}
-  out=${OUT:-$E2E_REPO/docs/bench/cluster-cost.csv}
-  declare -A pids=()
-  rc=0
-  for v in "$@"; do
-    COST_CHILD=1 "$0" "$v" >"$E2E_WORK/cluster-cost-$v.log" 2>&1 &
-    pids[$v]=$!
-  done
-  trap 'kill -TERM "${pids[@]}" 2>/dev/null; wait; exit 143' TERM INT
-  for v in "$@"; do
-    wait "${pids[$v]}" || { rc=1; echo "Patroni $v failed: see $E2E_WORK/cluster-cost-$v.log" >&2; }
-  done
-  ((rc == 0)) || exit 1
-  [[ ${APPEND:-0} == 1 && -s $out ]] || echo "$HEADER" >"$out"
-  for v in "$@"; do tail -n +2 "$E2E_WORK/cluster-cost-$v/cost.csv"; done >>"$out"
-  echo "rows: $out" >&2
-  python3 "$HERE/summary.py" "$out"
-  exit 0
-fi
+(($# > 0)) || set -- 3.3.8 4.1.5
+bench_outside cluster-cost cost.csv "$@"
 
 E2E_TOOLS="nft prometheus" e2e_scenario cluster-cost "$@"
 
 # ------------------------------------------------------------------ in the namespace
-export DATA_DIR="$E2E_WORK/cluster-cost-data-$PATRONI_VERSION"
-export WAL_SEGSIZE="${WAL_SEGSIZE:-1}"
-EXPORTER_LABEL=${EXPORTER_LABEL:-unnamed}
-EXPORTER_BIN_B=${EXPORTER_BIN_B:-$EXPORTER_BIN}
-EXPORTER_LABEL_B=${EXPORTER_LABEL_B:-b}
-WINDOW_S=${WINDOW_S:-100}
-WARMUP_S=${WARMUP_S:-10}
-ROUNDS=${ROUNDS:-3}
+bench_settings cluster-cost 100 3
 read -r -a CONDITIONS <<<"${CONDITIONS:-none prometheus exporter1 exporter2}"
 CSV="$RUN_DIR/cost.csv"
 FW=cluster_cost
@@ -170,7 +144,6 @@ snapshot() {
 }
 
 ( umask 077; printf '%s\n' "$RAFT_PASS" >"$RUN_DIR/raft-secret" )
-MON_PIDS=()
 start_condition() {
   local base=${1%-b} bin=$EXPORTER_BIN every=15s poll=5000 raft=(--raft.password-file "$RUN_DIR/raft-secret")
   MON_PIDS=()
@@ -201,35 +174,25 @@ start_condition() {
     *) on_fail "unknown condition $1" ;;
   esac
 }
-stop_condition() {
-  local p
-  for p in "${MON_PIDS[@]}"; do e2e_stop_pid "$p"; done
-  MON_PIDS=()
-}
-
 echo "$HEADER" >"$CSV"
-nc=${#CONDITIONS[@]}
-for ((round = 1; round <= ROUNDS; round++)); do
-  for ((k = 0; k < nc; k++)); do
-    cond=${CONDITIONS[$(((k + round - 1) % nc))]}
-    name=$cond
-    [[ $cond != *-b ]] || name="${cond%-b}@$EXPORTER_LABEL_B"
-    start_condition "$cond"
-    sleep "$WARMUP_S"
-    t0=$(e2e_now); read -r -a a <<<"$(snapshot)"
-    sleep "$WINDOW_S"
-    t1=$(e2e_now); read -r -a b <<<"$(snapshot)"
-    stop_condition
-    for n in "${!NAMES[@]}"; do
-      i=$((n * 4))
-      awk -v e="$EXPORTER_LABEL" -v v="$PATRONI_VERSION" -v r="$round" -v c="$name" -v m="${NAMES[$n]}" -v role="${ROLES[$n]}" \
-        -v w="$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" \
-        -v p=$((b[i] - a[i])) -v q=$((b[i + 1] - a[i + 1])) -v rq=$((b[i + 2] - a[i + 2])) -v rf=$((b[i + 3] - a[i + 3])) \
-        'BEGIN { printf "%s,%s,%s,%s,%s,%s,%s,%.1f,%.1f,%d,%d\n", e, v, r, c, m, role, w, p / 1000, q / 1000, rq, rf }' >>"$CSV"
-    done
-    e2e_log "round $round $cond: $(tail -n "${#NAMES[@]}" "$CSV" | cut -d, -f5,8-11 | paste -sd' ')"
-    sleep 2   # the stopped monitors' last connections close outside the next window
+mapfile -t RUNS < <(bench_schedule)
+for run in "${RUNS[@]}"; do
+  read -r round cond name <<<"$run"
+  start_condition "$cond"
+  sleep "$WARMUP_S"
+  t0=$(e2e_now); read -r -a a <<<"$(snapshot)"
+  sleep "$WINDOW_S"
+  t1=$(e2e_now); read -r -a b <<<"$(snapshot)"
+  bench_stop_monitors
+  for n in "${!NAMES[@]}"; do
+    i=$((n * 4))
+    awk -v e="$EXPORTER_LABEL" -v v="$PATRONI_VERSION" -v r="$round" -v c="$name" -v m="${NAMES[$n]}" -v role="${ROLES[$n]}" \
+      -v w="$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" \
+      -v p=$((b[i] - a[i])) -v q=$((b[i + 1] - a[i + 1])) -v rq=$((b[i + 2] - a[i + 2])) -v rf=$((b[i + 3] - a[i + 3])) \
+      'BEGIN { printf "%s,%s,%s,%s,%s,%s,%s,%.1f,%.1f,%d,%d\n", e, v, r, c, m, role, w, p / 1000, q / 1000, rq, rf }' >>"$CSV"
   done
+  e2e_log "round $round $cond: $(tail -n "${#NAMES[@]}" "$CSV" | cut -d, -f5,8-11 | paste -sd' ')"
+  sleep 2   # the stopped monitors' last connections close outside the next window
 done
 
 # the roles must not have changed during the run: a failover would mix two layouts
@@ -238,6 +201,6 @@ for n in "${!NAMES[@]}"; do
   role=$(jq -r --arg m "${NAMES[$n]}" '.members[] | select(.name == $m) | .role' <<<"$cluster_json")
   check "${NAMES[$n]} kept its role (${ROLES[$n]})" test "$role" == "${ROLES[$n]}"
 done
-check "every window has its rows" test "$(($(wc -l <"$CSV") - 1))" -eq $((ROUNDS * nc * ${#NAMES[@]}))
+check "every window has its rows" test "$(($(wc -l <"$CSV") - 1))" -eq $((${#RUNS[@]} * ${#NAMES[@]}))
 e2e_finish "cluster cost, Patroni $PATRONI_VERSION"
 }

@@ -33,34 +33,18 @@ set -euo pipefail
 { # parsed whole before it runs
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# shellcheck source=../../../tests/e2e/lib.sh
-source "$HERE/../../../tests/e2e/lib.sh"
+# shellcheck source=../lib.sh
+source "$HERE/../lib.sh"
 HEADER=exporter,patroni_version,round,condition,exporters,load1,samples,p50_ms,p99_ms,max_ms,timeouts,errors,failover_s,fetch_failures,fetch_answers,source,target,killed,new_primary
 
-# ---- outside the namespace: the run, then one results file and the table
-if [[ ${E2E_IN_NETNS:-} != 1 && ${POOL_CHILD:-} != 1 ]]; then
-  v=${1:-4.1.5}
-  export EXPORTER_LABEL=${EXPORTER_LABEL:-$(git -C "$E2E_REPO" describe --always --dirty)}
-  out=${OUT:-$E2E_REPO/docs/bench/rest-pool.csv}
-  POOL_CHILD=1 "$0" "$v" 2>&1 | tee "$E2E_WORK/rest-pool-$v.log" >&2 || { echo "failed: see $E2E_WORK/rest-pool-$v.log" >&2; exit 1; }
-  [[ ${APPEND:-0} == 1 && -s $out ]] || echo "$HEADER" >"$out"
-  tail -n +2 "$E2E_WORK/rest-pool-$v/rows.csv" >>"$out"
-  echo "rows: $out" >&2
-  python3 "$HERE/summary.py" "$out"
-  exit 0
-fi
+# ---- outside the namespace: the run (one version: latency is measured, no neighbour), then
+# one results file and the table
+bench_outside rest-pool rows.csv "${1:-4.1.5}"
 
 E2E_TOOLS="" e2e_scenario rest-pool "$@"
 
 # ------------------------------------------------------------------ in the namespace
-export DATA_DIR="$E2E_WORK/rest-pool-data-$PATRONI_VERSION"
-export WAL_SEGSIZE="${WAL_SEGSIZE:-1}"
-EXPORTER_LABEL=${EXPORTER_LABEL:-unnamed}
-EXPORTER_BIN_B=${EXPORTER_BIN_B:-$EXPORTER_BIN}
-EXPORTER_LABEL_B=${EXPORTER_LABEL_B:-b}
-WINDOW_S=${WINDOW_S:-45}
-WARMUP_S=${WARMUP_S:-10}
-ROUNDS=${ROUNDS:-2}
+bench_settings rest-pool 45 2
 PROBE_INTERVAL=${PROBE_INTERVAL:-0.1}
 read -r -a CONDITIONS <<<"${CONDITIONS:-0 1 3}"
 CSV="$RUN_DIR/rows.csv"
@@ -86,7 +70,6 @@ primary_now() {
 }
 log_lines() { wc -l <"$(e2e_member "$1" LOG)"; }
 
-MON_PIDS=()
 start_exporters() { # start_exporters CONDITION
   local count=${1%-b} bin=$EXPORTER_BIN i
   [[ $1 == *-b ]] && bin=$EXPORTER_BIN_B
@@ -97,57 +80,48 @@ start_exporters() { # start_exporters CONDITION
     MON_PIDS+=("$!"); E2E_PIDS+=("$!")
   done
 }
-stop_exporters() {
-  local p
-  for p in "${MON_PIDS[@]}"; do e2e_stop_pid "$p"; done
-  MON_PIDS=()
-}
-
 echo "$HEADER" >"$CSV"
-nc=${#CONDITIONS[@]}
-for ((round = 1; round <= ROUNDS; round++)); do
-  for ((k = 0; k < nc; k++)); do
-    cond=${CONDITIONS[$(((k + round - 1) % nc))]}
-    name=$cond
-    [[ $cond != *-b ]] || name="${cond%-b}@$EXPORTER_LABEL_B"
-    p=$(primary_now) || on_fail "round $round $cond: no primary"
-    others=()
-    for n in 0 1 2; do ((n == p)) || others+=("$n"); done
-    src=${others[0]} dst=${others[1]}
-    start_exporters "$cond"
-    sleep "$WARMUP_S"
-    # the exporters must be polling: each one's own /metrics says the cluster is up
-    for ((i = 0; i < ${cond%-b}; i++)); do
-      EXPORTER_URL="http://127.0.0.1:$((9393 + i))/metrics" wait_for_metric patroni_up 'scope="pg-test"' == 1 30 >/dev/null \
-        || on_fail "round $round $cond: exporter $i does not poll"
+mapfile -t RUNS < <(bench_schedule)
+for run in "${RUNS[@]}"; do
+  read -r round cond name <<<"$run"
+  p=$(primary_now) || on_fail "round $round $cond: no primary"
+  others=()
+  for n in 0 1 2; do ((n == p)) || others+=("$n"); done
+  src=${others[0]} dst=${others[1]}
+  start_exporters "$cond"
+  sleep "$WARMUP_S"
+  # the exporters must be polling: each one's own /metrics says the cluster is up
+  for ((i = 0; i < ${cond%-b}; i++)); do
+    EXPORTER_URL="http://127.0.0.1:$((9393 + i))/metrics" wait_for_metric patroni_up 'scope="pg-test"' == 1 30 >/dev/null \
+      || on_fail "round $round $cond: exporter $i does not poll"
+  done
+  load1=$(cut -d' ' -f1 /proc/loadavg)
+  samples="$RUN_DIR/probe-$round-$cond.tsv"
+  src_ip=$(e2e_member "$src" REST); src_ip=${src_ip#*://}; src_ip=${src_ip%:*}
+  python3 "$HERE/probe.py" "$src_ip" "$(rest_of "$dst")/patroni" "$WINDOW_S" "$PROBE_INTERVAL" "$samples" \
+    || on_fail "round $round $cond: probe"
+  # the leader race, with the exporters still polling
+  l1=$(log_lines "$src") l2=$(log_lines "$dst")
+  T0=$(e2e_now)
+  cluster kill "$p" >>"$RUN_DIR/kill.log" 2>&1 || on_fail "round $round $cond: cluster kill $p"
+  failover="" new=""
+  while ! awk -v a="$T0" -v b="$(e2e_now)" 'BEGIN { exit !(b - a > 120) }'; do
+    for n in "$src" "$dst"; do
+      if is_primary_role "$(role_of "$n")"; then failover=$(e2e_since "$T0"); new=$n; break 2; fi
     done
-    load1=$(cut -d' ' -f1 /proc/loadavg)
-    samples="$RUN_DIR/probe-$round-$cond.tsv"
-    src_ip=$(e2e_member "$src" REST); src_ip=${src_ip#*://}; src_ip=${src_ip%:*}
-    python3 "$HERE/probe.py" "$src_ip" "$(rest_of "$dst")/patroni" "$WINDOW_S" "$PROBE_INTERVAL" "$samples" \
-      || on_fail "round $round $cond: probe"
-    # the leader race, with the exporters still polling
-    l1=$(log_lines "$src") l2=$(log_lines "$dst")
-    T0=$(e2e_now)
-    cluster kill "$p" >>"$RUN_DIR/kill.log" 2>&1 || on_fail "round $round $cond: cluster kill $p"
-    failover="" new=""
-    while ! awk -v a="$T0" -v b="$(e2e_now)" 'BEGIN { exit !(b - a > 120) }'; do
-      for n in "$src" "$dst"; do
-        if is_primary_role "$(role_of "$n")"; then failover=$(e2e_since "$T0"); new=$n; break 2; fi
-      done
-      sleep 0.1
-    done
-    [[ -n $failover ]] || on_fail "round $round $cond: no new primary within 120 s of the kill"
-    # a survivor's fetch_node_status of the other survivor that failed (those of the killed
-    # primary fail by design)
-    fetch_fail=$(( $(tail -n +"$((l1 + 1))" "$(e2e_member "$src" LOG)" | grep -c "Request failed to $(e2e_member "$dst" NAME):" || true) \
-      + $(tail -n +"$((l2 + 1))" "$(e2e_member "$dst" LOG)" | grep -c "Request failed to $(e2e_member "$src" NAME):" || true) ))
-    fetch_ok=$(( $(tail -n +"$((l1 + 1))" "$(e2e_member "$src" LOG)" | grep -c "Got response from $(e2e_member "$dst" NAME) " || true) \
-      + $(tail -n +"$((l2 + 1))" "$(e2e_member "$dst" LOG)" | grep -c "Got response from $(e2e_member "$src" NAME) " || true) ))
-    stop_exporters
-    python3 - "$samples" "$EXPORTER_LABEL" "$PATRONI_VERSION" "$round" "$name" "${cond%-b}" "$load1" \
-      "$failover" "$fetch_fail" "$fetch_ok" "$(e2e_member "$src" NAME)" "$(e2e_member "$dst" NAME)" \
-      "$(e2e_member "$p" NAME)" "$(e2e_member "$new" NAME)" >>"$CSV" <<'PY'
+    sleep 0.1
+  done
+  [[ -n $failover ]] || on_fail "round $round $cond: no new primary within 120 s of the kill"
+  # a survivor's fetch_node_status of the other survivor that failed (those of the killed
+  # primary fail by design)
+  fetch_fail=$(( $(tail -n +"$((l1 + 1))" "$(e2e_member "$src" LOG)" | grep -c "Request failed to $(e2e_member "$dst" NAME):" || true) \
+    + $(tail -n +"$((l2 + 1))" "$(e2e_member "$dst" LOG)" | grep -c "Request failed to $(e2e_member "$src" NAME):" || true) ))
+  fetch_ok=$(( $(tail -n +"$((l1 + 1))" "$(e2e_member "$src" LOG)" | grep -c "Got response from $(e2e_member "$dst" NAME) " || true) \
+    + $(tail -n +"$((l2 + 1))" "$(e2e_member "$dst" LOG)" | grep -c "Got response from $(e2e_member "$src" NAME) " || true) ))
+  bench_stop_monitors
+  python3 - "$samples" "$EXPORTER_LABEL" "$PATRONI_VERSION" "$round" "$name" "${cond%-b}" "$load1" \
+    "$failover" "$fetch_fail" "$fetch_ok" "$(e2e_member "$src" NAME)" "$(e2e_member "$dst" NAME)" \
+    "$(e2e_member "$p" NAME)" "$(e2e_member "$new" NAME)" >>"$CSV" <<'PY'
 import sys
 samples, *fields = sys.argv[1:]
 label, version, rnd, name, count, load1, failover, fetch_fail, fetch_ok, src, dst, killed, new = fields
@@ -160,11 +134,10 @@ errors = sum(r[2] not in ("ok", "timeout") for r in rows)
 print(",".join([label, version, rnd, name, count, load1, str(len(lat)), f"{rank(0.5):.1f}", f"{rank(0.99):.1f}",
                 f"{lat[-1]:.1f}", str(timeouts), str(errors), failover, fetch_fail, fetch_ok, src, dst, killed, new]))
 PY
-    e2e_log "round $round $cond: $(tail -n1 "$CSV")"
-    cluster start "$p" >>"$RUN_DIR/kill.log" 2>&1 || on_fail "round $round $cond: cluster start $p"
-    cluster wait --sync >>"$RUN_DIR/kill.log" 2>&1 || on_fail "round $round $cond: healthy (sync) again"
-  done
+  e2e_log "round $round $cond: $(tail -n1 "$CSV")"
+  cluster start "$p" >>"$RUN_DIR/kill.log" 2>&1 || on_fail "round $round $cond: cluster start $p"
+  cluster wait --sync >>"$RUN_DIR/kill.log" 2>&1 || on_fail "round $round $cond: healthy (sync) again"
 done
-check "every condition has its rows" test "$(($(wc -l <"$CSV") - 1))" -eq $((ROUNDS * nc))
+check "every condition has its rows" test "$(($(wc -l <"$CSV") - 1))" -eq "${#RUNS[@]}"
 e2e_finish "REST pool, Patroni $PATRONI_VERSION"
 }

@@ -600,7 +600,10 @@ pub async fn poll_twice_and_render(
     let store = Arc::new(Store::new(configs.len()));
     // As the binary's store: the exporter's own families first.
     ReloadStatus::loaded(&store);
-    let standby_of: Vec<Option<String>> = configs.iter().map(|c| c.standby_of.clone()).collect();
+    let standby_of: Vec<Option<String>> = configs
+        .iter()
+        .map(|c| c.identity.standby_of.clone())
+        .collect();
     let mut pollers = Vec::with_capacity(configs.len());
     for (slot, config) in configs.into_iter().enumerate() {
         pollers.push(ClusterPoller::new(slot, config).await.unwrap());
