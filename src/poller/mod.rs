@@ -297,19 +297,16 @@ impl ClusterPoller {
         let first_targets = self
             .targets()
             .raft_targets_known(&self.memory.members.listed_hosts());
-        let candidates = self
-            .memory
-            .discovery
-            .candidates(&self.config.identity.patroni_urls);
+        let configured_urls = &self.config.identity.patroni_urls;
+        let candidates = self.memory.discovery.candidates(configured_urls);
         let requests = self.requests();
         let early = requests.start_statuses(self.memory.members.remembered(), candidates.first());
         let mut first_queries = requests.raft_queries(first_targets.clone());
         let (cluster_answer, mut raft_nodes) =
             round_one(&requests, candidates, &mut first_queries).await;
+        let tally = &mut self.memory.tally;
         let (cluster, cluster_failure) =
-            self.memory
-                .discovery
-                .settle(cluster_answer, &mut self.memory.tally, &scope);
+            self.memory.discovery.settle(cluster_answer, tally, &scope);
         let raft = self.config.identity.raft.as_ref();
         learn_raft(&mut self.memory.voters, &mut self.policy, raft, &raft_nodes);
 
