@@ -59,8 +59,11 @@ pub(super) fn join_host_port(host: &str, port: u16) -> String {
 /// Where `/cluster` was read and what it taught, across polls.
 #[derive(Debug, Default)]
 pub(super) struct Discovery {
-    /// The base URL that answered `/cluster` last; asked first next time.
-    preferred_url: Option<Url>,
+    /// The base URL asked `/cluster` first: the last one that answered, unless the one
+    /// asked first before it was merely slower ([`Discovery::answered`]).
+    first_choice: Option<Url>,
+    /// The base URL whose `/cluster` the last poll read (`None`: none answered).
+    read_from: Option<Url>,
     /// REST bases learned from the members' `api_url`s (those the policy allows).
     learned_urls: Vec<Url>,
     /// The scope `/cluster` named last.
@@ -68,12 +71,12 @@ pub(super) struct Discovery {
 }
 
 impl Discovery {
-    /// The URLs to ask `/cluster`, in order and each once: the one that answered last, the
+    /// The URLs to ask `/cluster`, in order and each once: the first choice, the
     /// `configured` ones, the learned ones.
     pub(super) fn candidates(&self, configured: &[Url]) -> Vec<Url> {
         let mut candidates: Vec<Url> = Vec::new();
         for url in self
-            .preferred_url
+            .first_choice
             .iter()
             .chain(configured)
             .chain(&self.learned_urls)
@@ -85,14 +88,27 @@ impl Discovery {
         candidates
     }
 
-    /// Remembers which URL answered `/cluster` in this poll (`None`: none did).
-    pub(super) fn answered(&mut self, url: Option<Url>) {
-        self.preferred_url = url;
+    /// Remembers which URL answered `/cluster` in this poll (`None`: none did), and which
+    /// of them `failed`. The first choice moves to the one that answered only when the first
+    /// choice failed (or none answered: then the configured order again). A first choice
+    /// that was merely slower than a hedged candidate stays first: on a loaded machine the
+    /// fastest member changes from poll to poll, and following it would read a different
+    /// member's view each time, an isolated member's frozen one among them (the partition
+    /// lab saw the configured member's view left for the isolated old leader's that way).
+    pub(super) fn answered(&mut self, url: Option<Url>, failed: &[&Url]) {
+        let first_failed = self
+            .first_choice
+            .as_ref()
+            .is_some_and(|u| failed.contains(&u));
+        if url.is_none() || self.first_choice.is_none() || first_failed {
+            self.first_choice.clone_from(&url);
+        }
+        self.read_from = url;
     }
 
-    /// The base URL that answered `/cluster` last, if the last poll had one.
-    pub(super) fn preferred(&self) -> Option<&Url> {
-        self.preferred_url.as_ref()
+    /// The base URL whose `/cluster` the last poll read, if one answered.
+    pub(super) fn read_from(&self) -> Option<&Url> {
+        self.read_from.as_ref()
     }
 
     /// Learns from this poll's `/cluster`: its scope, and the members' REST bases that
@@ -127,23 +143,21 @@ impl Discovery {
         scope: &str,
     ) -> (Option<ClusterView>, Option<Failure>) {
         let mut last_failure = None;
-        for (url, failure) in answer.attempts {
-            tally.note(
-                scope,
-                Source::Cluster,
-                &format!("cluster {url}"),
-                Some(&failure),
-            );
-            last_failure = Some(failure);
+        let mut failed = Vec::new();
+        for (url, failure) in &answer.attempts {
+            let target = format!("cluster {url}");
+            tally.note(scope, Source::Cluster, &target, Some(failure));
+            last_failure = Some(failure.clone());
+            failed.push(url);
         }
         match answer.answered {
             Some((url, view)) => {
                 tally.note(scope, Source::Cluster, &format!("cluster {url}"), None);
-                self.answered(Some(url));
+                self.answered(Some(url), &failed);
                 (Some(view), None)
             }
             None => {
-                self.answered(None);
+                self.answered(None, &failed);
                 (None, last_failure)
             }
         }
@@ -350,6 +364,34 @@ impl Targets<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn url(host: &str) -> Url {
+        Url::parse(&format!("http://{host}:8008/")).unwrap()
+    }
+
+    #[test]
+    fn the_first_choice_moves_only_when_it_failed() {
+        let (one, two, three) = (url("127.0.0.11"), url("127.0.0.12"), url("127.0.0.13"));
+        let configured = [two.clone(), one.clone(), three.clone()];
+        let mut discovery = Discovery::default();
+        discovery.answered(Some(two.clone()), &[]);
+        assert_eq!(discovery.candidates(&configured)[0], two);
+        // the first choice was slower than a hedged candidate: read from the other, ask it
+        // first again
+        discovery.answered(Some(three.clone()), &[]);
+        assert_eq!(discovery.read_from(), Some(&three));
+        assert_eq!(
+            discovery.candidates(&configured),
+            [two.clone(), one.clone(), three.clone()]
+        );
+        // the first choice failed: the one that answered is asked first
+        discovery.answered(Some(three.clone()), &[&two]);
+        assert_eq!(discovery.candidates(&configured)[0], three);
+        // none answered: the configured order again
+        discovery.answered(None, &[&three, &two, &one]);
+        assert_eq!(discovery.read_from(), None);
+        assert_eq!(discovery.candidates(&configured), configured);
+    }
 
     #[test]
     fn host_port() {

@@ -318,7 +318,7 @@ impl ClusterPoller {
             Some(view) => self.memory.members.departed_after(view, unix_now()),
             None => Vec::new(),
         };
-        let history_base = self.memory.discovery.preferred().cloned();
+        let history_base = self.memory.discovery.read_from().cloned();
         let second_targets = self
             .targets()
             .raft_targets_new(cluster.as_ref(), &first_targets);

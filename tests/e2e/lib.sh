@@ -603,10 +603,14 @@ e2e_setup() {
   T_START=$(e2e_now)
 }
 # shellcheck disable=SC2317  # the EXIT trap runs it
+# e2e_ours PID: PID is still a child of this script. A background process that ended long ago
+# left its number free, and on a busy machine another run's process may have it now (a run
+# beside this one lost its exporter to such a stale kill): only our own children are stopped.
+e2e_ours() { [[ $(ps -o ppid= -p "$1" 2>/dev/null | tr -d ' ') == "$$" ]]; }
 e2e_cleanup() {
   local rc=$? pid
   if declare -F e2e_cleanup_hook >/dev/null; then e2e_cleanup_hook || true; fi
-  for pid in "${E2E_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${E2E_PIDS[@]}"; do if e2e_ours "$pid"; then kill -TERM "$pid" 2>/dev/null || true; fi; done
   for pid in "${E2E_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
   cluster down --fast >>"$RUN_DIR/cleanup.log" 2>&1 || e2e_log "cluster down failed: see $RUN_DIR/cleanup.log"
   exit "$rc"
@@ -616,7 +620,7 @@ e2e_stop_pid() { # e2e_stop_pid PID
   [[ -n $pid ]] || return 0
   for p in "${E2E_PIDS[@]}"; do [[ $p == "$pid" ]] || keep+=("$p"); done
   E2E_PIDS=("${keep[@]}")   # reaped below: its number may be reused, never stopped again
-  if kill -0 "$pid" 2>/dev/null; then
+  if e2e_ours "$pid"; then
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
