@@ -630,12 +630,12 @@ e2e_stop_pid() { # e2e_stop_pid PID
 
 EXPORTER_PID=""
 e2e_exporter() { # e2e_exporter POLL_S [ARG...]
-  local poll=$1 cluster=(--patroni.url "$MEMBER0_REST" --raft.password-file "$RUN_DIR/raft-secret")
+  local poll=$1 flags_of_one=(--patroni.url "$MEMBER0_REST" --raft.password-file "$RUN_DIR/raft-secret")
   shift
   ( umask 077; printf '%s\n' "$RAFT_PASS" >"$RUN_DIR/raft-secret" )
-  # with --config.file its entries name the members (the flags of one cluster are refused beside it)
-  [[ " $* " != *" --config.file "* ]] || cluster=()
-  "$EXPORTER_BIN" "${cluster[@]}" \
+  # the flags of one cluster; with --config.file its entries name the members (the flags are refused beside it)
+  [[ " $* " != *" --config.file "* ]] || flags_of_one=()
+  "$EXPORTER_BIN" "${flags_of_one[@]}" \
     --poll.interval "${poll}s" --poll.timeout "${E2E_POLL_TIMEOUT:-1s}" --web.listen-address 127.0.0.1:9393 "$@" \
     >"$EXPORTER_LOG" 2>&1 9>&- &
   EXPORTER_PID=$!
