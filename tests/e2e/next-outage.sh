@@ -380,9 +380,9 @@ load "$P" 10 500 async
 # Both ends from the flush position, as Patroni reports it; 64 KiB of slack for rounding.
 SLACK=65536
 n_load=0 n_out=0 last_poll="" worst="" max_width=0 max_dev=0
-truth_t=() truth_v=()   # ground-truth samples: Unix time, bytes (both only grow)
+truth_t=() truth_v=()   # ground-truth samples: Unix time when the read had ended, bytes (both only grow)
 while kill -0 "$LOAD_PID" 2>/dev/null; do
-  truth_t+=("$(e2e_now)"); truth_v+=("$(truth_flushed)")
+  flushed=$(truth_flushed) && truth_v+=("$flushed") && truth_t+=("$(e2e_now)")   # the time after the read: it bounds the read
   if fetch_metrics && p=$(FETCH=0 metric_value patroni_exporter_last_poll_timestamp_seconds "$S") && [[ $p != "$last_poll" ]] \
     && d=$(FETCH=0 metric_value patroni_exporter_poll_duration_seconds "$S") \
     && x=$(FETCH=0 metric_value patroni_cluster_failover_data_at_risk_bytes "$S"); then

@@ -46,6 +46,10 @@ export EXPORTER_URL="http://127.0.0.1:9393/metrics"   # the example's --web.list
 S='scope="pg-test"'
 INSTALLED_BY_US=0
 
+# the package is installed machine-wide: another run of the tests on this machine (a second
+# clone's `make test`) waits for this one's purge rather than finding it installed
+exec 7>"/tmp/$PACKAGE-package-e2e.lock"
+flock -w 900 7 || { echo "another run's package test held /tmp/$PACKAGE-package-e2e.lock for 900 s" >&2; exit 2; }
 if [[ $(dpkg-query -W -f='${db:Status-Status}' "$PACKAGE" 2>/dev/null || true) =~ ^(installed|config-files|half-.*|unpacked|triggers-.*)$ ]]; then
   echo "$PACKAGE is already installed here (dpkg): not touching it" >&2; exit 2
 fi
