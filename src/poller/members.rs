@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::placement::MAX_MEMBERS;
-use crate::patroni::{ClusterView, DynamicConfig, Member};
+use crate::patroni::{ClockOffset, ClusterView, DynamicConfig, Member};
 use crate::snapshot::{says_primary, MemberSnapshot, Probes};
 
 /// `/readiness` is asked on one turn of the rotation in this many (each of 3 members every 12
@@ -104,6 +104,8 @@ struct Rotated {
     config: Option<DynamicConfig>,
     /// Its `/liveness` and `/readiness`.
     probes: Probes,
+    /// Its clock's offset, from the `Date` of its last `/patroni` answer.
+    clock: Option<ClockOffset>,
 }
 
 impl MemberMemory {
@@ -227,6 +229,21 @@ impl MemberMemory {
         self.rotated.get(member)?.config.as_ref()
     }
 
+    /// Remembers `member`'s clock offset from this poll's `/patroni` answer.
+    pub(super) fn record_clock(&mut self, member: &str, clock: Option<ClockOffset>) {
+        if clock.is_some() {
+            self.rotated.entry(member.to_owned()).or_default().clock = clock;
+        }
+    }
+
+    /// `member`'s clock offset as last measured. A clock drifts by milliseconds a day, so
+    /// the last measure stands for a member whose `/patroni` failed in this poll: else one
+    /// timed-out request of a primary whose clock is ahead makes every replica's replay lag
+    /// in seconds read that much short for a poll (seen in the e2e next-outage lab, 8 s).
+    pub(super) fn clock_of(&self, member: &str) -> Option<ClockOffset> {
+        self.rotated.get(member)?.clock
+    }
+
     /// `member`'s health endpoints as last asked.
     pub(super) fn probes_of(&self, member: &str) -> Probes {
         self.rotated
@@ -250,6 +267,23 @@ mod tests {
     use crate::patroni::parse_cluster;
     use crate::patroni::MemberStatus;
     use crate::snapshot::Failure;
+
+    #[test]
+    fn a_clock_offset_stands_until_the_member_answers_again() {
+        let mut memory = MemberMemory::default();
+        let ahead = |seconds| ClockOffset {
+            seconds,
+            error_seconds: 0.5,
+        };
+        assert_eq!(memory.clock_of("postgresql-2"), None);
+        memory.record_clock("postgresql-2", Some(ahead(8.0)));
+        // its /patroni failed: nothing measured, the last measure stands
+        memory.record_clock("postgresql-2", None);
+        assert_eq!(memory.clock_of("postgresql-2"), Some(ahead(8.0)));
+        memory.record_clock("postgresql-2", Some(ahead(0.1)));
+        assert_eq!(memory.clock_of("postgresql-2"), Some(ahead(0.1)));
+        assert_eq!(memory.clock_of("postgresql-0"), None);
+    }
 
     fn view(names: &[&str]) -> ClusterView {
         let members: Vec<String> = names

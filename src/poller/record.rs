@@ -215,8 +215,11 @@ impl Recorder<'_> {
             );
         }
         let (own_view, clock, round_trip) = match answers.own {
-            Ok(own) => (Ok(own.status), own.clock, Some(own.round_trip)),
-            Err(failure) => (Err(failure), None, None),
+            Ok(own) => {
+                self.members.record_clock(&name, own.clock);
+                (Ok(own.status), own.clock, Some(own.round_trip))
+            }
+            Err(failure) => (Err(failure), self.members.clock_of(&name), None),
         };
         // The reader's view is the one already read; every other member's is its own.
         let view = match (context.read_view, context.reader == Some(name.as_str())) {
