@@ -18,6 +18,7 @@ declare_families! {
     STANDBY_LEADER_ARCHIVE_RECOVERY: cached_gauge("patroni_standby_leader_archive_recovery", "1 when the standby leader replays from the archive only (replication_state 'in archive recovery' in its own GET /patroni), 0 otherwise. Only members that say standby_leader.");
     STANDBY_SOURCE_INFO: cached_gauge("patroni_standby_source_info", "1 for each standby cluster whose source is configured (standby_of in --config.file): source_scope is the source cluster.");
     STANDBY_LAG_BYTES: cached_gauge("patroni_standby_lag_bytes", "The source cluster's leader WAL position (its own GET /patroni, as of the source's latest poll) minus the standby leader's replayed position; 0 when the standby replayed past that reading. Absent when either is unknown.");
+    STANDBY_SOURCE_POSITION_TIMESTAMP: cached_gauge("patroni_standby_source_position_timestamp_seconds", "When the source's poll that read the source position of patroni_standby_lag_bytes finished (Unix time): the lag's source side is as of then, its standby side as of patroni_exporter_last_poll_timestamp_seconds of the standby cluster. Absent with the lag.");
 }
 
 /// One value per member that says standby_leader, where `value` has one.
@@ -63,6 +64,14 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
         snapshots
             .iter()
             .filter_map(|s| Some((pair(s)?, s.standby_lag_bytes()? as f64))),
+    )?;
+    writer.write(
+        &STANDBY_SOURCE_POSITION_TIMESTAMP,
+        snapshots.iter().filter_map(|s| {
+            s.standby_lag_bytes()?;
+            let position = s.standby_source.as_ref()?.position.as_ref()?;
+            Some((pair(s)?, position.polled_at_seconds))
+        }),
     )?;
     Ok(())
 }

@@ -356,6 +356,56 @@ fn a_family_without_samples_is_left_out_and_clusters_without_them_add_nothing() 
 }
 
 #[test]
+fn the_standby_lag_says_when_the_source_position_was_read() {
+    // The source "alpha" (its primary at 5 242 880 bytes in the captured healthy 4.1.5) and a
+    // standby cluster paired with it at publication: the lag's source position is as of the
+    // source's poll, which the timestamp names.
+    let dir = "patroni-4.1.5/states/standby";
+    let (view, members) = captured(
+        &format!("{dir}/cluster.json"),
+        &format!("{dir}/patroni-m{{i}}.json"),
+    );
+    let standby = ClusterSnapshot {
+        scope: "dr".to_owned(),
+        polled_at_seconds: 1_700_000_003.5,
+        cluster: Some(view),
+        members,
+        ..ClusterSnapshot::default()
+    };
+    let store = Store::new(2);
+    store.publish(0, (*cluster("alpha", 3)).clone());
+    store.publish_paired(1, standby.clone(), Some("alpha"));
+    let text = render_store(&store, Format::PrometheusText);
+    let value = |series: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+            .map(str::to_owned)
+    };
+    let pair = "{scope=\"dr\",source_scope=\"alpha\"}";
+    assert!(
+        value(&format!("patroni_standby_lag_bytes{pair}")).is_some(),
+        "{text}"
+    );
+    assert_eq!(
+        value(&format!(
+            "patroni_standby_source_position_timestamp_seconds{pair}"
+        ))
+        .as_deref(),
+        Some("1700000000.25"),
+        "the source's poll, not the standby's"
+    );
+    // Without the source polled there is no lag, and no time for it.
+    let unpaired = Store::new(1);
+    unpaired.publish_paired(0, standby, Some("alpha"));
+    let text = render_store(&unpaired, Format::PrometheusText);
+    assert!(!text.contains("patroni_standby_lag_bytes{"), "{text}");
+    assert!(
+        !text.contains("patroni_standby_source_position_timestamp_seconds{"),
+        "{text}"
+    );
+}
+
+#[test]
 fn members_and_clusters_that_go_also_go_from_the_output() {
     let store = store_with(&[cluster("alpha", 3), cluster("beta", 3)]);
     let member = "member=\"postgresql-2\"";

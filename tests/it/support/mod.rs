@@ -647,6 +647,7 @@ pub fn normalize_volatile(text: &str) -> String {
                 "patroni_cluster_leader_clock_skew_seconds{",
                 "patroni_member_replay_lag_seconds{",
                 "patroni_member_left_dcs_timestamp_seconds{",
+                "patroni_standby_source_position_timestamp_seconds{",
                 "patroni_member_rest_round_trip_seconds{",
                 "patroni_raft_status_round_trip_seconds{",
                 // the exporter's own process (test binary's), read at the render
