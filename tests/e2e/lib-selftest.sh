@@ -136,5 +136,27 @@ check "dump_logs honours DUMP_LINES" bash -c '! grep -q "^line 95$" <<<"$1"' _ "
 check "dump_logs marks missing logs" grep -q '(missing)' <<<"$out"
 check "dump_logs prints the exporter log" grep -q 'exporter says hi' <<<"$out"
 
+# e2e_bracket: the last reading wholly before FROM, the first wholly after TO
+printf '%s\n' "10.0 10.2 100" "10.5 10.7 150" "11.0 11.3 180" "11.6 11.8 260" "12.1 12.2 300" >"$TMP/readings"
+check "e2e_bracket: [last before, first after]" test "$(e2e_bracket "$TMP/readings" 10.8 11.5)" = "150 260"
+check "e2e_bracket: a reading that overlaps FROM or TO is not an end" test "$(e2e_bracket "$TMP/readings" 10.6 11.2)" = "100 260"
+check "e2e_bracket: the ends may be equal times" test "$(e2e_bracket "$TMP/readings" 10.7 11.6)" = "150 260"
+refused() { ! "$@" >/dev/null; }
+check "e2e_bracket: none before FROM fails" refused e2e_bracket "$TMP/readings" 10.1 11.0
+check "e2e_bracket: none after TO fails" refused e2e_bracket "$TMP/readings" 11.0 12.15
+# e2e_sample: readings of a counter that grows, each timed around its command
+echo 0 >"$TMP/counter"
+count_up() { local n; n=$(($(cat "$TMP/counter") + 1)); echo "$n" >"$TMP/counter"; echo "$n"; }
+E2E_PIDS=()
+e2e_sample "$TMP/sampled" count_up
+sleep 1
+e2e_stop_pid "$E2E_SAMPLE_PID"
+check "e2e_sample: several readings in 1 s" test "$(wc -l <"$TMP/sampled")" -ge 3
+# shellcheck disable=SC2016  # awk's fields
+check "e2e_sample: each BEFORE <= AFTER, readings in order, values growing" \
+  awk 'NF != 3 || $1 > $2 || $1 < b || $3 <= v { exit 1 } { b = $2; v = $3 }' "$TMP/sampled"
+n=$(wc -l <"$TMP/sampled"); sleep 0.5
+check "e2e_sample: stopped with e2e_stop_pid" test "$(wc -l <"$TMP/sampled")" -eq "$n"
+
 # the summary is the last thing: its rc is ours
 e2e_summary

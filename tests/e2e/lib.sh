@@ -390,6 +390,38 @@ wait_for_metric() { # wait_for_metric NAME LABELS OP VALUE TIMEOUT_S
   return 1
 }
 
+# ------------------------------------------------------------------ ground truth that only grows
+# A position that only grows (a WAL position) read by the exporter at an unknown moment of a
+# poll is checked against readings of PostgreSQL's own that bracket the poll: whatever the load
+# makes polls, scrapes and psql take, the exporter's value lies between the last reading made
+# wholly before the poll started and the first one made wholly after it ended.
+#
+# e2e_sample OUT CMD...: runs CMD (prints the position, an integer) again and again in the
+# background, each answer a line "BEFORE AFTER VALUE" in OUT (Unix times right before CMD
+# started and right after it answered). Its PID in E2E_SAMPLE_PID, also in E2E_PIDS.
+e2e_sample() {
+  local out=$1
+  shift
+  (
+    while :; do
+      before=$(e2e_now)
+      if value=$("$@" 2>/dev/null) && [[ $value =~ ^[0-9]+$ ]]; then echo "$before $(e2e_now) $value"; fi
+      sleep 0.1
+    done
+  ) >>"$out" &
+  E2E_SAMPLE_PID=$!
+  E2E_PIDS+=("$E2E_SAMPLE_PID")
+}
+# e2e_bracket FILE FROM TO -> "LOW HIGH": what the position in FILE (e2e_sample's) was at any
+# moment between the Unix times FROM and TO lies in [LOW, HIGH]. Exit 1 without a reading made
+# wholly before FROM or one made wholly after TO.
+e2e_bracket() {
+  awk -v from="$2" -v to="$3" '
+    $2 <= from { low = $3; have_low = 1 }
+    $1 >= to && !have_high { high = $3; have_high = 1 }
+    END { if (!have_low || !have_high) exit 1; print low, high }' "$1"
+}
+
 # ------------------------------------------------------------------ results
 pass() { E2E_PASSED=$((E2E_PASSED + 1)); E2E_RESULTS+=("PASS  $*"); e2e_log "PASS: $*"; }
 fail() { E2E_FAILED=$((E2E_FAILED + 1)); E2E_RESULTS+=("FAIL  $*"); e2e_log "FAIL: $*"; }
