@@ -369,41 +369,57 @@ BEST=$RECV_Q
 e2e_log "2: walreceivers $WQ ($(name "$Q"), at $RECV_Q) and $WT ($(name "$T"), at $RECV_T) stopped"
 truth() { pg "$P" "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$BEST')::bigint"; }
 # the same from the flush position, which Patroni reports for a primary (xlog.location)
+# shellcheck disable=SC2317  # run by e2e_sample
 truth_flushed() { pg "$P" "SELECT pg_wal_lsn_diff(pg_current_wal_flush_lsn(), '$BEST')::bigint"; }
 L0=$(pg "$P" "SELECT pg_current_wal_lsn()")
 t0=$(e2e_now)
-load "$P" 10 500 async
 # each poll's value against the ground truth bracketing it: the primary's position only grows,
 # and the exporter reads it during the poll, so its value lies between the ground truth read last
-# before the poll started (its end minus its duration, both exported) and the one read right after
-# the poll was seen. The bracket holds however long polls and scrapes take on a loaded machine.
-# Both ends from the flush position, as Patroni reports it; 64 KiB of slack for rounding.
+# before the poll started (its end minus its duration, both exported) and the first one read
+# after it ended (e2e_sample/e2e_bracket). The bracket holds however long polls and scrapes take on
+# a loaded machine. Both ends from the flush position, as Patroni reports it; 64 KiB of slack for
+# rounding.
+FLUSHED="$RUN_DIR/flushed.txt"
+e2e_sample "$FLUSHED" truth_flushed
+SAMPLER=$E2E_SAMPLE_PID
+load "$P" 10 500 async
 SLACK=65536
-n_load=0 n_out=0 last_poll="" worst="" max_width=0 max_dev=0
-truth_t=() truth_v=()   # ground-truth samples: Unix time when the read had ended, bytes (both only grow)
+POLLS="$RUN_DIR/polls-2.txt"   # "END DURATION DATA_AT_RISK" of each poll seen under the load
+: >"$POLLS"
 while kill -0 "$LOAD_PID" 2>/dev/null; do
-  flushed=$(truth_flushed) && truth_v+=("$flushed") && truth_t+=("$(e2e_now)")   # the time after the read: it bounds the read
-  if fetch_metrics && p=$(FETCH=0 metric_value patroni_exporter_last_poll_timestamp_seconds "$S") && [[ $p != "$last_poll" ]] \
+  if fetch_metrics && p=$(FETCH=0 metric_value patroni_exporter_last_poll_timestamp_seconds "$S") \
     && d=$(FETCH=0 metric_value patroni_exporter_poll_duration_seconds "$S") \
     && x=$(FETCH=0 metric_value patroni_cluster_failover_data_at_risk_bytes "$S"); then
-    hi=$(truth_flushed)
-    lo=""   # the last sample read before the poll started
-    for i in "${!truth_t[@]}"; do
-      awk -v t="${truth_t[$i]}" -v s="$p" -v d="$d" 'BEGIN { exit !(t <= s - d) }' && lo=${truth_v[$i]}
-    done
-    if [[ -n $last_poll && -n $lo ]]; then   # the first poll seen may be from before the load
-      n_load=$((n_load + 1))
-      read -r dev width < <(awk -v x="$x" -v lo="$lo" -v hi="$hi" \
-        'BEGIN { d = 0; if (x < lo) d = lo - x; if (x > hi) d = x - hi; print d, hi - lo }')
-      max_width=$(awk -v a="$width" -v m="$max_width" 'BEGIN { print (a > m ? a : m) }')
-      max_dev=$(awk -v a="$dev" -v m="$max_dev" 'BEGIN { print (a > m ? a : m) }')
-      if ((dev > SLACK)); then n_out=$((n_out + 1)); worst+=" $x not in [$lo, $hi];"; fi
-    fi
-    last_poll=$p
+    echo "$p $d $x" >>"$POLLS"
   fi
   sleep 0.2
 done
 wait "$LOAD_PID" || on_fail "2: pgbench (async) failed: $(tail -n 3 "$RUN_DIR/pgbench-async.txt")"
+last_end=$(tail -n 1 "$POLLS" | cut -d' ' -f1)
+deadline=$(($(date +%s) + 30))   # a reading made wholly after the last poll seen
+until awk -v t="${last_end:-0}" '$1 >= t { found = 1 } END { exit !found }' "$FLUSHED"; do
+  (($(date +%s) < deadline)) || break
+  sleep 0.2
+done
+e2e_stop_pid "$SAMPLER"
+FIRST_READ=$(head -n 1 "$FLUSHED" | cut -d' ' -f2)
+[[ -n $FIRST_READ ]] || on_fail "2: no reading of the primary's flush position under the load ($FLUSHED)"
+# a poll that started before the first reading is not judged (the load started after it)
+n_load=0 n_out=0 n_unread=0 worst="" max_width=0 max_dev=0
+while read -r p d x; do
+  awk -v s="$(calc "$p - $d" 3)" -v f="$FIRST_READ" 'BEGIN { exit !(s < f) }' && continue
+  if ! range=$(e2e_bracket "$FLUSHED" "$(calc "$p - $d" 3)" "$p"); then
+    n_unread=$((n_unread + 1)); continue
+  fi
+  read -r lo hi <<<"$range"
+  n_load=$((n_load + 1))
+  read -r dev width < <(awk -v x="$x" -v lo="$lo" -v hi="$hi" \
+    'BEGIN { d = 0; if (x < lo) d = lo - x; if (x > hi) d = x - hi; print d, hi - lo }')
+  ((width > max_width)) && max_width=$width
+  ((dev > max_dev)) && max_dev=$dev
+  if ((dev > SLACK)); then n_out=$((n_out + 1)); worst+=" $x not in [$lo, $hi];"; fi
+done < <(awk '!seen[$1]++' "$POLLS")
+((n_unread == 0)) || on_fail "2: $n_unread polls under the load without readings of the primary's position around them ($POLLS, $FLUSHED)"
 load_s=$(e2e_since "$t0")
 wal=$(pg "$P" "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$L0')::bigint")
 per_poll=$(calc "$wal / $load_s * $POLL" 0)
