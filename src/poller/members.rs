@@ -90,16 +90,18 @@ pub(super) struct MemberMemory {
     /// node reserves room for eleven members, for the usual three.
     listed: Vec<Member>,
     departed: BTreeMap<String, Departed>,
-    /// What each member answered to the requests made one member per poll, in rotation.
-    rotated: BTreeMap<String, Rotated>,
+    /// What is kept of each member from one poll to the next.
+    kept: BTreeMap<String, Kept>,
     /// Which member the rotation asks next.
     rotation: usize,
 }
 
-/// The answers of the rotating requests: documents that rarely change or judgements that
-/// need not be fresher than a few polls (liveness fails only after `ttl` of a stalled loop).
+/// What is kept of one member from one poll to the next: the answers of the rotating requests
+/// (documents that rarely change, or judgements that need not be fresher than a few polls:
+/// liveness fails only after `ttl` of a stalled loop), and its clock's last measured offset.
+/// Forgotten with the member.
 #[derive(Debug, Clone, Default)]
-struct Rotated {
+struct Kept {
     /// Its own `/config`.
     config: Option<DynamicConfig>,
     /// Its `/liveness` and `/readiness`.
@@ -132,7 +134,7 @@ impl MemberMemory {
                 );
             }
         }
-        self.rotated
+        self.kept
             .retain(|name, _| is_listed(name) || self.departed.contains_key(name));
         self.departed
             .values()
@@ -173,7 +175,7 @@ impl MemberMemory {
             };
             if !keep {
                 self.departed.remove(name);
-                self.rotated.remove(name);
+                self.kept.remove(name);
             }
             keep
         });
@@ -200,13 +202,13 @@ impl MemberMemory {
 
     /// Records `member`'s own `/config`, asked in turn.
     pub(super) fn record_config(&mut self, member: &str, config: DynamicConfig) {
-        self.rotated.entry(member.to_owned()).or_default().config = Some(config);
+        self.kept.entry(member.to_owned()).or_default().config = Some(config);
     }
 
     /// Forgets every member's `/config` until read again: the cluster's changed, and an old
     /// copy is no evidence of a split.
     pub(super) fn forget_configs(&mut self) {
-        for member in self.rotated.values_mut() {
+        for member in self.kept.values_mut() {
             member.config = None;
         }
     }
@@ -214,25 +216,25 @@ impl MemberMemory {
     /// Forgets `member`'s `/config` asked in turn: a newer one was read from it as the
     /// reader, and that one the cadence keeps ([`super::cadence`]).
     pub(super) fn forget_config(&mut self, member: &str) {
-        if let Some(rotated) = self.rotated.get_mut(member) {
-            rotated.config = None;
+        if let Some(kept) = self.kept.get_mut(member) {
+            kept.config = None;
         }
     }
 
     /// Records what `member`'s health endpoints answered (`None`: no answer, kept as unknown).
     pub(super) fn record_probes(&mut self, member: &str, probes: Probes) {
-        self.rotated.entry(member.to_owned()).or_default().probes = probes;
+        self.kept.entry(member.to_owned()).or_default().probes = probes;
     }
 
     /// `member`'s `/config` as last read.
     pub(super) fn config_of(&self, member: &str) -> Option<&DynamicConfig> {
-        self.rotated.get(member)?.config.as_ref()
+        self.kept.get(member)?.config.as_ref()
     }
 
     /// Remembers `member`'s clock offset from this poll's `/patroni` answer.
     pub(super) fn record_clock(&mut self, member: &str, clock: Option<ClockOffset>) {
         if clock.is_some() {
-            self.rotated.entry(member.to_owned()).or_default().clock = clock;
+            self.kept.entry(member.to_owned()).or_default().clock = clock;
         }
     }
 
@@ -241,15 +243,12 @@ impl MemberMemory {
     /// timed-out request of a primary whose clock is ahead makes every replica's replay lag
     /// in seconds read that much short for a poll (seen in the e2e next-outage lab, 8 s).
     pub(super) fn clock_of(&self, member: &str) -> Option<ClockOffset> {
-        self.rotated.get(member)?.clock
+        self.kept.get(member)?.clock
     }
 
     /// `member`'s health endpoints as last asked.
     pub(super) fn probes_of(&self, member: &str) -> Probes {
-        self.rotated
-            .get(member)
-            .map(|r| r.probes)
-            .unwrap_or_default()
+        self.kept.get(member).map(|r| r.probes).unwrap_or_default()
     }
 }
 

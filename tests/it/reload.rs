@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{Captured, FakeCluster};
+use crate::support::{http_client, Captured, FakeCluster};
 
 /// A `--config.file` entry with `scope` (when given) and `cluster`'s member URLs.
 fn entry(scope: Option<&str>, cluster: &FakeCluster) -> String {
@@ -182,7 +182,12 @@ impl Exporter {
     async fn scrape_until(&self, what: &str, until: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Ok(response) = reqwest::get(&self.metrics).await {
+            if let Ok(response) = http_client()
+                .get(&self.metrics)
+                .timeout(Duration::from_secs(5))
+                .send()
+                .await
+            {
                 let body = response.text().await.unwrap_or_default();
                 if until(&body) {
                     return body;

@@ -652,7 +652,7 @@ async fn the_endpoint_behind_tls_client_certificates_and_basic_auth() {
     let ca = reqwest::Certificate::from_pem(&std::fs::read(&pki.ca).unwrap()).unwrap();
     let mut identity = std::fs::read(&pki.client_cert).unwrap();
     identity.extend(std::fs::read(&pki.client_key).unwrap());
-    let client = reqwest::Client::builder()
+    let client = http_client_builder()
         .add_root_certificate(ca.clone())
         .identity(reqwest::Identity::from_pem(&identity).unwrap())
         .timeout(Duration::from_secs(5))
@@ -674,14 +674,14 @@ async fn the_endpoint_behind_tls_client_certificates_and_basic_auth() {
         .contains("patroni_exporter_build_info"));
 
     // No client certificate: the handshake is refused.
-    let no_identity = reqwest::Client::builder()
+    let no_identity = http_client_builder()
         .add_root_certificate(ca)
         .timeout(Duration::from_secs(5))
         .build()
         .unwrap();
     assert!(scrape(&no_identity, &metrics, "scrape-pass").await.is_err());
     // Plain http to the TLS port gets nothing.
-    assert!(reqwest::Client::new()
+    assert!(http_client()
         .get(format!("http://127.0.0.1:{}/metrics", addr.port()))
         .timeout(Duration::from_secs(5))
         .send()
@@ -717,7 +717,7 @@ async fn the_endpoint_bounds_idle_connections_and_answers_others() {
     }
     let started = Instant::now();
     let healthy = format!("http://{addr}/-/healthy");
-    let response = get(&reqwest::Client::new(), &healthy, Duration::from_secs(5)).await;
+    let response = get(&http_client(), &healthy, Duration::from_secs(5)).await;
     assert_eq!(response.status(), 200);
     assert!(started.elapsed() < Duration::from_millis(500));
 }
@@ -897,7 +897,7 @@ async fn a_fleet_of_hostile_peers() {
     }
     let endpoint = start_endpoint(store.clone(), None).await;
     let addr = endpoint.addr;
-    let client = reqwest::Client::new();
+    let client = http_client();
     let metrics = format!("http://{addr}/metrics");
 
     // Scrape throughout six poll rounds; every scrape must be fast. RSS is sampled after

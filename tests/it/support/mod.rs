@@ -633,6 +633,19 @@ pub async fn poll_and_render(configs: Vec<ClusterConfig>, format: Format) -> Str
 /// Replaces the values that change from run to run (poll timing, the process's figures, build
 /// revision), and sorts the samples of each family (Raft nodes are ordered by their random
 /// fake ports).
+/// A client builder for the tests' own requests. reqwest is built without a rustls provider
+/// (the exporter installs ring's, `tls::install_crypto_provider`); a test run alone may reach
+/// here before any exporter code has, so this installs it first.
+pub fn http_client_builder() -> reqwest::ClientBuilder {
+    patroni_raft_exporter::tls::install_crypto_provider();
+    reqwest::Client::builder()
+}
+
+/// [`http_client_builder`], built as it is.
+pub fn http_client() -> reqwest::Client {
+    http_client_builder().build().unwrap()
+}
+
 pub fn normalize_volatile(text: &str) -> String {
     let lines: Vec<String> = text
         .lines()
@@ -709,7 +722,7 @@ impl Endpoint {
     }
 
     fn request(&self, path: &str) -> reqwest::RequestBuilder {
-        reqwest::Client::new().get(format!("http://{}{path}", self.addr))
+        http_client().get(format!("http://{}{path}", self.addr))
     }
 
     /// Stops the server and waits for it to end cleanly.
