@@ -92,8 +92,8 @@ expect "1: failsafe_mode off at first" patroni_config_failsafe_mode "$S" == 0 10
 rc=$(e2e_status healthy)
 ensure "1: status exit 0 (OK)" "1: status exit $rc on a healthy cluster" test "$rc" = 0
 T_EDIT=$(e2e_now)
-timeout 60 "$E2E_CLUSTER" ctl edit-config pg-test -s failsafe_mode=true --force >"$RUN_DIR/edit-config-on.txt" 2>&1 9>&- \
-  || { cat "$RUN_DIR/edit-config-on.txt" >&2; on_fail "1: patronictl edit-config -s failsafe_mode=true"; }
+e2e_edit_config "$RUN_DIR/edit-config-on.txt" failsafe_mode=true \
+  || on_fail "1: patronictl edit-config -s failsafe_mode=true"
 expect "1: patroni_config_failsafe_mode 1 after edit-config" patroni_config_failsafe_mode "$S" == 1 30
 e2e_result 1 "edit-config failsafe_mode=true -> patroni_config_failsafe_mode 1 (s)" "$(e2e_since "$T_EDIT")"
 fetch_metrics || on_fail "1: scrape"
@@ -284,8 +284,8 @@ while :; do
 done
 pass "3: $QL and $FA gone from Prometheus"
 e2e_result 3 "heal -> both alerts gone from Prometheus (s)" "$(e2e_since "$T_HEAL")"
-timeout 60 "$E2E_CLUSTER" ctl edit-config pg-test -s failsafe_mode=null --force >"$RUN_DIR/edit-config-off.txt" 2>&1 9>&- \
-  || { cat "$RUN_DIR/edit-config-off.txt" >&2; on_fail "3: patronictl edit-config -s failsafe_mode=null"; }
+e2e_edit_config "$RUN_DIR/edit-config-off.txt" failsafe_mode=null \
+  || on_fail "3: patronictl edit-config -s failsafe_mode=null"
 expect "3: patroni_config_failsafe_mode 0 again" patroni_config_failsafe_mode "$S" == 0 30
 expect "3: verdict 1" patroni_raft_cluster_quorum "$S" == 1 10
 

@@ -686,6 +686,32 @@ e2e_status() { # e2e_status NAME [URL | -- ARG...]
 }
 e2e_member() { local v="MEMBER${1}_$2"; echo "${!v}"; }
 e2e_rest() { e2e_member "$1" REST; }
+# e2e_edit_config OUT KEY=VALUE...: `patronictl edit-config -s KEY=VALUE ... --force` (output in
+# OUT), judged by its effect: each KEY's value in a member's GET /config (the DCS), waited for up
+# to 20 s. patronictl can abort at its exit on a loaded machine after the change was written
+# ("FATAL: exception not rethrown", its Raft thread torn down at interpreter exit: rc 134), so
+# its exit code alone is not the verdict; it is kept in OUT. rc 1 when a value did not take.
+e2e_edit_config() {
+  local out=$1 rc=0 kv args=() deadline n got missing
+  shift
+  for kv in "$@"; do args+=(-s "$kv"); done
+  cluster ctl edit-config "${SCOPE:-pg-test}" "${args[@]}" --force >"$out" 2>&1 || rc=$?
+  echo "patronictl exit $rc" >>"$out"
+  deadline=$(($(date +%s) + 20))
+  while :; do
+    missing=""
+    for kv in "$@"; do
+      for n in 0 1 2; do
+        got=$(curl -sf -m 2 "$(e2e_rest "$n")/config" 2>/dev/null | jq -r --arg k "${kv%%=*}" 'if has($k) then .[$k] else null end | tostring' 2>/dev/null) && break
+      done
+      [[ $got == "${kv#*=}" ]] || missing+=" ${kv%%=*}=${got:-?}"
+    done
+    [[ -z $missing ]] && break
+    (($(date +%s) < deadline)) || { cat "$out" >&2; e2e_log "edit-config: not in GET /config within 20 s:$missing"; return 1; }
+    sleep 0.5
+  done
+  ((rc == 0)) || e2e_log "edit-config: patronictl exit $rc, the change in GET /config all the same ($(tail -n 3 "$out" | tr '\n' ' '))"
+}
 e2e_own_role() { curl -sf -m 2 "$(e2e_rest "$1")/patroni" 2>/dev/null | jq -r '.role // "?"' 2>/dev/null || echo down; }
 e2e_cluster_leader() {
   local n js

@@ -350,8 +350,8 @@ T4A=$(now_t)
 
 # ---- 2. data at risk, asynchronous, both walreceivers stopped
 e2e_log "=== 2a: asynchronous replication, walreceivers stopped, load on $(name "$P")"
-cluster ctl edit-config pg-test -s synchronous_mode=false --force >"$RUN_DIR/edit-config-async.txt" 2>&1 \
-  || { cat "$RUN_DIR/edit-config-async.txt" >&2; on_fail "2: edit-config synchronous_mode=false"; }
+e2e_edit_config "$RUN_DIR/edit-config-async.txt" synchronous_mode=false \
+  || on_fail "2: edit-config synchronous_mode=false"
 expect "2: no sync standby (asynchronous)" patroni_cluster_sync_standbys "$S" == 0 30
 # both replicas caught up (no load yet), so both stop at the same position
 deadline=$(($(date +%s) + 20))
@@ -456,8 +456,8 @@ e2e_result 2 "walreceivers resumed -> data at risk 0 (s)" "$(e2e_since "$t0")"
 
 # ---- 2b. synchronous, the same load, walreceivers running
 e2e_log "=== 2b: synchronous replication, the same load"
-cluster ctl edit-config pg-test -s synchronous_mode=true --force >"$RUN_DIR/edit-config-sync.txt" 2>&1 \
-  || { cat "$RUN_DIR/edit-config-sync.txt" >&2; on_fail "2: edit-config synchronous_mode=true"; }
+e2e_edit_config "$RUN_DIR/edit-config-sync.txt" synchronous_mode=true \
+  || on_fail "2: edit-config synchronous_mode=true"
 expect "2: a sync standby again" patroni_cluster_sync_standbys "$S" '>=' 1 30
 load "$P" 10 500 sync
 max_recv=0 nonzero="" n_sync=0

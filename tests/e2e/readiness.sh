@@ -35,7 +35,7 @@ export DATA_DIR="$E2E_WORK/cluster-rd-$PATRONI_VERSION"
 export WAL_SEGSIZE="${WAL_SEGSIZE:-1}"       # initdb --wal-segsize 1: `down --fast` in < 1 s
 POLL=1                                        # exporter --poll.interval (s)
 MAX_LAG=65536                                 # maximum_lag_on_failover while R is held (bytes)
-ROTATION=$((3 * POLL + 3))                    # a member's probes are asked every 3 polls, + slack
+ROTATION=$((3 * 4 * POLL + 3))                # a member's /readiness is asked every 3 members x 4 turns of the rotation (READINESS_EVERY_TURNS), + slack
 export EXPORTER_URL="http://127.0.0.1:9393/metrics"
 export EXPORTER_LOG="$RUN_DIR/exporter.log"
 S='scope="pg-test"'
@@ -110,8 +110,8 @@ done
 
 # ================================================================== 2. a replica held beyond maximum_lag_on_failover
 e2e_log "=== 2: $(name "$R") held beyond maximum_lag_on_failover ($MAX_LAG B), load on $(name "$L")"
-cluster ctl edit-config pg-test -s synchronous_mode=false -s "maximum_lag_on_failover=$MAX_LAG" --force \
-  >"$RUN_DIR/edit-config.txt" 2>&1 || { cat "$RUN_DIR/edit-config.txt" >&2; on_fail "2: edit-config"; }
+e2e_edit_config "$RUN_DIR/edit-config.txt" synchronous_mode=false "maximum_lag_on_failover=$MAX_LAG" \
+  || on_fail "2: edit-config"
 expect "2: asynchronous (no sync standby)" patroni_cluster_sync_standbys "$S" == 0 40
 expect "2: maximum_lag_on_failover $MAX_LAG in the exporter's /config" patroni_config_maximum_lag_on_failover_bytes "$S" == "$MAX_LAG" 150
 W=$(walreceiver_pid "$R") || on_fail "2: no walreceiver on $(name "$R")"
