@@ -19,8 +19,11 @@ use tokio::time::Instant;
 
 use crate::patroni::PatroniError;
 
-/// The part of the budget the requests of a poll may take.
-pub const SHARE: f64 = 0.95;
+/// The part of the budget the requests of a poll may take. The rest is for what follows the
+/// deadline: the requests' timers firing, the judging and the publication. 5 % was not enough
+/// on a loaded machine: at `--poll.interval 2s` with a member hung, a poll of the debug build
+/// ended 2.0019 s after its start while another test run shared the two cores.
+pub const SHARE: f64 = 0.9;
 
 /// When the requests of one poll must have ended.
 #[derive(Debug, Clone, Copy)]
@@ -74,15 +77,15 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_request_running_at_the_deadline_fails_as_a_timeout() {
         let deadline = Deadline::of_poll(Duration::from_secs(2));
-        assert_eq!(deadline.length(), Duration::from_millis(1900));
+        assert_eq!(deadline.length(), Duration::from_millis(1800));
         assert_eq!(
             deadline.halfway() - Instant::now(),
-            Duration::from_millis(950)
+            Duration::from_millis(900)
         );
         let hung = deadline.rest(std::future::pending::<Result<(), PatroniError>>());
         let started = Instant::now();
         assert!(matches!(hung.await, Err(PatroniError::Timeout(_))));
-        assert_eq!(started.elapsed(), Duration::from_millis(1900));
+        assert_eq!(started.elapsed(), Duration::from_millis(1800));
         // An answer ready at the deadline is kept.
         let ready = deadline.rest(async { Ok::<_, PatroniError>(7) });
         assert!(matches!(ready.await, Ok(7)));
