@@ -412,6 +412,15 @@ e2e_sample() {
   E2E_SAMPLE_PID=$!
   E2E_PIDS+=("$E2E_SAMPLE_PID")
 }
+# e2e_await_reading FILE T: waits (up to 30 s) for a reading in FILE (e2e_sample's) made wholly
+# after the Unix time T, the upper end of a bracket that ends at T. rc 1 without one.
+e2e_await_reading() {
+  local deadline=$(($(date +%s) + 30))
+  until awk -v t="${2:-0}" '$1 >= t { found = 1 } END { exit !found }' "$1"; do
+    (($(date +%s) < deadline)) || return 1
+    sleep 0.2
+  done
+}
 # e2e_bracket FILE FROM TO -> "LOW HIGH": what the position in FILE (e2e_sample's) was at any
 # moment between the Unix times FROM and TO lies in [LOW, HIGH]. Exit 1 without a reading made
 # wholly before FROM or one made wholly after TO.

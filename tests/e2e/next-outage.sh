@@ -406,11 +406,7 @@ while kill -0 "$LOAD_PID" 2>/dev/null; do
 done
 wait "$LOAD_PID" || on_fail "2: pgbench (async) failed: $(tail -n 3 "$RUN_DIR/pgbench-async.txt")"
 last_end=$(tail -n 1 "$POLLS" | cut -d' ' -f1)
-deadline=$(($(date +%s) + 30))   # a reading made wholly after the last poll seen
-until awk -v t="${last_end:-0}" '$1 >= t { found = 1 } END { exit !found }' "$FLUSHED"; do
-  (($(date +%s) < deadline)) || break
-  sleep 0.2
-done
+e2e_await_reading "$FLUSHED" "$last_end" || true   # a poll without one fails below
 e2e_stop_pid "$SAMPLER"
 FIRST_READ=$(head -n 1 "$FLUSHED" | cut -d' ' -f2)
 [[ -n $FIRST_READ ]] || on_fail "2: no reading of the primary's flush position under the load ($FLUSHED)"

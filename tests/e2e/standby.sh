@@ -196,12 +196,8 @@ WAL=$(lsn_diff "$(src_lsn 0)" "$LSN0" 0)
 RATE=$(awk -v w="$WAL" -v s="$LOAD_S_REAL" 'BEGIN { printf "%d", w / s }')
 # readings made wholly after the last poll seen, then the samplers stop
 last_end=$(awk '{ print ($2 > $5 ? $2 : $5) }' "$POLLS" | sort -g | tail -n 1)
-deadline=$(($(date +%s) + 30))
-until awk -v t="${last_end:-0}" '$1 >= t { found = 1 } END { exit !found }' "$SAMPLE_SOURCE" \
-  && awk -v t="${last_end:-0}" '$1 >= t { found = 1 } END { exit !found }' "$SAMPLE_DR"; do
-  (($(date +%s) < deadline)) || break
-  sleep 0.2
-done
+e2e_await_reading "$SAMPLE_SOURCE" "$last_end" || true   # a poll without one fails below
+e2e_await_reading "$SAMPLE_DR" "$last_end" || true
 e2e_stop_pid "$SAMPLER_SOURCE"; e2e_stop_pid "$SAMPLER_DR"
 FIRST_READ=$(awk 'NR == 1 { print $2 }' "$SAMPLE_SOURCE" "$SAMPLE_DR" | sort -g | tail -n 1)
 e2e_result 2 "load: WAL written (bytes) / seconds / bytes per second" "$WAL / $LOAD_S_REAL / $RATE"
