@@ -229,6 +229,15 @@ counts_of() { # counts_of LOG: what the step's own output says it counted
     }' "$1" 2>/dev/null
 }
 
+# failures_of LOG: the lines that say why a step failed (e2e FAIL lines, cargo's panics and
+# failed tests, compiler errors, not-run reasons), at most 12, each cut at 300 characters
+failures_of() {
+  grep -E 'FAIL: |^FAIL  |panicked at|^---- .* ----$|^test .* FAILED$|^error(\[|:)|^not run: |^never ran' "$1" 2>/dev/null \
+    | awk '!seen[$0]++' | head -n 12 | cut -c1-300 | sed 's/^/    /'
+  grep -qE 'FAIL: |^FAIL  |panicked at|FAILED$|^error(\[|:)|^not run: |^never ran' "$1" 2>/dev/null \
+    || { echo "    (no failure line; its last lines:)"; tail -n 5 "$1" | cut -c1-300 | sed 's/^/    /'; }
+}
+
 RESULTS=()
 report() { # report I: the step's block, when it ended
   local rc secs start verdict counts
@@ -420,5 +429,11 @@ FAILED=0
 for r in "${RESULTS[@]}"; do [[ $r == PASS* ]] || FAILED=$((FAILED + 1)); done
 printf '\n\033[1mSummary\033[0m (%ss; each step: started at +s, took s, what it counted)\n' $((SECONDS - START))
 printf '  %s\n' "${RESULTS[@]}"
+# a CI page often keeps only the tail of the output: each failed step's own failure lines last
+for i in "${!RESULTS[@]}"; do
+  [[ ${RESULTS[i]} == PASS* ]] && continue
+  printf '\033[1mwhy "%s" failed\033[0m (%s):\n' "${S_NAME[i]}" "$LOGS/$i.log"
+  failures_of "$LOGS/$i.log"
+done
 (( FAILED == 0 )) && echo "all checks passed" || echo "$FAILED check(s) failed"
 exit $(( FAILED > 0 ))
