@@ -3,6 +3,7 @@
 
 pub mod pki;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -166,11 +167,32 @@ impl Addresses {
 /// by every fake member.
 const CAPTURED_CONFIG: &[u8] = include_bytes!("../../fixtures/patroni-4.1.5/01-config.json");
 
+/// A dead member's address: a port bound and never listened on, so that every connection is
+/// refused for as long as it is held. Not a fake that was stopped: under the load of the whole
+/// test suite another test's fake took such a freed port, and a dead member answered
+/// (`golden_output_says_what_an_operator_needs` saw `patroni_member_api_up` 1 for one).
+pub struct DeadPort(tokio::net::TcpSocket);
+
+impl DeadPort {
+    pub fn reserve(ip: &str) -> DeadPort {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket
+            .bind(SocketAddr::new(ip.parse().unwrap(), 0))
+            .unwrap();
+        DeadPort(socket)
+    }
+
+    pub fn address(&self) -> SocketAddr {
+        self.0.local_addr().unwrap()
+    }
+}
+
 /// A fake 3-member cluster answering with captured documents.
 pub struct FakeCluster {
-    /// Keeps the running members alive (a dead member's fake is stopped: its address
-    /// refuses).
+    /// Keeps the running members alive (`None` for a dead member).
     _running: Vec<Option<FakePatroni>>,
+    /// The dead members' ports, held so that they refuse for as long as the cluster lives.
+    _dead: Vec<DeadPort>,
     urls: Vec<Url>,
     pub addresses: Addresses,
     scope: String,
@@ -194,36 +216,41 @@ impl FakeCluster {
             history,
         } = captured;
         let mut members = Vec::new();
+        let mut dead = Vec::new();
+        let mut member_urls = Vec::new();
+        for (ip, own) in ips.into_iter().zip(&own) {
+            if own.is_some() {
+                let member = FakePatroni::start(ip).await;
+                member_urls.push(member.url());
+                members.push(Some(member));
+            } else {
+                let port = DeadPort::reserve(ip);
+                member_urls.push(format!("http://{}", port.address()));
+                dead.push(port);
+                members.push(None);
+            }
+        }
         let mut addresses = Addresses::default();
-        for ip in ips {
-            members.push(FakePatroni::start(ip).await);
+        for (index, url) in member_urls.iter().enumerate() {
+            addresses.add(url.clone(), format!("http://127.0.0.1{}:8008", index + 1));
         }
-        for (index, member) in members.iter().enumerate() {
-            addresses.add(member.url(), format!("http://127.0.0.1{}:8008", index + 1));
-        }
-        let member_urls: Vec<String> = members.iter().map(FakePatroni::url).collect();
         let cluster = rewrite_cluster(&cluster, scope, &member_urls);
-        let urls = members
-            .iter()
-            .map(|m| Url::parse(&m.url()).unwrap())
-            .collect();
-        let members = members
-            .into_iter()
-            .zip(own)
-            .map(|(member, own)| {
-                let body = own?;
-                member.route("/cluster", Reply::Json(cluster.clone().into_bytes()));
-                member.route("/history", Reply::Json(history.clone()));
-                member.route("/config", Reply::Json(CAPTURED_CONFIG.to_vec()));
-                member.route("/patroni", Reply::Json(body));
-                // Patroni answers its health endpoints with a status code only.
-                member.route("/liveness", Reply::Status(200));
-                member.route("/readiness", Reply::Status(200));
-                Some(member)
-            })
-            .collect();
+        let urls = member_urls.iter().map(|u| Url::parse(u).unwrap()).collect();
+        for (member, own) in members.iter().zip(own) {
+            let (Some(member), Some(body)) = (member, own) else {
+                continue;
+            };
+            member.route("/cluster", Reply::Json(cluster.clone().into_bytes()));
+            member.route("/history", Reply::Json(history.clone()));
+            member.route("/config", Reply::Json(CAPTURED_CONFIG.to_vec()));
+            member.route("/patroni", Reply::Json(body));
+            // Patroni answers its health endpoints with a status code only.
+            member.route("/liveness", Reply::Status(200));
+            member.route("/readiness", Reply::Status(200));
+        }
         FakeCluster {
             _running: members,
+            _dead: dead,
             urls,
             addresses,
             scope: scope.to_owned(),
