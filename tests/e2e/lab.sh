@@ -162,16 +162,21 @@ ev_first() {
 # wait_ev SCENARIO WHAT SINCE TIMEOUT JQ_FILTER [REF]: pass + record the delay (from REF,
 # default SINCE), or fail
 wait_ev() {
-  local scen=$1 what=$2 since=$3 timeout=$4 filter=$5 ref=${6:-$3} t deadline
-  jq -n "empty | select($filter)" || { fail "$scen: $what: bad jq filter: $filter"; return 1; }
-  deadline=$(awk -v s="$since" -v d="$timeout" 'BEGIN { printf "%d", s + d }')
+  jq -n "empty | select($5)" || { fail "$1: $2: bad jq filter: $5"; return 1; }
+  wait_time "$1" "$2" "$3" "$4" "${6:-$3}" ev_first "$3" "$5"
+}
+# wait_time SCENARIO WHAT FROM TIMEOUT REF CMD...: pass + record the delay from REF of the time
+# CMD prints, once it prints one (asked every 0.5 s up to TIMEOUT s from FROM), or fail
+wait_time() {
+  local scen=$1 what=$2 timeout=$4 ref=$5 t deadline
+  deadline=$(awk -v s="$3" -v d="$4" 'BEGIN { printf "%d", s + d }')
+  shift 5
   while :; do
-    t=$(ev_first "$since" "$filter")
+    t=$("$@")
     if [[ -n $t ]]; then
-      local d
-      d=$(awk -v a="$ref" -v b="$t" 'BEGIN { printf "%.1f", b - a }')
-      result "$scen" "$what" "$d"
-      pass "$scen: $what after ${d}s"
+      t=$(awk -v a="$ref" -v b="$t" 'BEGIN { printf "%.1f", b - a }')
+      result "$scen" "$what" "$t"
+      pass "$scen: $what after ${t}s"
       return 0
     fi
     (($(date +%s) < deadline)) || break
@@ -183,6 +188,7 @@ wait_ev() {
 }
 # am_left ALERT DEPLOYMENT SINCE [UNTIL]: when the alert last left Alertmanager (its latest AM
 # event in [SINCE, UNTIL] is "resolved"); nothing while it is active there
+# shellcheck disable=SC2317  # run by wait_time (am_gone)
 am_left() {
   jq -rs --arg a "$1" --arg d "$2" --argjson s "$3" --argjson u "${4:-1e12}" \
     '[.[] | select(.src == "am" and .alert == $a and .labels.deployment == $d and .t >= $s and .t <= $u)] | last
@@ -194,21 +200,7 @@ am_left() {
 # an evaluation (Prometheus resolves it at Alertmanager), and it is pending, never sent again,
 # when the cause ends (seen in a pair run: 15 s before the heal).
 am_gone() {
-  local t deadline
-  deadline=$(awk -v s="$6" -v d="$7" 'BEGIN { printf "%d", s + d }')
-  while :; do
-    t=$(am_left "$3" "$4" "$5")
-    if [[ -n $t ]]; then
-      t=$(awk -v a="$8" -v b="$t" 'BEGIN { printf "%.1f", b - a }')
-      result "$1" "$2" "$t"
-      pass "$1: $2 after ${t}s"
-      return 0
-    fi
-    (($(date +%s) < deadline)) || break
-    sleep 0.5
-  done
-  result "$1" "$2" "not within ${7}s"
-  fail "$1: $2: not within ${7}s"
+  wait_time "$1" "$2" "$6" "$7" "$8" am_left "$3" "$4" "$5" || true
 }
 # observe_ev SCENARIO WHAT SINCE TIMEOUT JQ_FILTER [REF]: record the delay (or its absence), no verdict:
 # for what the lab documents rather than requires
