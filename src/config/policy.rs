@@ -18,9 +18,11 @@ use crate::address::{Host, Network};
 ///   `--config.file`, or Patroni's `raft.self_addr`/`partner_addrs`), an entry of
 ///   `--patroni.allow-api-url-hosts` (a host name, an IP, a CIDR such as `10.0.0.0/24`, or
 ///   `*` for any host);
-/// * hosts of the Raft voters named in a status that was decrypted with the cluster's Raft
-///   password ([`ApiUrlPolicy::learn_raft_hosts`] with `authenticated`): only a holder of
-///   the password can produce it, so it is as trustworthy as the operator's configuration;
+/// * hosts the DCS vouched for over an authenticated channel ([`LearnedHosts::learn`] with
+///   `authenticated`): the Raft voters named in a status decrypted with the cluster's Raft
+///   password (only a holder of the password can produce it), or the `api_url`s of the member
+///   keys read from etcd over TLS or with etcd credentials; as trustworthy as the operator's
+///   configuration;
 /// * hosts of voters named in a plain-text status (a Raft without password), but only while
 ///   the REST client carries no credentials (no basic auth, no client certificate): such a
 ///   document can come from anyone on the path, so it may direct a credential-free GET, never
@@ -29,18 +31,53 @@ use crate::address::{Host, Network};
 /// The member `host` fields of `/cluster` are never trusted by themselves: they come from the
 /// same document. When any configured URL is https, http `api_url`s are refused (no
 /// downgrade). The reasoning is in docs/security.md.
+///
+/// Two owners, because they change for different reasons: what the settings configure
+/// ([`ConfiguredHosts`], rebuilt from the settings on every reload, so that credentials added
+/// or removed by a reload are judged by the new settings at once) and what the poller learned
+/// from the DCS ([`LearnedHosts`], carried over a reload of the same cluster).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ApiUrlPolicy {
+    configured: ConfiguredHosts,
+    /// What the DCS named, carried over a reload of the same cluster.
+    pub learned: LearnedHosts,
+}
+
+/// What the settings of a cluster allow: rebuilt from them on every reload.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct ConfiguredHosts {
     any_host: bool,
     hosts: BTreeSet<Host>,
     networks: Vec<Network>,
     https_only: bool,
     /// Whether the REST client sends credentials (basic auth or a client certificate).
     sends_credentials: bool,
-    /// Hosts of voters named in statuses decrypted with the Raft password.
-    raft_hosts_authenticated: BTreeSet<Host>,
-    /// Hosts of voters named in plain-text statuses.
-    raft_hosts_plain: BTreeSet<Host>,
+}
+
+/// The hosts a cluster's DCS named in the last poll that read it: what the poller learned,
+/// not what the operator configured.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LearnedHosts {
+    /// Named over an authenticated channel (a Raft status decrypted with the password; etcd
+    /// read over TLS or with credentials).
+    authenticated: BTreeSet<Host>,
+    /// Named in plain-text Raft statuses.
+    plain: BTreeSet<Host>,
+}
+
+impl LearnedHosts {
+    /// Replaces the hosts learned with `hosts`, as named by the DCS in one poll;
+    /// `authenticated` when the channel that named them was.
+    pub fn learn(&mut self, hosts: impl IntoIterator<Item = Host>, authenticated: bool) {
+        let hosts: BTreeSet<Host> = hosts.into_iter().collect();
+        if authenticated {
+            self.authenticated = hosts;
+            self.plain.clear();
+        } else {
+            self.plain = hosts;
+            self.authenticated.clear();
+        }
+    }
 }
 
 impl ApiUrlPolicy {
@@ -49,7 +86,7 @@ impl ApiUrlPolicy {
     /// # Errors
     /// When an allow-list entry is not a host, an IP, a CIDR or `*`.
     pub fn for_cluster(config: &ClusterConfig) -> anyhow::Result<ApiUrlPolicy> {
-        let mut policy = ApiUrlPolicy::default();
+        let mut policy = ConfiguredHosts::default();
         for url in &config.identity.patroni_urls {
             policy.hosts.extend(Host::of_url(url));
             if url.scheme() == "https" {
@@ -69,7 +106,25 @@ impl ApiUrlPolicy {
         }
         policy.sends_credentials =
             config.rest.basic_auth.is_some() || config.rest.cert_file.is_some();
-        Ok(policy)
+        Ok(ApiUrlPolicy {
+            configured: policy,
+            learned: LearnedHosts::default(),
+        })
+    }
+
+    /// The policy of a reload of the same cluster: what `config` allows, and the hosts the
+    /// DCS named to this one (`learned`), judged by `config`'s credentials from now on.
+    ///
+    /// # Errors
+    /// As [`ApiUrlPolicy::for_cluster`].
+    pub fn reconfigured(
+        config: &ClusterConfig,
+        learned: LearnedHosts,
+    ) -> anyhow::Result<ApiUrlPolicy> {
+        Ok(ApiUrlPolicy {
+            learned,
+            ..ApiUrlPolicy::for_cluster(config)?
+        })
     }
 
     /// Replaces the hosts learned from Raft statuses with the hosts of `nodes` (`host:port`),
@@ -80,24 +135,15 @@ impl ApiUrlPolicy {
         nodes: impl IntoIterator<Item = &'a str>,
         authenticated: bool,
     ) {
-        let hosts: BTreeSet<Host> = nodes
-            .into_iter()
-            .filter_map(|node| Host::of_node(node).ok())
-            .collect();
-        if authenticated {
-            self.raft_hosts_authenticated = hosts;
-            self.raft_hosts_plain.clear();
-        } else {
-            self.raft_hosts_plain = hosts;
-            self.raft_hosts_authenticated.clear();
-        }
+        let hosts = nodes.into_iter().filter_map(|node| Host::of_node(node).ok());
+        self.learned.learn(hosts, authenticated);
     }
 
     /// Whether `host` may receive a Raft `status` query: the operator named it or a Raft
     /// status did (with or without password). A host that only `/cluster` names is not
     /// asked: that document would otherwise direct connections to any host on the Raft port.
     pub fn allows_raft_query(&self, host: &Host) -> bool {
-        self.allows_host(host) || self.raft_hosts_plain.contains(host)
+        self.allows_host(host) || self.learned.plain.contains(host)
     }
 
     /// Adds one allow-list entry: `*`, a CIDR, an IP or a host name.
@@ -105,6 +151,36 @@ impl ApiUrlPolicy {
     /// # Errors
     /// When a CIDR is malformed or the entry is empty or contains a scheme, path or port.
     pub fn add_entry(&mut self, entry: &str) -> anyhow::Result<()> {
+        self.configured.add_entry(entry)
+    }
+
+    /// Whether a host may be sent credentials: the operator named it, or the DCS did over an
+    /// authenticated channel.
+    pub fn allows_host(&self, host: &Host) -> bool {
+        self.configured.allows_host(host) || self.learned.authenticated.contains(host)
+    }
+
+    /// Whether an `api_url` may be followed: http(s), no credentials in it, https when the
+    /// configured URLs are, and a host that [`allows_host`](Self::allows_host), or one that a
+    /// plain-text Raft status named when the client sends no credentials.
+    pub fn allows_url(&self, url: &Url) -> bool {
+        let scheme_ok = match url.scheme() {
+            "https" => true,
+            "http" => !self.configured.https_only,
+            _ => false,
+        };
+        scheme_ok
+            && url.username().is_empty()
+            && url.password().is_none()
+            && Host::of_url(url).is_some_and(|host| {
+                self.allows_host(&host)
+                    || (!self.configured.sends_credentials && self.learned.plain.contains(&host))
+            })
+    }
+}
+
+impl ConfiguredHosts {
+    fn add_entry(&mut self, entry: &str) -> anyhow::Result<()> {
         let entry = entry.trim();
         if entry == "*" {
             self.any_host = true;
@@ -121,12 +197,10 @@ impl ApiUrlPolicy {
         Ok(())
     }
 
-    /// Whether a host may be sent credentials: the operator named it, or an authenticated
-    /// Raft status did.
-    pub fn allows_host(&self, host: &Host) -> bool {
+    /// Whether the operator named `host` (or a network or `*` covering it).
+    fn allows_host(&self, host: &Host) -> bool {
         self.any_host
             || self.hosts.contains(host)
-            || self.raft_hosts_authenticated.contains(host)
             || match host {
                 Host::Ip(address) => self
                     .networks
@@ -134,23 +208,5 @@ impl ApiUrlPolicy {
                     .any(|network| network.contains(*address)),
                 _ => false,
             }
-    }
-
-    /// Whether an `api_url` may be followed: http(s), no credentials in it, https when the
-    /// configured URLs are, and a host that [`allows_host`](Self::allows_host), or one that a
-    /// plain-text Raft status named when the client sends no credentials.
-    pub fn allows_url(&self, url: &Url) -> bool {
-        let scheme_ok = match url.scheme() {
-            "https" => true,
-            "http" => !self.https_only,
-            _ => false,
-        };
-        scheme_ok
-            && url.username().is_empty()
-            && url.password().is_none()
-            && Host::of_url(url).is_some_and(|host| {
-                self.allows_host(&host)
-                    || (!self.sends_credentials && self.raft_hosts_plain.contains(&host))
-            })
     }
 }

@@ -264,6 +264,47 @@ fn api_url_policy() {
     }
 }
 
+/// A reload rebuilds what the settings allow and keeps what the DCS named: credentials
+/// added by a reload never reach a host only a plain-text Raft status named, and a reload
+/// that removes them follows such hosts again.
+#[test]
+fn a_reload_judges_learned_hosts_by_the_new_credentials() {
+    let plain_config = ClusterConfig {
+        identity: ClusterIdentity {
+            patroni_urls: vec![Url::parse("http://10.0.0.1:8008").unwrap()],
+            ..ClusterIdentity::default()
+        },
+        ..ClusterConfig::default()
+    };
+    let mut with_credentials = plain_config.clone();
+    with_credentials.rest.basic_auth = Some(crate::patroni::BasicAuth {
+        username: "u".into(),
+        password: Secret::new("p"),
+    });
+    let named_by_plain_status = Url::parse("http://10.0.0.7:8008/patroni").unwrap();
+
+    let mut before = ApiUrlPolicy::for_cluster(&plain_config).unwrap();
+    before.learn_raft_hosts(["10.0.0.7:2222"], false);
+    assert!(before.allows_url(&named_by_plain_status));
+
+    // Credentials added: the learned host stays learned, but gets no credential.
+    let added = ApiUrlPolicy::reconfigured(&with_credentials, before.learned.clone()).unwrap();
+    assert_eq!(added.learned, before.learned);
+    assert!(!added.allows_url(&named_by_plain_status));
+    // The same settings without the reload's rule would have kept the old flag.
+    assert!(before.allows_url(&named_by_plain_status));
+
+    // Credentials removed again: followed again, without asking the DCS first.
+    let removed = ApiUrlPolicy::reconfigured(&plain_config, added.learned.clone()).unwrap();
+    assert!(removed.allows_url(&named_by_plain_status));
+
+    // A host an authenticated status named is trusted whatever the credentials.
+    let mut vouched = ApiUrlPolicy::for_cluster(&plain_config).unwrap();
+    vouched.learn_raft_hosts(["10.0.0.8:2222"], true);
+    let reloaded = ApiUrlPolicy::reconfigured(&with_credentials, vouched.learned).unwrap();
+    assert!(reloaded.allows_url(&Url::parse("http://10.0.0.8:8008/patroni").unwrap()));
+}
+
 #[test]
 fn a_cluster_needs_a_url() {
     assert!(ClusterEntry::default().resolve(&defaults()).is_err());

@@ -189,7 +189,10 @@ impl ClusterPoller {
         let mut poller = ClusterPoller::with_clients(self.slot, config, &self.clients).await?;
         if poller.config.same_cluster(&self.config) {
             poller.memory = std::mem::take(&mut self.memory);
-            poller.policy = std::mem::take(&mut self.policy);
+            // What the DCS named carries over; what the settings allow (and whether the
+            // client now sends credentials) is the new settings' word.
+            let learned = std::mem::take(&mut self.policy.learned);
+            poller.policy = ApiUrlPolicy::reconfigured(&poller.config, learned)?;
         } else {
             poller.memory.tally.counters = self.memory.tally.counters.clone();
         }
