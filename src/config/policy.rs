@@ -135,7 +135,9 @@ impl ApiUrlPolicy {
         nodes: impl IntoIterator<Item = &'a str>,
         authenticated: bool,
     ) {
-        let hosts = nodes.into_iter().filter_map(|node| Host::of_node(node).ok());
+        let hosts = nodes
+            .into_iter()
+            .filter_map(|node| Host::of_node(node).ok());
         self.learned.learn(hosts, authenticated);
     }
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use super::families::{declare_families, flag, FamilyWriter};
 use super::labels::MemberLabels;
 use super::labels::{member_labels, scope};
+use super::raft_families::raft_parts;
 use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
 
 declare_families! {
@@ -49,10 +50,7 @@ fn per_member<'a>(
 pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
     writer.write(
         &RAFT_QUORUM_MARGIN,
-        snapshots
-            .iter()
-            .filter(|s| s.raft_enabled)
-            .filter_map(|s| Some((scope(s), s.quorum.margin? as f64))),
+        raft_parts(snapshots).filter_map(|(s, r)| Some((scope(s), r.quorum.margin? as f64))),
     )?;
     writer.write(
         &CLUSTER_FAILOVER_DATA_AT_RISK_BYTES,

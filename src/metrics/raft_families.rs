@@ -5,9 +5,8 @@ use std::sync::Arc;
 
 use super::families::{declare_families, families, flag, info, one_hot, per_value, FamilyWriter};
 use super::labels::{member_labels, node_labels, node_named, scope};
-use super::split_families::nonzero_counts;
 use crate::raft::RaftStatus;
-use crate::snapshot::{ClusterSnapshot, QuorumEvidence, Unanswered};
+use crate::snapshot::{ClusterSnapshot, QuorumEvidence, RaftSnapshot, Unanswered};
 
 declare_families! {
     RAFT_CLUSTER_QUORUM: cached_gauge("patroni_raft_cluster_quorum", "The quorum verdict: 1 confirmed (a leader or a majority of voters report has_quorum, or a follower does and is connected to its leader), 0 lost (every voter that answers reports no quorum, or a majority refuse connections), -1 not visible from this exporter (neither). The best of several exporters is their max.");
@@ -48,51 +47,56 @@ declare_families! {
 const RAFT_STATES: &[&str] = &["follower", "candidate", "leader"];
 
 pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
-    let raft = || snapshots.iter().filter(|s| s.raft_enabled);
+    let raft = || raft_parts(snapshots);
     writer.write(
         &RAFT_CLUSTER_QUORUM,
-        raft().map(|s| (scope(s), s.quorum.verdict().gauge_value())),
+        raft().map(|(s, r)| (scope(s), r.quorum.verdict().gauge_value())),
     )?;
     writer.write(
         &RAFT_QUORUM_EVIDENCE,
-        per_value(raft(), QuorumEvidence::ALL, |s, evidence| {
+        per_value(raft(), QuorumEvidence::ALL, |(s, r), evidence| {
             (
                 scope(s).evidence(evidence.as_str()),
-                flag(s.quorum.evidence == evidence),
+                flag(r.quorum.evidence == evidence),
             )
         }),
     )?;
-    writer.write(&RAFT_VOTERS, nonzero_counts(raft(), |s| s.quorum.voters))?;
+    writer.write(
+        &RAFT_VOTERS,
+        raft()
+            .filter(|(_, r)| r.quorum.voters > 0)
+            .map(|(s, r)| (scope(s), r.quorum.voters as f64)),
+    )?;
     writer.write(
         &RAFT_VOTERS_ANSWERING,
-        raft().map(|s| (scope(s), s.quorum.answering as f64)),
+        raft().map(|(s, r)| (scope(s), r.quorum.answering as f64)),
     )?;
     writer.write(
         &RAFT_VOTERS_WITH_QUORUM,
-        raft().map(|s| (scope(s), s.quorum.with_quorum as f64)),
+        raft().map(|(s, r)| (scope(s), r.quorum.with_quorum as f64)),
     )?;
     writer.write(
         &RAFT_VOTERS_UNANSWERED,
-        per_value(raft(), Unanswered::ALL, |s, reason| {
+        per_value(raft(), Unanswered::ALL, |(s, r), reason| {
             (
                 scope(s).reason(reason.as_str()),
-                s.quorum.unanswered(reason) as f64,
+                r.quorum.unanswered(reason) as f64,
             )
         }),
     )?;
     writer.write(
         &RAFT_CLUSTER_LEADERS,
-        raft().map(|s| (scope(s), s.quorum.leaders_claiming as f64)),
+        raft().map(|(s, r)| (scope(s), r.quorum.leaders_claiming as f64)),
     )?;
     writer.write(
         &RAFT_WITNESSES,
-        raft().map(|s| (scope(s), s.voter_kinds.witnesses().count() as f64)),
+        raft().map(|(s, r)| (scope(s), r.voter_kinds.witnesses().count() as f64)),
     )?;
     writer.write(
         &RAFT_NODE_INFO,
         raft()
-            .flat_map(|s| {
-                s.voter_kinds
+            .flat_map(|(s, r)| {
+                r.voter_kinds
                     .voters
                     .iter()
                     .map(move |(node, kind)| node_named(s, node).kind(kind.as_str()))
@@ -101,11 +105,11 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
     )?;
     writer.write(
         &RAFT_LEADER_AWAY_FROM_PRIMARY,
-        raft().filter_map(|s| Some((scope(s), flag(s.raft_leader_away_from_primary()?)))),
+        raft().filter_map(|(s, _)| Some((scope(s), flag(s.raft_leader_away_from_primary()?)))),
     )?;
     writer.write(
         &MEMBER_RAFT_TIMING,
-        raft().flat_map(|s| {
+        raft().flat_map(|(s, _)| {
             s.members_and_departed().flat_map(move |m| {
                 s.raft_timing_of(m)
                     .into_iter()
@@ -123,21 +127,27 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
     )?;
     writer.write(
         &RAFT_LEADER_CHANGES,
-        raft().map(|s| (scope(s), s.counters.raft_leader_changes)),
+        raft().map(|(s, _)| (scope(s), s.counters.dcs_leader_changes)),
     )?;
     writer.write(
         &RAFT_QUORUM_LOSSES,
-        raft().map(|s| (scope(s), s.counters.raft_quorum_losses)),
+        raft().map(|(s, _)| (scope(s), s.counters.dcs_quorum_losses)),
     )?;
     encode_nodes(writer, snapshots)
 }
 
+/// Every cluster whose Raft is polled, with its Raft part.
+pub(super) fn raft_parts(
+    snapshots: &[Arc<ClusterSnapshot>],
+) -> impl Iterator<Item = (&ClusterSnapshot, &RaftSnapshot)> {
+    snapshots
+        .iter()
+        .filter_map(|s| Some((s.as_ref(), s.dcs.raft()?)))
+}
+
 fn encode_nodes(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
-    let nodes = || {
-        snapshots
-            .iter()
-            .flat_map(|s| s.raft_nodes.iter().map(move |node| (s.as_ref(), node)))
-    };
+    let nodes =
+        || raft_parts(snapshots).flat_map(|(s, r)| r.nodes.iter().map(move |node| (s, node)));
     let answered = || nodes().filter_map(|(s, node)| Some((s, node, node.status.as_ref().ok()?)));
     let number = |value: fn(&RaftStatus) -> Option<f64>| {
         answered().filter_map(move |(s, node, status)| Some((node_labels(s, node), value(status)?)))

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::families::{declare_families, flag, FamilyWriter};
 use super::labels::{member_labels, member_named, node_named, scope, ScopeLabels};
+use super::raft_families::raft_parts;
 use crate::snapshot::{ClusterSnapshot, ViewField};
 
 declare_families! {
@@ -71,12 +72,14 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
     )?;
     writer.write(
         &RAFT_VOTER_SETS,
-        nonzero_counts(snapshots.iter(), |s| s.voter_sets.distinct as u64),
+        raft_parts(snapshots)
+            .filter(|(_, r)| r.voter_sets.distinct > 0)
+            .map(|(s, r)| (scope(s), r.voter_sets.distinct as f64)),
     )?;
     writer.write(
         &RAFT_VOTER_SET_DIFFERS,
-        snapshots.iter().flat_map(|s| {
-            s.voter_sets
+        raft_parts(snapshots).flat_map(|(s, r)| {
+            r.voter_sets
                 .nodes
                 .iter()
                 .map(move |n| (node_named(s, &n.node), flag(n.differs)))

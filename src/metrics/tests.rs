@@ -15,7 +15,7 @@ use super::labels::{MemberInfoLabels, ScopeLabels};
 use super::process::{ProcessFamilies, ProcessSample};
 use super::*;
 use crate::raft::parse_admin_text;
-use crate::snapshot::{captured, QuorumAssessment, RaftNodeSnapshot};
+use crate::snapshot::{captured, DcsSnapshot, QuorumAssessment, RaftNodeSnapshot, RaftSnapshot};
 
 /// Tricky label values: escapes, non-ASCII, empty.
 const LABEL_VALUES: &[&str] = &[
@@ -238,9 +238,11 @@ fn cluster(scope: &str, members: usize) -> Arc<ClusterSnapshot> {
         polled_at_seconds: 1_700_000_000.25,
         cluster: Some(view),
         members: listed,
-        raft_nodes,
-        raft_enabled: true,
-        quorum,
+        dcs: DcsSnapshot::Raft(RaftSnapshot {
+            nodes: raft_nodes,
+            quorum,
+            ..RaftSnapshot::default()
+        }),
         ..ClusterSnapshot::default()
     };
     snapshot.counters.poll_errors.insert(

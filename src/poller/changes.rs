@@ -1,31 +1,29 @@
-//! The counters of changes across polls: leader changes (Patroni's and Raft's) and losses of
-//! a confirmed Raft quorum.
+//! The counters of changes across polls: leader changes (Patroni's and the DCS's) and losses
+//! of a confirmed DCS quorum.
 //!
 //! Why the poller counts them and not Prometheus: a change that comes and goes between two
 //! scrapes is invisible to `changes()` over a gauge; a counter kept at every poll is not.
 
 use crate::patroni::ClusterView;
-use crate::snapshot::{
-    effective_raft_leader, Counters, QuorumAssessment, QuorumVerdict, RaftNodeSnapshot,
-};
+use crate::snapshot::{Counters, DcsSnapshot, QuorumVerdict};
 
 /// What the counting remembers from one poll to the next.
 #[derive(Debug, Default)]
 pub(super) struct ChangeMemory {
     leader: Option<String>,
-    raft_leader: Option<String>,
+    dcs_leader: Option<String>,
     /// The last verdict that was not `not visible`, to count losses of a confirmed quorum.
     last_decisive_verdict: Option<QuorumVerdict>,
 }
 
 impl ChangeMemory {
-    /// Counts into `counters` what changed since the last poll. `raft` is false when the
-    /// cluster has no Raft settings: its verdict and Raft leader are not judged.
+    /// Counts into `counters` what changed since the last poll. A `dcs` that is not watched
+    /// has no verdict and no leader to judge.
     pub(super) fn count(
         &mut self,
         counters: &mut Counters,
         cluster: Option<&ClusterView>,
-        raft: Option<(&[RaftNodeSnapshot], &QuorumAssessment)>,
+        dcs: &DcsSnapshot,
     ) {
         if let Some(view) = cluster {
             let leaders: Vec<&str> = view.leaders().map(|m| m.name.as_str()).collect();
@@ -35,20 +33,19 @@ impl ChangeMemory {
                 }
             }
         }
-        let Some((raft_nodes, quorum)) = raft else {
+        let Some(verdict) = dcs.verdict() else {
             return;
         };
-        if let Some(leader) = effective_raft_leader(raft_nodes) {
-            if remember_leader(&mut self.raft_leader, leader) {
-                counters.raft_leader_changes += 1;
+        if let Some(leader) = dcs.leader() {
+            if remember_leader(&mut self.dcs_leader, leader) {
+                counters.dcs_leader_changes += 1;
             }
         }
-        let verdict = quorum.verdict();
         if verdict != QuorumVerdict::NotVisible {
             if verdict == QuorumVerdict::Lost
                 && self.last_decisive_verdict == Some(QuorumVerdict::Confirmed)
             {
-                counters.raft_quorum_losses += 1;
+                counters.dcs_quorum_losses += 1;
             }
             self.last_decisive_verdict = Some(verdict);
         }

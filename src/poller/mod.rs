@@ -436,7 +436,6 @@ impl ClusterPoller {
         Recorder {
             scope,
             config: &self.config,
-            raft_enabled: self.raft.is_some(),
             tally: &mut memory.tally,
             discovery: &mut memory.discovery,
             members: &mut memory.members,

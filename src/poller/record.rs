@@ -23,9 +23,9 @@ use crate::address::Host;
 use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
 use crate::patroni::{self, ClusterView, DynamicConfig, HistoryEntry, PatroniError};
 use crate::snapshot::{
-    answered_views, primaries, ClusterSnapshot, DcsView, FailoverReadiness, Failure, MemberDcsView,
-    MemberSnapshot, PollFacts, Probes, QuorumAssessment, RaftNodeSnapshot, Source, ViewComparison,
-    VoterKinds, VoterSetComparison,
+    answered_views, primaries, ClusterSnapshot, DcsSnapshot, DcsView, FailoverReadiness, Failure,
+    MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment, RaftNodeSnapshot,
+    RaftSnapshot, Source, ViewComparison, VoterSetComparison,
 };
 
 /// What every member's record reads besides its own answers.
@@ -58,8 +58,6 @@ pub(super) struct Recorder<'a> {
     /// The `scope` label of this poll's logs (the one known when the poll started).
     pub(super) scope: &'a str,
     pub(super) config: &'a ClusterConfig,
-    /// Whether the cluster's Raft nodes are polled.
-    pub(super) raft_enabled: bool,
     pub(super) tally: &'a mut Tally,
     pub(super) discovery: &'a mut Discovery,
     pub(super) members: &'a mut MemberMemory,
@@ -268,22 +266,10 @@ impl Recorder<'_> {
         } = record;
         let timing = DcsTiming::of(self.cadence.config());
         self.members.settle(&mut departed, timing);
-        let raft_nodes = without_aliases(raft_nodes);
-        for node in &raft_nodes {
-            let target = format!("raft {}", node.node);
-            self.note(Source::Raft, &target, node.status.as_ref().err());
-        }
-        learn_raft(
-            self.voters,
-            self.policy,
-            self.config.identity.raft.as_ref(),
-            &raft_nodes,
-        );
+        let dcs = self.raft(raft_nodes, members.iter().chain(&departed));
         if let Some(view) = &cluster {
             self.discovery.remember(view, self.policy);
         }
-        let voter_sets = VoterSetComparison::compare(&raft_nodes);
-        let quorum = QuorumAssessment::assess_with(&raft_nodes, self.voters.counted(), &voter_sets);
         // Without the views collector only the read view is known: nothing to compare.
         let views = if self.config.identity.collectors.enabled(Collector::Views) {
             ViewComparison::compare(
@@ -298,24 +284,13 @@ impl Recorder<'_> {
             members: &members,
             config: self.cadence.config(),
             views: &views,
-            quorum: self.raft_enabled.then_some(&quorum),
+            dcs: dcs.kind().zip(dcs.verdict()),
         });
         if primaries(members.iter().chain(&departed)).len() > 1 {
             self.tally.counters.multiple_primaries_polls += 1;
         }
-        self.voters.count(&raft_nodes, &voter_sets);
-        let voter_kinds = match &self.config.identity.raft {
-            Some(settings) => {
-                self.voters
-                    .judge_kinds(&raft_nodes, members.iter().chain(&departed), settings.port)
-            }
-            None => VoterKinds::default(),
-        };
-        self.changes.count(
-            &mut self.tally.counters,
-            cluster.as_ref(),
-            self.raft_enabled.then_some((&raft_nodes[..], &quorum)),
-        );
+        self.changes
+            .count(&mut self.tally.counters, cluster.as_ref(), &dcs);
 
         ClusterSnapshot {
             scope: self.discovery.scope_label(self.config),
@@ -327,18 +302,47 @@ impl Recorder<'_> {
             departed,
             failsafe_members,
             views,
-            voter_sets,
             history,
             config: self.cadence.config().cloned(),
             failover,
-            raft_nodes,
-            voter_kinds,
-            raft_enabled: self.raft_enabled,
-            quorum,
+            dcs,
             counters: self.tally.counters.clone(),
             standby_source: None,
             member_settings: self.config.member_settings,
         }
+    }
+}
+
+impl Recorder<'_> {
+    /// The Raft nodes' answers of this poll settled (counted, logged, the voters they name
+    /// learned) and judged: the DCS part of the snapshot; [`DcsSnapshot::Unwatched`] when
+    /// the cluster's Raft is not polled. `members` (listed and remembered) tell which voters
+    /// are witnesses.
+    fn raft<'m>(
+        &mut self,
+        raft_nodes: Vec<RaftNodeSnapshot>,
+        members: impl Iterator<Item = &'m MemberSnapshot>,
+    ) -> DcsSnapshot {
+        let raft_nodes = without_aliases(raft_nodes);
+        for node in &raft_nodes {
+            let target = format!("raft {}", node.node);
+            self.note(Source::Raft, &target, node.status.as_ref().err());
+        }
+        let settings = self.config.identity.raft.as_ref();
+        learn_raft(self.voters, self.policy, settings, &raft_nodes);
+        let voter_sets = VoterSetComparison::compare(&raft_nodes);
+        let quorum = QuorumAssessment::assess_with(&raft_nodes, self.voters.counted(), &voter_sets);
+        self.voters.count(&raft_nodes, &voter_sets);
+        let Some(settings) = settings else {
+            return DcsSnapshot::Unwatched;
+        };
+        let voter_kinds = self.voters.judge_kinds(&raft_nodes, members, settings.port);
+        DcsSnapshot::Raft(RaftSnapshot {
+            nodes: raft_nodes,
+            voter_sets,
+            voter_kinds,
+            quorum,
+        })
     }
 }
 

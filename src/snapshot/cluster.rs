@@ -7,15 +7,13 @@ use std::time::Duration;
 use crate::address::Host;
 use crate::patroni::{ClusterView, DynamicConfig, HistoryEntry};
 
+use super::dcs::DcsSnapshot;
 use super::failover::FailoverReadiness;
 use super::model::{
-    effective_raft_leader, member_hosts, Counters, Failure, MemberSnapshot, RaftNodeSnapshot,
-    StandbySource,
+    effective_raft_leader, member_hosts, Counters, Failure, MemberSnapshot, StandbySource,
 };
-use super::quorum::QuorumAssessment;
 use super::split::{primaries, ViewComparison};
-use super::voters::VoterSetComparison;
-use super::witness::{VoterKind, VoterKinds};
+use super::witness::VoterKind;
 
 /// Everything one poll of one cluster learned. Immutable once published.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -39,8 +37,6 @@ pub struct ClusterSnapshot {
     pub failsafe_members: Option<Vec<String>>,
     /// Every member's own DCS view compared.
     pub views: ViewComparison,
-    /// Every answering Raft node's voter set compared.
-    pub voter_sets: VoterSetComparison,
     /// `/history`; `None` when it was not read.
     pub history: Option<Vec<HistoryEntry>>,
     /// The dynamic configuration (`/config`) as last read; it comes from the DCS, so it is
@@ -48,13 +44,9 @@ pub struct ClusterSnapshot {
     pub config: Option<DynamicConfig>,
     /// Who Patroni would promote if the leader died now; empty without `/cluster`.
     pub failover: FailoverReadiness,
-    /// Raft nodes queried in this poll, sorted by address.
-    pub raft_nodes: Vec<RaftNodeSnapshot>,
-    /// What each counted voter is: a member's node or a witness ([`witness`](super::witness)).
-    pub voter_kinds: VoterKinds,
-    /// Whether Raft was polled at all (a cluster may be configured without it).
-    pub raft_enabled: bool,
-    pub quorum: QuorumAssessment,
+    /// What the DCS said of itself, by kind; [`DcsSnapshot::Unwatched`] when only the REST
+    /// API is watched.
+    pub dcs: DcsSnapshot,
     pub counters: Counters,
     /// For a standby cluster whose source is configured (`standby_of`), the source's leader
     /// position when this snapshot was published ([`standby`](super::standby)); `None` otherwise.
@@ -171,8 +163,9 @@ impl ClusterSnapshot {
     /// and when no member and no witness is on the Raft leader's host.
     pub fn raft_leader_away_from_primary(&self) -> Option<bool> {
         let primary = self.primary()?;
-        let raft_leader = effective_raft_leader(&self.raft_nodes)?;
-        if self.voter_kinds.kind_of(raft_leader) == Some(VoterKind::Witness) {
+        let raft = self.dcs.raft()?;
+        let raft_leader = effective_raft_leader(&raft.nodes)?;
+        if raft.voter_kinds.kind_of(raft_leader) == Some(VoterKind::Witness) {
             return Some(true);
         }
         // Unknown when no member is on the leader's host: REST and Raft on other addresses.
@@ -183,7 +176,7 @@ impl ClusterSnapshot {
     /// The Raft leader's host (normalised) and a member, listed or remembered, on it; `None`
     /// without a Raft leader or without a member on its host.
     fn member_on_raft_leader_host(&self) -> Option<(Host, &MemberSnapshot)> {
-        let raft_leader = effective_raft_leader(&self.raft_nodes)?;
+        let raft_leader = effective_raft_leader(&self.dcs.raft()?.nodes)?;
         let raft_host = Host::of_node(raft_leader).ok()?;
         let member = self
             .members_and_departed()
@@ -206,7 +199,10 @@ mod tests {
     use super::*;
     use crate::error_kind::ErrorKind;
     use crate::raft::parse_admin_text;
-    use crate::snapshot::{captured, QuorumEvidence, QuorumVerdict, Unanswered};
+    use crate::snapshot::{
+        captured, QuorumAssessment, QuorumEvidence, QuorumVerdict, RaftNodeSnapshot, RaftSnapshot,
+        Unanswered, VoterKinds,
+    };
     use std::collections::BTreeSet;
 
     fn node(addr: &str, text: &str) -> RaftNodeSnapshot {
@@ -215,6 +211,14 @@ mod tests {
             round_trip: None,
             status: Ok(parse_admin_text(text).unwrap()),
         }
+    }
+
+    /// The Raft part of a snapshot with these nodes (and nothing judged of them).
+    fn raft_of(nodes: Vec<RaftNodeSnapshot>) -> DcsSnapshot {
+        DcsSnapshot::Raft(RaftSnapshot {
+            nodes,
+            ..RaftSnapshot::default()
+        })
     }
 
     fn down(addr: &str) -> RaftNodeSnapshot {
@@ -355,28 +359,30 @@ mod tests {
         // No Raft leader known: unknown.
         assert_eq!(snapshot.raft_leader_away_from_primary(), None);
         // The Raft leader on member 1's host, the primary is member 0.
-        snapshot.raft_nodes = vec![node(
+        snapshot.dcs = raft_of(vec![node(
             "127.0.0.12:2222",
             &fixture("patroni-3.3.8/syncobj_admin-status-m1.txt"),
-        )];
+        )]);
         assert_eq!(snapshot.raft_leader_away_from_primary(), Some(true));
         // On the primary's host.
-        snapshot.raft_nodes = vec![node(
+        snapshot.dcs = raft_of(vec![node(
             "127.0.0.11:2222",
             &fixture("patroni-3.3.8/syncobj_admin-status-m1.txt")
                 .replace("127.0.0.12:2222", "127.0.0.11:2222"),
-        )];
+        )]);
         assert_eq!(snapshot.raft_leader_away_from_primary(), Some(false));
         // On a host no member has: unknown, unless that voter is a witness.
-        snapshot.raft_nodes = vec![node(
+        snapshot.dcs = raft_of(vec![node(
             "127.0.0.20:2224",
             &fixture("patroni-3.3.8/syncobj_admin-status-m1.txt")
                 .replace("127.0.0.12:2222", "127.0.0.20:2224"),
-        )];
+        )]);
         assert_eq!(snapshot.raft_leader_away_from_primary(), None);
-        snapshot.voter_kinds = VoterKinds {
-            voters: vec![("127.0.0.20:2224".into(), VoterKind::Witness)],
-        };
+        if let DcsSnapshot::Raft(raft) = &mut snapshot.dcs {
+            raft.voter_kinds = VoterKinds {
+                voters: vec![("127.0.0.20:2224".into(), VoterKind::Witness)],
+            };
+        }
         assert_eq!(snapshot.raft_leader_away_from_primary(), Some(true));
     }
 
@@ -394,22 +400,19 @@ mod tests {
         // No Raft leader known: no skew.
         assert_eq!(snapshot.leader_clock_skew_seconds(), None);
         // The Raft leader on member 1's host, the primary (member 0) 8.3 s ahead of it.
-        snapshot.raft_nodes = vec![node(
+        snapshot.dcs = raft_of(vec![node(
             "127.0.0.12:2222",
             &fixture("patroni-3.3.8/syncobj_admin-status-m1.txt"),
-        )];
-        assert_eq!(
-            effective_raft_leader(&snapshot.raft_nodes),
-            Some("127.0.0.12:2222")
-        );
+        )]);
+        assert_eq!(snapshot.dcs.leader(), Some("127.0.0.12:2222"));
         let skew = snapshot.leader_clock_skew_seconds().unwrap();
         assert!((skew - 8.3).abs() < 1e-9, "{skew}");
         // The primary runs the Raft leader: no skew between them, whatever the clocks.
-        snapshot.raft_nodes = vec![node(
+        snapshot.dcs = raft_of(vec![node(
             "127.0.0.11:2222",
             &fixture("patroni-3.3.8/syncobj_admin-status-m1.txt")
                 .replace("127.0.0.12:2222", "127.0.0.11:2222"),
-        )];
+        )]);
         assert_eq!(snapshot.leader_clock_skew_seconds(), Some(0.0));
     }
 }

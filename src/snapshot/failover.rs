@@ -12,7 +12,7 @@
 //!   (`sync_standby`, or `quorum_standby` in 4.x quorum mode);
 //! * it is within `maximum_lag_on_failover` bytes of the leader's WAL position;
 //! * with `check_timeline` on, it is not behind the cluster's timeline;
-//! * and, before any of that, the Raft DCS has a quorum: a promotion starts by writing the
+//! * and, before any of that, the DCS (Raft or etcd) has a quorum: a promotion starts by writing the
 //!   leader key ([`FailoverReadiness::without_dcs_quorum`], applied by the poller when the
 //!   quorum verdict is *lost*).
 //!
@@ -25,8 +25,9 @@
 
 use crate::patroni::{ClusterView, DynamicConfig, MemberState, MemberStatus};
 
+use super::dcs::DcsKind;
 use super::model::MemberSnapshot;
-use super::quorum::{QuorumAssessment, QuorumVerdict};
+use super::quorum::QuorumVerdict;
 use super::split::ViewComparison;
 
 /// Why a member would not be promoted. Each is a value of the `reason` label.
@@ -199,16 +200,20 @@ fn data_at_risk(
 }
 
 impl FailoverReadiness {
-    /// The readiness when the Raft DCS has lost its quorum (the verdict is *lost*, on
+    /// The readiness when the DCS (of `dcs`'s kind) has lost its quorum (the verdict is *lost*, on
     /// evidence): a replica is promoted only by writing the leader key, which needs the
     /// quorum, so every member is excluded whatever else it is like. (With failsafe mode the
     /// leader may stay primary; nobody can replace it either.) A verdict of *not visible* is
     /// not evidence, and leaves the readiness as Patroni's member rule judges it.
-    pub fn without_dcs_quorum(mut self) -> FailoverReadiness {
+    pub fn without_dcs_quorum(mut self, dcs: DcsKind) -> FailoverReadiness {
+        let detail = format!(
+            "the {} DCS has no quorum: nobody can take the leader key",
+            dcs.title()
+        );
         for member in &mut self.members {
             member.exclusions.push(Exclusion {
                 reason: ExclusionReason::DcsQuorum,
-                detail: "the Raft DCS has no quorum: nobody can take the leader key".into(),
+                detail: detail.clone(),
             });
         }
         self
@@ -222,8 +227,8 @@ pub struct PollFacts<'a> {
     pub members: &'a [MemberSnapshot],
     pub config: Option<&'a DynamicConfig>,
     pub views: &'a ViewComparison,
-    /// The quorum verdict, when Raft is polled.
-    pub quorum: Option<&'a QuorumAssessment>,
+    /// The DCS's kind and quorum verdict, when the DCS is watched.
+    pub dcs: Option<(DcsKind, QuorumVerdict)>,
 }
 
 impl FailoverReadiness {
@@ -235,10 +240,8 @@ impl FailoverReadiness {
         };
         let readiness = FailoverReadiness::assess(cluster, facts.members, facts.config)
             .without_diverged_views(facts.views);
-        match facts.quorum {
-            Some(quorum) if quorum.verdict() == QuorumVerdict::Lost => {
-                readiness.without_dcs_quorum()
-            }
+        match facts.dcs {
+            Some((kind, QuorumVerdict::Lost)) => readiness.without_dcs_quorum(kind),
             _ => readiness,
         }
     }
@@ -700,7 +703,7 @@ mod tests {
         let (cluster, members, config) = captured_state("4.1.5", "failsafe-active");
         let readiness = FailoverReadiness::assess(&cluster, &members, Some(&config));
         assert_eq!(readiness.candidates(), 2, "the members themselves are fine");
-        let readiness = readiness.without_dcs_quorum();
+        let readiness = readiness.without_dcs_quorum(DcsKind::Raft);
         assert_eq!(readiness.candidates(), 0);
         assert_excluded_for(&readiness, "postgresql-1", ExclusionReason::DcsQuorum);
     }

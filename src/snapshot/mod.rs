@@ -13,6 +13,7 @@
 //! them: no file here imports from this one.
 
 mod cluster;
+mod dcs;
 mod failover;
 mod member_settings;
 mod model;
@@ -23,6 +24,7 @@ mod store;
 mod voters;
 mod witness;
 pub use cluster::ClusterSnapshot;
+pub use dcs::{DcsKind, DcsSnapshot, RaftSnapshot};
 pub use failover::{
     human_bytes, Exclusion, ExclusionReason, FailoverReadiness, MemberReadiness, PollFacts,
 };

@@ -231,11 +231,12 @@ pub struct MemberDcsView {
 pub struct Counters {
     /// Leader changes seen in `/cluster` (a different member holding the leader key).
     pub leader_changes: u64,
-    /// Raft leader changes (a different node as the quorum-holding leader).
-    pub raft_leader_changes: u64,
-    /// Verdicts of `lost` that followed a `confirmed` one (with any `not visible` polls in
-    /// between).
-    pub raft_quorum_losses: u64,
+    /// DCS leader changes (a different Raft node as the quorum-holding leader, a different
+    /// etcd member as the leader all answering members agree on).
+    pub dcs_leader_changes: u64,
+    /// DCS quorum verdicts of `lost` that followed a `confirmed` one (with any `not visible`
+    /// polls in between).
+    pub dcs_quorum_losses: u64,
     /// Failed requests by source and error kind.
     pub poll_errors: BTreeMap<(Source, ErrorKind), u64>,
     /// Polls that could not start on time because the previous one was still running.

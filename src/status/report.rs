@@ -12,20 +12,24 @@ pub use super::model::{
 use crate::patroni::{MemberRole, MemberState};
 use crate::raft::RaftState;
 use crate::snapshot::ClusterSnapshot;
-use crate::snapshot::{PatroniRelease, QuorumVerdict, VoterKind};
+use crate::snapshot::{PatroniRelease, QuorumVerdict, RaftSnapshot, VoterKind};
 
 impl ClusterReport {
     /// Builds the report of one poll.
     pub fn from_snapshot(snapshot: &ClusterSnapshot) -> ClusterReport {
         let members: Vec<MemberRow> = snapshot.members.iter().map(member_row).collect();
-        let raft_nodes: Vec<RaftRow> = snapshot
-            .raft_nodes
-            .iter()
-            .map(|node| raft_row(node, snapshot.voter_kinds.kind_of(&node.node)))
+        let raft = snapshot.dcs.raft();
+        let raft_nodes: Vec<RaftRow> = raft
+            .into_iter()
+            .flat_map(|r| {
+                r.nodes
+                    .iter()
+                    .map(|node| raft_row(node, r.voter_kinds.kind_of(&node.node)))
+            })
             .collect();
-        let quorum_confirmed_by = snapshot
-            .raft_nodes
-            .iter()
+        let quorum_confirmed_by = raft
+            .into_iter()
+            .flat_map(|r| &r.nodes)
             .filter(|node| node.status.as_ref().is_ok_and(|status| status.has_quorum))
             .map(|node| node.node.clone())
             .collect();
@@ -49,12 +53,10 @@ impl ClusterReport {
                 .as_ref()
                 .and_then(|view| view.leader_timeline()),
             paused: snapshot.cluster.as_ref().is_some_and(|view| view.pause),
-            raft_quorum: snapshot
-                .raft_enabled
-                .then(|| snapshot.quorum.verdict().as_str().to_owned()),
-            raft_quorum_evidence: snapshot.raft_enabled.then(|| snapshot.quorum.describe()),
-            raft_quorum_margin: snapshot.quorum.margin.filter(|_| snapshot.raft_enabled),
-            raft_voters: snapshot.quorum.voters,
+            raft_quorum: raft.map(|r| r.quorum.verdict().as_str().to_owned()),
+            raft_quorum_evidence: raft.map(|r| r.quorum.describe()),
+            raft_quorum_margin: raft.and_then(|r| r.quorum.margin),
+            raft_voters: raft.map_or(0, |r| r.quorum.voters),
             quorum_confirmed_by,
             members,
             raft_nodes,
@@ -82,8 +84,8 @@ fn problems(snapshot: &ClusterSnapshot) -> Vec<Problem> {
     if rest_problems(snapshot, &mut problems).is_break() {
         return problems.0;
     }
-    if snapshot.raft_enabled {
-        raft_problems(snapshot, &mut problems);
+    if let Some(raft) = snapshot.dcs.raft() {
+        raft_problems(raft, &mut problems);
     }
     member_problems(snapshot, &mut problems);
     readiness_problems(snapshot, &mut problems);
@@ -176,7 +178,11 @@ fn rest_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) -> std::op
             .as_ref()
             .map(|failure| format!(" (last error: {})", failure.message))
             .unwrap_or_default();
-        if snapshot.raft_nodes.iter().all(|node| node.status.is_err()) {
+        let raft_answered = snapshot
+            .dcs
+            .raft()
+            .is_some_and(|raft| raft.nodes.iter().any(|node| node.status.is_ok()));
+        if !raft_answered {
             // From here the cluster cannot be told apart from a network problem of the
             // checker's own.
             problems.say(Level::Unknown, format!("nothing reachable: no member answered GET /cluster{why} and no Raft node answered"));
@@ -208,8 +214,8 @@ fn rest_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) -> std::op
 
 /// What the Raft statuses say: the quorum verdict with its evidence, leadership, and each
 /// node that does not answer or has no quorum while the cluster has one.
-fn raft_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
-    let quorum = &snapshot.quorum;
+fn raft_problems(raft: &RaftSnapshot, problems: &mut Problems) {
+    let quorum = &raft.quorum;
     match quorum.verdict() {
         QuorumVerdict::Confirmed => {}
         QuorumVerdict::Lost => problems.say(
@@ -234,8 +240,8 @@ fn raft_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
         );
     }
     if quorum.leaders_claiming > 1 {
-        let claimants: Vec<&str> = snapshot
-            .raft_nodes
+        let claimants: Vec<&str> = raft
+            .nodes
             .iter()
             .filter(|node| {
                 node.status
@@ -252,11 +258,11 @@ fn raft_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
             ),
         );
     }
-    for node in &snapshot.raft_nodes {
+    for node in &raft.nodes {
         match &node.status {
             Err(failure) => problems.say(
                 Level::Warning,
-                match snapshot.voter_kinds.kind_of(&node.node) {
+                match raft.voter_kinds.kind_of(&node.node) {
                     Some(VoterKind::Witness) => format!(
                         "Raft witness {} unreachable (a voter that runs only Raft): {}",
                         node.node, failure.message
@@ -374,12 +380,13 @@ fn split_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
             ),
         );
     }
-    if snapshot.voter_sets.disagree() {
+    let voter_sets = snapshot.dcs.raft().map(|raft| &raft.voter_sets);
+    if let Some(voter_sets) = voter_sets.filter(|sets| sets.disagree()) {
         problems.say(
             Level::Warning,
             format!(
                 "the Raft nodes disagree on the voter set: {}",
-                snapshot.voter_sets.describe_differences().join("; ")
+                voter_sets.describe_differences().join("; ")
             ),
         );
     }
@@ -388,7 +395,8 @@ fn split_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
 /// How close the next outage is: a quorum with nothing to spare, a stalled HA loop, clocks
 /// that shorten the leader key's lifetime.
 fn margin_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
-    if snapshot.quorum.confirmed() && snapshot.quorum.margin == Some(0) {
+    let quorum = snapshot.dcs.raft().map(|raft| &raft.quorum);
+    if quorum.is_some_and(|quorum| quorum.confirmed() && quorum.margin == Some(0)) {
         problems.say(
             Level::Warning,
             "the Raft quorum has no margin: one more voter down loses it",

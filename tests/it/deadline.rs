@@ -96,16 +96,9 @@ async fn polls_keep_the_interval(
             "poll {round}: {:#?}",
             snapshot.members
         );
-        let answering_nodes = snapshot
-            .raft_nodes
-            .iter()
-            .filter(|node| node.status.is_ok())
-            .count();
-        assert_eq!(
-            answering_nodes, live,
-            "poll {round}: {:?}",
-            snapshot.raft_nodes
-        );
+        let raft = snapshot.dcs.raft().expect("Raft is polled");
+        let answering_nodes = raft.nodes.iter().filter(|node| node.status.is_ok()).count();
+        assert_eq!(answering_nodes, live, "poll {round}: {:?}", raft.nodes);
     }
 }
 

@@ -110,18 +110,15 @@ async fn fleet_sim_serves_a_healthy_fleet() {
             0
         );
         assert_eq!(snapshot.history.as_ref().map(Vec::len), Some(3));
-        assert_eq!(
-            snapshot.raft_nodes.len(),
-            3,
-            "partners are the configured nodes"
-        );
+        let raft = snapshot.dcs.raft().expect("Raft is polled");
+        assert_eq!(raft.nodes.len(), 3, "partners are the configured nodes");
         assert!(
-            snapshot.raft_nodes.iter().all(|n| n.status.is_ok()),
+            raft.nodes.iter().all(|n| n.status.is_ok()),
             "{:?}",
-            snapshot.raft_nodes
+            raft.nodes
         );
-        assert!(snapshot.quorum.confirmed());
-        assert_eq!(snapshot.quorum.leaders_claiming, 1);
+        assert!(raft.quorum.confirmed());
+        assert_eq!(raft.quorum.leaders_claiming, 1);
         assert!(snapshot.counters.poll_errors.is_empty());
     }
 }
