@@ -314,7 +314,7 @@ mod tests {
         assert_eq!(args.listen_address().unwrap().to_string(), "127.0.0.1:9393");
         let clusters = args.cluster.clusters().unwrap();
         assert_eq!(clusters.len(), 1);
-        assert_eq!(clusters[0].identity.raft.as_ref().unwrap().port, 2222);
+        assert_eq!(clusters[0].identity.dcs.raft().unwrap().port, 2222);
     }
 
     #[test]

@@ -16,7 +16,9 @@ use serde::Deserialize;
 use url::Url;
 
 use super::{check_limits, cluster_name, describe_yaml_error, ApiUrlPolicy, ClusterConfig};
-use super::{ClusterIdentity, Collector, Collectors, PatroniYaml, PollSettings, RaftSettings};
+use super::{
+    ClusterIdentity, Collector, Collectors, DcsSettings, PatroniYaml, PollSettings, RaftSettings,
+};
 use crate::address::Host;
 use crate::patroni::{BasicAuth, ClientSettings};
 use crate::secret::Secret;
@@ -287,7 +289,7 @@ impl ClusterEntry {
                 expected_scope,
                 patroni_urls,
                 allow_api_url_hosts: self.allowed_hosts(yaml)?,
-                raft: self.raft_settings(yaml, inherited)?,
+                dcs: self.raft_settings(yaml, inherited)?,
                 collectors: Collectors::without(
                     inherited
                         .disabled_collectors
@@ -399,9 +401,9 @@ impl ClusterEntry {
         &self,
         yaml: Option<&PatroniYaml>,
         inherited: &Inherited,
-    ) -> anyhow::Result<Option<RaftSettings>> {
+    ) -> anyhow::Result<DcsSettings> {
         if !self.raft_enabled.unwrap_or(!inherited.raft_disabled) {
-            return Ok(None);
+            return Ok(DcsSettings::Unwatched);
         }
         let password = match (&self.raft_password_file, yaml) {
             (Some(path), _) => Some(Secret::from_file(path)?),
@@ -412,7 +414,7 @@ impl ClusterEntry {
         if nodes.is_empty() {
             nodes = yaml.map(PatroniYaml::raft_nodes).unwrap_or_default();
         }
-        Ok(Some(RaftSettings {
+        Ok(DcsSettings::Raft(RaftSettings {
             nodes,
             port: self
                 .raft_port

@@ -72,8 +72,8 @@ pub struct ClusterIdentity {
     /// Hosts (names, IPs, CIDRs, or `*`) whose `api_url`s may be followed besides the
     /// configured ones; see [`ApiUrlPolicy`].
     pub allow_api_url_hosts: Vec<String>,
-    /// `None` when Raft is not polled for this cluster.
-    pub raft: Option<RaftSettings>,
+    /// The DCS asked directly, by kind: Raft today; nothing (REST only) when not polled.
+    pub dcs: DcsSettings,
     /// The requests a user switched off (`--no-collector.history`, ...).
     pub collectors: Collectors,
     /// The scope of the cluster this one is a standby cluster of (`standby_of`).
@@ -183,6 +183,34 @@ impl Default for PollSettings {
             interval: Duration::from_secs(5),
             timeout: Duration::from_secs(2),
             max_concurrency: 8,
+        }
+    }
+}
+
+/// Which DCS of a cluster is asked directly, and how: one kind per cluster.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum DcsSettings {
+    /// Only the REST API is watched (`--raft.disabled`).
+    #[default]
+    Unwatched,
+    /// Patroni's Raft (pysyncobj): every node's status.
+    Raft(RaftSettings),
+}
+
+impl DcsSettings {
+    /// The Raft settings, on a cluster whose Raft is polled.
+    pub fn raft(&self) -> Option<&RaftSettings> {
+        match self {
+            DcsSettings::Raft(raft) => Some(raft),
+            DcsSettings::Unwatched => None,
+        }
+    }
+
+    /// The Raft settings to change, on a cluster whose Raft is polled.
+    pub fn raft_mut(&mut self) -> Option<&mut RaftSettings> {
+        match self {
+            DcsSettings::Raft(raft) => Some(raft),
+            DcsSettings::Unwatched => None,
         }
     }
 }

@@ -93,7 +93,7 @@ impl ApiUrlPolicy {
                 policy.https_only = true;
             }
         }
-        if let Some(raft) = &config.identity.raft {
+        if let Some(raft) = config.identity.dcs.raft() {
             // A node that names no host is refused by its query, not here.
             let hosts = raft
                 .nodes

@@ -31,8 +31,8 @@ fn config_file_with_two_clusters() {
     assert_eq!(a.poll.timeout, Duration::from_secs(2));
     assert_eq!(
         a.identity
-            .raft
-            .as_ref()
+            .dcs
+            .raft()
             .unwrap()
             .password
             .as_ref()
@@ -42,7 +42,7 @@ fn config_file_with_two_clusters() {
     );
     let b = file.clusters[1].resolve(&defaults()).unwrap();
     assert_eq!(b.identity.patroni_urls.len(), 2);
-    assert!(b.identity.raft.is_none());
+    assert!(b.identity.dcs.raft().is_none());
 }
 
 #[test]
@@ -65,12 +65,12 @@ fn charmed_postgresql_patroni_yaml() {
     let identity = &config.identity;
     assert_eq!(identity.patroni_urls[0].as_str(), "https://10.1.2.3:8008/");
     assert_eq!(identity.expected_scope.as_deref(), Some("postgresql"));
-    let raft = config.identity.raft.unwrap();
+    let raft = config.identity.dcs.raft().unwrap();
     assert_eq!(
         raft.nodes,
         ["10.1.2.3:2222", "10.1.2.4:2222", "10.1.2.5:2222"]
     );
-    assert_eq!(raft.password.unwrap().expose(), "raft-secret");
+    assert_eq!(raft.password.as_ref().unwrap().expose(), "raft-secret");
     assert!(config.rest.ca_file.is_some());
     // The password never shows in Debug output of the resolved settings.
     let debug = format!("{:?}", entry_debug_probe());
@@ -159,12 +159,12 @@ use_unix_socket: true
     assert!(config.rest.cert_file.is_none() && config.rest.key_file.is_none());
     // restapi.authentication guards Patroni's unsafe methods; the exporter only GETs
     assert!(config.rest.basic_auth.is_none());
-    let raft = config.identity.raft.unwrap();
+    let raft = config.identity.dcs.raft().unwrap();
     assert_eq!(
         raft.nodes,
         ["10.1.2.3:2222", "10.1.2.4:2222", "10.1.2.9:2223"]
     );
-    assert_eq!(raft.password.unwrap().expose(), "raft-secret");
+    assert_eq!(raft.password.as_ref().unwrap().expose(), "raft-secret");
     assert!(config
         .identity
         .allow_api_url_hosts
@@ -220,7 +220,7 @@ fn api_url_policy() {
     let config = ClusterConfig {
         identity: ClusterIdentity {
             patroni_urls: vec![Url::parse("http://10.0.0.1:8008").unwrap()],
-            raft: Some(RaftSettings {
+            dcs: DcsSettings::Raft(RaftSettings {
                 nodes: vec!["10.0.0.2:2222".into(), "[fd00::3]:2222".into()],
                 port: 2222,
                 password: None,

@@ -241,7 +241,7 @@ impl Targets<'_> {
     /// answers of the last poll named (which finds voters whose REST API is down);
     /// `listed_hosts` are the member hosts of the last `/cluster`.
     pub(super) fn raft_targets_known(&self, listed_hosts: &[String]) -> Vec<String> {
-        let Some(settings) = &self.config.identity.raft else {
+        let Some(settings) = self.config.identity.dcs.raft() else {
             return Vec::new();
         };
         if !settings.nodes.is_empty() {
@@ -263,7 +263,7 @@ impl Targets<'_> {
     /// The Raft nodes this poll's answers named: the voters named by every status, and the
     /// member hosts of this poll's `/cluster`; none when Raft nodes are configured.
     pub(super) fn raft_targets_named(&self, cluster: Option<&ClusterView>) -> Vec<String> {
-        let Some(settings) = &self.config.identity.raft else {
+        let Some(settings) = self.config.identity.dcs.raft() else {
             return Vec::new();
         };
         if !settings.nodes.is_empty() {
@@ -294,7 +294,7 @@ impl Targets<'_> {
     /// must not direct connections, and with a Raft password the query is encrypted with a
     /// key derived from it, material for an offline guess in a stranger's hands.
     fn member_raft_nodes(&self, hosts: &[String]) -> Vec<String> {
-        let Some(settings) = &self.config.identity.raft else {
+        let Some(settings) = self.config.identity.dcs.raft() else {
             return Vec::new();
         };
         let with_password = settings.authenticated();
@@ -328,7 +328,7 @@ impl Targets<'_> {
         preferred: Option<&Url>,
         ttl: Duration,
     ) -> Vec<patroni::Member> {
-        let raft = self.config.identity.raft.as_ref();
+        let raft = self.config.identity.dcs.raft();
         let authenticated = raft.is_some_and(RaftSettings::authenticated);
         let Some(base) = preferred.filter(|_| authenticated) else {
             return Vec::new();

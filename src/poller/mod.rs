@@ -131,7 +131,7 @@ impl ClusterPoller {
         let policy = ApiUrlPolicy::for_cluster(&config)?;
         let client = clients.client(&config.rest, config.poll.timeout).await?;
         let permits = Arc::new(Semaphore::new(config.poll.max_concurrency.max(1)));
-        let raft = match &config.identity.raft {
+        let raft = match config.identity.dcs.raft() {
             None => None,
             Some(settings) => Some(raft_query(settings, config.poll.timeout).await?),
         };
@@ -310,7 +310,7 @@ impl ClusterPoller {
         let tally = &mut self.memory.tally;
         let (cluster, cluster_failure) =
             self.memory.discovery.settle(cluster_answer, tally, &scope);
-        let raft = self.config.identity.raft.as_ref();
+        let raft = self.config.identity.dcs.raft();
         learn_raft(&mut self.memory.voters, &mut self.policy, raft, &raft_nodes);
 
         let listed = cluster

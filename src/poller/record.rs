@@ -328,7 +328,7 @@ impl Recorder<'_> {
             let target = format!("raft {}", node.node);
             self.note(Source::Raft, &target, node.status.as_ref().err());
         }
-        let settings = self.config.identity.raft.as_ref();
+        let settings = self.config.identity.dcs.raft();
         learn_raft(self.voters, self.policy, settings, &raft_nodes);
         let voter_sets = VoterSetComparison::compare(&raft_nodes);
         let quorum = QuorumAssessment::assess_with(&raft_nodes, self.voters.counted(), &voter_sets);

@@ -887,7 +887,7 @@ async fn a_status_command_exports_no_round_trip() {
         env!("CARGO_MANIFEST_DIR")
     );
     let mut config = cluster_config(cluster.urls(), Some((vec!["127.0.0.11:2222".into()], None)));
-    if let Some(raft) = config.identity.raft.as_mut() {
+    if let Some(raft) = config.identity.dcs.raft_mut() {
         raft.command = Some(
             ["sh", "-c", "cat \"$0\"", &status, "{addr}"]
                 .map(str::to_owned)

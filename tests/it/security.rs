@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use patroni_raft_exporter::config::{ClusterConfig, RaftSettings};
+use patroni_raft_exporter::config::{ClusterConfig, DcsSettings, RaftSettings};
 use patroni_raft_exporter::error_kind::ErrorKind;
 use patroni_raft_exporter::metrics::exposition::Format;
 use patroni_raft_exporter::metrics::Store;
@@ -748,11 +748,13 @@ fn hostile_config(
     scoped_config(scope, member_url).with(|config| {
         config.poll.interval = Duration::from_millis(500);
         config.poll.timeout = Duration::from_millis(800);
-        config.identity.raft = raft.map(|(nodes, password)| RaftSettings {
-            nodes,
-            port: 2222,
-            password: password.map(Secret::new),
-            command: None,
+        config.identity.dcs = raft.map_or(DcsSettings::Unwatched, |(nodes, password)| {
+            DcsSettings::Raft(RaftSettings {
+                nodes,
+                port: 2222,
+                password: password.map(Secret::new),
+                command: None,
+            })
         });
     })
 }

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use patroni_raft_exporter::config::{ClusterConfig, ClusterIdentity, RaftSettings};
+use patroni_raft_exporter::config::{ClusterConfig, ClusterIdentity, DcsSettings, RaftSettings};
 use patroni_raft_exporter::metrics::exposition::Format;
 use patroni_raft_exporter::metrics::render_store;
 use patroni_raft_exporter::metrics::{ReloadStatus, Store};
@@ -581,10 +581,12 @@ pub fn cluster_config(
     ClusterConfig {
         identity: ClusterIdentity {
             patroni_urls: urls,
-            raft: raft_nodes.map(|(nodes, password)| RaftSettings {
-                nodes,
-                password: password.map(Secret::new),
-                ..RaftSettings::default()
+            dcs: raft_nodes.map_or(DcsSettings::Unwatched, |(nodes, password)| {
+                DcsSettings::Raft(RaftSettings {
+                    nodes,
+                    password: password.map(Secret::new),
+                    ..RaftSettings::default()
+                })
             }),
             ..ClusterIdentity::default()
         },
