@@ -67,6 +67,8 @@ label_sets! {
     ScopeLabels { scope };
     /// A standby cluster and the source cluster it is configured to follow.
     StandbySourceLabels { scope, source_scope };
+    /// A cluster and the kind of its DCS (`raft`, `etcd`).
+    DcsLabels { scope, dcs };
     /// A cluster and the evidence its quorum verdict rests on.
     EvidenceLabels { scope, evidence };
     /// A cluster and one reason why voters gave no status.
@@ -137,6 +139,7 @@ macro_rules! extended_by {
 
 extended_by! {
     ScopeLabels { scope } => {
+        dcs: DcsLabels,
         evidence: EvidenceLabels,
         reason: UnansweredLabels,
         mode: SynchronousModeLabels,

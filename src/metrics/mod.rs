@@ -29,6 +29,7 @@
 //! the clusters' chunks (and gzips it as it goes), so that no scrape builds or keeps the
 //! whole exposition (tens of megabytes for a large fleet) in memory.
 
+mod dcs_families;
 pub mod exposition;
 mod failover_families;
 mod families;
@@ -59,6 +60,7 @@ pub const REVISION: &str = env!("PATRONI_RAFT_EXPORTER_REVISION");
 fn encode_families(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> fmt::Result {
     patroni_families::encode(writer, snapshots)?;
     failover_families::encode(writer, snapshots)?;
+    dcs_families::encode(writer, snapshots)?;
     raft_families::encode(writer, snapshots)?;
     split_families::encode(writer, snapshots)?;
     margin_families::encode(writer, snapshots)?;
@@ -75,6 +77,7 @@ static CATALOG: LazyLock<Catalog> = LazyLock::new(|| {
             reload_families::FAMILIES,
             patroni_families::FAMILIES,
             failover_families::FAMILIES,
+            dcs_families::FAMILIES,
             raft_families::FAMILIES,
             split_families::FAMILIES,
             margin_families::FAMILIES,
