@@ -137,7 +137,7 @@ pub struct ClusterArgs {
 /// refuses them at start. Not the three password and key-passphrase file flags: they also
 /// come from environment variables, a setting the user may not have made for this command
 /// line, and a validation never refuses what the user did not set.
-const NOT_BESIDE_CONFIG_FILE: [&str; 11] = [
+const NOT_BESIDE_CONFIG_FILE: [&str; 17] = [
     "scope",
     "patroni_urls",
     "patroni_config_file",
@@ -149,6 +149,12 @@ const NOT_BESIDE_CONFIG_FILE: [&str; 11] = [
     "allow_api_url_hosts",
     "raft_nodes",
     "raft_command",
+    "etcd_endpoints",
+    "etcd_namespace",
+    "etcd_ca_file",
+    "etcd_cert_file",
+    "etcd_key_file",
+    "etcd_username",
 ];
 
 /// Options of the `status` subcommand.

@@ -15,9 +15,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use url::Url;
 
+use super::patroni_yaml::PatroniEtcd3;
 use super::{check_limits, cluster_name, describe_yaml_error, ApiUrlPolicy, ClusterConfig};
 use super::{
-    ClusterIdentity, Collector, Collectors, DcsSettings, PatroniYaml, PollSettings, RaftSettings,
+    ClusterIdentity, Collector, Collectors, DcsSettings, EtcdSettings, PatroniYaml, PollSettings,
+    RaftSettings,
 };
 use crate::address::Host;
 use crate::patroni::{BasicAuth, ClientSettings};
@@ -150,6 +152,40 @@ pub struct ClusterEntry {
     /// environment variable SYNCOBJ_PASSWORD, never in argv.
     #[arg(long = "raft.command", value_name = "PROGRAM")]
     pub raft_command: Option<String>,
+
+    /// Client URL of a member of the cluster's etcd v3, e.g. http://10.0.0.1:2379
+    /// (repeatable): the cluster's DCS is etcd, read through its JSON gateway (read-only).
+    /// The other etcd members are found through its member list. Not with the --raft.* flags.
+    #[arg(long = "etcd.endpoint", value_name = "URL")]
+    pub etcd_endpoints: Vec<Url>,
+
+    /// Patroni's namespace in etcd: its keys are under NAMESPACE/SCOPE/ [default: /service].
+    #[arg(long = "etcd.namespace", value_name = "NAMESPACE")]
+    pub etcd_namespace: Option<String>,
+
+    /// PEM CA bundle trusted for https etcd endpoints (in addition to the system roots).
+    #[arg(long = "etcd.ca-file", value_name = "FILE")]
+    pub etcd_ca_file: Option<PathBuf>,
+
+    /// PEM client certificate for etcd's --client-cert-auth (with --etcd.key-file).
+    #[arg(long = "etcd.cert-file", value_name = "FILE")]
+    pub etcd_cert_file: Option<PathBuf>,
+
+    /// PEM private key of --etcd.cert-file.
+    #[arg(long = "etcd.key-file", value_name = "FILE")]
+    pub etcd_key_file: Option<PathBuf>,
+
+    /// etcd user (with --etcd.password-file); least privilege: read on Patroni's prefix.
+    #[arg(long = "etcd.username", value_name = "USER")]
+    pub etcd_username: Option<String>,
+
+    /// File holding the password of --etcd.username.
+    #[arg(
+        long = "etcd.password-file",
+        value_name = "FILE",
+        env = "PATRONI_RAFT_EXPORTER_ETCD_PASSWORD_FILE"
+    )]
+    pub etcd_password_file: Option<PathBuf>,
 }
 
 /// What an entry of `--config.file` inherits from the command line: the poll settings, the
@@ -289,7 +325,7 @@ impl ClusterEntry {
                 expected_scope,
                 patroni_urls,
                 allow_api_url_hosts: self.allowed_hosts(yaml)?,
-                dcs: self.raft_settings(yaml, inherited)?,
+                dcs: self.dcs_settings(yaml, inherited, &name)?,
                 collectors: Collectors::without(
                     inherited
                         .disabled_collectors
@@ -394,6 +430,86 @@ impl ClusterEntry {
             check.add_entry(entry)?;
         }
         Ok(hosts)
+    }
+
+    /// Which DCS is asked, and how: etcd when an endpoint is configured (flags, or the
+    /// `etcd3:` of Patroni's YAML), else Raft unless switched off. Raft settings beside etcd
+    /// ones are refused: one cluster has one DCS.
+    fn dcs_settings(
+        &self,
+        yaml: Option<&PatroniYaml>,
+        inherited: &Inherited,
+        name: &str,
+    ) -> anyhow::Result<DcsSettings> {
+        let etcd3 = yaml.and_then(|yaml| yaml.etcd3.as_ref());
+        let mut endpoints = self.etcd_endpoints.clone();
+        if endpoints.is_empty() {
+            endpoints = etcd3.map(PatroniEtcd3::endpoints).unwrap_or_default();
+        }
+        if endpoints.is_empty() {
+            if etcd3.is_some() {
+                anyhow::bail!("cluster {name}: the etcd3: section of the Patroni config names no usable endpoint (hosts, host or url)");
+            }
+            let etcd_flags = self.etcd_namespace.is_some()
+                || self.etcd_ca_file.is_some()
+                || self.etcd_cert_file.is_some()
+                || self.etcd_key_file.is_some()
+                || self.etcd_username.is_some();
+            if etcd_flags {
+                anyhow::bail!("cluster {name}: etcd settings without an etcd endpoint (give --etcd.endpoint or etcd_endpoints)");
+            }
+            return self.raft_settings(yaml, inherited);
+        }
+        let raft_given = !self.raft_nodes.is_empty()
+            || self.raft_command.is_some()
+            || self.raft_password_file.is_some()
+            || self.raft_enabled == Some(true)
+            || yaml.is_some_and(|yaml| yaml.raft.is_some());
+        if raft_given {
+            anyhow::bail!("cluster {name}: both Raft and etcd settings: a cluster has one DCS (remove the --raft.* flags or raft_* keys, or the etcd ones)");
+        }
+        for url in &endpoints {
+            if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+                anyhow::bail!(
+                    "cluster {name}: etcd endpoint {url} is not an http(s) URL with a host"
+                );
+            }
+        }
+        let (cert_file, key_file) = match (&self.etcd_cert_file, &self.etcd_key_file) {
+            (Some(cert), Some(key)) => (Some(cert.clone()), Some(key.clone())),
+            (None, None) => (
+                etcd3.and_then(|etcd3| etcd3.cert.clone()),
+                etcd3.and_then(|etcd3| etcd3.key.clone()),
+            ),
+            _ => anyhow::bail!("cluster {name}: etcd cert_file and key_file go together"),
+        };
+        let username = self
+            .etcd_username
+            .clone()
+            .or_else(|| etcd3.and_then(|etcd3| etcd3.username.clone()));
+        let password = match &self.etcd_password_file {
+            Some(path) => Some(Secret::from_file(path)?),
+            None => etcd3.and_then(|etcd3| etcd3.password.clone()),
+        };
+        if username.is_some() != password.is_some() {
+            anyhow::bail!("cluster {name}: an etcd username needs a password file and vice versa");
+        }
+        Ok(DcsSettings::Etcd(EtcdSettings {
+            endpoints,
+            namespace: self
+                .etcd_namespace
+                .clone()
+                .or_else(|| yaml.and_then(|yaml| yaml.namespace.clone()))
+                .unwrap_or_else(|| EtcdSettings::DEFAULT_NAMESPACE.to_owned()),
+            ca_file: self
+                .etcd_ca_file
+                .clone()
+                .or_else(|| etcd3.and_then(|etcd3| etcd3.cacert.clone())),
+            cert_file,
+            key_file,
+            username,
+            password,
+        }))
     }
 
     /// How the Raft nodes are found and asked; `None` when Raft is not polled.

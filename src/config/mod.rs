@@ -27,13 +27,14 @@ pub mod policy;
 #[cfg(test)]
 mod tests;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
 use url::Url;
 
 pub use file::{ClusterEntry, ConfigFile};
-pub use patroni_yaml::{MemberSettings, PatroniYaml};
+pub use patroni_yaml::{MemberSettings, PatroniEtcd3, PatroniYaml};
 pub use policy::ApiUrlPolicy;
 
 use crate::patroni::ClientSettings;
@@ -195,6 +196,8 @@ pub enum DcsSettings {
     Unwatched,
     /// Patroni's Raft (pysyncobj): every node's status.
     Raft(RaftSettings),
+    /// etcd v3, through its JSON gateway: its members' status and Patroni's keys.
+    Etcd(EtcdSettings),
 }
 
 impl DcsSettings {
@@ -202,7 +205,15 @@ impl DcsSettings {
     pub fn raft(&self) -> Option<&RaftSettings> {
         match self {
             DcsSettings::Raft(raft) => Some(raft),
-            DcsSettings::Unwatched => None,
+            _ => None,
+        }
+    }
+
+    /// The etcd settings, on a cluster on etcd.
+    pub fn etcd(&self) -> Option<&EtcdSettings> {
+        match self {
+            DcsSettings::Etcd(etcd) => Some(etcd),
+            _ => None,
         }
     }
 
@@ -210,8 +221,59 @@ impl DcsSettings {
     pub fn raft_mut(&mut self) -> Option<&mut RaftSettings> {
         match self {
             DcsSettings::Raft(raft) => Some(raft),
-            DcsSettings::Unwatched => None,
+            _ => None,
         }
+    }
+}
+
+/// How a cluster's etcd is reached, and where Patroni keeps its keys there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EtcdSettings {
+    /// Client URLs asked (`--etcd.endpoint`, Patroni's `etcd3:` `hosts`/`host`/`url`); the
+    /// members etcd lists are asked too ([`EtcdSettings::follows_listed_endpoints`]).
+    pub endpoints: Vec<Url>,
+    /// Patroni's `namespace` (default `/service`): its keys are under `<namespace>/<scope>/`.
+    pub namespace: String,
+    /// PEM CA bundle trusted for https endpoints (in addition to the system roots).
+    pub ca_file: Option<PathBuf>,
+    /// PEM client certificate, for etcd's `--client-cert-auth`,
+    pub cert_file: Option<PathBuf>,
+    /// and its key.
+    pub key_file: Option<PathBuf>,
+    /// etcd's user (`/v3/auth/authenticate`), with `password`.
+    pub username: Option<String>,
+    pub password: Option<Secret>,
+}
+
+impl EtcdSettings {
+    /// Patroni's default `namespace`.
+    pub const DEFAULT_NAMESPACE: &'static str = "/service";
+
+    /// The prefix of the keys of cluster `scope`, as Patroni builds it (`AbstractDCS`:
+    /// `/` + namespace + `/` + scope, repeated slashes collapsed) with the trailing `/`.
+    pub fn prefix(&self, scope: &str) -> String {
+        let joined = format!("/{}/{scope}/", self.namespace);
+        let mut prefix = String::with_capacity(joined.len());
+        for c in joined.chars() {
+            if !(c == '/' && prefix.ends_with('/')) {
+                prefix.push(c);
+            }
+        }
+        prefix
+    }
+
+    /// Whether what etcd says reached the exporter over an authenticated channel: https
+    /// (the server's certificate verified), or with etcd credentials. Only then are the
+    /// hosts etcd names trusted as the operator's configuration is.
+    pub fn authenticated(&self) -> bool {
+        self.username.is_some() || self.endpoints.iter().all(|url| url.scheme() == "https")
+    }
+
+    /// Whether the client URLs etcd's member list names are asked too: when the channel
+    /// that named them is authenticated, or when nothing secret is sent (no credentials, no
+    /// client certificate), as with a plain-text Raft status.
+    pub fn follows_listed_endpoints(&self) -> bool {
+        self.authenticated() || (self.username.is_none() && self.cert_file.is_none())
     }
 }
 

@@ -29,6 +29,62 @@ pub struct PatroniYaml {
     pub ctl: Option<PatroniCtl>,
     /// The Raft node of this member: its partners and the password.
     pub raft: Option<PatroniRaft>,
+    /// The etcd v3 cluster of this member (Patroni's `etcd3:` DCS).
+    pub etcd3: Option<PatroniEtcd3>,
+    /// Where Patroni keeps its keys in the DCS (default `/service`).
+    pub namespace: Option<String>,
+}
+
+/// Patroni's `etcd3` section: how its members reach etcd (`patroni/dcs/etcd.py`).
+/// `PATRONI_ETCD3_*` environment variables override it in Patroni, invisibly to the exporter.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct PatroniEtcd3 {
+    /// `host:port` endpoints: a list, or one comma-separated string.
+    pub hosts: Option<Hosts>,
+    /// One `host:port`.
+    pub host: Option<String>,
+    /// One URL (`http://host:port`).
+    pub url: Option<String>,
+    /// `http` or `https`, for `hosts` and `host`.
+    pub protocol: Option<String>,
+    pub cacert: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    pub username: Option<String>,
+    pub password: Option<Secret>,
+}
+
+/// Patroni's `hosts`: a YAML list or a comma-separated string, as Patroni takes both.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Hosts {
+    List(Vec<String>),
+    Text(String),
+}
+
+impl PatroniEtcd3 {
+    /// The endpoints as URLs, in the order written: `url`, else `hosts`, else `host`, each
+    /// `host:port` with `protocol` (default http) as its scheme. Entries that are no URL are
+    /// left out (Patroni would refuse them at its own start).
+    pub fn endpoints(&self) -> Vec<Url> {
+        if let Some(url) = &self.url {
+            return Url::parse(url).into_iter().collect();
+        }
+        let scheme = self.protocol.as_deref().unwrap_or("http");
+        let hosts: Vec<String> = match (&self.hosts, &self.host) {
+            (Some(Hosts::List(hosts)), _) => hosts.clone(),
+            (Some(Hosts::Text(text)), _) => text.split(',').map(str::to_owned).collect(),
+            (None, Some(host)) => vec![host.clone()],
+            (None, None) => Vec::new(),
+        };
+        hosts
+            .iter()
+            .map(|host| host.trim())
+            .filter(|host| !host.is_empty())
+            .filter_map(|host| Url::parse(&format!("{scheme}://{host}")).ok())
+            .collect()
+    }
 }
 
 /// Patroni's `ctl` section: how patronictl (a client, like the exporter) talks to the API.

@@ -15,7 +15,8 @@ use crate::address::{Host, Network};
 /// exporter has reason to trust:
 ///
 /// * hosts the operator named: a configured REST URL, a configured Raft node (flags,
-///   `--config.file`, or Patroni's `raft.self_addr`/`partner_addrs`), an entry of
+///   `--config.file`, or Patroni's `raft.self_addr`/`partner_addrs`), a configured etcd
+///   endpoint, an entry of
 ///   `--patroni.allow-api-url-hosts` (a host name, an IP, a CIDR such as `10.0.0.0/24`, or
 ///   `*` for any host);
 /// * hosts the DCS vouched for over an authenticated channel ([`LearnedHosts::learn`] with
@@ -100,6 +101,11 @@ impl ApiUrlPolicy {
                 .iter()
                 .filter_map(|node| Host::of_node(node).ok());
             policy.hosts.extend(hosts);
+        }
+        if let Some(etcd) = config.identity.dcs.etcd() {
+            policy
+                .hosts
+                .extend(etcd.endpoints.iter().filter_map(Host::of_url));
         }
         for entry in &config.identity.allow_api_url_hosts {
             policy.add_entry(entry)?;

@@ -543,3 +543,101 @@ fn members_settings_from_patroni_yaml_are_not_what_makes_another_cluster() {
     assert_eq!(other_partner.member_settings, before.member_settings);
     assert!(!before.same_cluster(&other_partner));
 }
+
+/// etcd from flags: the endpoints, Patroni's default namespace, and the prefix Patroni builds.
+#[test]
+fn etcd_from_flags() {
+    let entry = ClusterEntry {
+        patroni_urls: vec![Url::parse("http://127.0.0.11:8008").unwrap()],
+        etcd_endpoints: vec![Url::parse("http://127.0.0.31:2379").unwrap()],
+        ..ClusterEntry::default()
+    };
+    let config = entry.resolve(&defaults()).unwrap();
+    let etcd = config.identity.dcs.etcd().expect("etcd is the DCS");
+    assert_eq!(etcd.endpoints.len(), 1);
+    assert_eq!(etcd.namespace, "/service");
+    assert_eq!(etcd.prefix("pg-test"), "/service/pg-test/");
+    assert!(config.identity.dcs.raft().is_none());
+    // Patroni collapses repeated slashes: namespace "/db/" gives /db/pg/.
+    let with_namespace = EtcdSettings {
+        namespace: "/db/".into(),
+        ..etcd.clone()
+    };
+    assert_eq!(with_namespace.prefix("pg"), "/db/pg/");
+    // The configured endpoint's host is a configured host of the policy.
+    let policy = ApiUrlPolicy::for_cluster(&config).unwrap();
+    assert!(policy.allows_url(&Url::parse("http://127.0.0.31:8008/patroni").unwrap()));
+    // Plain http without credentials: listed endpoints are asked, nothing is vouched for.
+    assert!(etcd.follows_listed_endpoints());
+    assert!(!etcd.authenticated());
+}
+
+/// One cluster has one DCS: Raft settings beside etcd ones are a usage error, and etcd
+/// settings without an endpoint too.
+#[test]
+fn etcd_and_raft_on_one_cluster_is_refused() {
+    let url = Url::parse("http://127.0.0.11:8008").unwrap();
+    let both = ClusterEntry {
+        patroni_urls: vec![url.clone()],
+        etcd_endpoints: vec![Url::parse("http://127.0.0.31:2379").unwrap()],
+        raft_nodes: vec!["127.0.0.11:2222".into()],
+        ..ClusterEntry::default()
+    };
+    let error = both.resolve(&defaults()).unwrap_err().to_string();
+    assert!(error.contains("one DCS"), "{error}");
+    let no_endpoint = ClusterEntry {
+        patroni_urls: vec![url],
+        etcd_username: Some("patroni-ro".into()),
+        ..ClusterEntry::default()
+    };
+    let error = no_endpoint.resolve(&defaults()).unwrap_err().to_string();
+    assert!(error.contains("without an etcd endpoint"), "{error}");
+}
+
+/// Patroni's `etcd3:` in every form Patroni takes: `hosts` as a list or a comma-separated
+/// string, `host`, `url`, with `protocol`; its TLS files, user and password, and `namespace`.
+#[test]
+fn etcd_from_patroni_yaml() {
+    let cases = [
+        (
+            "hosts: ['10.0.0.1:2379', '10.0.0.2:2379']",
+            vec!["http://10.0.0.1:2379/", "http://10.0.0.2:2379/"],
+        ),
+        (
+            "hosts: 10.0.0.1:2379,10.0.0.2:2379\n  protocol: https",
+            vec!["https://10.0.0.1:2379/", "https://10.0.0.2:2379/"],
+        ),
+        ("host: 10.0.0.1:2379", vec!["http://10.0.0.1:2379/"]),
+        (
+            "url: https://etcd.example:2379",
+            vec!["https://etcd.example:2379/"],
+        ),
+    ];
+    for (section, expected) in cases {
+        let text = format!("scope: pg\nnamespace: /db/\nrestapi:\n  connect_address: '10.0.0.1:8008'\netcd3:\n  {section}\n  cacert: /etc/etcd/ca.pem\n  username: patroni\n  password: etcd-secret\n");
+        let (_dir, path) = crate::temp_file("patroni.yml", text);
+        let entry = ClusterEntry {
+            patroni_config_file: Some(path),
+            ..ClusterEntry::default()
+        };
+        let config = entry.resolve(&defaults()).unwrap();
+        let etcd = config.identity.dcs.etcd().expect("etcd is the DCS");
+        let got: Vec<String> = etcd.endpoints.iter().map(Url::to_string).collect();
+        assert_eq!(got, expected, "{section}");
+        assert_eq!(etcd.prefix("pg"), "/db/pg/");
+        assert_eq!(etcd.username.as_deref(), Some("patroni"));
+        assert_eq!(etcd.password.as_ref().unwrap().expose(), "etcd-secret");
+        assert_eq!(
+            etcd.ca_file.as_deref(),
+            Some(std::path::Path::new("/etc/etcd/ca.pem"))
+        );
+        assert!(etcd.authenticated(), "credentials vouch for what etcd says");
+    }
+    let both = "scope: pg\nrestapi:\n  connect_address: '10.0.0.1:8008'\netcd3:\n  host: 10.0.0.1:2379\nraft:\n  self_addr: '10.0.0.1:2222'\n";
+    let (_dir, path) = crate::temp_file("patroni.yml", both);
+    let entry = ClusterEntry {
+        patroni_config_file: Some(path),
+        ..ClusterEntry::default()
+    };
+    assert!(entry.resolve(&defaults()).is_err());
+}
