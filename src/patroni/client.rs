@@ -7,7 +7,6 @@
 //! chunks against a byte cap, never with an unbounded `bytes()`.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -20,6 +19,9 @@ use super::model::{
 };
 use super::PatroniError;
 use crate::error_kind::ErrorKind;
+use crate::http::{
+    build_client, read_body, transport_failure, BodyError, ReadFile, TlsFiles, TlsSettings,
+};
 use crate::secret::Secret;
 
 /// How requests to one cluster's members are made (the request deadline is the poll's, and
@@ -63,6 +65,19 @@ impl Default for ClientSettings {
     }
 }
 
+impl ClientSettings {
+    /// The TLS side of these settings, for the shared HTTP plumbing ([`crate::http`]).
+    fn tls(&self) -> TlsSettings {
+        TlsSettings {
+            ca_file: self.ca_file.clone(),
+            insecure_skip_verify: self.insecure_skip_verify,
+            cert_file: self.cert_file.clone(),
+            key_file: self.key_file.clone(),
+            key_password: self.key_password.clone(),
+        }
+    }
+}
+
 /// A client for the REST API of one cluster's members. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct PatroniClient {
@@ -78,7 +93,7 @@ impl PatroniClient {
     /// # Errors
     /// When the CA file, the client certificate or its key cannot be read or parsed.
     pub fn new(settings: ClientSettings, timeout: Duration) -> anyhow::Result<PatroniClient> {
-        let files = TlsFiles::read(&settings, &crate::capped_file::read_small)?;
+        let files = TlsFiles::read(&settings.tls(), &crate::capped_file::read_small)?;
         PatroniClient::with_files(settings, &files, timeout)
     }
 
@@ -88,40 +103,8 @@ impl PatroniClient {
         files: &TlsFiles,
         timeout: Duration,
     ) -> anyhow::Result<PatroniClient> {
-        let builder = reqwest::Client::builder()
-            .connect_timeout(timeout)
-            .timeout(timeout)
-            // Patroni never redirects; following one would let a peer point us anywhere.
-            .redirect(reqwest::redirect::Policy::none())
-            // The members are addressed directly; an environment proxy would change what we see.
-            .no_proxy()
-            .user_agent(concat!("patroni-raft-exporter/", env!("CARGO_PKG_VERSION")));
-        // Parsed by rustls-pki-types: reqwest's own parser accepts a file with no certificate
-        // at all, which would silently trust nothing extra.
-        let extra_roots = match &files.ca {
-            Some(ca) => crate::tls::parse_certificates(&ca.pem, &ca.path, CA_FILE)?,
-            None => Vec::new(),
-        };
-        let identity = match &files.identity {
-            Some((cert, key)) => Some((
-                crate::tls::parse_certificates(&cert.pem, &cert.path, CLIENT_CERTIFICATE)?,
-                crate::tls::parse_private_key(&key.pem, &key.path, settings.key_password.as_ref())?,
-            )),
-            None => None,
-        };
-        // Our own rustls configuration, for its session cache (src/tls.rs says why).
-        let tls = crate::tls::client_config(extra_roots, identity, settings.insecure_skip_verify)
-            .map_err(|error| match &files.identity {
-            Some((cert, key)) => anyhow::anyhow!(
-                "client certificate {} and key {} do not form a usable identity ({error})",
-                cert.path.display(),
-                key.path.display()
-            ),
-            None => error,
-        })?;
-        let builder = builder.tls_backend_preconfigured(tls);
         Ok(PatroniClient {
-            http: builder.build()?,
+            http: build_client(&settings.tls(), files, timeout)?,
             settings,
             timeout,
         })
@@ -228,23 +211,12 @@ impl PatroniClient {
             .and_then(|value| value.to_str().ok())
             .and_then(|text| httpdate::parse_http_date(text).ok());
         let cap = self.settings.max_body_bytes;
-        if response
-            .content_length()
-            .is_some_and(|length| length > cap as u64)
-        {
-            return Err(PatroniError::BodyTooLarge(cap));
-        }
-        let mut body = Vec::with_capacity(4096);
-        while let Some(chunk) = response
-            .chunk()
+        let body = read_body(&mut response, cap)
             .await
-            .map_err(|error| self.classify(error))?
-        {
-            if body.len() + chunk.len() > cap {
-                return Err(PatroniError::BodyTooLarge(cap));
-            }
-            body.extend_from_slice(&chunk);
-        }
+            .map_err(|error| match error {
+                BodyError::TooLarge => PatroniError::BodyTooLarge(cap),
+                BodyError::Transport(error) => self.classify(error),
+            })?;
         Ok(Answer {
             status,
             date,
@@ -263,54 +235,6 @@ impl PatroniClient {
             _ => PatroniError::Transport(Arc::new(error)),
         }
     }
-}
-
-/// What a failed request's causes say: [`ErrorKind::Timeout`], [`ErrorKind::Tls`],
-/// [`ErrorKind::Connect`] or [`ErrorKind::Transport`].
-///
-/// TLS is told by its causes, not by their wording: a `rustls::Error` among them (an unknown
-/// issuer, a name mismatch, or the server's alert refusing a missing client certificate,
-/// which TLS 1.3 sends after the handshake, so that it surfaces on the first read), or the
-/// peer closing the connection while it was being made: a TCP connect never ends in an
-/// unexpected end of file, a TLS handshake does (tokio-rustls' "tls handshake eof").
-fn transport_failure(error: &reqwest::Error) -> ErrorKind {
-    // reqwest walks the chain itself for its own, hyper's and the OS's timeouts.
-    if error.is_timeout() {
-        return ErrorKind::Timeout;
-    }
-    if causes(error).any(|cause| cause.is::<rustls::Error>()) {
-        return ErrorKind::Tls;
-    }
-    if !error.is_connect() {
-        return ErrorKind::Transport;
-    }
-    let cut_short = causes(error).any(|cause| {
-        cause
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::UnexpectedEof)
-    });
-    if cut_short {
-        ErrorKind::Tls
-    } else {
-        ErrorKind::Connect
-    }
-}
-
-/// An error and its causes, outermost first, including the error an `io::Error` wraps:
-/// `io::Error::source` skips that one (it returns the wrapped error's own source), and
-/// rustls' errors reach hyper wrapped in an `io::Error` by tokio-rustls.
-fn causes<'a>(
-    error: &'a (dyn std::error::Error + 'static),
-) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
-    std::iter::successors(Some(error), |current| {
-        let wrapped = current
-            .downcast_ref::<std::io::Error>()
-            .and_then(std::io::Error::get_ref);
-        match wrapped {
-            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
-            None => current.source(),
-        }
-    })
 }
 
 /// The HTTP clients of a fleet: one per distinct [`ClientSettings`] and timeout, shared by
@@ -363,7 +287,7 @@ impl ClientPool {
         timeout: Duration,
         read: &ReadFile<'_>,
     ) -> anyhow::Result<Arc<PatroniClient>> {
-        let files = TlsFiles::read(settings, read)?;
+        let files = TlsFiles::read(&settings.tls(), read)?;
         let key = client_key(settings, &files, timeout);
         let mut clients = self
             .clients
@@ -380,60 +304,6 @@ impl ClientPool {
         )?);
         clients.insert(key, Arc::downgrade(&client));
         Ok(client)
-    }
-}
-
-/// How a client's files are read: [`crate::capped_file::read_small`] (a path and what it is,
-/// for errors), or a test's reader that counts.
-type ReadFile<'a> = dyn Fn(&Path, &str) -> anyhow::Result<Vec<u8>> + 'a;
-
-/// What the CA file, the client certificate and its key are called in errors.
-const CA_FILE: &str = "CA file";
-const CLIENT_CERTIFICATE: &str = "client certificate";
-const KEY_FILE: &str = "key file";
-
-/// The files a [`ClientSettings`] names, read once: the pool's key is a digest of their
-/// content and a new client parses it, so that both see the same bytes.
-struct TlsFiles {
-    ca: Option<PemFile>,
-    /// The client certificate and its key.
-    identity: Option<(PemFile, PemFile)>,
-}
-
-/// A PEM file's path (for errors) and content.
-struct PemFile {
-    path: PathBuf,
-    pem: Vec<u8>,
-}
-
-impl PemFile {
-    fn read(path: &Path, what: &str, read: &ReadFile<'_>) -> anyhow::Result<PemFile> {
-        Ok(PemFile {
-            path: path.to_owned(),
-            pem: read(path, what)?,
-        })
-    }
-}
-
-impl TlsFiles {
-    /// Reads the files `settings` names with `read`.
-    ///
-    /// # Errors
-    /// When a file cannot be read, or a certificate is named without its key (or the reverse).
-    fn read(settings: &ClientSettings, read: &ReadFile<'_>) -> anyhow::Result<TlsFiles> {
-        let ca = match &settings.ca_file {
-            Some(path) => Some(PemFile::read(path, CA_FILE, read)?),
-            None => None,
-        };
-        let identity = match (&settings.cert_file, &settings.key_file) {
-            (Some(cert_file), Some(key_file)) => Some((
-                PemFile::read(cert_file, CLIENT_CERTIFICATE, read)?,
-                PemFile::read(key_file, KEY_FILE, read)?,
-            )),
-            (None, None) => None,
-            _ => anyhow::bail!("a client certificate needs both a certificate file and a key file"),
-        };
-        Ok(TlsFiles { ca, identity })
     }
 }
 
@@ -566,6 +436,8 @@ pub fn base_of(api_url: &Url) -> Url {
 
 #[cfg(test)]
 mod tests {
+    use std::path::{Path, PathBuf};
+
     use super::*;
 
     #[test]
@@ -587,20 +459,6 @@ mod tests {
                 .seconds
                 == 0.5
         );
-    }
-
-    #[test]
-    fn causes_reach_into_the_error_an_io_error_wraps() {
-        // As tokio-rustls hands a TLS alert to hyper: an io::Error wrapping the rustls error,
-        // whose `source()` would skip it.
-        let alert = rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired);
-        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, alert);
-        let outer = anyhow::Error::new(io).context("error sending request");
-        let chain: Vec<String> = causes(outer.as_ref()).map(|c| c.to_string()).collect();
-        assert_eq!(chain.len(), 3, "{chain:?}");
-        assert!(causes(outer.as_ref()).any(|cause| cause.is::<rustls::Error>()));
-        let plain = anyhow::Error::new(std::io::Error::other("reset")).context("sending");
-        assert!(!causes(plain.as_ref()).any(|cause| cause.is::<rustls::Error>()));
     }
 
     #[test]
