@@ -43,6 +43,7 @@ pub mod capped_file;
 pub mod cli;
 pub mod config;
 pub mod error_kind;
+pub mod etcd;
 pub mod http;
 pub mod metrics;
 pub mod patroni;
