@@ -13,14 +13,20 @@
 //! token, when a user is configured), and `GET /health` and `GET /version`.
 //!
 //! This module knows HTTP and etcd's JSON, nothing of Prometheus, of the poller or of the
-//! other sources. The judgements (quorum, which member is behind) are the snapshot's.
+//! other sources. [`read_cluster`] makes one reading of a cluster for the poller; the
+//! judgements (quorum, which member is behind) are the snapshot's.
 
 use std::sync::Arc;
 
 use crate::error_kind::{with_causes, ErrorKind};
 
+mod client;
+#[cfg(any(test, feature = "testkit"))]
+pub mod fake;
 mod model;
+mod reading;
 
+pub use client::{EtcdClient, EtcdSettings, Timed};
 pub use model::{
     grpc_code, parse_alarms, parse_gateway_error, parse_health, parse_lease_time_to_live,
     parse_member_list, parse_patroni_keys, parse_range, parse_status, parse_token, parse_versions,
@@ -28,6 +34,7 @@ pub use model::{
     GatewayError, Health, KeyValue, LeaderKey, LeaseTimeToLive, Member, MemberKey, MemberList,
     PatroniKeys, RangeAnswer, ResponseHeader, StatusKey, SyncKey, Versions,
 };
+pub use reading::{read_cluster, ClusterFacts, EndpointReading, EtcdReading};
 
 /// Why an etcd request gave no usable answer.
 ///
