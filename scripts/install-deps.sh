@@ -19,7 +19,8 @@
 #   tests/e2e/next-outage.sh), shellcheck (scripts/shellcheck.sh: every shell script, in
 #   `make test`), jsonnet + python3-yaml (scripts/render-mixin.sh renders the shipped rules
 #   from mixin/; tests/e2e/mixin-job.sh). postgresql-15 brings psql (postgresql-client-15)
-#   and pgbench.
+#   and pgbench. etcd-server + etcd-client (etcd 3.4.23: tests/fixtures/etcd-3.4 was captured
+#   from it; the package enables etcd.service, which nothing here starts).
 #   Services are not started by the install (temporary policy-rc.d); if the postgresql
 #   package still started Debian's default cluster, it is stopped again.
 # Python venvs (built from /usr/bin/python3, usable by an unprivileged user), one per matrix:
@@ -49,7 +50,9 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$SCRIPT_DIR/../tests/e2e/paths.sh"
 
 APT_PACKAGES=(postgresql-15 prometheus prometheus-alertmanager jq curl iproute2 util-linux wrk python3-venv nftables iptables binutils
-              dpkg-dev lintian adduser faketime shellcheck jsonnet python3-yaml)
+              dpkg-dev lintian adduser faketime shellcheck jsonnet python3-yaml
+              # etcd 3.4.23 (Debian 12's only etcd): the etcd source's captured answers, the etcd e2e
+              etcd-server etcd-client)
 # Pinned: the .deb's layout comes from Cargo.toml [package.metadata.deb] as this version reads it.
 CARGO_DEB_VERSION=3.8.0
 PYTHON=/usr/bin/python3

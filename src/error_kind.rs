@@ -2,7 +2,7 @@
 //! `down (...)` and `unreachable (...)` cells of `status`, and what the quorum verdict reads of
 //! an unanswered voter.
 //!
-//! Why one enum below both sources: the REST and Raft sources fail in ways that share names
+//! Why one enum below the sources: the REST, Raft and etcd sources fail in ways that share names
 //! (`connect`, `timeout`, `decode`), the counters key them beside each other, and the
 //! judgements (`snapshot::quorum`, `status`) must match on a kind, never on its spelling. The
 //! label strings are the public interface (docs/metrics.md), so each is written once, in
@@ -40,17 +40,22 @@ pub enum ErrorKind {
     Protocol,
     /// `--raft.command` failed.
     Command,
+    /// etcd refused the request for the user the exporter authenticates as (gRPC
+    /// `PERMISSION_DENIED`): a range outside its roles, or `Status` for anyone but root on
+    /// etcd 3.6.0–3.6.9.
+    Forbidden,
 }
 
 impl ErrorKind {
     /// Every kind, in label order.
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 14] = [
         ErrorKind::ApiUrlNotAllowed,
         ErrorKind::Auth,
         ErrorKind::BodyTooLarge,
         ErrorKind::Command,
         ErrorKind::Connect,
         ErrorKind::Decode,
+        ErrorKind::Forbidden,
         ErrorKind::HttpStatus,
         ErrorKind::Protocol,
         ErrorKind::Refused,
@@ -76,6 +81,7 @@ impl ErrorKind {
             ErrorKind::Auth => "auth",
             ErrorKind::Protocol => "protocol",
             ErrorKind::Command => "command",
+            ErrorKind::Forbidden => "forbidden",
         }
     }
 

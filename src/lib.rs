@@ -16,7 +16,10 @@
 //! * [`patroni`]: the REST source (`/cluster`, `/patroni`, `/history`, `/config`, `/failsafe`,
 //!   `/liveness`, `/readiness`): HTTP client and pure parsers.
 //! * [`raft`]: the Raft source: native pysyncobj status client, `syncobj_admin` text parser.
-//!   The two sources know nothing of each other, of Prometheus or of HTTP serving.
+//! * [`etcd`]: the etcd v3 source: the JSON gateway's status, members, alarms, Patroni's keys
+//!   and the leader lease, with etcd auth. The sources know nothing of each other, of
+//!   Prometheus or of HTTP serving; [`http`] is the HTTP plumbing the REST and etcd sources
+//!   share (TLS client, bounded bodies, transport errors).
 //! * [`poller`]: one task per cluster; asks the sources and publishes a snapshot.
 //! * [`snapshot`]: the immutable result of a poll, the judgements made from it (quorum, role
 //!   mismatch, split views, failover readiness, standby pairing), and the store the encoder
@@ -43,6 +46,7 @@ pub mod capped_file;
 pub mod cli;
 pub mod config;
 pub mod error_kind;
+pub mod etcd;
 pub mod http;
 pub mod metrics;
 pub mod patroni;

@@ -1,0 +1,1325 @@
+//! Pure parsers of etcd's JSON gateway answers and of the keys Patroni writes under its
+//! prefix. No I/O: every function takes the bytes of a body.
+//!
+//! The gateway's JSON is proto3's: field names as in `rpc.proto` (`cluster_id`, but `dbSize`),
+//! 64-bit integers as decimal **strings**, bytes (keys, values) as base64, enums by name, and
+//! every zero value **omitted** (no `leader` means no leader, no `isLearner` means false, an
+//! empty alarm list is `{}`). [`lenient`] reads such an integer whether it comes as a string
+//! or a number, and a missing one as 0.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use serde::Deserialize;
+
+use super::EtcdError;
+
+/// Reading proto3 JSON integers: a decimal string (what etcd sends for 64-bit fields), a
+/// number (what a hand-written or future answer may send), `null` or nothing (zero).
+mod lenient {
+    use serde::{Deserialize, Deserializer};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Integer {
+        Unsigned(u64),
+        Signed(i64),
+        Text(String),
+    }
+
+    fn read<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i128>, D::Error> {
+        Ok(match Option::<Integer>::deserialize(deserializer)? {
+            None => None,
+            Some(Integer::Unsigned(value)) => Some(value.into()),
+            Some(Integer::Signed(value)) => Some(value.into()),
+            Some(Integer::Text(text)) => Some(
+                text.trim()
+                    .parse::<i128>()
+                    .map_err(|_| serde::de::Error::custom(format!("{text:?} is not an integer")))?,
+            ),
+        })
+    }
+
+    /// An unsigned 64-bit integer; missing or `null` is 0.
+    pub fn u64<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+        let value = read(deserializer)?.unwrap_or(0);
+        u64::try_from(value)
+            .map_err(|_| serde::de::Error::custom(format!("{value} is out of range for u64")))
+    }
+
+    /// A signed 64-bit integer; missing or `null` is 0.
+    pub fn i64<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
+        let value = read(deserializer)?.unwrap_or(0);
+        i64::try_from(value)
+            .map_err(|_| serde::de::Error::custom(format!("{value} is out of range for i64")))
+    }
+}
+
+/// The header of every answer: which cluster and member answered, at which store revision
+/// and Raft term.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct ResponseHeader {
+    #[serde(deserialize_with = "lenient::u64")]
+    pub cluster_id: u64,
+    #[serde(deserialize_with = "lenient::u64")]
+    pub member_id: u64,
+    #[serde(deserialize_with = "lenient::i64")]
+    pub revision: i64,
+    #[serde(deserialize_with = "lenient::u64")]
+    pub raft_term: u64,
+}
+
+/// `POST /v3/maintenance/status`: one member's own view.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct EndpointStatus {
+    pub header: ResponseHeader,
+    /// The member's etcd version (`3.4.23`).
+    pub version: String,
+    /// Size of the backend file, bytes.
+    #[serde(rename = "dbSize", deserialize_with = "lenient::u64")]
+    pub db_size: u64,
+    /// Bytes of the backend logically in use (the rest is free pages, until a defrag).
+    #[serde(rename = "dbSizeInUse", deserialize_with = "lenient::u64")]
+    pub db_size_in_use: u64,
+    /// The leader's member ID as this member knows it; `None` when it knows none (etcd
+    /// omits the field, its zero value).
+    #[serde(deserialize_with = "nonzero_u64")]
+    pub leader: Option<u64>,
+    /// The Raft index committed.
+    #[serde(rename = "raftIndex", deserialize_with = "lenient::u64")]
+    pub raft_index: u64,
+    /// The Raft index applied to the store.
+    #[serde(rename = "raftAppliedIndex", deserialize_with = "lenient::u64")]
+    pub raft_applied_index: u64,
+    /// The Raft term (also in the header; kept since 3.4 for older clients).
+    #[serde(rename = "raftTerm", deserialize_with = "lenient::u64")]
+    pub raft_term: u64,
+    /// `etcdserver: no leader` when there is none, and one line per active alarm.
+    pub errors: Vec<String>,
+    #[serde(rename = "isLearner")]
+    pub is_learner: bool,
+    /// 3.6+: the version of the data file.
+    #[serde(rename = "storageVersion", deserialize_with = "nonempty_string")]
+    pub storage_version: Option<String>,
+    /// 3.6+: `--quota-backend-bytes` as configured; `None` before 3.6 and when it is not
+    /// set (etcd's default quota, 2 GiB, applies then).
+    #[serde(rename = "dbSizeQuota", deserialize_with = "nonzero_u64")]
+    pub db_size_quota: Option<u64>,
+    /// 3.6+: whether a downgrade is in progress, and to which version.
+    #[serde(rename = "downgradeInfo")]
+    pub downgrade: Option<DowngradeInfo>,
+}
+
+impl EndpointStatus {
+    /// Whether the member that answered says it is the leader.
+    pub fn is_leader(&self) -> bool {
+        self.leader.is_some() && self.leader == Some(self.header.member_id)
+    }
+}
+
+/// 3.6+: `downgradeInfo` of a status answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct DowngradeInfo {
+    pub enabled: bool,
+    #[serde(rename = "targetVersion")]
+    pub target_version: String,
+}
+
+fn nonzero_u64<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    Ok(Some(lenient::u64(deserializer)?).filter(|value| *value != 0))
+}
+
+fn nonempty_string<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<String>, D::Error> {
+    Ok(Option::<String>::deserialize(deserializer)?.filter(|text| !text.is_empty()))
+}
+
+/// One member of `POST /v3/cluster/member/list`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct Member {
+    #[serde(rename = "ID", deserialize_with = "lenient::u64")]
+    pub id: u64,
+    /// Empty for a member added but not started yet.
+    pub name: String,
+    #[serde(rename = "peerURLs")]
+    pub peer_urls: Vec<String>,
+    /// Empty for a member added but not started yet.
+    #[serde(rename = "clientURLs")]
+    pub client_urls: Vec<String>,
+    #[serde(rename = "isLearner")]
+    pub is_learner: bool,
+}
+
+/// `POST /v3/cluster/member/list`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct MemberList {
+    pub header: ResponseHeader,
+    pub members: Vec<Member>,
+}
+
+/// The kind of an active alarm.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AlarmType {
+    /// The backend reached its quota: the cluster takes no more writes (Patroni's leader key
+    /// cannot be renewed).
+    NoSpace,
+    /// A member's data was found corrupt.
+    Corrupt,
+    /// A type this exporter does not know, as etcd named or numbered it.
+    Other(String),
+}
+
+impl<'de> Deserialize<'de> for AlarmType {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Repr {
+            Name(String),
+            Number(i64),
+        }
+        Ok(match Repr::deserialize(deserializer)? {
+            Repr::Name(name) if name == "NOSPACE" => AlarmType::NoSpace,
+            Repr::Name(name) if name == "CORRUPT" => AlarmType::Corrupt,
+            Repr::Number(1) => AlarmType::NoSpace,
+            Repr::Number(2) => AlarmType::Corrupt,
+            Repr::Name(name) => AlarmType::Other(name),
+            Repr::Number(number) => AlarmType::Other(number.to_string()),
+        })
+    }
+}
+
+/// One active alarm of `POST /v3/maintenance/alarm` `{"action":"GET"}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Alarm {
+    /// The member that raised it.
+    pub member_id: u64,
+    pub alarm: AlarmType,
+}
+
+/// One key of a `POST /v3/kv/range` answer, decoded from base64.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyValue {
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+    pub create_revision: i64,
+    pub mod_revision: i64,
+    /// How many times the key was written since it was created.
+    pub version: i64,
+    /// The lease the key is attached to; 0 for none.
+    pub lease: i64,
+}
+
+/// `POST /v3/kv/range`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RangeAnswer {
+    pub header: ResponseHeader,
+    pub kvs: Vec<KeyValue>,
+    /// How many keys are in the range (more than `kvs` when the answer was limited).
+    pub count: i64,
+    pub more: bool,
+}
+
+/// `POST /v3/lease/timetolive`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct LeaseTimeToLive {
+    #[serde(rename = "ID", deserialize_with = "lenient::i64")]
+    pub id: i64,
+    /// Seconds left; -1 when the lease has expired or never existed.
+    #[serde(rename = "TTL", deserialize_with = "lenient::i64")]
+    pub ttl: i64,
+    /// The TTL the lease was granted (or last renewed) with, seconds; 0 once expired.
+    #[serde(rename = "grantedTTL", deserialize_with = "lenient::i64")]
+    pub granted_ttl: i64,
+}
+
+impl LeaseTimeToLive {
+    /// Whether the lease still exists.
+    pub fn is_alive(&self) -> bool {
+        self.ttl >= 0
+    }
+}
+
+/// `GET /health`: whether the member has a leader and can serve (3.5+ also say why not).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Health {
+    pub healthy: bool,
+    /// Empty when healthy, and always on 3.4 (`RAFT NO LEADER`, `ALARM NOSPACE` on 3.5+).
+    pub reason: String,
+}
+
+/// `GET /version`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct Versions {
+    /// The member's own version.
+    #[serde(rename = "etcdserver")]
+    pub server: String,
+    /// The cluster version (the lowest of its members', `major.minor.0`); empty before the
+    /// cluster agreed on one.
+    #[serde(rename = "etcdcluster")]
+    pub cluster: String,
+}
+
+/// The body of a refused gateway request: `{"error": .., "code": N, "message": ..}` (3.4,
+/// 3.5; 3.6+ drop `error`). `code` is the gRPC status code.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct GatewayError {
+    pub code: i64,
+    pub message: String,
+    pub error: String,
+}
+
+impl GatewayError {
+    /// What the server said: `message`, else `error`.
+    pub fn text(&self) -> &str {
+        if self.message.is_empty() {
+            &self.error
+        } else {
+            &self.message
+        }
+    }
+}
+
+/// gRPC status codes the exporter tells apart.
+pub mod grpc_code {
+    pub const INVALID_ARGUMENT: i64 = 3;
+    pub const PERMISSION_DENIED: i64 = 7;
+    pub const UNAVAILABLE: i64 = 14;
+    pub const UNAUTHENTICATED: i64 = 16;
+}
+
+/// A JSON object read as `T`: every answer of etcd's gateway is an object (serde would also
+/// read a struct from an array).
+fn from_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, EtcdError> {
+    match serde_json::from_slice::<serde_json::Value>(body)? {
+        object @ serde_json::Value::Object(_) => Ok(serde_json::from_value(object)?),
+        other => Err(EtcdError::Decode(format!(
+            "expected a JSON object, got {}",
+            json_type(&other)
+        ))),
+    }
+}
+
+fn json_type(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// A status answer.
+///
+/// # Errors
+/// [`EtcdError::Json`] when the body is not a status document.
+pub fn parse_status(body: &[u8]) -> Result<EndpointStatus, EtcdError> {
+    from_json(body)
+}
+
+/// A member list answer.
+///
+/// # Errors
+/// [`EtcdError::Json`] when the body is not a member list.
+pub fn parse_member_list(body: &[u8]) -> Result<MemberList, EtcdError> {
+    from_json(body)
+}
+
+/// An alarm GET answer: the active alarms (entries of type `NONE` left out).
+///
+/// # Errors
+/// [`EtcdError::Json`] when the body is not an alarm answer.
+pub fn parse_alarms(body: &[u8]) -> Result<Vec<Alarm>, EtcdError> {
+    #[derive(Deserialize)]
+    struct RawAlarm {
+        #[serde(rename = "memberID", default, deserialize_with = "lenient::u64")]
+        member_id: u64,
+        /// Missing means `NONE` (proto3 omits the zero value).
+        #[serde(default)]
+        alarm: Option<AlarmType>,
+    }
+    #[derive(Deserialize)]
+    struct Answer {
+        #[serde(default)]
+        alarms: Vec<RawAlarm>,
+    }
+    let answer: Answer = from_json(body)?;
+    Ok(answer
+        .alarms
+        .into_iter()
+        .filter_map(|raw| match raw.alarm {
+            None => None,
+            Some(AlarmType::Other(name)) if name == "NONE" || name == "0" => None,
+            Some(alarm) => Some(Alarm {
+                member_id: raw.member_id,
+                alarm,
+            }),
+        })
+        .collect())
+}
+
+/// A lease TimeToLive answer.
+///
+/// # Errors
+/// [`EtcdError::Json`] when the body is not a TimeToLive answer.
+pub fn parse_lease_time_to_live(body: &[u8]) -> Result<LeaseTimeToLive, EtcdError> {
+    from_json(body)
+}
+
+/// A `/version` answer.
+///
+/// # Errors
+/// [`EtcdError::Json`] when the body is not a version document.
+pub fn parse_versions(body: &[u8]) -> Result<Versions, EtcdError> {
+    from_json(body)
+}
+
+/// A `/health` answer (200 or 503): `{"health":"true"}`, with `reason` on 3.5+.
+///
+/// # Errors
+/// [`EtcdError::Json`] when the body is not JSON of that shape, [`EtcdError::Decode`] when
+/// `health` is neither `"true"` nor `"false"`.
+pub fn parse_health(body: &[u8]) -> Result<Health, EtcdError> {
+    #[derive(Deserialize)]
+    struct Answer {
+        health: serde_json::Value,
+        #[serde(default)]
+        reason: Option<String>,
+    }
+    let answer: Answer = from_json(body)?;
+    let healthy = match &answer.health {
+        serde_json::Value::String(text) if text == "true" => true,
+        serde_json::Value::String(text) if text == "false" => false,
+        serde_json::Value::Bool(value) => *value,
+        other => return Err(EtcdError::Decode(format!("health is {other}"))),
+    };
+    Ok(Health {
+        healthy,
+        reason: answer.reason.unwrap_or_default(),
+    })
+}
+
+/// The token of a `POST /v3/auth/authenticate` answer, kept as a [`crate::secret::Secret`].
+///
+/// # Errors
+/// [`EtcdError::Json`] when the body is not JSON, [`EtcdError::Decode`] when it holds no
+/// token.
+pub fn parse_token(body: &[u8]) -> Result<crate::secret::Secret, EtcdError> {
+    #[derive(Deserialize)]
+    struct Answer {
+        #[serde(default)]
+        token: String,
+    }
+    let answer: Answer = from_json(body)?;
+    if answer.token.is_empty() {
+        return Err(EtcdError::Decode("authenticate answered no token".into()));
+    }
+    Ok(crate::secret::Secret::new(answer.token))
+}
+
+/// The body of a refused request, when it is the gateway's error document.
+pub fn parse_gateway_error(body: &[u8]) -> Option<GatewayError> {
+    let error: GatewayError = serde_json::from_slice(body).ok()?;
+    (error.code != 0 || !error.text().is_empty()).then_some(error)
+}
+
+/// A range answer, keys and values decoded from base64.
+///
+/// # Errors
+/// [`EtcdError::Json`] when the body is not a range answer, [`EtcdError::Decode`] when a key
+/// or value is not base64.
+pub fn parse_range(body: &[u8]) -> Result<RangeAnswer, EtcdError> {
+    #[derive(Deserialize)]
+    #[serde(default)]
+    #[derive(Default)]
+    struct RawKeyValue {
+        key: String,
+        value: String,
+        #[serde(deserialize_with = "lenient::i64")]
+        create_revision: i64,
+        #[serde(deserialize_with = "lenient::i64")]
+        mod_revision: i64,
+        #[serde(deserialize_with = "lenient::i64")]
+        version: i64,
+        #[serde(deserialize_with = "lenient::i64")]
+        lease: i64,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Raw {
+        header: ResponseHeader,
+        kvs: Vec<RawKeyValue>,
+        #[serde(deserialize_with = "lenient::i64")]
+        count: i64,
+        more: bool,
+    }
+    let raw: Raw = from_json(body)?;
+    let decode = |field: &str, text: &str| {
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(|error| EtcdError::Decode(format!("a {field} is not base64 ({error})")))
+    };
+    let kvs = raw
+        .kvs
+        .into_iter()
+        .map(|kv| {
+            Ok(KeyValue {
+                key: decode("key", &kv.key)?,
+                value: decode("value", &kv.value)?,
+                create_revision: kv.create_revision,
+                mod_revision: kv.mod_revision,
+                version: kv.version,
+                lease: kv.lease,
+            })
+        })
+        .collect::<Result<Vec<_>, EtcdError>>()?;
+    Ok(RangeAnswer {
+        header: raw.header,
+        kvs,
+        count: raw.count,
+        more: raw.more,
+    })
+}
+
+/// The `range_end` of a prefix: the prefix with its last byte incremented, bytes of 0xff
+/// dropped first (etcd's `GetPrefixRangeEnd`); `[0]` (every key from `prefix` on) when the
+/// prefix is all 0xff or empty.
+pub fn prefix_range_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+/// Patroni's prefix for a cluster: `/<namespace>/<scope>/`, slashes collapsed as Patroni
+/// does (`namespace` is `/service/` by default, with or without its slashes).
+pub fn patroni_prefix(namespace: &str, scope: &str) -> String {
+    let joined = format!("/{namespace}/{scope}/");
+    let mut prefix = String::with_capacity(joined.len());
+    for character in joined.chars() {
+        if !(character == '/' && prefix.ends_with('/')) {
+            prefix.push(character);
+        }
+    }
+    prefix
+}
+
+/// The keys Patroni keeps for one cluster, read from a range over its prefix.
+///
+/// Nothing here judges them; a key that cannot be read as Patroni writes it is kept with
+/// what could be read and a note in `notes`, never failing the whole parse.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PatroniKeys {
+    /// The store revision the range was read at.
+    pub revision: i64,
+    /// `leader`: who holds the leader lock.
+    pub leader: Option<LeaderKey>,
+    /// `members/<name>`, in key order.
+    pub members: Vec<MemberKey>,
+    /// `sync`: the synchronous standbys as the leader published them.
+    pub sync: Option<SyncKey>,
+    /// `failsafe`: member name → `api_url`, written by the leader while failsafe mode is on.
+    pub failsafe: Option<BTreeMap<String, String>>,
+    /// `config`: the dynamic configuration.
+    pub config: Option<ConfigKey>,
+    /// `history`: the timeline history, one JSON array per switch (`[timeline, lsn,
+    /// reason, timestamp, new leader]`).
+    pub history: Option<Vec<serde_json::Value>>,
+    /// `initialize`: the cluster's system identifier.
+    pub initialize: Option<String>,
+    /// `status`: the leader's last published position (`optime`, bytes).
+    pub status: Option<StatusKey>,
+    /// `failover`: a scheduled failover or switchover, as written (`{}` when none).
+    pub failover: Option<serde_json::Value>,
+    /// Keys under the prefix that are none of the above (relative to the prefix).
+    pub other_keys: Vec<String>,
+    /// What could not be read, one line per key.
+    pub notes: Vec<String>,
+}
+
+/// The `leader` key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeaderKey {
+    /// The leader's member name.
+    pub name: String,
+    /// The lease the key is attached to (Patroni's TTL); 0 when none.
+    pub lease: i64,
+    pub create_revision: i64,
+    pub mod_revision: i64,
+}
+
+/// A `members/<name>` key.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemberKey {
+    pub name: String,
+    /// The member's own lease (its `ttl`); 0 when none.
+    pub lease: i64,
+    pub mod_revision: i64,
+    pub conn_url: Option<String>,
+    pub api_url: Option<String>,
+    pub state: Option<String>,
+    pub role: Option<String>,
+    pub timeline: Option<u64>,
+    /// The WAL position the member published (bytes).
+    pub xlog_location: Option<u64>,
+    pub receive_lsn: Option<u64>,
+    pub replay_lsn: Option<u64>,
+    pub replication_state: Option<String>,
+    /// Patroni's version.
+    pub version: Option<String>,
+    /// `tags`, as written.
+    pub tags: Option<serde_json::Value>,
+    /// Why some of the value could not be read; `None` when all of it could.
+    pub note: Option<String>,
+}
+
+/// The `sync` key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyncKey {
+    pub leader: Option<String>,
+    /// Comma-separated names, as Patroni writes them.
+    pub sync_standby: Option<String>,
+    /// Patroni 4's quorum commit (`quorum`).
+    pub quorum: Option<u64>,
+}
+
+/// The `config` key.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConfigKey {
+    pub raw: serde_json::Value,
+    pub ttl: Option<u64>,
+    pub loop_wait: Option<u64>,
+    pub retry_timeout: Option<u64>,
+}
+
+/// The `status` key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatusKey {
+    pub optime: Option<u64>,
+}
+
+/// A JSON value that is a non-negative integer, or a string of one (Patroni writes both).
+fn json_u64(value: &serde_json::Value) -> Option<u64> {
+    match value {
+        serde_json::Value::Number(number) => number.as_u64(),
+        serde_json::Value::String(text) => text.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn json_string(value: &serde_json::Value) -> Option<String> {
+    match value {
+        serde_json::Value::String(text) => Some(text.clone()),
+        _ => None,
+    }
+}
+
+/// The keys of `range` under `prefix`, read as Patroni writes them.
+pub fn parse_patroni_keys(prefix: &str, range: &RangeAnswer) -> PatroniKeys {
+    let mut keys = PatroniKeys {
+        revision: range.header.revision,
+        ..PatroniKeys::default()
+    };
+    for kv in &range.kvs {
+        let Some(relative) = kv.key.strip_prefix(prefix.as_bytes()) else {
+            continue;
+        };
+        let relative = String::from_utf8_lossy(relative).into_owned();
+        let text = String::from_utf8_lossy(&kv.value);
+        let json = || serde_json::from_slice::<serde_json::Value>(&kv.value);
+        match relative.as_str() {
+            "leader" => {
+                keys.leader = Some(LeaderKey {
+                    name: text.into_owned(),
+                    lease: kv.lease,
+                    create_revision: kv.create_revision,
+                    mod_revision: kv.mod_revision,
+                });
+            }
+            "initialize" => keys.initialize = Some(text.into_owned()),
+            "sync" => match json() {
+                Ok(value) if value.is_object() => {
+                    keys.sync = Some(SyncKey {
+                        leader: value.get("leader").and_then(json_string),
+                        sync_standby: value.get("sync_standby").and_then(json_string),
+                        quorum: value.get("quorum").and_then(json_u64),
+                    });
+                }
+                _ => keys.notes.push("sync: not a JSON object".into()),
+            },
+            "failsafe" => match json() {
+                Ok(serde_json::Value::Object(map)) => {
+                    let mut failsafe = BTreeMap::new();
+                    for (name, url) in map {
+                        match json_string(&url) {
+                            Some(url) => {
+                                failsafe.insert(name, url);
+                            }
+                            None => keys
+                                .notes
+                                .push(format!("failsafe: the api_url of {name:?} is not a string")),
+                        }
+                    }
+                    keys.failsafe = Some(failsafe);
+                }
+                _ => keys.notes.push("failsafe: not a JSON object".into()),
+            },
+            "config" => match json() {
+                Ok(raw) if raw.is_object() => {
+                    keys.config = Some(ConfigKey {
+                        ttl: raw.get("ttl").and_then(json_u64),
+                        loop_wait: raw.get("loop_wait").and_then(json_u64),
+                        retry_timeout: raw.get("retry_timeout").and_then(json_u64),
+                        raw,
+                    });
+                }
+                _ => keys.notes.push("config: not a JSON object".into()),
+            },
+            "history" => match json() {
+                Ok(serde_json::Value::Array(rows)) => keys.history = Some(rows),
+                _ => keys.notes.push("history: not a JSON array".into()),
+            },
+            "status" => match json() {
+                Ok(value) if value.is_object() => {
+                    keys.status = Some(StatusKey {
+                        optime: value.get("optime").and_then(json_u64),
+                    });
+                }
+                _ => keys.notes.push("status: not a JSON object".into()),
+            },
+            "failover" => match json() {
+                Ok(value) => keys.failover = Some(value),
+                Err(_) if kv.value.is_empty() => keys.failover = Some(serde_json::Value::Null),
+                Err(_) => keys.notes.push("failover: not JSON".into()),
+            },
+            _ => match relative.strip_prefix("members/") {
+                Some(name) if !name.is_empty() && !name.contains('/') => {
+                    keys.members.push(parse_member_key(name, kv));
+                }
+                _ => keys.other_keys.push(relative),
+            },
+        }
+    }
+    for member in &keys.members {
+        if let Some(note) = &member.note {
+            keys.notes.push(format!("members/{}: {note}", member.name));
+        }
+    }
+    keys
+}
+
+/// A `members/<name>` key: what can be read of its JSON value, and a note for the rest.
+fn parse_member_key(name: &str, kv: &KeyValue) -> MemberKey {
+    let mut member = MemberKey {
+        name: name.to_owned(),
+        lease: kv.lease,
+        mod_revision: kv.mod_revision,
+        ..MemberKey::default()
+    };
+    let object = match serde_json::from_slice::<serde_json::Value>(&kv.value) {
+        Ok(serde_json::Value::Object(object)) => object,
+        Ok(_) => {
+            member.note = Some("not a JSON object".into());
+            return member;
+        }
+        Err(error) => {
+            member.note = Some(format!("not JSON ({error})"));
+            return member;
+        }
+    };
+    let mut wrong = Vec::new();
+    let mut string = |field: &str| match object.get(field) {
+        None | Some(serde_json::Value::Null) => None,
+        Some(value) => {
+            let text = json_string(value);
+            if text.is_none() {
+                wrong.push(field.to_owned());
+            }
+            text
+        }
+    };
+    member.conn_url = string("conn_url");
+    member.api_url = string("api_url");
+    member.state = string("state");
+    member.role = string("role");
+    member.replication_state = string("replication_state");
+    member.version = string("version");
+    let mut number = |field: &str| match object.get(field) {
+        None | Some(serde_json::Value::Null) => None,
+        Some(value) => {
+            let number = json_u64(value);
+            if number.is_none() {
+                wrong.push(field.to_owned());
+            }
+            number
+        }
+    };
+    member.timeline = number("timeline");
+    member.xlog_location = number("xlog_location");
+    member.receive_lsn = number("receive_lsn");
+    member.replay_lsn = number("replay_lsn");
+    member.tags = object.get("tags").cloned();
+    if !wrong.is_empty() {
+        member.note = Some(format!("unexpected type of {}", wrong.join(", ")));
+    }
+    member
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixture;
+
+    const VERSIONS: [&str; 4] = ["etcd-3.4", "etcd-3.5", "etcd-3.6", "etcd-3.7"];
+
+    fn at(version: &str, file: &str) -> Vec<u8> {
+        fixture(&format!("{version}/{file}"))
+    }
+
+    #[test]
+    fn status_of_the_captured_3_4_cluster() {
+        let leader = parse_status(&at("etcd-3.4", "status-e1.json")).unwrap();
+        assert_eq!(leader.header.cluster_id, 1_447_350_856_367_944_436);
+        assert_eq!(leader.header.member_id, 9_472_030_171_395_453_087);
+        assert_eq!(leader.header.revision, 56);
+        assert_eq!(leader.header.raft_term, 2);
+        assert_eq!(leader.version, "3.4.23");
+        assert_eq!((leader.db_size, leader.db_size_in_use), (40960, 40960));
+        assert_eq!(leader.leader, Some(9_472_030_171_395_453_087));
+        assert_eq!((leader.raft_index, leader.raft_applied_index), (73, 73));
+        assert!(leader.is_leader() && !leader.is_learner && leader.errors.is_empty());
+        assert_eq!(
+            (leader.storage_version.clone(), leader.db_size_quota),
+            (None, None),
+            "3.4 has neither"
+        );
+        for follower in ["status-e2.json", "status-e3.json"] {
+            let follower = parse_status(&at("etcd-3.4", follower)).unwrap();
+            assert_eq!(follower.leader, leader.leader);
+            assert!(!follower.is_leader());
+        }
+        // e2 and e3 stopped: e1 answers at once, without a leader.
+        let alone = parse_status(&at("etcd-3.4", "no-quorum-status-e1.json")).unwrap();
+        assert_eq!(alone.leader, None);
+        assert!(!alone.is_leader());
+        assert_eq!(alone.errors, ["etcdserver: no leader"]);
+        let full = parse_status(&at("etcd-3.4", "alarm-nospace-status.json")).unwrap();
+        assert_eq!(full.errors, ["memberID:1655852451512655655 alarm:NOSPACE "]);
+        assert_eq!(full.db_size, 573_440);
+        let read_only = parse_status(&at("etcd-3.4", "auth-status-read-only-user.json")).unwrap();
+        assert_eq!(read_only.leader, Some(16_070_565_572_053_692_374));
+    }
+
+    #[test]
+    fn status_of_every_version() {
+        for version in VERSIONS {
+            let statuses: Vec<EndpointStatus> = (1..=3)
+                .map(|n| parse_status(&at(version, &format!("status-e{n}.json"))).unwrap())
+                .collect();
+            let leaders: Vec<bool> = statuses.iter().map(EndpointStatus::is_leader).collect();
+            let expected = if version == "etcd-3.4" {
+                [true, false, false]
+            } else {
+                [false, true, false]
+            };
+            assert_eq!(leaders, expected, "{version}");
+            assert!(statuses
+                .iter()
+                .all(|s| s.leader.is_some() && s.errors.is_empty()));
+            assert!(statuses[0].version.starts_with(&version[5..]), "{version}");
+            let alone = parse_status(&at(version, "no-quorum-status-e1.json")).unwrap();
+            assert_eq!(alone.leader, None, "{version}");
+            assert_eq!(alone.errors, ["etcdserver: no leader"], "{version}");
+        }
+        let v35 = parse_status(&at("etcd-3.5", "status-e3.json")).unwrap();
+        assert_eq!((v35.raft_index, v35.raft_applied_index), (1041, 1040));
+        assert_eq!(
+            (v35.storage_version, v35.db_size_quota, v35.downgrade),
+            (None, None, None)
+        );
+        let v36 = parse_status(&at("etcd-3.6", "status-e2.json")).unwrap();
+        assert_eq!(v36.storage_version.as_deref(), Some("3.6.0"));
+        assert_eq!(v36.db_size_quota, Some(8 << 30));
+        assert_eq!(v36.downgrade, Some(DowngradeInfo::default()));
+        let v37 = parse_status(&at("etcd-3.7", "status-e1.json")).unwrap();
+        assert_eq!(
+            v37.downgrade,
+            Some(DowngradeInfo {
+                enabled: true,
+                target_version: "3.6.0".into()
+            })
+        );
+    }
+
+    #[test]
+    fn member_lists() {
+        for file in [
+            "member-list.json",
+            "one-down-member-list.json",
+            "auth-member-list-read-only-user.json",
+        ] {
+            let list = parse_member_list(&at("etcd-3.4", file)).unwrap();
+            let names: Vec<&str> = list.members.iter().map(|m| m.name.as_str()).collect();
+            assert_eq!(names, ["e3", "e1", "e2"], "{file}");
+            assert_eq!(list.members[1].id, 9_472_030_171_395_453_087);
+            assert_eq!(list.members[1].client_urls, ["http://127.0.0.11:2379"]);
+            assert_eq!(list.members[1].peer_urls, ["http://127.0.0.11:2380"]);
+            assert!(list.members.iter().all(|m| !m.is_learner));
+        }
+        for version in &VERSIONS[1..] {
+            let list = parse_member_list(&at(version, "member-list.json")).unwrap();
+            assert_eq!(list.members.len(), 4, "{version}");
+            let learner = &list.members[3];
+            assert!(
+                learner.is_learner && learner.name.is_empty() && learner.client_urls.is_empty()
+            );
+            assert_eq!(learner.id, 4_418_502_263_717_153_003);
+            assert!(list.members[..3]
+                .iter()
+                .all(|m| !m.is_learner && !m.name.is_empty()));
+        }
+    }
+
+    #[test]
+    fn alarms_of_every_version() {
+        for version in VERSIONS {
+            assert_eq!(parse_alarms(&at(version, "alarm-none.json")).unwrap(), []);
+        }
+        assert_eq!(
+            parse_alarms(&at("etcd-3.4", "alarm-nospace.json")).unwrap(),
+            [Alarm {
+                member_id: 1_655_852_451_512_655_655,
+                alarm: AlarmType::NoSpace
+            }]
+        );
+        for version in &VERSIONS[1..] {
+            let alarms = parse_alarms(&at(version, "alarm-active.json")).unwrap();
+            let types: Vec<&AlarmType> = alarms.iter().map(|a| &a.alarm).collect();
+            assert_eq!(
+                types,
+                [&AlarmType::NoSpace, &AlarmType::Corrupt],
+                "{version}"
+            );
+        }
+        // Numbered enums, an unknown type, and NONE entries (dropped).
+        let odd = br#"{"alarms":[{"memberID":"1","alarm":1},{"memberID":"2","alarm":"SOMETHING"},{"memberID":"3","alarm":"NONE"},{"memberID":"4"}]}"#;
+        assert_eq!(
+            parse_alarms(odd).unwrap(),
+            [
+                Alarm {
+                    member_id: 1,
+                    alarm: AlarmType::NoSpace
+                },
+                Alarm {
+                    member_id: 2,
+                    alarm: AlarmType::Other("SOMETHING".into())
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn the_real_patroni_keys_of_3_4() {
+        let range = parse_range(&at("etcd-3.4", "range-patroni.json")).unwrap();
+        assert_eq!((range.count, range.kvs.len(), range.more), (10, 10, false));
+        assert_eq!(range.header.revision, 56);
+        let keys = parse_patroni_keys("/service/capdemo/", &range);
+        assert_eq!(keys.revision, 56);
+        assert_eq!(
+            keys.leader,
+            Some(LeaderKey {
+                name: "pg2".into(),
+                lease: 8_115_383_331_663_444_237,
+                create_revision: 40,
+                mod_revision: 40
+            })
+        );
+        let names: Vec<&str> = keys.members.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["pg1", "pg2"]);
+        let replica = &keys.members[0];
+        assert_eq!(replica.role.as_deref(), Some("replica"));
+        assert_eq!(replica.state.as_deref(), Some("running"));
+        assert_eq!(
+            replica.api_url.as_deref(),
+            Some("http://127.0.0.21:8008/patroni")
+        );
+        assert_eq!(
+            replica.conn_url.as_deref(),
+            Some("postgres://127.0.0.21:5432/postgres")
+        );
+        assert_eq!(replica.timeline, Some(2));
+        assert_eq!(replica.xlog_location, Some(50_332_512));
+        assert_eq!(replica.replay_lsn, Some(50_332_512));
+        assert_eq!(replica.replication_state.as_deref(), Some("streaming"));
+        assert_eq!(replica.version.as_deref(), Some("4.1.5"));
+        assert_eq!(replica.lease, 842_351_408_436_800_016);
+        assert_eq!(replica.note, None);
+        assert_eq!(keys.members[1].role.as_deref(), Some("primary"));
+        assert_eq!(keys.members[1].lease, keys.leader.as_ref().unwrap().lease);
+        assert_eq!(
+            keys.sync,
+            Some(SyncKey {
+                leader: Some("pg2".into()),
+                sync_standby: Some("pg1".into()),
+                quorum: Some(0)
+            })
+        );
+        let failsafe = keys.failsafe.as_ref().unwrap();
+        assert_eq!(failsafe["pg1"], "http://127.0.0.21:8008/patroni");
+        assert_eq!(failsafe.len(), 2);
+        let config = keys.config.as_ref().unwrap();
+        assert_eq!(
+            (config.ttl, config.loop_wait, config.retry_timeout),
+            (Some(30), Some(10), Some(10))
+        );
+        assert_eq!(
+            config.raw["synchronous_mode"],
+            serde_json::Value::Bool(true)
+        );
+        let history = keys.history.as_ref().unwrap();
+        assert_eq!(history.len(), 1);
+        assert_eq!(history[0][4], "pg2");
+        assert_eq!(keys.initialize.as_deref(), Some("7713377781243908433"));
+        assert_eq!(
+            keys.status,
+            Some(StatusKey {
+                optime: Some(50_332_512)
+            })
+        );
+        assert_eq!(keys.failover, Some(serde_json::json!({})));
+        assert!(
+            keys.other_keys.is_empty() && keys.notes.is_empty(),
+            "{keys:?}"
+        );
+        // The same keys read with the read-only user's token.
+        let with_token = parse_range(&at("etcd-3.4", "auth-range-with-token.json")).unwrap();
+        assert_eq!(
+            parse_patroni_keys("/service/capdemo/", &with_token).members,
+            keys.members
+        );
+        // Without a leader, the member's own copy.
+        let own = parse_range(&at("etcd-3.4", "no-quorum-range-serializable.json")).unwrap();
+        assert_eq!(
+            parse_patroni_keys("/service/capdemo/", &own)
+                .leader
+                .unwrap()
+                .name,
+            "pg2"
+        );
+    }
+
+    #[test]
+    fn patroni_keys_of_every_written_version() {
+        for version in &VERSIONS[1..] {
+            let range = parse_range(&at(version, "range-patroni.json")).unwrap();
+            let keys = parse_patroni_keys(&patroni_prefix("/service/", "batman"), &range);
+            assert_eq!(keys.leader.as_ref().unwrap().name, "pg-b", "{version}");
+            assert_eq!(keys.members.len(), 3);
+            assert_eq!(
+                keys.members[2].tags,
+                Some(serde_json::json!({"nosync": true}))
+            );
+            assert_eq!(keys.members[2].receive_lsn, Some(67_108_992));
+            assert_eq!(keys.history.as_ref().unwrap().len(), 2);
+            assert!(
+                keys.notes.is_empty() && keys.other_keys.is_empty(),
+                "{keys:?}"
+            );
+            // Another cluster's prefix sees none of them.
+            let other = parse_patroni_keys("/service/robin/", &range);
+            assert_eq!(other.leader, None);
+            assert!(other.members.is_empty() && other.other_keys.is_empty());
+        }
+    }
+
+    #[test]
+    fn lease_time_to_live() {
+        let alive = parse_lease_time_to_live(&at("etcd-3.4", "timetolive-leader.json")).unwrap();
+        assert_eq!(
+            (alive.id, alive.ttl, alive.granted_ttl),
+            (8_115_383_331_663_444_237, 28, 30)
+        );
+        assert!(alive.is_alive());
+        let gone = parse_lease_time_to_live(&at("etcd-3.4", "timetolive-expired.json")).unwrap();
+        assert_eq!((gone.id, gone.ttl, gone.granted_ttl), (1, -1, 0));
+        assert!(!gone.is_alive());
+        for version in VERSIONS {
+            let alive = parse_lease_time_to_live(&at(version, "timetolive-leader.json")).unwrap();
+            assert!(
+                alive.is_alive() && alive.ttl <= alive.granted_ttl,
+                "{version}"
+            );
+            let gone = parse_lease_time_to_live(&at(version, "timetolive-expired.json")).unwrap();
+            assert!(!gone.is_alive(), "{version}");
+        }
+    }
+
+    #[test]
+    fn health_and_version() {
+        let healthy = Health {
+            healthy: true,
+            reason: String::new(),
+        };
+        for version in VERSIONS {
+            assert_eq!(parse_health(&at(version, "health.json")).unwrap(), healthy);
+        }
+        for file in ["no-quorum-health.json", "alarm-nospace-health.json"] {
+            assert!(!parse_health(&at("etcd-3.4", file)).unwrap().healthy);
+        }
+        assert!(
+            parse_health(&at("etcd-3.4", "one-down-health.json"))
+                .unwrap()
+                .healthy
+        );
+        let no_leader = parse_health(&at("etcd-3.6", "health-no-leader.json")).unwrap();
+        assert_eq!(
+            (no_leader.healthy, no_leader.reason.as_str()),
+            (false, "RAFT NO LEADER")
+        );
+        assert!(parse_health(br#"{"health":"maybe"}"#).is_err());
+        assert!(parse_health(br#"{"reason":""}"#).is_err());
+        let versions = parse_versions(&at("etcd-3.4", "version.json")).unwrap();
+        assert_eq!(
+            (versions.server.as_str(), versions.cluster.as_str()),
+            ("3.4.23", "3.4.0")
+        );
+        assert_eq!(
+            parse_versions(&at("etcd-3.7", "version.json"))
+                .unwrap()
+                .server,
+            "3.7.1"
+        );
+    }
+
+    #[test]
+    fn auth_answers_of_every_version() {
+        let token = parse_token(&at("etcd-3.4", "auth-authenticate.json")).unwrap();
+        assert_eq!(token.expose(), "PApneuFHyOgeHoRk.97");
+        assert!(!format!("{token:?}").contains("PApneu"));
+        for version in VERSIONS {
+            parse_token(&at(version, "auth-authenticate.json")).unwrap();
+            let expect = |file: &str, code: i64, text: &str| {
+                let error = parse_gateway_error(&at(version, file)).unwrap();
+                assert_eq!((error.code, error.text()), (code, text), "{version}/{file}");
+            };
+            expect(
+                "auth-range-invalid-token.json",
+                16,
+                "etcdserver: invalid auth token",
+            );
+            expect(
+                "auth-range-no-token.json",
+                3,
+                "etcdserver: user name is empty",
+            );
+            expect(
+                "auth-range-permission-denied.json",
+                7,
+                "etcdserver: permission denied",
+            );
+        }
+        let denied =
+            parse_gateway_error(&at("etcd-3.6", "auth-status-permission-denied.json")).unwrap();
+        assert_eq!(
+            (denied.code, denied.error.as_str()),
+            (7, ""),
+            "3.6 has no `error` field"
+        );
+        let wrong =
+            parse_gateway_error(&at("etcd-3.4", "auth-authenticate-wrong-password.json")).unwrap();
+        assert!(wrong.text().contains("authentication failed"));
+        for (file, code) in [
+            ("no-quorum-range.json", 14),
+            ("no-quorum-timetolive.json", 14),
+            ("no-quorum-alarm.json", 2),
+            ("error-invalid-argument.json", 3),
+        ] {
+            assert_eq!(
+                parse_gateway_error(&at("etcd-3.4", file)).unwrap().code,
+                code,
+                "{file}"
+            );
+        }
+        // A token is not an error, nor is an answer.
+        assert_eq!(parse_gateway_error(&at("etcd-3.4", "status-e1.json")), None);
+        assert_eq!(parse_gateway_error(b"Not Found\n"), None);
+        assert!(parse_token(br#"{"header":{}}"#).is_err());
+    }
+
+    #[test]
+    fn hostile_answers_are_errors_not_panics() {
+        for garbage in [&b""[..], b"null", b"[]", b"{", b"\xff\xfe", b"\"status\""] {
+            assert!(parse_status(garbage).is_err(), "{garbage:?}");
+            assert!(parse_member_list(garbage).is_err(), "{garbage:?}");
+            assert!(parse_range(garbage).is_err(), "{garbage:?}");
+            assert!(parse_alarms(garbage).is_err(), "{garbage:?}");
+            assert!(parse_lease_time_to_live(garbage).is_err(), "{garbage:?}");
+            assert!(parse_health(garbage).is_err(), "{garbage:?}");
+        }
+        // Wrong types and out-of-range integers.
+        for body in [
+            &br#"{"dbSize":"lots"}"#[..],
+            br#"{"dbSize":-1}"#,
+            br#"{"leader":{"id":1}}"#,
+            br#"{"header":{"member_id":"18446744073709551616"}}"#,
+            br#"{"errors":"etcdserver: no leader"}"#,
+            br#"{"isLearner":"yes"}"#,
+        ] {
+            assert!(
+                parse_status(body).is_err(),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        // Numbers where etcd sends strings are read; zero values may be missing.
+        let numbers = parse_status(br#"{"dbSize":5,"leader":0,"raftIndex":"7"}"#).unwrap();
+        assert_eq!(
+            (numbers.db_size, numbers.leader, numbers.raft_index),
+            (5, None, 7)
+        );
+        assert_eq!(parse_status(b"{}").unwrap(), EndpointStatus::default());
+        let bad_key = br#"{"kvs":[{"key":"%%%","value":""}]}"#;
+        assert!(matches!(parse_range(bad_key), Err(EtcdError::Decode(_))));
+        let bad_revision = br#"{"kvs":[{"key":"","mod_revision":"x"}]}"#;
+        assert!(parse_range(bad_revision).is_err());
+        assert_eq!(parse_range(b"{}").unwrap(), RangeAnswer::default());
+    }
+
+    fn range_of(pairs: &[(&str, &[u8])]) -> RangeAnswer {
+        RangeAnswer {
+            kvs: pairs
+                .iter()
+                .map(|(key, value)| KeyValue {
+                    key: key.as_bytes().to_vec(),
+                    value: value.to_vec(),
+                    ..KeyValue::default()
+                })
+                .collect(),
+            ..RangeAnswer::default()
+        }
+    }
+
+    #[test]
+    fn a_malformed_key_does_not_fail_the_others() {
+        let range = range_of(&[
+            ("/service/x/leader", b"pg1"),
+            (
+                "/service/x/members/pg1",
+                br#"{"role":"primary","timeline":"7","xlog_location":true,"api_url":3}"#,
+            ),
+            ("/service/x/members/pg2", b"not json"),
+            ("/service/x/members/pg3", b"[1,2]"),
+            (
+                "/service/x/members/pg4",
+                br#"{"role":"replica","surprise":{"a":1}}"#,
+            ),
+            ("/service/x/members/", b"{}"),
+            ("/service/x/sync", b"[]"),
+            (
+                "/service/x/failsafe",
+                br#"{"pg1":"http://a/patroni","pg2":5}"#,
+            ),
+            ("/service/x/config", br#"{"ttl":"30","loop_wait":"ten"}"#),
+            ("/service/x/history", b"{}"),
+            ("/service/x/status", br#"{"optime":"12"}"#),
+            ("/service/x/failover", b""),
+            ("/service/x/optime/leader", b"100"),
+            ("/service/y/leader", b"other"),
+        ]);
+        let keys = parse_patroni_keys("/service/x/", &range);
+        assert_eq!(keys.leader.as_ref().unwrap().name, "pg1");
+        let names: Vec<&str> = keys.members.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["pg1", "pg2", "pg3", "pg4"]);
+        let pg1 = &keys.members[0];
+        assert_eq!(
+            (pg1.role.as_deref(), pg1.timeline),
+            (Some("primary"), Some(7))
+        );
+        assert_eq!((pg1.xlog_location, pg1.api_url.as_deref()), (None, None));
+        assert_eq!(
+            pg1.note.as_deref(),
+            Some("unexpected type of api_url, xlog_location")
+        );
+        assert!(keys.members[1]
+            .note
+            .as_deref()
+            .unwrap()
+            .starts_with("not JSON"));
+        assert_eq!(keys.members[2].note.as_deref(), Some("not a JSON object"));
+        assert_eq!(
+            (keys.members[3].role.as_deref(), &keys.members[3].note),
+            (Some("replica"), &None)
+        );
+        assert_eq!(keys.sync, None);
+        assert_eq!(keys.failsafe.as_ref().unwrap().len(), 1);
+        let config = keys.config.as_ref().unwrap();
+        assert_eq!((config.ttl, config.loop_wait), (Some(30), None));
+        assert_eq!(keys.history, None);
+        assert_eq!(keys.status, Some(StatusKey { optime: Some(12) }));
+        assert_eq!(keys.failover, Some(serde_json::Value::Null));
+        assert_eq!(keys.other_keys, ["members/", "optime/leader"]);
+        assert_eq!(
+            keys.notes,
+            [
+                "sync: not a JSON object",
+                "failsafe: the api_url of \"pg2\" is not a string",
+                "history: not a JSON array",
+                "members/pg1: unexpected type of api_url, xlog_location",
+                "members/pg2: not JSON (expected ident at line 1 column 2)",
+                "members/pg3: not a JSON object",
+            ]
+        );
+    }
+
+    #[test]
+    fn prefixes() {
+        assert_eq!(patroni_prefix("/service/", "batman"), "/service/batman/");
+        assert_eq!(patroni_prefix("service", "batman"), "/service/batman/");
+        assert_eq!(patroni_prefix("//a//", "b/"), "/a/b/");
+        assert_eq!(prefix_range_end(b"/service/capdemo/"), b"/service/capdemo0");
+        assert_eq!(prefix_range_end(b"a\xff"), b"b");
+        assert_eq!(prefix_range_end(b"\xff\xff"), b"\0");
+        assert_eq!(prefix_range_end(b""), b"\0");
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn random_bytes_never_panic(body in proptest::collection::vec(any::<u8>(), 0..512)) {
+                let _ = parse_status(&body);
+                let _ = parse_member_list(&body);
+                let _ = parse_alarms(&body);
+                let _ = parse_lease_time_to_live(&body);
+                let _ = parse_health(&body);
+                let _ = parse_gateway_error(&body);
+                if let Ok(range) = parse_range(&body) {
+                    let _ = parse_patroni_keys("/service/x/", &range);
+                }
+            }
+
+            #[test]
+            fn any_member_value_is_kept(value in proptest::collection::vec(any::<u8>(), 0..256)) {
+                let range = range_of(&[("/p/members/m", &value)]);
+                let keys = parse_patroni_keys("/p/", &range);
+                prop_assert_eq!(keys.members.len(), 1);
+            }
+        }
+    }
+}

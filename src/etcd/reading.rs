@@ -1,0 +1,460 @@
+//! One reading of an etcd cluster: what the poller asks of the etcd source each poll.
+//!
+//! Every endpoint is asked its `Status`, concurrently, each with its round trip; when
+//! `Status` is refused to the configured user (etcd 3.6.0–3.6.9 answer it to root only),
+//! that endpoint's `/health` is asked instead, so that the reading still says whether the
+//! member has a leader, and says which fact it could not read. The facts of the whole
+//! cluster (members, alarms, Patroni's keys, the leader key's lease) are asked of one
+//! endpoint: the first that says it is the leader, as soon as it says so; else, once every
+//! endpoint answered or failed, the best of the others.
+//!
+//! When no endpoint knows a leader, the member list and the keys are read from the chosen
+//! member's own copy (serializable), which it serves without a leader; the alarms and the
+//! lease are then not asked, since etcd would only hold those requests until the deadline
+//! waiting for a leader (7 s on 3.4.23, measured). Every fact keeps its own `Result`: the
+//! caller says which facts could not be read and why. No judgement here (quorum, lag): that
+//! is the snapshot's.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::time::Instant;
+use url::Url;
+
+use super::client::{EtcdClient, Timed};
+use super::model::{
+    parse_patroni_keys, Alarm, EndpointStatus, Health, LeaseTimeToLive, MemberList, PatroniKeys,
+};
+use super::EtcdError;
+use crate::error_kind::ErrorKind;
+
+/// One reading of a cluster: each endpoint's own answer, and the cluster's facts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EtcdReading {
+    /// One per endpoint asked, in the order given.
+    pub endpoints: Vec<EndpointReading>,
+    /// `None` when no endpoint answered at all (nothing else was asked).
+    pub facts: Option<ClusterFacts>,
+}
+
+/// What one endpoint said of itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndpointReading {
+    pub endpoint: Url,
+    pub status: Result<Timed<EndpointStatus>, EtcdError>,
+    /// `/health`, asked only when `status` was refused to the user (`auth`, `forbidden`).
+    pub health: Option<Result<Health, EtcdError>>,
+}
+
+impl EndpointReading {
+    /// Whether the member says it has a leader: from its status, else from its health;
+    /// `None` when it said neither.
+    pub fn knows_leader(&self) -> Option<bool> {
+        match (&self.status, &self.health) {
+            (Ok(status), _) => Some(status.value.leader.is_some()),
+            (Err(_), Some(Ok(health))) => Some(health.healthy),
+            _ => None,
+        }
+    }
+
+    /// Whether the member says it is the leader itself.
+    pub fn is_leader(&self) -> bool {
+        self.status
+            .as_ref()
+            .is_ok_and(|status| status.value.is_leader())
+    }
+}
+
+/// The facts of the whole cluster, as one endpoint gave them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterFacts {
+    /// The endpoint asked.
+    pub source: Url,
+    /// Whether the source knew a leader, so that the member list and keys were read
+    /// linearizably (through the leader); when false they are the source's own copy.
+    pub linearizable: bool,
+    pub members: Result<MemberList, EtcdError>,
+    /// `None`: not asked (no leader known).
+    pub alarms: Option<Result<Vec<Alarm>, EtcdError>>,
+    /// Patroni's keys under the prefix.
+    pub keys: Result<PatroniKeys, EtcdError>,
+    /// The lease of the `leader` key. `None`: not asked (no leader known, the keys could not
+    /// be read, there is no leader key, or it has no lease).
+    pub leader_lease: Option<Result<LeaseTimeToLive, EtcdError>>,
+}
+
+/// How well an endpoint can serve the cluster's facts; higher is better.
+fn rank(reading: &EndpointReading) -> Option<u8> {
+    if reading.is_leader() {
+        return Some(3);
+    }
+    match (&reading.status, reading.knows_leader()) {
+        (Ok(_), Some(true)) => Some(2),
+        (Err(_), Some(true)) => Some(1),
+        (_, Some(false)) => Some(0),
+        (_, None) => None,
+    }
+}
+
+/// One reading of the cluster behind `endpoints`, with Patroni's keys under `prefix`
+/// ([`super::patroni_prefix`]). Every request ends by `deadline` (or the client's timeout,
+/// when that comes first); so does the reading, but for the parsing.
+pub async fn read_cluster(
+    client: &EtcdClient,
+    endpoints: &[Url],
+    prefix: &str,
+    deadline: Instant,
+) -> EtcdReading {
+    type FactsFuture<'a> = Pin<Box<dyn Future<Output = ClusterFacts> + Send + 'a>>;
+    let mut pending: FuturesUnordered<_> =
+        endpoints
+            .iter()
+            .enumerate()
+            .map(|(index, endpoint)| async move {
+                (index, read_endpoint(client, endpoint, deadline).await)
+            })
+            .collect();
+    let mut readings: Vec<Option<EndpointReading>> = vec![None; endpoints.len()];
+    let mut facts_started: Option<FactsFuture<'_>> = None;
+    let mut facts: Option<ClusterFacts> = None;
+    while !pending.is_empty() {
+        tokio::select! {
+            Some((index, reading)) = pending.next() => {
+                if facts_started.is_none() && reading.is_leader() {
+                    let source = reading.endpoint.clone();
+                    facts_started = Some(Box::pin(read_facts(client, source, true, prefix, deadline)));
+                }
+                readings[index] = Some(reading);
+            }
+            done = async { facts_started.as_mut().expect("guarded by the condition").await },
+                if facts_started.is_some() && facts.is_none() => {
+                facts = Some(done);
+            }
+        }
+    }
+    let readings: Vec<EndpointReading> = readings.into_iter().flatten().collect();
+    let facts = match (facts, facts_started) {
+        (Some(facts), _) => Some(facts),
+        (None, Some(started)) => Some(started.await),
+        (None, None) => {
+            // The best endpoint, the first of equals.
+            let best = readings
+                .iter()
+                .filter_map(|reading| rank(reading).map(|rank| (rank, reading)))
+                .fold(
+                    None,
+                    |best: Option<(u8, &EndpointReading)>, (rank, reading)| match best {
+                        Some((best_rank, _)) if best_rank >= rank => best,
+                        _ => Some((rank, reading)),
+                    },
+                );
+            match best {
+                Some((rank, reading)) => Some(
+                    read_facts(
+                        client,
+                        reading.endpoint.clone(),
+                        rank >= 1,
+                        prefix,
+                        deadline,
+                    )
+                    .await,
+                ),
+                None => None,
+            }
+        }
+    };
+    EtcdReading {
+        endpoints: readings,
+        facts,
+    }
+}
+
+/// One endpoint's status, and its health when the status was refused to the user.
+async fn read_endpoint(client: &EtcdClient, endpoint: &Url, deadline: Instant) -> EndpointReading {
+    let status = client.status(endpoint, deadline).await;
+    let health = match &status {
+        Err(error) if matches!(error.kind(), ErrorKind::Auth | ErrorKind::Forbidden) => {
+            Some(client.health(endpoint, deadline).await)
+        }
+        _ => None,
+    };
+    EndpointReading {
+        endpoint: endpoint.clone(),
+        status,
+        health,
+    }
+}
+
+/// The cluster's facts from `source`: linearizable reads, alarms and the leader's lease when
+/// a leader is known; the source's own copy of members and keys otherwise.
+async fn read_facts(
+    client: &EtcdClient,
+    source: Url,
+    leader_known: bool,
+    prefix: &str,
+    deadline: Instant,
+) -> ClusterFacts {
+    let members = client.member_list(&source, leader_known, deadline);
+    let alarms = async {
+        if leader_known {
+            Some(client.alarms(&source, deadline).await)
+        } else {
+            None
+        }
+    };
+    let keys_and_lease = async {
+        let keys = client
+            .range_prefix(&source, prefix.as_bytes(), !leader_known, deadline)
+            .await
+            .map(|range| parse_patroni_keys(prefix, &range));
+        let lease = match &keys {
+            Ok(keys) if leader_known => keys
+                .leader
+                .as_ref()
+                .map(|leader| leader.lease)
+                .filter(|lease| *lease != 0),
+            _ => None,
+        };
+        let leader_lease = match lease {
+            Some(lease) => Some(client.lease_time_to_live(&source, lease, deadline).await),
+            None => None,
+        };
+        (keys, leader_lease)
+    };
+    let (members, alarms, (keys, leader_lease)) = tokio::join!(members, alarms, keys_and_lease);
+    ClusterFacts {
+        source,
+        linearizable: leader_known,
+        members,
+        alarms,
+        keys,
+        leader_lease,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::etcd::fake::{FakeEtcd, Reply};
+    use crate::etcd::{EtcdSettings, LeaseTimeToLive};
+    use crate::fixture;
+
+    const PREFIX: &str = "/service/capdemo/";
+
+    fn client() -> EtcdClient {
+        EtcdClient::new(EtcdSettings::default(), Duration::from_secs(5)).unwrap()
+    }
+
+    /// A fake serving the captured 3.4.23 answers, with `status` as its status.
+    async fn member(status: &str) -> FakeEtcd {
+        let fake = FakeEtcd::start("127.0.0.1").await;
+        for (path, file) in [
+            ("/v3/maintenance/status", status),
+            ("/v3/cluster/member/list", "etcd-3.4/member-list.json"),
+            ("/v3/maintenance/alarm", "etcd-3.4/alarm-none.json"),
+            ("/v3/kv/range", "etcd-3.4/range-patroni.json"),
+            ("/v3/lease/timetolive", "etcd-3.4/timetolive-leader.json"),
+            ("/health", "etcd-3.4/health.json"),
+        ] {
+            fake.route(path, Reply::ok(fixture(file)));
+        }
+        fake
+    }
+
+    fn asked(fake: &FakeEtcd) -> Vec<String> {
+        fake.requests().into_iter().map(|r| r.path).collect()
+    }
+
+    #[tokio::test]
+    async fn the_leader_gives_the_cluster_facts() {
+        // The leader listed last: the facts still come from it.
+        let fakes = [
+            member("etcd-3.4/status-e2.json").await,
+            member("etcd-3.4/status-e3.json").await,
+            member("etcd-3.4/status-e1.json").await,
+        ];
+        let endpoints: Vec<Url> = fakes.iter().map(FakeEtcd::url).collect();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let reading = read_cluster(&client(), &endpoints, PREFIX, deadline).await;
+        let order: Vec<&Url> = reading.endpoints.iter().map(|e| &e.endpoint).collect();
+        assert_eq!(
+            order,
+            endpoints.iter().collect::<Vec<_>>(),
+            "in the order given"
+        );
+        assert!(reading
+            .endpoints
+            .iter()
+            .all(|e| e.status.is_ok() && e.health.is_none()));
+        let leaders: Vec<bool> = reading
+            .endpoints
+            .iter()
+            .map(EndpointReading::is_leader)
+            .collect();
+        assert_eq!(leaders, [false, false, true]);
+        let facts = reading.facts.as_ref().unwrap();
+        assert_eq!(facts.source, endpoints[2]);
+        assert!(facts.linearizable);
+        assert_eq!(facts.members.as_ref().unwrap().members.len(), 3);
+        assert_eq!(facts.alarms, Some(Ok(vec![])));
+        let keys = facts.keys.as_ref().unwrap();
+        assert_eq!(keys.leader.as_ref().unwrap().name, "pg2");
+        assert_eq!(
+            facts.leader_lease,
+            Some(Ok(LeaseTimeToLive {
+                id: 8_115_383_331_663_444_237,
+                ttl: 28,
+                granted_ttl: 30
+            }))
+        );
+        assert_eq!(asked(&fakes[0]), ["/v3/maintenance/status"]);
+        assert_eq!(asked(&fakes[1]), ["/v3/maintenance/status"]);
+        let mut from_leader = asked(&fakes[2]);
+        from_leader.sort();
+        assert_eq!(
+            from_leader,
+            [
+                "/v3/cluster/member/list",
+                "/v3/kv/range",
+                "/v3/lease/timetolive",
+                "/v3/maintenance/alarm",
+                "/v3/maintenance/status",
+            ]
+        );
+        assert_eq!(reading.clone(), reading);
+    }
+
+    #[tokio::test]
+    async fn a_refused_status_falls_back_to_health() {
+        // etcd 3.6.0–3.6.9: Status for root only.
+        let fakes = [
+            member("etcd-3.4/status-e1.json").await,
+            member("etcd-3.4/status-e1.json").await,
+        ];
+        for fake in &fakes {
+            fake.route(
+                "/v3/maintenance/status",
+                Reply::Answer(403, fixture("etcd-3.6/auth-status-permission-denied.json")),
+            );
+        }
+        fakes[1].route(
+            "/health",
+            Reply::Answer(503, fixture("etcd-3.6/health-no-leader.json")),
+        );
+        let endpoints: Vec<Url> = fakes.iter().map(FakeEtcd::url).collect();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let reading = read_cluster(&client(), &endpoints, PREFIX, deadline).await;
+        for endpoint in &reading.endpoints {
+            assert_eq!(
+                endpoint.status.as_ref().unwrap_err().kind(),
+                ErrorKind::Forbidden
+            );
+        }
+        assert_eq!(reading.endpoints[0].knows_leader(), Some(true));
+        assert_eq!(reading.endpoints[1].knows_leader(), Some(false));
+        assert_eq!(
+            reading.endpoints[1]
+                .health
+                .as_ref()
+                .unwrap()
+                .as_ref()
+                .unwrap()
+                .reason,
+            "RAFT NO LEADER"
+        );
+        let facts = reading.facts.unwrap();
+        assert_eq!(facts.source, endpoints[0], "the one that has a leader");
+        assert!(facts.linearizable && facts.keys.is_ok() && facts.leader_lease.is_some());
+        assert_eq!(asked(&fakes[1]), ["/v3/maintenance/status", "/health"]);
+    }
+
+    #[tokio::test]
+    async fn without_a_leader_the_own_copy_is_read_and_nothing_waits_for_one() {
+        let fakes = [
+            member("etcd-3.4/no-quorum-status-e1.json").await,
+            member("etcd-3.4/no-quorum-status-e1.json").await,
+        ];
+        fakes[0].route("/v3/maintenance/alarm", Reply::Hang);
+        fakes[0].route("/v3/lease/timetolive", Reply::Hang);
+        fakes[0].route(
+            "/v3/kv/range",
+            Reply::ok(fixture("etcd-3.4/no-quorum-range-serializable.json")),
+        );
+        let endpoints: Vec<Url> = fakes.iter().map(FakeEtcd::url).collect();
+        let started = Instant::now();
+        let reading = read_cluster(
+            &client(),
+            &endpoints,
+            PREFIX,
+            started + Duration::from_secs(5),
+        )
+        .await;
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        let facts = reading.facts.unwrap();
+        assert_eq!(facts.source, endpoints[0]);
+        assert!(!facts.linearizable);
+        assert_eq!((facts.alarms, facts.leader_lease), (None, None));
+        assert_eq!(facts.keys.unwrap().leader.unwrap().name, "pg2");
+        let bodies: Vec<(String, String)> = fakes[0]
+            .requests()
+            .into_iter()
+            .filter(|r| r.path != "/v3/maintenance/status")
+            .map(|r| (r.path, r.body))
+            .collect();
+        assert!(bodies.contains(&("/v3/cluster/member/list".into(), "{}".into())));
+        assert!(bodies
+            .iter()
+            .any(|(path, body)| path == "/v3/kv/range" && body.contains(r#""serializable":true"#)));
+    }
+
+    #[tokio::test]
+    async fn a_hung_member_costs_its_own_status_only() {
+        let leader = member("etcd-3.4/status-e1.json").await;
+        let hung = member("etcd-3.4/status-e2.json").await;
+        hung.route("/v3/maintenance/status", Reply::Hang);
+        let endpoints = [hung.url(), leader.url()];
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(800);
+        let reading = read_cluster(&client(), &endpoints, PREFIX, deadline).await;
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(800) && took < Duration::from_secs(3),
+            "{took:?}"
+        );
+        assert_eq!(
+            reading.endpoints[0].status.as_ref().unwrap_err().kind(),
+            ErrorKind::Timeout
+        );
+        let facts = reading.facts.unwrap();
+        assert_eq!(facts.source, endpoints[1]);
+        assert!(facts.keys.is_ok() && facts.members.is_ok());
+        assert!(matches!(facts.leader_lease, Some(Ok(_))));
+    }
+
+    #[tokio::test]
+    async fn nothing_is_asked_of_a_cluster_that_never_answered() {
+        let closed: Vec<Url> = (0..2)
+            .map(|_| {
+                let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                Url::parse(&format!("http://{}", listener.local_addr().unwrap())).unwrap()
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let reading = read_cluster(&client(), &closed, PREFIX, deadline).await;
+        assert_eq!(reading.facts, None);
+        assert!(reading
+            .endpoints
+            .iter()
+            .all(
+                |e| e.status.as_ref().unwrap_err().kind() == ErrorKind::Connect
+                    && e.knows_leader().is_none()
+            ));
+    }
+}
