@@ -197,6 +197,17 @@ pub fn transport_failure(error: &reqwest::Error) -> ErrorKind {
     }
 }
 
+/// Whether a connect failed because nothing listens on the port (the host answered with a
+/// reset): the process is down, as opposed to a host that cannot be reached. The quorum
+/// verdicts count such members as evidence of a loss; a timeout is none.
+pub fn connection_refused(error: &reqwest::Error) -> bool {
+    causes(error).any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+    })
+}
+
 /// An error and its causes, outermost first, including the error an `io::Error` wraps:
 /// `io::Error::source` skips that one (it returns the wrapped error's own source), and
 /// rustls' errors reach hyper wrapped in an `io::Error` by tokio-rustls.

@@ -249,17 +249,10 @@ impl EtcdSettings {
     /// Patroni's default `namespace`.
     pub const DEFAULT_NAMESPACE: &'static str = "/service";
 
-    /// The prefix of the keys of cluster `scope`, as Patroni builds it (`AbstractDCS`:
-    /// `/` + namespace + `/` + scope, repeated slashes collapsed) with the trailing `/`.
+    /// The prefix of the keys of cluster `scope`, as Patroni builds it
+    /// ([`crate::etcd::patroni_prefix`]).
     pub fn prefix(&self, scope: &str) -> String {
-        let joined = format!("/{}/{scope}/", self.namespace);
-        let mut prefix = String::with_capacity(joined.len());
-        for c in joined.chars() {
-            if !(c == '/' && prefix.ends_with('/')) {
-                prefix.push(c);
-            }
-        }
-        prefix
+        crate::etcd::patroni_prefix(&self.namespace, scope)
     }
 
     /// Whether what etcd says reached the exporter over an authenticated channel: https

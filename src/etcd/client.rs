@@ -27,7 +27,10 @@ use super::model::{
 };
 use super::EtcdError;
 use crate::error_kind::ErrorKind;
-use crate::http::{build_client, read_body, transport_failure, BodyError, TlsFiles, TlsSettings};
+use crate::http::{
+    build_client, connection_refused, read_body, transport_failure, BodyError, TlsFiles,
+    TlsSettings,
+};
 use crate::secret::Secret;
 
 /// How to reach one etcd cluster.
@@ -458,6 +461,9 @@ impl EtcdClient {
         match transport_failure(&error) {
             ErrorKind::Timeout => EtcdError::Timeout(self.inner.timeout),
             ErrorKind::Tls => EtcdError::Tls(Arc::new(error)),
+            ErrorKind::Connect if connection_refused(&error) => {
+                EtcdError::ConnectionRefused(Arc::new(error))
+            }
             ErrorKind::Connect => EtcdError::Connect(Arc::new(error)),
             _ => EtcdError::Transport(Arc::new(error)),
         }
@@ -903,7 +909,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_closed_port_is_a_connect_error() {
+    async fn a_closed_port_is_a_refused_connection() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = Url::parse(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
         drop(listener);
@@ -911,7 +917,7 @@ mod tests {
             .status(&url, soon())
             .await
             .unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::Connect, "{error:?}");
+        assert_eq!(error.kind(), ErrorKind::Refused, "{error:?}");
     }
 
     #[test]

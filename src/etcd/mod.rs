@@ -42,9 +42,12 @@ pub use reading::{read_cluster, ClusterFacts, EndpointReading, EtcdReading};
 /// all its causes. Never holds a password or a token: etcd's own messages name neither.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum EtcdError {
-    /// The TCP connection could not be made (refused, unreachable, DNS).
+    /// The TCP connection could not be made (unreachable, DNS).
     #[error("{}", ErrorKind::Connect)]
     Connect(#[source] Arc<reqwest::Error>),
+    /// Nothing listens on the endpoint's port: the member's process is down.
+    #[error("{}", ErrorKind::Refused)]
+    ConnectionRefused(#[source] Arc<reqwest::Error>),
     /// No complete answer in time: the request's timeout or the caller's deadline.
     #[error("timeout after {0:?}")]
     Timeout(std::time::Duration),
@@ -116,6 +119,7 @@ impl EtcdError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             EtcdError::Connect(_) => ErrorKind::Connect,
+            EtcdError::ConnectionRefused(_) => ErrorKind::Refused,
             EtcdError::Timeout(_) => ErrorKind::Timeout,
             EtcdError::Tls(_) => ErrorKind::Tls,
             EtcdError::Transport(_) => ErrorKind::Transport,

@@ -77,8 +77,9 @@ pub struct ClusterFacts {
     pub members: Result<MemberList, EtcdError>,
     /// `None`: not asked (no leader known).
     pub alarms: Option<Result<Vec<Alarm>, EtcdError>>,
-    /// Patroni's keys under the prefix.
-    pub keys: Result<PatroniKeys, EtcdError>,
+    /// Patroni's keys under the prefix; `None`: not asked (the cluster's scope is not known
+    /// yet).
+    pub keys: Option<Result<PatroniKeys, EtcdError>>,
     /// The lease of the `leader` key. `None`: not asked (no leader known, the keys could not
     /// be read, there is no leader key, or it has no lease).
     pub leader_lease: Option<Result<LeaseTimeToLive, EtcdError>>,
@@ -98,12 +99,13 @@ fn rank(reading: &EndpointReading) -> Option<u8> {
 }
 
 /// One reading of the cluster behind `endpoints`, with Patroni's keys under `prefix`
-/// ([`super::patroni_prefix`]). Every request ends by `deadline` (or the client's timeout,
+/// ([`super::patroni_prefix`]); without a prefix (the cluster's scope is not known yet) the
+/// keys are not asked. Every request ends by `deadline` (or the client's timeout,
 /// when that comes first); so does the reading, but for the parsing.
 pub async fn read_cluster(
     client: &EtcdClient,
     endpoints: &[Url],
-    prefix: &str,
+    prefix: Option<&str>,
     deadline: Instant,
 ) -> EtcdReading {
     type FactsFuture<'a> = Pin<Box<dyn Future<Output = ClusterFacts> + Send + 'a>>;
@@ -192,7 +194,7 @@ async fn read_facts(
     client: &EtcdClient,
     source: Url,
     leader_known: bool,
-    prefix: &str,
+    prefix: Option<&str>,
     deadline: Instant,
 ) -> ClusterFacts {
     let members = client.member_list(&source, leader_known, deadline);
@@ -204,12 +206,17 @@ async fn read_facts(
         }
     };
     let keys_and_lease = async {
-        let keys = client
-            .range_prefix(&source, prefix.as_bytes(), !leader_known, deadline)
-            .await
-            .map(|range| parse_patroni_keys(prefix, &range));
+        let keys = match prefix {
+            Some(prefix) => Some(
+                client
+                    .range_prefix(&source, prefix.as_bytes(), !leader_known, deadline)
+                    .await
+                    .map(|range| parse_patroni_keys(prefix, &range)),
+            ),
+            None => None,
+        };
         let lease = match &keys {
-            Ok(keys) if leader_known => keys
+            Some(Ok(keys)) if leader_known => keys
                 .leader
                 .as_ref()
                 .map(|leader| leader.lease)
@@ -278,7 +285,7 @@ mod tests {
         ];
         let endpoints: Vec<Url> = fakes.iter().map(FakeEtcd::url).collect();
         let deadline = Instant::now() + Duration::from_secs(5);
-        let reading = read_cluster(&client(), &endpoints, PREFIX, deadline).await;
+        let reading = read_cluster(&client(), &endpoints, Some(PREFIX), deadline).await;
         let order: Vec<&Url> = reading.endpoints.iter().map(|e| &e.endpoint).collect();
         assert_eq!(
             order,
@@ -300,7 +307,7 @@ mod tests {
         assert!(facts.linearizable);
         assert_eq!(facts.members.as_ref().unwrap().members.len(), 3);
         assert_eq!(facts.alarms, Some(Ok(vec![])));
-        let keys = facts.keys.as_ref().unwrap();
+        let keys = facts.keys.as_ref().unwrap().as_ref().unwrap();
         assert_eq!(keys.leader.as_ref().unwrap().name, "pg2");
         assert_eq!(
             facts.leader_lease,
@@ -346,7 +353,7 @@ mod tests {
         );
         let endpoints: Vec<Url> = fakes.iter().map(FakeEtcd::url).collect();
         let deadline = Instant::now() + Duration::from_secs(5);
-        let reading = read_cluster(&client(), &endpoints, PREFIX, deadline).await;
+        let reading = read_cluster(&client(), &endpoints, Some(PREFIX), deadline).await;
         for endpoint in &reading.endpoints {
             assert_eq!(
                 endpoint.status.as_ref().unwrap_err().kind(),
@@ -367,7 +374,11 @@ mod tests {
         );
         let facts = reading.facts.unwrap();
         assert_eq!(facts.source, endpoints[0], "the one that has a leader");
-        assert!(facts.linearizable && facts.keys.is_ok() && facts.leader_lease.is_some());
+        assert!(
+            facts.linearizable
+                && facts.keys.as_ref().is_some_and(Result::is_ok)
+                && facts.leader_lease.is_some()
+        );
         assert_eq!(asked(&fakes[1]), ["/v3/maintenance/status", "/health"]);
     }
 
@@ -388,7 +399,7 @@ mod tests {
         let reading = read_cluster(
             &client(),
             &endpoints,
-            PREFIX,
+            Some(PREFIX),
             started + Duration::from_secs(5),
         )
         .await;
@@ -401,7 +412,7 @@ mod tests {
         assert_eq!(facts.source, endpoints[0]);
         assert!(!facts.linearizable);
         assert_eq!((facts.alarms, facts.leader_lease), (None, None));
-        assert_eq!(facts.keys.unwrap().leader.unwrap().name, "pg2");
+        assert_eq!(facts.keys.unwrap().unwrap().leader.unwrap().name, "pg2");
         let bodies: Vec<(String, String)> = fakes[0]
             .requests()
             .into_iter()
@@ -422,7 +433,7 @@ mod tests {
         let endpoints = [hung.url(), leader.url()];
         let started = Instant::now();
         let deadline = started + Duration::from_millis(800);
-        let reading = read_cluster(&client(), &endpoints, PREFIX, deadline).await;
+        let reading = read_cluster(&client(), &endpoints, Some(PREFIX), deadline).await;
         let took = started.elapsed();
         assert!(
             took >= Duration::from_millis(800) && took < Duration::from_secs(3),
@@ -434,7 +445,7 @@ mod tests {
         );
         let facts = reading.facts.unwrap();
         assert_eq!(facts.source, endpoints[1]);
-        assert!(facts.keys.is_ok() && facts.members.is_ok());
+        assert!(facts.keys.as_ref().is_some_and(Result::is_ok) && facts.members.is_ok());
         assert!(matches!(facts.leader_lease, Some(Ok(_))));
     }
 
@@ -447,13 +458,13 @@ mod tests {
             })
             .collect();
         let deadline = Instant::now() + Duration::from_secs(5);
-        let reading = read_cluster(&client(), &closed, PREFIX, deadline).await;
+        let reading = read_cluster(&client(), &closed, Some(PREFIX), deadline).await;
         assert_eq!(reading.facts, None);
         assert!(reading
             .endpoints
             .iter()
             .all(
-                |e| e.status.as_ref().unwrap_err().kind() == ErrorKind::Connect
+                |e| e.status.as_ref().unwrap_err().kind() == ErrorKind::Refused
                     && e.knows_leader().is_none()
             ));
     }

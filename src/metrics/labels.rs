@@ -69,6 +69,16 @@ label_sets! {
     StandbySourceLabels { scope, source_scope };
     /// A cluster and the kind of its DCS (`raft`, `etcd`).
     DcsLabels { scope, dcs };
+    /// An etcd endpoint of a cluster, by its URL.
+    EtcdEndpointLabels { scope, endpoint };
+    /// An etcd endpoint and the member answering there.
+    EtcdEndpointMemberLabels { scope, endpoint, member };
+    /// An etcd endpoint, its member and the member's etcd version.
+    EtcdMemberInfoLabels { scope, endpoint, member, version };
+    /// A cluster and one etcd alarm (`NOSPACE`, `CORRUPT`).
+    AlarmLabels { scope, alarm };
+    /// A cluster and one fact asked of its DCS.
+    FactLabels { scope, fact };
     /// A cluster and the evidence its quorum verdict rests on.
     EvidenceLabels { scope, evidence };
     /// A cluster and one reason why voters gave no status.
@@ -140,6 +150,9 @@ macro_rules! extended_by {
 extended_by! {
     ScopeLabels { scope } => {
         dcs: DcsLabels,
+        endpoint: EtcdEndpointLabels,
+        alarm: AlarmLabels,
+        fact: FactLabels,
         evidence: EvidenceLabels,
         reason: UnansweredLabels,
         mode: SynchronousModeLabels,
@@ -158,6 +171,12 @@ extended_by! {
     }
     MemberSettingLabels { scope, member, setting } => {
         source: MemberSettingSourceLabels,
+    }
+    EtcdEndpointLabels { scope, endpoint } => {
+        member: EtcdEndpointMemberLabels,
+    }
+    EtcdEndpointMemberLabels { scope, endpoint, member } => {
+        version: EtcdMemberInfoLabels,
     }
     NodeLabels { scope, node } => {
         state: NodeStateLabels,

@@ -30,6 +30,7 @@
 //! whole exposition (tens of megabytes for a large fleet) in memory.
 
 mod dcs_families;
+mod etcd_families;
 pub mod exposition;
 mod failover_families;
 mod families;
@@ -62,6 +63,7 @@ fn encode_families(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]
     failover_families::encode(writer, snapshots)?;
     dcs_families::encode(writer, snapshots)?;
     raft_families::encode(writer, snapshots)?;
+    etcd_families::encode(writer, snapshots)?;
     split_families::encode(writer, snapshots)?;
     margin_families::encode(writer, snapshots)?;
     standby_families::encode(writer, snapshots)?;
@@ -79,6 +81,7 @@ static CATALOG: LazyLock<Catalog> = LazyLock::new(|| {
             failover_families::FAMILIES,
             dcs_families::FAMILIES,
             raft_families::FAMILIES,
+            etcd_families::FAMILIES,
             split_families::FAMILIES,
             margin_families::FAMILIES,
             standby_families::FAMILIES,

@@ -64,6 +64,11 @@ impl Deadline {
         tokio::time::timeout_at(self.at, query).await.ok()
     }
 
+    /// The instant itself, for a source that takes its deadline as one (etcd).
+    pub(super) fn at(self) -> Instant {
+        self.at
+    }
+
     /// How long the poll had for its requests: the timeout a request cut at the deadline had.
     pub(super) fn length(self) -> Duration {
         self.at - self.started

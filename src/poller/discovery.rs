@@ -126,6 +126,16 @@ impl Discovery {
             .collect();
     }
 
+    /// The cluster's scope when known: the configured one, else what `/cluster` named last.
+    /// `None` before either (the URL stands in for it in the label, not in etcd's keys).
+    pub(super) fn known_scope<'a>(&'a self, config: &'a ClusterConfig) -> Option<&'a str> {
+        config
+            .identity
+            .expected_scope
+            .as_deref()
+            .or(self.scope.as_deref())
+    }
+
     /// The `scope` label: what Patroni said last, else what was `config`ured, else the
     /// first URL.
     pub(super) fn scope_label(&self, config: &ClusterConfig) -> String {

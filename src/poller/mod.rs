@@ -36,7 +36,7 @@ use futures::StreamExt;
 use tokio::sync::{watch, Semaphore};
 use tokio::time::MissedTickBehavior;
 
-use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
+use crate::config::{ApiUrlPolicy, ClusterConfig, Collector, DcsSettings};
 use crate::patroni::{self, ClientPool, PatroniClient};
 use crate::snapshot::{ClusterSnapshot, DcsView, Encoding, Publisher, RaftNodeSnapshot};
 
@@ -44,6 +44,7 @@ mod cadence;
 mod changes;
 pub mod deadline;
 mod discovery;
+mod etcd;
 mod members;
 mod placement;
 mod record;
@@ -55,6 +56,7 @@ use cadence::Cadence;
 use changes::ChangeMemory;
 use deadline::Deadline;
 use discovery::{learn_raft, Discovery, Targets};
+use etcd::{EtcdMemory, EtcdQuery};
 use members::{unix_now, DcsTiming, MemberMemory};
 use placement::Placement;
 pub use placement::MAX_MEMBERS;
@@ -78,6 +80,8 @@ struct PollMemory {
     cadence: Cadence,
     /// Members across polls: who left the view (still asked), each member's `/config`.
     members: MemberMemory,
+    /// The cluster's etcd, on a cluster on etcd: its members and what Patroni's keys said.
+    etcd: EtcdMemory,
     /// The counters, and the last error of each target (to log changes, not every failure).
     tally: Tally,
 }
@@ -89,7 +93,8 @@ pub struct ClusterPoller {
     client: Arc<PatroniClient>,
     /// Where `client` came from, and a reload's client comes from.
     clients: ClientPool,
-    raft: Option<RaftQuery>,
+    /// How the cluster's DCS is asked: its Raft nodes, its etcd, or not at all.
+    dcs: DcsQuery,
     memory: PollMemory,
     /// Which `api_url`s (and member hosts) may be contacted.
     policy: ApiUrlPolicy,
@@ -131,9 +136,14 @@ impl ClusterPoller {
         let policy = ApiUrlPolicy::for_cluster(&config)?;
         let client = clients.client(&config.rest, config.poll.timeout).await?;
         let permits = Arc::new(Semaphore::new(config.poll.max_concurrency.max(1)));
-        let raft = match config.identity.dcs.raft() {
-            None => None,
-            Some(settings) => Some(raft_query(settings, config.poll.timeout).await?),
+        let dcs = match &config.identity.dcs {
+            DcsSettings::Unwatched => DcsQuery::Unwatched,
+            DcsSettings::Raft(settings) => {
+                DcsQuery::Raft(raft_query(settings, config.poll.timeout).await?)
+            }
+            DcsSettings::Etcd(settings) => {
+                DcsQuery::Etcd(EtcdQuery::new(settings, &config, config.poll.timeout)?)
+            }
         };
         let budget = config.poll.interval;
         Ok(ClusterPoller {
@@ -141,7 +151,7 @@ impl ClusterPoller {
             config,
             client,
             clients: clients.clone(),
-            raft,
+            dcs,
             memory: PollMemory::default(),
             policy,
             permits,
@@ -297,6 +307,14 @@ impl ClusterPoller {
         self.member_limits.clear();
         self.deadline = Deadline::of_poll(self.budget);
         let scope = self.memory.discovery.scope_label(&self.config);
+        let etcd_reading = match &self.dcs {
+            DcsQuery::Etcd(query) => Some(query.start(
+                &self.memory.etcd,
+                self.memory.discovery.known_scope(&self.config),
+                self.deadline.at(),
+            )),
+            _ => None,
+        };
         let first_targets = self
             .targets()
             .raft_targets_known(&self.memory.members.listed_hosts());
@@ -379,6 +397,10 @@ impl ClusterPoller {
         };
         let (members, departed) = recorder.members(everyone, member_answers, placements, &context);
         raft_nodes.extend(later_nodes);
+        let etcd = match etcd_reading {
+            Some(reading) => Some(reading.await),
+            None => None,
+        };
         recorder.judge(PollRecord {
             started,
             cluster,
@@ -386,6 +408,7 @@ impl ClusterPoller {
             members,
             departed,
             raft_nodes,
+            etcd,
             history,
             failsafe_members,
             read_view,
@@ -397,7 +420,10 @@ impl ClusterPoller {
         Requests {
             config: &self.config,
             client: &self.client,
-            raft: self.raft.as_ref(),
+            raft: match &self.dcs {
+                DcsQuery::Raft(query) => Some(query),
+                _ => None,
+            },
             policy: &self.policy,
             permits: &self.permits,
             member_limits: &self.member_limits,
@@ -440,11 +466,23 @@ impl ClusterPoller {
             discovery: &mut memory.discovery,
             members: &mut memory.members,
             voters: &mut memory.voters,
+            etcd: &mut memory.etcd,
+            etcd_authenticated: matches!(&self.dcs, DcsQuery::Etcd(query) if query.authenticated()),
             cadence: &mut memory.cadence,
             changes: &mut memory.changes,
             policy: &mut self.policy,
         }
     }
+}
+
+/// How one cluster's DCS is asked.
+enum DcsQuery {
+    /// Not at all: REST only.
+    Unwatched,
+    /// Every Raft node's status.
+    Raft(RaftQuery),
+    /// The etcd cluster, in one reading per poll.
+    Etcd(EtcdQuery),
 }
 
 /// Round one: `/cluster` asked of the `candidates`, and the first Raft answers. It ends once

@@ -14,6 +14,7 @@ use std::time::Instant;
 use super::cadence::Cadence;
 use super::changes::ChangeMemory;
 use super::discovery::{learn_raft, without_aliases, Discovery};
+use super::etcd::EtcdMemory;
 use super::members::{unix_now, DcsTiming, MemberMemory};
 use super::placement::Placement;
 use super::requests::{MemberAnswers, ReaderDocuments};
@@ -21,12 +22,14 @@ use super::tally::Tally;
 use super::voters::VoterMemory;
 use crate::address::Host;
 use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
+use crate::etcd::EtcdReading;
 use crate::patroni::{self, ClusterView, DynamicConfig, HistoryEntry, PatroniError};
 use crate::snapshot::{
-    answered_views, primaries, ClusterSnapshot, DcsSnapshot, DcsView, FailoverReadiness, Failure,
-    MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment, RaftNodeSnapshot,
-    RaftSnapshot, Source, ViewComparison, VoterSetComparison,
+    answered_views, primaries, ClusterSnapshot, DcsSnapshot, DcsView, EtcdSnapshot,
+    FailoverReadiness, Failure, MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment,
+    RaftNodeSnapshot, RaftSnapshot, Source, ViewComparison, VoterSetComparison,
 };
+use url::Url;
 
 /// What every member's record reads besides its own answers.
 pub(super) struct MemberContext<'a> {
@@ -48,6 +51,8 @@ pub(super) struct PollRecord {
     pub(super) members: Vec<MemberSnapshot>,
     pub(super) departed: Vec<MemberSnapshot>,
     pub(super) raft_nodes: Vec<RaftNodeSnapshot>,
+    /// The etcd reading, on a cluster on etcd.
+    pub(super) etcd: Option<EtcdReading>,
     pub(super) history: Option<Vec<HistoryEntry>>,
     pub(super) failsafe_members: Option<Vec<String>>,
     pub(super) read_view: Option<DcsView>,
@@ -62,6 +67,10 @@ pub(super) struct Recorder<'a> {
     pub(super) discovery: &'a mut Discovery,
     pub(super) members: &'a mut MemberMemory,
     pub(super) voters: &'a mut VoterMemory,
+    pub(super) etcd: &'a mut EtcdMemory,
+    /// Whether etcd is read over an authenticated channel: then the `api_url`s of the member
+    /// keys are trusted hosts.
+    pub(super) etcd_authenticated: bool,
     pub(super) cadence: &'a mut Cadence,
     pub(super) changes: &'a mut ChangeMemory,
     pub(super) policy: &'a mut ApiUrlPolicy,
@@ -260,13 +269,17 @@ impl Recorder<'_> {
             members,
             mut departed,
             raft_nodes,
+            etcd,
             history,
             failsafe_members,
             read_view,
         } = record;
         let timing = DcsTiming::of(self.cadence.config());
         self.members.settle(&mut departed, timing);
-        let dcs = self.raft(raft_nodes, members.iter().chain(&departed));
+        let dcs = match etcd {
+            Some(reading) => self.etcd_part(reading, members.iter().chain(&departed)),
+            None => self.raft_part(raft_nodes, members.iter().chain(&departed)),
+        };
         if let Some(view) = &cluster {
             self.discovery.remember(view, self.policy);
         }
@@ -314,11 +327,61 @@ impl Recorder<'_> {
 }
 
 impl Recorder<'_> {
+    /// The etcd reading of this poll settled (each endpoint's and fact's failure counted and
+    /// logged) and judged: the DCS part of the snapshot. What etcd named is remembered for
+    /// the next poll: its members, and (over an authenticated channel) the hosts of the
+    /// member keys' `api_url`s, trusted as an authenticated Raft status's voters are.
+    fn etcd_part<'m>(
+        &mut self,
+        reading: EtcdReading,
+        members: impl Iterator<Item = &'m MemberSnapshot>,
+    ) -> DcsSnapshot {
+        for endpoint in &reading.endpoints {
+            let target = format!("etcd {}", endpoint.endpoint.as_str().trim_end_matches('/'));
+            let failure = endpoint.status.as_ref().err().map(Failure::from);
+            self.note(Source::Etcd, &target, failure.as_ref());
+        }
+        if let Some(facts) = &reading.facts {
+            let asked = [
+                ("etcd members", facts.members.as_ref().err()),
+                (
+                    "etcd alarms",
+                    facts.alarms.as_ref().and_then(|a| a.as_ref().err()),
+                ),
+                (
+                    "etcd keys",
+                    facts.keys.as_ref().and_then(|k| k.as_ref().err()),
+                ),
+                (
+                    "etcd leader lease",
+                    facts.leader_lease.as_ref().and_then(|l| l.as_ref().err()),
+                ),
+            ];
+            for (target, error) in asked {
+                self.note(Source::Etcd, target, error.map(Failure::from).as_ref());
+            }
+        }
+        let snapshot =
+            EtcdSnapshot::judge(reading, self.etcd.voters, self.etcd.keys.as_ref(), members);
+        self.etcd.learn(&snapshot);
+        if self.etcd_authenticated {
+            if let Some(Some(Ok(keys))) = snapshot.facts.as_ref().map(|facts| &facts.keys) {
+                let hosts = keys
+                    .members
+                    .iter()
+                    .filter_map(|m| Url::parse(m.api_url.as_deref()?).ok())
+                    .filter_map(|url| Host::of_url(&url));
+                self.policy.learned.learn(hosts, true);
+            }
+        }
+        DcsSnapshot::Etcd(Box::new(snapshot))
+    }
+
     /// The Raft nodes' answers of this poll settled (counted, logged, the voters they name
     /// learned) and judged: the DCS part of the snapshot; [`DcsSnapshot::Unwatched`] when
     /// the cluster's Raft is not polled. `members` (listed and remembered) tell which voters
     /// are witnesses.
-    fn raft<'m>(
+    fn raft_part<'m>(
         &mut self,
         raft_nodes: Vec<RaftNodeSnapshot>,
         members: impl Iterator<Item = &'m MemberSnapshot>,

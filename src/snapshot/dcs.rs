@@ -7,6 +7,7 @@
 //! [`DcsSnapshot::leader`]); what only one kind has (Raft's voters and witnesses, etcd's
 //! alarms and Patroni's keys) stays inside that kind's part, for its own families.
 
+use super::etcd::EtcdSnapshot;
 use super::model::{effective_raft_leader, RaftNodeSnapshot};
 use super::quorum::{QuorumAssessment, QuorumVerdict};
 use super::voters::VoterSetComparison;
@@ -46,6 +47,9 @@ pub enum DcsSnapshot {
     #[default]
     Unwatched,
     Raft(RaftSnapshot),
+    /// Boxed: an etcd reading (every endpoint's status, the member list and Patroni's
+    /// keys) is several times a Raft part, and a fleet's Raft clusters should not pay for it.
+    Etcd(Box<EtcdSnapshot>),
 }
 
 /// The Raft DCS in one poll: every node's status and the judgements made of them.
@@ -66,6 +70,7 @@ impl DcsSnapshot {
         match self {
             DcsSnapshot::Unwatched => None,
             DcsSnapshot::Raft(_) => Some(DcsKind::Raft),
+            DcsSnapshot::Etcd(_) => Some(DcsKind::Etcd),
         }
     }
 
@@ -73,7 +78,15 @@ impl DcsSnapshot {
     pub fn raft(&self) -> Option<&RaftSnapshot> {
         match self {
             DcsSnapshot::Raft(raft) => Some(raft),
-            DcsSnapshot::Unwatched => None,
+            _ => None,
+        }
+    }
+
+    /// The etcd part, on a cluster on etcd.
+    pub fn etcd(&self) -> Option<&EtcdSnapshot> {
+        match self {
+            DcsSnapshot::Etcd(etcd) => Some(etcd),
+            _ => None,
         }
     }
 
@@ -82,6 +95,7 @@ impl DcsSnapshot {
         match self {
             DcsSnapshot::Unwatched => None,
             DcsSnapshot::Raft(raft) => Some(raft.quorum.verdict()),
+            DcsSnapshot::Etcd(etcd) => Some(etcd.quorum.verdict),
         }
     }
 
@@ -91,6 +105,7 @@ impl DcsSnapshot {
         match self {
             DcsSnapshot::Unwatched => None,
             DcsSnapshot::Raft(raft) => raft.quorum.margin,
+            DcsSnapshot::Etcd(etcd) => etcd.quorum.margin,
         }
     }
 
@@ -100,6 +115,7 @@ impl DcsSnapshot {
         match self {
             DcsSnapshot::Unwatched => None,
             DcsSnapshot::Raft(raft) => effective_raft_leader(&raft.nodes),
+            DcsSnapshot::Etcd(etcd) => etcd.quorum.leader.as_deref(),
         }
     }
 }

@@ -14,6 +14,7 @@
 
 mod cluster;
 mod dcs;
+mod etcd;
 mod failover;
 mod member_settings;
 mod model;
@@ -25,6 +26,7 @@ mod voters;
 mod witness;
 pub use cluster::ClusterSnapshot;
 pub use dcs::{DcsKind, DcsSnapshot, RaftSnapshot};
+pub use etcd::{EtcdEvidence, EtcdQuorum, EtcdSnapshot, KeyContent, ViewAgainstKeys};
 pub use failover::{
     human_bytes, Exclusion, ExclusionReason, FailoverReadiness, MemberReadiness, PollFacts,
 };

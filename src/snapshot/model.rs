@@ -28,6 +28,7 @@ pub enum Source {
     Probe,
     Failsafe,
     Raft,
+    Etcd,
 }
 
 impl Source {
@@ -40,6 +41,7 @@ impl Source {
             Source::Probe => "probe",
             Source::Failsafe => "failsafe",
             Source::Raft => "raft",
+            Source::Etcd => "etcd",
         }
     }
 }
@@ -64,6 +66,15 @@ impl Failure {
 
 impl From<&PatroniError> for Failure {
     fn from(error: &PatroniError) -> Failure {
+        Failure {
+            kind: error.kind(),
+            message: error.describe(),
+        }
+    }
+}
+
+impl From<&crate::etcd::EtcdError> for Failure {
+    fn from(error: &crate::etcd::EtcdError) -> Failure {
         Failure {
             kind: error.kind(),
             message: error.describe(),

@@ -96,6 +96,26 @@ pub struct RaftRow {
     pub partners: Option<i64>,
 }
 
+/// An etcd endpoint row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EtcdRow {
+    pub endpoint: String,
+    /// The member's name (from its status and the member list).
+    pub member: Option<String>,
+    pub reachable: bool,
+    pub error: Option<ErrorKind>,
+    /// Whether it is the leader, knows a leader, is a learner (from its status; from
+    /// `/health` only `has_leader`).
+    pub leader: Option<bool>,
+    pub has_leader: Option<bool>,
+    pub learner: Option<bool>,
+    pub term: Option<u64>,
+    pub raft_index: Option<u64>,
+    pub applied_index: Option<u64>,
+    pub db_size_bytes: Option<u64>,
+    pub version: Option<String>,
+}
+
 /// Everything `status` says about one cluster.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClusterReport {
@@ -118,6 +138,16 @@ pub struct ClusterReport {
     pub quorum_confirmed_by: Vec<String>,
     pub members: Vec<MemberRow>,
     pub raft_nodes: Vec<RaftRow>,
+    /// On a cluster on etcd: its quorum verdict, the evidence in words and the margin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_quorum: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_quorum_evidence: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_quorum_margin: Option<i64>,
+    /// On a cluster on etcd: one row per endpoint asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub etcd_members: Vec<EtcdRow>,
     /// Who Patroni would promote if the leader died now; `None` without `/cluster`.
     pub failover: Option<FailoverReport>,
     /// A standby cluster, or a cluster configured with `standby_of`; `None` otherwise.

@@ -46,21 +46,37 @@ fn cluster_text(out: &mut String, report: &ClusterReport, colour: Colour) {
         .timeline
         .map(|t| t.to_string())
         .unwrap_or_else(|| "-".into());
-    let quorum = match (&report.raft_quorum, &report.raft_quorum_evidence) {
+    let (dcs, verdict, evidence, margin, who) = match &report.etcd_quorum {
+        Some(verdict) => (
+            "etcd",
+            Some(verdict),
+            &report.etcd_quorum_evidence,
+            report.etcd_quorum_margin,
+            "member",
+        ),
+        None => (
+            "Raft",
+            report.raft_quorum.as_ref(),
+            &report.raft_quorum_evidence,
+            report.raft_quorum_margin,
+            "voter",
+        ),
+    };
+    let quorum = match (verdict, evidence) {
         (None, _) => "not polled".to_owned(),
         (Some(verdict), Some(evidence)) => format!("{verdict}: {evidence}"),
         (Some(verdict), None) => verdict.clone(),
     };
-    let quorum = match report.raft_quorum_margin {
+    let quorum = match margin {
         None => quorum,
-        Some(0) => format!("{quorum}; margin 0: the next voter down loses it"),
-        Some(1) => format!("{quorum}; margin 1: one more voter can fail"),
+        Some(0) => format!("{quorum}; margin 0: the next {who} down loses it"),
+        Some(1) => format!("{quorum}; margin 1: one more {who} can fail"),
         Some(n) if n < 0 => format!("{quorum}; margin {n}"),
-        Some(n) => format!("{quorum}; margin {n}: {n} more voters can fail"),
+        Some(n) => format!("{quorum}; margin {n}: {n} more {who}s can fail"),
     };
     let _ = writeln!(
         out,
-        "Cluster: {}  {}\nLeader (DCS view): {leader}  Timeline: {timeline}  Raft quorum: {quorum}{}",
+        "Cluster: {}  {}\nLeader (DCS view): {leader}  Timeline: {timeline}  {dcs} quorum: {quorum}{}",
         report.scope,
         colour.paint(report.level, report.level.as_str()),
         if report.paused { "  (paused)" } else { "" }
@@ -70,6 +86,7 @@ fn cluster_text(out: &mut String, report: &ClusterReport, colour: Colour) {
     failover_lines(out, report);
     member_table(out, report);
     raft_table(out, report);
+    etcd_table(out, report);
     problem_list(out, report, colour);
 }
 
@@ -213,6 +230,54 @@ fn raft_table(out: &mut String, report: &ClusterReport) {
                     n.partners_connected.unwrap_or_default(),
                     n.partners.unwrap_or_default()
                 ),
+            ]
+        })
+        .collect();
+    out.push('\n');
+    table(out, &header, &rows);
+}
+
+/// The etcd members, one row per endpoint; an unreachable one says why.
+fn etcd_table(out: &mut String, report: &ClusterReport) {
+    if report.etcd_members.is_empty() {
+        return;
+    }
+    let header = [
+        "etcd endpoint",
+        "Member",
+        "Role",
+        "Term",
+        "Index",
+        "Applied",
+        "DB size",
+        "Version",
+    ];
+    let rows: Vec<Vec<String>> = report
+        .etcd_members
+        .iter()
+        .map(|e| {
+            let member = e.member.clone().unwrap_or_default();
+            if !e.reachable {
+                let error = e.error.map(ErrorKind::as_label).unwrap_or_default();
+                return vec![e.endpoint.clone(), member, format!("unreachable ({error})")];
+            }
+            let number = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+            let role = match (e.leader, e.learner, e.has_leader) {
+                (Some(true), _, _) => "leader",
+                (_, Some(true), _) => "learner",
+                (_, _, Some(false)) => "no leader",
+                (Some(false), _, _) => "follower",
+                _ => "healthy (/health only)",
+            };
+            vec![
+                e.endpoint.clone(),
+                member,
+                role.to_owned(),
+                number(e.term),
+                number(e.raft_index),
+                number(e.applied_index),
+                e.db_size_bytes.map(human_bytes).unwrap_or_default(),
+                e.version.clone().unwrap_or_default(),
             ]
         })
         .collect();

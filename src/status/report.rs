@@ -6,19 +6,21 @@
 
 use super::model::{member_row, raft_row};
 pub use super::model::{
-    ClusterReport, ExcludedMember, FailoverReport, LagCell, Level, MemberRow, Problem, RaftRow,
-    StandbyReport,
+    ClusterReport, EtcdRow, ExcludedMember, FailoverReport, LagCell, Level, MemberRow, Problem,
+    RaftRow, StandbyReport,
 };
+use crate::etcd::{AlarmType, EndpointStatus, EtcdError};
 use crate::patroni::{MemberRole, MemberState};
 use crate::raft::RaftState;
 use crate::snapshot::ClusterSnapshot;
-use crate::snapshot::{PatroniRelease, QuorumVerdict, RaftSnapshot, VoterKind};
+use crate::snapshot::{EtcdSnapshot, PatroniRelease, QuorumVerdict, RaftSnapshot, VoterKind};
 
 impl ClusterReport {
     /// Builds the report of one poll.
     pub fn from_snapshot(snapshot: &ClusterSnapshot) -> ClusterReport {
         let members: Vec<MemberRow> = snapshot.members.iter().map(member_row).collect();
         let raft = snapshot.dcs.raft();
+        let etcd = snapshot.dcs.etcd();
         let raft_nodes: Vec<RaftRow> = raft
             .into_iter()
             .flat_map(|r| {
@@ -60,6 +62,10 @@ impl ClusterReport {
             quorum_confirmed_by,
             members,
             raft_nodes,
+            etcd_quorum: etcd.map(|e| e.quorum.verdict.as_str().to_owned()),
+            etcd_quorum_evidence: etcd.map(|e| e.quorum.describe()),
+            etcd_quorum_margin: etcd.and_then(|e| e.quorum.margin),
+            etcd_members: etcd.map(etcd_rows).unwrap_or_default(),
             failover: FailoverReport::from_snapshot(snapshot),
             standby: StandbyReport::from_snapshot(snapshot),
             problems,
@@ -86,6 +92,9 @@ fn problems(snapshot: &ClusterSnapshot) -> Vec<Problem> {
     }
     if let Some(raft) = snapshot.dcs.raft() {
         raft_problems(raft, &mut problems);
+    }
+    if let Some(etcd) = snapshot.dcs.etcd() {
+        etcd_problems(etcd, &mut problems);
     }
     member_problems(snapshot, &mut problems);
     readiness_problems(snapshot, &mut problems);
@@ -182,7 +191,12 @@ fn rest_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) -> std::op
             .dcs
             .raft()
             .is_some_and(|raft| raft.nodes.iter().any(|node| node.status.is_ok()));
-        if !raft_answered {
+        let etcd_answered = snapshot.dcs.etcd().map(|etcd| etcd.quorum.answering > 0);
+        if etcd_answered == Some(false) {
+            problems.say(Level::Unknown, format!("nothing reachable: no member answered GET /cluster{why} and no etcd member answered"));
+            return std::ops::ControlFlow::Break(());
+        }
+        if !raft_answered && etcd_answered.is_none() {
             // From here the cluster cannot be told apart from a network problem of the
             // checker's own.
             problems.say(Level::Unknown, format!("nothing reachable: no member answered GET /cluster{why} and no Raft node answered"));
@@ -210,6 +224,141 @@ fn rest_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) -> std::op
         );
     }
     std::ops::ControlFlow::Continue(())
+}
+
+/// The etcd endpoints, one row each.
+fn etcd_rows(etcd: &EtcdSnapshot) -> Vec<EtcdRow> {
+    etcd.endpoints
+        .iter()
+        .zip(&etcd.endpoint_members)
+        .map(|(reading, member)| {
+            let status = reading.status.as_ref().ok().map(|status| &status.value);
+            EtcdRow {
+                endpoint: reading.endpoint.as_str().trim_end_matches('/').to_owned(),
+                member: member.clone(),
+                reachable: reading.knows_leader().is_some(),
+                error: reading.status.as_ref().err().map(EtcdError::kind),
+                leader: status.map(EndpointStatus::is_leader),
+                has_leader: reading.knows_leader(),
+                learner: status.map(|status| status.is_learner),
+                term: status.map(|status| status.raft_term),
+                raft_index: status.map(|status| status.raft_index),
+                applied_index: status.map(|status| status.raft_applied_index),
+                db_size_bytes: status.map(|status| status.db_size),
+                version: status.map(|status| status.version.clone()),
+            }
+        })
+        .collect()
+}
+
+/// What etcd says: the quorum verdict with its evidence and margin, members that do not
+/// answer, alarms, facts that could not be read, and members whose own view of the DCS is
+/// stale against Patroni's keys.
+fn etcd_problems(etcd: &EtcdSnapshot, problems: &mut Problems) {
+    let quorum = &etcd.quorum;
+    match quorum.verdict {
+        QuorumVerdict::Confirmed if quorum.margin == Some(0) => problems.say(
+            Level::Warning,
+            "the etcd quorum has no margin: one more member down loses it",
+        ),
+        QuorumVerdict::Confirmed => {}
+        QuorumVerdict::Lost => problems.say(
+            Level::Critical,
+            format!(
+                "etcd quorum lost: {}; Patroni can neither keep nor take its leader key",
+                quorum.describe()
+            ),
+        ),
+        QuorumVerdict::NotVisible => problems.say(
+            Level::Warning,
+            format!(
+                "etcd quorum not visible from here (neither confirmed nor lost): {}",
+                quorum.describe()
+            ),
+        ),
+    }
+    for (reading, member) in etcd.endpoints.iter().zip(&etcd.endpoint_members) {
+        let endpoint = reading.endpoint.as_str().trim_end_matches('/');
+        let name = member
+            .as_deref()
+            .map(|m| format!(" ({m})"))
+            .unwrap_or_default();
+        match (&reading.status, &reading.health) {
+            (Err(error), None) | (Err(_), Some(Err(error))) => problems.say(
+                Level::Warning,
+                format!("etcd member {endpoint} unreachable: {}", error.describe()),
+            ),
+            (Err(error), Some(Ok(_))) => problems.say(
+                Level::Warning,
+                format!(
+                    "etcd member {endpoint}: Status refused ({}), judged from /health only",
+                    error.describe()
+                ),
+            ),
+            (Ok(status), _)
+                if status.value.leader.is_none() && quorum.verdict == QuorumVerdict::Confirmed =>
+            {
+                problems.say(
+                    Level::Warning,
+                    format!(
+                        "etcd member {endpoint}{name} knows no leader while the cluster has one"
+                    ),
+                )
+            }
+            (Ok(_), _) => {}
+        }
+    }
+    let Some(facts) = &etcd.facts else {
+        return;
+    };
+    if let Some(Ok(alarms)) = &facts.alarms {
+        for alarm in alarms {
+            let what = match alarm.alarm {
+                AlarmType::NoSpace => "NOSPACE: the database reached its quota and etcd takes no writes (Patroni cannot renew its leader key)".to_owned(),
+                AlarmType::Corrupt => "CORRUPT: a member's data was found corrupt".to_owned(),
+                AlarmType::Other(ref name) => name.clone(),
+            };
+            problems.say(
+                Level::Critical,
+                format!(
+                    "etcd alarm {what}, raised by {}",
+                    etcd.member_name(alarm.member_id)
+                ),
+            );
+        }
+    }
+    let unread = [
+        ("member list", facts.members.as_ref().err()),
+        (
+            "alarms",
+            facts.alarms.as_ref().and_then(|a| a.as_ref().err()),
+        ),
+        (
+            "Patroni's keys",
+            facts.keys.as_ref().and_then(|k| k.as_ref().err()),
+        ),
+        (
+            "leader key's lease",
+            facts.leader_lease.as_ref().and_then(|l| l.as_ref().err()),
+        ),
+    ];
+    for (fact, error) in unread {
+        if let Some(error) = error {
+            problems.say(
+                Level::Warning,
+                format!("could not read etcd's {fact}: {}", error.describe()),
+            );
+        }
+    }
+    for view in etcd.views.iter().filter(|view| view.stale) {
+        problems.say(
+            Level::Warning,
+            format!(
+                "{}'s view of the DCS is stale: its GET /cluster disagrees with Patroni's keys read from etcd (its watch of etcd is behind, zalando/patroni #3359)",
+                view.member
+            ),
+        );
+    }
 }
 
 /// What the Raft statuses say: the quorum verdict with its evidence, leadership, and each

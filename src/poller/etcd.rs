@@ -1,0 +1,127 @@
+//! A cluster's etcd, asked each poll beside its members: where (the configured endpoints and
+//! the members etcd lists), with what (the client built from the settings), and what carries
+//! over from one poll to the next (the voting members last counted, the listed endpoints,
+//! what Patroni's keys said).
+//!
+//! Why apart from the REST requests: etcd is read in one piece ([`crate::etcd::read_cluster`])
+//! that depends on nothing the members answer but the scope, so it starts with the poll and
+//! runs beside both REST rounds, ending by the same deadline.
+
+use std::time::Duration;
+
+use futures::future::{FutureExt, RemoteHandle};
+use tokio::time::Instant;
+use url::Url;
+
+use super::placement::MAX_MEMBERS;
+use crate::config::{ClusterConfig, EtcdSettings};
+use crate::etcd::{self, EtcdClient, EtcdReading};
+use crate::snapshot::{EtcdSnapshot, KeyContent};
+
+/// How one cluster's etcd is asked.
+#[derive(Debug, Clone)]
+pub(super) struct EtcdQuery {
+    client: EtcdClient,
+    settings: EtcdSettings,
+}
+
+impl EtcdQuery {
+    /// The client of `settings`, with `config`'s body cap and `timeout`.
+    ///
+    /// # Errors
+    /// When a TLS file cannot be read or parsed.
+    pub(super) fn new(
+        settings: &EtcdSettings,
+        config: &ClusterConfig,
+        timeout: Duration,
+    ) -> anyhow::Result<EtcdQuery> {
+        let client_settings = etcd::EtcdSettings {
+            endpoints: settings.endpoints.clone(),
+            tls: crate::http::TlsSettings {
+                ca_file: settings.ca_file.clone(),
+                cert_file: settings.cert_file.clone(),
+                key_file: settings.key_file.clone(),
+                ..crate::http::TlsSettings::default()
+            },
+            username: settings.username.clone(),
+            password: settings.password.clone(),
+            max_body_bytes: config.rest.max_body_bytes,
+        };
+        Ok(EtcdQuery {
+            client: EtcdClient::new(client_settings, timeout)?,
+            settings: settings.clone(),
+        })
+    }
+
+    /// Starts this poll's reading, ending by `deadline`: every configured endpoint and every
+    /// one etcd listed last poll (when [`EtcdSettings::follows_listed_endpoints`]), each
+    /// once, at most [`MAX_MEMBERS`]; Patroni's keys under `scope`'s prefix, when the scope
+    /// is known. It runs on its own task; dropping the handle ends it.
+    pub(super) fn start(
+        &self,
+        memory: &EtcdMemory,
+        scope: Option<&str>,
+        deadline: Instant,
+    ) -> RemoteHandle<EtcdReading> {
+        let mut endpoints: Vec<Url> = Vec::new();
+        let listed = memory
+            .listed
+            .iter()
+            .filter(|_| self.settings.follows_listed_endpoints());
+        for url in self.settings.endpoints.iter().chain(listed) {
+            if !endpoints.iter().any(|known| same_endpoint(known, url)) {
+                endpoints.push(url.clone());
+            }
+        }
+        endpoints.truncate(MAX_MEMBERS);
+        let prefix = scope.map(|scope| self.settings.prefix(scope));
+        let client = self.client.clone();
+        let (reading, handle) = async move {
+            etcd::read_cluster(&client, &endpoints, prefix.as_deref(), deadline).await
+        }
+        .remote_handle();
+        tokio::spawn(reading);
+        handle
+    }
+
+    /// Whether what etcd says came over an authenticated channel (its hosts are trusted).
+    pub(super) fn authenticated(&self) -> bool {
+        self.settings.authenticated()
+    }
+}
+
+/// Two endpoint URLs that reach the same place (`http://h:2379` and `http://h:2379/`).
+fn same_endpoint(a: &Url, b: &Url) -> bool {
+    a.scheme() == b.scheme()
+        && a.host_str() == b.host_str()
+        && a.port_or_known_default() == b.port_or_known_default()
+}
+
+/// What the poller remembers of a cluster's etcd between polls.
+#[derive(Debug, Default)]
+pub(super) struct EtcdMemory {
+    /// Voting members of the last member list read (0: none read yet).
+    pub(super) voters: usize,
+    /// The client URLs of the members etcd listed last.
+    pub(super) listed: Vec<Url>,
+    /// What Patroni's keys said last, read through a leader.
+    pub(super) keys: Option<KeyContent>,
+}
+
+impl EtcdMemory {
+    /// Learns from this poll's judged snapshot: a member list and keys read replace the
+    /// last; a poll that could not read them keeps what was known.
+    pub(super) fn learn(&mut self, snapshot: &EtcdSnapshot) {
+        if let Some(voters) = snapshot.listed_voters() {
+            self.voters = voters;
+            self.listed = snapshot
+                .listed_endpoints()
+                .iter()
+                .filter_map(|url| Url::parse(url).ok())
+                .filter(|url| matches!(url.scheme(), "http" | "https"))
+                .take(MAX_MEMBERS)
+                .collect();
+        }
+        self.keys = snapshot.key_content();
+    }
+}
