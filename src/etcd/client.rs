@@ -119,7 +119,8 @@ struct Answer {
 }
 
 impl EtcdClient {
-    /// Builds the client, reading the TLS files `settings` names.
+    /// Builds the client, reading the TLS files `settings` names on this thread (from async
+    /// code, call it in `spawn_blocking`, as the Patroni client pool does).
     ///
     /// # Errors
     /// When a TLS file cannot be read or parsed, an endpoint URL carries credentials or is
@@ -301,6 +302,12 @@ impl EtcdClient {
         parse_versions(&answer.body)
     }
 
+    /// When a request made now must end: the caller's deadline or the client's timeout from
+    /// now, the earlier.
+    fn bound(&self, deadline: Instant) -> Instant {
+        deadline.min(Instant::now() + self.inner.timeout)
+    }
+
     /// `request`, failing as a timeout at the earlier of the caller's deadline and the
     /// client's timeout from now.
     async fn bounded<T>(
@@ -309,7 +316,7 @@ impl EtcdClient {
         request: impl std::future::Future<Output = Result<T, EtcdError>>,
     ) -> Result<T, EtcdError> {
         let started = Instant::now();
-        let bound = deadline.min(started + self.inner.timeout);
+        let bound = self.bound(deadline);
         tokio::time::timeout_at(bound, request)
             .await
             .unwrap_or_else(|_| Err(EtcdError::Timeout(bound.saturating_duration_since(started))))
@@ -325,9 +332,23 @@ impl EtcdClient {
         authorize: Authorize,
         deadline: Instant,
     ) -> Result<Answer, EtcdError> {
+        // Without a leader, authenticating (a Raft proposal) waits for one until etcd's own
+        // request timeout (7 s on 3.4.23): a request that may go without a token gives it
+        // half the time left, so that the member still says it has no leader.
+        let patience = {
+            let now = Instant::now();
+            now + self.bound(deadline).saturating_duration_since(now) / 2
+        };
         self.bounded(deadline, async {
             let body = body.to_string().into_bytes();
-            let token = match self.token(endpoint, authorize, None).await {
+            let token = if authorize == Authorize::IfPossible {
+                tokio::time::timeout_at(patience, self.token(endpoint, authorize, None))
+                    .await
+                    .unwrap_or(Ok(None))
+            } else {
+                self.token(endpoint, authorize, None).await
+            };
+            let token = match token {
                 Ok(token) => token,
                 Err(error)
                     if authorize == Authorize::IfPossible && error.kind() != ErrorKind::Auth =>
@@ -796,6 +817,34 @@ mod tests {
             "http status 503 (code 14): etcdserver: no leader"
         );
         assert_eq!(fake.count("/v3/maintenance/alarm"), 0);
+    }
+
+    #[tokio::test]
+    async fn status_waits_half_its_time_for_a_token_that_does_not_come() {
+        let fake = FakeEtcd::start("127.0.0.1").await;
+        serve_3_4(&fake);
+        fake.route("/v3/auth/authenticate", Reply::Hang);
+        let client = with_user(1 << 20);
+        let started = Instant::now();
+        let status = client
+            .status(&fake.url(), started + Duration::from_secs(2))
+            .await
+            .unwrap();
+        let took = started.elapsed();
+        assert!(status.value.is_leader());
+        assert!(
+            took >= Duration::from_secs(1) && took < Duration::from_secs(2),
+            "{took:?}"
+        );
+        assert_eq!(fake.requests().last().unwrap().authorization, None);
+        // A request that needs the token waits for it until the deadline.
+        let started = Instant::now();
+        let error = client
+            .alarms(&fake.url(), started + Duration::from_millis(300))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Timeout);
+        assert!(started.elapsed() >= Duration::from_millis(300));
     }
 
     #[tokio::test]
