@@ -9,6 +9,7 @@ use crate::support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use patroni_raft_exporter::config::{DcsSettings, EtcdSettings};
 use patroni_raft_exporter::metrics::exposition::Format;
 use patroni_raft_exporter::metrics::{render_store, Store};
 use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
@@ -117,6 +118,18 @@ async fn golden_output(format: Format) -> String {
     .await;
     addresses.add_raft_nodes(&split_nodes);
 
+    // A healthy 4.1.5 cluster on etcd: three etcd members (e1 the leader) answering etcd
+    // 3.4.23's captured documents, with Patroni's keys of the capture under its prefix.
+    let on_etcd = FakeCluster::start("etcd-4-1-5", Captured::healthy_415(0)).await;
+    let etcd_members = fake_etcd_cluster("etcd-4-1-5").await;
+    for (index, member) in etcd_members.iter().enumerate() {
+        addresses.add(
+            member.addr.to_string(),
+            format!("127.0.0.3{}:2379", index + 1),
+        );
+    }
+    let etcd_endpoints: Vec<url::Url> = etcd_members.iter().map(|m| m.url()).collect();
+
     let configs = vec![
         cluster_config(healthy.urls(), Some((healthy_nodes, Some("s3cret")))),
         cluster_config(tags.urls(), None),
@@ -138,6 +151,18 @@ async fn golden_output(format: Format) -> String {
             .with(|config| config.identity.standby_of = Some("healthy-3-3-8".into())),
         cluster_config(standby_cut.urls(), None)
             .with(|config| config.identity.standby_of = Some("healthy-3-3-8".into())),
+        cluster_config(on_etcd.urls(), None).with(|config| {
+            config.identity.expected_scope = Some("etcd-4-1-5".into());
+            config.identity.dcs = DcsSettings::Etcd(EtcdSettings {
+                endpoints: etcd_endpoints.clone(),
+                namespace: EtcdSettings::DEFAULT_NAMESPACE.into(),
+                ca_file: None,
+                cert_file: None,
+                key_file: None,
+                username: None,
+                password: None,
+            });
+        }),
     ];
     // Configs 2 (failsafe) and 4 (departed) need a second poll.
     let output =
@@ -153,6 +178,7 @@ async fn golden_output(format: Format) -> String {
         &healthy_415,
         &standby,
         &standby_cut,
+        &on_etcd,
     ];
     let output = clusters.iter().fold(output, |output, cluster| {
         cluster.addresses.normalize(&output)

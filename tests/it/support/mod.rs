@@ -692,6 +692,7 @@ pub fn normalize_volatile(text: &str) -> String {
                 "patroni_standby_source_position_timestamp_seconds{",
                 "patroni_member_rest_round_trip_seconds{",
                 "patroni_raft_status_round_trip_seconds{",
+                "patroni_etcd_status_round_trip_seconds{",
                 // the exporter's own process (test binary's), read at the render
                 "process_cpu_seconds_total ",
                 "process_max_fds ",
@@ -789,4 +790,50 @@ pub async fn start_endpoint(store: Arc<Store>, web: Option<Arc<WebState>>) -> En
         },
     ));
     Endpoint { addr, stop, task }
+}
+
+/// A fake etcd cluster of three members answering etcd 3.4.23's captured documents
+/// (`tests/fixtures/etcd-3.4`, e1 the leader): the member list names the fakes' own URLs,
+/// and Patroni's keys are those of the capture moved under `/service/<scope>/`.
+pub async fn fake_etcd_cluster(scope: &str) -> Vec<patroni_raft_exporter::etcd::fake::FakeEtcd> {
+    use base64::Engine;
+    use patroni_raft_exporter::etcd::fake::{FakeEtcd, Reply};
+    let mut members = Vec::new();
+    for _ in 0..3 {
+        members.push(FakeEtcd::start("127.0.0.1").await);
+    }
+    let mut member_list = String::from_utf8(fixture("etcd-3.4/member-list.json")).unwrap();
+    for (index, member) in members.iter().enumerate() {
+        let url = member.url().as_str().trim_end_matches('/').to_owned();
+        member_list = member_list.replace(&format!("http://127.0.0.1{}:2379", index + 1), &url);
+    }
+    let base64 = base64::engine::general_purpose::STANDARD;
+    let mut range: serde_json::Value =
+        serde_json::from_slice(&fixture("etcd-3.4/range-patroni.json")).unwrap();
+    for kv in range["kvs"].as_array_mut().unwrap() {
+        let key = String::from_utf8(base64.decode(kv["key"].as_str().unwrap()).unwrap()).unwrap();
+        let moved = key.replace("/service/capdemo/", &format!("/service/{scope}/"));
+        kv["key"] = serde_json::Value::String(base64.encode(moved));
+    }
+    let range = serde_json::to_vec(&range).unwrap();
+    for (index, member) in members.iter().enumerate() {
+        let answers = [
+            (
+                "/v3/maintenance/status",
+                fixture(&format!("etcd-3.4/status-e{}.json", index + 1)),
+            ),
+            ("/v3/cluster/member/list", member_list.clone().into_bytes()),
+            ("/v3/maintenance/alarm", fixture("etcd-3.4/alarm-none.json")),
+            ("/v3/kv/range", range.clone()),
+            (
+                "/v3/lease/timetolive",
+                fixture("etcd-3.4/timetolive-leader.json"),
+            ),
+            ("/health", fixture("etcd-3.4/health.json")),
+        ];
+        for (path, body) in answers {
+            member.route(path, Reply::ok(body));
+        }
+    }
+    members
 }
