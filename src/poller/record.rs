@@ -14,7 +14,7 @@ use std::time::Instant;
 use super::cadence::Cadence;
 use super::changes::ChangeMemory;
 use super::discovery::{learn_raft, without_aliases, Discovery};
-use super::etcd::EtcdMemory;
+use super::etcd::{learn_hosts, EtcdMemory};
 use super::members::{unix_now, DcsTiming, MemberMemory};
 use super::placement::Placement;
 use super::requests::{MemberAnswers, ReaderDocuments};
@@ -29,7 +29,6 @@ use crate::snapshot::{
     FailoverReadiness, Failure, MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment,
     RaftNodeSnapshot, RaftSnapshot, Source, ViewComparison, VoterSetComparison,
 };
-use url::Url;
 
 /// What every member's record reads besides its own answers.
 pub(super) struct MemberContext<'a> {
@@ -69,7 +68,7 @@ pub(super) struct Recorder<'a> {
     pub(super) voters: &'a mut VoterMemory,
     pub(super) etcd: &'a mut EtcdMemory,
     /// Whether etcd is read over an authenticated channel: then the `api_url`s of the member
-    /// keys are trusted hosts.
+    /// keys are trusted hosts (else only for requests without credentials).
     pub(super) etcd_authenticated: bool,
     pub(super) cadence: &'a mut Cadence,
     pub(super) changes: &'a mut ChangeMemory,
@@ -361,19 +360,10 @@ impl Recorder<'_> {
                 self.note(Source::Etcd, target, error.map(Failure::from).as_ref());
             }
         }
+        learn_hosts(self.policy, &reading, self.etcd_authenticated);
         let snapshot =
             EtcdSnapshot::judge(reading, self.etcd.voters, self.etcd.keys.as_ref(), members);
         self.etcd.learn(&snapshot);
-        if self.etcd_authenticated {
-            if let Some(Some(Ok(keys))) = snapshot.facts.as_ref().map(|facts| &facts.keys) {
-                let hosts = keys
-                    .members
-                    .iter()
-                    .filter_map(|m| Url::parse(m.api_url.as_deref()?).ok())
-                    .filter_map(|url| Host::of_url(&url));
-                self.policy.learned.learn(hosts, true);
-            }
-        }
         DcsSnapshot::Etcd(Box::new(snapshot))
     }
 

@@ -350,6 +350,17 @@ fn etcd_problems(etcd: &EtcdSnapshot, problems: &mut Problems) {
             );
         }
     }
+    if let Some(Ok(keys)) = &facts.keys {
+        if keys.members.is_empty() {
+            problems.say(
+                Level::Warning,
+                format!(
+                    "no Patroni member key in etcd under {} (is --etcd.namespace Patroni's namespace?): the DCS content cannot be compared",
+                    facts.prefix.as_deref().unwrap_or_default()
+                ),
+            );
+        }
+    }
     for view in etcd.views.iter().filter(|view| view.stale) {
         problems.say(
             Level::Warning,
