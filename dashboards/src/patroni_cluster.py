@@ -224,7 +224,7 @@ def dashboard():
            "{{scope}} {{member}} readiness (Patroni {{version}})")],
         "GET /liveness: 503 (STALLED) when the member's HA loop has not run for ttl while its "
         "REST API answers (alert PatroniHaLoopStalled). GET /readiness beside it, whose meaning "
-        "depends on the member's Patroni version (in the legend): on 3.x a replica is ready when "
+        "depends on the member's Patroni version (in the legend): on 3.x and 4.0.x a replica is ready when "
         "its PostgreSQL runs and the DCS answers; from 4.1.0 it must also stream and be within "
         "maximum_lag_on_failover (unless failsafe mode is active), so a lagging 4.1 replica "
         "reads not ready where a 3.x one reads ready. The leader is ready on both.",
@@ -341,7 +341,7 @@ def dashboard():
         "pysyncobj's timing on each member's Raft node: pysyncobj's defaults (0.4 / 1.4 / 3.5 / 0.1 / "
         "5 / 30 s) unless Patroni >= 4.2.0 sets the raft: keys, read from --patroni.config-file "
         "(source: config_file, pysyncobj_default, or no_config_file: 4.2 and no file, assumed; "
-        "PATRONI_RAFT_* environment variables are not visible). thread_pool_size: Patroni >= 4.1.1 "
+        "PATRONI_RAFT_* environment variables are not visible). thread_pool_size: Patroni 3.3.9, 4.0.8, 4.1.1 and later "
         "serves its REST API from this + 1 workers, which the exporters share with the members' "
         "own leader-race requests and health checks.",
         join_field="member", span=24, height=6,

@@ -26,7 +26,7 @@ pub use cluster::ClusterSnapshot;
 pub use failover::{
     human_bytes, Exclusion, ExclusionReason, FailoverReadiness, MemberReadiness, PollFacts,
 };
-pub use member_settings::{InForce, PatroniRelease, SettingSource, PATRONI_REST_THREAD_POOL_SIZE};
+pub use member_settings::{InForce, SettingSource, PATRONI_REST_THREAD_POOL_SIZE};
 pub use model::{
     effective_raft_leader, member_hosts, Counters, DcsView, Failure, MemberDcsView, MemberSnapshot,
     Probes, RaftNodeSnapshot, Source, SourcePosition, StandbySource,
