@@ -178,19 +178,22 @@ def dashboard():
         53, "Members whose view differs",
         table_queries(*[f'max by (scope, member) (patroni_member_dcs_view_differs{{{SEL},field="{f}"}})'
                         for f in fields],
-                      f'max by (scope, member) (patroni_member_left_dcs_timestamp_seconds{{{SEL}}}) * 1000'),
+                      f'max by (scope, member) (patroni_member_left_dcs_timestamp_seconds{{{SEL}}}) * 1000',
+                      f'max by (scope, member) (patroni_member_dcs_view_read{{{SEL}}})'),
         "Every member whose own GET /cluster answered: whether its view differs from the view "
         "most members share in the leader, the member set, the timelines or the config "
         "(DIFFERS: a stale or diverged Raft replica); members that left the DCS view with the "
-        "time they left.",
+        "time they left. View read: UNKNOWN when no exporter read the member's GET /cluster in "
+        "its last poll (timed out, failed): it counts neither as agreeing nor as differing.",
         join_field="member", span=8, height=8,
         exclude=["Time"],
         rename={"scope": "Cluster", "member": "Member",
                 **{f"Value #{ref}": f for ref, f in zip("ABCD", fields)},
-                "Value #E": "Left the DCS view"},
+                "Value #E": "Left the DCS view", "Value #F": "View read"},
         overrides=[(f, [mapping_prop({"1": ("DIFFERS", "red"), "0": ("same", "green")}), cell_color()])
                    for f in fields]
-        + [("Left the DCS view", [prop("unit", "dateTimeAsIso")])]))
+        + [("Left the DCS view", [prop("unit", "dateTimeAsIso")]),
+           ("View read", [mapping_prop({"1": ("read", "green"), "0": ("UNKNOWN", "orange")}), cell_color()])]))
 
     # ---- How close the next outage is
     d = d.with_row(db.Row("Margins").id(60))

@@ -23,9 +23,9 @@ use crate::address::Host;
 use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
 use crate::patroni::{self, ClusterView, DynamicConfig, HistoryEntry, PatroniError};
 use crate::snapshot::{
-    answered_views, primaries, ClusterSnapshot, DcsView, FailoverReadiness, Failure, MemberDcsView,
-    MemberSnapshot, PollFacts, Probes, QuorumAssessment, RaftNodeSnapshot, Source, ViewComparison,
-    VoterKinds, VoterSetComparison,
+    primaries, ClusterSnapshot, DcsView, FailoverReadiness, Failure, MemberDcsView, MemberSnapshot,
+    PollFacts, Probes, QuorumAssessment, RaftNodeSnapshot, Source, ViewComparison, VoterKinds,
+    VoterSetComparison,
 };
 
 /// What every member's record reads besides its own answers.
@@ -286,10 +286,7 @@ impl Recorder<'_> {
         let quorum = QuorumAssessment::assess_with(&raft_nodes, self.voters.counted(), &voter_sets);
         // Without the views collector only the read view is known: nothing to compare.
         let views = if self.config.identity.collectors.enabled(Collector::Views) {
-            ViewComparison::compare(
-                &answered_views(members.iter().chain(&departed)),
-                read_view.as_ref(),
-            )
+            ViewComparison::of_members(members.iter().chain(&departed), read_view.as_ref())
         } else {
             ViewComparison::default()
         };
