@@ -38,7 +38,7 @@ use crate::snapshot::{says_primary, MemberSnapshot, Probes};
 /// polls, once a minute at the default interval), `/liveness` on every turn. Why: readiness
 /// feeds no alert and no verdict (the dashboard shows it), while liveness says a stalled HA
 /// loop (`PatroniHaLoopStalled`) and keeps a departed member remembered; every request takes
-/// one of the few workers Patroni (>= 4.1.1) serves its REST API with, shared with the
+/// one of the few workers Patroni (3.3.9, 4.0.8, 4.1.1 and later) serves its REST API with, shared with the
 /// members' own leader race.
 pub(super) const READINESS_EVERY_TURNS: usize = 4;
 

@@ -25,9 +25,9 @@ use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
 use crate::etcd::EtcdReading;
 use crate::patroni::{self, ClusterView, DynamicConfig, HistoryEntry, PatroniError};
 use crate::snapshot::{
-    answered_views, primaries, ClusterSnapshot, DcsSnapshot, DcsView, EtcdSnapshot,
-    FailoverReadiness, Failure, MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment,
-    RaftNodeSnapshot, RaftSnapshot, Source, ViewComparison, VoterSetComparison,
+    primaries, ClusterSnapshot, DcsSnapshot, DcsView, EtcdSnapshot, FailoverReadiness, Failure,
+    MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment, RaftNodeSnapshot,
+    RaftSnapshot, Source, ViewComparison, VoterSetComparison,
 };
 
 /// What every member's record reads besides its own answers.
@@ -284,10 +284,7 @@ impl Recorder<'_> {
         }
         // Without the views collector only the read view is known: nothing to compare.
         let views = if self.config.identity.collectors.enabled(Collector::Views) {
-            ViewComparison::compare(
-                &answered_views(members.iter().chain(&departed)),
-                read_view.as_ref(),
-            )
+            ViewComparison::of_members(members.iter().chain(&departed), read_view.as_ref())
         } else {
             ViewComparison::default()
         };

@@ -968,3 +968,70 @@ async fn a_reload_that_changes_only_request_settings_keeps_what_the_poller_learn
     let mut poller = poller.reconfigured(allowed).await.unwrap();
     assert_eq!(poll_reader_documents(&mut poller, &cluster).await.0 .0, 1);
 }
+
+/// Issue 42, part 6: the partition lab's Raft cut under load. Member 0's own `/cluster` is a
+/// stale replica's (two views); in the next poll it does not answer in time. Its view is then
+/// unknown: never counted as agreeing, and said so (`patroni_member_dcs_view_read` 0), so
+/// that `PatroniDcsViewsDiverge` does not resolve on it (alerts/tests/split.test.yml).
+#[tokio::test]
+async fn a_stale_view_not_read_this_poll_is_unknown_not_agreement() {
+    let cluster = FakeCluster::start("unread", Captured::split_415()).await;
+    cluster.serve_cluster_on(0, &fixture("patroni-4.1.5/01-cluster-from-m0.json"));
+    let config = cluster_config(cluster.urls_from(1), None);
+    let store = Arc::new(Store::new(1));
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
+    let render = |store: &Store| render_store(store, Format::PrometheusText);
+    store.publish(0, poller.poll_once().await);
+    let output = render(&store);
+    assert_eq!(
+        sample(&output, "patroni_cluster_dcs_views{scope=\"unread\"}"),
+        Some(2.0)
+    );
+    for member in ["postgresql-0", "postgresql-1", "postgresql-2"] {
+        let read = format!("patroni_member_dcs_view_read{{scope=\"unread\",member=\"{member}\"}}");
+        assert_eq!(sample(&output, &read), Some(1.0), "{read}\n{output}");
+    }
+
+    // Its own /patroni answers, its /cluster times out.
+    cluster.hang_on(0, "/cluster");
+    store.publish(0, poller.poll_once().await);
+    let output = render(&store);
+    let read = |member: &str| {
+        sample(
+            &output,
+            &format!("patroni_member_dcs_view_read{{scope=\"unread\",member=\"{member}\"}}"),
+        )
+    };
+    assert_eq!(read("postgresql-0"), Some(0.0), "{output}");
+    assert_eq!(read("postgresql-1"), Some(1.0));
+    assert_eq!(read("postgresql-2"), Some(1.0));
+    // The two views read agree; the third is unknown, with no differs series of its own.
+    assert_eq!(
+        sample(&output, "patroni_cluster_dcs_views{scope=\"unread\"}"),
+        Some(1.0)
+    );
+    assert!(
+        !output
+            .contains("patroni_member_dcs_view_differs{scope=\"unread\",member=\"postgresql-0\""),
+        "{output}"
+    );
+
+    // Its /cluster answers again, now the majority's: read and agreeing.
+    cluster.serve_cluster_on(
+        0,
+        &fixture("patroni-4.1.5/02-cluster-after-switchover.json"),
+    );
+    store.publish(0, poller.poll_once().await);
+    let output = render(&store);
+    assert_eq!(
+        sample(&output, "patroni_cluster_dcs_views{scope=\"unread\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &output,
+            "patroni_member_dcs_view_read{scope=\"unread\",member=\"postgresql-0\"}"
+        ),
+        Some(1.0)
+    );
+}
