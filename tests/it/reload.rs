@@ -86,7 +86,11 @@ async fn flags_of_one_cluster_given_beside_the_config_file_are_refused_at_start(
     write_config(&path, &[entry(Some("alpha"), &alpha)]);
     let config = path.to_str().unwrap();
     let url = alpha.urls()[0].to_string();
-    // The exporter and `status`, with --patroni.url or --raft.node on the command line.
+    let secret = dir.path().join("raft-password");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    let secret_path = secret.to_str().unwrap();
+    // The exporter and `status`, with --patroni.url, --raft.node or a password file on the
+    // command line; `status` exits 3 (UNKNOWN) on a usage error, the exporter 2.
     for args in [
         vec!["--config.file", config, "--patroni.url", &url],
         vec![
@@ -113,13 +117,30 @@ async fn flags_of_one_cluster_given_beside_the_config_file_are_refused_at_start(
             "--config.file",
             config,
         ],
+        vec!["--config.file", config, "--raft.password-file", secret_path],
+        vec![
+            "--log.level",
+            "warn",
+            "status",
+            "--patroni.password-file",
+            secret_path,
+            "--config.file",
+            config,
+        ],
     ] {
         let (code, stdout, stderr) = run_binary(&args, &[]).await;
-        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        let usage_error = if args.contains(&"status") { 3 } else { 2 };
+        assert_eq!(code, Some(usage_error), "{args:?}: {stderr}");
         assert!(stdout.is_empty(), "{args:?}: {stdout}");
-        let flag = args
-            .iter()
-            .find(|arg| ["--patroni.url", "--raft.node"].contains(arg));
+        let flag = args.iter().find(|arg| {
+            [
+                "--patroni.url",
+                "--raft.node",
+                "--raft.password-file",
+                "--patroni.password-file",
+            ]
+            .contains(arg)
+        });
         assert!(
             stderr.starts_with("error: the argument '")
                 && stderr.contains("' cannot be used with '")
@@ -130,8 +151,6 @@ async fn flags_of_one_cluster_given_beside_the_config_file_are_refused_at_start(
     }
     // What the file's entries inherit, and a password file from the environment (which the
     // user may have set for another command line), are not refused.
-    let secret = dir.path().join("raft-password");
-    std::fs::write(&secret, "s3cret\n").unwrap();
     let args = [
         "status",
         "--config.file",
@@ -254,6 +273,64 @@ const SUCCESS_AT: &str = "patroni_exporter_config_last_reload_success_timestamp_
 
 fn last_poll(scope: &str) -> String {
     format!("patroni_exporter_last_poll_timestamp_seconds{{scope=\"{scope}\"}}")
+}
+
+/// A usage error of `status` exits 3 (UNKNOWN: it could not check), never 2 (CRITICAL); its
+/// `--help` exits 0. A telemetry path the endpoint cannot serve is a usage error before
+/// listening.
+#[tokio::test]
+async fn usage_errors_exit_before_anything_runs() {
+    for (args, code, said) in [
+        (
+            vec!["status", "--no-such-flag"],
+            Some(3),
+            "unexpected argument",
+        ),
+        (vec!["status", "--timeout", "0s"], Some(3), "longer than 0"),
+        (vec!["status", "--help"], Some(0), "Usage:"),
+        (vec!["--no-such-flag"], Some(2), "unexpected argument"),
+        (
+            vec![
+                "--web.telemetry-path",
+                "/",
+                "--patroni.url",
+                "http://127.0.0.1:1",
+            ],
+            Some(2),
+            "/ is the endpoint's own route",
+        ),
+        (
+            vec![
+                "--web.telemetry-path",
+                "/-/ready",
+                "--patroni.url",
+                "http://127.0.0.1:1",
+            ],
+            Some(2),
+            "/-/ready is the endpoint's own route",
+        ),
+        (
+            vec![
+                "--web.telemetry-path",
+                "metrics",
+                "--patroni.url",
+                "http://127.0.0.1:1",
+            ],
+            Some(2),
+            "must start with /",
+        ),
+    ] {
+        let (exit, stdout, stderr) = run_binary(&args, &[]).await;
+        assert_eq!(exit, code, "{args:?}: {stderr}");
+        assert!(
+            stdout.contains(said) || stderr.contains(said),
+            "{args:?}: {stdout}{stderr}"
+        );
+        assert!(
+            !stderr.contains("listening") && !stderr.contains("panicked"),
+            "{stderr}"
+        );
+    }
 }
 
 #[tokio::test]
