@@ -153,9 +153,9 @@ impl Fleet {
     }
 
     fn warn_insecure(&mut self, config: &ClusterConfig) {
-        let key = format!("{:?}", config.identity.patroni_urls);
-        if config.rest.insecure_skip_verify && self.warned_insecure.insert(key) {
-            tracing::warn!(cluster = %config.name(), urls = ?config.identity.patroni_urls, "TLS certificate verification of members is disabled");
+        let urls = url_list(&config.identity.patroni_urls);
+        if config.rest.insecure_skip_verify && self.warned_insecure.insert(urls.clone()) {
+            tracing::warn!(cluster = %config.name(), %urls, "TLS certificate verification of members is disabled");
         }
     }
 
@@ -378,7 +378,7 @@ async fn run_cluster(
         match ClusterPoller::with_clients(seat.phase, config.clone(), &seat.clients).await {
             Ok(poller) => break poller.through(seat.start_gate.clone()),
             Err(error) => {
-                tracing::error!(error = format!("{error:#}"), urls = ?config.identity.patroni_urls, "cannot set up the poller; retrying in 30s or on reload");
+                tracing::error!(error = format!("{error:#}"), urls = %url_list(&config.identity.patroni_urls), "cannot set up the poller; retrying in 30s or on reload");
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs(30)) => {}
                     _ = configs.changed() => {}
@@ -419,6 +419,12 @@ async fn run_cluster(
             ),
         }
     }
+}
+
+/// URLs as a log field: as written, comma-separated (their `Debug` is `Url { scheme: ... }`).
+fn url_list(urls: &[url::Url]) -> String {
+    let urls: Vec<&str> = urls.iter().map(url::Url::as_str).collect();
+    urls.join(",")
 }
 
 /// Binds the listen address; `[::]` falls back to `0.0.0.0` on hosts without IPv6.
@@ -462,6 +468,16 @@ pub async fn shutdown_signal() {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn urls_are_logged_as_written() {
+        let urls = ["https://10.0.0.1:8008", "http://db.example:8008/"]
+            .map(|url| url::Url::parse(url).unwrap());
+        assert_eq!(
+            url_list(&urls),
+            "https://10.0.0.1:8008/,http://db.example:8008/"
+        );
+    }
 
     #[tokio::test]
     async fn a_panicking_task_is_restarted() {
