@@ -237,7 +237,8 @@ async fn reload_on_hangup(args: Args, mut running: Reloadable, shutdown: watch::
 }
 
 /// A configuration read whole and checked: the clusters ([`ClusterArgs::clusters`] reads
-/// `--config.file`, Patroni's YAML and the password files) and the HTTP clients built from
+/// `--config.file`, Patroni's YAML and the password files), the files of their DCS
+/// ([`ClusterPoller::check_dcs_files`]: etcd's TLS files), and the HTTP clients built from
 /// the CA, client certificate, key and key passphrase each cluster names.
 struct Loaded {
     clusters: Vec<ClusterConfig>,
@@ -255,9 +256,16 @@ struct Loaded {
 /// The first file that does not load, named.
 async fn load(args: &ClusterArgs, pool: &ClientPool) -> anyhow::Result<Loaded> {
     let cluster_args = args.clone();
-    let clusters = tokio::task::spawn_blocking(move || cluster_args.clusters())
-        .await
-        .map_err(|error| anyhow::anyhow!("reading the configuration: {error}"))??;
+    let clusters = tokio::task::spawn_blocking(move || {
+        let clusters = cluster_args.clusters()?;
+        for config in &clusters {
+            ClusterPoller::check_dcs_files(config)
+                .map_err(|error| anyhow::anyhow!("cluster {}: {error:#}", config.name()))?;
+        }
+        anyhow::Ok(clusters)
+    })
+    .await
+    .map_err(|error| anyhow::anyhow!("reading the configuration: {error}"))??;
     let mut clients = Vec::with_capacity(clusters.len());
     for config in &clusters {
         let client = pool

@@ -500,7 +500,8 @@ mod tests {
     fn every_flag_of_one_cluster_is_inherited_by_the_file_or_refused_beside_it() {
         use clap::Args as _;
         // What `Inherited` hands on (config/file.rs: poll_settings, rest_settings' body cap,
-        // raft_settings' port); the flags that may come from the environment are let be.
+        // raft_settings' port); the secret file flags, also from the environment, are refused
+        // on the command line only (`try_parse_from`).
         let inherited = [
             "poll_interval",
             "poll_timeout",

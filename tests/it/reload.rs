@@ -447,6 +447,41 @@ async fn a_ca_that_does_not_parse_refuses_the_start_naming_the_file() {
     }
 }
 
+/// The same for etcd's CA: a file of the cluster's DCS settings, checked before the start.
+#[tokio::test]
+async fn an_etcd_ca_that_does_not_parse_refuses_the_start_naming_the_file() {
+    let alpha = FakeCluster::start("alpha", Captured::healthy_415(0)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, config) = (
+        dir.path().join("etcd-ca.pem"),
+        dir.path().join("exporter.yml"),
+    );
+    std::fs::write(&ca, GARBAGE_PEM).unwrap();
+    let urls: Vec<String> = alpha.urls().iter().map(|url| url.to_string()).collect();
+    std::fs::write(
+        &config,
+        format!(
+            "clusters:\n  - scope: alpha\n    patroni_urls: [{}]\n    etcd_endpoints: [https://127.0.0.1:2379]\n    etcd_ca_file: {}\n",
+            urls.join(", "),
+            ca.display()
+        ),
+    )
+    .unwrap();
+    let args = [
+        "--config.file",
+        config.to_str().unwrap(),
+        "--web.listen-address",
+        "127.0.0.1:0",
+    ];
+    let (code, _, stderr) = run_binary(&args, &[]).await;
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("CA file {}", ca.display())) && stderr.contains("cluster alpha"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("listening"), "{stderr}");
+}
+
 fn write_web_config(path: &Path, password: &str) {
     std::fs::write(
         path,
