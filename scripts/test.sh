@@ -80,6 +80,10 @@ golden_promtool() { sed 's/ <varies>$/ 0/' tests/golden/metrics.txt | promtool c
 # shellcheck disable=SC2317  # the lanes run it
 cargo_test() { nice -n 10 cargo test --locked --no-run && cargo test --locked; }
 
+# Every intra-doc link resolves, in the developers' documentation (private items too).
+# shellcheck disable=SC2317  # the lanes run it
+cargo_doc() { RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --document-private-items --locked; }
+
 # A release: CI=release, or a tag on HEAD.
 is_release() { [[ ${CI:-} == release ]] || git describe --exact-match --tags HEAD >/dev/null 2>&1; }
 
@@ -250,6 +254,15 @@ report() { # report I: the step's block, when it ended
   RESULTS[$1]=$(printf '%s  %-56s %5ss %5ss  %s' "$verdict" "${S_NAME[$1]}" "+$start" "$secs" "$counts")
 }
 
+LANE_PIDS=()
+# shellcheck disable=SC2317  # the traps run it
+# stop_lanes: TERM to the process group of every lane still running (each lane leads its own)
+stop_lanes() {
+  local pid
+  for pid in "${LANE_PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null; done
+  return 0
+}
+
 run_all() {
   local lane i id left printed=()
   for i in "${!S_NAME[@]}"; do
@@ -259,9 +272,14 @@ run_all() {
   done
   rm -rf "$LOGS"; mkdir -p "$LOGS"
   rm -f "$EXPORTER_BIN"
-  # a TERM or INT reaches every step (the e2e scripts stop what they started)
-  trap 'trap - TERM INT; kill -TERM 0 2>/dev/null; wait; exit 143' TERM INT
-  for lane in "${LANES[@]}"; do run_lane "$lane" & done
+  # Each lane in a process group of its own (set -m), its steps with it: a TERM or INT to this
+  # script (HUP too), or its exit before the lanes ended, stops its own lanes' groups by PID (the e2e
+  # scripts stop what they started), and nothing else of the caller's group.
+  trap 'trap - TERM INT HUP; stop_lanes; wait; exit 143' TERM INT HUP
+  trap stop_lanes EXIT
+  set -m
+  for lane in "${LANES[@]}"; do run_lane "$lane" & LANE_PIDS+=("$!"); done
+  set +m
   while :; do
     left=0
     for i in "${!S_NAME[@]}"; do
@@ -278,7 +296,8 @@ run_all() {
     sleep 1
   done
   wait
-  trap - TERM INT
+  LANE_PIDS=()
+  trap - TERM INT HUP EXIT
 }
 
 # ------------------------------------------------------------------ the steps
@@ -292,6 +311,7 @@ step "no import circle between the modules of src/" scripts/module-cycles.py
 step "no production function longer than 100 lines" scripts/function-length.py
 step "every relative link and anchor of the Markdown files resolves" scripts/check-links.py
 step "rustfmt --check" cargo fmt --all -- --check
+step --nice 10 "cargo doc -D warnings (every intra-doc link resolves)" cargo_doc
 step "promtool check metrics (golden /metrics)" golden_promtool
 step --nice 10 "alert rules: promtool check/test, amtool" scripts/check-alerts.sh
 step --nice 10 "dashboards up to date and valid" scripts/gen-dashboards.sh --check

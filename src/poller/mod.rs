@@ -163,6 +163,22 @@ impl ClusterPoller {
         })
     }
 
+    /// Reads and parses the files `config`'s DCS settings name (etcd's CA, client certificate
+    /// and key) as [`ClusterPoller::with_clients`] does, without a poller: so that a reload
+    /// checks every file before it applies anything ([`crate::app`]; the REST client's files
+    /// are [`ClientPool::client`]'s). Reads on this thread: from async code, in `spawn_blocking`.
+    ///
+    /// # Errors
+    /// When a file cannot be read or parsed, named.
+    pub fn check_dcs_files(config: &ClusterConfig) -> anyhow::Result<()> {
+        match &config.identity.dcs {
+            DcsSettings::Etcd(settings) => {
+                EtcdQuery::new(settings, config, config.poll.timeout).map(drop)
+            }
+            DcsSettings::Unwatched | DcsSettings::Raft(_) => Ok(()),
+        }
+    }
+
     /// Makes the first poll of each run ([`ClusterPoller::run_until`]) wait for `gate`,
     /// shared by the pollers of a fleet, so that they do not all poll at once.
     #[must_use]

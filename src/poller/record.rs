@@ -126,9 +126,9 @@ impl Recorder<'_> {
         timeline: Option<u64>,
     ) -> (Option<Vec<HistoryEntry>>, Option<Vec<String>>) {
         // Asked (`Some`) only when there is a reader and it was due.
-        let read = history
-            .is_some()
-            .then(|| self.settle(Source::History, "history", history));
+        let asked = history.is_some();
+        let read = self.settle(Source::History, "history", history);
+        let read = asked.then_some(read);
         let history = has_reader
             .then(|| self.cadence.history_of_poll(read, timeline))
             .flatten();
@@ -199,6 +199,10 @@ impl Recorder<'_> {
                 self.members.record_config(&name, config);
             }
         }
+        // Asked in rotation: a request not asked in this poll keeps its last outcome.
+        for request in ["view of", "config of", "liveness of", "readiness of"] {
+            self.tally.keep(&format!("{request} {name}"));
+        }
         if let Some((liveness, readiness)) = answers.probes {
             let liveness = self.settle(
                 Source::Probe,
@@ -225,8 +229,9 @@ impl Recorder<'_> {
                 self.members.record_clock(&name, own.clock);
                 (Ok(own.status), own.clock, Some(own.round_trip))
             }
-            Err(failure) => (Err(failure), self.members.clock_of(&name), None),
+            Err(failure) => (Err(failure), None, None),
         };
+        let last_clock = clock.or_else(|| self.members.clock_of(&name));
         // The reader's view is the one already read; every other member's is its own.
         let view = match (context.read_view, context.reader == Some(name.as_str())) {
             (Some(read), true) => Some(Ok(read.clone())),
@@ -243,6 +248,7 @@ impl Recorder<'_> {
             member,
             own_view,
             clock,
+            last_clock,
             round_trip,
             probes: self.members.probes_of(&name),
             dcs_view: view.map(|answer| {
@@ -279,6 +285,8 @@ impl Recorder<'_> {
             Some(reading) => self.etcd_part(reading, members.iter().chain(&departed)),
             None => self.raft_part(raft_nodes, members.iter().chain(&departed)),
         };
+        // Every target of this poll is noted (the DCS's last).
+        self.tally.end_poll();
         if let Some(view) = &cluster {
             self.discovery.remember(view, self.policy);
         }

@@ -632,6 +632,7 @@ mod tests {
             })),
             left_dcs_at: None,
             clock: None,
+            last_clock: None,
             round_trip: None,
             probes: Probes::default(),
         }

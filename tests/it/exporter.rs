@@ -1035,3 +1035,47 @@ async fn a_stale_view_not_read_this_poll_is_unknown_not_agreement() {
         Some(1.0)
     );
 }
+
+/// A member whose `/patroni` fails in a poll has no clock offset on `/metrics` for that poll:
+/// a gauge shows what this poll measured. Its last measure is kept for the replay lag's
+/// correction only (`last_clock`), and its measure is back once it answers again.
+#[tokio::test]
+async fn a_clock_offset_is_exported_only_from_this_polls_answer() {
+    let cluster = FakeCluster::start("clocks", Captured::healthy_415(0)).await;
+    let mut poller = ClusterPoller::new(0, cluster_config(cluster.urls(), None))
+        .await
+        .unwrap();
+    let offsets = |snapshot| {
+        let store = Arc::new(Store::new(1));
+        store.publish(0, snapshot);
+        let text = render_store(&store, Format::PrometheusText);
+        text.lines()
+            .filter(|line| line.starts_with("patroni_member_clock_offset_seconds{"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let first = poller.poll_once().await;
+    assert_eq!(first.members.len(), 3);
+    assert!(first.members.iter().all(|m| m.clock.is_some()));
+    assert_eq!(offsets(first).len(), 3);
+
+    cluster.hang_on(1, "/patroni");
+    let second = poller.poll_once().await;
+    let failed: Vec<_> = second
+        .members
+        .iter()
+        .filter(|m| m.own_view.is_err())
+        .collect();
+    assert_eq!(failed.len(), 1, "{:?}", second.members);
+    let name = failed[0].member.name.clone();
+    assert_eq!(failed[0].clock, None);
+    assert!(failed[0].last_clock.is_some(), "{:?}", failed[0]);
+    let exported = offsets(second);
+    assert_eq!(exported.len(), 2, "{exported:?}");
+    assert!(
+        !exported
+            .iter()
+            .any(|line| line.contains(&format!("member=\"{name}\""))),
+        "{exported:?}"
+    );
+}
