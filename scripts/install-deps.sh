@@ -33,6 +33,8 @@
 #                            PostgreSQL's library package postgresql-charms-single-kernel (its
 #                            rules, dashboards and patroni.yml.j2 are read in site-packages,
 #                            never copied into the repository) and jinja2 to render the template
+#   $E2E_WORK/venv-pytest <- tests/e2e/requirements-pytest.txt: the typed e2e layer tests/e2e/pylab
+#                            (pytest, pytest-xdist, prometheus-client's exposition parser)
 #   E2E_WORK is <repo>/.work, or /var/tmp/patroni-raft-exporter when the checkout is not
 #   traversable by other users (see tests/e2e/paths.sh). A venv is rebuilt when its
 #   requirements file changed. Runs as root, or with sudo when available.
@@ -159,6 +161,23 @@ build_charm_venv() {
   log "venv: $venv ready (postgresql-charms-single-kernel $("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("postgresql-charms-single-kernel"))'))"
 }
 
+# The typed e2e layer's own venv (tests/e2e/pylab/run.sh): no Patroni in it, the clusters use theirs.
+build_pytest_venv() {
+  local req venv sum have
+  req="$E2E_REPO/tests/e2e/requirements-pytest.txt"
+  venv=$(e2e_venv_dir pytest)
+  sum=$(sha256sum "$req" | cut -d' ' -f1)
+  have=$(cat "$venv/.requirements.sha256" 2>/dev/null || true)
+  if [[ $have == "$sum" && -x $venv/bin/pytest ]]; then log "venv: $venv up to date (pytest)"; return 0; fi
+  if [[ -e $venv ]]; then log "venv: $venv stale or incomplete -> rebuilding"; rm -rf "$venv"; fi
+  "$PYTHON" -m venv "$venv"
+  log "venv: pip install -r ${req#"$E2E_REPO"/}"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
+  "$venv/bin/python" -c 'import pytest, xdist, prometheus_client.parser' || die "venv $venv: the lab's modules do not import"
+  echo "$sum" > "$venv/.requirements.sha256"
+  log "venv: $venv ready ($("$venv/bin/pytest" --version 2>&1))"
+}
+
 # ------------------------------------------------------------------ cargo tools
 install_cargo_deb() {
   local have
@@ -201,6 +220,7 @@ main() {
     log "work dir: $E2E_WORK"
     for v in "${versions[@]}"; do e2e_locked "venv-$v" build_venv "$v"; done
     e2e_locked venv-charm build_charm_venv
+    e2e_locked venv-pytest build_pytest_venv
   fi
   log "done in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')s"
 }
