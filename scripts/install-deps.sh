@@ -3,7 +3,7 @@
 #
 # Usage: scripts/install-deps.sh [--patroni VERSION...] [--no-apt] [--no-venv] [--no-cargo] [-h]
 #
-#   --patroni V...  build only these Patroni venvs (default: all matrices, 3.3.8 4.1.5)
+#   --patroni V...  build only these Patroni venvs (default: the matrices 3.3.8 4.1.5, and 3.3.11)
 #   --no-apt        skip the Debian packages
 #   --no-venv       skip the Python venvs
 #   --no-cargo      skip the cargo tools (cargo-deb)
@@ -18,14 +18,19 @@
 #   adduser (the .deb's maintainer scripts), faketime (libfaketime: a member's clock off,
 #   tests/e2e/next-outage.sh), shellcheck (scripts/shellcheck.sh: every shell script, in
 #   `make test`), jsonnet + python3-yaml (scripts/render-mixin.sh renders the shipped rules
-#   from mixin/; tests/e2e/mixin-job.sh). postgresql-15 brings psql (postgresql-client-15)
-#   and pgbench.
+#   from mixin/; tests/e2e/mixin-job.sh), etcd-server + etcd-client 3.4 (Patroni on etcd v3: the
+#   typed layer's EtcdCluster runs its own members). postgresql-15 brings psql
+#   (postgresql-client-15) and pgbench.
 #   Services are not started by the install (temporary policy-rc.d); if the postgresql
-#   package still started Debian's default cluster, it is stopped again.
+#   package still started Debian's default cluster, it is stopped again; so is Debian's etcd
+#   service (127.0.0.1:2379), and it is disabled.
 # Python venvs (built from /usr/bin/python3, usable by an unprivileged user), one per matrix:
 #   $E2E_WORK/venv-3.3.8  <- tests/e2e/requirements-3.3.8.txt (patroni[raft] 3.3.8, pysyncobj 0.3.17:
 #                            what Charmed PostgreSQL ships since 2026-09)
-#   $E2E_WORK/venv-4.1.5  <- tests/e2e/requirements-4.1.5.txt (patroni[raft] 4.1.5, pysyncobj 0.3.17)
+#   $E2E_WORK/venv-4.1.5  <- tests/e2e/requirements-4.1.5.txt (patroni[raft,etcd3] 4.1.5, pysyncobj 0.3.17,
+#                            python-etcd 0.4.5)
+#   $E2E_WORK/venv-3.3.11 <- tests/e2e/requirements-3.3.11.txt (patroni[raft,etcd3] 3.3.11, pysyncobj 0.3.17,
+#                            python-etcd 0.4.5: Patroni 3.3 on etcd, tests/e2e/pylab/test_etcd_lab.py)
 #   and on request only (--patroni 3.3.8-0.3.12; any e2e script takes 3.3.8-0.3.12 as a version):
 #   $E2E_WORK/venv-3.3.8-0.3.12 <- tests/e2e/requirements-3.3.8-0.3.12.txt (pysyncobj 0.3.12: the
 #                            charm's pin until 2026-06; a restarted node reports term 0)
@@ -51,7 +56,7 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$SCRIPT_DIR/../tests/e2e/paths.sh"
 
 APT_PACKAGES=(postgresql-15 prometheus prometheus-alertmanager jq curl iproute2 util-linux wrk python3-venv nftables iptables binutils
-              dpkg-dev lintian adduser faketime shellcheck jsonnet python3-yaml)
+              dpkg-dev lintian adduser faketime shellcheck jsonnet python3-yaml etcd-server etcd-client)
 # Pinned: the .deb's layout comes from Cargo.toml [package.metadata.deb] as this version reads it.
 CARGO_DEB_VERSION=3.8.0
 PYTHON=/usr/bin/python3
@@ -73,7 +78,7 @@ pkg_installed() {
 }
 
 install_apt() {
-  local missing=() p pg_new=0 policy_added=0
+  local missing=() p pg_new=0 etcd_new=0 policy_added=0
   for p in "${APT_PACKAGES[@]}"; do pkg_installed "$p" || missing+=("$p"); done
   if ((${#missing[@]} == 0)); then
     log "apt: all present (${APT_PACKAGES[*]})"
@@ -83,7 +88,7 @@ install_apt() {
     command -v sudo >/dev/null || die "not root and no sudo: install ${missing[*]} by hand"
     SUDO=(sudo -n)
   fi
-  for p in "${missing[@]}"; do [[ $p == postgresql-15 ]] && pg_new=1; done
+  for p in "${missing[@]}"; do [[ $p == postgresql-15 ]] && pg_new=1; [[ $p == etcd-server ]] && etcd_new=1; done
   # Keep the packages from starting their daemons (prometheus :9090, alertmanager :9093,
   # Debian's default PostgreSQL cluster): a temporary policy-rc.d that denies every start.
   if [[ ! -e /usr/sbin/policy-rc.d ]]; then
@@ -108,6 +113,11 @@ install_apt() {
         echo manual | as_root tee "/etc/postgresql/$ver/$name/start.conf" >/dev/null
       fi
     done < <(pg_lsclusters --no-header 2>/dev/null || true)
+  fi
+  if ((etcd_new)) && command -v systemctl >/dev/null && systemctl is-active --quiet etcd 2>/dev/null; then
+    log "apt: stopping Debian's etcd service and disabling it (the tests run their own members)"
+    as_root systemctl stop etcd || log "WARNING: could not stop etcd"
+    as_root systemctl disable etcd 2>/dev/null || true
   fi
   for p in "${missing[@]}"; do pkg_installed "$p" || die "apt: $p still not installed"; done
   log "apt: installed ${missing[*]}"
@@ -208,7 +218,8 @@ main() {
       *) usage >&2; exit 2 ;;
     esac
   done
-  ((${#versions[@]})) || read -r -a versions <<<"$E2E_PATRONI_VERSIONS"
+  # the matrices, and 3.3.11 (patroni[raft,etcd3]: Patroni on etcd, the typed layer's etcd lab)
+  ((${#versions[@]})) || read -r -a versions <<<"$E2E_PATRONI_VERSIONS 3.3.11"
   t0=$(date +%s.%N)
   ((do_apt)) && e2e_locked "$LOCK_DIR/patroni-raft-exporter-apt.lock" install_apt
   ((do_cargo)) && e2e_locked "$LOCK_DIR/patroni-raft-exporter-cargo.lock" install_cargo_deb

@@ -80,7 +80,7 @@ def cluster(paths: LabPaths, patroni_version: str, run_dir: Path, netns: Netns, 
         yield c
     finally:
         hung.continue_all()  # a stopped Patroni would hold `down` for its timeout
-        c.down()
+        c.down(keep_logs=run_dir)
 
 
 @pytest.fixture(scope="module")

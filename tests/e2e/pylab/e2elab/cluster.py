@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import urllib.request
 from collections.abc import Mapping
@@ -53,7 +54,12 @@ class PatroniCluster:
         self.sh("up", *(["--sync"] if sync else []))
         self._env_cache = None
 
-    def down(self, fast: bool = True) -> None:
+    def down(self, fast: bool = True, keep_logs: Path | None = None) -> None:
+        """Everything stopped and DATA_DIR removed; each member's patroni.log first copied to
+        KEEP_LOGS/patroni-MEMBER.log."""
+        if keep_logs is not None:
+            for log_file in self.data_dir.glob("*/patroni.log"):
+                shutil.copyfile(log_file, keep_logs / f"patroni-{log_file.parent.name}.log")
         self.sh("down", *(["--fast"] if fast else []), check=False)
 
     def wait(self, sync: bool = True) -> bool:
