@@ -404,6 +404,11 @@ if (( RUN_E2E )); then
   # version); ~2 min (110 s, 2026-11-29)
   # shellcheck disable=SC2086  # one word per version
   step "e2e hung members, Patroni $E2E_MATRICES" tests/e2e/pylab/run.sh test_hung_members.py --patroni $E2E_MATRICES
+  # Patroni on etcd v3 (the typed layer): a real 3-member etcd and the cluster on it; healthy 150 s
+  # (the README's etcd quick start, a real Prometheus), one etcd down, a failover, one member's
+  # stale view, the majority down with failsafe (PatroniDcsQuorumLost at a real Alertmanager).
+  # The exporter parts are skipped until the binary has --etcd.endpoint (~3 min without them)
+  step "e2e Patroni on etcd, Patroni 4.1.5 3.3.11" tests/e2e/pylab/run.sh test_etcd_lab.py --patroni 4.1.5 3.3.11
   # slow and lossy links without tc netem (nftables marks, iptables NFQUEUE, tests/e2e/netshape.py
   # holds the packets; nftables drops a share): one member's REST and Raft delayed below and above
   # the poll timeout as the exporter sees them, 25 % loss on its Raft links with the other members;
