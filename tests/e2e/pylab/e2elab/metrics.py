@@ -3,8 +3,8 @@ exposition parser (`text_string_to_metric_families`), stamped with the wall-cloc
 before the request and right after the answer, and sampled in the background.
 
 A series that is absent is `None`, never 0: "the exporter says nothing of it" and "the exporter
-says 0" are different verdicts. Labels are matched exactly against the sample's whole label set
-(`value`), or as a subset when the caller says so (`values`, `only`).
+says 0" are different verdicts. `value` matches LABELS as a subset of a series' labels and
+insists on one series; `exact` wants the whole label set; `values` lists every match.
 """
 
 from __future__ import annotations
@@ -60,18 +60,17 @@ class Scrape:
         return [s for s in self.series if s.name == name and _matches(s.labels, labels)]
 
     def value(self, name: str, /, **labels: str) -> float | None:
-        """The value of NAME{LABELS}, LABELS being its whole label set; None when absent."""
-        found = [s for s in self.series if s.name == name and dict(s.labels) == labels]
-        if len(found) > 1:
-            raise AmbiguousSeries(f"{name}{labels}: {len(found)} series")
-        return found[0].value if found else None
-
-    def only(self, name: str, /, **labels: str) -> float | None:
         """The value of the one series NAME whose labels include LABELS; None when there is
-        none, AmbiguousSeries when there are several."""
+        none (absent is not 0), AmbiguousSeries when several match (name more labels)."""
         found = self.values(name, **labels)
         if len(found) > 1:
             raise AmbiguousSeries(f"{name}{labels}: {[dict(s.labels) for s in found]}")
+        return found[0].value if found else None
+
+    def exact(self, name: str, /, **labels: str) -> float | None:
+        """The value of NAME{LABELS}, LABELS being its whole label set (lib.sh's metric_value
+        without `,...`); None when absent."""
+        found = [s for s in self.series if s.name == name and dict(s.labels) == labels]
         return found[0].value if found else None
 
 
