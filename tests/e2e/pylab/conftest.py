@@ -54,18 +54,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Per version and in all: 'N passed, N failed' alone on a line (scripts/test.sh counts it)."""
-    per: dict[str, list[int]] = {}
+    """Per version and in all: 'N passed, N failed' alone on a line (scripts/test.sh counts it),
+    the skipped on a line of their own; then each run's results.tsv."""
+    per: dict[str, dict[str, int]] = {}
     scenarios: set[str] = set()
-    for outcome in ("passed", "failed", "error"):
+    for outcome in ("passed", "failed", "error", "skipped"):
         for rep in terminalreporter.stats.get(outcome, []):
-            if getattr(rep, "when", "call") != "call" and outcome != "error":
+            if outcome in ("passed", "failed") and getattr(rep, "when", "call") != "call":
                 continue
             nodeid = rep.nodeid.split("@")[0]
             version = nodeid.rsplit("[", 1)[-1].rstrip("]") if "[" in nodeid else "-"
             scenarios.add(nodeid.split("::")[0].removesuffix(".py").removeprefix("test_").replace("_", "-"))
-            counts = per.setdefault(version, [0, 0])
-            counts[0 if outcome == "passed" else 1] += 1
+            counts = per.setdefault(version, {"passed": 0, "failed": 0, "skipped": 0})
+            counts["failed" if outcome == "error" else outcome] += 1
     # the measurements of each scenario and version (results.tsv of its run directory)
     work = lab_paths().work
     for scenario in sorted(scenarios):
@@ -75,11 +76,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
                 terminalreporter.write_line(f"---- {scenario}, Patroni {version} ({tsv})")
                 for row in tsv.read_text().splitlines()[1:]:
                     terminalreporter.write_line("  " + "  ".join(row.split("\t")[1:]))
-    for version, (p, f) in sorted(per.items()):
-        terminalreporter.write_line(f"Patroni {version}: {p} passed, {f} failed")
-    total_p = sum(c[0] for c in per.values())
-    total_f = sum(c[1] for c in per.values())
-    terminalreporter.write_line(f"{total_p} passed, {total_f} failed")
+    for version, c in sorted(per.items()):
+        terminalreporter.write_line(f"Patroni {version}: {c['passed']} passed, {c['failed']} failed")
+        if c["skipped"]:
+            terminalreporter.write_line(f"Patroni {version}: {c['skipped']} skipped (reasons: the short test summary)")
+    total = {k: sum(c[k] for c in per.values()) for k in ("passed", "failed")}
+    terminalreporter.write_line(f"{total['passed']} passed, {total['failed']} failed")
 
 
 # ------------------------------------------------------------------ fixtures

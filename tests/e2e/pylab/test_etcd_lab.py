@@ -8,8 +8,9 @@ cluster per version shared by the scenarios below, in this order:
                     --etcd.endpoint, --poll.interval 2s), a real Prometheus with the shipped
                     rules: for 150 s every scrape says quorum 1, margin 1, 3 etcd members all
                     answering, each member's view fresh; the etcd leader, terms and indexes
-                    within what etcd's own `endpoint status` said around each poll; no alert
-                    pending or firing
+                    within what etcd's own `endpoint status` said around each poll, the
+                    primary's flush position within PostgreSQL's own
+                    (pg_current_wal_flush_lsn) around it; no alert pending or firing
   one etcd down     a follower etcd stopped: quorum 1 and margin 0 in every scrape,
                     PatroniDcsQuorumNoMargin pending, PatroniDcsQuorumLost never
   failover          the primary killed with etcd healthy: another member promoted (its own
@@ -36,6 +37,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -165,10 +167,12 @@ def by_endpoint(s: Scrape, name: str, url: str, **labels: str) -> float | None:
     return None
 
 
-def status_between(truth: TruthSampler[dict[str, EndpointStatus]], s: Scrape
-                   ) -> tuple[dict[str, EndpointStatus], dict[str, EndpointStatus]] | None:
-    """etcd's own status before and after the poll this scrape shows (it started `duration`
-    before `last_poll_timestamp`)."""
+T = TypeVar("T")
+
+
+def around_poll(truth: TruthSampler[T], s: Scrape) -> tuple[T, T] | None:
+    """The ground truth read wholly before and wholly after the poll this scrape shows (it
+    started `duration` before `last_poll_timestamp`)."""
     end = s.value("patroni_exporter_last_poll_timestamp_seconds", **S)
     took = s.value("patroni_exporter_poll_duration_seconds", **S)
     if end is None or took is None:
@@ -209,11 +213,15 @@ def test_healthy(etcd: EtcdCluster, cluster: PatroniCluster, exporter: Exporter 
     took = exp.wait_value("healthy", "patroni_dcs_quorum", ETCD, 1, 60)
     checks.check(f"quorum 1 (confirmed) after the exporter's start ({took:.1f}s)", True)
     truth = TruthSampler(lambda: etcd.endpoint_status().value, every_s=0.2).start()
+    primary = cluster.leader_index()
+    flushed = TruthSampler(lambda: int(cluster.psql(primary, "select pg_current_wal_flush_lsn() - '0/0'")),
+                           every_s=0.5).start()
     t0 = time.time()
     sampler = Sampler(exp.metrics_url, 2.0).start()
     time.sleep(150)
     scrapes = sampler.stop()
     truth.stop()
+    flushed.stop()
     seen = prometheus.alerts_seen(t0)
     checks.check(f"150 s: {len(scrapes)} scrapes, {sampler.failures} unanswered", len(scrapes) >= 60 and sampler.failures == 0)
     members = [cluster.name(n) for n in cluster.members]
@@ -229,7 +237,11 @@ def test_healthy(etcd: EtcdCluster, cluster: PatroniCluster, exporter: Exporter 
         ttl = s.value("patroni_etcd_leader_key_ttl_seconds", **S)
         if ttl is None or not 0 < ttl <= TTL_S:
             bad.append(f"{s.t_before - t0:.0f}s leader key ttl {ttl}")
-        around = status_between(truth, s)
+        wal = around_poll(flushed, s)
+        position = s.value("patroni_member_wal_position_bytes", **S, member=cluster.name(primary), kind="flush")
+        if wal is not None and (position is None or not wal[0] <= position <= wal[1]):
+            bad.append(f"{s.t_before - t0:.0f}s the primary's flush position {position} not in PostgreSQL's {wal}")
+        around = around_poll(truth, s)
         if around is None:
             continue
         low, high = around
@@ -250,8 +262,9 @@ def test_healthy(etcd: EtcdCluster, cluster: PatroniCluster, exporter: Exporter 
             if lo.is_leader == hi.is_leader and leader != (1 if lo.is_leader else 0):
                 bad.append(f"{s.t_before - t0:.0f}s leader {ep} {leader}, etcd says {lo.is_leader}")
     results.record("healthy", "scrapes judged against etcd's own status around their poll", judged)
-    checks.check(f"every scrape: quorum 1, margin 1, 3 members all answering, views fresh, leader key ttl; "
-                 f"leader, term and index of each endpoint within etcd's own status ({len(bad)} bad: {bad[:5]})",
+    checks.check(f"every scrape: quorum 1, margin 1, 3 members all answering, views fresh, leader key ttl; the "
+                 f"primary's flush position within PostgreSQL's own around its poll; leader, term and index of each "
+                 f"endpoint within etcd's own status ({len(bad)} bad: {bad[:5]})",
                  not bad and judged >= len(scrapes) // 2)
     checks.check(f"no alert pending or firing in 150 s ({sorted(seen) or 'none'})", not seen)
     checks.verify()
