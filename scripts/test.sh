@@ -407,7 +407,8 @@ if (( RUN_E2E )); then
   # Patroni on etcd v3 (the typed layer): a real 3-member etcd and the cluster on it; healthy 150 s
   # (the README's etcd quick start, a real Prometheus), one etcd down, a failover, one member's
   # stale view, the majority down with failsafe (PatroniDcsQuorumLost at a real Alertmanager).
-  # The exporter parts are skipped until the binary has --etcd.endpoint (~3 min without them)
+  # The exporter parts are skipped until the binary takes --etcd.endpoint and the shipped rules
+  # have PatroniDcsQuorumLost (~2.5 min without them)
   step "e2e Patroni on etcd, Patroni 4.1.5 3.3.11" tests/e2e/pylab/run.sh test_etcd_lab.py --patroni 4.1.5 3.3.11
   # slow and lossy links without tc netem (nftables marks, iptables NFQUEUE, tests/e2e/netshape.py
   # holds the packets; nftables drops a share): one member's REST and Raft delayed below and above

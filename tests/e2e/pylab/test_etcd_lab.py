@@ -22,9 +22,10 @@ cluster per version shared by the scenarios below, in this order:
                     leader still primary in failsafe (its own GET /patroni), and
                     PatroniDcsQuorumLost reaches a real Alertmanager
 
-The exporter's etcd interface lands with its etcd source: until the binary has --etcd.endpoint,
-the exporter parts are skipped (said in the test's skip reason); the harness and the ground truth
-of the failover, stale-view and majority-down steps still run.
+The exporter's etcd interface lands with its etcd source: until the binary takes --etcd.endpoint
+and the shipped rules have PatroniDcsQuorumLost, the exporter parts are skipped (said in the
+test's skip reason); the harness and the ground truth of the failover, stale-view and
+majority-down steps still run.
 
 Root, a network namespace of its own per version: `tests/e2e/pylab/run.sh test_etcd_lab.py
 --patroni 4.1.5 3.3.11` runs both side by side.
@@ -96,14 +97,21 @@ def firewall(cluster: PatroniCluster) -> Iterator[MemberFirewall]:
     fw.teardown()
 
 
-def exporter_speaks_etcd(binary: Path) -> bool:
-    out = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=30)
-    return "--etcd.endpoint" in out.stdout + out.stderr
+def etcd_interface_missing(paths: LabPaths) -> str | None:
+    """Why the exporter parts cannot run here (None: they run). The exporter's etcd interface
+    is there when the binary takes --etcd.endpoint and the shipped rules have the etcd alerts:
+    the flags alone landed before the source was polled."""
+    out = subprocess.run([str(paths.exporter_bin), "--help"], capture_output=True, text=True, timeout=30)
+    if "--etcd.endpoint" not in out.stdout + out.stderr:
+        return f"{paths.exporter_bin} has no --etcd.endpoint"
+    if "alert: PatroniDcsQuorumLost" not in (paths.repo / "alerts" / "patroni-raft.rules.yml").read_text():
+        return "alerts/patroni-raft.rules.yml has no PatroniDcsQuorumLost yet"
+    return None
 
 
 @pytest.fixture(scope="module")
 def alertmanager(run_dir: Path, paths: LabPaths, netns: Netns) -> Iterator[Alertmanager | None]:
-    if not exporter_speaks_etcd(paths.exporter_bin):
+    if etcd_interface_missing(paths):
         yield None
         return
     am = Alertmanager(run_dir, group_wait="2s").start()
@@ -115,8 +123,9 @@ def alertmanager(run_dir: Path, paths: LabPaths, netns: Netns) -> Iterator[Alert
 def exporter(paths: LabPaths, run_dir: Path, cluster: PatroniCluster, etcd: EtcdCluster) -> Iterator[Exporter | None]:
     """The README's etcd quick start: one --patroni.url, one --etcd.endpoint (None: this exporter
     has no etcd interface yet)."""
-    if not exporter_speaks_etcd(paths.exporter_bin):
-        log(f"{paths.exporter_bin} has no --etcd.endpoint: the exporter parts are skipped")
+    missing = etcd_interface_missing(paths)
+    if missing:
+        log(f"{missing}: the exporter parts are skipped")
         yield None
         return
     e = Exporter(paths.exporter_bin, ["--patroni.url", cluster.rest(0), "--etcd.endpoint", etcd.client_url(0),
@@ -139,7 +148,8 @@ def prometheus(run_dir: Path, paths: LabPaths, exporter: Exporter | None,
 
 def need(exporter: Exporter | None) -> Exporter:
     if exporter is None:
-        pytest.skip("the exporter has no --etcd.endpoint yet (its etcd source is not merged): exporter part not run")
+        pytest.skip("the exporter's etcd interface is not here yet (no --etcd.endpoint, or no etcd alerts in the "
+                    "shipped rules): exporter part not run")
     return exporter
 
 
@@ -332,7 +342,7 @@ def test_failover_with_etcd_healthy(etcd: EtcdCluster, cluster: PatroniCluster, 
     results.record("failover", "kill to healthy again (s)", f"{time.monotonic() - t0:.1f}")
     checks.verify()
     if exporter is None:
-        pytest.skip("ground truth checked; the exporter part needs --etcd.endpoint")
+        pytest.skip("ground truth checked; the exporter part needs the exporter's etcd interface")
 
 
 def test_member_etcd_view_frozen(etcd: EtcdCluster, cluster: PatroniCluster, firewall: MemberFirewall,
@@ -374,7 +384,7 @@ def test_member_etcd_view_frozen(etcd: EtcdCluster, cluster: PatroniCluster, fir
     checks.check("healed: healthy again (sync)", cluster.wait(sync=True))
     checks.verify()
     if exporter is None:
-        pytest.skip("ground truth checked; the exporter part needs --etcd.endpoint")
+        pytest.skip("ground truth checked; the exporter part needs the exporter's etcd interface")
 
 
 def test_etcd_majority_down(etcd: EtcdCluster, cluster: PatroniCluster, exporter: Exporter | None,
@@ -424,4 +434,4 @@ def test_etcd_majority_down(etcd: EtcdCluster, cluster: PatroniCluster, exporter
         checks.check(f"etcd back: quorum 1 ({took:.1f}s)", True)
     checks.verify()
     if exporter is None:
-        pytest.skip("ground truth checked; the exporter part needs --etcd.endpoint")
+        pytest.skip("ground truth checked; the exporter part needs the exporter's etcd interface")
