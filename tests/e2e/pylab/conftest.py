@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -38,6 +39,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _versions(config: pytest.Config) -> list[str]:
     got: list[str] | None = config.getoption("--patroni")
     return list(dict.fromkeys(got)) if got else [DEFAULT_VERSION]
+
+
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM (scripts/test.sh stopping a step, CI's timeout) ends the run as Ctrl-C does: the
+    fixtures' teardown still runs (the Patroni continued, the cluster down, the namespace
+    deleted). The runner forwards it to its xdist workers, its own children."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        for children in Path("/proc/self/task").glob("*/children"):
+            for pid in children.read_text().split():
+                try:
+                    os.kill(int(pid), signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    signal.signal(signal.SIGTERM, _terminated)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
