@@ -420,9 +420,16 @@ if (( RUN_E2E )); then
   # members hung (their Patroni stopped by SIGSTOP): at the defaults with the first two of three
   # URLs hung, and at --poll.interval 2s with one member hung, no poll longer than the interval,
   # none skipped, every live member's own /patroni read in every poll. A network namespace of
-  # its own per version, in parallel; ~2.5 min
+  # its own per version, in parallel (the typed layer tests/e2e/pylab: one xdist worker per
+  # version); ~2 min (110 s, 2026-11-29)
   # shellcheck disable=SC2086  # one word per version
-  step "e2e hung members, Patroni $E2E_MATRICES" tests/e2e/hung-members.sh $E2E_MATRICES
+  step "e2e hung members, Patroni $E2E_MATRICES" tests/e2e/pylab/run.sh test_hung_members.py --patroni $E2E_MATRICES
+  # Patroni on etcd v3 (the typed layer): a real 3-member etcd and the cluster on it; healthy 150 s
+  # (the README's etcd quick start, a real Prometheus), one etcd down, a failover, one member's
+  # stale view, the majority down with failsafe (PatroniDcsQuorumLost at a real Alertmanager).
+  # The exporter parts are skipped until the binary takes --etcd.endpoint and the shipped rules
+  # have PatroniDcsQuorumLost (~2.5 min without them)
+  step "e2e Patroni on etcd, Patroni 4.1.5 3.3.11" tests/e2e/pylab/run.sh test_etcd_lab.py --patroni 4.1.5 3.3.11
   # slow and lossy links without tc netem (nftables marks, iptables NFQUEUE, tests/e2e/netshape.py
   # holds the packets; nftables drops a share): one member's REST and Raft delayed below and above
   # the poll timeout as the exporter sees them, 25 % loss on its Raft links with the other members;
