@@ -794,7 +794,8 @@ pub async fn start_endpoint(store: Arc<Store>, web: Option<Arc<WebState>>) -> En
 
 /// A fake etcd cluster of three members answering etcd 3.4.23's captured documents
 /// (`tests/fixtures/etcd-3.4`, e1 the leader): the member list names the fakes' own URLs,
-/// and Patroni's keys are those of the capture moved under `/service/<scope>/`.
+/// and Patroni's keys are those of the capture moved under `/service/<scope>/`, its members
+/// renamed as the REST capture's.
 pub async fn fake_etcd_cluster(scope: &str) -> Vec<patroni_raft_exporter::etcd::fake::FakeEtcd> {
     use base64::Engine;
     use patroni_raft_exporter::etcd::fake::{FakeEtcd, Reply};
@@ -810,11 +811,33 @@ pub async fn fake_etcd_cluster(scope: &str) -> Vec<patroni_raft_exporter::etcd::
     let base64 = base64::engine::general_purpose::STANDARD;
     let mut range: serde_json::Value =
         serde_json::from_slice(&fixture("etcd-3.4/range-patroni.json")).unwrap();
-    for kv in range["kvs"].as_array_mut().unwrap() {
+    // The capture's members pg2 (its leader) and pg1 renamed as the REST capture's members
+    // (postgresql-0 the leader, postgresql-1, and postgresql-2 a copy of pg1's key), so that
+    // every member's own view agrees with the keys (patroni_member_dcs_view_stale 0).
+    let renamed = |key: String| {
+        key.replace("/service/capdemo/", &format!("/service/{scope}/"))
+            .replace("/members/pg2", "/members/postgresql-0")
+            .replace("/members/pg1", "/members/postgresql-1")
+    };
+    let kvs = range["kvs"].as_array_mut().unwrap();
+    let mut third = None;
+    for kv in kvs.iter_mut() {
         let key = String::from_utf8(base64.decode(kv["key"].as_str().unwrap()).unwrap()).unwrap();
-        let moved = key.replace("/service/capdemo/", &format!("/service/{scope}/"));
+        if key.ends_with("/leader") {
+            kv["value"] = serde_json::Value::String(base64.encode("postgresql-0"));
+        }
+        let moved = renamed(key);
+        if moved.ends_with("/members/postgresql-1") {
+            let mut copy = kv.clone();
+            copy["key"] = serde_json::Value::String(
+                base64.encode(moved.replace("postgresql-1", "postgresql-2")),
+            );
+            third = Some(copy);
+        }
         kv["key"] = serde_json::Value::String(base64.encode(moved));
     }
+    kvs.extend(third);
+    range["count"] = serde_json::Value::String(kvs.len().to_string());
     let range = serde_json::to_vec(&range).unwrap();
     for (index, member) in members.iter().enumerate() {
         let answers = [
