@@ -857,8 +857,8 @@ pub async fn fake_etcd_cluster_of(
             &format!("/service/{captured_scope}/"),
             &format!("/service/{scope}/"),
         )
-            .replace("/members/pg2", "/members/postgresql-0")
-            .replace("/members/pg1", "/members/postgresql-1")
+        .replace("/members/pg2", "/members/postgresql-0")
+        .replace("/members/pg1", "/members/postgresql-1")
     };
     let kvs = range["kvs"].as_array_mut().unwrap();
     let mut third = None;
