@@ -129,6 +129,31 @@ async fn golden_output(format: Format) -> String {
         );
     }
     let etcd_endpoints: Vec<url::Url> = etcd_members.iter().map(|m| m.url()).collect();
+    // The same REST cluster on etcd 3.6.5 (documents written from its source): the database
+    // quota in each status, a learner in the member list.
+    let on_etcd36 = FakeCluster::start("etcd36-4-1-5", Captured::healthy_415(0)).await;
+    let etcd36_members = fake_etcd_cluster_of(EtcdDocuments::V3_6, "etcd36-4-1-5").await;
+    for (index, member) in etcd36_members.iter().enumerate() {
+        addresses.add(
+            member.addr.to_string(),
+            format!("127.0.0.4{}:2379", index + 1),
+        );
+    }
+    let etcd36_endpoints: Vec<url::Url> = etcd36_members.iter().map(|m| m.url()).collect();
+    let on_etcd_config = |urls, scope: &str, endpoints: &Vec<url::Url>| {
+        cluster_config(urls, None).with(|config| {
+            config.identity.expected_scope = Some(scope.into());
+            config.identity.dcs = DcsSettings::Etcd(EtcdSettings {
+                endpoints: endpoints.clone(),
+                namespace: EtcdSettings::DEFAULT_NAMESPACE.into(),
+                ca_file: None,
+                cert_file: None,
+                key_file: None,
+                username: None,
+                password: None,
+            });
+        })
+    };
 
     let configs = vec![
         cluster_config(healthy.urls(), Some((healthy_nodes, Some("s3cret")))),
@@ -151,22 +176,13 @@ async fn golden_output(format: Format) -> String {
             .with(|config| config.identity.standby_of = Some("healthy-3-3-8".into())),
         cluster_config(standby_cut.urls(), None)
             .with(|config| config.identity.standby_of = Some("healthy-3-3-8".into())),
-        cluster_config(on_etcd.urls(), None).with(|config| {
-            config.identity.expected_scope = Some("etcd-4-1-5".into());
-            config.identity.dcs = DcsSettings::Etcd(EtcdSettings {
-                endpoints: etcd_endpoints.clone(),
-                namespace: EtcdSettings::DEFAULT_NAMESPACE.into(),
-                ca_file: None,
-                cert_file: None,
-                key_file: None,
-                username: None,
-                password: None,
-            });
-        }),
+        on_etcd_config(on_etcd.urls(), "etcd-4-1-5", &etcd_endpoints),
+        on_etcd_config(on_etcd36.urls(), "etcd36-4-1-5", &etcd36_endpoints),
     ];
-    // Configs 2 (failsafe) and 4 (departed) need a second poll.
+    // Configs 2 (failsafe), 4 (departed) and 10 (on etcd: members' views are compared with
+    // keys that did not change since the poll before) need a second poll.
     let output =
-        poll_twice_and_render(configs, &[2, 4], || departed.isolate_member_0(), format).await;
+        poll_twice_and_render(configs, &[2, 4, 10], || departed.isolate_member_0(), format).await;
     let clusters = [
         &healthy,
         &switchover,
@@ -179,6 +195,7 @@ async fn golden_output(format: Format) -> String {
         &standby,
         &standby_cut,
         &on_etcd,
+        &on_etcd36,
     ];
     let output = clusters.iter().fold(output, |output, cluster| {
         cluster.addresses.normalize(&output)
