@@ -807,16 +807,38 @@ local ifFailsafe(active, inactive) =
             Longer than loop_wait (10 s) plus a poll (5 s), and two scrapes at 15 s: replicas apply
             the Raft log within milliseconds, and a key that changes between two members' answers
             makes the views differ for one poll at most.
+            Only answers are evidence. patroni_cluster_dcs_views counts the views read in the last
+            poll: when the stale member's own GET /cluster times out it reads 1, though that view
+            is merely unknown (patroni_member_dcs_view_read 0; the partition lab's Raft cut on a
+            loaded machine). So the alert, once pending or firing, holds while every exporter has
+            a member unread, and resolves only on evidence: one exporter that read every member's
+            view and found them equal. A member unread alone never starts it. Its value is the
+            number of views read (0 when none was).
           |||,
-          expr: 'max without (${aggregationLabels}) (patroni_cluster_dcs_views) > 1',
+          expr: |||
+            max without (${aggregationLabels}) (patroni_cluster_dcs_views) > 1
+            or
+            (
+                (
+                    max without (${aggregationLabels}) (patroni_cluster_dcs_views)
+                  or
+                    0 * min without (${aggregationLabels}) (sum without (member) (1 - patroni_member_dcs_view_read))
+                )
+              and
+                min without (${aggregationLabels}) (sum without (member) (1 - patroni_member_dcs_view_read)) > 0
+              and ignoring (alertname, alertstate, severity)
+                ALERTS{alertname="PatroniDcsViewsDiverge"}
+            )
+          |||,
           labels: { severity: 'warning' },
           annotations: {
-            summary: 'Members of Patroni cluster {{ $labels.scope }} see {{ $value }} different DCS views.',
+            summary: 'Members of Patroni cluster {{ $labels.scope }} see different DCS views.',
             description: |||
               For ${for} the members of scope {{ $labels.scope }} have answered GET /cluster from Raft
-              replicas that disagree ({{ $value }} views):
-              {{ with printf "max by (member, field) (patroni_member_dcs_view_differs{scope=%q} == 1)" $labels.scope | query | sortByLabel "field" | sortByLabel "member" }}{{ range $i, $s := . }}{{ if $i }}, {{ end }}{{ $s.Labels.member }} ({{ $s.Labels.field }}){{ end }}{{ else }}?{{ end }}
-              differ from the view most members share. A member on a stale or diverged replica acts on
+              replicas that disagree ({{ $value }} views among those read in the last poll):
+              {{ with printf "max by (member, field) (max_over_time(patroni_member_dcs_view_differs{scope=%q}[${for}]) == 1)" $labels.scope | query | sortByLabel "field" | sortByLabel "member" }}{{ range $i, $s := . }}{{ if $i }}, {{ end }}{{ $s.Labels.member }} ({{ $s.Labels.field }}){{ end }}{{ else }}?{{ end }}
+              differed from the view most members share in the last ${for}.
+              {{ with printf "min by (member) (patroni_member_dcs_view_read{scope=%q}) == 0" $labels.scope | query | sortByLabel "member" }}Not read in the last poll, so unknown (never counted as agreeing): {{ range $i, $s := . }}{{ if $i }}, {{ end }}{{ $s.Labels.member }}{{ end }}. {{ end }}A member on a stale or diverged replica acts on
               a DCS the majority does not share (it is not a failover candidate).
             |||,
           },

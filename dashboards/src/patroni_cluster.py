@@ -323,19 +323,22 @@ def dashboard():
         53, "Members whose view differs",
         table_queries(*[f'max by (scope, member) (patroni_member_dcs_view_differs{{{SEL},field="{f}"}})'
                         for f in fields],
-                      f'max by (scope, member) (patroni_member_left_dcs_timestamp_seconds{{{SEL}}}) * 1000'),
+                      f'max by (scope, member) (patroni_member_left_dcs_timestamp_seconds{{{SEL}}}) * 1000',
+                      f'max by (scope, member) (patroni_member_dcs_view_read{{{SEL}}})'),
         "Every member whose own GET /cluster answered: whether its view differs from the view "
         "most members share in the leader, the member set, the timelines or the config "
         "(DIFFERS: a stale or diverged Raft replica); members that left the DCS view with the "
-        "time they left.",
+        "time they left. View read: UNKNOWN when no exporter read the member's GET /cluster in "
+        "its last poll (timed out, failed): it counts neither as agreeing nor as differing.",
         join_field="member", span=8, height=8,
         exclude=["Time"],
         rename={"scope": "Cluster", "member": "Member",
                 **{f"Value #{ref}": f for ref, f in zip("ABCD", fields)},
-                "Value #E": "Left the DCS view"},
+                "Value #E": "Left the DCS view", "Value #F": "View read"},
         overrides=[(f, [mapping_prop({"1": ("DIFFERS", "red"), "0": ("same", "green")}), cell_color()])
                    for f in fields]
-        + [("Left the DCS view", [prop("unit", "dateTimeAsIso")])]))
+        + [("Left the DCS view", [prop("unit", "dateTimeAsIso")]),
+           ("View read", [mapping_prop({"1": ("read", "green"), "0": ("UNKNOWN", "orange")}), cell_color()])]))
 
     # ---- How close the next outage is
     d = d.with_row(db.Row("Margins").id(60))
@@ -370,7 +373,7 @@ def dashboard():
            "{{scope}} {{member}} readiness (Patroni {{version}})")],
         "GET /liveness: 503 (STALLED) when the member's HA loop has not run for ttl while its "
         "REST API answers (alert PatroniHaLoopStalled). GET /readiness beside it, whose meaning "
-        "depends on the member's Patroni version (in the legend): on 3.x a replica is ready when "
+        "depends on the member's Patroni version (in the legend): on 3.x and 4.0.x a replica is ready when "
         "its PostgreSQL runs and the DCS answers; from 4.1.0 it must also stream and be within "
         "maximum_lag_on_failover (unless failsafe mode is active), so a lagging 4.1 replica "
         "reads not ready where a 3.x one reads ready. The leader is ready on both.",
@@ -490,7 +493,7 @@ def dashboard():
         "pysyncobj's timing on each member's Raft node: pysyncobj's defaults (0.4 / 1.4 / 3.5 / 0.1 / "
         "5 / 30 s) unless Patroni >= 4.2.0 sets the raft: keys, read from --patroni.config-file "
         "(source: config_file, pysyncobj_default, or no_config_file: 4.2 and no file, assumed; "
-        "PATRONI_RAFT_* environment variables are not visible). thread_pool_size: Patroni >= 4.1.1 "
+        "PATRONI_RAFT_* environment variables are not visible). thread_pool_size: Patroni 3.3.9, 4.0.8, 4.1.1 and later "
         "serves its REST API from this + 1 workers, which the exporters share with the members' "
         "own leader-race requests and health checks.",
         join_field="member", span=24, height=6,

@@ -56,7 +56,7 @@ use cadence::Cadence;
 use changes::ChangeMemory;
 use deadline::Deadline;
 use discovery::{learn_raft, Discovery, Targets};
-use etcd::{EtcdMemory, EtcdQuery};
+use etcd::{EtcdMemory, EtcdProgress, EtcdQuery};
 use members::{unix_now, DcsTiming, MemberMemory};
 use placement::Placement;
 pub use placement::MAX_MEMBERS;
@@ -161,6 +161,22 @@ impl ClusterPoller {
             ask_everything: false,
             start_gate: None,
         })
+    }
+
+    /// Reads and parses the files `config`'s DCS settings name (etcd's CA, client certificate
+    /// and key) as [`ClusterPoller::with_clients`] does, without a poller: so that a reload
+    /// checks every file before it applies anything ([`crate::app`]; the REST client's files
+    /// are [`ClientPool::client`]'s). Reads on this thread: from async code, in `spawn_blocking`.
+    ///
+    /// # Errors
+    /// When a file cannot be read or parsed, named.
+    pub fn check_dcs_files(config: &ClusterConfig) -> anyhow::Result<()> {
+        match &config.identity.dcs {
+            DcsSettings::Etcd(settings) => {
+                EtcdQuery::new(settings, config, config.poll.timeout).map(drop)
+            }
+            DcsSettings::Unwatched | DcsSettings::Raft(_) => Ok(()),
+        }
     }
 
     /// Makes the first poll of each run ([`ClusterPoller::run_until`]) wait for `gate`,
@@ -307,13 +323,21 @@ impl ClusterPoller {
         self.member_limits.clear();
         self.deadline = Deadline::of_poll(self.budget);
         let scope = self.memory.discovery.scope_label(&self.config);
-        let etcd_reading = match &self.dcs {
-            DcsQuery::Etcd(query) => Some(query.start(
-                &self.memory.etcd,
-                self.memory.discovery.known_scope(&self.config),
-                self.deadline.at(),
-            )),
-            _ => None,
+        let (mut etcd_reading, mut scope_sender) = match &self.dcs {
+            DcsQuery::Etcd(query) => {
+                let (sender, receiver) = tokio::sync::oneshot::channel();
+                let known = self.memory.discovery.known_scope(&self.config);
+                let sender = match known {
+                    Some(scope) => {
+                        let _ = sender.send(scope.to_owned());
+                        None
+                    }
+                    None => Some(sender),
+                };
+                let reading = query.start(&self.memory.etcd, receiver, self.deadline.at());
+                (Some(EtcdProgress::Running(reading)), sender)
+            }
+            _ => (None, None),
         };
         let first_targets = self
             .targets()
@@ -330,6 +354,25 @@ impl ClusterPoller {
             self.memory.discovery.settle(cluster_answer, tally, &scope);
         let raft = self.config.identity.dcs.raft();
         learn_raft(&mut self.memory.voters, &mut self.policy, raft, &raft_nodes);
+        if let Some(sender) = scope_sender.take() {
+            // The first `/cluster` named the scope: etcd's keys are read in this poll too.
+            if let Some(scope) = self
+                .memory
+                .discovery
+                .known_scope(&self.config)
+                .map(str::to_owned)
+            {
+                let _ = sender.send(scope);
+            }
+        }
+        if let Some(progress) = etcd_reading.take() {
+            let progress = progress.until(self.deadline.halfway()).await;
+            if let (EtcdProgress::Done(reading), DcsQuery::Etcd(query)) = (&progress, &self.dcs) {
+                // The members' hosts the keys name, for round two ([`etcd::learn_hosts`]).
+                etcd::learn_hosts(&mut self.policy, reading, query.authenticated());
+            }
+            etcd_reading = Some(progress);
+        }
 
         let listed = cluster
             .as_ref()
@@ -398,7 +441,7 @@ impl ClusterPoller {
         let (members, departed) = recorder.members(everyone, member_answers, placements, &context);
         raft_nodes.extend(later_nodes);
         let etcd = match etcd_reading {
-            Some(reading) => Some(reading.await),
+            Some(progress) => Some(progress.reading().await),
             None => None,
         };
         recorder.judge(PollRecord {

@@ -256,12 +256,15 @@ impl EtcdSnapshot {
     }
 }
 
-/// The keys' content, when they were read through a leader.
+/// The keys' content, when they were read through a leader and hold a member key: a prefix
+/// with no member key at all is a wrong namespace or scope (or a cluster not bootstrapped),
+/// not a view every member disagrees with.
 fn comparable_keys(facts: &ClusterFacts) -> Option<KeyContent> {
     if !facts.linearizable {
         return None;
     }
-    facts.keys.as_ref()?.as_ref().ok().map(KeyContent::of)
+    let keys = facts.keys.as_ref()?.as_ref().ok()?;
+    (!keys.members.is_empty()).then(|| KeyContent::of(keys))
 }
 
 /// Each member whose own view was read this poll, against `content`.
@@ -466,6 +469,7 @@ mod tests {
         let range = parse_range(&crate::fixture(&format!("{dir}/range-patroni.json"))).unwrap();
         ClusterFacts {
             source: url(1),
+            prefix: Some(fixture_prefix(&range)),
             linearizable,
             members: parse_member_list(&crate::fixture(&format!("{dir}/member-list.json"))),
             alarms: None,
@@ -555,7 +559,7 @@ mod tests {
         )
         .unwrap();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-        crate::etcd::read_cluster(&client, &endpoints, None, deadline).await
+        crate::etcd::read_cluster(&client, &endpoints, std::future::ready(None), deadline).await
     }
 
     #[tokio::test]
@@ -628,9 +632,27 @@ mod tests {
             })),
             left_dcs_at: None,
             clock: None,
+            last_clock: None,
             round_trip: None,
             probes: Probes::default(),
         }
+    }
+
+    #[test]
+    fn a_prefix_without_member_keys_judges_no_view() {
+        // A wrong --etcd.namespace reads an empty prefix: no member would agree with it, and
+        // none is stale for it.
+        let member = member_with_view("a", "a", &["a"]);
+        let mut empty = facts("3.4", true);
+        empty.keys = Some(Ok(PatroniKeys::default()));
+        let reading = || EtcdReading {
+            endpoints: vec![answered(1, "etcd-3.4/status-e1.json")],
+            facts: Some(empty.clone()),
+        };
+        let previous = KeyContent::default();
+        let judged = EtcdSnapshot::judge(reading(), 3, Some(&previous), std::iter::once(&member));
+        assert!(judged.views.is_empty());
+        assert_eq!(judged.key_content(), None);
     }
 
     #[test]

@@ -985,3 +985,114 @@ async fn a_reload_that_changes_only_request_settings_keeps_what_the_poller_learn
     let mut poller = poller.reconfigured(allowed).await.unwrap();
     assert_eq!(poll_reader_documents(&mut poller, &cluster).await.0 .0, 1);
 }
+
+/// Issue 42, part 6: the partition lab's Raft cut under load. Member 0's own `/cluster` is a
+/// stale replica's (two views); in the next poll it does not answer in time. Its view is then
+/// unknown: never counted as agreeing, and said so (`patroni_member_dcs_view_read` 0), so
+/// that `PatroniDcsViewsDiverge` does not resolve on it (alerts/tests/split.test.yml).
+#[tokio::test]
+async fn a_stale_view_not_read_this_poll_is_unknown_not_agreement() {
+    let cluster = FakeCluster::start("unread", Captured::split_415()).await;
+    cluster.serve_cluster_on(0, &fixture("patroni-4.1.5/01-cluster-from-m0.json"));
+    let config = cluster_config(cluster.urls_from(1), None);
+    let store = Arc::new(Store::new(1));
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
+    let render = |store: &Store| render_store(store, Format::PrometheusText);
+    store.publish(0, poller.poll_once().await);
+    let output = render(&store);
+    assert_eq!(
+        sample(&output, "patroni_cluster_dcs_views{scope=\"unread\"}"),
+        Some(2.0)
+    );
+    for member in ["postgresql-0", "postgresql-1", "postgresql-2"] {
+        let read = format!("patroni_member_dcs_view_read{{scope=\"unread\",member=\"{member}\"}}");
+        assert_eq!(sample(&output, &read), Some(1.0), "{read}\n{output}");
+    }
+
+    // Its own /patroni answers, its /cluster times out.
+    cluster.hang_on(0, "/cluster");
+    store.publish(0, poller.poll_once().await);
+    let output = render(&store);
+    let read = |member: &str| {
+        sample(
+            &output,
+            &format!("patroni_member_dcs_view_read{{scope=\"unread\",member=\"{member}\"}}"),
+        )
+    };
+    assert_eq!(read("postgresql-0"), Some(0.0), "{output}");
+    assert_eq!(read("postgresql-1"), Some(1.0));
+    assert_eq!(read("postgresql-2"), Some(1.0));
+    // The two views read agree; the third is unknown, with no differs series of its own.
+    assert_eq!(
+        sample(&output, "patroni_cluster_dcs_views{scope=\"unread\"}"),
+        Some(1.0)
+    );
+    assert!(
+        !output
+            .contains("patroni_member_dcs_view_differs{scope=\"unread\",member=\"postgresql-0\""),
+        "{output}"
+    );
+
+    // Its /cluster answers again, now the majority's: read and agreeing.
+    cluster.serve_cluster_on(
+        0,
+        &fixture("patroni-4.1.5/02-cluster-after-switchover.json"),
+    );
+    store.publish(0, poller.poll_once().await);
+    let output = render(&store);
+    assert_eq!(
+        sample(&output, "patroni_cluster_dcs_views{scope=\"unread\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &output,
+            "patroni_member_dcs_view_read{scope=\"unread\",member=\"postgresql-0\"}"
+        ),
+        Some(1.0)
+    );
+}
+
+/// A member whose `/patroni` fails in a poll has no clock offset on `/metrics` for that poll:
+/// a gauge shows what this poll measured. Its last measure is kept for the replay lag's
+/// correction only (`last_clock`), and its measure is back once it answers again.
+#[tokio::test]
+async fn a_clock_offset_is_exported_only_from_this_polls_answer() {
+    let cluster = FakeCluster::start("clocks", Captured::healthy_415(0)).await;
+    let mut poller = ClusterPoller::new(0, cluster_config(cluster.urls(), None))
+        .await
+        .unwrap();
+    let offsets = |snapshot| {
+        let store = Arc::new(Store::new(1));
+        store.publish(0, snapshot);
+        let text = render_store(&store, Format::PrometheusText);
+        text.lines()
+            .filter(|line| line.starts_with("patroni_member_clock_offset_seconds{"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let first = poller.poll_once().await;
+    assert_eq!(first.members.len(), 3);
+    assert!(first.members.iter().all(|m| m.clock.is_some()));
+    assert_eq!(offsets(first).len(), 3);
+
+    cluster.hang_on(1, "/patroni");
+    let second = poller.poll_once().await;
+    let failed: Vec<_> = second
+        .members
+        .iter()
+        .filter(|m| m.own_view.is_err())
+        .collect();
+    assert_eq!(failed.len(), 1, "{:?}", second.members);
+    let name = failed[0].member.name.clone();
+    assert_eq!(failed[0].clock, None);
+    assert!(failed[0].last_clock.is_some(), "{:?}", failed[0]);
+    let exported = offsets(second);
+    assert_eq!(exported.len(), 2, "{exported:?}");
+    assert!(
+        !exported
+            .iter()
+            .any(|line| line.contains(&format!("member=\"{name}\""))),
+        "{exported:?}"
+    );
+}
