@@ -165,7 +165,7 @@ impl ClusterPoller {
 
     /// Reads and parses the files `config`'s DCS settings name (etcd's CA, client certificate
     /// and key) as [`ClusterPoller::with_clients`] does, without a poller: so that a reload
-    /// checks every file before it applies anything ([`crate::app`]; the REST client's files
+    /// checks every file before it applies anything (the app's load; the REST client's files
     /// are [`ClientPool::client`]'s). Reads on this thread: from async code, in `spawn_blocking`.
     ///
     /// # Errors
