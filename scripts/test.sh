@@ -355,6 +355,11 @@ if (( RUN_E2E )); then
   # differs); ~12 min wall clock (727 s / 716 s, 2026-11-24)
   # shellcheck disable=SC2086  # one word per version
   step --needs deps "e2e partition lab, Patroni $E2E_MATRICES" tests/e2e/lab.sh $E2E_MATRICES
+  # Patroni on etcd v3 (the typed layer): a real 3-member etcd (Debian's 3.4) and the cluster on
+  # it, Patroni 4.1.5 and 3.3.11 side by side; healthy 150 s (the README's etcd quick start, a
+  # real Prometheus), one etcd down, a failover, one member's stale view named, the majority
+  # down with failsafe (PatroniEtcdQuorumLost at a real Alertmanager); ~6 min (367 s)
+  step "e2e Patroni on etcd, Patroni 4.1.5 3.3.11" tests/e2e/pylab/run.sh test_etcd_lab.py --patroni 4.1.5 3.3.11
   # stereo mode (Charmed PostgreSQL 16): two members and a Raft-only witness
   # (patroni_raft_controller) on port 2224; healthy (nothing pending for 150 s), the replica
   # stopped (PatroniRaftQuorumNoMargin fires after its for: 5m, no quorum-loss page), the
@@ -399,7 +404,7 @@ if (( RUN_E2E )); then
   # Patroni's own GET /readiness answers. A network namespace of its own per version, the
   # versions in parallel; ~2-3 min wall clock
   # shellcheck disable=SC2086  # one word per version
-  step "e2e readiness by version, Patroni $E2E_MATRICES" tests/e2e/readiness.sh $E2E_MATRICES
+  step "e2e readiness by version, Patroni $E2E_MATRICES 3.3.11" tests/e2e/readiness.sh $E2E_MATRICES 3.3.11
   # failsafe mode: Raft cut between the members (REST open), failsafe_mode on: the
   # leader stays primary beyond ttl, PatroniRaftQuorumLost fires saying "failsafe mode keeps
   # the primary", PatroniFailsafeModeActive fires; heal. A network namespace of its own per
@@ -424,12 +429,6 @@ if (( RUN_E2E )); then
   # version); ~2 min (110 s, 2026-11-29)
   # shellcheck disable=SC2086  # one word per version
   step "e2e hung members, Patroni $E2E_MATRICES" tests/e2e/pylab/run.sh test_hung_members.py --patroni $E2E_MATRICES
-  # Patroni on etcd v3 (the typed layer): a real 3-member etcd and the cluster on it; healthy 150 s
-  # (the README's etcd quick start, a real Prometheus), one etcd down, a failover, one member's
-  # stale view, the majority down with failsafe (PatroniDcsQuorumLost at a real Alertmanager).
-  # The exporter parts are skipped until the binary takes --etcd.endpoint and the shipped rules
-  # have PatroniDcsQuorumLost (~2.5 min without them)
-  step "e2e Patroni on etcd, Patroni 4.1.5 3.3.11" tests/e2e/pylab/run.sh test_etcd_lab.py --patroni 4.1.5 3.3.11
   # slow and lossy links without tc netem (nftables marks, iptables NFQUEUE, tests/e2e/netshape.py
   # holds the packets; nftables drops a share): one member's REST and Raft delayed below and above
   # the poll timeout as the exporter sees them, 25 % loss on its Raft links with the other members;
@@ -445,7 +444,7 @@ if (( RUN_E2E )); then
   # partner_addrs) as the exporter's only configuration: both members over https with the
   # peer CA, every voter, the watcher a witness (~1 min)
   # shellcheck disable=SC2086  # one word per version
-  step "e2e Charmed PostgreSQL's patroni.yml as the only configuration, Patroni $E2E_MATRICES" tests/e2e/charm-config.sh $E2E_MATRICES
+  step "e2e Charmed PostgreSQL's patroni.yml as the only configuration, Patroni $E2E_MATRICES 3.3.11" tests/e2e/charm-config.sh $E2E_MATRICES 3.3.11
   # make deb (the release build above), lintian, dpkg -i, the unit's ExecStart as its user
   # against a real cluster, dpkg --purge leaves nothing (~1 min)
   step --needs deps,release "e2e Debian package: install, run as the unit does, purge" package_e2e

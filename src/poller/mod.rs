@@ -356,12 +356,7 @@ impl ClusterPoller {
         learn_raft(&mut self.memory.voters, &mut self.policy, raft, &raft_nodes);
         if let Some(sender) = scope_sender.take() {
             // The first `/cluster` named the scope: etcd's keys are read in this poll too.
-            if let Some(scope) = self
-                .memory
-                .discovery
-                .known_scope(&self.config)
-                .map(str::to_owned)
-            {
+            if let Some(scope) = cluster.as_ref().and_then(|view| view.scope.clone()) {
                 let _ = sender.send(scope);
             }
         }

@@ -218,6 +218,11 @@ def test_healthy(etcd: EtcdCluster, cluster: PatroniCluster, exporter: Exporter 
         checks.check(f"Prometheus loaded the shipped rule {rule}", prometheus.rule_loaded(rule))
     took = exp.wait_value("healthy", "patroni_dcs_quorum", ETCD, 1, 60)
     checks.check(f"quorum 1 (confirmed) after the exporter's start ({took:.1f}s)", True)
+    # A member's view is judged against Patroni's keys once two polls read the same keys
+    # through the etcd leader: from the second poll on.
+    for m in [cluster.name(n) for n in cluster.members]:
+        took = exp.wait_value("healthy", "patroni_member_dcs_view_stale", {**S, "member": m}, 0, 20)
+    checks.check(f"every member's view judged fresh after the exporter's start ({took:.1f}s)", True)
     truth = TruthSampler(lambda: etcd.endpoint_status().value, every_s=0.2).start()
     primary = cluster.leader_index()
     flushed = TruthSampler(lambda: int(cluster.psql(primary, "select pg_current_wal_flush_lsn() - '0/0'")),
