@@ -10,8 +10,8 @@ own); conditions interleaved over ROUNDS rounds of WINDOW_S seconds each (after 
   etcd     the README's quick start on etcd (one --patroni.url, one --etcd.endpoint)
   rest     the same exporter with --raft.disabled and the members' hosts allowed (no DCS asked,
            the same REST requests): the REST part alone
-CPU from /proc/PID/stat (utime + stime) of the exporter and of each etcd member: CPU time, not
-wall time (the cores are shared with whatever else runs).
+CPU from /proc/PID/task/*/schedstat (nanoseconds on the CPU, every thread) of the exporter and of
+each etcd member: CPU time, not wall time (the cores are shared with whatever else runs).
 
 Usage (root; not in CI): python3 docs/bench/etcd-cost/run.py [PATRONI_VERSION]   (default 4.1.5)
 Environment: EXPORTER_BIN (default target/release/patroni-raft-exporter), WINDOW_S=60 WARMUP_S=5
@@ -36,12 +36,17 @@ from e2elab.exporter import Exporter  # noqa: E402
 from e2elab.netns import Netns  # noqa: E402
 from e2elab.paths import lab_paths  # noqa: E402
 
-TICK = os.sysconf("SC_CLK_TCK")
-
 
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
+    """The process's CPU time in nanoseconds' resolution (/proc/PID/schedstat; /proc/PID/stat
+    counts 10 ms ticks, coarser than one poll), its threads summed."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # a thread that ended meanwhile
+    return total / 1e9
 
 
 def main() -> None:
