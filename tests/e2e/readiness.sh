@@ -114,7 +114,8 @@ e2e_edit_config "$RUN_DIR/edit-config.txt" synchronous_mode=false "maximum_lag_o
   || on_fail "2: edit-config"
 expect "2: asynchronous (no sync standby)" patroni_cluster_sync_standbys "$S" == 0 40
 expect "2: maximum_lag_on_failover $MAX_LAG in the exporter's /config" patroni_config_maximum_lag_on_failover_bytes "$S" == "$MAX_LAG" 150
-W=$(walreceiver_pid "$R") || on_fail "2: no walreceiver on $(name "$R")"
+W=""; for _ in {1..40}; do W=$(walreceiver_pid "$R") && break; sleep 0.5; done  # restarted by the edit
+[[ -n $W ]] || on_fail "2: no walreceiver on $(name "$R") within 20 s"
 kill -STOP "$W"; STOPPED+=("$W")
 T_HOLD=$(e2e_now)
 "$PGBIN/pgbench" -n -c 2 -R 200 -T 90 -f "$RUN_DIR/load.sql" -h "$DATA_DIR/postgresql-$L/sock" \
