@@ -165,12 +165,22 @@ impl EtcdProgress {
             done @ EtcdProgress::Done(_) => done,
         }
     }
+}
 
-    /// The reading, once it ended (by the poll's deadline at the latest).
-    pub(super) async fn reading(self) -> EtcdReading {
-        match self {
-            EtcdProgress::Running(handle) => handle.await,
-            EtcdProgress::Done(reading) => *reading,
+/// A poll's etcd reading and, until the first `/cluster` named it, the sender of the scope
+/// its keys are read under; empty on a cluster that is not on etcd.
+#[derive(Default)]
+pub(super) struct EtcdPoll {
+    pub(super) progress: Option<EtcdProgress>,
+    pub(super) scope_sender: Option<oneshot::Sender<String>>,
+}
+
+impl EtcdPoll {
+    /// The reading, once it ended (by the poll's deadline at the latest); `None` without one.
+    pub(super) async fn finish(self) -> Option<EtcdReading> {
+        match self.progress? {
+            EtcdProgress::Running(handle) => Some(handle.await),
+            EtcdProgress::Done(reading) => Some(*reading),
         }
     }
 }

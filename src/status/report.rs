@@ -267,7 +267,7 @@ fn etcd_problems(etcd: &EtcdSnapshot, problems: &mut Problems) {
         QuorumVerdict::Lost => problems.say(
             Level::Critical,
             format!(
-                "etcd quorum lost: {}; Patroni can neither keep nor take its leader key",
+                "etcd quorum lost: {}; Patroni cannot write its leader key: the primary demotes unless failsafe mode keeps it, and nobody can take over",
                 quorum.describe()
             ),
         ),
@@ -279,6 +279,14 @@ fn etcd_problems(etcd: &EtcdSnapshot, problems: &mut Problems) {
             ),
         ),
     }
+    etcd_member_problems(etcd, problems);
+    etcd_fact_problems(etcd, problems);
+}
+
+/// Each etcd member that does not answer, answers only `/health`, or knows no leader while
+/// the cluster has one.
+fn etcd_member_problems(etcd: &EtcdSnapshot, problems: &mut Problems) {
+    let quorum = &etcd.quorum;
     for (reading, member) in etcd.endpoints.iter().zip(&etcd.endpoint_members) {
         let endpoint = reading.endpoint.as_str().trim_end_matches('/');
         let name = member
@@ -310,13 +318,18 @@ fn etcd_problems(etcd: &EtcdSnapshot, problems: &mut Problems) {
             (Ok(_), _) => {}
         }
     }
+}
+
+/// What the cluster's facts say: alarms, what could not be read, a prefix without Patroni's
+/// keys, and members whose own view of the DCS is stale against them.
+fn etcd_fact_problems(etcd: &EtcdSnapshot, problems: &mut Problems) {
     let Some(facts) = &etcd.facts else {
         return;
     };
     if let Some(Ok(alarms)) = &facts.alarms {
         for alarm in alarms {
             let what = match alarm.alarm {
-                AlarmType::NoSpace => "NOSPACE: the database reached its quota and etcd takes no writes (Patroni cannot renew its leader key)".to_owned(),
+                AlarmType::NoSpace => "NOSPACE: the database reached its quota and etcd refuses writes (Patroni's keys are not updated, a new leader key cannot be written)".to_owned(),
                 AlarmType::Corrupt => "CORRUPT: a member's data was found corrupt".to_owned(),
                 AlarmType::Other(ref name) => name.clone(),
             };

@@ -194,3 +194,52 @@ async fn a_member_whose_view_disagrees_with_etcds_keys_is_named_stale() {
         "{second}"
     );
 }
+
+/// `status` on a cluster on etcd: the etcd verdict in the header, the etcd members' table, and
+/// the problems in plain words when etcd has no leader (the survivor's real 3.4.23 answer).
+#[tokio::test]
+async fn status_prints_the_etcd_members_and_says_what_is_wrong() {
+    use patroni_raft_exporter::status::render::{self, Colour};
+    use patroni_raft_exporter::status::report::{ClusterReport, Level};
+    let cluster = FakeCluster::start_on(
+        ["127.0.0.97", "127.0.0.98", "127.0.0.99"],
+        "status-etcd",
+        Captured::healthy_415(0),
+    )
+    .await;
+    let members: Vec<(String, String)> = cluster
+        .urls()
+        .iter()
+        .enumerate()
+        .map(|(i, url)| (format!("postgresql-{i}"), format!("{url}patroni")))
+        .collect();
+    let etcd = etcd_leader(patroni_keys("status-etcd", "postgresql-0", &members)).await;
+    let config = cluster_config(cluster.urls(), None)
+        .with(|config| config.identity.dcs = etcd_settings(&etcd));
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
+    let report = ClusterReport::from_snapshot(&poller.poll_once().await);
+    let text = render::text(std::slice::from_ref(&report), Colour(false));
+    assert_eq!(report.level, Level::Ok, "{text}");
+    assert!(
+        text.contains("etcd quorum: confirmed: 1 of 3 voting members answer, leader e1 (the leader says it leads)"),
+        "{text}"
+    );
+    assert!(text.contains("| etcd endpoint"), "{text}");
+    assert!(text.contains("| e1 "), "{text}");
+    assert!(text.contains("| leader "), "{text}");
+
+    // The member left alone without a leader: etcd's own words for it.
+    etcd.route(
+        "/v3/maintenance/status",
+        Reply::ok(fixture("etcd-3.4/no-quorum-status-e1.json")),
+    );
+    let report = ClusterReport::from_snapshot(&poller.poll_once().await);
+    let text = render::text(std::slice::from_ref(&report), Colour(false));
+    assert_eq!(report.level, Level::Critical, "{text}");
+    assert!(text.contains("etcd quorum: lost"), "{text}");
+    assert!(
+        text.contains("CRITICAL etcd quorum lost: 1 of 3 voting members answer (every member that answers knows no leader)"),
+        "{text}"
+    );
+    assert!(text.contains("nobody can take the leader key"), "{text}");
+}
