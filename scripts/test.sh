@@ -357,8 +357,9 @@ if (( RUN_E2E )); then
   step --needs deps "e2e partition lab, Patroni $E2E_MATRICES" tests/e2e/lab.sh $E2E_MATRICES
   # Patroni on etcd v3 (the typed layer): a real 3-member etcd (Debian's 3.4) and the cluster on
   # it, Patroni 4.1.5 and 3.3.11 side by side; healthy 150 s (the README's etcd quick start, a
-  # real Prometheus), one etcd down, a failover, one member's stale view named, the majority
-  # down with failsafe (PatroniEtcdQuorumLost at a real Alertmanager); ~6 min (367 s)
+  # real Prometheus), one etcd down, a failover, one member's stale view named, the leader cut
+  # off from etcd (primaries against the members' own word), the majority down with failsafe
+  # (PatroniEtcdQuorumLost at a real Alertmanager); ~7 min (418 s, 2026-11-29)
   step "e2e Patroni on etcd, Patroni 4.1.5 3.3.11" tests/e2e/pylab/run.sh test_etcd_lab.py --patroni 4.1.5 3.3.11
   # stereo mode (Charmed PostgreSQL 16): two members and a Raft-only witness
   # (patroni_raft_controller) on port 2224; healthy (nothing pending for 150 s), the replica

@@ -18,6 +18,12 @@ cluster per version shared by the scenarios below, in this order:
   stale view        one replica's etcd traffic dropped (nftables `meta skgid`) while the leader
                     changes (switchover): its own GET /cluster still names the old leader while
                     etcd names the new one, and the exporter names its view stale, only its
+  leader cut        the leader's own traffic to etcd dropped (nftables `meta skgid`), its
+                    replicas' kept; failsafe_mode off: each member's own GET /patroni read
+                    every 0.4 s, the exporter every 1 s: its primaries within the members' own
+                    word around each poll, quorum 1 throughout (etcd is healthy); the leader
+                    key names another member, the old leader demotes; how long each state
+                    lasted (two primaries, none) measured; healed, healthy again
   majority down     failsafe_mode on, 2 of 3 etcd killed: quorum 0, failover candidates 0, the
                     leader still primary in failsafe (its own GET /patroni), and
                     PatroniEtcdQuorumLost reaches a real Alertmanager
@@ -386,6 +392,151 @@ def test_member_etcd_view_frozen(etcd: EtcdCluster, cluster: PatroniCluster, fir
     checks.verify()
     if exporter is None:
         pytest.skip("ground truth checked; the exporter part needs the exporter's etcd interface")
+
+
+class RoleTruth:
+    """Each member's own word on its role (its GET /patroni), read in a sampler of its own per
+    member (one member slow to answer must not delay the readings of the others), stamped."""
+
+    def __init__(self, cluster: PatroniCluster, every_s: float = 0.4) -> None:
+        self.members = list(cluster.members)
+        self.samplers = {n: TruthSampler(lambda n=n: own_role(cluster, n), every_s=every_s) for n in self.members}
+
+    def start(self) -> RoleTruth:
+        for t in self.samplers.values():
+            t.start()
+        return self
+
+    def stop(self) -> None:
+        for t in self.samplers.values():
+            t.stop()
+
+    def latest(self, n: int) -> str:
+        r = self.samplers[n].readings
+        return r[-1].value if r else "?"
+
+    def primaries_around(self, t_from: float, t_to: float) -> tuple[int, int] | None:
+        """(members primary by their own word both before T_FROM and after T_TO, those primary
+        on either side): what a count read between the two can be. None without a reading on
+        each side for every member."""
+        sure = maybe = 0
+        for t in self.samplers.values():
+            b = t.between(t_from, t_to)
+            if b is None:
+                return None
+            before, after = is_primary(b[0]), is_primary(b[1])
+            sure += before and after
+            maybe += before or after
+        return sure, maybe
+
+    def first_change(self, n: int, since: float, primary: bool) -> float | None:
+        """When member N's own word first said primary (PRIMARY) / not primary after SINCE: the
+        midpoint of the reading that said so and the one before it. A member that does not
+        answer says neither."""
+        rs = [r for r in self.samplers[n].readings if r.t_before >= since]
+        prev = since
+        for r in rs:
+            if r.value not in ("down", "?") and is_primary(r.value) == primary:
+                return (prev + r.t_after) / 2
+            prev = r.t_before
+        return None
+
+
+def test_leader_cut_from_etcd(etcd: EtcdCluster, cluster: PatroniCluster, firewall: MemberFirewall,
+                              exporter: Exporter | None, results: Results, checks: Checks) -> None:
+    """The Patroni leader cut off from etcd, not from its replicas: nftables drops only its own
+    traffic to etcd's client port (its socket group). It can neither renew nor read the leader
+    key; the replicas see the key expire after ttl and one takes it. Two primaries by their own
+    word exist only if the old one keeps saying primary after the new one promotes."""
+    exp = need(exporter)
+    checks.check("failsafe_mode off (GET /config)", (cluster.get(0, "/config") or {}).get("failsafe_mode") is not True)
+    exp.wait_value("leader cut", "patroni_dcs_quorum", ETCD, 1, 60)  # past the exporter's first poll
+    old = cluster.leader_index()
+    names = [cluster.name(n) for n in cluster.members]
+    roles = RoleTruth(cluster).start()
+    sampler = Sampler(exp.metrics_url, 1.0).start()
+    time.sleep(3)  # readings of the healthy cluster on both sides of the first polls
+    log(f"=== leader cut from etcd: {cluster.name(old)}'s traffic to tcp 2379 dropped (replication open)")
+    t_cut = time.time()
+    firewall.cut_port(old, 2379)
+    new: int | None = None
+    t_key: float | None = None
+    try:
+        def settled() -> bool | None:
+            nonlocal new, t_key
+            key = leader_key(etcd)
+            if key not in ("?", "", cluster.name(old)) and t_key is None:
+                t_key = time.time()
+                new = names.index(key) if key in names else None
+            if new is None or not is_primary(roles.latest(new)) or is_primary(roles.latest(old)):
+                return None
+            return True
+        wait_for("a new leader key, the new leader primary and the old one demoted (their own word)",
+                 settled, TTL_S + 40, every_s=0.5)
+        time.sleep(3)  # readings after the settled state, for the brackets of the last polls
+    finally:
+        firewall.heal()
+        t_heal = time.time()
+        log(f"healed after {t_heal - t_cut:.1f}s")
+    healthy = cluster.wait(sync=True)
+    t_healthy = time.time()
+    scrapes = sampler.stop()
+    roles.stop()
+    assert new is not None and t_key is not None
+    checks.check(f"etcd's leader key names a new leader: {cluster.name(new)} ({t_key - t_cut:.1f}s after the cut)", new != old)
+    t_demoted = roles.first_change(old, t_cut, primary=False)
+    t_promoted = roles.first_change(new, t_cut, primary=True)
+    checks.check(f"the old leader {cluster.name(old)} demoted by its own word", t_demoted is not None)
+    checks.check(f"the new leader {cluster.name(new)} primary by its own word", t_promoted is not None)
+    assert t_demoted is not None and t_promoted is not None
+    phase = "leader cut from etcd"
+    results.record(phase, "old leader primary by its own word after the cut (s)", f"{t_demoted - t_cut:.1f}")
+    results.record(phase, "leader key names the new leader after the cut (s)", f"{t_key - t_cut:.1f}")
+    results.record(phase, "new leader primary by its own word after the cut (s)", f"{t_promoted - t_cut:.1f}")
+    results.record(phase, "two primaries by their own word (s)", f"{max(0.0, t_demoted - t_promoted):.1f}")
+    results.record(phase, "no primary by its own word (s)", f"{max(0.0, t_promoted - t_demoted):.1f}")
+    results.record(phase, "cut to healthy again after the heal (s)", f"{t_healthy - t_cut:.1f}")
+    checks.check(f"healed: healthy again (sync) ({t_healthy - t_heal:.1f}s after the heal)", healthy)
+
+    bad: list[str] = []
+    judged = two_seen = 0
+    rows: list[str] = []
+    for s in scrapes:
+        primaries = s.value("patroni_cluster_primaries", **S)
+        quorum = s.value("patroni_dcs_quorum", **ETCD)
+        leaders = [m for m in names if s.value("patroni_member_role", **S, member=m, role="leader") == 1]
+        rows.append("\t".join([f"{s.t_before - t_cut:.1f}", *[roles_at(roles, n, s.t_before) for n in cluster.members],
+                               "-" if primaries is None else f"{primaries:g}", ",".join(leaders) or "-",
+                               "-" if quorum is None else f"{quorum:g}"]) + "\n")
+        if quorum != 1:
+            bad.append(f"{s.t_before - t_cut:.1f}s quorum {quorum}")
+        end = s.value("patroni_exporter_last_poll_timestamp_seconds", **S)
+        took_poll = s.value("patroni_exporter_poll_duration_seconds", **S)
+        if end is None or took_poll is None:
+            continue
+        around = roles.primaries_around(end - took_poll, end)
+        if around is None:
+            continue
+        judged += 1
+        two_seen += primaries == 2
+        if primaries is None or not around[0] <= primaries <= around[1]:
+            bad.append(f"{s.t_before - t_cut:.1f}s primaries {primaries}, their own word around the poll {around}")
+    run = results.path.parent
+    (run / "samples-leader-cut.tsv").write_text(
+        "\t".join(["t", *[f"own_role_{m}" for m in names], "exporter_primaries", "exporter_leader", "quorum"]) + "\n"
+        + "".join(rows))
+    results.record(phase, "scrapes judged against the members' own word around their poll", judged)
+    results.record(phase, "scrapes with 2 primaries", two_seen)
+    checks.check(f"every scrape ({len(scrapes)}, {judged} judged): quorum 1 (etcd is healthy), primaries within the "
+                 f"members' own word around the poll ({len(bad)} bad: {bad[:5]})",
+                 not bad and judged >= len(scrapes) // 2)
+    checks.verify()
+
+
+def roles_at(roles: RoleTruth, n: int, t: float) -> str:
+    """Member N's own word in the last reading made before T."""
+    rs = [r for r in roles.samplers[n].readings if r.t_after <= t]
+    return rs[-1].value if rs else "?"
 
 
 def test_etcd_majority_down(etcd: EtcdCluster, cluster: PatroniCluster, exporter: Exporter | None,

@@ -79,10 +79,11 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
                                       "above half the request timeout (for: 5m)"),
     "PatroniPostgresRestarted/firing": (frozenset({"rejoined"}), "severity info, no for: the member that came back "
                                         "has a new postmaster start time"),
-    # An exporter fault (reported, not hidden): once the voter is removed, the exporter still
-    # asks the remembered postgresql-2 until its ttl runs out and counts kind="api_url_not_allowed"
-    # in every poll (its host no longer named by a Raft status), a kind PatroniExporterPollErrors
-    # takes for a configuration fault (rate over 5m, for: 15m).
+    # An exporter fault (reported, not hidden): once the voter is removed, postgresql-2 is still
+    # listed in /cluster (its key says `stopped` until it expires) and the exporter counts
+    # kind="api_url_not_allowed" for it in every poll (its host no longer named by a Raft
+    # status) until the key goes or the voter comes back, a kind PatroniExporterPollErrors takes
+    # for a configuration fault (rate over 5m: pending for 5 min after the last one, for: 15m).
     "PatroniExporterPollErrors/pending": (frozenset({"removed", "added", "rejoined"}),
                                           "EXPORTER FAULT: api_url_not_allowed counted for the removed member"),
 }
