@@ -41,6 +41,8 @@ pub use split::{
 };
 pub use standby::{standby_leader_archive_recovery, standby_leader_streaming};
 pub use store::{ClusterId, Encoding, Publisher, SnapshotStore};
+#[cfg(any(test, feature = "testkit"))]
+pub use store::WholeSnapshot;
 pub use voters::{CountedVoters, NodeVoterSet, VoterSetComparison};
 pub use witness::{VoterFacts, VoterKind, VoterKinds};
 
