@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use patroni_raft_exporter::config::ClusterConfig;
 use patroni_raft_exporter::metrics::Store;
 use patroni_raft_exporter::poller::ClusterPoller;
-use patroni_raft_exporter::snapshot::{SnapshotStore, WholeSnapshot};
 use patroni_raft_exporter::raft::fake::{Behaviour, FakeRaftNode};
 use patroni_raft_exporter::raft::RaftKey;
 use patroni_raft_exporter::snapshot::ClusterSnapshot;
+use patroni_raft_exporter::snapshot::{SnapshotStore, WholeSnapshot};
 
 use crate::support::*;
 
