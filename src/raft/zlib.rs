@@ -8,9 +8,9 @@
 //! Why one compressor and one decompressor per thread, reset for each message: a new deflate
 //! state is about 300 KB (miniz's dictionary and hash chains) allocated and zeroed, an inflate
 //! state 40 KB, for messages of a few dozen bytes (a request) to a few KB (a status); with two
-//! of each per Raft query, creating them was 6 % of the exporter's CPU polling 1000 clusters
-//! (docs/performance.md, "The floor"), and freeing blocks that large made malloc
-//! consolidate its free lists. A reset state compresses to the same bytes as a new one.
+//! of each per Raft query, creating them was 3 % of the exporter's CPU polling 1000 clusters
+//! (docs/bench/profile-n1000.md), and freeing blocks that large made malloc consolidate its
+//! free lists. A reset state compresses to the same bytes as a new one.
 
 use std::cell::RefCell;
 

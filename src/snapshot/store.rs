@@ -15,8 +15,8 @@
 //! Why the snapshot itself is not kept, only its encoding and what the store reads of it
 //! ([`Kept`]: its scope, and its leader's position for a standby cluster paired with it):
 //! nothing reads a published snapshot but those two, and a snapshot keeps every answer of the
-//! poll parsed (about 10 KB for a 3-member cluster, a sixth of the exporter's heap at 1000
-//! clusters: docs/performance.md, "Memory at N clusters").
+//! poll parsed: about 11 KB for a 3-member cluster, a fifth of the exporter's heap at 1000
+//! clusters (docs/bench/profile-n1000.md).
 
 use std::collections::HashMap;
 use std::fmt;
