@@ -9,8 +9,17 @@ local rules = import 'lib/rules.libsonnet';
 // first exporter, by instance, whose own verdict is lost (0), rendered by `render`. With
 // exporters in several failure domains the evidence and the counts must come from one that
 // sees the loss, not from one that cannot tell.
+local fromLosingExporterOf(verdict, series, render='value') =
+  '{{ with printf "%s and on(${aggregationLabels}) %s == 0" $labels.scope $labels.scope | query }}{{ . | sortByLabel "instance" | first | %s }}{{ else }}?{{ end }}' % [series, verdict, render];
 local fromLosingExporter(series, render='value') =
-  '{{ with printf "%s and on(${aggregationLabels}) patroni_raft_cluster_quorum{scope=%%q} == 0" $labels.scope $labels.scope | query }}{{ . | sortByLabel "instance" | first | %s }}{{ else }}?{{ end }}' % [series, render];
+  fromLosingExporterOf('patroni_raft_cluster_quorum{scope=%q}', series, render);
+// The same, from the first exporter whose own etcd verdict is lost.
+local fromLosingEtcdExporter(series, render='value') =
+  fromLosingExporterOf('patroni_dcs_quorum{scope=%q,dcs=\\"etcd\\"}', series, render);
+// The failsafe clause of a quorum-lost text: `active` while a member reports failsafe mode
+// active, `inactive` otherwise.
+local ifFailsafe(active, inactive) =
+  '{{ with printf "max(patroni_member_failsafe_active{scope=%%q}) == 1" $labels.scope | query }}%s{{ else }}%s{{ end }}' % [active, inactive];
 
 {
   // The header of the rendered rules file.
@@ -798,16 +807,38 @@ local fromLosingExporter(series, render='value') =
             Longer than loop_wait (10 s) plus a poll (5 s), and two scrapes at 15 s: replicas apply
             the Raft log within milliseconds, and a key that changes between two members' answers
             makes the views differ for one poll at most.
+            Only answers are evidence. patroni_cluster_dcs_views counts the views read in the last
+            poll: when the stale member's own GET /cluster times out it reads 1, though that view
+            is merely unknown (patroni_member_dcs_view_read 0; the partition lab's Raft cut on a
+            loaded machine). So the alert, once pending or firing, holds while every exporter has
+            a member unread, and resolves only on evidence: one exporter that read every member's
+            view and found them equal. A member unread alone never starts it. Its value is the
+            number of views read (0 when none was).
           |||,
-          expr: 'max without (${aggregationLabels}) (patroni_cluster_dcs_views) > 1',
+          expr: |||
+            max without (${aggregationLabels}) (patroni_cluster_dcs_views) > 1
+            or
+            (
+                (
+                    max without (${aggregationLabels}) (patroni_cluster_dcs_views)
+                  or
+                    0 * min without (${aggregationLabels}) (sum without (member) (1 - patroni_member_dcs_view_read))
+                )
+              and
+                min without (${aggregationLabels}) (sum without (member) (1 - patroni_member_dcs_view_read)) > 0
+              and ignoring (alertname, alertstate, severity)
+                ALERTS{alertname="PatroniDcsViewsDiverge"}
+            )
+          |||,
           labels: { severity: 'warning' },
           annotations: {
-            summary: 'Members of Patroni cluster {{ $labels.scope }} see {{ $value }} different DCS views.',
+            summary: 'Members of Patroni cluster {{ $labels.scope }} see different DCS views.',
             description: |||
               For ${for} the members of scope {{ $labels.scope }} have answered GET /cluster from Raft
-              replicas that disagree ({{ $value }} views):
-              {{ with printf "max by (member, field) (patroni_member_dcs_view_differs{scope=%q} == 1)" $labels.scope | query | sortByLabel "field" | sortByLabel "member" }}{{ range $i, $s := . }}{{ if $i }}, {{ end }}{{ $s.Labels.member }} ({{ $s.Labels.field }}){{ end }}{{ else }}?{{ end }}
-              differ from the view most members share. A member on a stale or diverged replica acts on
+              replicas that disagree ({{ $value }} views among those read in the last poll):
+              {{ with printf "max by (member, field) (max_over_time(patroni_member_dcs_view_differs{scope=%q}[${for}]) == 1)" $labels.scope | query | sortByLabel "field" | sortByLabel "member" }}{{ range $i, $s := . }}{{ if $i }}, {{ end }}{{ $s.Labels.member }} ({{ $s.Labels.field }}){{ end }}{{ else }}?{{ end }}
+              differed from the view most members share in the last ${for}.
+              {{ with printf "min by (member) (patroni_member_dcs_view_read{scope=%q}) == 0" $labels.scope | query | sortByLabel "member" }}Not read in the last poll, so unknown (never counted as agreeing): {{ range $i, $s := . }}{{ if $i }}, {{ end }}{{ $s.Labels.member }}{{ end }}. {{ end }}A member on a stale or diverged replica acts on
               a DCS the majority does not share (it is not a failover candidate).
             |||,
           },
@@ -879,6 +910,176 @@ local fromLosingExporter(series, render='value') =
               For ${for} the standby leader of scope {{ $labels.scope }} has replayed more than 16 MiB
               (one WAL segment) less than the leader of its source cluster {{ $labels.source_scope }} wrote
               (lag = {{ $value | humanize1024 }}B): losing the source's region now loses that much WAL.
+            |||,
+          },
+        },
+      ],
+    },
+    {
+      name: 'patroni-raft.etcd',
+      comment:: |||
+        Patroni clusters on etcd v3 (issue #41): whether this Patroni cluster can keep and take
+        its leader key, from the verdict the exporter judges for every DCS (patroni_dcs_quorum,
+        the same family as Raft's on dcs="raft"). etcd's own health (no leader, members down,
+        quota low, slow disks, gRPC errors) is etcd-mixin's, from etcd's own /metrics: these
+        rules do not repeat it (docs/runbooks.md says which of its alerts to run beside them).
+      |||,
+      rules: [
+        {
+          alert: 'PatroniEtcdQuorumLost',
+          comment:: |||
+            As PatroniRaftQuorumLost: the best verdict of every exporter watching the scope, so
+            that one exporter cut off with a minority does not page for a healthy etcd. 1m, as
+            Raft's: a quorum loss stops the leader key's renewal at once and does not heal by
+            itself; an etcd leader election (its leader restarted or cut off) takes about an
+            election timeout (1 s by default), one poll of no_leader at most, and a minute is
+            12 polls.
+          |||,
+          expr: 'max without (${aggregationLabels}) (patroni_dcs_quorum{dcs="etcd"}) == 0',
+          labels: { severity: 'critical' },
+          annotations: {
+            summary: 'etcd of Patroni cluster {{ $labels.scope }} lost its quorum: nobody can take the leader key; %s' % ifFailsafe('failsafe mode keeps the primary, one more failure demotes it.', 'the primary demotes itself, writes stop.'),
+            description: |||
+              No exporter confirms an etcd quorum for scope {{ $labels.scope }} (best verdict
+              {{ $value }}), and the evidence says it is lost (%(evidence)s):
+              %(answering)s
+              of %(members)s voting etcd members answer the exporter.
+              %(failsafe)s
+            ||| % {
+              evidence: fromLosingEtcdExporter('patroni_etcd_quorum_evidence{scope=%q} == 1', 'label "evidence"'),
+              answering: fromLosingEtcdExporter('patroni_etcd_members_answering{scope=%q}'),
+              members: fromLosingEtcdExporter('patroni_etcd_members{scope=%q}'),
+              failsafe: ifFailsafe(
+                'Failsafe mode is active: the primary keeps running without the DCS while every member answers it over REST; losing one more member demotes it. Nobody can take the leader key: no failover, no switchover.',
+                'Without an etcd quorum Patroni can neither renew nor take the leader key: the leader demotes itself after retry_timeout, nobody can take the leader key (no failover, no switchover), and the members may keep answering GET /cluster with the last view of their watch cache of etcd.'
+              ),
+            },
+          },
+        },
+        {
+          alert: 'PatroniEtcdQuorumNotVisible',
+          comment:: |||
+            As PatroniRaftQuorumNotVisible: the exporter's blindness, not evidence of a loss.
+            2m filters a restart of the exporter or of one etcd member.
+          |||,
+          expr: 'max without (${aggregationLabels}) (patroni_dcs_quorum{dcs="etcd"}) == -1',
+          labels: { severity: 'warning' },
+          annotations: {
+            summary: 'The exporter cannot tell whether etcd of Patroni cluster {{ $labels.scope }} has a quorum.',
+            description: |||
+              For ${for} no exporter could confirm or refute the etcd quorum of scope {{ $labels.scope }}
+              (best verdict {{ $value }}):
+              {{ with printf "max(patroni_etcd_members_answering{scope=%q})" $labels.scope | query }}{{ . | first | value }}{{ else }}?{{ end }}
+              of {{ with printf "max(patroni_etcd_members{scope=%q})" $labels.scope | query }}{{ . | first | value }}{{ else }}?{{ end }}
+              voting etcd members answer, without a leader named by a majority (or, where Status is
+              refused to the exporter's user, without a majority answering /health true: an active
+              alarm makes /health false too). Failed etcd requests in the last 5m by kind:{{ range printf "sum by (kind) (increase(patroni_exporter_poll_errors_total{scope=%q,source=\"etcd\"}[5m])) > 0" $labels.scope | query | sortByLabel "kind" }} {{ .Labels.kind }}{{ else }} none{{ end }}.
+              This is the exporter's blindness, not evidence of a loss: check the network between the
+              exporter and etcd's client port, --etcd.endpoint, the TLS files and the etcd user.
+            |||,
+          },
+        },
+        {
+          alert: 'PatroniEtcdQuorumNoMargin',
+          comment:: |||
+            As PatroniRaftQuorumNoMargin, and only while the quorum is confirmed (a lost one is
+            PatroniEtcdQuorumLost). The best view of every exporter (max): one exporter that
+            cannot reach an etcd member must not claim the cluster has no margin. 5m: longer
+            than an etcd member's restart or a rolling upgrade's step, shorter than a forgotten
+            dead member.
+          |||,
+          expr: |||
+            max without (${aggregationLabels}) (patroni_dcs_quorum_margin{dcs="etcd"}) == 0
+            and max without (${aggregationLabels}) (patroni_dcs_quorum{dcs="etcd"}) == 1
+          |||,
+          labels: { severity: 'warning' },
+          annotations: {
+            summary: 'etcd of Patroni cluster {{ $labels.scope }} has no margin: one more etcd member down loses the quorum.',
+            description: |||
+              For ${for} the etcd cluster of scope {{ $labels.scope }} has had exactly a majority of its
+              voting members healthy ({{ with printf "max(patroni_etcd_members_answering{scope=%q})" $labels.scope | query }}{{ . | first | value }}{{ else }}?{{ end }}
+              of {{ with printf "max(patroni_etcd_members{scope=%q})" $labels.scope | query }}{{ . | first | value }}{{ else }}?{{ end }}
+              answer; margin {{ $value }}). The next etcd member that fails stops every write to etcd:
+              nobody can take the leader key, and the primary demotes itself unless failsafe mode keeps it.
+            |||,
+          },
+        },
+        {
+          alert: 'PatroniEtcdAlarm',
+          comment:: |||
+            etcd raises an alarm and keeps it until an operator disarms it (etcdctl alarm
+            disarm): nothing transient to filter. Both stop the writes that take the leader key
+            (etcd's applierV3Capped and applierV3Corrupt refuse puts, transactions and new
+            leases; a lease keep-alive is no write, so the primary may keep its key): the
+            cluster cannot fail over from that moment. The best view of every exporter (max).
+          |||,
+          expr: 'max without (${aggregationLabels}) (patroni_etcd_alarms{alarm=~"NOSPACE|CORRUPT"}) > 0',
+          labels: { severity: 'critical' },
+          annotations: {
+            summary: 'etcd of Patroni cluster {{ $labels.scope }} raises the {{ $labels.alarm }} alarm: {{ if eq $labels.alarm "NOSPACE" }}etcd takes no writes{{ else }}etcd refuses reads and writes{{ end }}, nobody can take the leader key.',
+            description: |||
+              {{ $value }} etcd member(s) of scope {{ $labels.scope }} raise the {{ $labels.alarm }} alarm.
+              {{ if eq $labels.alarm "NOSPACE" }}The database reached its quota (--quota-backend-bytes): until the alarm is
+              disarmed etcd refuses every write that adds data (puts, transactions, new leases). The primary
+              may keep renewing the lease of its leader key (a keep-alive is no write), but nobody can take
+              the leader key: no failover, no switchover, and no member key or configuration change is
+              stored. Compact and defragment etcd, then disarm the alarm.{{ else }}etcd's corruption check found a
+              member whose data differs from the others': while the alarm is active etcd refuses reads and
+              writes (lease keep-alives excepted), so nobody can take the leader key: no failover, no
+              switchover. Replace the corrupt member from a healthy one, then disarm the alarm.{{ end }}
+            |||,
+          },
+        },
+        {
+          alert: 'PatroniEtcdFactUnreadable',
+          comment:: |||
+            Per exporter (not aggregated): it says what this exporter cannot see, a
+            configuration fault (typically its etcd user's permissions) that does not heal by
+            itself. Only while this exporter confirms the quorum: without one etcd answers few
+            reads, and PatroniEtcdQuorumLost or PatroniEtcdQuorumNotVisible speak. 10m rides
+            over an etcd leader election or a member's restart, during which the facts read
+            from the leader time out for a few polls.
+          |||,
+          expr: |||
+            patroni_etcd_unreadable == 1
+            unless ignoring (fact, dcs) patroni_dcs_quorum{dcs="etcd"} < 1
+          |||,
+          labels: { severity: 'warning' },
+          annotations: {
+            summary: 'The exporter cannot read etcd\'s {{ $labels.fact }} for Patroni cluster {{ $labels.scope }}.',
+            description: |||
+              For ${for} {{ $labels.instance }} has not read the {{ $labels.fact }} of the etcd of scope
+              {{ $labels.scope }} (unreadable = {{ $value }}), typically refused to its etcd user (etcd
+              3.6.0-3.6.9 answer Status to root only, 3.6.9 MemberList too; the keys need read on
+              Patroni's prefix). Nothing is judged from it:
+              {{ if eq $labels.fact "status" }}the quorum verdict rests on /health, and the members' terms, indexes and database sizes are not shown{{ else if eq $labels.fact "alarms" }}an etcd alarm (NOSPACE, CORRUPT) would not be seen{{ else if eq $labels.fact "keys" }}members' stale views are not judged, and the leader key's lease is not read{{ else if eq $labels.fact "leader_lease" }}the time left on the leader key is not shown{{ else }}the voting members are counted from the last member list read, or the endpoints{{ end }}.
+              The exporter's log names the refusal.
+            |||,
+          },
+        },
+        {
+          alert: 'PatroniMemberDcsViewStale',
+          comment:: |||
+            The exporter compares each member's own GET /cluster (its leader and member names)
+            with Patroni's keys read from etcd in the same poll, through etcd's leader, and only
+            when the keys were the same in the poll before: a change landing between the two
+            readings is not counted. Patroni serves /cluster from a cache fed by a watch of
+            its prefix; a live watch delivers a change within milliseconds, a broken one is
+            rebuilt after 1 s with a range read (retried within retry_timeout, 10 s), and the HA
+            loop acts every loop_wait (10 s): about 25 s with a poll. 1m is more than twice
+            that. The worst view of every exporter (min): stale only when every exporter that
+            judged it says so.
+          |||,
+          expr: 'min without (${aggregationLabels}) (patroni_member_dcs_view_stale) == 1',
+          labels: { severity: 'warning' },
+          annotations: {
+            summary: 'Member {{ $labels.member }} of Patroni cluster {{ $labels.scope }} sees a DCS etcd no longer holds.',
+            description: |||
+              For ${for} the own GET /cluster of member {{ $labels.member }} (scope {{ $labels.scope }}) has
+              named another leader or another member set than Patroni's keys read directly from etcd
+              (stale = {{ $value }}): its watch of etcd stopped delivering changes (zalando/patroni
+              #3359, #3426). It acts on a DCS view etcd no longer holds: a replica may follow a leader
+              that is gone, and its /cluster, and patronictl run against it, mislead.
             |||,
           },
         },

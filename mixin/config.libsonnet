@@ -74,6 +74,12 @@
       PatroniRaftVoterSetsDiffer: '1m',
       PatroniStandbyLeaderNotStreaming: '1m',
       PatroniStandbyLagHigh: '5m',
+      PatroniEtcdQuorumLost: '1m',
+      PatroniEtcdQuorumNotVisible: '2m',
+      PatroniEtcdQuorumNoMargin: '5m',
+      PatroniEtcdAlarm: '0s',
+      PatroniEtcdFactUnreadable: '10m',
+      PatroniMemberDcsViewStale: '1m',
     },
   },
 }

@@ -41,6 +41,9 @@ CASES = {
 }
 RULES = ROOT / "alerts/patroni-compat.rules.yml"
 OUT = ROOT / "alerts/tests/compat.test.yml"
+# `\s*` before the labels: Patroni up to 3.3.10, 4.0.9 and 4.1.3 writes
+# `patroni_postgres_server_version {...}` (the 3.3.8 capture); 3.3.11, 4.0.10, 4.1.4 and later do
+# not (the 4.1.5 capture). The table is src/patroni/release.rs (Feature::TimelineGauge).
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{[^}]*\})?\s+(\S+)$')
 # Patroni's samples that differ from the exporter's on purpose, with the reason.
 SKIP: dict[str, str] = {}

@@ -3,7 +3,7 @@
 #
 # Usage: scripts/install-deps.sh [--patroni VERSION...] [--no-apt] [--no-venv] [--no-cargo] [-h]
 #
-#   --patroni V...  build only these Patroni venvs (default: all matrices, 3.3.8 4.1.5)
+#   --patroni V...  build only these Patroni venvs (default: the matrices 3.3.8 4.1.5, and 3.3.11)
 #   --no-apt        skip the Debian packages
 #   --no-venv       skip the Python venvs
 #   --no-cargo      skip the cargo tools (cargo-deb)
@@ -18,15 +18,19 @@
 #   adduser (the .deb's maintainer scripts), faketime (libfaketime: a member's clock off,
 #   tests/e2e/next-outage.sh), shellcheck (scripts/shellcheck.sh: every shell script, in
 #   `make test`), jsonnet + python3-yaml (scripts/render-mixin.sh renders the shipped rules
-#   from mixin/; tests/e2e/mixin-job.sh). postgresql-15 brings psql (postgresql-client-15)
-#   and pgbench. etcd-server + etcd-client (etcd 3.4.23: tests/fixtures/etcd-3.4 was captured
-#   from it; the package enables etcd.service, which nothing here starts).
+#   from mixin/; tests/e2e/mixin-job.sh), etcd-server + etcd-client 3.4 (Patroni on etcd v3: the
+#   typed layer's EtcdCluster runs its own members). postgresql-15 brings psql
+#   (postgresql-client-15) and pgbench.
 #   Services are not started by the install (temporary policy-rc.d); if the postgresql
-#   package still started Debian's default cluster, it is stopped again.
+#   package still started Debian's default cluster, it is stopped again; so is Debian's etcd
+#   service (127.0.0.1:2379), and it is disabled.
 # Python venvs (built from /usr/bin/python3, usable by an unprivileged user), one per matrix:
 #   $E2E_WORK/venv-3.3.8  <- tests/e2e/requirements-3.3.8.txt (patroni[raft] 3.3.8, pysyncobj 0.3.17:
 #                            what Charmed PostgreSQL ships since 2026-09)
-#   $E2E_WORK/venv-4.1.5  <- tests/e2e/requirements-4.1.5.txt (patroni[raft] 4.1.5, pysyncobj 0.3.17)
+#   $E2E_WORK/venv-4.1.5  <- tests/e2e/requirements-4.1.5.txt (patroni[raft,etcd3] 4.1.5, pysyncobj 0.3.17,
+#                            python-etcd 0.4.5)
+#   $E2E_WORK/venv-3.3.11 <- tests/e2e/requirements-3.3.11.txt (patroni[raft,etcd3] 3.3.11, pysyncobj 0.3.17,
+#                            python-etcd 0.4.5: Patroni 3.3 on etcd, tests/e2e/pylab/test_etcd_lab.py)
 #   and on request only (--patroni 3.3.8-0.3.12; any e2e script takes 3.3.8-0.3.12 as a version):
 #   $E2E_WORK/venv-3.3.8-0.3.12 <- tests/e2e/requirements-3.3.8-0.3.12.txt (pysyncobj 0.3.12: the
 #                            charm's pin until 2026-06; a restarted node reports term 0)
@@ -34,6 +38,8 @@
 #                            PostgreSQL's library package postgresql-charms-single-kernel (its
 #                            rules, dashboards and patroni.yml.j2 are read in site-packages,
 #                            never copied into the repository) and jinja2 to render the template
+#   $E2E_WORK/venv-pytest <- tests/e2e/requirements-pytest.txt: the typed e2e layer tests/e2e/pylab
+#                            (pytest, pytest-xdist, prometheus-client's exposition parser)
 #   E2E_WORK is <repo>/.work, or /var/tmp/patroni-raft-exporter when the checkout is not
 #   traversable by other users (see tests/e2e/paths.sh). A venv is rebuilt when its
 #   requirements file changed. Runs as root, or with sudo when available.
@@ -50,9 +56,7 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$SCRIPT_DIR/../tests/e2e/paths.sh"
 
 APT_PACKAGES=(postgresql-15 prometheus prometheus-alertmanager jq curl iproute2 util-linux wrk python3-venv nftables iptables binutils
-              dpkg-dev lintian adduser faketime shellcheck jsonnet python3-yaml
-              # etcd 3.4.23 (Debian 12's only etcd): the etcd source's captured answers, the etcd e2e
-              etcd-server etcd-client)
+              dpkg-dev lintian adduser faketime shellcheck jsonnet python3-yaml etcd-server etcd-client)
 # Pinned: the .deb's layout comes from Cargo.toml [package.metadata.deb] as this version reads it.
 CARGO_DEB_VERSION=3.8.0
 PYTHON=/usr/bin/python3
@@ -74,7 +78,7 @@ pkg_installed() {
 }
 
 install_apt() {
-  local missing=() p pg_new=0 policy_added=0
+  local missing=() p pg_new=0 etcd_new=0 policy_added=0
   for p in "${APT_PACKAGES[@]}"; do pkg_installed "$p" || missing+=("$p"); done
   if ((${#missing[@]} == 0)); then
     log "apt: all present (${APT_PACKAGES[*]})"
@@ -84,7 +88,7 @@ install_apt() {
     command -v sudo >/dev/null || die "not root and no sudo: install ${missing[*]} by hand"
     SUDO=(sudo -n)
   fi
-  for p in "${missing[@]}"; do [[ $p == postgresql-15 ]] && pg_new=1; done
+  for p in "${missing[@]}"; do [[ $p == postgresql-15 ]] && pg_new=1; [[ $p == etcd-server ]] && etcd_new=1; done
   # Keep the packages from starting their daemons (prometheus :9090, alertmanager :9093,
   # Debian's default PostgreSQL cluster): a temporary policy-rc.d that denies every start.
   if [[ ! -e /usr/sbin/policy-rc.d ]]; then
@@ -109,6 +113,11 @@ install_apt() {
         echo manual | as_root tee "/etc/postgresql/$ver/$name/start.conf" >/dev/null
       fi
     done < <(pg_lsclusters --no-header 2>/dev/null || true)
+  fi
+  if ((etcd_new)) && command -v systemctl >/dev/null && systemctl is-active --quiet etcd 2>/dev/null; then
+    log "apt: stopping Debian's etcd service and disabling it (the tests run their own members)"
+    as_root systemctl stop etcd || log "WARNING: could not stop etcd"
+    as_root systemctl disable etcd 2>/dev/null || true
   fi
   for p in "${missing[@]}"; do pkg_installed "$p" || die "apt: $p still not installed"; done
   log "apt: installed ${missing[*]}"
@@ -162,6 +171,23 @@ build_charm_venv() {
   log "venv: $venv ready (postgresql-charms-single-kernel $("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("postgresql-charms-single-kernel"))'))"
 }
 
+# The typed e2e layer's own venv (tests/e2e/pylab/run.sh): no Patroni in it, the clusters use theirs.
+build_pytest_venv() {
+  local req venv sum have
+  req="$E2E_REPO/tests/e2e/requirements-pytest.txt"
+  venv=$(e2e_venv_dir pytest)
+  sum=$(sha256sum "$req" | cut -d' ' -f1)
+  have=$(cat "$venv/.requirements.sha256" 2>/dev/null || true)
+  if [[ $have == "$sum" && -x $venv/bin/pytest ]]; then log "venv: $venv up to date (pytest)"; return 0; fi
+  if [[ -e $venv ]]; then log "venv: $venv stale or incomplete -> rebuilding"; rm -rf "$venv"; fi
+  "$PYTHON" -m venv "$venv"
+  log "venv: pip install -r ${req#"$E2E_REPO"/}"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
+  "$venv/bin/python" -c 'import pytest, xdist, prometheus_client.parser' || die "venv $venv: the lab's modules do not import"
+  echo "$sum" > "$venv/.requirements.sha256"
+  log "venv: $venv ready ($("$venv/bin/pytest" --version 2>&1))"
+}
+
 # ------------------------------------------------------------------ cargo tools
 install_cargo_deb() {
   local have
@@ -192,7 +218,8 @@ main() {
       *) usage >&2; exit 2 ;;
     esac
   done
-  ((${#versions[@]})) || read -r -a versions <<<"$E2E_PATRONI_VERSIONS"
+  # the matrices, and 3.3.11 (patroni[raft,etcd3]: Patroni on etcd, the typed layer's etcd lab)
+  ((${#versions[@]})) || read -r -a versions <<<"$E2E_PATRONI_VERSIONS 3.3.11"
   t0=$(date +%s.%N)
   ((do_apt)) && e2e_locked "$LOCK_DIR/patroni-raft-exporter-apt.lock" install_apt
   ((do_cargo)) && e2e_locked "$LOCK_DIR/patroni-raft-exporter-cargo.lock" install_cargo_deb
@@ -204,6 +231,7 @@ main() {
     log "work dir: $E2E_WORK"
     for v in "${versions[@]}"; do e2e_locked "venv-$v" build_venv "$v"; done
     e2e_locked venv-charm build_charm_venv
+    e2e_locked venv-pytest build_pytest_venv
   fi
   log "done in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')s"
 }

@@ -2,8 +2,11 @@
 //! signals. Kept out of `main.rs` so the binary stays a thin shell over the library.
 //!
 //! SIGHUP re-reads everything that comes from files: `--config.file`, Patroni's YAML,
-//! password, key and certificate files, and `--web.config.file`. A configuration that
-//! does not load is logged and the running one stays in force.
+//! password, key and certificate files, and `--web.config.file`. Every file is read and
+//! checked before anything is applied ([`load`]): a configuration that does not load
+//! whole is logged, naming the file, and the running one (web settings included) stays in
+//! force. At start, the same failure ends the process (exit 1), as Prometheus refuses a
+//! configuration that does not load.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -16,10 +19,10 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::EnvFilter;
 
-use crate::cli::{Args, LogFormat};
+use crate::cli::{Args, ClusterArgs, LogFormat};
 use crate::config::ClusterConfig;
 use crate::metrics::{ReloadStatus, Store};
-use crate::patroni::ClientPool;
+use crate::patroni::{ClientPool, PatroniClient};
 use crate::poller::{ClusterPoller, StartGate};
 use crate::server::{self, AppState};
 use crate::snapshot::ClusterId;
@@ -58,14 +61,14 @@ pub fn init_logging(args: &Args) {
 /// # Errors
 /// When the configuration is invalid or the listen address cannot be bound.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let clusters = args.cluster.clusters()?;
+    let mut fleet = Fleet::default();
+    let loaded = load(&args.cluster, &fleet.clients).await?;
     let listen_address = args.listen_address()?;
     let web = Arc::new(WebState::load(args.web_config_file.as_deref())?);
     let store = Arc::new(Store::default());
     let reload_status = ReloadStatus::loaded(&store);
     let (shutdown_sender, shutdown) = watch::channel(false);
-    let mut fleet = Fleet::default();
-    fleet.apply(clusters, &store, &shutdown).await;
+    fleet.apply(loaded, &store, &shutdown).await;
 
     let listener = bind(listen_address).await?;
     let current_web = web.current();
@@ -108,6 +111,10 @@ struct Fleet {
     /// The HTTP clients of the fleet's pollers, shared by the clusters with the same request
     /// settings.
     clients: ClientPool,
+    /// The clients [`load`] built for the configuration in force. The pool holds its clients
+    /// weakly: kept here, so that the pollers take these from the pool rather than building
+    /// them again; replaced by the next configuration's.
+    loaded_clients: Vec<Arc<PatroniClient>>,
 }
 
 /// One cluster's poller task and the channel of its configuration.
@@ -146,9 +153,9 @@ impl Fleet {
     }
 
     fn warn_insecure(&mut self, config: &ClusterConfig) {
-        let key = format!("{:?}", config.identity.patroni_urls);
-        if config.rest.insecure_skip_verify && self.warned_insecure.insert(key) {
-            tracing::warn!(cluster = %config.name(), urls = ?config.identity.patroni_urls, "TLS certificate verification of members is disabled");
+        let urls = url_list(&config.identity.patroni_urls);
+        if config.rest.insecure_skip_verify && self.warned_insecure.insert(urls.clone()) {
+            tracing::warn!(cluster = %config.name(), %urls, "TLS certificate verification of members is disabled");
         }
     }
 
@@ -159,10 +166,12 @@ impl Fleet {
     /// refuses duplicates, [`crate::config::file::check_unique_names`]).
     async fn apply(
         &mut self,
-        clusters: Vec<ClusterConfig>,
+        loaded: Loaded,
         store: &Arc<Store>,
         shutdown: &watch::Receiver<bool>,
     ) {
+        let Loaded { clusters, clients } = loaded;
+        self.loaded_clients = clients;
         let ids: Vec<ClusterId> = clusters
             .iter()
             .map(|config| ClusterId::new(config.name()))
@@ -227,46 +236,81 @@ async fn reload_on_hangup(args: Args, mut running: Reloadable, shutdown: watch::
     }
 }
 
-/// Re-reads every file and applies what loads: the web settings, and the clusters (a
-/// configuration that does not load is logged with its cause, and every running cluster
-/// stays as it was). The files (YAML, secrets, keys and certificates) are read on the
-/// blocking pool, off the async workers that poll and serve. True when everything applied.
-async fn reload(args: &Args, running: &mut Reloadable, shutdown: &watch::Receiver<bool>) -> bool {
-    let (cluster_args, web_state) = (args.cluster.clone(), running.web.clone());
-    let loaded =
-        tokio::task::spawn_blocking(move || (web_state.reload(), cluster_args.clusters())).await;
-    let (web_reloaded, clusters) = match loaded {
-        Ok(loaded) => loaded,
-        Err(error) => {
-            tracing::error!(%error, "configuration not reloaded; the previous one stays in force");
-            return false;
+/// A configuration read whole and checked: the clusters ([`ClusterArgs::clusters`] reads
+/// `--config.file`, Patroni's YAML and the password files), the files of their DCS
+/// ([`ClusterPoller::check_dcs_files`]: etcd's TLS files), and the HTTP clients built from
+/// the CA, client certificate, key and key passphrase each cluster names.
+struct Loaded {
+    clusters: Vec<ClusterConfig>,
+    /// One per cluster (clusters with the same settings share one).
+    clients: Vec<Arc<PatroniClient>>,
+}
+
+/// Reads and checks every file a configuration names, at start and on reload, before
+/// anything is applied: a CA that does not parse is refused here, naming the cluster and
+/// the file, rather than found later by a poller that fails for ever behind a reload
+/// reported successful. The files are read on the blocking pool, off the async workers
+/// that poll and serve; the clients come from the fleet's `pool`.
+///
+/// # Errors
+/// The first file that does not load, named.
+async fn load(args: &ClusterArgs, pool: &ClientPool) -> anyhow::Result<Loaded> {
+    let cluster_args = args.clone();
+    let clusters = tokio::task::spawn_blocking(move || {
+        let clusters = cluster_args.clusters()?;
+        for config in &clusters {
+            ClusterPoller::check_dcs_files(config)
+                .map_err(|error| anyhow::anyhow!("cluster {}: {error:#}", config.name()))?;
         }
-    };
-    let web_applied = match web_reloaded {
-        Ok(()) => true,
-        Err(error) => {
-            tracing::error!(error = format!("{error:#}"), "web config not reloaded");
-            false
-        }
-    };
-    match clusters {
-        Ok(clusters) => {
-            let count = clusters.len();
-            running
-                .fleet
-                .apply(clusters, &running.store, shutdown)
-                .await;
-            tracing::info!(clusters = count, "reloaded");
-            web_applied
-        }
-        Err(error) => {
-            tracing::error!(
-                error = format!("{error:#}"),
-                "configuration not reloaded; the previous one stays in force"
-            );
-            false
-        }
+        anyhow::Ok(clusters)
+    })
+    .await
+    .map_err(|error| anyhow::anyhow!("reading the configuration: {error}"))??;
+    let mut clients = Vec::with_capacity(clusters.len());
+    for config in &clusters {
+        let client = pool
+            .client(&config.rest, config.poll.timeout)
+            .await
+            .map_err(|error| anyhow::anyhow!("cluster {}: {error:#}", config.name()))?;
+        clients.push(client);
     }
+    Ok(Loaded { clusters, clients })
+}
+
+/// Re-reads every file ([`load`], [`WebState::read_new`]) and applies the new
+/// configuration only when all of it loaded: any file that does not is logged with its
+/// cause, and the clusters and web settings in force stay as they were. True when applied.
+async fn reload(args: &Args, running: &mut Reloadable, shutdown: &watch::Receiver<bool>) -> bool {
+    let web_state = running.web.clone();
+    let web = match tokio::task::spawn_blocking(move || web_state.read_new()).await {
+        Ok(Ok(web)) => Some(web),
+        Ok(Err(error)) => {
+            tracing::error!(error = format!("{error:#}"), "web config not reloaded");
+            None
+        }
+        Err(error) => {
+            tracing::error!(%error, "web config not reloaded");
+            None
+        }
+    };
+    let loaded = match load(&args.cluster, &running.fleet.clients).await {
+        Ok(loaded) => Some(loaded),
+        Err(error) => {
+            tracing::error!(error = format!("{error:#}"), "clusters not reloaded");
+            None
+        }
+    };
+    let (Some(web), Some(loaded)) = (web, loaded) else {
+        tracing::error!("configuration not reloaded; the previous one stays in force");
+        return false;
+    };
+    if let Some(web) = web {
+        running.web.apply(web);
+    }
+    let count = loaded.clusters.len();
+    running.fleet.apply(loaded, &running.store, shutdown).await;
+    tracing::info!(clusters = count, "reloaded");
+    true
 }
 
 /// How long a panicked task waits before it is started again.
@@ -349,7 +393,7 @@ async fn run_cluster(
         match setup.await {
             Ok(poller) => break poller.through(seat.start_gate.clone()),
             Err(error) => {
-                tracing::error!(error = format!("{error:#}"), urls = ?config.identity.patroni_urls, "cannot set up the poller; retrying in 30s or on reload");
+                tracing::error!(error = format!("{error:#}"), urls = %url_list(&config.identity.patroni_urls), "cannot set up the poller; retrying in 30s or on reload");
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs(30)) => {}
                     _ = configs.changed() => {}
@@ -390,6 +434,12 @@ async fn run_cluster(
             ),
         }
     }
+}
+
+/// URLs as a log field: as written, comma-separated (their `Debug` is `Url { scheme: ... }`).
+fn url_list(urls: &[url::Url]) -> String {
+    let urls: Vec<&str> = urls.iter().map(url::Url::as_str).collect();
+    urls.join(",")
 }
 
 /// Binds the listen address; `[::]` falls back to `0.0.0.0` on hosts without IPv6.
@@ -433,6 +483,16 @@ pub async fn shutdown_signal() {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn urls_are_logged_as_written() {
+        let urls = ["https://10.0.0.1:8008", "http://db.example:8008/"]
+            .map(|url| url::Url::parse(url).unwrap());
+        assert_eq!(
+            url_list(&urls),
+            "https://10.0.0.1:8008/,http://db.example:8008/"
+        );
+    }
 
     #[tokio::test]
     async fn a_panicking_task_is_restarted() {

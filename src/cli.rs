@@ -2,13 +2,15 @@
 //!
 //! Secrets are never flag values: only paths to files that hold them.
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use std::time::Duration;
 
-use clap::{Args as ClapArgs, CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{Args as ClapArgs, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::config::file::{positive_duration, Inherited};
 use crate::config::{ClusterConfig, ClusterEntry, Collector, ConfigFile};
@@ -29,7 +31,7 @@ pub struct Args {
     pub listen_address: String,
 
     /// Path under which to expose metrics.
-    #[arg(long = "web.telemetry-path", default_value = "/metrics")]
+    #[arg(long = "web.telemetry-path", default_value = "/metrics", value_parser = telemetry_path)]
     pub telemetry_path: String,
 
     /// Exporter-toolkit web configuration (TLS and basic auth of this endpoint); re-read on
@@ -134,9 +136,11 @@ pub struct ClusterArgs {
 
 /// The flags of one cluster ([`ClusterEntry`]'s ids) that an entry of `--config.file` does
 /// not inherit ([`Inherited`]): given beside it they would be silently ignored, so clap
-/// refuses them at start. Not the three password and key-passphrase file flags: they also
-/// come from environment variables, a setting the user may not have made for this command
-/// line, and a validation never refuses what the user did not set.
+/// refuses them at start. Not the password and key-passphrase file flags
+/// ([`SECRET_FILES_NOT_BESIDE_CONFIG_FILE`]): they also come from environment variables, a
+/// setting the user may not have made for this command line, and a validation never refuses
+/// what the user did not set; [`try_parse_from`] refuses them only when given on the command
+/// line.
 const NOT_BESIDE_CONFIG_FILE: [&str; 17] = [
     "scope",
     "patroni_urls",
@@ -156,6 +160,119 @@ const NOT_BESIDE_CONFIG_FILE: [&str; 17] = [
     "etcd_key_file",
     "etcd_username",
 ];
+
+/// The password and key-passphrase file flags of one cluster, which `--config.file`'s entries
+/// do not inherit either: refused beside it when given on the command line, let be when
+/// they come from their environment variables ([`NOT_BESIDE_CONFIG_FILE`] says why).
+const SECRET_FILES_NOT_BESIDE_CONFIG_FILE: [&str; 4] = [
+    "key_password_file",
+    "password_file",
+    "raft_password_file",
+    "etcd_password_file",
+];
+
+/// Parses the process's command line as [`try_parse_from`]; on an error, prints it and exits
+/// as clap does (0 for `--help` and `--version`, 2 for a usage error), except that a usage
+/// error of `status` exits 3: a Nagios plugin's UNKNOWN, where 2 would read CRITICAL.
+pub fn parse() -> Args {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    match try_parse_from(argv.iter().cloned()) {
+        Ok(args) => args,
+        Err(error) => {
+            let code = if error.use_stderr() && is_status(&argv) {
+                i32::from(crate::status::report::Level::Unknown.exit_code())
+            } else {
+                error.exit_code()
+            };
+            let _ = error.print();
+            std::process::exit(code);
+        }
+    }
+}
+
+/// Parses `argv` (program name first), with what clap's derive cannot say: a password or
+/// key-passphrase file flag given on the command line beside `--config.file` is refused,
+/// as the other flags of one cluster are ([`SECRET_FILES_NOT_BESIDE_CONFIG_FILE`]).
+///
+/// # Errors
+/// clap's error, ready to print: usage, `--help`, `--version`.
+pub fn try_parse_from<I, T>(argv: I) -> Result<Args, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let mut command = Args::command();
+    let matches = command.try_get_matches_from_mut(argv)?;
+    match matches.subcommand() {
+        Some((name, sub_matches)) => {
+            let sub = command
+                .find_subcommand_mut(name)
+                .expect("a subcommand clap matched is one of the command's");
+            refuse_secret_files_beside_config_file(sub, sub_matches)?;
+        }
+        None => refuse_secret_files_beside_config_file(&mut command, &matches)?,
+    }
+    Args::from_arg_matches(&matches).map_err(|error| error.format(&mut command))
+}
+
+/// [`SECRET_FILES_NOT_BESIDE_CONFIG_FILE`]'s check of one command's matches, with clap's
+/// wording of a conflict.
+fn refuse_secret_files_beside_config_file(
+    command: &mut clap::Command,
+    matches: &clap::ArgMatches,
+) -> Result<(), clap::Error> {
+    if matches.value_source("config_file").is_none() {
+        return Ok(());
+    }
+    for id in SECRET_FILES_NOT_BESIDE_CONFIG_FILE {
+        if matches.value_source(id) != Some(ValueSource::CommandLine) {
+            continue;
+        }
+        let long = command
+            .get_arguments()
+            .find(|arg| arg.get_id() == id)
+            .and_then(clap::Arg::get_long)
+            .unwrap_or(id)
+            .to_owned();
+        return Err(command.error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!("the argument '--{long} <FILE>' cannot be used with '--config.file <FILE>' (its entries name their own files)"),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `argv` runs the `status` subcommand, as far as clap can tell from a command line
+/// that does not parse.
+fn is_status(argv: &[OsString]) -> bool {
+    Args::command()
+        .ignore_errors(true)
+        .try_get_matches_from(argv)
+        .is_ok_and(|matches| matches.subcommand_name() == Some("status"))
+}
+
+/// `--web.telemetry-path`: an absolute path that is none of the endpoint's other routes and
+/// that the router takes literally (no `{capture}` or `*wildcard` of axum's syntax), checked
+/// here so that a wrong one is a usage error before listening, not a panic after.
+fn telemetry_path(text: &str) -> Result<String, String> {
+    if !text.starts_with('/') {
+        return Err("must start with / (e.g. /metrics)".to_owned());
+    }
+    if ["/", "/-/healthy", "/-/ready"].contains(&text) {
+        return Err(format!(
+            "{text} is the endpoint's own route (/, /-/healthy and /-/ready are taken)"
+        ));
+    }
+    if let Some(bad) = text
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "/-._~".contains(*c)))
+    {
+        return Err(format!(
+            "{bad:?} is not allowed: letters, digits, / and -._~ only"
+        ));
+    }
+    Ok(text.to_owned())
+}
 
 /// Options of the `status` subcommand.
 #[derive(Debug, Clone, ClapArgs)]
@@ -383,7 +500,8 @@ mod tests {
     fn every_flag_of_one_cluster_is_inherited_by_the_file_or_refused_beside_it() {
         use clap::Args as _;
         // What `Inherited` hands on (config/file.rs: poll_settings, rest_settings' body cap,
-        // raft_settings' port); the flags that may come from the environment are let be.
+        // raft_settings' port); the secret file flags, also from the environment, are refused
+        // on the command line only (`try_parse_from`).
         let inherited = [
             "poll_interval",
             "poll_timeout",
@@ -396,7 +514,7 @@ mod tests {
             let id = arg.get_id().as_str();
             let decided = inherited.contains(&id)
                 || NOT_BESIDE_CONFIG_FILE.contains(&id)
-                || arg.get_env().is_some();
+                || (arg.get_env().is_some() && SECRET_FILES_NOT_BESIDE_CONFIG_FILE.contains(&id));
             assert!(
                 decided,
                 "--{}: inherited or refused beside --config.file?",
@@ -408,6 +526,66 @@ mod tests {
             assert!(arg.is_some_and(|arg| arg.get_env().is_none()), "{id}");
         }
         Args::command().debug_assert();
+    }
+
+    #[test]
+    fn a_telemetry_path_the_endpoint_cannot_serve_is_a_usage_error() {
+        for path in [
+            "/",
+            "/-/ready",
+            "/-/healthy",
+            "metrics",
+            "",
+            "/m/{x}",
+            "/*rest",
+            "/a b",
+        ] {
+            let error = try_parse_from(["x", "--web.telemetry-path", path]).unwrap_err();
+            assert_eq!(
+                error.kind(),
+                clap::error::ErrorKind::ValueValidation,
+                "{path:?}"
+            );
+            assert_eq!(error.exit_code(), 2, "{path:?}");
+        }
+        for path in ["/metrics", "/probe", "/exporter/metrics", "/-/metrics"] {
+            let args = try_parse_from(["x", "--web.telemetry-path", path]).unwrap();
+            assert_eq!(args.telemetry_path, path);
+            // axum takes it (it panics on a route it cannot take).
+            let state = crate::server::AppState::new(Default::default(), path);
+            let _ = crate::server::router(state);
+        }
+    }
+
+    #[test]
+    fn a_secret_file_flag_on_the_command_line_beside_the_config_file_is_refused() {
+        for flag in [
+            "--raft.password-file",
+            "--patroni.password-file",
+            "--patroni.key-password-file",
+            "--etcd.password-file",
+        ] {
+            for argv in [
+                vec!["x", "--config.file", "c.yml", flag, "p"],
+                vec!["x", "status", flag, "p", "--config.file", "c.yml"],
+            ] {
+                let error = try_parse_from(&argv).unwrap_err();
+                assert_eq!(
+                    error.kind(),
+                    clap::error::ErrorKind::ArgumentConflict,
+                    "{argv:?}"
+                );
+                let text = error.to_string();
+                assert!(
+                    text.contains(&format!(
+                        "'{flag} <FILE>' cannot be used with '--config.file"
+                    )),
+                    "{text}"
+                );
+            }
+            // Without --config.file, the flag of one cluster.
+            assert!(try_parse_from(["x", "--patroni.url", "http://x:8008", flag, "p"]).is_ok());
+        }
     }
 
     #[test]

@@ -122,15 +122,31 @@ pub fn build_client(
         )),
         None => None,
     };
-    // Our own rustls configuration, for its session cache (src/tls.rs says why).
+    // Our own rustls configuration, for its session cache (src/tls.rs says why). A CA
+    // certificate whose PEM decodes but whose DER does not parse is refused only here, by the
+    // verifier: the error names every file that went into it.
     let config = crate::tls::client_config(extra_roots, identity, tls.insecure_skip_verify)
-        .map_err(|error| match &files.identity {
-            Some((cert, key)) => anyhow::anyhow!(
-                "client certificate {} and key {} do not form a usable identity ({error})",
-                cert.path.display(),
-                key.path.display()
-            ),
-            None => error,
+        .map_err(|error| {
+            let ca = files
+                .ca
+                .iter()
+                .map(|ca| format!("{CA_FILE} {}", ca.path.display()));
+            let identity = files.identity.iter().flat_map(|(cert, key)| {
+                [
+                    format!("{CLIENT_CERTIFICATE} {}", cert.path.display()),
+                    format!("{KEY_FILE} {}", key.path.display()),
+                ]
+            });
+            let named: Vec<String> = ca.chain(identity).collect();
+            let verb = if named.len() == 1 { "does" } else { "do" };
+            if named.is_empty() {
+                error
+            } else {
+                anyhow::anyhow!(
+                    "{} {verb} not make a usable TLS configuration ({error})",
+                    named.join(", ")
+                )
+            }
         })?;
     Ok(builder.tls_backend_preconfigured(config).build()?)
 }

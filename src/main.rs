@@ -1,13 +1,11 @@
 //! The `patroni-raft-exporter` binary: parse flags, set up logging, run the library.
 
-use clap::Parser;
-
-use patroni_raft_exporter::cli::{self, Args, Command};
+use patroni_raft_exporter::cli::{self, Command};
 use patroni_raft_exporter::{app, status};
 
 fn main() -> std::process::ExitCode {
     tune_allocator();
-    let args = Args::parse();
+    let args = cli::parse();
     if let Some(what) = args.generate {
         return match cli::generate(what, &mut std::io::stdout().lock()) {
             Ok(()) => std::process::ExitCode::SUCCESS,

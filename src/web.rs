@@ -330,25 +330,41 @@ impl WebState {
             .clone()
     }
 
-    /// Re-reads the file. Turning TLS on or off needs a restart (the scheme scrapers use
-    /// would change under them), so such a change is refused.
+    /// Re-reads the file and applies it ([`WebState::read_new`], then [`WebState::apply`]).
     ///
     /// # Errors
-    /// When the file does not load or would switch TLS on or off; the old settings stay.
+    /// As [`WebState::read_new`]; the old settings stay.
     pub fn reload(&self) -> anyhow::Result<()> {
+        if let Some(new) = self.read_new()? {
+            self.apply(new);
+        }
+        Ok(())
+    }
+
+    /// Re-reads the file without applying it, so that a reload can apply it only once
+    /// everything else it reads has loaded too; `None` without a file. Turning TLS on or
+    /// off needs a restart (the scheme scrapers use would change under them), so such a
+    /// change is refused.
+    ///
+    /// # Errors
+    /// When the file does not load or would switch TLS on or off.
+    pub fn read_new(&self) -> anyhow::Result<Option<WebConfig>> {
         let Some(path) = &self.path else {
-            return Ok(());
+            return Ok(None);
         };
         let new = WebConfig::load(path)?;
-        let mut current = self
-            .current
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if new.tls.is_some() != current.tls.is_some() {
+        if new.tls.is_some() != self.current().tls.is_some() {
             anyhow::bail!("switching TLS on or off needs a restart; keeping the old web config");
         }
-        *current = new;
-        Ok(())
+        Ok(Some(new))
+    }
+
+    /// Puts `new` ([`WebState::read_new`]) in force.
+    pub fn apply(&self, new: WebConfig) {
+        *self
+            .current
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = new;
     }
 }
 

@@ -91,6 +91,16 @@ EVIDENCE_MAP = {str(i): (name, color) for i, (name, color) in enumerate(EVIDENCE
 EVIDENCE_EXPR = " or ".join(
     f'max by (scope) (patroni_raft_quorum_evidence{{{SEL},evidence="{name}"}} == 1) * {i}'
     for i, (name, _) in enumerate(EVIDENCE, start=1))
+# patroni_etcd_quorum_evidence, numbered after Raft's so that one value mapping names the
+# evidence of both kinds (the DCS panels of the cluster dashboard show either).
+ETCD_EVIDENCE = [("leader", "green"), ("majority", "green"), ("health", "light-green"),
+                 ("no_leader", "red"), ("refused", "red"), ("not_visible", "orange")]
+ETCD_EVIDENCE_MAP = {str(i): (name, color)
+                     for i, (name, color) in enumerate(ETCD_EVIDENCE, start=len(EVIDENCE) + 1)}
+DCS_EVIDENCE_MAP = {**EVIDENCE_MAP, **ETCD_EVIDENCE_MAP}
+DCS_EVIDENCE_EXPR = EVIDENCE_EXPR + " or " + " or ".join(
+    f'max by (scope) (patroni_etcd_quorum_evidence{{{SEL},evidence="{name}"}} == 1) * {i}'
+    for i, (name, _) in enumerate(ETCD_EVIDENCE, start=len(EVIDENCE) + 1))
 UP_MAP = {"1": ("UP", "green"), "0": ("DOWN", "red")}
 YESNO_BAD = {"1": ("YES", "red"), "0": ("no", "green")}
 
@@ -162,17 +172,63 @@ def quorum_row(d, title: str):
     return d
 
 
-def verdict_timeline(pid: int, span: int = 12, height: int = 6):
+def dcs_quorum_row(d, title: str):
+    """`d` with its first row (id 1), opened by the DCS's quorum verdict whatever the DCS
+    (patroni_dcs_quorum: Raft and etcd), its evidence and the member counts behind it (ids 2
+    to 4), as [quorum_row] does for Raft alone. `max by`: the best verdict of every exporter,
+    as in the alerts PatroniRaftQuorumLost and PatroniEtcdQuorumLost."""
+    d = d.with_row(db.Row(title).id(1))
+    for p in [
+        stat_panel(
+            2, "DCS quorum", f'max by (scope, dcs) (patroni_dcs_quorum{{{SEL}}})',
+            "The exporter's quorum verdict on the cluster's DCS (raft or etcd, in the legend). "
+            "Confirmed: a quorum is proven. LOST: positive evidence of the loss (alerts "
+            "PatroniRaftQuorumLost, PatroniEtcdQuorumLost): nobody can take the leader key, the "
+            "primary demotes itself unless failsafe mode keeps it, and GET /cluster may show a "
+            "FROZEN view: do not trust the Patroni panels while this is red. Not visible: this "
+            "exporter cannot tell (alerts PatroniRaftQuorumNotVisible, PatroniEtcdQuorumNotVisible). "
+            "No value: a cluster watched through REST only.",
+            legend="{{scope}} ({{dcs}})", mapping=VERDICT_MAP, steps=VERDICT_STEPS, span=4),
+        stat_panel(
+            3, "Quorum evidence", DCS_EVIDENCE_EXPR,
+            "What the verdict rests on. Raft: leader (the Raft leader reports has_quorum), "
+            "majority (more than half of the voters report has_quorum), follower (a follower with "
+            "has_quorum is connected to the leader it names: weaker), no_quorum, refused (more "
+            "than half refuse connections), not_visible. etcd: leader (the leader's own Status "
+            "says it leads), majority (a majority of the voting members name one leader), health "
+            "(Status refused to the exporter's user, a majority answer /health true), no_leader "
+            "(every member that answers knows no leader), refused, not_visible.",
+            legend="{{scope}}", mapping=DCS_EVIDENCE_MAP, steps=[(None, "orange")], span=4),
+        stat_panel(
+            4, "DCS members",
+            [(f'max by (scope) (patroni_raft_voters_answering{{{SEL}}})'
+              f' or max by (scope) (patroni_etcd_members_answering{{{SEL}}})', "answer"),
+             (f'max by (scope) (patroni_raft_voters{{{SEL}}})'
+              f' or max by (scope) (patroni_etcd_members{{{SEL}}})', "of members"),
+             (f'max by (scope) (patroni_raft_voters_with_quorum{{{SEL}}})', "report has_quorum (Raft)")],
+            "N of M DCS members (Raft voters, etcd voting members) answer the exporter; on Raft, K "
+            "of them report has_quorum. A quorum is floor(M/2)+1. Per member: the Patroni Raft "
+            "dashboard, or the etcd row below.",
+            steps=[(None, "blue")], span=6, text_mode=mc.BigValueTextMode.VALUE_AND_NAME),
+    ]:
+        d = d.with_panel(p)
+    return d
+
+
+def verdict_timeline(pid: int, span: int = 12, height: int = 6,
+                     verdict: str = "patroni_raft_cluster_quorum", evidence: str = EVIDENCE_EXPR,
+                     evidence_map=EVIDENCE_MAP):
     """The verdict over time with its evidence: when the quorum was lost, for how long, and on
-    which evidence (the stat panels only show the last poll)."""
+    which evidence (the stat panels only show the last poll). Raft's, or with `verdict`,
+    `evidence` and `evidence_map` another one's (DCS_EVIDENCE_EXPR: every DCS)."""
     # evidence shifted by 10 so that one value mapping names both rows
     return state_panel(
         pid, "Quorum verdict and evidence over time",
-        [per_cluster("patroni_raft_cluster_quorum", "verdict"),
-         q(f'10 + ({EVIDENCE_EXPR})', "{{scope}} evidence")],
+        [per_cluster(verdict, "verdict"),
+         q(f'10 + ({evidence})', "{{scope}} evidence")],
         "The verdict (Confirmed / LOST / Not visible) and the evidence it rested on, poll by "
         "poll. While it is LOST, GET /cluster and the Patroni panels show a frozen DCS view.",
-        {**VERDICT_MAP, **{str(10 + int(k)): v for k, v in EVIDENCE_MAP.items()}},
+        {**VERDICT_MAP, **{str(10 + int(k)): v for k, v in evidence_map.items()}},
         span=span, height=height)
 
 

@@ -4,22 +4,165 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import common as mc
 
-from common import (SEL, UP_MAP, YESNO_BAD, build, cell_color, cluster_stat, exporter_row, mapping_prop,
-                    increased, per_cluster, per_member, state_panel, prop, q, range_total, stat_panel, verdict_timeline,
+from common import (DCS_EVIDENCE_EXPR, DCS_EVIDENCE_MAP, SEL, UP_MAP, YESNO_BAD, build, cell_color,
+                    cluster_stat, dcs_quorum_row, exporter_row, mapping_prop, increased, per_cluster,
+                    per_member, state_panel, prop, q, range_total, stat_panel, verdict_timeline,
                     table_panel, table_queries, ts_panel)
 
 UID = "patroni-raft-cluster"
 
+# patroni_etcd_is_leader, _has_leader and _up of an endpoint as one number: 3 leader (its own
+# Status), 1 follower that knows a leader, 0 no leader known, -1 no answer. Where Status is
+# refused to the exporter's user /health says only whether a leader is known (1 or 0).
+ETCD_ROLE_EXPR = (
+    f'2 * max by (scope, endpoint) (patroni_etcd_is_leader{{{SEL}}})'
+    f' + on (scope, endpoint) max by (scope, endpoint) (patroni_etcd_has_leader{{{SEL}}})'
+    f' or max by (scope, endpoint) (patroni_etcd_has_leader{{{SEL}}})'
+    f' or max by (scope, endpoint) (patroni_etcd_up{{{SEL}}}) - 1')
+ETCD_ROLE_MAP = {"3": ("leader", "blue"), "1": ("follower", "green"), "0": ("NO LEADER", "red"),
+                 "-1": ("NO ANSWER", "orange")}
+
+
+def per_endpoint(family: str, what: str = ""):
+    """A query of the etcd endpoint family `family`, a series per endpoint (the highest of the
+    exporters' values); legend '{{scope}} {{endpoint}}', then `what`."""
+    return q(f'max by (scope, endpoint) ({family}{{{SEL}}})',
+             "{{scope}} {{endpoint}}" + (f" {what}" if what else ""))
+
+
+def etcd_row(d):
+    """The row 'etcd' (ids 80 to 91): each etcd member as the exporter reads it, the cluster's
+    facts (alarms, the leader key's lease, Patroni's keys) and the members whose own view is
+    stale against those keys. Empty for a cluster on Raft or REST only."""
+    d = d.with_row(db.Row("etcd (clusters on etcd)").id(80))
+    d = d.with_panel(stat_panel(
+        81, "etcd members",
+        [(f'max by (scope) (patroni_etcd_members_answering{{{SEL}}})', "{{scope}} answer"),
+         (f'max by (scope) (patroni_etcd_members{{{SEL}}})', "{{scope}} voting members"),
+         (f'max by (scope) (patroni_etcd_learners{{{SEL}}})', "{{scope}} learners")],
+        "Voting etcd members that answer the exporter (their Status, or /health where Status is "
+        "refused to its user), of the voting members in etcd's member list; learners replicate "
+        "without voting. A quorum is floor(M/2)+1 of the voting members.",
+        steps=[(None, "blue")], span=6, text_mode=mc.BigValueTextMode.VALUE_AND_NAME))
+    d = d.with_panel(stat_panel(
+        82, "etcd alarms", f'max by (scope, alarm) (patroni_etcd_alarms{{{SEL}}})',
+        "etcd members raising each alarm. NOSPACE: the database reached its quota and etcd takes "
+        "no writes; CORRUPT: a member's data differs from the others', etcd refuses reads and "
+        "writes. Either way nobody can take the leader key (alert PatroniEtcdAlarm). No value: "
+        "the alarms could not be read (Unreadable facts).",
+        legend="{{scope}} {{alarm}}", steps=[(None, "green"), (1, "red")], span=6,
+        text_mode=mc.BigValueTextMode.VALUE_AND_NAME))
+    d = d.with_panel(stat_panel(
+        83, "Leader key TTL", f'min by (scope) (patroni_etcd_leader_key_ttl_seconds{{{SEL}}})',
+        "Seconds left on the lease of Patroni's leader key: ttl (30 s by default) right after "
+        "the leader renews it, every loop_wait (10 s). Close to 0: the leader is not renewing "
+        "it (a stalled HA loop, or etcd refusing its requests); at 0 the key is gone and the "
+        "replicas race for it. No value: no leader key, or its lease could not be read.",
+        legend="{{scope}}", unit="s", steps=[(None, "red"), (5, "orange"), (15, "green")], span=4))
+    d = d.with_panel(stat_panel(
+        84, "Member keys",
+        [(f'max by (scope) (patroni_etcd_member_keys{{{SEL}}})', "{{scope}} keys in etcd"),
+         (f'max by (scope) (patroni_cluster_members{{{SEL}}})', "{{scope}} in GET /cluster")],
+        "Patroni's member keys (members/<name>) read directly from etcd, against the members "
+        "GET /cluster lists. A member's key lives as long as its lease (ttl): a member that "
+        "stopped leaves etcd ttl after its last renewal.",
+        steps=[(None, "blue")], span=4, text_mode=mc.BigValueTextMode.VALUE_AND_NAME))
+    d = d.with_panel(stat_panel(
+        85, "Unreadable facts", f'max by (scope, fact) (patroni_etcd_unreadable{{{SEL}}} == 1)',
+        "Facts the exporter asked etcd for and could not read in the last poll, typically refused "
+        "to its etcd user (alert PatroniEtcdFactUnreadable after 10m): status (etcd 3.6.0-3.6.9 "
+        "answer Status to root only: the verdict rests on /health), members, alarms, keys "
+        "(Patroni's prefix), leader_lease. Nothing is judged from them. No value: every fact "
+        "read.", legend="{{scope}} {{fact}}", steps=[(None, "orange")], span=4,
+        text_mode=mc.BigValueTextMode.NAME))
+    d = d.with_panel(table_panel(
+        86, "etcd members, per endpoint",
+        table_queries(f'max by (scope, endpoint, member, version) (patroni_etcd_member_info{{{SEL}}})',
+                      f'max by (scope, endpoint) (patroni_etcd_up{{{SEL}}})',
+                      ETCD_ROLE_EXPR,
+                      f'max by (scope, endpoint) (patroni_etcd_is_learner{{{SEL}}})',
+                      f'max by (scope, endpoint) (patroni_etcd_raft_term{{{SEL}}})',
+                      f'max by (scope, endpoint) (patroni_etcd_raft_index{{{SEL}}})',
+                      f'max by (scope, endpoint) (patroni_etcd_raft_applied_index{{{SEL}}})',
+                      f'max by (scope, endpoint) (patroni_etcd_db_size_bytes{{{SEL}}})',
+                      f'max by (scope, endpoint) (patroni_etcd_db_size_in_use_bytes{{{SEL}}})',
+                      f'max by (scope, endpoint) (patroni_etcd_db_quota_bytes{{{SEL}}})'),
+        "One row per etcd endpoint the exporter asks, from each member's own Status: its name "
+        "and etcd version, whether it answered, its role (leader by its own word, follower "
+        "knowing a leader, NO LEADER), learner, Raft term, committed and applied index, and its "
+        "database on disk, in use (the rest is freed pages a defragmentation returns) and its "
+        "quota (reported from etcd 3.6). etcdctl endpoint status --cluster -w table says the same.",
+        join_field="endpoint", height=6,
+        exclude=["Time", "Value #A"],
+        rename={"scope": "Cluster", "endpoint": "Endpoint", "member": "Member", "version": "etcd",
+                "Value #B": "Answers", "Value #C": "Role", "Value #D": "Learner",
+                "Value #E": "Raft term", "Value #F": "Committed index", "Value #G": "Applied index",
+                "Value #H": "DB size", "Value #I": "DB in use", "Value #J": "Quota"},
+        overrides=[
+            ("Answers", [mapping_prop(UP_MAP), cell_color()]),
+            ("Role", [mapping_prop(ETCD_ROLE_MAP), cell_color()]),
+            ("Learner", [mapping_prop({"1": ("learner", "blue"), "0": ("voting", "text")})]),
+            ("DB size", [prop("unit", "bytes")]), ("DB in use", [prop("unit", "bytes")]),
+            ("Quota", [prop("unit", "bytes")]),
+        ]))
+    d = d.with_panel(state_panel(
+        87, "etcd leader per endpoint", [q(ETCD_ROLE_EXPR, "{{scope}} {{endpoint}}")],
+        "Each etcd member's role poll by poll: leader (by its own Status), follower (it knows a "
+        "leader), NO LEADER, NO ANSWER. A leader that moves often: etcd-mixin's "
+        "etcdHighNumberOfLeaderChanges from etcd's own /metrics.",
+        ETCD_ROLE_MAP, span=12, height=7))
+    d = d.with_panel(ts_panel(
+        88, "etcd Raft term and index lag",
+        [per_endpoint("patroni_etcd_raft_term", "term"),
+         q(f'max by (scope) (patroni_etcd_raft_index{{{SEL}}})'
+           f' - on (scope) group_right () max by (scope, endpoint) (patroni_etcd_raft_index{{{SEL}}})',
+           "{{scope}} {{endpoint}} committed behind the highest"),
+         q(f'max by (scope, endpoint) (patroni_etcd_raft_index{{{SEL}}})'
+           f' - max by (scope, endpoint) (patroni_etcd_raft_applied_index{{{SEL}}})',
+           "{{scope}} {{endpoint}} committed not applied")],
+        "Each member's Raft term (+1 at every election) and how far its committed index is "
+        "behind the highest of the cluster's, and its applied index behind its own committed "
+        "one. Entries behind for more than a poll or two: a slow or cut-off member (etcd-mixin: "
+        "etcdMemberCommunicationSlow, the fsync and commit latency alerts).", span=12, height=7,
+        min_val=0))
+    d = d.with_panel(ts_panel(
+        89, "etcd database size against its quota",
+        [per_endpoint("patroni_etcd_db_size_bytes", "on disk"),
+         per_endpoint("patroni_etcd_db_size_in_use_bytes", "in use"),
+         per_endpoint("patroni_etcd_db_quota_bytes", "quota")],
+        "Each member's database on disk and in use, and its quota (etcd 3.6 and later report "
+        "it; before, --quota-backend-bytes, 2 GiB by default). On disk reaching the quota raises "
+        "NOSPACE (alert PatroniEtcdAlarm); etcd-mixin's etcdDatabaseQuotaLowSpace warns before. "
+        "A large gap between on disk and in use: a defragmentation returns it.",
+        unit="bytes", span=8, height=7, min_val=0))
+    d = d.with_panel(stat_panel(
+        90, "Member views against etcd's keys",
+        f'max by (scope, member) (patroni_member_dcs_view_stale{{{SEL}}})',
+        "Whether each member's own GET /cluster names the leader and the members that Patroni's "
+        "keys read directly from etcd hold (read through etcd's leader, unchanged since the poll "
+        "before). STALE: its watch of etcd stopped delivering changes (zalando/patroni #3359; "
+        "alert PatroniMemberDcsViewStale after 1m).",
+        legend="{{scope}} {{member}}", mapping={"1": ("STALE", "red"), "0": ("current", "green")},
+        steps=[(None, "green"), (1, "red")], span=8, text_mode=mc.BigValueTextMode.VALUE_AND_NAME))
+    d = d.with_panel(stat_panel(
+        91, "etcd changes in the time range",
+        [(f'round({range_total("patroni_etcd_leader_changes_total")})', "{{scope}} leader changes"),
+         (f'round({range_total("patroni_etcd_quorum_losses_total")})', "{{scope}} quorum losses")],
+        "etcd leader changes (another member as the leader the answering members agree on) and "
+        "quorum verdicts of lost after a confirmed one, seen by the exporter in the time range.",
+        steps=[(None, "green"), (1, "orange")], span=8, text_mode=mc.BigValueTextMode.VALUE_AND_NAME))
+    return d
+
 
 def dashboard():
     d = build("Patroni cluster", UID,
-              "Patroni clusters on the Raft DCS (patroni-raft-exporter): quorum, leader, members, "
-              "replication.",
-              ["patroni", "postgresql", "raft"],
+              "Patroni clusters on Raft or etcd (patroni-raft-exporter): the DCS quorum, leader, "
+              "members, replication; etcd's members in their own row.",
+              ["patroni", "postgresql", "raft", "etcd"],
               # leader changes and timeline changes of the selected clusters
               (("Leader changes", "orange", increased("patroni_cluster_leader_changes_total")),
-               ("Timeline changes", "purple", f'changes(patroni_cluster_timeline{{{SEL}}}[2m]) > 0')),
-              first_row="Status")  # ---- Status (top): quorum first
+               ("Timeline changes", "purple", f'changes(patroni_cluster_timeline{{{SEL}}}[2m]) > 0')))
+    d = dcs_quorum_row(d, "Status")  # ---- Status (top): the DCS quorum first, whatever the DCS
     d = d.with_panel(stat_panel(
         5, "Leader",
         # times the member's own API answering: the frozen view of a lost quorum keeps naming a
@@ -28,7 +171,7 @@ def dashboard():
         f' * on (scope, member) group_left () max by (scope, member) (patroni_member_api_up{{{SEL}}})',
         "Member holding the leader role in GET /cluster (leader or standby_leader). Red: that "
         "member does not answer its own GET /patroni: a dead leader still named by a frozen DCS "
-        "view (no Raft quorum) or by a TTL that has not expired yet.",
+        "view (no DCS quorum) or by a TTL that has not expired yet.",
         legend="{{member}}", text_mode=mc.BigValueTextMode.NAME, steps=[(None, "red"), (1, "green")],
         span=5))
     d = d.with_panel(cluster_stat(
@@ -57,7 +200,8 @@ def dashboard():
         mapping={"1": ("PAUSED", "orange"), "0": ("no", "green")},
         steps=[(None, "green"), (1, "orange")], span=8))
 
-    d = d.with_panel(verdict_timeline(11, span=24, height=3))
+    d = d.with_panel(verdict_timeline(11, span=24, height=3, verdict="patroni_dcs_quorum",
+                                      evidence=DCS_EVIDENCE_EXPR, evidence_map=DCS_EVIDENCE_MAP))
 
     # ---- "If the leader dies now": failover readiness next to the quorum
     d = d.with_panel(stat_panel(
@@ -77,8 +221,9 @@ def dashboard():
         "Every member but the leader: 'candidate' when Patroni would promote it now, else each "
         "reason why not: unreachable, unknown (not asked), not_running, nofailover (tag or "
         "failover_priority 0), watchdog, not_sync (synchronous mode), lag (> "
-        "maximum_lag_on_failover), timeline (check_timeline), dcs_quorum (the Raft DCS lost its "
-        "quorum), dcs_view (its own /cluster differs: a stale Raft replica). "
+        "maximum_lag_on_failover), timeline (check_timeline), dcs_quorum (the DCS, Raft or etcd, "
+        "lost its quorum: nobody can take the leader key), dcs_view (its own /cluster differs: a "
+        "stale Raft replica or etcd watch). "
         "`patroni-raft-exporter status` prints the numbers.",
         join_field="member", span=18, height=5,
         exclude=["Time", "Value", "Value #A"],
@@ -105,7 +250,7 @@ def dashboard():
         ),
         "One row per member. role/state/timeline/lag come from GET /cluster (the DCS view); "
         "'reported role' and 'API up' from the member's own GET /patroni. A role mismatch means "
-        "the DCS view is frozen (typically no Raft quorum). 'In DCS view' LEFT: a member that "
+        "the DCS view is frozen (typically no DCS quorum). 'In DCS view' LEFT: a member that "
         "left GET /cluster in the last ttl (or still says primary), still asked.",
         join_field="member", height=5,
         exclude=["Time", "Value #A", "Value #B", "Value #F"],
@@ -178,27 +323,31 @@ def dashboard():
         53, "Members whose view differs",
         table_queries(*[f'max by (scope, member) (patroni_member_dcs_view_differs{{{SEL},field="{f}"}})'
                         for f in fields],
-                      f'max by (scope, member) (patroni_member_left_dcs_timestamp_seconds{{{SEL}}}) * 1000'),
+                      f'max by (scope, member) (patroni_member_left_dcs_timestamp_seconds{{{SEL}}}) * 1000',
+                      f'max by (scope, member) (patroni_member_dcs_view_read{{{SEL}}})'),
         "Every member whose own GET /cluster answered: whether its view differs from the view "
         "most members share in the leader, the member set, the timelines or the config "
         "(DIFFERS: a stale or diverged Raft replica); members that left the DCS view with the "
-        "time they left.",
+        "time they left. View read: UNKNOWN when no exporter read the member's GET /cluster in "
+        "its last poll (timed out, failed): it counts neither as agreeing nor as differing.",
         join_field="member", span=8, height=8,
         exclude=["Time"],
         rename={"scope": "Cluster", "member": "Member",
                 **{f"Value #{ref}": f for ref, f in zip("ABCD", fields)},
-                "Value #E": "Left the DCS view"},
+                "Value #E": "Left the DCS view", "Value #F": "View read"},
         overrides=[(f, [mapping_prop({"1": ("DIFFERS", "red"), "0": ("same", "green")}), cell_color()])
                    for f in fields]
-        + [("Left the DCS view", [prop("unit", "dateTimeAsIso")])]))
+        + [("Left the DCS view", [prop("unit", "dateTimeAsIso")]),
+           ("View read", [mapping_prop({"1": ("read", "green"), "0": ("UNKNOWN", "orange")}), cell_color()])]))
 
     # ---- How close the next outage is
     d = d.with_row(db.Row("Margins").id(60))
-    d = d.with_panel(cluster_stat(
-        61, "Quorum margin", "patroni_raft_quorum_margin",
-        "How many more Raft voters can fail before the quorum is lost: 1 on a healthy 3-voter "
-        "cluster, 0 with one down (alert PatroniRaftQuorumNoMargin), negative when lost.",
-        steps=[(None, "red"), (0, "orange"), (1, "green")], span=4))
+    d = d.with_panel(stat_panel(
+        61, "Quorum margin", f'max by (scope, dcs) (patroni_dcs_quorum_margin{{{SEL}}})',
+        "How many more DCS members (Raft voters, etcd voting members) can fail before the quorum "
+        "is lost: 1 on a healthy 3-member DCS, 0 with one down (alerts PatroniRaftQuorumNoMargin, "
+        "PatroniEtcdQuorumNoMargin), negative when lost.",
+        legend="{{scope}} ({{dcs}})", steps=[(None, "red"), (0, "orange"), (1, "green")], span=4))
     d = d.with_panel(stat_panel(
         62, "A failover now loses",
         # -1 (unknown) while the exporter has no leader position to measure from
@@ -224,7 +373,7 @@ def dashboard():
            "{{scope}} {{member}} readiness (Patroni {{version}})")],
         "GET /liveness: 503 (STALLED) when the member's HA loop has not run for ttl while its "
         "REST API answers (alert PatroniHaLoopStalled). GET /readiness beside it, whose meaning "
-        "depends on the member's Patroni version (in the legend): on 3.x a replica is ready when "
+        "depends on the member's Patroni version (in the legend): on 3.x and 4.0.x a replica is ready when "
         "its PostgreSQL runs and the DCS answers; from 4.1.0 it must also stream and be within "
         "maximum_lag_on_failover (unless failsafe mode is active), so a lagging 4.1 replica "
         "reads not ready where a 3.x one reads ready. The leader is ready on both.",
@@ -255,16 +404,19 @@ def dashboard():
         67, "Latency headroom",
         [per_member("patroni_member_rest_round_trip_seconds", "GET /patroni"),
          q(f'patroni_raft_status_round_trip_seconds{{{SEL}}}', "{{scope}} {{node}} Raft status"),
+         q(f'patroni_etcd_status_round_trip_seconds{{{SEL}}}', "{{scope}} {{endpoint}} etcd Status"),
          per_cluster("patroni_member_request_timeout_seconds", "Patroni's member request timeout"),
          q(f'max by (scope, node) (patroni_raft_connection_timeout_seconds{{{SEL}}})',
            "{{scope}} {{node}} Raft connection timeout")],
         "How long the exporter's GET /patroni of each member and each Raft node's status query "
-        "took, against their deadlines: 2 s for the requests members send one another, fixed in "
+        "(or etcd member's Status) took, against their deadlines: 2 s for the requests members send one another, fixed in "
         "Patroni's source (the leader race's GET /patroni, POST /failsafe; alert "
         "PatroniMemberRestSlow above half of it), and the Raft connection timeout in force on each "
         "node (pysyncobj's 3.5 s unless Patroni >= 4.2.0 sets raft.connection_timeout, read from "
         "--patroni.config-file). The third deadline, retry_timeout, is in the configuration table "
         "below. Seen from the exporter's host, not between the members.", unit="s", span=8))
+
+    d = etcd_row(d)
 
     # ---- Versions, configuration, history: what an operator checks before changing anything
     d = d.with_row(db.Row("Versions and configuration").id(70))
@@ -341,7 +493,7 @@ def dashboard():
         "pysyncobj's timing on each member's Raft node: pysyncobj's defaults (0.4 / 1.4 / 3.5 / 0.1 / "
         "5 / 30 s) unless Patroni >= 4.2.0 sets the raft: keys, read from --patroni.config-file "
         "(source: config_file, pysyncobj_default, or no_config_file: 4.2 and no file, assumed; "
-        "PATRONI_RAFT_* environment variables are not visible). thread_pool_size: Patroni >= 4.1.1 "
+        "PATRONI_RAFT_* environment variables are not visible). thread_pool_size: Patroni 3.3.9, 4.0.8, 4.1.1 and later "
         "serves its REST API from this + 1 workers, which the exporters share with the members' "
         "own leader-race requests and health checks.",
         join_field="member", span=24, height=6,

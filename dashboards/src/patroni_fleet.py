@@ -4,14 +4,16 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import common as mc
 
-from common import (SEL, VERDICT_MAP, build, cell_color, mapping_prop, prop, q, stat_panel,
-                    state_panel, table_panel, table_queries, ts_panel, watching)
+from common import (DCS_EVIDENCE_EXPR, DCS_EVIDENCE_MAP, SEL, VERDICT_MAP, build, cell_color,
+                    mapping_prop, prop, q, stat_panel, state_panel, table_panel, table_queries,
+                    ts_panel, watching)
 
 UID = "patroni-raft-fleet"
 CLUSTER_UID = "patroni-raft-cluster"
 
 # One number per cluster for "worst first": 2 critical, 1 warning, 0 ok. The worst of: the
-# alerts firing for the cluster (their severity), the quorum verdict (lost 2, not visible 1),
+# alerts firing for the cluster (their severity), the DCS's quorum verdict, Raft or etcd (lost 2,
+# not visible 1),
 # nobody to fail over to (1), no member answering GET /cluster (2), exporter data older than
 # 60 s (1). Each term gets its own label `t` so that `or` keeps them all for the max. ALERTS
 # without a scope (PatroniExporterDown) match scope=~".*" too: scope!="" keeps them out.
@@ -19,8 +21,8 @@ ALERT_SEL = f'alertstate="firing",{SEL},scope!=""'
 _TERMS = [
     f'2 * max by (scope) (ALERTS{{{ALERT_SEL},severity="critical"}})',
     f'max by (scope) (ALERTS{{{ALERT_SEL},severity="warning"}})',
-    f'(max by (scope) (patroni_raft_cluster_quorum{{{SEL}}}) < bool 1)'
-    f' + (max by (scope) (patroni_raft_cluster_quorum{{{SEL}}}) == bool 0)',
+    f'(max by (scope) (patroni_dcs_quorum{{{SEL}}}) < bool 1)'
+    f' + (max by (scope) (patroni_dcs_quorum{{{SEL}}}) == bool 0)',
     f'min by (scope) (patroni_cluster_failover_candidates{{{SEL}}}) == bool 0',
     f'2 * (min by (scope) (patroni_up{{{SEL}}}) == bool 0)',
     f'time() - max by (scope) (patroni_exporter_last_poll_timestamp_seconds{{{SEL}}}) > bool 60',
@@ -36,7 +38,7 @@ def dashboard():
               "quorum verdict, leader, failover candidates, worst lag, data at risk, last "
               "failover, exporter health; then each exporter's own health (memory, file "
               "descriptors, CPU, polls, scrapes). The cluster name links to its Patroni cluster dashboard.",
-              ["patroni", "postgresql", "raft", "fleet"])
+              ["patroni", "postgresql", "raft", "etcd", "fleet"])
 
     d = d.with_row(db.Row("Fleet").id(1))
     d = d.with_panel(stat_panel(
@@ -45,7 +47,7 @@ def dashboard():
         steps=[(None, "blue")], span=4))
     d = d.with_panel(stat_panel(
         3, "Critical", f'count({STATUS_EXPR} == 2) or vector(0)',
-        "Clusters with a critical alert firing, a lost Raft quorum or no member answering "
+        "Clusters with a critical alert firing, a lost DCS quorum (Raft or etcd) or no member answering "
         "GET /cluster.", steps=[(None, "green"), (1, "red")], span=4))
     d = d.with_panel(stat_panel(
         4, "Warning", f'count({STATUS_EXPR} == 1) or vector(0)',
@@ -53,9 +55,10 @@ def dashboard():
         "candidate, or exporter data older than 60 s.", steps=[(None, "green"), (1, "orange")], span=4))
     d = d.with_panel(stat_panel(
         5, "Quorum not confirmed",
-        f'count(max by (scope) (patroni_raft_cluster_quorum{{{SEL}}}) < 1) or vector(0)',
-        "Clusters whose best quorum verdict is LOST or Not visible (alerts PatroniRaftQuorumLost, "
-        "PatroniRaftQuorumNotVisible).", steps=[(None, "green"), (1, "red")], span=4))
+        f'count(max by (scope) (patroni_dcs_quorum{{{SEL}}}) < 1) or vector(0)',
+        "Clusters whose best DCS quorum verdict (Raft or etcd) is LOST or Not visible (alerts "
+        "PatroniRaftQuorumLost, PatroniEtcdQuorumLost and their NotVisible warnings).",
+        steps=[(None, "green"), (1, "red")], span=4))
     d = d.with_panel(stat_panel(
         6, "Nobody to fail over to",
         f'count(min by (scope) (patroni_cluster_failover_candidates{{{SEL}}}) == 0) or vector(0)',
@@ -73,8 +76,8 @@ def dashboard():
         10, "Clusters, worst first",
         table_queries(
             STATUS_EXPR,
-            f'max by (scope) (patroni_raft_cluster_quorum{{{SEL}}})',
-            f'max by (scope) (patroni_raft_quorum_margin{{{SEL}}})',
+            f'max by (scope, dcs) (patroni_dcs_quorum{{{SEL}}})',
+            f'max by (scope) (patroni_dcs_quorum_margin{{{SEL}}})',
             f'max by (scope, member) (patroni_member_role{{{SEL},role=~"leader|standby_leader"}} == 1)',
             f'min by (scope) (patroni_cluster_failover_candidates{{{SEL}}})',
             f'max by (scope) (patroni_member_lag_bytes{{{SEL}}})',
@@ -85,8 +88,8 @@ def dashboard():
             f'count by (scope) (ALERTS{{{ALERT_SEL}}})',
         ),
         "One row per cluster, the worst first (Status: CRITICAL, WARNING, OK; see the dashboard's "
-        "description for what counts). Quorum: the best verdict of every exporter; margin: how "
-        "many more voters can fail; Leader: who holds the leader key; Candidates: members Patroni "
+        "description for what counts). DCS: raft or etcd; Quorum: its best verdict of every "
+        "exporter; Margin: how many more DCS members can fail; Leader: who holds the leader key; Candidates: members Patroni "
         "would promote if the leader died now; Worst lag: the replica furthest behind; Data at "
         "risk: what a failover now would lose; Last failover: since the newest GET /history "
         "entry; /cluster and Data age: the exporter's health for that cluster; Alerts: firing "
@@ -94,7 +97,7 @@ def dashboard():
         join_field="Status", height=9, sort_desc=True,
         exclude=["Time", "Value #D"],
         rename={"Value #A": "Status", "scope": "Cluster", "Value #B": "Quorum",
-                "Value #C": "Margin", "member": "Leader", "Value #E": "Candidates",
+                "dcs": "DCS", "Value #C": "Margin", "member": "Leader", "Value #E": "Candidates",
                 "Value #F": "Worst lag", "Value #G": "Data at risk", "Value #H": "Last failover",
                 "Value #I": "/cluster", "Value #J": "Data age", "Value #K": "Alerts firing"},
         overrides=[
@@ -147,6 +150,46 @@ def dashboard():
         "The source cluster's leader WAL position minus the standby leader's replayed position, "
         "per pair. Rises under a write load on the source and comes back; a line that only grows: "
         "the standby leader does not keep up or does not stream.", unit="bytes", span=24))
+
+    # The DCS of every cluster by kind (issue #41): the verdict with its evidence and counts,
+    # and for clusters on etcd what only etcd has (alarms, stale member views, unreadable facts).
+    d = d.with_row(db.Row("DCS").id(40))
+    d = d.with_panel(table_panel(
+        41, "DCS by cluster",
+        table_queries(f'max by (scope, dcs) (patroni_dcs_quorum{{{SEL}}})',
+                      DCS_EVIDENCE_EXPR,
+                      f'max by (scope) (patroni_raft_voters_answering{{{SEL}}})'
+                      f' or max by (scope) (patroni_etcd_members_answering{{{SEL}}})',
+                      f'max by (scope) (patroni_raft_voters{{{SEL}}})'
+                      f' or max by (scope) (patroni_etcd_members{{{SEL}}})',
+                      f'max by (scope) (patroni_dcs_quorum_margin{{{SEL}}})',
+                      f'sum by (scope) (max by (scope, alarm) (patroni_etcd_alarms{{{SEL}}}))',
+                      f'sum by (scope) (max by (scope, member) (patroni_member_dcs_view_stale{{{SEL}}}))',
+                      f'sum by (scope) (max by (scope, fact) (patroni_etcd_unreadable{{{SEL}}}))'),
+        "One row per cluster with a DCS the exporter watches (Raft or etcd; none for REST only): "
+        "the best quorum verdict and the evidence it rests on, the DCS members answering of all, "
+        "the margin. On etcd only: members raising an alarm (NOSPACE, CORRUPT: alert "
+        "PatroniEtcdAlarm), members whose own view is stale against Patroni's keys in etcd "
+        "(PatroniMemberDcsViewStale), facts the exporter could not read (PatroniEtcdFactUnreadable).",
+        join_field="Cluster", height=7,
+        exclude=["Time"],
+        rename={"scope": "Cluster", "dcs": "DCS", "Value #A": "Quorum", "Value #B": "Evidence",
+                "Value #C": "Answering", "Value #D": "Members", "Value #E": "Margin",
+                "Value #F": "etcd alarms", "Value #G": "Stale views", "Value #H": "Unreadable facts"},
+        overrides=[
+            ("Cluster", [prop("links", [link])]),
+            ("Quorum", [mapping_prop(VERDICT_MAP), cell_color()]),
+            ("Evidence", [mapping_prop(DCS_EVIDENCE_MAP)]),
+            ("Margin", [mapping_prop({"0": ("0", "orange"), "-1": ("-1", "red"), "-2": ("-2", "red")}),
+                        cell_color()]),
+            *[(column, [mapping_prop({"0": ("none", "green")}), cell_color(),
+                        prop("thresholds", {"mode": "absolute",
+                                            "steps": [{"color": color, "value": None}
+                                                      if i == 0 else {"color": color, "value": 1}
+                                                      for i, color in enumerate(("green", bad))]})])
+              for column, bad in (("etcd alarms", "red"), ("Stale views", "orange"),
+                                  ("Unreadable facts", "orange"))],
+        ]))
 
     # Exporter health (issue #35): each exporter that watches a selected cluster, from its own
     # process_* families (client_golang's) and its poll figures: what it costs and whether it

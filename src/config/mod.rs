@@ -7,14 +7,14 @@
 //! avoids copying a secret. All three resolve to the same [`ClusterConfig`], in two parts:
 //! which cluster is watched and what of it ([`ClusterIdentity`]: scope, members, Raft nodes
 //! ([`RaftSettings`]), collectors), and how requests are made and read (the poll's rhythm and
-//! bounds, [`PollSettings`], [`ClientSettings`](crate::patroni::ClientSettings), the REST
+//! bounds, [`PollSettings`], [`ClientSettings`], the REST
 //! source's own type, and what Patroni's YAML says of the members' own settings,
 //! [`MemberSettings`]). Two configurations of the same cluster have equal identities: what
 //! a poller learned still holds when only the other settings change. Each default is
 //! written once, in those types.
 //!
 //! Layout, one concern per file:
-//! * [`file`]: one cluster as the operator writes it ([`ClusterEntry`], the same shape from
+//! * [`file`](mod@file): one cluster as the operator writes it ([`ClusterEntry`], the same shape from
 //!   flags and from `--config.file`), the file itself, and the resolution into a
 //!   [`ClusterConfig`];
 //! * [`patroni_yaml`]: the parts of Patroni's own YAML the exporter reads;

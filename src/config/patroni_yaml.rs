@@ -2,7 +2,7 @@
 //! the REST URL, the TLS files, the Raft partners and the Raft password, so pointing the
 //! exporter at it avoids copying a secret. It also says what the exporter cannot ask a member:
 //! the Raft timing its pysyncobj node runs (Patroni 4.2's `raft.*_timeout` keys) and the size
-//! of its REST API's worker pool (`restapi.thread_pool_size`, Patroni 4.1.1 and later): the
+//! of its REST API's worker pool (`restapi.thread_pool_size`, Patroni 3.3.9, 4.0.8, 4.1.1 and later): the
 //! [`MemberSettings`]. Patroni also takes these from `PATRONI_RAFT_*` and `PATRONI_RESTAPI_*`
 //! environment variables, which a separate process cannot see; the exporter assumes every
 //! member has the same `raft:` and `restapi:` settings as the file it reads (as Charmed
@@ -122,7 +122,7 @@ pub struct PatroniRestApi {
     pub cafile: Option<PathBuf>,
     /// `none`, `optional` or `required`: whether members ask for a client certificate.
     pub verify_client: Option<String>,
-    /// The REST API's worker pool (Patroni 4.1.1 and later: `thread_pool_size` + 1 workers;
+    /// The REST API's worker pool (Patroni 3.3.9, 4.0.8, 4.1.1 and later: `thread_pool_size` + 1 workers;
     /// Patroni raises a value below 5 to 5). A number, or a string of one as environment
     /// variables give it.
     #[serde(deserialize_with = "number::optional")]

@@ -18,6 +18,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use futures::future::FutureExt;
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 use url::Url;
@@ -77,6 +78,8 @@ pub struct ClusterFacts {
     pub members: Result<MemberList, EtcdError>,
     /// `None`: not asked (no leader known).
     pub alarms: Option<Result<Vec<Alarm>, EtcdError>>,
+    /// The prefix Patroni's keys were asked under; `None`: not asked.
+    pub prefix: Option<String>,
     /// Patroni's keys under the prefix; `None`: not asked (the cluster's scope is not known
     /// yet).
     pub keys: Option<Result<PatroniKeys, EtcdError>>,
@@ -99,15 +102,18 @@ fn rank(reading: &EndpointReading) -> Option<u8> {
 }
 
 /// One reading of the cluster behind `endpoints`, with Patroni's keys under `prefix`
-/// ([`super::patroni_prefix`]); without a prefix (the cluster's scope is not known yet) the
-/// keys are not asked. Every request ends by `deadline` (or the client's timeout,
+/// ([`super::patroni_prefix`]); without a prefix (the cluster's scope is not known) the
+/// keys are not asked. `prefix` is awaited only when the keys are due, after the statuses:
+/// a caller that learns the scope meanwhile (from the first `GET /cluster`) still gets the
+/// keys in the same reading. Every request ends by `deadline` (or the client's timeout,
 /// when that comes first); so does the reading, but for the parsing.
 pub async fn read_cluster(
     client: &EtcdClient,
     endpoints: &[Url],
-    prefix: Option<&str>,
+    prefix: impl Future<Output = Option<String>> + Send,
     deadline: Instant,
 ) -> EtcdReading {
+    let prefix = prefix.boxed().shared();
     type FactsFuture<'a> = Pin<Box<dyn Future<Output = ClusterFacts> + Send + 'a>>;
     let mut pending: FuturesUnordered<_> =
         endpoints
@@ -125,7 +131,7 @@ pub async fn read_cluster(
             Some((index, reading)) = pending.next() => {
                 if facts_started.is_none() && reading.is_leader() {
                     let source = reading.endpoint.clone();
-                    facts_started = Some(Box::pin(read_facts(client, source, true, prefix, deadline)));
+                    facts_started = Some(Box::pin(read_facts(client, source, true, prefix.clone(), deadline)));
                 }
                 readings[index] = Some(reading);
             }
@@ -194,7 +200,7 @@ async fn read_facts(
     client: &EtcdClient,
     source: Url,
     leader_known: bool,
-    prefix: Option<&str>,
+    prefix: impl Future<Output = Option<String>>,
     deadline: Instant,
 ) -> ClusterFacts {
     let members = client.member_list(&source, leader_known, deadline);
@@ -206,7 +212,11 @@ async fn read_facts(
         }
     };
     let keys_and_lease = async {
-        let keys = match prefix {
+        let prefix = tokio::time::timeout_at(deadline, prefix)
+            .await
+            .ok()
+            .flatten();
+        let keys = match prefix.as_deref() {
             Some(prefix) => Some(
                 client
                     .range_prefix(&source, prefix.as_bytes(), !leader_known, deadline)
@@ -227,11 +237,13 @@ async fn read_facts(
             Some(lease) => Some(client.lease_time_to_live(&source, lease, deadline).await),
             None => None,
         };
-        (keys, leader_lease)
+        (keys, leader_lease, prefix)
     };
-    let (members, alarms, (keys, leader_lease)) = tokio::join!(members, alarms, keys_and_lease);
+    let (members, alarms, (keys, leader_lease, prefix)) =
+        tokio::join!(members, alarms, keys_and_lease);
     ClusterFacts {
         source,
+        prefix,
         linearizable: leader_known,
         members,
         alarms,
@@ -285,7 +297,13 @@ mod tests {
         ];
         let endpoints: Vec<Url> = fakes.iter().map(FakeEtcd::url).collect();
         let deadline = Instant::now() + Duration::from_secs(5);
-        let reading = read_cluster(&client(), &endpoints, Some(PREFIX), deadline).await;
+        let reading = read_cluster(
+            &client(),
+            &endpoints,
+            std::future::ready(Some(PREFIX.to_owned())),
+            deadline,
+        )
+        .await;
         let order: Vec<&Url> = reading.endpoints.iter().map(|e| &e.endpoint).collect();
         assert_eq!(
             order,
@@ -353,7 +371,13 @@ mod tests {
         );
         let endpoints: Vec<Url> = fakes.iter().map(FakeEtcd::url).collect();
         let deadline = Instant::now() + Duration::from_secs(5);
-        let reading = read_cluster(&client(), &endpoints, Some(PREFIX), deadline).await;
+        let reading = read_cluster(
+            &client(),
+            &endpoints,
+            std::future::ready(Some(PREFIX.to_owned())),
+            deadline,
+        )
+        .await;
         for endpoint in &reading.endpoints {
             assert_eq!(
                 endpoint.status.as_ref().unwrap_err().kind(),
@@ -399,7 +423,7 @@ mod tests {
         let reading = read_cluster(
             &client(),
             &endpoints,
-            Some(PREFIX),
+            std::future::ready(Some(PREFIX.to_owned())),
             started + Duration::from_secs(5),
         )
         .await;
@@ -433,7 +457,13 @@ mod tests {
         let endpoints = [hung.url(), leader.url()];
         let started = Instant::now();
         let deadline = started + Duration::from_millis(1500);
-        let reading = read_cluster(&client(), &endpoints, Some(PREFIX), deadline).await;
+        let reading = read_cluster(
+            &client(),
+            &endpoints,
+            std::future::ready(Some(PREFIX.to_owned())),
+            deadline,
+        )
+        .await;
         let took = started.elapsed();
         assert!(
             took >= Duration::from_millis(1500) && took < Duration::from_secs(4),
@@ -458,7 +488,13 @@ mod tests {
             })
             .collect();
         let deadline = Instant::now() + Duration::from_secs(5);
-        let reading = read_cluster(&client(), &closed, Some(PREFIX), deadline).await;
+        let reading = read_cluster(
+            &client(),
+            &closed,
+            std::future::ready(Some(PREFIX.to_owned())),
+            deadline,
+        )
+        .await;
         assert_eq!(reading.facts, None);
         assert!(reading
             .endpoints

@@ -15,7 +15,8 @@ declare_families! {
     MEMBER_LEFT_DCS_TIMESTAMP_SECONDS: cached_gauge("patroni_member_left_dcs_timestamp_seconds", "Unix time of the first poll whose GET /cluster no longer listed this remembered member (patroni_member_in_dcs 0).");
     CLUSTER_PRIMARIES: cached_gauge("patroni_cluster_primaries", "Members, listed or remembered, that say primary (or standby_leader) in their own GET /patroni; more than 1: two servers accept writes. Compare patroni_cluster_leaders, the DCS view's count.");
     CLUSTER_MULTIPLE_PRIMARIES_POLLS: counter("patroni_cluster_multiple_primaries_polls", "Polls in which more than one member said it is primary (or standby_leader): catches a window shorter than the scrape interval.");
-    CLUSTER_DCS_VIEWS: cached_gauge("patroni_cluster_dcs_views", "Distinct DCS views (leader, member set, timelines, config) among the members whose own GET /cluster answered; 1 when they agree.");
+    CLUSTER_DCS_VIEWS: cached_gauge("patroni_cluster_dcs_views", "Distinct DCS views (leader, member set, timelines, config) among the members whose own GET /cluster answered in the last poll; 1 when they agree. A member whose view was not read (patroni_member_dcs_view_read 0) is not counted: 1 says the members agree only when every member's view was read.");
+    MEMBER_DCS_VIEW_READ: cached_gauge("patroni_member_dcs_view_read", "1 when the member's own GET /cluster answered in the last poll (its view is compared in patroni_cluster_dcs_views), 0 when it was not read (timed out, failed, the member did not answer, or it was not asked: its api_url is not on an allowed host): its view is unknown, counted neither as agreeing nor as differing. Absent without the views collector.");
     MEMBER_DCS_VIEW_DIFFERS: cached_gauge("patroni_member_dcs_view_differs", "1 when the member's own GET /cluster (or GET /config, field config) differs in this field from the view most members share.");
     RAFT_VOTER_SETS: cached_gauge("patroni_raft_voter_sets", "Distinct voter sets (a node and its partners) among the Raft nodes that answered; 1 when they agree.");
     RAFT_VOTER_SET_DIFFERS: cached_gauge("patroni_raft_voter_set_differs", "1 when the node's voter set (itself and its partners) differs from the one most nodes have.");
@@ -53,6 +54,15 @@ pub fn encode(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]) -> 
     writer.write(
         &CLUSTER_DCS_VIEWS,
         nonzero_counts(snapshots.iter(), |s| s.views.distinct as u64),
+    )?;
+    writer.write(
+        &MEMBER_DCS_VIEW_READ,
+        snapshots.iter().flat_map(|s| {
+            let read = s.views.members.iter().map(|m| (m.member.as_str(), 1.0));
+            let unread = s.views.unread.iter().map(|m| (m.as_str(), 0.0));
+            read.chain(unread)
+                .map(move |(member, value)| (member_named(s, member), value))
+        }),
     )?;
     writer.write(
         &MEMBER_DCS_VIEW_DIFFERS,

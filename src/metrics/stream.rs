@@ -11,8 +11,8 @@
 //! reader), whatever the fleet's size, and nothing is kept between scrapes.
 //!
 //! Freshness: the chunks are those of the snapshots current when the scrape arrived, never
-//! older ones. The bytes are those of [`super::render`]
-//! (which collects this same assembly into one `String`, for the tests and the golden file).
+//! older ones. The bytes are those of `super::render` (built with the `testkit` feature only:
+//! it collects this same assembly into one `String`, for the tests and the golden file).
 //!
 //! Why gzip per scrape, while streaming (fast level): one gzip member per cluster cannot be
 //! kept with its chunks, since a cluster's samples are not contiguous in the output (each

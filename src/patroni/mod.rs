@@ -15,6 +15,7 @@ mod dynamic_config;
 #[cfg(feature = "testkit")]
 pub mod fake;
 mod model;
+mod release;
 
 pub use client::{
     base_of, parse_failsafe, BasicAuth, ClientPool, ClientSettings, ClockOffset, OwnAnswer,
@@ -25,6 +26,7 @@ pub use model::{
     parse_cluster, parse_history, parse_member_status, parse_timestamp, ApiUrl, ClusterView,
     HistoryEntry, Lag, Member, MemberRole, MemberState, MemberStatus, MemberTags, ReplicationPeer,
 };
+pub use release::{Feature, PatroniRelease};
 
 /// Why a Patroni REST request gave no usable document.
 ///

@@ -10,11 +10,13 @@
 use std::time::Duration;
 
 use futures::future::{FutureExt, RemoteHandle};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 use url::Url;
 
 use super::placement::MAX_MEMBERS;
-use crate::config::{ClusterConfig, EtcdSettings};
+use crate::address::Host;
+use crate::config::{ApiUrlPolicy, ClusterConfig, EtcdSettings};
 use crate::etcd::{self, EtcdClient, EtcdReading};
 use crate::snapshot::{EtcdSnapshot, KeyContent};
 
@@ -55,12 +57,13 @@ impl EtcdQuery {
 
     /// Starts this poll's reading, ending by `deadline`: every configured endpoint and every
     /// one etcd listed last poll (when [`EtcdSettings::follows_listed_endpoints`]), each
-    /// once, at most [`MAX_MEMBERS`]; Patroni's keys under `scope`'s prefix, when the scope
-    /// is known. It runs on its own task; dropping the handle ends it.
+    /// once, at most [`MAX_MEMBERS`]; Patroni's keys under the prefix of the scope `scope`
+    /// sends, once the statuses are in (a sender dropped: no keys). It runs on its own task;
+    /// dropping the handle ends it.
     pub(super) fn start(
         &self,
         memory: &EtcdMemory,
-        scope: Option<&str>,
+        scope: oneshot::Receiver<String>,
         deadline: Instant,
     ) -> RemoteHandle<EtcdReading> {
         let mut endpoints: Vec<Url> = Vec::new();
@@ -74,12 +77,12 @@ impl EtcdQuery {
             }
         }
         endpoints.truncate(MAX_MEMBERS);
-        let prefix = scope.map(|scope| self.settings.prefix(scope));
+        let settings = self.settings.clone();
+        let prefix = async move { Some(settings.prefix(&scope.await.ok()?)) };
         let client = self.client.clone();
-        let (reading, handle) = async move {
-            etcd::read_cluster(&client, &endpoints, prefix.as_deref(), deadline).await
-        }
-        .remote_handle();
+        let (reading, handle) =
+            async move { etcd::read_cluster(&client, &endpoints, prefix, deadline).await }
+                .remote_handle();
         tokio::spawn(reading);
         handle
     }
@@ -88,6 +91,22 @@ impl EtcdQuery {
     pub(super) fn authenticated(&self) -> bool {
         self.settings.authenticated()
     }
+}
+
+/// The hosts of the `api_url`s of the member keys `reading` read, learned into `policy`:
+/// trusted when etcd was read over an authenticated channel, else followed only by a client
+/// that sends no credentials (as a plain-text Raft status's voters). Nothing is learned from
+/// a reading without keys.
+pub(super) fn learn_hosts(policy: &mut ApiUrlPolicy, reading: &EtcdReading, authenticated: bool) {
+    let Some(Some(Ok(keys))) = reading.facts.as_ref().map(|facts| &facts.keys) else {
+        return;
+    };
+    let hosts = keys
+        .members
+        .iter()
+        .filter_map(|m| Url::parse(m.api_url.as_deref()?).ok())
+        .filter_map(|url| Host::of_url(&url));
+    policy.learned.learn(hosts, authenticated);
 }
 
 /// Two endpoint URLs that reach the same place (`http://h:2379` and `http://h:2379/`).
@@ -123,5 +142,45 @@ impl EtcdMemory {
                 .collect();
         }
         self.keys = snapshot.key_content();
+    }
+}
+
+/// A poll's etcd reading: still running, or read. Round two waits for it up to half the
+/// poll's time, so that the members' hosts Patroni's keys name are known to the first poll
+/// (as round one waits for a Raft status); a reading still running then ends by the poll's
+/// deadline beside round two.
+pub(super) enum EtcdProgress {
+    Running(RemoteHandle<EtcdReading>),
+    Done(Box<EtcdReading>),
+}
+
+impl EtcdProgress {
+    /// Waits for the reading until `until`.
+    pub(super) async fn until(self, until: Instant) -> EtcdProgress {
+        match self {
+            EtcdProgress::Running(mut handle) => tokio::select! {
+                reading = &mut handle => EtcdProgress::Done(Box::new(reading)),
+                () = tokio::time::sleep_until(until) => EtcdProgress::Running(handle),
+            },
+            done @ EtcdProgress::Done(_) => done,
+        }
+    }
+}
+
+/// A poll's etcd reading and, until the first `/cluster` named it, the sender of the scope
+/// its keys are read under; empty on a cluster that is not on etcd.
+#[derive(Default)]
+pub(super) struct EtcdPoll {
+    pub(super) progress: Option<EtcdProgress>,
+    pub(super) scope_sender: Option<oneshot::Sender<String>>,
+}
+
+impl EtcdPoll {
+    /// The reading, once it ended (by the poll's deadline at the latest); `None` without one.
+    pub(super) async fn finish(self) -> Option<EtcdReading> {
+        match self.progress? {
+            EtcdProgress::Running(handle) => Some(handle.await),
+            EtcdProgress::Done(reading) => Some(*reading),
+        }
     }
 }

@@ -38,7 +38,7 @@ use crate::snapshot::{says_primary, MemberSnapshot, Probes};
 /// polls, once a minute at the default interval), `/liveness` on every turn. Why: readiness
 /// feeds no alert and no verdict (the dashboard shows it), while liveness says a stalled HA
 /// loop (`PatroniHaLoopStalled`) and keeps a departed member remembered; every request takes
-/// one of the few workers Patroni (>= 4.1.1) serves its REST API with, shared with the
+/// one of the few workers Patroni (3.3.9, 4.0.8, 4.1.1 and later) serves its REST API with, shared with the
 /// members' own leader race.
 pub const READINESS_EVERY_TURNS: usize = 4;
 
@@ -238,10 +238,8 @@ impl MemberMemory {
         }
     }
 
-    /// `member`'s clock offset as last measured. A clock drifts by milliseconds a day, so
-    /// the last measure stands for a member whose `/patroni` failed in this poll: else one
-    /// timed-out request of a primary whose clock is ahead makes every replica's replay lag
-    /// in seconds read that much short for a poll (seen in the e2e next-outage lab, 8 s).
+    /// `member`'s clock offset as last measured: for the replay lag's correction when its
+    /// `/patroni` failed in this poll ([`MemberSnapshot::last_clock`]), never exported.
     pub(super) fn clock_of(&self, member: &str) -> Option<ClockOffset> {
         self.kept.get(member)?.clock
     }
@@ -308,6 +306,7 @@ mod tests {
             dcs_view: None,
             left_dcs_at: Some(1.0),
             clock: None,
+            last_clock: None,
             round_trip: None,
             probes: Probes::default(),
         }

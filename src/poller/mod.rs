@@ -59,7 +59,7 @@ pub use cadence::{CONFIG_EVERY_POLLS, HISTORY_REFRESH_POLLS};
 use changes::ChangeMemory;
 use deadline::Deadline;
 use discovery::{learn_raft, Discovery, Targets};
-use etcd::{EtcdMemory, EtcdQuery};
+use etcd::{EtcdMemory, EtcdPoll, EtcdProgress, EtcdQuery};
 pub use members::READINESS_EVERY_TURNS;
 use members::{unix_now, DcsTiming, MemberMemory};
 use placement::Placement;
@@ -165,6 +165,22 @@ impl ClusterPoller {
             ask_everything: false,
             start_gate: None,
         })
+    }
+
+    /// Reads and parses the files `config`'s DCS settings name (etcd's CA, client certificate
+    /// and key) as [`ClusterPoller::with_clients`] does, without a poller: so that a reload
+    /// checks every file before it applies anything (the app's load; the REST client's files
+    /// are [`ClientPool::client`]'s). Reads on this thread: from async code, in `spawn_blocking`.
+    ///
+    /// # Errors
+    /// When a file cannot be read or parsed, named.
+    pub fn check_dcs_files(config: &ClusterConfig) -> anyhow::Result<()> {
+        match &config.identity.dcs {
+            DcsSettings::Etcd(settings) => {
+                EtcdQuery::new(settings, config, config.poll.timeout).map(drop)
+            }
+            DcsSettings::Unwatched | DcsSettings::Raft(_) => Ok(()),
+        }
     }
 
     /// Makes the first poll of each run ([`ClusterPoller::run_until`]) wait for `gate`,
@@ -307,18 +323,9 @@ impl ClusterPoller {
     /// one's requests that are still running end. So one `--patroni.url` and the Raft password find every member and
     /// every voter in the first poll, and a hung Raft node does not hold the members back.
     pub async fn poll_once(&mut self) -> ClusterSnapshot {
-        let started = Instant::now();
-        self.member_limits.clear();
-        self.deadline = Deadline::of_poll(self.budget);
+        let started = self.begin_poll();
         let scope = self.memory.discovery.scope_label(&self.config);
-        let etcd_reading = match &self.dcs {
-            DcsQuery::Etcd(query) => Some(query.start(
-                &self.memory.etcd,
-                self.memory.discovery.known_scope(&self.config),
-                self.deadline.at(),
-            )),
-            _ => None,
-        };
+        let mut etcd = self.start_etcd_reading();
         let first_targets = self
             .targets()
             .raft_targets_known(&self.memory.members.listed_hosts());
@@ -332,8 +339,8 @@ impl ClusterPoller {
         let tally = &mut self.memory.tally;
         let (cluster, cluster_failure) =
             self.memory.discovery.settle(cluster_answer, tally, &scope);
-        let raft = self.config.identity.dcs.raft();
-        learn_raft(&mut self.memory.voters, &mut self.policy, raft, &raft_nodes);
+        self.learn_between_rounds(&raft_nodes, &mut etcd, cluster.as_ref())
+            .await;
 
         let listed = cluster
             .as_ref()
@@ -401,10 +408,6 @@ impl ClusterPoller {
         };
         let (members, departed) = recorder.members(everyone, member_answers, placements, &context);
         raft_nodes.extend(later_nodes);
-        let etcd = match etcd_reading {
-            Some(reading) => Some(reading.await),
-            None => None,
-        };
         recorder.judge(PollRecord {
             started,
             cluster,
@@ -412,11 +415,68 @@ impl ClusterPoller {
             members,
             departed,
             raft_nodes,
-            etcd,
+            etcd: etcd.finish().await,
             history,
             failsafe_members,
             read_view,
         })
+    }
+
+    /// A poll begins: its per-member limits cleared and its deadline set; when it started.
+    fn begin_poll(&mut self) -> Instant {
+        let started = Instant::now();
+        self.member_limits.clear();
+        self.deadline = Deadline::of_poll(self.budget);
+        started
+    }
+
+    /// On a cluster on etcd, this poll's reading started ([`EtcdQuery::start`]), with the
+    /// sender of the scope when it is not known yet (the first `/cluster` names it).
+    fn start_etcd_reading(&self) -> EtcdPoll {
+        let DcsQuery::Etcd(query) = &self.dcs else {
+            return EtcdPoll::default();
+        };
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let sender = match self.memory.discovery.known_scope(&self.config) {
+            Some(scope) => {
+                let _ = sender.send(scope.to_owned());
+                None
+            }
+            None => Some(sender),
+        };
+        let reading = query.start(&self.memory.etcd, receiver, self.deadline.at());
+        EtcdPoll {
+            progress: Some(EtcdProgress::Running(reading)),
+            scope_sender: sender,
+        }
+    }
+
+    /// Between the rounds, what the DCS named is learned for round two: the voters the Raft
+    /// nodes of round one name ([`learn_raft`]); on etcd, the scope the first `/cluster`
+    /// named is sent to the reading (its keys are read in this poll too), and the reading is
+    /// waited for up to half the poll, so that the hosts of the member keys' `api_url`s are
+    /// known ([`etcd::learn_hosts`]).
+    async fn learn_between_rounds(
+        &mut self,
+        raft_nodes: &[RaftNodeSnapshot],
+        etcd: &mut EtcdPoll,
+        cluster: Option<&patroni::ClusterView>,
+    ) {
+        let raft = self.config.identity.dcs.raft();
+        learn_raft(&mut self.memory.voters, &mut self.policy, raft, raft_nodes);
+        if let Some(sender) = etcd.scope_sender.take() {
+            if let Some(scope) = cluster.and_then(|view| view.scope.clone()) {
+                let _ = sender.send(scope);
+            }
+        }
+        let Some(progress) = etcd.progress.take() else {
+            return;
+        };
+        let progress = progress.until(self.deadline.halfway()).await;
+        if let (EtcdProgress::Done(reading), DcsQuery::Etcd(query)) = (&progress, &self.dcs) {
+            etcd::learn_hosts(&mut self.policy, reading, query.authenticated());
+        }
+        etcd.progress = Some(progress);
     }
 
     /// What this poll's requests are made with, as the poller knows it now.

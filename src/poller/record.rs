@@ -14,7 +14,7 @@ use std::time::Instant;
 use super::cadence::Cadence;
 use super::changes::ChangeMemory;
 use super::discovery::{learn_raft, without_aliases, Discovery};
-use super::etcd::EtcdMemory;
+use super::etcd::{learn_hosts, EtcdMemory};
 use super::members::{unix_now, DcsTiming, MemberMemory};
 use super::placement::Placement;
 use super::requests::{MemberAnswers, ReaderDocuments};
@@ -25,11 +25,10 @@ use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
 use crate::etcd::EtcdReading;
 use crate::patroni::{self, ClusterView, DynamicConfig, HistoryEntry, PatroniError};
 use crate::snapshot::{
-    answered_views, primaries, ClusterSnapshot, DcsSnapshot, DcsView, EtcdSnapshot,
-    FailoverReadiness, Failure, MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment,
-    RaftNodeSnapshot, RaftSnapshot, Source, ViewComparison, VoterSetComparison,
+    primaries, ClusterSnapshot, DcsSnapshot, DcsView, EtcdSnapshot, FailoverReadiness, Failure,
+    MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment, RaftNodeSnapshot,
+    RaftSnapshot, Source, ViewComparison, VoterSetComparison,
 };
-use url::Url;
 
 /// What every member's record reads besides its own answers.
 pub(super) struct MemberContext<'a> {
@@ -69,7 +68,7 @@ pub(super) struct Recorder<'a> {
     pub(super) voters: &'a mut VoterMemory,
     pub(super) etcd: &'a mut EtcdMemory,
     /// Whether etcd is read over an authenticated channel: then the `api_url`s of the member
-    /// keys are trusted hosts.
+    /// keys are trusted hosts (else only for requests without credentials).
     pub(super) etcd_authenticated: bool,
     pub(super) cadence: &'a mut Cadence,
     pub(super) changes: &'a mut ChangeMemory,
@@ -127,9 +126,9 @@ impl Recorder<'_> {
         timeline: Option<u64>,
     ) -> (Option<Vec<HistoryEntry>>, Option<Vec<String>>) {
         // Asked (`Some`) only when there is a reader and it was due.
-        let read = history
-            .is_some()
-            .then(|| self.settle(Source::History, "history", history));
+        let asked = history.is_some();
+        let read = self.settle(Source::History, "history", history);
+        let read = asked.then_some(read);
         let history = has_reader
             .then(|| self.cadence.history_of_poll(read, timeline))
             .flatten();
@@ -200,6 +199,10 @@ impl Recorder<'_> {
                 self.members.record_config(&name, config);
             }
         }
+        // Asked in rotation: a request not asked in this poll keeps its last outcome.
+        for request in ["view of", "config of", "liveness of", "readiness of"] {
+            self.tally.keep(&format!("{request} {name}"));
+        }
         if let Some((liveness, readiness)) = answers.probes {
             let liveness = self.settle(
                 Source::Probe,
@@ -226,8 +229,9 @@ impl Recorder<'_> {
                 self.members.record_clock(&name, own.clock);
                 (Ok(own.status), own.clock, Some(own.round_trip))
             }
-            Err(failure) => (Err(failure), self.members.clock_of(&name), None),
+            Err(failure) => (Err(failure), None, None),
         };
+        let last_clock = clock.or_else(|| self.members.clock_of(&name));
         // The reader's view is the one already read; every other member's is its own.
         let view = match (context.read_view, context.reader == Some(name.as_str())) {
             (Some(read), true) => Some(Ok(read.clone())),
@@ -244,6 +248,7 @@ impl Recorder<'_> {
             member,
             own_view,
             clock,
+            last_clock,
             round_trip,
             probes: self.members.probes_of(&name),
             dcs_view: view.map(|answer| {
@@ -280,15 +285,14 @@ impl Recorder<'_> {
             Some(reading) => self.etcd_part(reading, members.iter().chain(&departed)),
             None => self.raft_part(raft_nodes, members.iter().chain(&departed)),
         };
+        // Every target of this poll is noted (the DCS's last).
+        self.tally.end_poll();
         if let Some(view) = &cluster {
             self.discovery.remember(view, self.policy);
         }
         // Without the views collector only the read view is known: nothing to compare.
         let views = if self.config.identity.collectors.enabled(Collector::Views) {
-            ViewComparison::compare(
-                &answered_views(members.iter().chain(&departed)),
-                read_view.as_ref(),
-            )
+            ViewComparison::of_members(members.iter().chain(&departed), read_view.as_ref())
         } else {
             ViewComparison::default()
         };
@@ -361,19 +365,10 @@ impl Recorder<'_> {
                 self.note(Source::Etcd, target, error.map(Failure::from).as_ref());
             }
         }
+        learn_hosts(self.policy, &reading, self.etcd_authenticated);
         let snapshot =
             EtcdSnapshot::judge(reading, self.etcd.voters, self.etcd.keys.as_ref(), members);
         self.etcd.learn(&snapshot);
-        if self.etcd_authenticated {
-            if let Some(Some(Ok(keys))) = snapshot.facts.as_ref().map(|facts| &facts.keys) {
-                let hosts = keys
-                    .members
-                    .iter()
-                    .filter_map(|m| Url::parse(m.api_url.as_deref()?).ok())
-                    .filter_map(|url| Host::of_url(&url));
-                self.policy.learned.learn(hosts, true);
-            }
-        }
         DcsSnapshot::Etcd(Box::new(snapshot))
     }
 

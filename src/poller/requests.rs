@@ -111,12 +111,13 @@ pub(super) async fn raft_query(
 }
 /// The requests of one poll in flight at once to one member's REST API: one.
 ///
-/// Why one: Patroni >= 4.1.1 serves its REST API from a fixed pool of worker threads
-/// (`restapi.thread_pool_size`, default and minimum 5, plus one: `patroni/api.py`), and the
+/// Why one: Patroni 3.3.9, 4.0.8, 4.1.1 and later ([`crate::patroni::Feature::RestThreadPool`])
+/// serve their REST API from a fixed pool of worker threads (`restapi.thread_pool_size`,
+/// default and minimum 5, plus one: `patroni/api.py`), and the
 /// same pool serves the members' own leader race (`GET /patroni`, 2 s deadline:
 /// `fetch_node_status`), failsafe's `POST /failsafe`, HAProxy's health checks and the
 /// watcher: every worker an exporter holds is one they wait for, times the number of
-/// exporters. Before 4.1.1 a thread per request, accepted by one thread with a backlog of
+/// exporters. Before, a thread per request, accepted by one thread with a backlog of
 /// `restapi.request_queue_size` (5): a burst of connections overflowed it when Patroni was
 /// busy (measured on a loaded 2-core machine, 7 exporters polling one 4.1.5 cluster every 2 s
 /// with all of a member's requests at once: 7 listen overflows in 90 s, `nstat

@@ -5,8 +5,15 @@
 //! every time but logged only when a target starts failing, changes its error or recovers;
 //! one place keeps both the counters and the last error of each target. The counters carry
 //! over a reload, so that `*_total` series do not reset.
+//!
+//! The last errors are of the targets of this poll only ([`Tally::end_poll`]): a member or
+//! Raft node that left while failing is forgotten, so the map does not grow with churn, and
+//! one that comes back failing is logged again. A request asked in rotation (a member's
+//! `/config` or probes, the reader's `/history`) that was not asked in this poll keeps its
+//! last outcome while its member is still polled ([`Tally::keep`]): else each of its
+//! failures would be logged anew, once per rotation.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error_kind::ErrorKind;
 use crate::patroni::PatroniError;
@@ -18,11 +25,14 @@ pub(super) struct Tally {
     pub(super) counters: Counters,
     /// The last error kind per target, to log changes rather than every failure.
     failing: BTreeMap<String, ErrorKind>,
+    /// The targets of `failing` noted or kept in this poll: what [`Tally::end_poll`] keeps.
+    current: BTreeSet<String>,
 }
 
 impl Tally {
     /// Counts and logs (under the `scope` label) the outcome of a request that may not have
-    /// been made (`None`); returns the document when it was read.
+    /// been made (`None`: not asked in this poll, its last outcome stands, [`Tally::keep`]);
+    /// returns the document when it was read.
     pub(super) fn settle<T>(
         &mut self,
         scope: &str,
@@ -30,7 +40,11 @@ impl Tally {
         target: &str,
         answer: Option<Result<T, PatroniError>>,
     ) -> Option<T> {
-        match answer? {
+        let Some(answer) = answer else {
+            self.keep(target);
+            return None;
+        };
+        match answer {
             Ok(document) => {
                 self.note(scope, source, target, None);
                 Some(document)
@@ -58,6 +72,7 @@ impl Tally {
                     .entry((source, failure.kind))
                     .or_default() += 1;
                 let previous = self.failing.insert(target.to_owned(), failure.kind);
+                self.current.insert(target.to_owned());
                 if previous != Some(failure.kind) {
                     tracing::warn!(%scope, source = source.as_str(), %target, kind = failure.kind.as_label(), error = %failure.message, "poll failed");
                 }
@@ -68,5 +83,53 @@ impl Tally {
                 }
             }
         }
+    }
+
+    /// Keeps `target`'s last outcome through this poll without a new one: a request asked in
+    /// rotation, not asked in this poll, of a member still polled.
+    pub(super) fn keep(&mut self, target: &str) {
+        if self.failing.contains_key(target) {
+            self.current.insert(target.to_owned());
+        }
+    }
+
+    /// Ends a poll: forgets the last errors of the targets neither noted nor kept in it.
+    pub(super) fn end_poll(&mut self) {
+        let current = std::mem::take(&mut self.current);
+        self.failing.retain(|target, _| current.contains(target));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::patroni::PatroniError;
+
+    fn refused() -> Option<Result<(), PatroniError>> {
+        Some(Err(PatroniError::HttpStatus(503)))
+    }
+
+    #[test]
+    fn a_target_not_asked_in_a_poll_is_forgotten_unless_kept() {
+        let mut tally = Tally::default();
+        for target in ["member m1", "raft 10.0.0.2:2222", "liveness of m1"] {
+            tally.settle("s", Source::Member, target, refused());
+        }
+        tally.end_poll();
+        assert_eq!(tally.failing.len(), 3);
+        // m1 and its node left while failing; m2 fails; m0's liveness was not asked in this
+        // poll (rotation) and is kept
+        tally.settle("s", Source::Member, "member m2", refused());
+        tally.settle::<()>("s", Source::History, "history", None);
+        tally.keep("liveness of m1");
+        tally.keep("liveness of m0");
+        tally.end_poll();
+        let left: Vec<&str> = tally.failing.keys().map(String::as_str).collect();
+        assert_eq!(left, ["liveness of m1", "member m2"]);
+        // nothing noted or kept: nothing left, however long the poller runs
+        tally.end_poll();
+        assert!(tally.failing.is_empty() && tally.current.is_empty());
+        // every failure still counted
+        assert_eq!(tally.counters.poll_errors.values().sum::<u64>(), 4);
     }
 }

@@ -7,8 +7,10 @@
 //! any of them (`patroni/dcs/raft.py`, `KVStoreTTL.__init__`: only journal, password and
 //! membership settings), so its nodes run pysyncobj's defaults; Patroni 4.2.0 takes six of
 //! them from the local `raft:` section (and from `PATRONI_RAFT_*` environment variables).
-//! Which Patroni honours them is judged where the members' versions are known (the
-//! snapshot); this module only names the settings and their defaults.
+//! No maintenance line backports it (REL_3_3, REL_4_0, REL_4_1 read none of those keys). Which
+//! Patroni honours them is judged where the members' versions are known (the snapshot, by
+//! [`crate::patroni::Feature::RaftTiming`]); this module only names the settings and their
+//! defaults.
 
 /// One of the pysyncobj settings Patroni 4.2 reads from its `raft:` section.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

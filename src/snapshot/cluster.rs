@@ -133,10 +133,13 @@ impl ClusterSnapshot {
 
     /// How far the primary's clock is ahead of the exporter's, when that is more than the
     /// measure's error bars; `None` when it is within them or unknown. The primary is the one
-    /// member that says so, else the DCS leader.
+    /// member that says so, else the DCS leader. Its last measure stands when its `/patroni`
+    /// failed in this poll ([`MemberSnapshot::last_clock`]): else one timed-out request of a
+    /// primary whose clock is ahead makes every replica's lag read that much short for a poll
+    /// (seen in the e2e next-outage lab, 8 s).
     fn primary_clock_offset_seconds(&self) -> Option<f64> {
         let primary = self.primary()?;
-        let offset = primary.clock?;
+        let offset = primary.last_clock?;
         (offset.seconds.abs() > offset.error_seconds).then_some(offset.seconds)
     }
 
@@ -336,8 +339,9 @@ mod tests {
             .iter()
             .position(|m| m.member.is_leader())
             .unwrap();
+        // Its last measure: its /patroni may have failed in this poll (no `clock`).
         let lag_with_primary_offset = |snapshot: &mut ClusterSnapshot, seconds: f64| {
-            snapshot.members[primary].clock = Some(ClockOffset {
+            snapshot.members[primary].last_clock = Some(ClockOffset {
                 seconds,
                 error_seconds: 0.52,
             });

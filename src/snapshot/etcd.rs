@@ -38,7 +38,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::model::{DcsView, MemberSnapshot};
 use super::quorum::QuorumVerdict;
 use crate::error_kind::ErrorKind;
-use crate::etcd::{ClusterFacts, EndpointReading, EtcdReading, PatroniKeys};
+use crate::etcd::{
+    ClusterFacts, EndpointReading, EndpointStatus, EtcdReading, MemberList, PatroniKeys,
+};
 
 /// Which evidence decided the etcd verdict: the `evidence` label of
 /// `patroni_etcd_quorum_evidence`.
@@ -256,12 +258,15 @@ impl EtcdSnapshot {
     }
 }
 
-/// The keys' content, when they were read through a leader.
+/// The keys' content, when they were read through a leader and hold a member key: a prefix
+/// with no member key at all is a wrong namespace or scope (or a cluster not bootstrapped),
+/// not a view every member disagrees with.
 fn comparable_keys(facts: &ClusterFacts) -> Option<KeyContent> {
     if !facts.linearizable {
         return None;
     }
-    facts.keys.as_ref()?.as_ref().ok().map(KeyContent::of)
+    let keys = facts.keys.as_ref()?.as_ref().ok()?;
+    (!keys.members.is_empty()).then(|| KeyContent::of(keys))
 }
 
 /// Each member whose own view was read this poll, against `content`.
@@ -294,6 +299,139 @@ fn one_per_member(endpoints: Vec<EndpointReading>) -> Vec<EndpointReading> {
         .collect()
 }
 
+/// What one reading's voting members said, counted: what the verdict is judged from.
+struct Counts {
+    /// Voting members (see [`EtcdQuorum::voters`]), and whether etcd listed them once.
+    voters: usize,
+    voter_set_known: bool,
+    learners: usize,
+    /// Voting members whose `Status` answered, and those judged from `/health` (healthy).
+    statuses: usize,
+    healths: usize,
+    healthy: usize,
+    /// Voting members that refused the connection.
+    refused: usize,
+    /// Answering members per leader they name.
+    named: BTreeMap<u64, usize>,
+    /// The leader's own `Status` says it leads.
+    leader_speaks: bool,
+}
+
+impl Counts {
+    fn of(endpoints: &[EndpointReading], list: Option<&MemberList>, known_voters: usize) -> Counts {
+        let learner_ids: BTreeSet<u64> = list
+            .map(|list| {
+                list.members
+                    .iter()
+                    .filter(|m| m.is_learner)
+                    .map(|m| m.id)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let voting: Vec<&EndpointReading> = endpoints
+            .iter()
+            .filter(|reading| match &reading.status {
+                Ok(status) => {
+                    !status.value.is_learner
+                        && !learner_ids.contains(&status.value.header.member_id)
+                }
+                Err(_) => true,
+            })
+            .collect();
+        let voters = match list {
+            Some(list) => list.members.iter().filter(|m| !m.is_learner).count(),
+            None if known_voters > 0 => known_voters,
+            None => voting.len(),
+        };
+        let statuses: Vec<&EndpointStatus> = voting
+            .iter()
+            .filter_map(|reading| Some(&reading.status.as_ref().ok()?.value))
+            .collect();
+        let healths: Vec<bool> = voting
+            .iter()
+            .filter(|reading| reading.status.is_err())
+            .filter_map(|reading| reading.health.as_ref()?.as_ref().ok())
+            .map(|health| health.healthy)
+            .collect();
+        let mut named: BTreeMap<u64, usize> = BTreeMap::new();
+        for leader in statuses.iter().filter_map(|status| status.leader) {
+            *named.entry(leader).or_default() += 1;
+        }
+        let agreed = named
+            .iter()
+            .max_by_key(|(_, count)| **count)
+            .map(|(id, _)| *id);
+        Counts {
+            voters,
+            // Refusals are evidence only against a member set etcd itself listed, in this poll
+            // or an earlier one: a wrong port refuses as a stopped member does.
+            voter_set_known: list.is_some() || known_voters > 0,
+            learners: learner_ids.len(),
+            statuses: statuses.len(),
+            healths: healths.len(),
+            healthy: healths.iter().filter(|healthy| **healthy).count(),
+            refused: voting
+                .iter()
+                .filter(|r| {
+                    r.status
+                        .as_ref()
+                        .is_err_and(|e| e.kind() == ErrorKind::Refused)
+                })
+                .count(),
+            leader_speaks: statuses
+                .iter()
+                .any(|status| status.is_leader() && Some(status.header.member_id) == agreed),
+            named,
+        }
+    }
+
+    /// The leader most answering members name, and how many name it.
+    fn agreed(&self) -> Option<(u64, usize)> {
+        self.named
+            .iter()
+            .max_by_key(|(_, count)| **count)
+            .map(|(leader, count)| (*leader, *count))
+    }
+
+    fn evidence(&self) -> EtcdEvidence {
+        let majority = self.voters / 2 + 1;
+        let with_leader = self.agreed().map_or(0, |(_, count)| count);
+        if self.leader_speaks {
+            EtcdEvidence::Leader
+        } else if with_leader >= majority {
+            EtcdEvidence::Majority
+        } else if self.statuses == 0 && self.healthy >= majority {
+            EtcdEvidence::Health
+        } else if self.statuses > 0 && self.named.is_empty() {
+            EtcdEvidence::NoLeader
+        } else if self.voter_set_known
+            && self.named.is_empty()
+            && self.healthy == 0
+            && self.refused >= majority
+        {
+            EtcdEvidence::Refused
+        } else {
+            EtcdEvidence::NotVisible
+        }
+    }
+
+    /// The members seen healthy minus the majority: those naming the agreed leader (or
+    /// healthy by `/health`) while confirmed, at least a majority (fewer seen on the leader's
+    /// word alone: unknown, as the others may be fine); those answering at all once lost.
+    fn margin(&self, evidence: EtcdEvidence) -> Option<i64> {
+        let majority = self.voters / 2 + 1;
+        let seen = match evidence.verdict() {
+            QuorumVerdict::Confirmed if evidence == EtcdEvidence::Health => self.healthy,
+            QuorumVerdict::Confirmed => self.agreed().map_or(0, |(_, count)| count),
+            QuorumVerdict::Lost => {
+                return Some((self.statuses + self.healths) as i64 - majority as i64)
+            }
+            QuorumVerdict::NotVisible => return None,
+        };
+        (seen >= majority).then(|| seen as i64 - majority as i64)
+    }
+}
+
 /// The verdict of one reading ([module docs](self)).
 fn assess(
     endpoints: &[EndpointReading],
@@ -301,94 +439,13 @@ fn assess(
     known_voters: usize,
 ) -> EtcdQuorum {
     let list = facts.and_then(|facts| facts.members.as_ref().ok());
-    let learner_ids: BTreeSet<u64> = list
-        .map(|list| {
-            list.members
-                .iter()
-                .filter(|m| m.is_learner)
-                .map(|m| m.id)
-                .collect()
-        })
-        .unwrap_or_default();
-    let voting_endpoints: Vec<&EndpointReading> = endpoints
-        .iter()
-        .filter(|reading| match &reading.status {
-            Ok(status) => {
-                !status.value.is_learner && !learner_ids.contains(&status.value.header.member_id)
-            }
-            Err(_) => true,
-        })
-        .collect();
-    // Refusals are evidence only against a member set etcd itself listed, in this poll or an
-    // earlier one: a wrong port refuses as a stopped member does.
-    let voter_set_known = list.is_some() || known_voters > 0;
-    let voters = match list {
-        Some(list) => list.members.iter().filter(|m| !m.is_learner).count(),
-        None if known_voters > 0 => known_voters,
-        None => voting_endpoints.len(),
-    };
-    let majority = voters / 2 + 1;
-    let statuses: Vec<_> = voting_endpoints
-        .iter()
-        .filter_map(|reading| reading.status.as_ref().ok())
-        .collect();
-    let healths: Vec<bool> = voting_endpoints
-        .iter()
-        .filter(|reading| reading.status.is_err())
-        .filter_map(|reading| reading.health.as_ref()?.as_ref().ok())
-        .map(|health| health.healthy)
-        .collect();
-    let answering = statuses.len() + healths.len();
-    let mut named: BTreeMap<u64, usize> = BTreeMap::new();
-    for status in &statuses {
-        if let Some(leader) = status.value.leader {
-            *named.entry(leader).or_default() += 1;
-        }
-    }
-    let agreed = named
-        .iter()
-        .max_by_key(|(_, count)| **count)
-        .map(|(leader, count)| (*leader, *count));
-    let leader_speaks = agreed.is_some_and(|(leader, _)| {
-        statuses
-            .iter()
-            .any(|status| status.value.header.member_id == leader && status.value.is_leader())
-    });
-    let refused = voting_endpoints
-        .iter()
-        .filter(|reading| {
-            reading
-                .status
-                .as_ref()
-                .is_err_and(|error| error.kind() == ErrorKind::Refused)
-        })
-        .count();
-    let healthy = healths.iter().filter(|healthy| **healthy).count();
-    let with_leader = agreed.map_or(0, |(_, count)| count);
-    let evidence = if leader_speaks {
-        EtcdEvidence::Leader
-    } else if with_leader >= majority {
-        EtcdEvidence::Majority
-    } else if statuses.is_empty() && healthy >= majority {
-        EtcdEvidence::Health
-    } else if !statuses.is_empty() && named.is_empty() {
-        EtcdEvidence::NoLeader
-    } else if voter_set_known && named.is_empty() && healthy == 0 && refused >= majority {
-        EtcdEvidence::Refused
-    } else {
-        EtcdEvidence::NotVisible
-    };
+    let counts = Counts::of(endpoints, list, known_voters);
+    let evidence = counts.evidence();
     let verdict = evidence.verdict();
-    let margin = match verdict {
-        QuorumVerdict::Confirmed if evidence == EtcdEvidence::Health => {
-            Some(healthy as i64 - majority as i64)
-        }
-        QuorumVerdict::Confirmed => Some(with_leader as i64 - majority as i64),
-        QuorumVerdict::Lost => Some(answering as i64 - majority as i64),
-        QuorumVerdict::NotVisible => None,
-    };
-    let leader = match (verdict, agreed) {
-        (QuorumVerdict::Confirmed, Some((leader, _))) if named.len() == 1 || leader_speaks => {
+    let leader = match (verdict, counts.agreed()) {
+        (QuorumVerdict::Confirmed, Some((leader, _)))
+            if counts.named.len() == 1 || counts.leader_speaks =>
+        {
             Some(leader)
         }
         _ => None,
@@ -402,12 +459,12 @@ fn assess(
     EtcdQuorum {
         verdict,
         evidence,
-        voters,
-        learners: learner_ids.len(),
-        answering,
+        voters: counts.voters,
+        learners: counts.learners,
+        answering: counts.statuses + counts.healths,
         leader: leader.map(name),
-        leaders_named: named.len(),
-        margin,
+        leaders_named: counts.named.len(),
+        margin: counts.margin(evidence),
     }
 }
 
@@ -466,6 +523,7 @@ mod tests {
         let range = parse_range(&crate::fixture(&format!("{dir}/range-patroni.json"))).unwrap();
         ClusterFacts {
             source: url(1),
+            prefix: Some(fixture_prefix(&range)),
             linearizable,
             members: parse_member_list(&crate::fixture(&format!("{dir}/member-list.json"))),
             alarms: None,
@@ -527,6 +585,17 @@ mod tests {
     }
 
     #[test]
+    fn the_leaders_word_alone_confirms_with_no_margin_known() {
+        // Only the leader reachable: its word is a quorum's (CheckQuorum), but how many more
+        // members can fail is not seen from here.
+        let endpoints = vec![answered(1, "etcd-3.4/status-e1.json"), silent(2), silent(3)];
+        let quorum = judge(endpoints, Some(facts("3.4", true))).quorum;
+        assert_eq!(quorum.evidence, EtcdEvidence::Leader);
+        assert_eq!(quorum.margin, None);
+        assert_eq!(quorum.leader.as_deref(), Some("e1"));
+    }
+
+    #[test]
     fn a_survivor_without_a_leader_is_a_lost_quorum() {
         // The real 3.4.23 answer of the one member left running of three.
         let endpoints = vec![
@@ -555,7 +624,7 @@ mod tests {
         )
         .unwrap();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-        crate::etcd::read_cluster(&client, &endpoints, None, deadline).await
+        crate::etcd::read_cluster(&client, &endpoints, std::future::ready(None), deadline).await
     }
 
     #[tokio::test]
@@ -628,9 +697,27 @@ mod tests {
             })),
             left_dcs_at: None,
             clock: None,
+            last_clock: None,
             round_trip: None,
             probes: Probes::default(),
         }
+    }
+
+    #[test]
+    fn a_prefix_without_member_keys_judges_no_view() {
+        // A wrong --etcd.namespace reads an empty prefix: no member would agree with it, and
+        // none is stale for it.
+        let member = member_with_view("a", "a", &["a"]);
+        let mut empty = facts("3.4", true);
+        empty.keys = Some(Ok(PatroniKeys::default()));
+        let reading = || EtcdReading {
+            endpoints: vec![answered(1, "etcd-3.4/status-e1.json")],
+            facts: Some(empty.clone()),
+        };
+        let previous = KeyContent::default();
+        let judged = EtcdSnapshot::judge(reading(), 3, Some(&previous), std::iter::once(&member));
+        assert!(judged.views.is_empty());
+        assert_eq!(judged.key_content(), None);
     }
 
     #[test]

@@ -2,46 +2,22 @@
 //! its pysyncobj node, the size of its REST worker pool, and what its `GET /readiness` means.
 //!
 //! Why by version: the same `patroni.yaml` means different things to different Patroni
-//! releases. Patroni 4.2.0 passes the `raft:` section's timing keys to pysyncobj; 4.1.x and
-//! 3.x ignore them and run pysyncobj's defaults (`patroni/dcs/raft.py`). Patroni 4.1.1 serves
-//! its REST API from a pool of `restapi.thread_pool_size` + 1 workers (`patroni/api.py`,
-//! `RestApiServer`: at least 5 + 1); before, a thread per request. And `/readiness` asks more
-//! of a replica from 4.1.0 on. A member's version is known from its own `GET /patroni`, so
-//! these are judged per member, in the snapshot, and a member that did not answer has none.
+//! releases. Patroni 4.2.0 passes the `raft:` section's timing keys to pysyncobj; 4.1.x, 4.0.x
+//! and 3.x ignore them and run pysyncobj's defaults (`patroni/dcs/raft.py`). Patroni 3.3.9,
+//! 4.0.8 and 4.1.1 serve their REST API from a pool of `restapi.thread_pool_size` + 1 workers
+//! (`patroni/api.py`, `RestApiServer`: at least 5 + 1); before, a thread per request. And
+//! `/readiness` asks more of a replica from 4.1.0 on. Which release carries which is
+//! [`Feature`]'s table. A member's version is known from its own `GET /patroni`, so these are
+//! judged per member, in the snapshot, and a member that did not answer has none.
 
 use super::cluster::ClusterSnapshot;
 use super::model::{member_hosts, MemberSnapshot, RaftNodeSnapshot};
 use crate::address::Host;
 use crate::config::MemberSettings;
+use crate::patroni::{Feature, PatroniRelease};
 use crate::raft::RaftSetting;
 
-/// A Patroni release as `major.minor.patch`, from its version string: each part's leading
-/// digits, so a pre-release of 4.2.0 (`4.2.0rc1`, `4.2.0.dev0`) counts as 4.2.0.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct PatroniRelease(pub u32, pub u32, pub u32);
-
 impl PatroniRelease {
-    /// The first release that passes `raft.*` timing to pysyncobj.
-    pub const RAFT_TIMING: PatroniRelease = PatroniRelease(4, 2, 0);
-    /// The first release whose REST API runs on a fixed pool of workers.
-    pub const REST_POOL: PatroniRelease = PatroniRelease(4, 1, 1);
-    /// The first release whose `/readiness` wants a replica streaming and within
-    /// `maximum_lag_on_failover`.
-    pub const READINESS_WANTS_STREAMING: PatroniRelease = PatroniRelease(4, 1, 0);
-
-    /// `None` when the version does not start with three dot-separated numbers.
-    pub fn parse(version: &str) -> Option<PatroniRelease> {
-        let mut parts = version.trim().splitn(3, '.').map(|part| {
-            let digits = part.len() - part.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-            part[..digits].parse::<u32>().ok()
-        });
-        Some(PatroniRelease(
-            parts.next()??,
-            parts.next()??,
-            parts.next()??,
-        ))
-    }
-
     /// The release of a member, from its own `GET /patroni`.
     pub fn of(member: &MemberSnapshot) -> Option<PatroniRelease> {
         let own = member.own_view.as_ref().ok()?;
@@ -82,11 +58,11 @@ pub struct InForce {
 }
 
 /// The value of a setting on a member of `release`: the file's when the release honours it
-/// (from `since` on) and the file sets it; else `default`, from `default_source` (or
+/// (carries `feature`) and the file sets it; else `default`, from `default_source` (or
 /// [`SettingSource::NoConfigFile`] when the release would honour a file the exporter lacks).
 fn in_force(
     release: PatroniRelease,
-    since: PatroniRelease,
+    feature: Feature,
     settings: Option<&MemberSettings>,
     configured: impl Fn(&MemberSettings) -> Option<f64>,
     default: f64,
@@ -96,7 +72,7 @@ fn in_force(
         value: default,
         source,
     };
-    if release < since {
+    if !feature.in_release(release) {
         return default_from(SettingSource::PysyncobjDefault);
     }
     match settings {
@@ -125,7 +101,7 @@ impl ClusterSnapshot {
         Some(RaftSetting::ALL.into_iter().map(move |setting| {
             let value = in_force(
                 release,
-                PatroniRelease::RAFT_TIMING,
+                Feature::RaftTiming,
                 self.member_settings.as_ref(),
                 |settings| settings.raft_timing.get(setting),
                 setting.pysyncobj_default(),
@@ -157,16 +133,16 @@ impl ClusterSnapshot {
     }
 
     /// The `restapi.thread_pool_size` in force on a member (its REST API has one more worker
-    /// than that); `None` before Patroni 4.1.1 (a thread per request) and when its release is
-    /// unknown.
+    /// than that); `None` for a release without the pool (a thread per request: before 3.3.9,
+    /// 4.0.8, 4.1.1) and when its release is unknown.
     pub fn rest_thread_pool_size_of(&self, member: &MemberSnapshot) -> Option<InForce> {
         let release = PatroniRelease::of(member)?;
-        if release < PatroniRelease::REST_POOL {
+        if !Feature::RestThreadPool.in_release(release) {
             return None;
         }
         let mut size = in_force(
             release,
-            PatroniRelease::REST_POOL,
+            Feature::RestThreadPool,
             self.member_settings.as_ref(),
             |settings| settings.rest_thread_pool_size,
             PATRONI_REST_THREAD_POOL_SIZE,
@@ -183,19 +159,6 @@ mod tests {
     use super::*;
     use crate::config::PatroniYaml;
     use crate::snapshot::captured;
-
-    #[test]
-    fn releases_parse_and_order() {
-        let parse = PatroniRelease::parse;
-        assert_eq!(parse("3.3.8"), Some(PatroniRelease(3, 3, 8)));
-        assert_eq!(parse("4.2.0rc1"), Some(PatroniRelease(4, 2, 0)));
-        assert_eq!(parse("4.2.0.dev0"), Some(PatroniRelease(4, 2, 0)));
-        assert_eq!(parse("4.1"), None);
-        assert_eq!(parse("x.1.2"), None);
-        assert!(parse("4.1.5") < Some(PatroniRelease::RAFT_TIMING));
-        assert!(parse("4.10.0") > Some(PatroniRelease::RAFT_TIMING));
-        assert!(parse("4.1.0") < Some(PatroniRelease::REST_POOL));
-    }
 
     /// A captured cluster whose members say `version` in their own `GET /patroni`, watched
     /// with the Patroni YAML fixture `yaml` (or none).
@@ -255,7 +218,7 @@ mod tests {
             connection_timeout(&cluster("4.2.0", Some("patroni-4.2-raft-timing.yml"))),
             vec![(6.0, "config_file"); 3]
         );
-        for older in ["3.3.8", "4.1.5"] {
+        for older in ["3.3.8", "3.3.11", "4.0.10", "4.1.5"] {
             assert_eq!(
                 connection_timeout(&cluster(older, Some("patroni-4.2-raft-timing.yml"))),
                 default,
@@ -331,7 +294,8 @@ mod tests {
         );
     }
 
-    /// `restapi.thread_pool_size`: none before 4.1.1; 5 when unset; at least 5 when set.
+    /// `restapi.thread_pool_size`: none before 3.3.9, 4.0.8 and 4.1.1, on each line; 5 when
+    /// unset; at least 5 when set.
     #[test]
     fn rest_thread_pool_size_by_release_and_file() {
         let size = |version, yaml| {
@@ -342,6 +306,19 @@ mod tests {
         };
         assert_eq!(size("3.3.8", Some("patroni-3.3.8.yml")), None);
         assert_eq!(size("4.1.0", Some("patroni-4.2-raft-timing.yml")), None);
+        for (without, with) in [("3.3.8", "3.3.9"), ("4.0.7", "4.0.8"), ("4.1.0", "4.1.1")] {
+            assert_eq!(size(without, Some("patroni-4.2-raft-timing.yml")), None);
+            assert_eq!(
+                size(with, Some("patroni-4.2-raft-timing.yml")),
+                Some((8.0, "config_file")),
+                "{with} backports the pool"
+            );
+            assert_eq!(size(with, None), Some((5.0, "no_config_file")));
+        }
+        assert_eq!(
+            size("3.3.11", Some("patroni-3.3.8.yml")),
+            Some((5.0, "patroni_default"))
+        );
         assert_eq!(
             size("4.1.5", Some("patroni-4.1.5.yml")),
             Some((5.0, "patroni_default"))

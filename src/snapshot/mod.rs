@@ -30,7 +30,7 @@ pub use etcd::{EtcdEvidence, EtcdQuorum, EtcdSnapshot, KeyContent, ViewAgainstKe
 pub use failover::{
     human_bytes, Exclusion, ExclusionReason, FailoverReadiness, MemberReadiness, PollFacts,
 };
-pub use member_settings::{InForce, PatroniRelease, SettingSource, PATRONI_REST_THREAD_POOL_SIZE};
+pub use member_settings::{InForce, SettingSource, PATRONI_REST_THREAD_POOL_SIZE};
 pub use model::{
     effective_raft_leader, member_hosts, Counters, DcsView, Failure, MemberDcsView, MemberSnapshot,
     Probes, RaftNodeSnapshot, Source, SourcePosition, StandbySource,

@@ -104,8 +104,14 @@ pub struct MemberSnapshot {
     /// `None` while the member is listed in the `/cluster` the exporter reads; for a member
     /// remembered after it left that view, the Unix time of the first poll that missed it.
     pub left_dcs_at: Option<f64>,
-    /// The member's clock against the exporter's, from the `Date` of its `/patroni` answer.
+    /// The member's clock against the exporter's, from the `Date` of its `/patroni` answer in
+    /// this poll; `None` when it did not answer. Exported, and the clock skew's input.
     pub clock: Option<ClockOffset>,
+    /// [`MemberSnapshot::clock`], else the last poll's measure whose `/patroni` answered (a
+    /// clock drifts by milliseconds a day). Only for the replay lag's correction
+    /// ([`ClusterSnapshot::replay_lag_seconds`](super::ClusterSnapshot::replay_lag_seconds)),
+    /// whose docs say so: never exported, so no gauge shows a remembered offset as current.
+    pub last_clock: Option<ClockOffset>,
     /// How long its `GET /patroni` took in this poll (the same request Patroni's members send
     /// one another with a 2 s timeout); `None` when it did not answer.
     pub round_trip: Option<Duration>,
@@ -300,6 +306,7 @@ pub(crate) fn captured(
             dcs_view: None,
             left_dcs_at: None,
             clock: None,
+            last_clock: None,
             round_trip: None,
             probes: Probes::default(),
         })

@@ -175,7 +175,7 @@ pub struct QuorumAssessment {
     /// Distinct voter sets (a node and its partners) among the answering nodes: more than
     /// one when the nodes disagree on who votes. The verdict then counts the majority of
     /// the set most answering nodes hold, or of the union of the sets when no set is held by
-    /// most ([`counted_voter_set`]); a node's word counts only when the voters it is
+    /// most ([`counted_voter_set`](super::voters::counted_voter_set)); a node's word counts only when the voters it is
     /// connected to are a majority of that set.
     pub voter_sets: u64,
     /// Whether the voters counted are the set a majority of the answering nodes hold (true

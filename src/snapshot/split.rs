@@ -9,6 +9,12 @@
 //! leader keeps saying `primary` after the majority promoted another member, until its own
 //! loop demotes it. None of this shows in one member's `/cluster`, so the judgements here
 //! compare every answer the poll got: pure functions of the snapshot's parts.
+//!
+//! Only answers of this poll are evidence. A member whose own `/cluster` was not read this
+//! poll (it timed out, failed, or was not asked) is unknown: it neither agrees nor differs,
+//! and [`ViewComparison::unread`] names it. Leaving it out silently made the views read 1
+//! while the one stale member merely did not answer in time (the partition lab's Raft cut on
+//! a loaded machine: three exporters at once), and `PatroniDcsViewsDiverge` resolved on it.
 
 use super::model::{DcsView, MemberDcsView, MemberSnapshot};
 use crate::patroni::{MemberRole, MemberStatus};
@@ -56,6 +62,9 @@ pub struct ViewComparison {
     /// its view differs from the reference (empty when it agrees), and whether its
     /// `/config` was compared at all.
     pub members: Vec<MemberViewDiff>,
+    /// The members whose own `/cluster` was not read this poll, in the snapshot's order:
+    /// their views are unknown, counted neither in `distinct` nor as agreeing.
+    pub unread: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,7 +109,27 @@ impl ViewComparison {
                 config_known: seen.config.is_some(),
             });
         }
-        ViewComparison { distinct, members }
+        ViewComparison {
+            distinct,
+            members,
+            unread: Vec::new(),
+        }
+    }
+
+    /// Every member's view compared ([`ViewComparison::compare`] of those whose own
+    /// `/cluster` answered this poll), and the members whose view was not read named.
+    pub fn of_members<'a>(
+        members: impl Iterator<Item = &'a MemberSnapshot> + Clone,
+        read: Option<&DcsView>,
+    ) -> ViewComparison {
+        ViewComparison {
+            unread: members
+                .clone()
+                .filter(|m| !matches!(m.dcs_view, Some(Ok(_))))
+                .map(|m| m.member.name.clone())
+                .collect(),
+            ..ViewComparison::compare(&answered_views(members), read)
+        }
     }
 
     /// The members whose view differs, with the fields, e.g. `postgresql-2 (members, timelines)`.
@@ -197,6 +226,64 @@ mod tests {
 
     fn seen(view: DcsView, config: Option<DynamicConfig>) -> MemberDcsView {
         MemberDcsView { view, config }
+    }
+
+    /// The captured 4.1.5 cluster after the switchover, each member's own `/cluster` as
+    /// `answers` says: `Some(path)` its captured view, `None` not read this poll (a timeout).
+    fn members_with_views(answers: [Option<&str>; 3]) -> Vec<MemberSnapshot> {
+        let (_, mut members) = crate::snapshot::model::captured(
+            "patroni-4.1.5/02-cluster-after-switchover.json",
+            "patroni-4.1.5/02-patroni-after-switchover-m{i}.json",
+        );
+        for (member, answer) in members.iter_mut().zip(answers) {
+            member.dcs_view = Some(match answer {
+                Some(path) => Ok(seen(view(path), None)),
+                None => Err(crate::snapshot::Failure {
+                    kind: crate::error_kind::ErrorKind::Timeout,
+                    message: "timeout after 800ms".into(),
+                }),
+            });
+        }
+        members
+    }
+
+    const STALE: &str = "patroni-4.1.5/01-cluster-from-m0.json";
+    const MAJORITY: &str = "patroni-4.1.5/02-cluster-after-switchover.json";
+
+    /// Issue 42: a member whose own `/cluster` was not read this poll never counts as
+    /// agreeing. Its view is unknown and named; the read ones are compared among themselves.
+    #[test]
+    fn a_view_not_read_this_poll_is_unknown_not_agreement() {
+        let split = members_with_views([Some(MAJORITY), Some(MAJORITY), Some(STALE)]);
+        let compared = ViewComparison::of_members(split.iter(), None);
+        assert_eq!(compared.distinct, 2);
+        assert!(compared.unread.is_empty());
+        assert!(compared.diverged("postgresql-2"));
+
+        // The stale member's /cluster timed out: unknown, not agreeing, not differing.
+        let unread = members_with_views([Some(MAJORITY), Some(MAJORITY), None]);
+        let compared = ViewComparison::of_members(unread.iter(), None);
+        assert_eq!(compared.unread, ["postgresql-2"]);
+        assert_eq!(compared.distinct, 1, "among the views read");
+        assert!(compared.members.iter().all(|m| m.member != "postgresql-2"));
+        assert!(!compared.diverged("postgresql-2"));
+
+        // Not asked at all (no answer to carry) is unknown too.
+        let mut not_asked = members_with_views([Some(MAJORITY), Some(MAJORITY), Some(MAJORITY)]);
+        not_asked[0].dcs_view = None;
+        let compared = ViewComparison::of_members(not_asked.iter(), None);
+        assert_eq!(compared.unread, ["postgresql-0"]);
+
+        // Every view read and equal: the only agreement.
+        let healed = members_with_views([Some(MAJORITY), Some(MAJORITY), Some(MAJORITY)]);
+        let compared = ViewComparison::of_members(healed.iter(), None);
+        assert_eq!((compared.distinct, compared.unread.len()), (1, 0));
+
+        // Nothing read: no views, every member unknown.
+        let none = members_with_views([None, None, None]);
+        let compared = ViewComparison::of_members(none.iter(), None);
+        assert_eq!(compared.distinct, 0);
+        assert_eq!(compared.unread.len(), 3);
     }
 
     #[test]

@@ -133,6 +133,7 @@ mod tests {
             dcs_view: None,
             left_dcs_at: None,
             clock: None,
+            last_clock: None,
             round_trip: None,
             probes: Probes::default(),
         }

@@ -10,10 +10,11 @@ pub use super::model::{
     RaftRow, StandbyReport,
 };
 use crate::etcd::{AlarmType, EndpointStatus, EtcdError};
+use crate::patroni::{Feature, PatroniRelease};
 use crate::patroni::{MemberRole, MemberState};
 use crate::raft::RaftState;
 use crate::snapshot::ClusterSnapshot;
-use crate::snapshot::{EtcdSnapshot, PatroniRelease, QuorumVerdict, RaftSnapshot, VoterKind};
+use crate::snapshot::{EtcdSnapshot, QuorumVerdict, RaftSnapshot, VoterKind};
 
 impl ClusterReport {
     /// Builds the report of one poll.
@@ -133,7 +134,8 @@ fn standby_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
 }
 
 /// Members whose `GET /readiness` answered 503, with what readiness means on their version:
-/// from Patroni 4.1.0 a replica must also stream and be within `maximum_lag_on_failover`.
+/// from Patroni 4.1.0 a replica must also stream and be within `maximum_lag_on_failover` (not
+/// backported: 3.3.x and 4.0.x keep the old meaning, [`Feature::ReadinessWantsStreaming`]).
 fn readiness_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
     for member in &snapshot.members {
         if member.probes.readiness != Some(false) {
@@ -146,7 +148,7 @@ fn readiness_problems(snapshot: &ClusterSnapshot, problems: &mut Problems) {
             .and_then(|own| own.patroni_version.as_deref());
         let meaning = match (version, PatroniRelease::of(member)) {
             (Some(version), Some(release))
-                if release >= PatroniRelease::READINESS_WANTS_STREAMING =>
+                if Feature::ReadinessWantsStreaming.in_release(release) =>
             {
                 format!(": on Patroni {version} a replica is ready only while its PostgreSQL runs, it streams and its lag is within maximum_lag_on_failover (unless failsafe mode is active)")
             }
@@ -265,7 +267,7 @@ fn etcd_problems(etcd: &EtcdSnapshot, problems: &mut Problems) {
         QuorumVerdict::Lost => problems.say(
             Level::Critical,
             format!(
-                "etcd quorum lost: {}; Patroni can neither keep nor take its leader key",
+                "etcd quorum lost: {}; Patroni cannot write its leader key: the primary demotes unless failsafe mode keeps it, and nobody can take over",
                 quorum.describe()
             ),
         ),
@@ -277,6 +279,14 @@ fn etcd_problems(etcd: &EtcdSnapshot, problems: &mut Problems) {
             ),
         ),
     }
+    etcd_member_problems(etcd, problems);
+    etcd_fact_problems(etcd, problems);
+}
+
+/// Each etcd member that does not answer, answers only `/health`, or knows no leader while
+/// the cluster has one.
+fn etcd_member_problems(etcd: &EtcdSnapshot, problems: &mut Problems) {
+    let quorum = &etcd.quorum;
     for (reading, member) in etcd.endpoints.iter().zip(&etcd.endpoint_members) {
         let endpoint = reading.endpoint.as_str().trim_end_matches('/');
         let name = member
@@ -308,13 +318,18 @@ fn etcd_problems(etcd: &EtcdSnapshot, problems: &mut Problems) {
             (Ok(_), _) => {}
         }
     }
+}
+
+/// What the cluster's facts say: alarms, what could not be read, a prefix without Patroni's
+/// keys, and members whose own view of the DCS is stale against them.
+fn etcd_fact_problems(etcd: &EtcdSnapshot, problems: &mut Problems) {
     let Some(facts) = &etcd.facts else {
         return;
     };
     if let Some(Ok(alarms)) = &facts.alarms {
         for alarm in alarms {
             let what = match alarm.alarm {
-                AlarmType::NoSpace => "NOSPACE: the database reached its quota and etcd takes no writes (Patroni cannot renew its leader key)".to_owned(),
+                AlarmType::NoSpace => "NOSPACE: the database reached its quota and etcd refuses writes (Patroni's keys are not updated, a new leader key cannot be written)".to_owned(),
                 AlarmType::Corrupt => "CORRUPT: a member's data was found corrupt".to_owned(),
                 AlarmType::Other(ref name) => name.clone(),
             };
@@ -347,6 +362,17 @@ fn etcd_problems(etcd: &EtcdSnapshot, problems: &mut Problems) {
             problems.say(
                 Level::Warning,
                 format!("could not read etcd's {fact}: {}", error.describe()),
+            );
+        }
+    }
+    if let Some(Ok(keys)) = &facts.keys {
+        if keys.members.is_empty() {
+            problems.say(
+                Level::Warning,
+                format!(
+                    "no Patroni member key in etcd under {} (is --etcd.namespace Patroni's namespace?): the DCS content cannot be compared",
+                    facts.prefix.as_deref().unwrap_or_default()
+                ),
             );
         }
     }
@@ -757,5 +783,45 @@ mod readiness_tests {
             readiness_messages(&new),
             [(Level::Warning, "postgresql-1 is not ready (GET /readiness 503): on Patroni 4.1.5 a replica is ready only while its PostgreSQL runs, it streams and its lag is within maximum_lag_on_failover (unless failsafe mode is active)")]
         );
+    }
+
+    /// The 4.1.0 change is on neither maintenance branch (REL_3_3 at 3.3.11, REL_4_0 at
+    /// 4.0.10 keep the old `do_GET_readiness`): the newest 3.3 and 4.0 releases keep the old
+    /// meaning.
+    #[test]
+    fn readiness_meaning_by_maintenance_line() {
+        for (version, streams) in [
+            ("3.3.11", false),
+            ("4.0.7", false),
+            ("4.0.10", false),
+            ("4.1.0", true),
+            ("4.1.4", true),
+            ("4.2.0", true),
+        ] {
+            let (cluster, mut members) = captured(
+                "patroni-4.1.5/01-cluster-from-m0.json",
+                "patroni-4.1.5/01-patroni-m{i}.json",
+            );
+            for member in &mut members {
+                member.own_view.as_mut().unwrap().patroni_version = Some(version.into());
+                member.probes.readiness = Some(true);
+            }
+            members[1].probes.readiness = Some(false);
+            let report = ClusterReport::from_snapshot(&ClusterSnapshot {
+                scope: "pg-test".into(),
+                cluster: Some(cluster),
+                members,
+                ..ClusterSnapshot::default()
+            });
+            let messages = readiness_messages(&report);
+            assert_eq!(messages.len(), 1, "{version}");
+            assert_eq!(
+                messages[0].1.contains("it streams"),
+                streams,
+                "{version}: {}",
+                messages[0].1
+            );
+            assert!(messages[0].1.contains(&format!("on Patroni {version} ")));
+        }
     }
 }

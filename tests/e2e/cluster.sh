@@ -79,6 +79,9 @@
 #                    config and starts it with that list; set but empty: the default list again
 #                    (tests/e2e/lab.sh, voters that disagree). Patroni asks the listed partners
 #                    for the members at start and takes theirs when one answers.
+#   DCS=raft|etcd    (at `up`, in the configs) etcd: an `etcd3:` section with ETCD_HOSTS
+#                    (host:port,...; the etcd members are the caller's, e.g. tests/e2e/pylab's
+#                    EtcdCluster) instead of `raft:`; no witness
 #   SCOPE=pg-test    REST_USER=patroni REST_PASS=patroni-pass  RAFT_PASS=raft-pass
 #   IP_BASE=11       (multi mode) member N listens on 127.0.0.(IP_BASE+N): a second cluster
 #                    next to the first, e.g. IP_BASE=21 (tests/e2e/standby.sh)
@@ -125,6 +128,7 @@ SCOPE="${SCOPE:-pg-test}"
 IP_BASE="${IP_BASE:-11}"
 MEMBER_PREFIX="${MEMBER_PREFIX:-postgresql}"
 STANDBY_OF="${STANDBY_OF:-}"
+DCS="${DCS:-raft}" ETCD_HOSTS="${ETCD_HOSTS:-}"
 STANDBY_APPLY_DELAY="${STANDBY_APPLY_DELAY:-}"
 NAMESPACE="${NAMESPACE:-/db/}"
 NMEMBERS=3                                  # resolve_members: DATA_DIR/.members, else MEMBERS
@@ -435,6 +439,7 @@ restapi:
     password: $REST_PASS
 $(tls_config "$n")
 
+$(if [[ $DCS == etcd ]]; then printf 'etcd3:\n  hosts: %s\n' "'$ETCD_HOSTS'"; else cat <<RAFT
 raft:
   data_dir: $d/raft
   self_addr: '$(raft_addr "$n")'
@@ -444,6 +449,9 @@ raft:
   password: $RAFT_PASS
   partner_addrs:
 $partners
+RAFT
+fi)
+
 EOF
     # only the bootstrap member may initdb: deterministic first leader postgresql-0
     if ((n == BOOTSTRAP_MEMBER)); then
@@ -807,6 +815,7 @@ cmd_up() {
   if [[ -f $DATA/.venv && $(<"$DATA/.venv") != "$VENV" ]]; then
     die "$DATA was created with $(<"$DATA/.venv"), not $VENV: run '$0 down' first"
   fi
+  [[ $DCS == raft || ( $DCS == etcd && -n $ETCD_HOSTS && -z $WITNESS_PORT ) ]] || die "DCS=etcd needs ETCD_HOSTS and no witness"
   if [[ -f $DATA/.members ]]; then
     [[ -z ${MEMBERS:-} || $MEMBERS == "$NMEMBERS" ]] \
       || die "$DATA was created with $NMEMBERS members, not $MEMBERS: run '$0 down' first"

@@ -36,9 +36,9 @@
 #   5 one replica's Raft (tcp 2222) cut off, both directions, REST open, until its own
 #     GET /cluster differs from the majority's (its key expires there, not in its frozen
 #     replica): m0-m2 show patroni_cluster_dcs_views 2 and dcs_view_differs{member} 1 within two
-#     polls, PatroniDcsViewsDiverge fires naming the member and field; heal: once the cluster
-#     converged by its own word (each Raft node's status, then the members' GET /cluster),
-#     views 1 within two polls, resolved
+#     polls, PatroniDcsViewsDiverge fires naming the member and field, no scrape claims agreement
+#     (views 1, the member read) while the truth read by then is split; heal: once converged by its
+#     own word (Raft status, then GET /cluster), views 1 with every view read within two polls
 #   6 a replica restarted with the Raft leader as its only partner (cluster.sh
 #     MEMBER_RAFT_PARTNERS_N; its own connections to that partner refused while it starts, or
 #     Patroni would fetch the full member list from it): m0-m2 show patroni_raft_voter_sets 2
@@ -834,7 +834,7 @@ e2e_log "=== phase 5: member $X's Raft cut off (port 2222, both directions; REST
 result raftcut "cut member $X (a Patroni replica, not the Raft leader; Patroni leader $PL, Raft leader $RL)" "-"
 T_CUT=$(e2e_now)
 cut_raft "$X"
-read -r TS_A TS_B <<<"$(poll_until 90 view_split "$X" "$T_CUT" 1e12)" || true
+read -r TS_A _ <<<"$(poll_until 90 view_split "$X" "$T_CUT" 1e12)" || true
 if [[ -z ${TS_A:-} ]]; then
   fail "raftcut: member $X's own GET /cluster never differed from the majority's within 90 s"
   result raftcut "ground truth: $XN's GET /cluster differs from the majority's (s after the cut)" "never within 90s"
@@ -866,11 +866,11 @@ else
   snapshot 5-raftcut-firing
   T_SH=$(e2e_now)
   for d in m0 m1 m2; do
-    bad=$(jq -r --arg e "$d" --arg s "patroni_cluster_dcs_views{$S}" --argjson a "$TS_A" --argjson b "$T_SH" \
-      'select(.src == "exp" and .exp == $e and .series == $s and .t > $a and .t <= $b and .value != "2") | "\(.value)@+\((.t - $a) * 10 | round / 10)s"' "$EVENTS" | paste -sd' ')
-    truth_end=$(awk -v b="$TS_B" -v h="$T_SH" 'BEGIN { print (b < h ? "ended early" : "held to the heal") }')
-    if [[ -z $bad ]]; then pass "raftcut $d: views 2 from the stale view to the heal (ground truth: split $truth_end)"
-    else fail "raftcut $d: views left 2 while $XN's view was stale (ground truth: split $truth_end): $bad s after the stale view"; fi
+    bad=$(jq -s -r --arg e "$d" --arg x "$XN" --argjson a "$TS_A" --argjson b "$T_SH" --argjson l "$((2 * POLL))" 'sort_by(.t) | reduce .[] as $v ({v: {}, since: null, out: []}; # each scrape against the truth read by its time, split for two polls
+      if $v.src == "cluster" then .v[$v.member] = (if $v.error then null else [$v.leader, $v.members] end) | ([.v | to_entries[] | select(.key != $x) | .value]) as $o | (if ($o | length) == 2 and $o[0] != null and $o[0] == $o[1] and .v[$x] != null and .v[$x] != $o[0] then .since //= $v.t else .since = null end)
+      elif $v.src == "exp" and $v.exp == $e and $v.t > $a and $v.t <= $b and .since != null and $v.t - .since > $l + 0.5 and $v.dcs.views == "1" and ($v.dcs.unread | index($x) | not) then .out += [($v.t - $a) * 10 | round / 10] else . end) | .out | unique | map("+\(.)s") | join(" ")' "$EVENTS")
+    if [[ -z $bad ]]; then pass "raftcut $d: no poll claimed agreement (views 1, $XN read) while the ground truth read by then was split"
+    else fail "raftcut $d: agreement claimed (views 1, $XN read) while the ground truth read by then was split: $bad after the stale view"; fi
     judge_criticals raftcut "$d" "$T_CUT" "$T_SH"
     result raftcut "$d: alerts during the cut: $(alerts_of "$d" "$T_CUT" "$T_SH"); verdicts $(verdict_summary "$d" "$T_CUT" "$T_SH")" "-"
   done
@@ -900,7 +900,7 @@ else
     result raftcut "heal: ground truth: the three GET /cluster first agree (s after the heal)" "$(awk -v a="$T_SH" -v b="$TV" 'BEGIN { printf "%.1f", b - a }')"
     ta=$(awk -v a="$T_SH" -v b="$TA" 'BEGIN { printf "%d", b - a + 1 }')
     for d in m0 m1 m2; do
-      within_polls raftcut "heal: $d: patroni_cluster_dcs_views 1, s after the views agree" "$T_SH" 60 "$(f_exp "$d" "patroni_cluster_dcs_views{$S}" 1)" "$TV" || true
+      within_polls raftcut "heal: $d: patroni_cluster_dcs_views 1 with $XN read, s after the views agree" "$T_SH" 60 ".src == \"exp\" and .exp == \"$d\" and .dcs.views == \"1\" and (.dcs.unread | index(\"$XN\") | not)" "$TV" || true
       wait_ev raftcut "heal: $d: PatroniDcsViewsDiverge inactive (s after the cluster converged)" "$T_SH" $((ta + 60)) "$(f_prom PatroniDcsViewsDiverge "$d" inactive)" "$TA" || true
       am_gone raftcut "heal: $d: PatroniDcsViewsDiverge resolved at Alertmanager (s after the cluster converged)" PatroniDcsViewsDiverge "$d" "$T_CUT" "$T_SH" $((ta + 70)) "$TA"
     done

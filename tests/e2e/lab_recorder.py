@@ -6,8 +6,12 @@ Polls, every --interval seconds, and appends one JSON line per CHANGE to --out:
       Prometheus's /api/v1/alerts (the shipped rules as Prometheus evaluates them)
   {"t": epoch, "src": "am", "alert": NAME, "labels": {...}, "state": "active|resolved"}
       Alertmanager's /api/v2/alerts (active, not silenced, not inhibited)
-  {"t": epoch, "src": "exp", "exp": NAME, "series": 'family{labels}', "value": V or null}
-      the selected families of each exporter's /metrics (null: the series disappeared)
+  {"t": epoch, "src": "exp", "exp": NAME, "series": 'family{labels}', "value": V or null,
+   "dcs": {"views": V, "unread": [MEMBER..]}}
+      the selected families of each exporter's /metrics (null: the series disappeared), with
+      what that same scrape said of the members' DCS views (patroni_cluster_dcs_views, and the
+      members whose patroni_member_dcs_view_read is 0): agreement is claimed only by views 1
+      with the member read, two series that no single change event holds
   {"t": epoch, "src": "member", "member": N, "role": R, "state": S}
       each member's own GET /patroni (ground truth for "what Patroni did"; the recorder's
       sockets belong to no member and no exporter, so the lab's nftables rules never drop them)
@@ -24,6 +28,11 @@ Polls, every --interval seconds, and appends one JSON line per CHANGE to --out:
 Why a recorder: the lab's scenarios overlap their waits (the alert rules' `for:` cannot be
 shortened), so several detections run at once; timestamps of every transition, written as
 they happen, let lab.sh measure each one afterwards against the fault's injection time.
+Every event is stamped with the time its answer was read (all events of one /metrics scrape
+with that scrape's), not the time it was written. The members' own GET /patroni and
+GET /cluster (the ground truth) are read in a thread of their own, every --interval, so that
+slow exporters or Prometheus on a loaded machine do not make the ground truth late (a loop of
+every source took seconds there, and the truth was read that much after the exporters').
 Every HTTP call has a timeout (--timeout); a failed call changes nothing (no event).
 """
 
@@ -44,7 +53,8 @@ FAMILIES = {
     "patroni_raft_cluster_leaders", "patroni_member_api_up", "patroni_member_role",
     "patroni_member_reported_role", "patroni_member_role_mismatch", "patroni_member_state",
     "patroni_cluster_leaders", "patroni_up", "patroni_cluster_primaries", "patroni_member_in_dcs",
-    "patroni_cluster_dcs_views", "patroni_member_dcs_view_differs", "patroni_raft_voter_sets",
+    "patroni_cluster_dcs_views", "patroni_member_dcs_view_differs", "patroni_member_dcs_view_read",
+    "patroni_raft_voter_sets",
     "patroni_raft_voter_set_differs",
     # each poll's own duration (a change every poll): how late a poll may publish what it read,
     # on the exporter's clock, not on ours
@@ -74,9 +84,10 @@ class Recorder:
         self.nodes = {}     # Raft node -> its status, as recorded
         self.lock = threading.Lock()
 
-    def emit(self, event):
+    def emit(self, event, read_at=None):
+        """Writes `event`, stamped with `read_at`: when its answer was read (default: now)."""
         with self.lock:
-            event["t"] = round(time.time(), 3)
+            event["t"] = round(time.time() if read_at is None else read_at, 3)
             self.out.write(json.dumps(event, sort_keys=True) + "\n")
 
     def poll_prometheus(self):
@@ -121,17 +132,22 @@ class Recorder:
             text = get(url, self.args.timeout)
         except Exception:  # noqa: BLE001
             return
+        read_at = time.time()
         seen = {}
         for line in text.splitlines():
             match = SAMPLE.match(line)
             if match and match.group(1) in FAMILIES:
                 seen[match.group(1) + (match.group(2) or "")] = match.group(3)
+        views = next((v for s, v in seen.items() if s.startswith("patroni_cluster_dcs_views{")), None)
+        unread = sorted(re.search(r'member="([^"]*)"', s).group(1) for s, v in seen.items()
+                        if s.startswith("patroni_member_dcs_view_read{") and v == "0")
+        dcs = {"views": views, "unread": unread}
         for series, value in seen.items():
             if self.exp.get((name, series)) != value:
-                self.emit({"src": "exp", "exp": name, "series": series, "value": value})
+                self.emit({"src": "exp", "exp": name, "series": series, "value": value, "dcs": dcs}, read_at)
                 self.exp[(name, series)] = value
         for (exp, series) in [k for k in self.exp if k[0] == name and k[1] not in seen]:
-            self.emit({"src": "exp", "exp": exp, "series": series, "value": None})
+            self.emit({"src": "exp", "exp": exp, "series": series, "value": None, "dcs": dcs}, read_at)
             del self.exp[(exp, series)]
 
     def poll_member(self, name, url):
@@ -140,8 +156,9 @@ class Recorder:
             now = (body.get("role"), body.get("state"))
         except Exception:  # noqa: BLE001 - no answer is a state of its own
             now = ("unreachable", "unreachable")
+        read_at = time.time()
         if self.members.get(name) != now:
-            self.emit({"src": "member", "member": name, "role": now[0], "state": now[1]})
+            self.emit({"src": "member", "member": name, "role": now[0], "state": now[1]}, read_at)
             self.members[name] = now
 
     def poll_view(self, name, url):
@@ -155,8 +172,9 @@ class Recorder:
             }
         except Exception as error:  # noqa: BLE001 - no answer is a state of its own
             now = {"error": type(error).__name__}
+        read_at = time.time()
         if self.views.get(name) != now:
-            self.emit(dict(now, src="cluster", member=name))
+            self.emit(dict(now, src="cluster", member=name), read_at)
             self.views[name] = now
 
     def poll_raft(self, node, encryptor):
@@ -178,8 +196,9 @@ class Recorder:
                    "term": status.get("raft_term"), "partners": partners}
         else:
             now = {"error": failure}
+        read_at = time.time()
         if self.nodes.get(node) != now:
-            self.emit(dict(now, src="raft", node=node))
+            self.emit(dict(now, src="raft", node=node), read_at)
             self.nodes[node] = now
 
     def run_raft(self):
@@ -192,9 +211,19 @@ class Recorder:
                 self.poll_raft(node, encryptor)
             time.sleep(max(0.0, self.args.raft_interval - (time.time() - started)))
 
+    def run_members(self):
+        while True:
+            started = time.time()
+            for spec in self.args.member:
+                name, url = spec.split("=", 1)
+                self.poll_member(name, url)
+                self.poll_view(name, url)
+            time.sleep(max(0.0, self.args.interval - (time.time() - started)))
+
     def run(self):
         if self.args.raft:
             threading.Thread(target=self.run_raft, daemon=True).start()
+        threading.Thread(target=self.run_members, daemon=True).start()
         while True:
             started = time.time()
             self.poll_prometheus()
@@ -202,10 +231,6 @@ class Recorder:
             for spec in self.args.exporter:
                 name, url = spec.split("=", 1)
                 self.poll_exporter(name, url)
-            for spec in self.args.member:
-                name, url = spec.split("=", 1)
-                self.poll_member(name, url)
-                self.poll_view(name, url)
             time.sleep(max(0.0, self.args.interval - (time.time() - started)))
 
 

@@ -17,8 +17,9 @@
 #   4. metrics over https: patroni_up 1, every member's own API up, Raft quorum on 3 voters
 #   5. a second exporter without a client certificate: kind="tls" errors, patroni_up 0
 #   6. SIGHUP after rotating the web password: the old one 401, the new one 200, still polling,
-#      patroni_exporter_config_last_reload_successful 1; a web config that cannot work: 0, the
-#      success timestamp kept, still polling; 1 again after the good file is back
+#      patroni_exporter_config_last_reload_successful 1; a web config that cannot work and a CA
+#      that does not parse: 0, the success timestamp kept, the CA named, still polling; 1 again
+#      after the good files are back
 #   7. no secret used (REST password, Raft password, key passphrase, both web passwords) in the
 #      logs, the /metrics bodies, or the argv and environment of the exporters
 #
@@ -91,10 +92,10 @@ if [[ $code == 000 || $code -ge 400 ]]; then pass "1: a member refuses a client 
 else on_fail "1: a member answered $code without a client certificate"; fi
 
 # ---------------------------------------------------------------- 2. the exporter
-( umask 077; printf '%s\n' "$REST_PASS" >"$RUN_DIR/rest-secret" )
+( umask 077; printf '%s\n' "$REST_PASS" >"$RUN_DIR/rest-secret" ); cp "$TLS_CA" "$RUN_DIR/ca.pem"
 write_web_config "$WEB_PASS"
 "$EXPORTER_BIN" \
-  --patroni.config-file "$MEMBER0_CONFIG" \
+  --patroni.config-file "$MEMBER0_CONFIG" --patroni.ca-file "$RUN_DIR/ca.pem" \
   --patroni.cert-file "$EXPORTER_CLIENT_CERT" --patroni.key-file "$EXPORTER_CLIENT_KEY" \
   --patroni.key-password-file "$EXPORTER_KEY_PASS_FILE" \
   --patroni.username "$REST_USER" --patroni.password-file "$RUN_DIR/rest-secret" \
@@ -151,11 +152,7 @@ cp "$EXPORTER_CURL_CONFIG" "$RUN_DIR/curl-old.conf"
 write_web_config "$WEB_PASS2"
 kill -HUP "$EXPORTER_PID"
 # the poller takes its new configuration between two polls (interval 2 s)
-deadline=$(( $(date +%s) + 15 ))
-until grep -q 'poller reconfigured' "$EXPORTER_LOG"; do
-  (( $(date +%s) < deadline )) || break
-  sleep 0.5
-done
+for _ in {1..30}; do grep -q 'poller reconfigured' "$EXPORTER_LOG" && break; sleep 0.5; done
 code=$(http_code -K "$EXPORTER_CURL_CONFIG" "https://127.0.0.1:$EXPORTER_PORT/metrics")
 ensure "6: SIGHUP: the rotated web password works" "6: rotated password: got $code" test "$code" = 200
 code=$(http_code -K "$RUN_DIR/curl-old.conf" "https://127.0.0.1:$EXPORTER_PORT/metrics")
@@ -166,18 +163,20 @@ before=$(metric_value patroni_exporter_last_poll_timestamp_seconds "$S")
 expect "6: still polling after SIGHUP" patroni_exporter_last_poll_timestamp_seconds "$S" '>' "$before" 10
 expect "6: still patroni_up 1" patroni_up "$S" == 1 10
 expect "6: the reload applied" patroni_exporter_config_last_reload_successful "" == 1 10
-# a web config that cannot work: refused, the running settings and cluster stay
+# a web config that cannot work and a CA that does not parse: refused, the running settings stay
 reloaded_at=$(metric_value patroni_exporter_config_last_reload_success_timestamp_seconds)
 cp "$RUN_DIR/web.yml" "$RUN_DIR/web-good.yml"
 printf 'tls_server_config: [\n' >"$RUN_DIR/web.yml"
+printf '%s\n' '-----BEGIN CERTIFICATE-----' 'not base64' '-----END CERTIFICATE-----' >"$RUN_DIR/ca.pem"
 kill -HUP "$EXPORTER_PID"
-expect "6: a web config that cannot work is refused" patroni_exporter_config_last_reload_successful "" == 0 10
+expect "6: a web config and a CA that cannot work are refused" patroni_exporter_config_last_reload_successful "" == 0 10
 expect "6: the refused reload keeps the time of the one in force" \
   patroni_exporter_config_last_reload_success_timestamp_seconds "" == "$reloaded_at" 1
 before=$(metric_value patroni_exporter_last_poll_timestamp_seconds "$S")
 expect "6: still polling after the refused reload" patroni_exporter_last_poll_timestamp_seconds "$S" '>' "$before" 10
 ensure "6: the refusal names its cause in the log" "6: no 'web config not reloaded' in the log" grep -q 'web config not reloaded' "$EXPORTER_LOG"
-cp "$RUN_DIR/web-good.yml" "$RUN_DIR/web.yml"
+ensure "6: the refusal names the CA file" "6: no 'CA file $RUN_DIR/ca.pem' in the log" grep -qF "CA file $RUN_DIR/ca.pem" "$EXPORTER_LOG"
+cp "$RUN_DIR/web-good.yml" "$RUN_DIR/web.yml" && cp "$TLS_CA" "$RUN_DIR/ca.pem"
 kill -HUP "$EXPORTER_PID"
 expect "6: 1 again after a good reload" patroni_exporter_config_last_reload_successful "" == 1 10
 

@@ -1,13 +1,12 @@
 //! A poll keeps its interval: with members hung (a Patroni stopped by SIGSTOP: the kernel
 //! still accepts its connections, nothing answers, REST and Raft alike), every poll ends by
 //! its deadline, the live members' own `/patroni` are read in it, and no interval is skipped.
-//! The lab proves the same on real members (`tests/e2e/hung-members.sh`).
+//! The lab proves the same on real members (`tests/e2e/pylab/test_hung_members.py`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use patroni_raft_exporter::config::ClusterConfig;
-use patroni_raft_exporter::metrics::Store;
 use patroni_raft_exporter::poller::ClusterPoller;
 use patroni_raft_exporter::raft::fake::{Behaviour, FakeRaftNode};
 use patroni_raft_exporter::raft::RaftKey;

@@ -129,6 +129,31 @@ async fn golden_output(format: Format) -> String {
         );
     }
     let etcd_endpoints: Vec<url::Url> = etcd_members.iter().map(|m| m.url()).collect();
+    // The same REST cluster on etcd 3.6.5 (documents written from its source): the database
+    // quota in each status, a learner in the member list.
+    let on_etcd36 = FakeCluster::start("etcd36-4-1-5", Captured::healthy_415(0)).await;
+    let etcd36_members = fake_etcd_cluster_of(EtcdDocuments::V3_6, "etcd36-4-1-5").await;
+    for (index, member) in etcd36_members.iter().enumerate() {
+        addresses.add(
+            member.addr.to_string(),
+            format!("127.0.0.4{}:2379", index + 1),
+        );
+    }
+    let etcd36_endpoints: Vec<url::Url> = etcd36_members.iter().map(|m| m.url()).collect();
+    let on_etcd_config = |urls, scope: &str, endpoints: &Vec<url::Url>| {
+        cluster_config(urls, None).with(|config| {
+            config.identity.expected_scope = Some(scope.into());
+            config.identity.dcs = DcsSettings::Etcd(EtcdSettings {
+                endpoints: endpoints.clone(),
+                namespace: EtcdSettings::DEFAULT_NAMESPACE.into(),
+                ca_file: None,
+                cert_file: None,
+                key_file: None,
+                username: None,
+                password: None,
+            });
+        })
+    };
 
     let configs = vec![
         cluster_config(healthy.urls(), Some((healthy_nodes, Some("s3cret")))),
@@ -151,22 +176,13 @@ async fn golden_output(format: Format) -> String {
             .with(|config| config.identity.standby_of = Some("healthy-3-3-8".into())),
         cluster_config(standby_cut.urls(), None)
             .with(|config| config.identity.standby_of = Some("healthy-3-3-8".into())),
-        cluster_config(on_etcd.urls(), None).with(|config| {
-            config.identity.expected_scope = Some("etcd-4-1-5".into());
-            config.identity.dcs = DcsSettings::Etcd(EtcdSettings {
-                endpoints: etcd_endpoints.clone(),
-                namespace: EtcdSettings::DEFAULT_NAMESPACE.into(),
-                ca_file: None,
-                cert_file: None,
-                key_file: None,
-                username: None,
-                password: None,
-            });
-        }),
+        on_etcd_config(on_etcd.urls(), "etcd-4-1-5", &etcd_endpoints),
+        on_etcd_config(on_etcd36.urls(), "etcd36-4-1-5", &etcd36_endpoints),
     ];
-    // Configs 2 (failsafe) and 4 (departed) need a second poll.
+    // Configs 2 (failsafe), 4 (departed) and 10 (on etcd: members' views are compared with
+    // keys that did not change since the poll before) need a second poll.
     let output =
-        poll_twice_and_render(configs, &[2, 4], || departed.isolate_member_0(), format).await;
+        poll_twice_and_render(configs, &[2, 4, 10], || departed.isolate_member_0(), format).await;
     let clusters = [
         &healthy,
         &switchover,
@@ -179,6 +195,7 @@ async fn golden_output(format: Format) -> String {
         &standby,
         &standby_cut,
         &on_etcd,
+        &on_etcd36,
     ];
     let output = clusters.iter().fold(output, |output, cluster| {
         cluster.addresses.normalize(&output)
@@ -967,4 +984,115 @@ async fn a_reload_that_changes_only_request_settings_keeps_what_the_poller_learn
     let allowed = config.with(|c| c.identity.allow_api_url_hosts = vec!["10.0.0.0/8".into()]);
     let mut poller = poller.reconfigured(allowed).await.unwrap();
     assert_eq!(poll_reader_documents(&mut poller, &cluster).await.0 .0, 1);
+}
+
+/// Issue 42, part 6: the partition lab's Raft cut under load. Member 0's own `/cluster` is a
+/// stale replica's (two views); in the next poll it does not answer in time. Its view is then
+/// unknown: never counted as agreeing, and said so (`patroni_member_dcs_view_read` 0), so
+/// that `PatroniDcsViewsDiverge` does not resolve on it (alerts/tests/split.test.yml).
+#[tokio::test]
+async fn a_stale_view_not_read_this_poll_is_unknown_not_agreement() {
+    let cluster = FakeCluster::start("unread", Captured::split_415()).await;
+    cluster.serve_cluster_on(0, &fixture("patroni-4.1.5/01-cluster-from-m0.json"));
+    let config = cluster_config(cluster.urls_from(1), None);
+    let store = Arc::new(Store::new(1));
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
+    let render = |store: &Store| render_store(store, Format::PrometheusText);
+    store.publish(0, poller.poll_once().await);
+    let output = render(&store);
+    assert_eq!(
+        sample(&output, "patroni_cluster_dcs_views{scope=\"unread\"}"),
+        Some(2.0)
+    );
+    for member in ["postgresql-0", "postgresql-1", "postgresql-2"] {
+        let read = format!("patroni_member_dcs_view_read{{scope=\"unread\",member=\"{member}\"}}");
+        assert_eq!(sample(&output, &read), Some(1.0), "{read}\n{output}");
+    }
+
+    // Its own /patroni answers, its /cluster times out.
+    cluster.hang_on(0, "/cluster");
+    store.publish(0, poller.poll_once().await);
+    let output = render(&store);
+    let read = |member: &str| {
+        sample(
+            &output,
+            &format!("patroni_member_dcs_view_read{{scope=\"unread\",member=\"{member}\"}}"),
+        )
+    };
+    assert_eq!(read("postgresql-0"), Some(0.0), "{output}");
+    assert_eq!(read("postgresql-1"), Some(1.0));
+    assert_eq!(read("postgresql-2"), Some(1.0));
+    // The two views read agree; the third is unknown, with no differs series of its own.
+    assert_eq!(
+        sample(&output, "patroni_cluster_dcs_views{scope=\"unread\"}"),
+        Some(1.0)
+    );
+    assert!(
+        !output
+            .contains("patroni_member_dcs_view_differs{scope=\"unread\",member=\"postgresql-0\""),
+        "{output}"
+    );
+
+    // Its /cluster answers again, now the majority's: read and agreeing.
+    cluster.serve_cluster_on(
+        0,
+        &fixture("patroni-4.1.5/02-cluster-after-switchover.json"),
+    );
+    store.publish(0, poller.poll_once().await);
+    let output = render(&store);
+    assert_eq!(
+        sample(&output, "patroni_cluster_dcs_views{scope=\"unread\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &output,
+            "patroni_member_dcs_view_read{scope=\"unread\",member=\"postgresql-0\"}"
+        ),
+        Some(1.0)
+    );
+}
+
+/// A member whose `/patroni` fails in a poll has no clock offset on `/metrics` for that poll:
+/// a gauge shows what this poll measured. Its last measure is kept for the replay lag's
+/// correction only (`last_clock`), and its measure is back once it answers again.
+#[tokio::test]
+async fn a_clock_offset_is_exported_only_from_this_polls_answer() {
+    let cluster = FakeCluster::start("clocks", Captured::healthy_415(0)).await;
+    let mut poller = ClusterPoller::new(0, cluster_config(cluster.urls(), None))
+        .await
+        .unwrap();
+    let offsets = |snapshot| {
+        let store = Arc::new(Store::new(1));
+        store.publish(0, snapshot);
+        let text = render_store(&store, Format::PrometheusText);
+        text.lines()
+            .filter(|line| line.starts_with("patroni_member_clock_offset_seconds{"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let first = poller.poll_once().await;
+    assert_eq!(first.members.len(), 3);
+    assert!(first.members.iter().all(|m| m.clock.is_some()));
+    assert_eq!(offsets(first).len(), 3);
+
+    cluster.hang_on(1, "/patroni");
+    let second = poller.poll_once().await;
+    let failed: Vec<_> = second
+        .members
+        .iter()
+        .filter(|m| m.own_view.is_err())
+        .collect();
+    assert_eq!(failed.len(), 1, "{:?}", second.members);
+    let name = failed[0].member.name.clone();
+    assert_eq!(failed[0].clock, None);
+    assert!(failed[0].last_clock.is_some(), "{:?}", failed[0]);
+    let exported = offsets(second);
+    assert_eq!(exported.len(), 2, "{exported:?}");
+    assert!(
+        !exported
+            .iter()
+            .any(|line| line.contains(&format!("member=\"{name}\""))),
+        "{exported:?}"
+    );
 }

@@ -7,6 +7,7 @@
 //! `UPDATE_GOLDEN=1 cargo test --test it golden` rewrites the golden files.
 
 mod deadline;
+mod etcd;
 mod exporter;
 mod fleet_sim;
 mod reload;

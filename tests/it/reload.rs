@@ -1,11 +1,15 @@
 //! The binary with `--config.file`: duplicate clusters refused at start, and SIGHUP (a file
-//! that cannot work keeps every running cluster; a good one applies).
+//! that cannot work keeps every running cluster; a good one applies). A file a cluster's
+//! settings name (a CA) that does not load refuses the start, and a reload (web config too).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{http_client, Captured, FakeCluster};
+use patroni_raft_exporter::patroni::fake::FakePatroni;
+
+use crate::support::pki::Pki;
+use crate::support::{cluster_json, http_client, listed_member, Captured, FakeCluster};
 
 /// A `--config.file` entry with `scope` (when given) and `cluster`'s member URLs.
 fn entry(scope: Option<&str>, cluster: &FakeCluster) -> String {
@@ -82,7 +86,11 @@ async fn flags_of_one_cluster_given_beside_the_config_file_are_refused_at_start(
     write_config(&path, &[entry(Some("alpha"), &alpha)]);
     let config = path.to_str().unwrap();
     let url = alpha.urls()[0].to_string();
-    // The exporter and `status`, with --patroni.url or --raft.node on the command line.
+    let secret = dir.path().join("raft-password");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    let secret_path = secret.to_str().unwrap();
+    // The exporter and `status`, with --patroni.url, --raft.node or a password file on the
+    // command line; `status` exits 3 (UNKNOWN) on a usage error, the exporter 2.
     for args in [
         vec!["--config.file", config, "--patroni.url", &url],
         vec![
@@ -109,13 +117,30 @@ async fn flags_of_one_cluster_given_beside_the_config_file_are_refused_at_start(
             "--config.file",
             config,
         ],
+        vec!["--config.file", config, "--raft.password-file", secret_path],
+        vec![
+            "--log.level",
+            "warn",
+            "status",
+            "--patroni.password-file",
+            secret_path,
+            "--config.file",
+            config,
+        ],
     ] {
         let (code, stdout, stderr) = run_binary(&args, &[]).await;
-        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        let usage_error = if args.contains(&"status") { 3 } else { 2 };
+        assert_eq!(code, Some(usage_error), "{args:?}: {stderr}");
         assert!(stdout.is_empty(), "{args:?}: {stdout}");
-        let flag = args
-            .iter()
-            .find(|arg| ["--patroni.url", "--raft.node"].contains(arg));
+        let flag = args.iter().find(|arg| {
+            [
+                "--patroni.url",
+                "--raft.node",
+                "--raft.password-file",
+                "--patroni.password-file",
+            ]
+            .contains(arg)
+        });
         assert!(
             stderr.starts_with("error: the argument '")
                 && stderr.contains("' cannot be used with '")
@@ -126,8 +151,6 @@ async fn flags_of_one_cluster_given_beside_the_config_file_are_refused_at_start(
     }
     // What the file's entries inherit, and a password file from the environment (which the
     // user may have set for another command line), are not refused.
-    let secret = dir.path().join("raft-password");
-    std::fs::write(&secret, "s3cret\n").unwrap();
     let args = [
         "status",
         "--config.file",
@@ -148,10 +171,16 @@ async fn flags_of_one_cluster_given_beside_the_config_file_are_refused_at_start(
 struct Exporter {
     child: std::process::Child,
     metrics: String,
+    /// The basic auth password of its endpoint (user `prometheus`), if any.
+    web_password: Option<String>,
 }
 
 impl Exporter {
     fn start(config: &Path, log: &Path) -> Exporter {
+        Exporter::start_with(config, log, &[])
+    }
+
+    fn start_with(config: &Path, log: &Path, args: &[&str]) -> Exporter {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -162,6 +191,7 @@ impl Exporter {
             .arg(config)
             .args(["--poll.interval", "1s"])
             .args(["--web.listen-address", &format!("127.0.0.1:{port}")])
+            .args(args)
             .stdin(Stdio::null())
             .stderr(std::fs::File::create(log).unwrap())
             .spawn()
@@ -169,7 +199,21 @@ impl Exporter {
         Exporter {
             child,
             metrics: format!("http://127.0.0.1:{port}/metrics"),
+            web_password: None,
         }
+    }
+
+    /// The status of a `/metrics` request as the user `prometheus` with `password`.
+    async fn status_with(&self, password: &str) -> u16 {
+        http_client()
+            .get(&self.metrics)
+            .basic_auth("prometheus", Some(password))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
     }
 
     fn hang_up(&self) {
@@ -182,12 +226,11 @@ impl Exporter {
     async fn scrape_until(&self, what: &str, until: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Ok(response) = http_client()
-                .get(&self.metrics)
-                .timeout(Duration::from_secs(5))
-                .send()
-                .await
-            {
+            let mut request = http_client().get(&self.metrics);
+            if let Some(password) = &self.web_password {
+                request = request.basic_auth("prometheus", Some(password));
+            }
+            if let Ok(response) = request.timeout(Duration::from_secs(5)).send().await {
                 let body = response.text().await.unwrap_or_default();
                 if until(&body) {
                     return body;
@@ -230,6 +273,64 @@ const SUCCESS_AT: &str = "patroni_exporter_config_last_reload_success_timestamp_
 
 fn last_poll(scope: &str) -> String {
     format!("patroni_exporter_last_poll_timestamp_seconds{{scope=\"{scope}\"}}")
+}
+
+/// A usage error of `status` exits 3 (UNKNOWN: it could not check), never 2 (CRITICAL); its
+/// `--help` exits 0. A telemetry path the endpoint cannot serve is a usage error before
+/// listening.
+#[tokio::test]
+async fn usage_errors_exit_before_anything_runs() {
+    for (args, code, said) in [
+        (
+            vec!["status", "--no-such-flag"],
+            Some(3),
+            "unexpected argument",
+        ),
+        (vec!["status", "--timeout", "0s"], Some(3), "longer than 0"),
+        (vec!["status", "--help"], Some(0), "Usage:"),
+        (vec!["--no-such-flag"], Some(2), "unexpected argument"),
+        (
+            vec![
+                "--web.telemetry-path",
+                "/",
+                "--patroni.url",
+                "http://127.0.0.1:1",
+            ],
+            Some(2),
+            "/ is the endpoint's own route",
+        ),
+        (
+            vec![
+                "--web.telemetry-path",
+                "/-/ready",
+                "--patroni.url",
+                "http://127.0.0.1:1",
+            ],
+            Some(2),
+            "/-/ready is the endpoint's own route",
+        ),
+        (
+            vec![
+                "--web.telemetry-path",
+                "metrics",
+                "--patroni.url",
+                "http://127.0.0.1:1",
+            ],
+            Some(2),
+            "must start with /",
+        ),
+    ] {
+        let (exit, stdout, stderr) = run_binary(&args, &[]).await;
+        assert_eq!(exit, code, "{args:?}: {stderr}");
+        assert!(
+            stdout.contains(said) || stderr.contains(said),
+            "{args:?}: {stdout}{stderr}"
+        );
+        assert!(
+            !stderr.contains("listening") && !stderr.contains("panicked"),
+            "{stderr}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -296,4 +397,164 @@ async fn a_reload_to_a_file_that_cannot_work_keeps_the_running_clusters() {
     );
     assert!(value(&applied, &last_poll("alpha")).is_some(), "{applied}");
     assert_eq!(repeated_series(&applied), Vec::<String>::new(), "{applied}");
+}
+
+/// An https member signed by `pki`'s CA, alone in the cluster `tls`, and a `--config.file`
+/// polling it that trusts the CA at `ca` (a copy of `pki`'s that the test can spoil).
+async fn tls_cluster(pki: &Pki, ca: &Path, config: &Path) -> FakePatroni {
+    let member = FakePatroni::start_tls("127.0.0.1", pki.server_config(false)).await;
+    member.route(
+        "/cluster",
+        cluster_json("tls", &[listed_member("m0", "leader", &member.url())]),
+    );
+    std::fs::copy(&pki.ca, ca).unwrap();
+    std::fs::write(
+        config,
+        format!(
+            "clusters:\n  - scope: tls\n    patroni_urls: [{}]\n    ca_file: {}\n    raft_enabled: false\n",
+            member.url(),
+            ca.display()
+        ),
+    )
+    .unwrap();
+    member
+}
+
+const GARBAGE_PEM: &str =
+    "-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n";
+
+#[tokio::test]
+async fn a_ca_that_does_not_parse_refuses_the_start_naming_the_file() {
+    let pki = Pki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, config) = (dir.path().join("ca.pem"), dir.path().join("exporter.yml"));
+    let _member = tls_cluster(&pki, &ca, &config).await;
+    for garbage in [GARBAGE_PEM, "no PEM at all\n"] {
+        std::fs::write(&ca, garbage).unwrap();
+        let args = [
+            "--config.file",
+            config.to_str().unwrap(),
+            "--web.listen-address",
+            "127.0.0.1:0",
+        ];
+        let (code, _, stderr) = run_binary(&args, &[]).await;
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(
+            stderr.contains(&format!("CA file {}", ca.display())) && stderr.contains("cluster tls"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("listening"), "{stderr}");
+    }
+}
+
+/// The same for etcd's CA: a file of the cluster's DCS settings, checked before the start.
+#[tokio::test]
+async fn an_etcd_ca_that_does_not_parse_refuses_the_start_naming_the_file() {
+    let alpha = FakeCluster::start("alpha", Captured::healthy_415(0)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, config) = (
+        dir.path().join("etcd-ca.pem"),
+        dir.path().join("exporter.yml"),
+    );
+    std::fs::write(&ca, GARBAGE_PEM).unwrap();
+    let urls: Vec<String> = alpha.urls().iter().map(|url| url.to_string()).collect();
+    std::fs::write(
+        &config,
+        format!(
+            "clusters:\n  - scope: alpha\n    patroni_urls: [{}]\n    etcd_endpoints: [https://127.0.0.1:2379]\n    etcd_ca_file: {}\n",
+            urls.join(", "),
+            ca.display()
+        ),
+    )
+    .unwrap();
+    let args = [
+        "--config.file",
+        config.to_str().unwrap(),
+        "--web.listen-address",
+        "127.0.0.1:0",
+    ];
+    let (code, _, stderr) = run_binary(&args, &[]).await;
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("CA file {}", ca.display())) && stderr.contains("cluster alpha"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("listening"), "{stderr}");
+}
+
+fn write_web_config(path: &Path, password: &str) {
+    std::fs::write(
+        path,
+        format!(
+            "basic_auth_users:\n  prometheus: '{}'\n",
+            bcrypt::hash(password, 4).unwrap()
+        ),
+    )
+    .unwrap();
+}
+
+/// SIGHUP with a CA turned into garbage and a new web password: refused whole (the gauge 0,
+/// the CA named in the log, the cluster still polled, the old web password still the one),
+/// and applied once the CA is good again.
+#[tokio::test]
+async fn a_reload_with_a_ca_that_does_not_parse_is_refused_whole() {
+    let pki = Pki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, config) = (dir.path().join("ca.pem"), dir.path().join("exporter.yml"));
+    let (web, log) = (dir.path().join("web.yml"), dir.path().join("stderr"));
+    let _member = tls_cluster(&pki, &ca, &config).await;
+    write_web_config(&web, "first-pass");
+    let mut exporter =
+        Exporter::start_with(&config, &log, &["--web.config.file", web.to_str().unwrap()]);
+    exporter.web_password = Some("first-pass".to_owned());
+    let up = "patroni_up{scope=\"tls\"}";
+    let started = exporter
+        .scrape_until("the TLS cluster up", |m| value(m, up) == Some(1.0))
+        .await;
+    assert_eq!(value(&started, SUCCESSFUL), Some(1.0), "{started}");
+    let loaded_at = value(&started, SUCCESS_AT).unwrap();
+
+    std::fs::write(&ca, GARBAGE_PEM).unwrap();
+    write_web_config(&web, "second-pass");
+    exporter.hang_up();
+    let refused = exporter
+        .scrape_until("the reload refused", |m| value(m, SUCCESSFUL) == Some(0.0))
+        .await;
+    assert_eq!(value(&refused, SUCCESS_AT), Some(loaded_at), "{refused}");
+    let log_text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        log_text.contains(&format!("CA file {}", ca.display()))
+            && log_text.contains("configuration not reloaded"),
+        "{log_text}"
+    );
+    // The new web config was not applied: the old password still opens /metrics.
+    assert_eq!(exporter.status_with("second-pass").await, 401);
+    assert_eq!(exporter.status_with("first-pass").await, 200);
+    let polled_at = value(&refused, &last_poll("tls")).unwrap();
+    let polled_again = exporter
+        .scrape_until("the cluster polled again", |m| {
+            value(m, &last_poll("tls")).is_some_and(|at| at > polled_at)
+        })
+        .await;
+    assert_eq!(value(&polled_again, up), Some(1.0), "{polled_again}");
+
+    // The good CA back: applied, the new web password with it.
+    std::fs::copy(&pki.ca, &ca).unwrap();
+    exporter.hang_up();
+    exporter.web_password = Some("second-pass".to_owned());
+    let applied = exporter
+        .scrape_until("the reload applied", |m| value(m, SUCCESSFUL) == Some(1.0))
+        .await;
+    assert!(
+        value(&applied, SUCCESS_AT).unwrap() > loaded_at,
+        "{applied}"
+    );
+    assert_eq!(exporter.status_with("first-pass").await, 401);
+    let polled_at = value(&applied, &last_poll("tls")).unwrap();
+    let polled_again = exporter
+        .scrape_until("the cluster polled after the reload", |m| {
+            value(m, &last_poll("tls")).is_some_and(|at| at > polled_at)
+        })
+        .await;
+    assert_eq!(value(&polled_again, up), Some(1.0), "{polled_again}");
 }

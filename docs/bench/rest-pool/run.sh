@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What exporters polling every second do to Patroni's REST pool, seen from the cluster's own
-# leader race. Patroni >= 4.1.1 serves its REST API from a fixed pool (restapi.thread_pool_size,
+# leader race. Patroni 3.3.9+, 4.0.8+, 4.1.1+ serve the REST API from a fixed pool (restapi.thread_pool_size,
 # default and minimum 5: 6 workers), shared by every client: the members' own fetch_node_status
 # (GET /patroni of each other member during the leader race, 2 s deadline, no retry), failsafe's
 # POST /failsafe, HAProxy's checks, the watcher's GET /cluster, and every exporter. Each

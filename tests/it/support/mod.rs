@@ -794,42 +794,109 @@ pub async fn start_endpoint(store: Arc<Store>, web: Option<Arc<WebState>>) -> En
 
 /// A fake etcd cluster of three members answering etcd 3.4.23's captured documents
 /// (`tests/fixtures/etcd-3.4`, e1 the leader): the member list names the fakes' own URLs,
-/// and Patroni's keys are those of the capture moved under `/service/<scope>/`.
+/// and Patroni's keys are those of the capture moved under `/service/<scope>/`, its members
+/// renamed as the REST capture's.
 pub async fn fake_etcd_cluster(scope: &str) -> Vec<patroni_raft_exporter::etcd::fake::FakeEtcd> {
+    fake_etcd_cluster_of(EtcdDocuments::V3_4, scope).await
+}
+
+/// Which documents a fake etcd cluster answers: the fixture folder, the scope its keys are
+/// under, and its member list's client URLs without the member's digit (1, 2, 3).
+pub struct EtcdDocuments {
+    pub folder: &'static str,
+    pub scope: &'static str,
+    pub client_url: &'static str,
+}
+
+impl EtcdDocuments {
+    /// etcd 3.4.23's captured documents.
+    pub const V3_4: EtcdDocuments = EtcdDocuments {
+        folder: "etcd-3.4",
+        scope: "capdemo",
+        client_url: "http://127.0.0.1",
+    };
+    /// etcd 3.6.5's documents written from its source (`tests/fixtures/etcd-3.6`): the quota
+    /// in its statuses, a learner in its member list, etcd-b the leader.
+    pub const V3_6: EtcdDocuments = EtcdDocuments {
+        folder: "etcd-3.6",
+        scope: "batman",
+        client_url: "https://10.0.0.1",
+    };
+}
+
+/// A fake etcd cluster of three members answering `documents`, as [fake_etcd_cluster].
+pub async fn fake_etcd_cluster_of(
+    documents: EtcdDocuments,
+    scope: &str,
+) -> Vec<patroni_raft_exporter::etcd::fake::FakeEtcd> {
     use base64::Engine;
     use patroni_raft_exporter::etcd::fake::{FakeEtcd, Reply};
+    let EtcdDocuments {
+        folder,
+        scope: captured_scope,
+        client_url,
+    } = documents;
     let mut members = Vec::new();
     for _ in 0..3 {
         members.push(FakeEtcd::start("127.0.0.1").await);
     }
-    let mut member_list = String::from_utf8(fixture("etcd-3.4/member-list.json")).unwrap();
+    let mut member_list =
+        String::from_utf8(fixture(&format!("{folder}/member-list.json"))).unwrap();
     for (index, member) in members.iter().enumerate() {
         let url = member.url().as_str().trim_end_matches('/').to_owned();
-        member_list = member_list.replace(&format!("http://127.0.0.1{}:2379", index + 1), &url);
+        member_list = member_list.replace(&format!("{client_url}{}:2379", index + 1), &url);
     }
     let base64 = base64::engine::general_purpose::STANDARD;
     let mut range: serde_json::Value =
-        serde_json::from_slice(&fixture("etcd-3.4/range-patroni.json")).unwrap();
-    for kv in range["kvs"].as_array_mut().unwrap() {
+        serde_json::from_slice(&fixture(&format!("{folder}/range-patroni.json"))).unwrap();
+    // The capture's members pg2 (its leader) and pg1 renamed as the REST capture's members
+    // (postgresql-0 the leader, postgresql-1, and postgresql-2 a copy of pg1's key), so that
+    // every member's own view agrees with the keys (patroni_member_dcs_view_stale 0).
+    let renamed = |key: String| {
+        key.replace(
+            &format!("/service/{captured_scope}/"),
+            &format!("/service/{scope}/"),
+        )
+        .replace("/members/pg2", "/members/postgresql-0")
+        .replace("/members/pg1", "/members/postgresql-1")
+    };
+    let kvs = range["kvs"].as_array_mut().unwrap();
+    let mut third = None;
+    for kv in kvs.iter_mut() {
         let key = String::from_utf8(base64.decode(kv["key"].as_str().unwrap()).unwrap()).unwrap();
-        let moved = key.replace("/service/capdemo/", &format!("/service/{scope}/"));
+        if key.ends_with("/leader") {
+            kv["value"] = serde_json::Value::String(base64.encode("postgresql-0"));
+        }
+        let moved = renamed(key);
+        if moved.ends_with("/members/postgresql-1") {
+            let mut copy = kv.clone();
+            copy["key"] = serde_json::Value::String(
+                base64.encode(moved.replace("postgresql-1", "postgresql-2")),
+            );
+            third = Some(copy);
+        }
         kv["key"] = serde_json::Value::String(base64.encode(moved));
     }
+    kvs.extend(third);
+    range["count"] = serde_json::Value::String(kvs.len().to_string());
     let range = serde_json::to_vec(&range).unwrap();
     for (index, member) in members.iter().enumerate() {
         let answers = [
             (
                 "/v3/maintenance/status",
-                fixture(&format!("etcd-3.4/status-e{}.json", index + 1)),
+                fixture(&format!("{folder}/status-e{}.json", index + 1)),
             ),
             ("/v3/cluster/member/list", member_list.clone().into_bytes()),
-            ("/v3/maintenance/alarm", fixture("etcd-3.4/alarm-none.json")),
+            (
+                "/v3/maintenance/alarm",
+                fixture(&format!("{folder}/alarm-none.json")),
+            ),
             ("/v3/kv/range", range.clone()),
             (
                 "/v3/lease/timetolive",
-                fixture("etcd-3.4/timetolive-leader.json"),
+                fixture(&format!("{folder}/timetolive-leader.json")),
             ),
-            ("/health", fixture("etcd-3.4/health.json")),
+            ("/health", fixture(&format!("{folder}/health.json"))),
         ];
         for (path, body) in answers {
             member.route(path, Reply::ok(body));

@@ -1,0 +1,438 @@
+"""Patroni on etcd v3: a real 3-member etcd (Debian's etcd-server 3.4, 127.0.0.31-33) and a real
+3-member Patroni cluster on it (`DCS=etcd cluster.sh up`, keys under /service/pg-test/), one
+cluster per version shared by the scenarios below, in this order:
+
+  patroni on etcd   the harness itself: etcd healthy with one leader (its own `endpoint
+                    status`), `patronictl list`, Patroni's keys under /service/pg-test/
+  healthy           the exporter as the README's etcd quick start (one --patroni.url, one
+                    --etcd.endpoint, --poll.interval 2s), a real Prometheus with the shipped
+                    rules: for 150 s every scrape says quorum 1, margin 1, 3 etcd members all
+                    answering, each member's view fresh; the etcd leader, terms and indexes
+                    within what etcd's own `endpoint status` said around each poll, the
+                    primary's flush position within PostgreSQL's own
+                    (pg_current_wal_flush_lsn) around it; no alert pending or firing
+  one etcd down     a follower etcd stopped: quorum 1 and margin 0 in every scrape,
+                    PatroniEtcdQuorumNoMargin pending, PatroniEtcdQuorumLost never
+  failover          the primary killed with etcd healthy: another member promoted (its own
+                    GET /patroni, pg_is_in_recovery, the leader key in etcd); the exporter follows
+  stale view        one replica's etcd traffic dropped (nftables `meta skgid`) while the leader
+                    changes (switchover): its own GET /cluster still names the old leader while
+                    etcd names the new one, and the exporter names its view stale, only its
+  majority down     failsafe_mode on, 2 of 3 etcd killed: quorum 0, failover candidates 0, the
+                    leader still primary in failsafe (its own GET /patroni), and
+                    PatroniEtcdQuorumLost reaches a real Alertmanager
+
+A binary without --etcd.endpoint, or shipped rules without PatroniEtcdQuorumLost, fail the
+exporter's steps (they never skip).
+
+Root, a network namespace of its own per version: `tests/e2e/pylab/run.sh test_etcd_lab.py
+--patroni 4.1.5 3.3.11` runs both side by side.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from e2elab.checks import Checks, Results
+from e2elab.cluster import PatroniCluster
+from e2elab.etcd import EndpointStatus, EtcdCluster
+from e2elab.exporter import Exporter
+from e2elab.log import log
+from e2elab.metrics import Sampler, Scrape, TruthSampler, wait_for
+from e2elab.netns import Netns
+from e2elab.nft import MemberFirewall
+from e2elab.paths import LabPaths
+from e2elab.prom import Alertmanager, Prometheus
+
+SCENARIO = "etcd-lab"
+SCOPE = "pg-test"
+S = {"scope": SCOPE}
+ETCD = {"scope": SCOPE, "dcs": "etcd"}
+PREFIX = f"/service/{SCOPE}/"
+GID_BASE = 4300
+TTL_S = 30
+
+
+# ------------------------------------------------------------------ fixtures
+@pytest.fixture(scope="module")
+def etcd(run_dir: Path, netns: Netns) -> Iterator[EtcdCluster]:
+    e = EtcdCluster(run_dir)
+    try:
+        e.up()
+        yield e
+    finally:
+        e.down()
+
+
+@pytest.fixture(scope="module")
+def cluster(paths: LabPaths, patroni_version: str, run_dir: Path, results: Results,
+            etcd: EtcdCluster) -> Iterator[PatroniCluster]:
+    c = PatroniCluster(paths.cluster_sh, patroni_version, paths.work / f"cluster-{SCENARIO}-{patroni_version}",
+                       run_dir / "cluster.log",
+                       env={"DCS": "etcd", "ETCD_HOSTS": etcd.hosts, "NAMESPACE": "/service/",
+                            "MEMBER_GID_BASE": str(GID_BASE), "WAL_SEGSIZE": os.environ.get("WAL_SEGSIZE", "1")})
+    c.down()
+    t0 = time.monotonic()
+    try:
+        c.up(sync=True)
+        results.record("setup", "cluster up --sync on etcd (s)", f"{time.monotonic() - t0:.1f}")
+        yield c
+    finally:
+        c.down(keep_logs=run_dir)
+
+
+@pytest.fixture(scope="module")
+def firewall(cluster: PatroniCluster) -> Iterator[MemberFirewall]:
+    fw = MemberFirewall("pylab_etcd", GID_BASE).setup()
+    yield fw
+    fw.teardown()
+
+
+def etcd_interface_missing(paths: LabPaths) -> str | None:
+    """Why the exporter parts cannot run here (None: they run). The exporter's etcd interface
+    is there when the binary takes --etcd.endpoint and the shipped rules have the etcd alerts:
+    the flags alone landed before the source was polled."""
+    out = subprocess.run([str(paths.exporter_bin), "--help"], capture_output=True, text=True, timeout=30)
+    if "--etcd.endpoint" not in out.stdout + out.stderr:
+        return f"{paths.exporter_bin} has no --etcd.endpoint"
+    if "alert: PatroniEtcdQuorumLost" not in (paths.repo / "alerts" / "patroni-raft.rules.yml").read_text():
+        return "alerts/patroni-raft.rules.yml has no PatroniEtcdQuorumLost yet"
+    return None
+
+
+@pytest.fixture(scope="module")
+def alertmanager(run_dir: Path, paths: LabPaths, netns: Netns) -> Iterator[Alertmanager | None]:
+    if etcd_interface_missing(paths):
+        yield None
+        return
+    am = Alertmanager(run_dir, group_wait="2s").start()
+    yield am
+    am.stop()
+
+
+@pytest.fixture(scope="module")
+def exporter(paths: LabPaths, run_dir: Path, cluster: PatroniCluster, etcd: EtcdCluster) -> Iterator[Exporter | None]:
+    """The README's etcd quick start: one --patroni.url, one --etcd.endpoint (None: this exporter
+    has no etcd interface yet)."""
+    missing = etcd_interface_missing(paths)
+    if missing:
+        pytest.fail(missing)
+    e = Exporter(paths.exporter_bin, ["--patroni.url", cluster.rest(0), "--etcd.endpoint", etcd.client_url(0),
+                                      "--poll.interval", "2s"], run_dir / "exporter.log").start()
+    yield e
+    e.stop()
+
+
+@pytest.fixture(scope="module")
+def prometheus(run_dir: Path, paths: LabPaths, exporter: Exporter | None,
+               alertmanager: Alertmanager | None) -> Iterator[Prometheus | None]:
+    if exporter is None:
+        yield None
+        return
+    p = Prometheus(run_dir, [exporter.listen], [paths.repo / "alerts" / "patroni-raft.rules.yml"],
+                   alertmanager=alertmanager.url if alertmanager else None).start()
+    yield p
+    p.stop()
+
+
+def need(exporter: Exporter | None) -> Exporter:
+    if exporter is None:
+        pytest.skip("the exporter's etcd interface is not here yet (no --etcd.endpoint, or no etcd alerts in the "
+                    "shipped rules): exporter part not run")
+    return exporter
+
+
+# ------------------------------------------------------------------ ground truth
+def own_role(cluster: PatroniCluster, n: int) -> str:
+    js = cluster.get(n, "/patroni")
+    return str(js.get("role", "?")) if isinstance(js, dict) else "down"
+
+
+def is_primary(role: str) -> bool:
+    return role in ("primary", "master")
+
+
+def leader_key(etcd: EtcdCluster) -> str:
+    r = etcd.ctl("get", "--print-value-only", PREFIX + "leader")
+    return r.stdout.strip() if r.returncode == 0 else "?"
+
+
+def by_endpoint(s: Scrape, name: str, url: str, **labels: str) -> float | None:
+    """NAME{scope, endpoint=URL} (the endpoint label with or without its scheme)."""
+    for ep in (url, url.removeprefix("http://")):
+        v = s.value(name, **S, endpoint=ep, **labels)
+        if v is not None:
+            return v
+    return None
+
+
+T = TypeVar("T")
+
+
+def around_poll(truth: TruthSampler[T], s: Scrape) -> tuple[T, T] | None:
+    """The ground truth read wholly before and wholly after the poll this scrape shows (it
+    started `duration` before `last_poll_timestamp`)."""
+    end = s.value("patroni_exporter_last_poll_timestamp_seconds", **S)
+    took = s.value("patroni_exporter_poll_duration_seconds", **S)
+    if end is None or took is None:
+        return None
+    return truth.between(end - took, end)
+
+
+# ------------------------------------------------------------------ the scenarios
+def test_patroni_on_etcd(etcd: EtcdCluster, cluster: PatroniCluster, results: Results, checks: Checks) -> None:
+    st = etcd.endpoint_status().value
+    checks.check(f"etcd: all 3 members answer their status ({len(st)})", len(st) == 3)
+    checks.check("etcd: every member names the same leader, one of them",
+                 len({s.leader_id for s in st.values()}) == 1 and sum(s.is_leader for s in st.values()) == 1)
+    checks.check("etcd: every member healthy", all(etcd.health().values()))
+    listing = cluster.ctl("list")
+    log("patronictl list:\n" + listing)
+    checks.check("patronictl list: the scope, 3 members, one Leader",
+                 SCOPE in listing and all(cluster.name(n) in listing for n in cluster.members)
+                 and listing.count("Leader") == 1)
+    keys = etcd.keys(PREFIX)
+    results.record("patroni on etcd", "keys", " ".join(k.removeprefix(PREFIX) for k in keys))
+    want = {PREFIX + k for k in ("config", "initialize", "leader", "sync")} | \
+           {PREFIX + "members/" + cluster.name(n) for n in cluster.members}
+    checks.check(f"Patroni's keys under {PREFIX} ({len(keys)} keys, missing {sorted(want - set(keys))})",
+                 want <= set(keys))
+    leader = cluster.leader_index()
+    checks.check(f"the leader key names the leader, primary in its own GET /patroni ({cluster.name(leader)})",
+                 leader_key(etcd) == cluster.name(leader) and is_primary(own_role(cluster, leader)))
+    checks.verify()
+
+
+def test_healthy(etcd: EtcdCluster, cluster: PatroniCluster, exporter: Exporter | None,
+                 prometheus: Prometheus | None, results: Results, checks: Checks) -> None:
+    exp = need(exporter)
+    assert prometheus is not None
+    for rule in ("PatroniEtcdQuorumLost", "PatroniEtcdQuorumNoMargin", "PatroniMemberDcsViewStale"):
+        checks.check(f"Prometheus loaded the shipped rule {rule}", prometheus.rule_loaded(rule))
+    took = exp.wait_value("healthy", "patroni_dcs_quorum", ETCD, 1, 60)
+    checks.check(f"quorum 1 (confirmed) after the exporter's start ({took:.1f}s)", True)
+    # A member's view is judged against Patroni's keys once two polls read the same keys
+    # through the etcd leader: from the second poll on.
+    for m in [cluster.name(n) for n in cluster.members]:
+        took = exp.wait_value("healthy", "patroni_member_dcs_view_stale", {**S, "member": m}, 0, 20)
+    checks.check(f"every member's view judged fresh after the exporter's start ({took:.1f}s)", True)
+    truth = TruthSampler(lambda: etcd.endpoint_status().value, every_s=0.2).start()
+    primary = cluster.leader_index()
+    flushed = TruthSampler(lambda: int(cluster.psql(primary, "select pg_current_wal_flush_lsn() - '0/0'")),
+                           every_s=0.5).start()
+    t0 = time.time()
+    sampler = Sampler(exp.metrics_url, 2.0).start()
+    time.sleep(150)
+    scrapes = sampler.stop()
+    truth.stop()
+    flushed.stop()
+    seen = prometheus.alerts_seen(t0)
+    checks.check(f"150 s: {len(scrapes)} scrapes, {sampler.failures} unanswered", len(scrapes) >= 60 and sampler.failures == 0)
+    members = [cluster.name(n) for n in cluster.members]
+    bad: list[str] = []
+    judged = 0
+    for s in scrapes:
+        for name, labels, want in [("patroni_dcs_quorum", ETCD, 1.0), ("patroni_dcs_quorum_margin", ETCD, 1.0),
+                                   ("patroni_etcd_members", S, 3.0), ("patroni_etcd_members_answering", S, 3.0),
+                                   *[("patroni_member_dcs_view_stale", {**S, "member": m}, 0.0) for m in members]]:
+            got = s.value(name, **labels)
+            if got != want:
+                bad.append(f"{s.t_before - t0:.0f}s {name}{labels}={got}")
+        ttl = s.value("patroni_etcd_leader_key_ttl_seconds", **S)
+        if ttl is None or not 0 < ttl <= TTL_S:
+            bad.append(f"{s.t_before - t0:.0f}s leader key ttl {ttl}")
+        wal = around_poll(flushed, s)
+        position = s.value("patroni_member_wal_position_bytes", **S, member=cluster.name(primary), kind="flush")
+        if wal is not None and (position is None or not wal[0] <= position <= wal[1]):
+            bad.append(f"{s.t_before - t0:.0f}s the primary's flush position {position} not in PostgreSQL's {wal}")
+        around = around_poll(truth, s)
+        if around is None:
+            continue
+        low, high = around
+        judged += 1
+        for ep in etcd.endpoints:
+            lo, hi = low.get(ep), high.get(ep)
+            if lo is None or hi is None:
+                continue
+            term = by_endpoint(s, "patroni_etcd_raft_term", ep)
+            index = by_endpoint(s, "patroni_etcd_raft_index", ep)
+            leader = by_endpoint(s, "patroni_etcd_is_leader", ep)
+            if by_endpoint(s, "patroni_etcd_up", ep) != 1:
+                bad.append(f"{s.t_before - t0:.0f}s etcd_up {ep}")
+            if term is None or not lo.raft_term <= term <= hi.raft_term:
+                bad.append(f"{s.t_before - t0:.0f}s term {ep} {term} not in [{lo.raft_term}, {hi.raft_term}]")
+            if index is None or not lo.raft_index <= index <= hi.raft_index:
+                bad.append(f"{s.t_before - t0:.0f}s index {ep} {index} not in [{lo.raft_index}, {hi.raft_index}]")
+            if lo.is_leader == hi.is_leader and leader != (1 if lo.is_leader else 0):
+                bad.append(f"{s.t_before - t0:.0f}s leader {ep} {leader}, etcd says {lo.is_leader}")
+    results.record("healthy", "scrapes judged against etcd's own status around their poll", judged)
+    checks.check(f"every scrape: quorum 1, margin 1, 3 members all answering, views fresh, leader key ttl; the "
+                 f"primary's flush position within PostgreSQL's own around its poll; leader, term and index of each "
+                 f"endpoint within etcd's own status ({len(bad)} bad: {bad[:5]})",
+                 not bad and judged >= len(scrapes) // 2)
+    checks.check(f"no alert pending or firing in 150 s ({sorted(seen) or 'none'})", not seen)
+    checks.verify()
+
+
+def test_one_etcd_member_down(etcd: EtcdCluster, exporter: Exporter | None, prometheus: Prometheus | None,
+                              results: Results, checks: Checks) -> None:
+    exp = need(exporter)
+    assert prometheus is not None
+    leader = etcd.leader()
+    n = next(i for i in range(etcd.size) if etcd.client_url(i) != leader and i != 0)  # not the one it was given
+    log(f"=== one etcd down: stopping {etcd.name(n)} (a follower; the leader is {leader})")
+    t0 = time.time()
+    etcd.stop(n)
+    health = etcd.health()
+    checks.check(f"etcd's own health: 2 of 3 healthy ({health})", sum(health.values()) == 2)
+    took = exp.wait_value("one etcd down", "patroni_dcs_quorum_margin", ETCD, 0, 30)
+    results.record("one etcd down", "margin 0 seen after (s)", f"{took:.1f}")
+    sampler = Sampler(exp.metrics_url, 2.0).start()
+    _, took_alert = wait_for("PatroniEtcdQuorumNoMargin pending or firing",
+                             lambda: prometheus.alert_state("PatroniEtcdQuorumNoMargin") or None, 60)
+    time.sleep(max(0.0, 16 - took_alert))  # at least 8 scrapes of the member down
+    scrapes = sampler.stop()
+    results.record("one etcd down", "PatroniEtcdQuorumNoMargin pending after the margin (s)", f"{took_alert:.1f}")
+    bad = [f"{s.t_before - t0:.0f}s" for s in scrapes
+           if s.value("patroni_dcs_quorum", **ETCD) != 1 or s.value("patroni_dcs_quorum_margin", **ETCD) != 0
+           or s.value("patroni_etcd_members_answering", **S) != 2
+           or by_endpoint(s, "patroni_etcd_up", etcd.client_url(n)) != 0]
+    checks.check(f"every scrape ({len(scrapes)}): quorum 1, margin 0, 2 answering, the stopped one down ({bad[:5]})",
+                 bool(scrapes) and not bad)
+    seen = prometheus.alerts_seen(t0, "PatroniEtcdQuorumLost")
+    checks.check(f"PatroniEtcdQuorumLost never pending ({sorted(seen)})", not seen)
+    etcd.start(n)
+    took = exp.wait_value("etcd member back", "patroni_dcs_quorum_margin", ETCD, 1, 60)
+    checks.check(f"started again: margin 1 ({took:.1f}s)", True)
+    checks.verify()
+
+
+def test_failover_with_etcd_healthy(etcd: EtcdCluster, cluster: PatroniCluster, exporter: Exporter | None,
+                                    results: Results, checks: Checks) -> None:
+    old = cluster.leader_index()
+    log(f"=== failover: killing the primary {cluster.name(old)}")
+    t0 = time.monotonic()
+    cluster.kill(old)
+
+    def promoted() -> int | None:
+        for n in cluster.members:
+            if n != old and is_primary(own_role(cluster, n)):
+                return n
+        return None
+    new, took = wait_for("another member promoted (its own GET /patroni)", promoted, TTL_S + 60, every_s=1)
+    results.record("failover", "new primary, by its own GET /patroni, after (s)", f"{took:.1f}")
+    checks.check(f"{cluster.name(new)} promoted ({took:.1f}s after the kill)", True)
+    checks.check("it is out of recovery (pg_is_in_recovery)", cluster.psql(new, "select pg_is_in_recovery()") == "f")
+    _, took_key = wait_for("the leader key in etcd names it", lambda: leader_key(etcd) == cluster.name(new) or None, 30)
+    checks.check(f"etcd's leader key names {cluster.name(new)}", True)
+    if exporter is not None:
+        took = exporter.wait_value("failover", "patroni_cluster_primaries", S, 1, 30)
+        checks.check("the exporter: one primary", True)
+        exporter.wait_value("failover", "patroni_member_role", {**S, "member": cluster.name(new), "role": "leader"}, 1, 30)
+        checks.check(f"the exporter: {cluster.name(new)} the leader", True)
+        checks.check("the exporter: quorum 1 throughout", exporter.scrape().value("patroni_dcs_quorum", **ETCD) == 1)
+    cluster.start(old)
+    checks.check("the old primary back: healthy again (sync)", cluster.wait(sync=True))
+    results.record("failover", "kill to healthy again (s)", f"{time.monotonic() - t0:.1f}")
+    checks.verify()
+    if exporter is None:
+        pytest.skip("ground truth checked; the exporter part needs the exporter's etcd interface")
+
+
+def test_member_etcd_view_frozen(etcd: EtcdCluster, cluster: PatroniCluster, firewall: MemberFirewall,
+                                 exporter: Exporter | None, results: Results, checks: Checks) -> None:
+    leader = cluster.leader_index()
+    frozen, candidate = [n for n in cluster.members if n != leader]
+    log(f"=== stale view: {cluster.name(frozen)}'s etcd traffic dropped; switchover "
+        f"{cluster.name(leader)} -> {cluster.name(candidate)}")
+    firewall.cut_port(frozen, 2379)
+    try:
+        cluster.ctl("switchover", SCOPE, "--leader", cluster.name(leader), "--candidate", cluster.name(candidate), "--force")
+        wait_for("etcd's leader key names the candidate", lambda: leader_key(etcd) == cluster.name(candidate) or None, 60)
+
+        def stale_view() -> list[str] | None:
+            """The leader(s) the frozen member's own GET /cluster names, when it answers and does
+            not name the new one."""
+            js = cluster.get(frozen, "/cluster")
+            if not isinstance(js, dict):
+                return None
+            named = [str(m["name"]) for m in js.get("members", []) if m.get("role") == "leader"]
+            return named if named != [cluster.name(candidate)] else None
+        named, _ = wait_for(f"{cluster.name(frozen)}'s own GET /cluster answers, not naming the new leader",
+                            stale_view, 20)
+        checks.check(f"ground truth: {cluster.name(frozen)}'s own view names {named}, etcd names {cluster.name(candidate)}",
+                     named != [cluster.name(candidate)])
+        if exporter is not None:
+            took = exporter.wait_value("stale view", "patroni_member_dcs_view_stale",
+                                       {**S, "member": cluster.name(frozen)}, 1, 30)
+            results.record("stale view", "named stale after the leader key changed (s)", f"{took:.1f}")
+            s = exporter.scrape()
+            others = {cluster.name(n): s.value("patroni_member_dcs_view_stale", **S, member=cluster.name(n))
+                      for n in cluster.members if n != frozen}
+            checks.check(f"only {cluster.name(frozen)}'s view named stale ({others})", all(v == 0 for v in others.values()))
+    finally:
+        firewall.heal()
+    if exporter is not None:
+        took = exporter.wait_value("healed", "patroni_member_dcs_view_stale", {**S, "member": cluster.name(frozen)}, 0, 60)
+        checks.check(f"healed: its view fresh again ({took:.1f}s)", True)
+    checks.check("healed: healthy again (sync)", cluster.wait(sync=True))
+    checks.verify()
+    if exporter is None:
+        pytest.skip("ground truth checked; the exporter part needs the exporter's etcd interface")
+
+
+def test_etcd_majority_down(etcd: EtcdCluster, cluster: PatroniCluster, exporter: Exporter | None,
+                            prometheus: Prometheus | None, alertmanager: Alertmanager | None,
+                            results: Results, checks: Checks) -> None:
+    cluster.ctl("edit-config", SCOPE, "-s", "failsafe_mode=true", "--force")
+    wait_for("failsafe_mode in GET /config", lambda: (cluster.get(0, "/config") or {}).get("failsafe_mode") is True or None, 20)
+    # the leader writes the members it will ask (the failsafe key) at its next HA loop: without
+    # it, the leader demotes itself when the DCS goes
+    wait_for("the failsafe key in etcd", lambda: PREFIX + "failsafe" in etcd.keys(PREFIX) or None, 30)
+    if exporter is not None:
+        exporter.wait_value("failsafe on", "patroni_config_failsafe_mode", S, 1, 30)
+    leader = cluster.leader_index()
+    lost = [n for n in range(etcd.size) if n != 0]  # the exporter's endpoint answers: the loss is seen, not guessed
+    log(f"=== majority down: killing {[etcd.name(n) for n in lost]}; failsafe_mode on, leader {cluster.name(leader)}")
+    t0 = time.time()
+    for n in lost:
+        etcd.kill(n)
+    try:
+        health = etcd.health()
+        checks.check(f"etcd's own health: none healthy ({health})", not any(health.values()))
+        if exporter is not None:
+            took = exporter.wait_value("majority down", "patroni_dcs_quorum", ETCD, 0, 30)
+            results.record("majority down", "quorum 0 after (s)", f"{took:.1f}")
+            exporter.wait_value("majority down", "patroni_cluster_failover_candidates", S, 0, 60)
+            checks.check("failover candidates 0", True)
+        _, took = wait_for("the leader in failsafe (its own GET /patroni)",
+                           lambda: (cluster.get(leader, "/patroni") or {}).get("failsafe_mode_is_active") is True or None,
+                           TTL_S + 30, every_s=1)
+        results.record("majority down", "leader in failsafe by its own word after (s)", f"{took:.1f}")
+        checks.check(f"{cluster.name(leader)} still primary ({own_role(cluster, leader)}), failsafe active by its own word",
+                     is_primary(own_role(cluster, leader)))
+        if exporter is not None and alertmanager is not None and prometheus is not None:
+            exporter.wait_value("failsafe", "patroni_member_failsafe_active", {**S, "member": cluster.name(leader)}, 1, 30)
+            checks.check("the exporter shows the leader's failsafe", True)
+            _, took = wait_for("PatroniEtcdQuorumLost at Alertmanager", lambda: alertmanager.alerts("PatroniEtcdQuorumLost") or None,
+                               120, every_s=1)
+            results.record("majority down", "PatroniEtcdQuorumLost at Alertmanager after the kill (s)", f"{time.time() - t0:.1f}")
+            checks.check("PatroniEtcdQuorumLost (critical) reached Alertmanager",
+                         all(a["labels"].get("severity") == "critical" for a in alertmanager.alerts("PatroniEtcdQuorumLost")))
+    finally:
+        for n in lost:
+            etcd.start(n)
+    wait_for("etcd healthy again", lambda: all(etcd.health().values()) or None, 60)
+    if exporter is not None:
+        took = exporter.wait_value("etcd back", "patroni_dcs_quorum", ETCD, 1, 60)
+        checks.check(f"etcd back: quorum 1 ({took:.1f}s)", True)
+    checks.verify()
+    if exporter is None:
+        pytest.skip("ground truth checked; the exporter part needs the exporter's etcd interface")

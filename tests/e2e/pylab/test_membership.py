@@ -1,0 +1,402 @@
+"""Raft membership changed on a live cluster as Charmed PostgreSQL changes it (issue #42, part 5).
+
+Since canonical/postgresql-operator #1680/#1860 the charm reconfigures Raft membership with
+`syncobj_admin -add/-remove` on every Juju leader change: a unit that leaves has its Patroni
+stopped and its voter removed, a unit that joins has its voter added and its Patroni started
+with the new partner list. This runs both on the cluster of `cluster.sh up --sync`, watched as
+the charm's units watch it: two exporters, each as the README's quick start (one
+`--patroni.url`, the Raft password file, `--poll.interval 2s`) on a member of its own
+(postgresql-0 and postgresql-1), and a real Prometheus with the shipped rules.
+
+  healthy      3 voters that agree
+  stopped      postgresql-2's Patroni stopped (`cluster.sh stop 2`): its voter down, still a voter
+  removed      its voter removed at the Raft leader (`syncobj_admin -conn LEADER -remove`):
+               the scale-down done, 2 voters
+  added        its voter added back at the Raft leader (`-add`), its Patroni not started yet
+  rejoined     its Patroni started with the new partner list (the two others, as the charm
+               writes it: MEMBER_RAFT_PARTNERS_2), healthy again (sync)
+
+cluster.sh makes its members at `up` (MEMBERS is remembered) and cannot add a fourth: the member
+that joins is the one that left, re-added and started again, which is what the charm does when a
+unit comes back (its data directory kept).
+
+Ground truth: each Raft node's own `syncobj_admin -status` (itself and its partners: the voter
+set it counts its majority against), read in the background with its time. In every scrape of
+either exporter whose poll lies between two readings that agree, `patroni_raft_voters`,
+`patroni_raft_node_info`'s nodes, `patroni_raft_voter_sets` and `patroni_raft_voter_set_differs`
+are what the nodes said. Prometheus's alerts are read every second: nothing pending or firing
+beyond what a step explains (ALLOWED, each with its reason).
+
+Root, a network namespace of its own per version: `tests/e2e/pylab/run.sh test_membership.py
+--patroni 3.3.8 4.1.5` runs both side by side.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from e2elab.checks import Checks, Results
+from e2elab.cluster import PatroniCluster
+from e2elab.exporter import Exporter
+from e2elab.log import log
+from e2elab.metrics import Sampler, Scrape, Stamped, TruthSampler, stamped, wait_for
+from e2elab.netns import Netns
+from e2elab.paths import LabPaths
+from e2elab.prom import Prometheus
+
+SCENARIO = "membership"
+S = {"scope": "pg-test"}
+LEAVER = 2  # the member that leaves and comes back; the exporters watch the two others
+WATCHED = (0, 1)
+
+# What may be pending or firing, in which steps, and why; anything else fails the test, and so
+# does any of these firing but the one `info` alert. Prometheus keeps an alert pending until an
+# evaluation finds its expression empty: one that a step starts may be seen in the next.
+AFTER_STOP = frozenset({"stopped", "removed", "added", "rejoined"})
+ALLOWED: dict[str, tuple[frozenset[str], str]] = {
+    "PatroniRaftNodeUnreachable/pending": (AFTER_STOP, "postgresql-2's voter is down while it is one: stopped "
+                                           "until -remove, added before its Patroni starts (for: 2m)"),
+    "PatroniRaftQuorumNoMargin/pending": (AFTER_STOP, "margin 0: 3 voters with one down, or the 2 voters of the "
+                                          "scale-down (2 voters can lose none) (for: 5m)"),
+    "PatroniMemberNotRunning/pending": (AFTER_STOP, "postgresql-2's key says `stopped` until its ttl runs out, and "
+                                        "not running yet when it comes back (for: 2m)"),
+    "PatroniMemberApiUnreachable/pending": (AFTER_STOP, "postgresql-2 remembered for ttl after its API stopped "
+                                            "answering, and asked again as a voter without a member once added "
+                                            "(for: 2m)"),
+    "PatroniRaftZombieVoter/pending": (frozenset({"added", "rejoined"}), "the voter is added before its Patroni "
+                                       "starts: 3 voters, 2 members until it is in the view (for: 30m)"),
+    "PatroniDcsViewsDiverge/pending": (frozenset({"rejoined"}), "the member that starts writes its key: the views "
+                                       "read in one poll differ while it changes (for: 30s)"),
+    "PatroniMemberRestSlow/pending": (frozenset({"rejoined"}), "the starting member's first answers are slow, "
+                                      "above half the request timeout (for: 5m)"),
+    "PatroniPostgresRestarted/firing": (frozenset({"rejoined"}), "severity info, no for: the member that came back "
+                                        "has a new postmaster start time"),
+    # An exporter fault (reported, not hidden): once the voter is removed, the exporter still
+    # asks the remembered postgresql-2 until its ttl runs out and counts kind="api_url_not_allowed"
+    # in every poll (its host no longer named by a Raft status), a kind PatroniExporterPollErrors
+    # takes for a configuration fault (rate over 5m, for: 15m).
+    "PatroniExporterPollErrors/pending": (frozenset({"removed", "added", "rejoined"}),
+                                          "EXPORTER FAULT: api_url_not_allowed counted for the removed member"),
+}
+# Still there when the test ends, healthy again, and why: the info alert's 15m window, the
+# fault's 5m rate window.
+AT_THE_END = {"PatroniPostgresRestarted/firing", "PatroniExporterPollErrors/pending"}
+
+
+# ------------------------------------------------------------------ Raft ground truth
+@dataclass(frozen=True)
+class RaftStatus:
+    """A node's own word: itself, its partners (its voter set), its leader."""
+    self_addr: str
+    partners: frozenset[str]
+    leader: str
+
+    @property
+    def voters(self) -> frozenset[str]:
+        return self.partners | {self.self_addr}
+
+
+class Raft:
+    """`syncobj_admin` of the version's venv (as cluster.sh's `raft N` runs it), bounded."""
+
+    def __init__(self, venv: Path, password: str) -> None:
+        self.admin = str(venv / "bin" / "syncobj_admin")
+        self.password = password
+
+    def _run(self, addr: str, *args: str, timeout_s: float = 10) -> str:
+        try:
+            r = subprocess.run([self.admin, "-conn", addr, "-pass", self.password, *args],
+                               capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return ""
+        return r.stdout + r.stderr
+
+    def status(self, addr: str) -> RaftStatus | None:
+        """The node's status, None when it gives none (syncobj_admin exits 0 either way)."""
+        fields: dict[str, str] = {}
+        partners: set[str] = set()
+        for line in self._run(addr, "-status", timeout_s=5).splitlines():
+            key, sep, value = line.partition(": ")
+            if not sep:
+                continue
+            fields[key] = value.strip()
+            if key.startswith("partner_node_status_server_"):
+                partners.add(key.removeprefix("partner_node_status_server_"))
+        if "self" not in fields or "has_quorum" not in fields:
+            return None
+        return RaftStatus(fields["self"], frozenset(partners), fields.get("leader", "None"))
+
+    def change(self, leader: str, op: str, node: str) -> str:
+        """-add / -remove NODE at the Raft LEADER; its answer."""
+        out = self._run(leader, f"-{op}", node, timeout_s=20).strip()
+        log(f"syncobj_admin -conn {leader} -{op} {node}: {out}")
+        return out
+
+
+@dataclass
+class AlertLog:
+    """Prometheus's pending and firing alerts read every EVERY_S, each reading stamped."""
+    prometheus: Prometheus
+    every_s: float = 1.0
+    readings: list[Stamped[frozenset[str]]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> AlertLog:
+        def run() -> None:
+            while not self._stop.is_set():
+                try:
+                    self.readings.append(stamped(lambda: frozenset(
+                        f"{a['labels']['alertname']}/{a['state']}" for a in self.prometheus.alerts())))
+                except OSError:
+                    pass
+                self._stop.wait(self.every_s)
+        self._thread = threading.Thread(target=run, name="alert log", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+
+
+# ------------------------------------------------------------------ fixtures
+@pytest.fixture(scope="module")
+def cluster(paths: LabPaths, patroni_version: str, run_dir: Path, netns: Netns,
+            results: Results) -> Iterator[PatroniCluster]:
+    c = PatroniCluster(paths.cluster_sh, patroni_version, paths.work / f"cluster-{SCENARIO}-{patroni_version}",
+                       run_dir / "cluster.log", env={"WAL_SEGSIZE": os.environ.get("WAL_SEGSIZE", "1")})
+    c.down()
+    t0 = time.monotonic()
+    try:
+        c.up(sync=True)
+        results.record("setup", "cluster up --sync (s)", f"{time.monotonic() - t0:.1f}")
+        yield c
+    finally:
+        c.down(keep_logs=run_dir)
+
+
+@pytest.fixture(scope="module")
+def exporters(paths: LabPaths, run_dir: Path, cluster: PatroniCluster) -> Iterator[list[Exporter]]:
+    """The README's quick start on postgresql-0 and on postgresql-1."""
+    secret = run_dir / "raft-password"
+    secret.write_text(cluster.env_vars()["RAFT_PASS"] + "\n")
+    secret.chmod(0o600)
+    started: list[Exporter] = []
+    try:
+        for i, n in enumerate(WATCHED):
+            started.append(Exporter(paths.exporter_bin, ["--patroni.url", cluster.rest(n), "--raft.password-file",
+                                                         str(secret), "--poll.interval", "2s"],
+                                    run_dir / f"exporter-{n}.log", listen=f"127.0.0.1:{9393 + i}").start())
+        yield started
+    finally:
+        for e in started:
+            e.stop()
+
+
+@pytest.fixture(scope="module")
+def prometheus(run_dir: Path, paths: LabPaths, exporters: list[Exporter]) -> Iterator[Prometheus]:
+    p = Prometheus(run_dir, [e.listen for e in exporters], [paths.repo / "alerts" / "patroni-raft.rules.yml"]).start()
+    yield p
+    p.stop()
+
+
+# ------------------------------------------------------------------ judging
+def expected(statuses: dict[str, RaftStatus | None]) -> tuple[int, frozenset[str], int, frozenset[str]]:
+    """What the voter-set families must say when the nodes said STATUSES: voters, the nodes of
+    node_info, voter sets, the nodes whose set differs from the one most nodes have."""
+    sets = [s.voters for s in statuses.values() if s is not None]
+    union = frozenset().union(*sets) if sets else frozenset()
+    distinct = set(sets)
+    majority = max(distinct, key=sets.count) if distinct else frozenset()
+    differs = frozenset(s.self_addr for s in statuses.values() if s is not None and s.voters != majority)
+    return len(union), union, len(distinct), differs
+
+
+def judge(s: Scrape, truth: dict[str, TruthSampler[RaftStatus | None]]) -> str | None:
+    """'' when the scrape says what the nodes said around its poll, the difference otherwise;
+    None when the nodes' word changed during the poll (or was not read on both sides)."""
+    end = s.value("patroni_exporter_last_poll_timestamp_seconds", **S)
+    took = s.value("patroni_exporter_poll_duration_seconds", **S)
+    if end is None or took is None:
+        return None
+    said: dict[str, RaftStatus | None] = {}
+    for node, t in truth.items():
+        b = t.between(end - took, end)
+        if b is None or b[0] != b[1]:
+            return None
+        said[node] = b[0]
+    voters, nodes, sets, differs = expected(said)
+    got_voters = s.value("patroni_raft_voters", **S)
+    got_nodes = frozenset(x.labels["node"] for x in s.values("patroni_raft_node_info", **S) if x.value == 1)
+    got_sets = s.value("patroni_raft_voter_sets", **S)
+    got_differs = frozenset(x.labels["node"] for x in s.values("patroni_raft_voter_set_differs", **S) if x.value == 1)
+    wrong = []
+    if got_voters != voters:
+        wrong.append(f"voters {got_voters} (nodes: {voters})")
+    if got_nodes != nodes:
+        wrong.append(f"node_info {sorted(got_nodes)} (nodes: {sorted(nodes)})")
+    if got_sets != sets:
+        wrong.append(f"voter_sets {got_sets} (nodes: {sets})")
+    if got_differs != differs:
+        wrong.append(f"voter_set_differs {sorted(got_differs)} (nodes: {sorted(differs)})")
+    return "; ".join(wrong)
+
+
+# ------------------------------------------------------------------ the scenario
+def test_membership_changes_as_the_charm_makes_them(cluster: PatroniCluster, exporters: list[Exporter],
+                                                     prometheus: Prometheus, paths: LabPaths, patroni_version: str,
+                                                     run_dir: Path, results: Results, checks: Checks) -> None:
+    env = cluster.env_vars()
+    addrs = env["RAFT_ADDRS"].split(",")
+    leaver = addrs[LEAVER]
+    raft = Raft(paths.venv(patroni_version), env["RAFT_PASS"])
+    for rule in ("PatroniRaftVoterSetsDiffer", "PatroniRaftZombieVoter", "PatroniRaftQuorumLost"):
+        checks.check(f"Prometheus loaded the shipped rule {rule}", prometheus.rule_loaded(rule))
+    t_ready = time.monotonic()
+    for e in exporters:
+        e.wait_value("healthy", "patroni_raft_voters", S, 3, 60)
+        e.wait_value("healthy", "patroni_raft_cluster_quorum", S, 1, 30)
+        e.wait_value("healthy", "patroni_cluster_sync_standbys", S, 2, 30)
+    checks.check(f"both exporters: 3 voters, quorum 1, 2 sync standbys ({time.monotonic() - t_ready:.1f}s)", True)
+
+    truth = {a: TruthSampler(lambda a=a: raft.status(a), every_s=1.0).start() for a in addrs}
+    samplers = [Sampler(e.metrics_url, 1.0).start() for e in exporters]
+    alerts = AlertLog(prometheus).start()
+    t0 = time.time()
+    steps: list[tuple[str, float]] = [("healthy", t0)]
+
+    def step(name: str) -> None:
+        steps.append((name, time.time()))
+        log(f"=== step {name} at +{time.time() - t0:.1f}s")
+
+    def raft_leader() -> str | None:
+        for a in addrs:
+            if a == leaver and steps[-1][0] in ("stopped", "removed", "added"):
+                continue
+            st = raft.status(a)
+            if st is not None and st.leader in addrs:
+                return st.leader
+        return None
+
+    def nodes_say(want: frozenset[str], among: list[str]) -> bool | None:
+        return all((st := raft.status(a)) is not None and st.voters == want for a in among) or None
+
+    def exporters_say(voters: int) -> bool | None:
+        return all(e.scrape().value("patroni_raft_voters", **S) == voters for e in exporters) or None
+
+    stayers = [a for a in addrs if a != leaver]
+    try:
+        time.sleep(10)
+        step("stopped")
+        cluster.stop(LEAVER)
+        _, took = wait_for(f"both exporters: {leaver} down", lambda: all(
+            e.scrape().value("patroni_raft_up", **S, node=leaver) == 0 for e in exporters) or None, 30)
+        results.record("stopped", "voter down in both exporters after the stop (s)", f"{took:.1f}")
+        time.sleep(6)
+
+        leader = raft_leader()
+        checks.check(f"the Raft leader by the nodes' own word: {leader}", leader is not None and leader != leaver)
+        assert leader is not None
+        step("removed")
+        out = raft.change(leader, "remove", leaver)
+        checks.check(f"syncobj_admin -remove {leaver}: {out!r}", "SUCCESS" in out)
+        _, took = wait_for("the two nodes' own voter set without it", lambda: nodes_say(frozenset(stayers), stayers), 30)
+        results.record("removed", "the nodes' own voter sets without it after -remove (s)", f"{took:.1f}")
+        _, took = wait_for("both exporters: 2 voters", lambda: exporters_say(2), 30)
+        results.record("removed", "both exporters: 2 voters after -remove (s)", f"{took:.1f}")
+        time.sleep(12)
+
+        leader = raft_leader()
+        assert leader is not None
+        step("added")
+        out = raft.change(leader, "add", leaver)
+        checks.check(f"syncobj_admin -add {leaver}: {out!r}", "SUCCESS" in out)
+        _, took = wait_for("the two nodes' own voter set with it", lambda: nodes_say(frozenset(addrs), stayers), 30)
+        results.record("added", "the nodes' own voter sets with it after -add (s)", f"{took:.1f}")
+        _, took = wait_for("both exporters: 3 voters", lambda: exporters_say(3), 30)
+        results.record("added", "both exporters: 3 voters after -add (s)", f"{took:.1f}")
+        time.sleep(6)
+
+        step("rejoined")
+        cluster.env[f"MEMBER_RAFT_PARTNERS_{LEAVER}"] = ",".join(stayers)
+        t_start = time.monotonic()
+        cluster.start(LEAVER)
+        checks.check("rejoined: healthy again (sync)", cluster.wait(sync=True))
+        results.record("rejoined", "start to healthy again (sync) (s)", f"{time.monotonic() - t_start:.1f}")
+        _, took = wait_for("every node's own voter set: all three", lambda: nodes_say(frozenset(addrs), addrs), 30)
+        for e in exporters:
+            e.wait_value("rejoined", "patroni_raft_up", {**S, "node": leaver}, 1, 30)
+        time.sleep(10)
+    finally:
+        cluster.env.pop(f"MEMBER_RAFT_PARTNERS_{LEAVER}", None)
+        t_end = time.time()
+        scrapes = [smp.stop() for smp in samplers]
+        for t in truth.values():
+            t.stop()
+        alerts.stop()
+    results.record("total", "membership steps (s)", f"{t_end - t0:.1f}")
+
+    def step_of(t: float) -> str:
+        return ([name for name, since in steps if since <= t] or [steps[0][0]])[-1]
+
+    # the voter-set families against the nodes' own word, per exporter and step
+    with (run_dir / "samples.tsv").open("w") as f:
+        f.write("exporter\tt\tstep\tvoters\tnode_info\tvoter_sets\tdiffers\tverdict\n")
+        for e, got in zip(exporters, scrapes):
+            judged: dict[str, int] = {name: 0 for name, _ in steps}
+            bad: list[str] = []
+            for s in got:
+                verdict = judge(s, truth)
+                nodes = ",".join(sorted(x.labels["node"] + ":" + x.labels.get("kind", "?")
+                                        for x in s.values("patroni_raft_node_info", **S) if x.value == 1))
+                differs = ",".join(sorted(x.labels["node"] for x in s.values("patroni_raft_voter_set_differs", **S)
+                                          if x.value == 1))
+                f.write(f"{e.listen}\t{s.t_before - t0:.1f}\t{step_of(s.t_before)}\t"
+                        f"{s.value('patroni_raft_voters', **S)}\t{nodes}\t{s.value('patroni_raft_voter_sets', **S)}\t"
+                        f"{differs or '-'}\t{'unjudged' if verdict is None else verdict or 'ok'}\n")
+                if verdict is None:
+                    continue
+                judged[step_of(s.t_before)] += 1
+                if verdict:
+                    bad.append(f"+{s.t_before - t0:.1f}s {step_of(s.t_before)}: {verdict}")
+            results.record("judged", f"scrapes of {e.listen} judged per step", " ".join(f"{k}={v}" for k, v in judged.items()))
+            checks.check(f"{e.listen}: every scrape's voter-set families as the nodes' own status around its poll "
+                         f"({sum(judged.values())} of {len(got)} judged, {len(bad)} bad: {bad[:4]})", not bad)
+            thin = [name for name, n in judged.items() if name != "stopped" and n < 3]
+            checks.check(f"{e.listen}: at least 3 judged scrapes in each step but the stop ({judged})", not thin)
+
+    # nothing pages: per step, only what it explains
+    seen: dict[str, set[str]] = {name: set() for name, _ in steps}
+    with (run_dir / "alerts.tsv").open("w") as f:
+        f.write("t\tstep\talerts\n")
+        for r in alerts.readings:
+            seen[step_of(r.t_before)] |= r.value
+            f.write(f"{r.t_before - t0:.1f}\t{step_of(r.t_before)}\t{' '.join(sorted(r.value)) or '-'}\n")
+    for name, got_alerts in seen.items():
+        unexplained = sorted(a for a in got_alerts if a not in ALLOWED or name not in ALLOWED[a][0])
+        explained = [f"{a}: {ALLOWED[a][1]}" for a in sorted(got_alerts) if a not in unexplained]
+        results.record(name, "alerts seen", " ".join(sorted(got_alerts)) or "none")
+        checks.check(f"step {name}: no alert pending or firing beyond what the step explains (unexplained "
+                     f"{unexplained}; explained {explained})", not unexplained)
+    firing = sorted({a for r in alerts.readings for a in r.value if a.endswith("/firing")})
+    checks.check(f"nothing fires but the info alert PatroniPostgresRestarted ({firing})",
+                 set(firing) <= {"PatroniPostgresRestarted/firing"})
+    last = alerts.readings[-1].value if alerts.readings else frozenset({"(never read)"})
+    checks.check(f"healthy again at the end: nothing pending or firing but {sorted(AT_THE_END)} ({sorted(last)})",
+                 last <= AT_THE_END)
+    results.record("rejoined", "exporter fault: PatroniExporterPollErrors pending on api_url_not_allowed after -remove",
+                   "yes" if any("PatroniExporterPollErrors/pending" in v for v in seen.values()) else "no")
+    checks.check(f"Prometheus's alerts read {len(alerts.readings)} times", len(alerts.readings) >= (t_end - t0) / 3)
+    checks.check("both exporters still running, no panic", all(e.alive() and not e.panicked() for e in exporters))
+    checks.verify()
+

@@ -1,0 +1,245 @@
+//! A cluster on etcd, end to end in one process: fake Patroni members and fake etcd members
+//! answering captured documents, the real poller, the real encoder.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use patroni_raft_exporter::config::{DcsSettings, EtcdSettings};
+use patroni_raft_exporter::etcd::fake::{FakeEtcd, Reply};
+use patroni_raft_exporter::metrics::exposition::Format;
+use patroni_raft_exporter::metrics::{render_store, Store};
+use patroni_raft_exporter::poller::ClusterPoller;
+
+use crate::support::*;
+
+/// Patroni's keys of a cluster `scope` as etcd's range answers them: the leader key naming
+/// `leader`, and a member key per `(name, api_url)`.
+fn patroni_keys(scope: &str, leader: &str, members: &[(String, String)]) -> Vec<u8> {
+    let base64 = base64::engine::general_purpose::STANDARD;
+    let key = |relative: &str, value: &str, lease: &str| {
+        serde_json::json!({
+            "key": base64.encode(format!("/service/{scope}/{relative}")),
+            "value": base64.encode(value),
+            "create_revision": "5", "mod_revision": "9", "version": "1", "lease": lease,
+        })
+    };
+    let mut kvs = vec![key("leader", leader, "7587883380187226395")];
+    for (name, api_url) in members {
+        let value = serde_json::json!({"api_url": api_url, "role": "replica", "state": "running"});
+        kvs.push(key(&format!("members/{name}"), &value.to_string(), "0"));
+    }
+    serde_json::to_vec(&serde_json::json!({
+        "header": {"cluster_id": "1", "member_id": "9472030171395453087", "revision": "12", "raft_term": "2"},
+        "kvs": kvs, "count": kvs.len().to_string(),
+    }))
+    .unwrap()
+}
+
+/// One etcd member, the leader by its own status (etcd 3.4.23's captured `status-e1.json`),
+/// serving `keys` as Patroni's keys.
+async fn etcd_leader(keys: Vec<u8>) -> FakeEtcd {
+    let fake = FakeEtcd::start("127.0.0.1").await;
+    let mut member_list = String::from_utf8(fixture("etcd-3.4/member-list.json")).unwrap();
+    member_list = member_list.replace(
+        "http://127.0.0.11:2379",
+        fake.url().as_str().trim_end_matches('/'),
+    );
+    for (path, body) in [
+        ("/v3/maintenance/status", fixture("etcd-3.4/status-e1.json")),
+        ("/v3/cluster/member/list", member_list.into_bytes()),
+        ("/v3/maintenance/alarm", fixture("etcd-3.4/alarm-none.json")),
+        ("/v3/kv/range", keys),
+        (
+            "/v3/lease/timetolive",
+            fixture("etcd-3.4/timetolive-leader.json"),
+        ),
+    ] {
+        fake.route(path, Reply::ok(body));
+    }
+    fake
+}
+
+fn etcd_settings(endpoint: &FakeEtcd) -> DcsSettings {
+    DcsSettings::Etcd(EtcdSettings {
+        endpoints: vec![endpoint.url()],
+        namespace: EtcdSettings::DEFAULT_NAMESPACE.into(),
+        ca_file: None,
+        cert_file: None,
+        key_file: None,
+        username: None,
+        password: None,
+    })
+}
+
+fn value(output: &str, series: &str) -> Option<f64> {
+    output
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// The README's quick start on etcd (one `--patroni.url`, one plain `--etcd.endpoint`, no
+/// scope given): the first poll learns the scope from `/cluster`, reads Patroni's keys under
+/// it, and follows the other members' `api_url`s that the keys name, on hosts nothing else
+/// named, so that every member is read in the first poll, `status`'s only one.
+#[tokio::test]
+async fn the_first_poll_finds_every_member_through_patronis_keys() {
+    let cluster = FakeCluster::start_on(
+        ["127.0.0.91", "127.0.0.92", "127.0.0.93"],
+        "on-etcd",
+        Captured::healthy_415(0),
+    )
+    .await;
+    let members: Vec<(String, String)> = cluster
+        .urls()
+        .iter()
+        .enumerate()
+        .map(|(i, url)| (format!("postgresql-{i}"), format!("{url}patroni")))
+        .collect();
+    let etcd = etcd_leader(patroni_keys("on-etcd", "postgresql-0", &members)).await;
+    let config = cluster_config(cluster.urls()[..1].to_vec(), None)
+        .with(|config| config.identity.dcs = etcd_settings(&etcd));
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
+    let store = Arc::new(Store::new(1));
+    store.publish(0, poller.poll_once().await);
+    let output = render_store(&store, Format::PrometheusText);
+    for i in 0..3 {
+        let up = format!("patroni_member_api_up{{scope=\"on-etcd\",member=\"postgresql-{i}\"}}");
+        assert_eq!(value(&output, &up), Some(1.0), "{up}\n{output}");
+    }
+    assert_eq!(
+        value(&output, "patroni_etcd_member_keys{scope=\"on-etcd\"}"),
+        Some(3.0)
+    );
+    assert_eq!(
+        value(
+            &output,
+            "patroni_dcs_quorum{scope=\"on-etcd\",dcs=\"etcd\"}"
+        ),
+        Some(1.0)
+    );
+    let range = etcd
+        .requests()
+        .into_iter()
+        .find(|request| request.path == "/v3/kv/range")
+        .expect("the keys were read in the first poll");
+    let prefix = base64::engine::general_purpose::STANDARD.encode("/service/on-etcd/");
+    assert!(range.body.contains(&prefix), "{}", range.body);
+    // Read-only: nothing but reads and health was asked.
+    for request in etcd.requests() {
+        assert!(
+            [
+                "/v3/maintenance/status",
+                "/v3/cluster/member/list",
+                "/v3/maintenance/alarm",
+                "/v3/kv/range",
+                "/v3/lease/timetolive",
+                "/health"
+            ]
+            .contains(&request.path.as_str()),
+            "{request:?}"
+        );
+        if request.path == "/v3/maintenance/alarm" {
+            assert!(request.body.contains("\"GET\""), "{request:?}");
+        }
+    }
+}
+
+/// zalando/patroni #3359: one member's own `/cluster` still names the old leader while
+/// Patroni's keys in etcd name the new one. From the second poll with the same keys, that
+/// member, and only it, is named stale.
+#[tokio::test]
+async fn a_member_whose_view_disagrees_with_etcds_keys_is_named_stale() {
+    let cluster = FakeCluster::start_on(
+        ["127.0.0.94", "127.0.0.95", "127.0.0.96"],
+        "stale-view",
+        Captured::healthy_415(0),
+    )
+    .await;
+    let members: Vec<(String, String)> = cluster
+        .urls()
+        .iter()
+        .enumerate()
+        .map(|(i, url)| (format!("postgresql-{i}"), format!("{url}patroni")))
+        .collect();
+    // The members' views name postgresql-0; the keys postgresql-0 as well, but member 2's
+    // own view is the switchover's: postgresql-1 leads there.
+    cluster.serve_cluster_on(
+        2,
+        &fixture("patroni-4.1.5/02-cluster-after-switchover.json"),
+    );
+    let etcd = etcd_leader(patroni_keys("stale-view", "postgresql-0", &members)).await;
+    let config = cluster_config(cluster.urls(), None)
+        .with(|config| config.identity.dcs = etcd_settings(&etcd));
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
+    let store = Arc::new(Store::new(1));
+    store.publish(0, poller.poll_once().await);
+    let first = render_store(&store, Format::PrometheusText);
+    assert!(
+        !first.contains("patroni_member_dcs_view_stale{"),
+        "judged from the second poll with the same keys:\n{first}"
+    );
+    store.publish(0, poller.poll_once().await);
+    let second = render_store(&store, Format::PrometheusText);
+    let stale = |i: usize| {
+        value(
+            &second,
+            &format!(
+                "patroni_member_dcs_view_stale{{scope=\"stale-view\",member=\"postgresql-{i}\"}}"
+            ),
+        )
+    };
+    assert_eq!(
+        [stale(0), stale(1), stale(2)],
+        [Some(0.0), Some(0.0), Some(1.0)],
+        "{second}"
+    );
+}
+
+/// `status` on a cluster on etcd: the etcd verdict in the header, the etcd members' table, and
+/// the problems in plain words when etcd has no leader (the survivor's real 3.4.23 answer).
+#[tokio::test]
+async fn status_prints_the_etcd_members_and_says_what_is_wrong() {
+    use patroni_raft_exporter::status::render::{self, Colour};
+    use patroni_raft_exporter::status::report::{ClusterReport, Level};
+    let cluster = FakeCluster::start_on(
+        ["127.0.0.97", "127.0.0.98", "127.0.0.99"],
+        "status-etcd",
+        Captured::healthy_415(0),
+    )
+    .await;
+    let members: Vec<(String, String)> = cluster
+        .urls()
+        .iter()
+        .enumerate()
+        .map(|(i, url)| (format!("postgresql-{i}"), format!("{url}patroni")))
+        .collect();
+    let etcd = etcd_leader(patroni_keys("status-etcd", "postgresql-0", &members)).await;
+    let config = cluster_config(cluster.urls(), None)
+        .with(|config| config.identity.dcs = etcd_settings(&etcd));
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
+    let report = ClusterReport::from_snapshot(&poller.poll_once().await);
+    let text = render::text(std::slice::from_ref(&report), Colour(false));
+    assert_eq!(report.level, Level::Ok, "{text}");
+    assert!(
+        text.contains("etcd quorum: confirmed: 1 of 3 voting members answer, leader e1 (the leader says it leads)"),
+        "{text}"
+    );
+    assert!(text.contains("| etcd endpoint"), "{text}");
+    assert!(text.contains("| e1 "), "{text}");
+    assert!(text.contains("| leader "), "{text}");
+
+    // The member left alone without a leader: etcd's own words for it.
+    etcd.route(
+        "/v3/maintenance/status",
+        Reply::ok(fixture("etcd-3.4/no-quorum-status-e1.json")),
+    );
+    let report = ClusterReport::from_snapshot(&poller.poll_once().await);
+    let text = render::text(std::slice::from_ref(&report), Colour(false));
+    assert_eq!(report.level, Level::Critical, "{text}");
+    assert!(text.contains("etcd quorum: lost"), "{text}");
+    assert!(
+        text.contains("CRITICAL etcd quorum lost: 1 of 3 voting members answer (every member that answers knows no leader)"),
+        "{text}"
+    );
+    assert!(text.contains("nobody can take the leader key"), "{text}");
+}
