@@ -13,6 +13,13 @@
 #           the floor (benches/floor.rs: the same requests to the same fleet-sim with the
 #           same HTTP stack, no parsing, snapshot or encoding) for as many cycles, and the
 #           ratio of the exporter's CPU per cycle to the floor's.
+#           With EXPORTER_B (another build, e.g. the last release's): both builds alternately
+#           against one fleet-sim per N, in $ROUNDS (2) rounds of the floor, A ($EXPORTER) and
+#           B, each over $CYCLES intervals: CPU per cycle and its ratio to the same round's
+#           floor, RSS, series, encode CPU p50, and the requests per cluster and cycle by path
+#           (the floor's must equal the exporter's), side by side: $OUT/fleet-compare.csv and
+#           .txt. Run it after any change to the poller, the requests or the encoder
+#           (CONTRIBUTING.md).
 #   real    a real 3-member Patroni + Raft cluster (tests/e2e/cluster.sh, locked with
 #           the real-cluster lock): wrk on the exporter's /metrics (plain, then gzip) vs
 #           Patroni's GET /metrics of member 0, each with the CPU seconds that the exporter,
@@ -55,6 +62,7 @@
 #   EXPORTER, FLEET_SIM: release/... of $CARGO_TARGET_DIR, else of target
 #   PORT=19393 (exporter, 127.0.0.1) E2E_WORK DATA_DIR PATRONI_VERSION=4.1.5
 #   SIM_WORKERS=1 FLOOR (the floor client; none: skip the floor) PERF=1 PERF_FREQ=999 (real)
+#   EXPORTER_B (a second build: fleet compares the two) ROUNDS=2 ENCODE_SCRAPES
 #   PLOT_VENV=$E2E_WORK/venv-plot EXPORTER_ARGS (extra flags of the fleet's exporter, e.g.
 #   "--no-collector.views --no-collector.probes" to measure what those collectors cost)
 # Everything runs on 127.0.0.1/8, every wait is bounded, and only processes started here
@@ -83,6 +91,7 @@ PORT="${PORT:-19393}"
 SIM_WORKERS="${SIM_WORKERS:-1}"
 CLK_TCK="$(getconf CLK_TCK)"
 mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)" # absolute: the /metrics reader takes file:// URLs
 
 PIDS=()
 cleanup() {
@@ -343,6 +352,147 @@ fleet() {
     fleet_one "$n"
   done
   column -s, -t <"$OUT/fleet.csv" >&2 || cat "$OUT/fleet.csv" >&2
+}
+
+# ---------------------------------------------------------------------------------------
+# Two builds side by side (EXPORTER_B set): per N, one fleet-sim, and $ROUNDS rounds of three
+# windows each, the floor and both builds (A then B, B then A in the next round: neither always
+# follows the floor), so that a change is judged against the same simulator, the same floor and
+# about the same load of the machine. A window: start the process, settle one interval, then
+# $CYCLES intervals measured (CPU ticks from /proc, one /metrics scrape per interval as
+# Prometheus would); for an exporter then its RSS, peak RSS, series, poll errors and the CPU of
+# assembling $ENCODE_SCRAPES (20) responses one after another (p50). fleet-sim counts the
+# requests by path in each window: the exporter's mix and the floor's, per cluster and cycle,
+# must be the same (the floor is honest). Rows in $OUT/fleet-compare.csv, then the ratios of
+# both builds side by side.
+
+# request_mix FILE: fleet-sim's "requests /a=N /b=M" line of its --stats-out FILE, one
+# "path count" a line.
+request_mix() { sed -n 's/^requests //p' "$1" | tr ' ' '\n' | sed -n 's/=/ /p'; }
+
+# mix_per_cycle BEFORE AFTER N CYCLES: the requests by path between two request_mix readings,
+# per cluster and cycle: "/cluster=1.00 /patroni=3.00 ...".
+mix_per_cycle() {
+  awk -v n="$3" -v c="$4" 'NR == FNR { a[$1] = $2; next } { d = ($2 - a[$1]) / n / c; printf "%s%s=%.2f", sep, $1, d; sep = " " } END { print "" }' \
+    <(echo "$1") <(echo "$2")
+}
+
+# compare_window DIR N NAME BINARY: one window (see above) of the build BINARY (or of the floor:
+# NAME floor); appends a row to $OUT/fleet-compare.csv.
+compare_window() {
+  local dir=$1 n=$2 name=$3 bin=$4 round=$5 pid started
+  started=$SECONDS
+  if [[ $name == floor ]]; then
+    "$bin" --config "$dir/exporter.yml" --duration "$((INTERVAL * (CYCLES + 3) + 60))s" \
+      >"$dir/floor-$round.out" 2>"$dir/floor-$round.err" &
+    pid=$!
+    PIDS+=("$pid")
+    wait_for 60 grep -q '^ready' "$dir/floor-$round.out" || { log "floor not ready"; return 1; }
+  else
+    # shellcheck disable=SC2086  # EXPORTER_ARGS: extra flags, one word each
+    "$bin" --config.file "$dir/exporter.yml" --web.listen-address "127.0.0.1:$PORT" \
+      --log.level 'warn,patroni_raft_exporter::metrics::stream=debug' ${EXPORTER_ARGS:-} \
+      2>"$dir/exporter-$name-$round.log" &
+    pid=$!
+    PIDS+=("$pid")
+    wait_for 120 curl -fsS "http://127.0.0.1:$PORT/-/ready" || { log "exporter $name not ready"; return 1; }
+  fi
+  local ready=$((SECONDS - started))
+  sleep "$INTERVAL"
+  local t0 c0 t1 c1 m0 m1 i load
+  t0=$(date +%s.%N); c0=$(cpu_ticks "$pid"); m0=$(request_mix "$dir/stats")
+  for ((i = 0; i < CYCLES; i++)); do
+    sleep "$INTERVAL"
+    [[ $name == floor ]] || curl -fsS -o /dev/null "http://127.0.0.1:$PORT/metrics"
+  done
+  t1=$(date +%s.%N); c1=$(cpu_ticks "$pid"); m1=$(request_mix "$dir/stats")
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  local rss hwm series=- errors=- encode_cpu=- cycles mix
+  rss=$(rss_kib "$pid"); hwm=$(hwm_kib "$pid")
+  cycles=$(awk -v a="$t0" -v b="$t1" -v iv="$INTERVAL" 'BEGIN { print (b - a) / iv }')
+  mix=$(mix_per_cycle "$m0" "$m1" "$n" "$cycles")
+  if [[ $name != floor ]]; then
+    curl -fsS -o "$dir/metrics-$name-$round.txt" "http://127.0.0.1:$PORT/metrics"
+    series=$(grep -vc '^#' "$dir/metrics-$name-$round.txt")
+    errors=$(EXPORTER_URL="file://$dir/metrics-$name-$round.txt" fleet_health | awk '{ print $4 }')
+    local before; before=$(wc -l <"$dir/exporter-$name-$round.log")
+    for ((i = 0; i < ${ENCODE_SCRAPES:-20}; i++)); do curl -fsS -o /dev/null "http://127.0.0.1:$PORT/metrics"; done
+    encode_cpu=$(tail -n +"$((before + 1))" "$dir/exporter-$name-$round.log" | percentiles_ms encode_cpu_seconds | cut -d' ' -f1)
+  fi
+  kill "$pid" 2>/dev/null || true
+  timeout 30 tail --pid="$pid" -f /dev/null 2>/dev/null || kill -9 "$pid" 2>/dev/null || true
+  local row
+  row=$(awk -v n="$n" -v r="$round" -v name="$name" -v c="$((c1 - c0))" -v h="$CLK_TCK" -v cy="$cycles" \
+    -v rss="$rss" -v hwm="$hwm" -v series="$series" -v errors="$errors" -v enc="$encode_cpu" -v ready="$ready" \
+    -v load="$load" -v mix="$mix" \
+    'BEGIN { printf "%d,%d,%s,%.4f,%.1f,%.1f,%s,%s,%s,%d,%s,%s\n", n, r, name, c / h / cy, rss / 1024, hwm / 1024,
+      series, errors, enc, ready, load, mix }')
+  echo "$row" >>"$OUT/fleet-compare.csv"
+  log "N=$n round $round $name: $row"
+}
+
+# fleet_compare N: the rounds of one N (see above).
+fleet_compare() {
+  local n=$1 rounds=${ROUNDS:-2}
+  local dir="$OUT/compare-$n"
+  rm -rf "$dir"; mkdir -p "$dir"
+  local run_for=$((rounds * 3 * (INTERVAL * (CYCLES + 2) + 180) + 120))
+  log "N=$n: fleet-sim ($((n * 6)) listeners, at most ${run_for}s); $rounds rounds of floor, A, B"
+  "$FLEET_SIM" --clusters "$n" --duration "${run_for}s" --poll-interval "${INTERVAL}s" --workers "$SIM_WORKERS" \
+    --config-out "$dir/exporter.yml" --password-file "$dir/raft-password" --stats-out "$dir/stats" \
+    >"$dir/fleet-sim.out" 2>"$dir/fleet-sim.err" &
+  PIDS+=("$!")
+  wait_for 120 grep -q '^ready' "$dir/fleet-sim.out" || { log "fleet-sim not ready"; cat "$dir/fleet-sim.err" >&2; return 1; }
+  wait_for 10 grep -q '^requests' "$dir/stats" || { log "fleet-sim writes no request counts"; return 1; }
+  local round order
+  for ((round = 1; round <= rounds; round++)); do
+    order="A B"
+    ((round % 2 == 0)) && order="B A"
+    compare_window "$dir" "$n" floor "$FLOOR" "$round"
+    for build in $order; do
+      if [[ $build == A ]]; then
+        compare_window "$dir" "$n" A "$EXPORTER" "$round"
+      else
+        compare_window "$dir" "$n" B "$EXPORTER_B" "$round"
+      fi
+    done
+  done
+  cleanup
+}
+
+# compare_table: $OUT/fleet-compare.csv as one line per N and round, both builds side by side,
+# each over the floor of its round.
+compare_table() {
+  awk -F, 'NR == 1 { next }
+    { key = $1 "," $2; if (!(key in seen)) { seen[key] = 1; keys[++k] = key }
+      cpu[key, $3] = $4; rss[key, $3] = $5; enc[key, $3] = $9; err[key, $3] = $8; mix[key, $3] = $12 }
+    END {
+      printf "%-6s %-5s %-8s %-14s %-14s %-9s %-9s %-11s %-11s %s\n", "N", "round", "floor_s", "A_s (A/floor)", "B_s (B/floor)", "A_MiB", "B_MiB", "A_enc_ms", "B_enc_ms", "errors A B"
+      for (i = 1; i <= k; i++) {
+        key = keys[i]; split(key, p, ","); f = cpu[key, "floor"]
+        printf "%-6s %-5s %-8.4f %-14s %-14s %-9s %-9s %-11s %-11s %s %s\n", p[1], p[2], f,
+          sprintf("%.4f (%.2f)", cpu[key, "A"], f > 0 ? cpu[key, "A"] / f : 0),
+          sprintf("%.4f (%.2f)", cpu[key, "B"], f > 0 ? cpu[key, "B"] / f : 0),
+          rss[key, "A"], rss[key, "B"], enc[key, "A"], enc[key, "B"], err[key, "A"], err[key, "B"]
+        printf "       requests per cluster and cycle: floor %s\n                                           A %s\n                                           B %s\n",
+          mix[key, "floor"], mix[key, "A"], mix[key, "B"]
+      }
+    }' "$OUT/fleet-compare.csv"
+}
+
+fleet_two_builds() {
+  [[ -x $EXPORTER_B ]] || { log "EXPORTER_B=$EXPORTER_B is not an executable"; return 1; }
+  [[ $FLOOR != none ]] || { log "comparing two builds needs the floor"; return 1; }
+  ensure_release
+  ensure_floor
+  ulimit -n "$(ulimit -Hn)"
+  log "A=$EXPORTER B=$EXPORTER_B; CPUs $(nproc); load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "clusters,round,build,cpu_seconds_per_cycle,rss_mib,peak_rss_mib,series,poll_errors,encode_cpu_p50_ms,ready_seconds,load1,requests_per_cluster_and_cycle" >"$OUT/fleet-compare.csv"
+  local n
+  for n in $SIZES; do
+    fleet_compare "$n"
+  done
+  compare_table | tee "$OUT/fleet-compare.txt" >&2
 }
 
 # ---------------------------------------------------------------------------------------
@@ -770,7 +920,7 @@ cluster_cost() {
 }
 
 case "${1:-all}" in
-  fleet) fleet ;;
+  fleet) if [[ -n ${EXPORTER_B:-} ]]; then fleet_two_builds; else fleet; fi ;;
   rest-pool) rest_pool ;;
   cluster-cost) shift; cluster_cost "$@" ;;
   real) real ;;
@@ -779,5 +929,5 @@ case "${1:-all}" in
   tls) tls ;;
   collectors) ensure_release; collectors ;;
   all) fleet; real; plot ;;
-  *) sed -n '2,61p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,69p' "$0" >&2; exit 2 ;;
 esac

@@ -383,7 +383,14 @@ async fn run_cluster(
 ) {
     let mut poller = loop {
         let config = configs.borrow_and_update().clone();
-        match ClusterPoller::with_clients(seat.phase, config.clone(), &seat.clients).await {
+        // Boxed, as the reload below: inline, the future of this rare step (a poller being
+        // built) would size every idle poller's task, for its whole life.
+        let setup = Box::pin(ClusterPoller::with_clients(
+            seat.phase,
+            config.clone(),
+            &seat.clients,
+        ));
+        match setup.await {
             Ok(poller) => break poller.through(seat.start_gate.clone()),
             Err(error) => {
                 tracing::error!(error = format!("{error:#}"), urls = %url_list(&config.identity.patroni_urls), "cannot set up the poller; retrying in 30s or on reload");
@@ -415,7 +422,7 @@ async fn run_cluster(
             return;
         }
         let config = configs.borrow_and_update().clone();
-        match poller.reconfigured(config).await {
+        match Box::pin(poller.reconfigured(config)).await {
             Ok(new) => {
                 poller = new;
                 tracing::info!(cluster = %seat.id, "poller reconfigured");

@@ -24,7 +24,8 @@
 //! (`SSLContext.num_tickets`), and closing the connection after each response, so that every
 //! request pays a handshake, full or resumed. `--tls-no-resumption` issues no ticket and keeps
 //! no session: every handshake is full (the bench's "without resumption"). `--stats-out`
-//! counts the handshakes, full and resumed, of the whole fleet.
+//! counts the handshakes, full and resumed, of the whole fleet, and its requests by path (the
+//! bench compares the exporter's with its floor's).
 //!
 //! The simulator writes the exporter's `--config.file` (every cluster with its 3 REST URLs,
 //! its 3 Raft nodes explicit, the password file and, over https, the CA file), prints `ready`
@@ -93,8 +94,8 @@ struct Args {
     /// Over https, issue no session ticket and keep no session: every handshake is full.
     #[arg(long = "tls-no-resumption", requires = "tls_ca_out")]
     tls_no_resumption: bool,
-    /// Write the fleet's handshake counts here every second:
-    /// `full_handshakes=N resumed_handshakes=M`.
+    /// Write the fleet's handshake counts and requests by path here every second:
+    /// `full_handshakes=N resumed_handshakes=M`, then `requests /cluster=N /patroni=N ...`.
     #[arg(long = "stats-out")]
     stats_out: Option<PathBuf>,
 }
@@ -267,16 +268,27 @@ async fn bind_all(ips: &[Ipv4Addr]) -> anyhow::Result<Vec<TcpListener>> {
     Ok(listeners)
 }
 
-/// Every second, the fleet's handshake counts into `path` (replaced whole, so a reader never
-/// sees half a line).
+/// Every second, the fleet's handshake counts, and its requests by path since the start, into
+/// `path` (replaced whole, so a reader never sees half a line):
+/// `full_handshakes=N resumed_handshakes=M`, then `requests /cluster=N /patroni=N ...`.
 async fn write_stats(path: PathBuf, seen: Vec<Arc<Seen>>) {
     let partial = path.with_extension("partial");
     let mut ticks = tokio::time::interval(Duration::from_secs(1));
     loop {
         ticks.tick().await;
         let sum = |count: fn(&Seen) -> usize| seen.iter().map(|s| count(s)).sum::<usize>();
+        let mut paths: std::collections::BTreeMap<String, usize> = Default::default();
+        for member in &seen {
+            for (path, count) in member.paths.lock().unwrap().iter() {
+                *paths.entry(path.clone()).or_default() += count;
+            }
+        }
+        let by_path: String = paths
+            .iter()
+            .map(|(path, count)| format!(" {path}={count}"))
+            .collect();
         let line = format!(
-            "full_handshakes={} resumed_handshakes={}\n",
+            "full_handshakes={} resumed_handshakes={}\nrequests{by_path}\n",
             sum(|s| s.full_handshakes.load(Ordering::Relaxed)),
             sum(|s| s.resumed_handshakes.load(Ordering::Relaxed)),
         );

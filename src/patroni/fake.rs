@@ -46,6 +46,9 @@ pub struct Seen {
     pub max_in_flight: AtomicUsize,
     pub full_handshakes: AtomicUsize,
     pub resumed_handshakes: AtomicUsize,
+    /// Every request since the start, by path (`requests` keeps only the latest): fleet-sim
+    /// counts what the exporter and the bench's floor ask.
+    pub paths: Mutex<HashMap<String, usize>>,
 }
 
 /// A running fake member. Dropping it stops the listener.
@@ -185,6 +188,7 @@ async fn answer_inner<S: AsyncRead + AsyncWrite + Unpin>(
     }
     let target = text.split_whitespace().nth(1).unwrap_or("/");
     let path = target.split('?').next().unwrap_or("/").to_owned();
+    *seen.paths.lock().unwrap().entry(path.clone()).or_default() += 1;
     let mut reply = routes
         .lock()
         .unwrap()

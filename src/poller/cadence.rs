@@ -22,11 +22,11 @@ use super::requests::ReaderDue;
 use crate::patroni::{ClusterView, DynamicConfig, HistoryEntry};
 
 /// The longest run of polls without `/history` (5 minutes at the default 5 s interval).
-pub(super) const HISTORY_REFRESH_POLLS: u32 = 60;
+pub const HISTORY_REFRESH_POLLS: u32 = 60;
 
 /// The longest run of polls without the reader's `/config`: with 3 members, as often as each
 /// member's own copy is read in turn.
-pub(super) const CONFIG_EVERY_POLLS: u32 = 3;
+pub const CONFIG_EVERY_POLLS: u32 = 3;
 
 /// What the cadence remembers from one poll to the next.
 #[derive(Debug, Default)]

@@ -40,7 +40,7 @@ use crate::snapshot::{says_primary, MemberSnapshot, Probes};
 /// loop (`PatroniHaLoopStalled`) and keeps a departed member remembered; every request takes
 /// one of the few workers Patroni (3.3.9, 4.0.8, 4.1.1 and later) serves its REST API with, shared with the
 /// members' own leader race.
-pub(super) const READINESS_EVERY_TURNS: usize = 4;
+pub const READINESS_EVERY_TURNS: usize = 4;
 
 /// A member gone from the view and still asked.
 #[derive(Debug, Clone)]

@@ -53,10 +53,14 @@ pub mod start;
 mod tally;
 mod voters;
 use cadence::Cadence;
+// The cadence of the requests not made in every poll: the floor of `scripts/bench.sh fleet`
+// (benches/floor.rs) asks on the same one.
+pub use cadence::{CONFIG_EVERY_POLLS, HISTORY_REFRESH_POLLS};
 use changes::ChangeMemory;
 use deadline::Deadline;
 use discovery::{learn_raft, Discovery, Targets};
 use etcd::{EtcdMemory, EtcdPoll, EtcdProgress, EtcdQuery};
+pub use members::READINESS_EVERY_TURNS;
 use members::{unix_now, DcsTiming, MemberMemory};
 use placement::Placement;
 pub use placement::MAX_MEMBERS;

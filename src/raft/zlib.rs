@@ -4,14 +4,47 @@
 //! Decompression is streamed into an output buffer that is never allowed to grow past
 //! [`super::QueryLimits::max_decompressed_bytes`]: a 1 KB frame that inflates to 1 GB is
 //! rejected after the limit is reached, in bounded time and memory.
+//!
+//! Why one compressor and one decompressor per thread, reset for each message: a new deflate
+//! state is about 300 KB (miniz's dictionary and hash chains) allocated and zeroed, an inflate
+//! state 40 KB, for messages of a few dozen bytes (a request) to a few KB (a status); with two
+//! of each per Raft query, creating them was 3 % of the exporter's CPU polling 1000 clusters
+//! (docs/bench/profile-n1000.md), and freeing blocks that large made malloc consolidate its
+//! free lists. A reset state compresses to the same bytes as a new one.
+
+use std::cell::RefCell;
 
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 
 use super::RaftError;
 
+/// The size of the window decompressed into at a time.
+const CHUNK: usize = 16 * 1024;
+
+/// A decompressor and the window it writes into.
+struct Inflater {
+    state: Decompress,
+    chunk: Box<[u8]>,
+}
+
+thread_local! {
+    static DEFLATE: RefCell<Compress> = RefCell::new(Compress::new(Compression::new(3), true));
+    static INFLATE: RefCell<Inflater> = RefCell::new(Inflater {
+        state: Decompress::new(true),
+        chunk: vec![0u8; CHUNK].into_boxed_slice(),
+    });
+}
+
 /// Compresses with level 3, like pysyncobj (header `78 5e`).
 pub fn compress(data: &[u8]) -> Vec<u8> {
-    let mut c = Compress::new(Compression::new(3), true);
+    DEFLATE.with(|c| {
+        let mut c = c.borrow_mut();
+        c.reset();
+        compress_with(&mut c, data)
+    })
+}
+
+fn compress_with(c: &mut Compress, data: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(data.len() / 2 + 64);
     loop {
         let before_in = c.total_in() as usize;
@@ -31,14 +64,26 @@ pub fn compress(data: &[u8]) -> Vec<u8> {
 /// Trailing bytes after the end of the stream are ignored (like Python's
 /// `zlib.decompress`, which keeps them as `unused_data`).
 pub fn decompress(data: &[u8], max_out: usize) -> Result<Vec<u8>, RaftError> {
-    let mut d = Decompress::new(true);
+    INFLATE.with(|inflater| {
+        let mut inflater = inflater.borrow_mut();
+        let Inflater { state, chunk } = &mut *inflater;
+        state.reset(true);
+        decompress_with(state, chunk, data, max_out)
+    })
+}
+
+fn decompress_with(
+    d: &mut Decompress,
+    chunk: &mut [u8],
+    data: &[u8],
+    max_out: usize,
+) -> Result<Vec<u8>, RaftError> {
     let mut out: Vec<u8> = Vec::new();
-    let mut chunk = vec![0u8; 16 * 1024];
     loop {
         let in_before = d.total_in() as usize;
         let out_before = d.total_out();
         let status = d
-            .decompress(&data[in_before..], &mut chunk, FlushDecompress::None)
+            .decompress(&data[in_before..], chunk, FlushDecompress::None)
             .map_err(|e| RaftError::decode(format!("zlib: {e}")))?;
         let produced = (d.total_out() - out_before) as usize;
         if out.len() + produced > max_out {
@@ -92,6 +137,20 @@ mod tests {
             decompress(b"not zlib at all", 1 << 20).unwrap_err().kind(),
             ErrorKind::Decode
         );
+    }
+
+    #[test]
+    fn a_reset_state_gives_the_bytes_of_a_new_one_even_after_a_failure() {
+        let data = b"\x80\x02]q\x00X\x06\x00\x00\x00statusq\x01a.";
+        let fresh = compress_with(&mut Compress::new(Compression::new(3), true), data);
+        let long = compress(&[7u8; 5000]);
+        assert!(decompress(&long[..long.len() / 2], 1 << 20).is_err());
+        assert!(decompress(&long, 10).is_err());
+        for _ in 0..3 {
+            assert_eq!(compress(data), fresh);
+            assert_eq!(decompress(&fresh, 1000).unwrap(), data);
+        }
+        assert_eq!(decompress(&long, 5000).unwrap(), vec![7u8; 5000]);
     }
 
     #[test]

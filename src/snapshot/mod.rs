@@ -40,6 +40,8 @@ pub use split::{
     answered_views, primaries, says_primary, MemberViewDiff, ViewComparison, ViewField,
 };
 pub use standby::{standby_leader_archive_recovery, standby_leader_streaming};
+#[cfg(any(test, feature = "testkit"))]
+pub use store::WholeSnapshot;
 pub use store::{ClusterId, Encoding, Publisher, SnapshotStore};
 pub use voters::{CountedVoters, NodeVoterSet, VoterSetComparison};
 pub use witness::{VoterFacts, VoterKind, VoterKinds};

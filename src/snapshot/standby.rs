@@ -48,9 +48,15 @@ impl SourcePosition {
 impl StandbySource {
     /// Pairs with `source`, the source's latest snapshot if it was published.
     pub fn new(scope: &str, source: Option<&ClusterSnapshot>) -> StandbySource {
+        StandbySource::at(scope, source.and_then(SourcePosition::of))
+    }
+
+    /// Pairs with the source whose leader's position is `position` (`None`: not polled yet,
+    /// or without a single primary with a position).
+    pub fn at(scope: &str, position: Option<SourcePosition>) -> StandbySource {
         StandbySource {
             scope: scope.to_owned(),
-            position: source.and_then(SourcePosition::of),
+            position,
         }
     }
 }
@@ -213,26 +219,30 @@ mod tests {
     #[test]
     fn a_standby_clusters_publisher_pairs_with_its_sources_slot() {
         use crate::snapshot::{ClusterId, Encoding, SnapshotStore};
-        struct Unencoded;
-        impl Encoding for Unencoded {
-            fn encode(_: &std::sync::Arc<ClusterSnapshot>) -> Unencoded {
-                Unencoded
+        // What the store keeps of a publication is its encoding: here the pairing it saw.
+        struct Lag {
+            source: Option<String>,
+            bytes: Option<u64>,
+        }
+        impl Encoding for Lag {
+            fn encode(snapshot: &std::sync::Arc<ClusterSnapshot>) -> Lag {
+                Lag {
+                    source: snapshot.standby_source.as_ref().map(|s| s.scope.clone()),
+                    bytes: snapshot.standby_lag_bytes(),
+                }
             }
         }
-        let store = SnapshotStore::<Unencoded>::default();
+        let store = SnapshotStore::<Lag>::default();
         let (main, dr) = (ClusterId::new("pg-main"), ClusterId::new("pg-dr"));
         store.arrange(&[main.clone(), dr.clone()]);
         let publisher = store.publisher(&dr, Some("pg-main")).unwrap();
         publisher.publish(standby(3_000, Some("streaming")));
-        let unpaired = store.by_scope("pg-dr").unwrap();
-        assert_eq!(unpaired.standby_source.as_ref().unwrap().scope, "pg-main");
-        assert_eq!(unpaired.standby_lag_bytes(), None, "source not polled yet");
+        let unpaired = store.encoded_by_scope("pg-dr").unwrap();
+        assert_eq!(unpaired.source.as_deref(), Some("pg-main"));
+        assert_eq!(unpaired.bytes, None, "source not polled yet");
         store.publisher(&main, None).unwrap().publish(source());
         publisher.publish(standby(3_000, Some("streaming")));
-        assert_eq!(
-            store.by_scope("pg-dr").unwrap().standby_lag_bytes(),
-            Some(2_000)
-        );
+        assert_eq!(store.encoded_by_scope("pg-dr").unwrap().bytes, Some(2_000));
     }
 
     #[test]

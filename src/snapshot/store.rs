@@ -11,13 +11,19 @@
 //! publication, and kept with the snapshot, but the encoding is the metrics layer's, which
 //! depends on this one. The store names only what it needs of it, so that data and imports
 //! flow one way (snapshot → metrics) and `metrics::Store` fixes the parameter.
+//!
+//! Why the snapshot itself is not kept, only its encoding and what the store reads of it
+//! ([`Kept`]: its scope, and its leader's position for a standby cluster paired with it):
+//! nothing reads a published snapshot but those two, and a snapshot keeps every answer of the
+//! poll parsed: about 11 KB for a 3-member cluster, a fifth of the exporter's heap at 1000
+//! clusters (docs/bench/profile-n1000.md).
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use super::cluster::ClusterSnapshot;
-use super::model::StandbySource;
+use super::model::{SourcePosition, StandbySource};
 
 /// What is made of a snapshot once, when it is published (the metrics layer's samples), so
 /// that readers only assemble.
@@ -47,10 +53,28 @@ impl fmt::Display for ClusterId {
     }
 }
 
-/// A published snapshot with its samples, encoded once at publication.
+/// What the store reads of a published snapshot: its `scope` label (`/probe` finds a
+/// cluster by it) and, for a standby cluster paired with it, its leader's position.
+#[derive(Debug)]
+struct Kept {
+    scope: String,
+    position: Option<SourcePosition>,
+}
+
+impl Kept {
+    fn of(snapshot: &ClusterSnapshot) -> Kept {
+        Kept {
+            scope: snapshot.scope.clone(),
+            position: SourcePosition::of(snapshot),
+        }
+    }
+}
+
+/// A published snapshot: its samples, encoded once at publication, and what the store reads
+/// of it.
 #[derive(Debug)]
 struct Published<E> {
-    snapshot: Arc<ClusterSnapshot>,
+    kept: Arc<Kept>,
     encoded: Arc<E>,
 }
 
@@ -58,7 +82,7 @@ struct Published<E> {
 impl<E> Clone for Published<E> {
     fn clone(&self) -> Self {
         Published {
-            snapshot: self.snapshot.clone(),
+            kept: self.kept.clone(),
             encoded: self.encoded.clone(),
         }
     }
@@ -154,19 +178,23 @@ impl<E: Encoding> Publisher<E> {
     pub fn publish(&self, mut snapshot: ClusterSnapshot) {
         if let Some((scope, slot)) = &self.source {
             let source = slot.as_ref().and_then(|slot| slot.published());
-            snapshot.standby_source = Some(StandbySource::new(
+            snapshot.standby_source = Some(StandbySource::at(
                 scope,
-                source.as_ref().map(|published| &*published.snapshot),
+                source.and_then(|published| published.kept.position.clone()),
             ));
         }
         self.slot.replace(encode(snapshot));
     }
 }
 
+/// Encodes `snapshot` and keeps what the store reads of it; the snapshot goes.
 fn encode<E: Encoding>(snapshot: ClusterSnapshot) -> Published<E> {
     let snapshot = Arc::new(snapshot);
     let encoded = Arc::new(E::encode(&snapshot));
-    Published { snapshot, encoded }
+    Published {
+        kept: Arc::new(Kept::of(&snapshot)),
+        encoded,
+    }
 }
 
 impl<E: Encoding> SnapshotStore<E> {
@@ -233,7 +261,7 @@ impl<E: Encoding> SnapshotStore<E> {
     fn published_by_scope(&self, scope: &str) -> Option<Published<E>> {
         self.all_published()
             .into_iter()
-            .find(|published| published.snapshot.scope == scope)
+            .find(|published| published.kept.scope == scope)
     }
 
     /// What every slot published, in configuration order; slots not yet published are skipped.
@@ -330,24 +358,48 @@ impl<E: Encoding> SnapshotStore<E> {
         mut snapshot: ClusterSnapshot,
         standby_of: Option<&str>,
     ) {
-        snapshot.standby_source =
-            standby_of.map(|source| StandbySource::new(source, self.by_scope(source).as_deref()));
+        snapshot.standby_source = standby_of.map(|source| {
+            let published = self.published_by_scope(source);
+            StandbySource::at(
+                source,
+                published.and_then(|published| published.kept.position.clone()),
+            )
+        });
         if let Some(publisher) = self.publisher(&Self::numbered(slot), None) {
             publisher.publish(snapshot);
         }
     }
 
-    /// The current snapshot of the cluster whose `scope` label is `scope`, if polled.
-    pub fn by_scope(&self, scope: &str) -> Option<Arc<ClusterSnapshot>> {
-        self.published_by_scope(scope)
-            .map(|published| published.snapshot)
+    /// The `scope` labels of the clusters published, in configuration order; clusters not
+    /// yet polled are skipped.
+    pub fn current_scopes(&self) -> Vec<String> {
+        self.all_published()
+            .into_iter()
+            .map(|published| published.kept.scope.clone())
+            .collect()
     }
+}
 
-    /// The current snapshots, in configuration order; clusters not yet polled are skipped.
+/// An encoding that is the whole snapshot: for the tests that read what a poller published
+/// (the store keeps no snapshot of its own).
+#[cfg(any(test, feature = "testkit"))]
+#[derive(Debug)]
+pub struct WholeSnapshot(pub Arc<ClusterSnapshot>);
+
+#[cfg(any(test, feature = "testkit"))]
+impl Encoding for WholeSnapshot {
+    fn encode(snapshot: &Arc<ClusterSnapshot>) -> WholeSnapshot {
+        WholeSnapshot(snapshot.clone())
+    }
+}
+
+#[cfg(any(test, feature = "testkit"))]
+impl SnapshotStore<WholeSnapshot> {
+    /// The snapshots published, in configuration order; clusters not yet polled are skipped.
     pub fn current(&self) -> Vec<Arc<ClusterSnapshot>> {
         self.all_published()
             .into_iter()
-            .map(|published| published.snapshot)
+            .map(|published| published.encoded.0.clone())
             .collect()
     }
 }

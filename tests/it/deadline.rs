@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use patroni_raft_exporter::config::ClusterConfig;
-use patroni_raft_exporter::metrics::Store;
 use patroni_raft_exporter::poller::ClusterPoller;
 use patroni_raft_exporter::raft::fake::{Behaviour, FakeRaftNode};
 use patroni_raft_exporter::raft::RaftKey;
 use patroni_raft_exporter::snapshot::ClusterSnapshot;
+use patroni_raft_exporter::snapshot::{SnapshotStore, WholeSnapshot};
 
 use crate::support::*;
 
@@ -128,7 +128,7 @@ async fn a_hung_member_skips_no_interval() {
     let (_cluster, _fakes, config) = cluster_with_hung(&[0], interval, interval).await;
     let poller = ClusterPoller::new(0, config).await.unwrap();
     let (stop, shutdown) = tokio::sync::watch::channel(false);
-    let store = Arc::new(Store::new(1));
+    let store = Arc::new(SnapshotStore::<WholeSnapshot>::new(1));
     let task = tokio::spawn(poller.run(store.numbered_publisher(0), shutdown));
     tokio::time::sleep(Duration::from_millis(2500)).await;
     stop.send(true).unwrap();

@@ -20,6 +20,7 @@ use patroni_raft_exporter::poller::ClusterPoller;
 use patroni_raft_exporter::raft::fake::{Behaviour, FakeRaftNode};
 use patroni_raft_exporter::raft::RaftKey;
 use patroni_raft_exporter::secret::Secret;
+use patroni_raft_exporter::snapshot::{SnapshotStore, WholeSnapshot};
 use patroni_raft_exporter::web::WebState;
 use support::pki::Pki;
 use support::*;
@@ -532,7 +533,7 @@ async fn a_slow_poll_is_skipped_and_counted_never_stacked() {
         .unwrap()
         .within(Duration::from_secs(1));
     let (stop, shutdown) = tokio::sync::watch::channel(false);
-    let store = Arc::new(Store::new(1));
+    let store = Arc::new(SnapshotStore::<WholeSnapshot>::new(1));
     let task = tokio::spawn(poller.run(store.numbered_publisher(0), shutdown));
     tokio::time::sleep(Duration::from_millis(1700)).await;
     stop.send(true).unwrap();
