@@ -35,6 +35,19 @@ fn patroni_keys(scope: &str, leader: &str, members: &[(String, String)]) -> Vec<
     .unwrap()
 }
 
+/// A healthy 4.1.5 cluster `scope` on `ips`, and its members' names and `api_url`s as
+/// Patroni's member keys give them.
+async fn cluster_on(ips: [&str; 3], scope: &str) -> (FakeCluster, Vec<(String, String)>) {
+    let cluster = FakeCluster::start_on(ips, scope, Captured::healthy_415(0)).await;
+    let members = cluster
+        .urls()
+        .iter()
+        .enumerate()
+        .map(|(i, url)| (format!("postgresql-{i}"), format!("{url}patroni")))
+        .collect();
+    (cluster, members)
+}
+
 /// One etcd member, the leader by its own status (etcd 3.4.23's captured `status-e1.json`),
 /// serving `keys` as Patroni's keys.
 async fn etcd_leader(keys: Vec<u8>) -> FakeEtcd {
@@ -83,18 +96,8 @@ fn value(output: &str, series: &str) -> Option<f64> {
 /// named, so that every member is read in the first poll, `status`'s only one.
 #[tokio::test]
 async fn the_first_poll_finds_every_member_through_patronis_keys() {
-    let cluster = FakeCluster::start_on(
-        ["127.0.0.91", "127.0.0.92", "127.0.0.93"],
-        "on-etcd",
-        Captured::healthy_415(0),
-    )
-    .await;
-    let members: Vec<(String, String)> = cluster
-        .urls()
-        .iter()
-        .enumerate()
-        .map(|(i, url)| (format!("postgresql-{i}"), format!("{url}patroni")))
-        .collect();
+    let (cluster, members) =
+        cluster_on(["127.0.0.91", "127.0.0.92", "127.0.0.93"], "on-etcd").await;
     let etcd = etcd_leader(patroni_keys("on-etcd", "postgresql-0", &members)).await;
     let config = cluster_config(cluster.urls()[..1].to_vec(), None)
         .with(|config| config.identity.dcs = etcd_settings(&etcd));
@@ -149,18 +152,8 @@ async fn the_first_poll_finds_every_member_through_patronis_keys() {
 /// member, and only it, is named stale.
 #[tokio::test]
 async fn a_member_whose_view_disagrees_with_etcds_keys_is_named_stale() {
-    let cluster = FakeCluster::start_on(
-        ["127.0.0.94", "127.0.0.95", "127.0.0.96"],
-        "stale-view",
-        Captured::healthy_415(0),
-    )
-    .await;
-    let members: Vec<(String, String)> = cluster
-        .urls()
-        .iter()
-        .enumerate()
-        .map(|(i, url)| (format!("postgresql-{i}"), format!("{url}patroni")))
-        .collect();
+    let (cluster, members) =
+        cluster_on(["127.0.0.94", "127.0.0.95", "127.0.0.96"], "stale-view").await;
     // The members' views name postgresql-0; the keys postgresql-0 as well, but member 2's
     // own view is the switchover's: postgresql-1 leads there.
     cluster.serve_cluster_on(
@@ -201,18 +194,8 @@ async fn a_member_whose_view_disagrees_with_etcds_keys_is_named_stale() {
 async fn status_prints_the_etcd_members_and_says_what_is_wrong() {
     use patroni_raft_exporter::status::render::{self, Colour};
     use patroni_raft_exporter::status::report::{ClusterReport, Level};
-    let cluster = FakeCluster::start_on(
-        ["127.0.0.97", "127.0.0.98", "127.0.0.99"],
-        "status-etcd",
-        Captured::healthy_415(0),
-    )
-    .await;
-    let members: Vec<(String, String)> = cluster
-        .urls()
-        .iter()
-        .enumerate()
-        .map(|(i, url)| (format!("postgresql-{i}"), format!("{url}patroni")))
-        .collect();
+    let (cluster, members) =
+        cluster_on(["127.0.0.97", "127.0.0.98", "127.0.0.99"], "status-etcd").await;
     let etcd = etcd_leader(patroni_keys("status-etcd", "postgresql-0", &members)).await;
     let config = cluster_config(cluster.urls(), None)
         .with(|config| config.identity.dcs = etcd_settings(&etcd));
