@@ -35,10 +35,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -47,7 +46,7 @@ from e2elab.checks import Checks, Results
 from e2elab.cluster import PatroniCluster
 from e2elab.exporter import Exporter
 from e2elab.log import log
-from e2elab.metrics import Sampler, Scrape, Stamped, TruthSampler, stamped, wait_for
+from e2elab.metrics import Sampler, Scrape, TruthSampler, wait_for
 from e2elab.netns import Netns
 from e2elab.paths import LabPaths
 from e2elab.prom import Prometheus
@@ -142,32 +141,11 @@ class Raft:
         return out
 
 
-@dataclass
-class AlertLog:
-    """Prometheus's pending and firing alerts read every EVERY_S, each reading stamped."""
-    prometheus: Prometheus
-    every_s: float = 1.0
-    readings: list[Stamped[frozenset[str]]] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def start(self) -> AlertLog:
-        def run() -> None:
-            while not self._stop.is_set():
-                try:
-                    self.readings.append(stamped(lambda: frozenset(
-                        f"{a['labels']['alertname']}/{a['state']}" for a in self.prometheus.alerts())))
-                except OSError:
-                    pass
-                self._stop.wait(self.every_s)
-        self._thread = threading.Thread(target=run, name="alert log", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(30)
+def alert_log(prometheus: Prometheus) -> TruthSampler[frozenset[str]]:
+    """Prometheus's pending and firing alerts (`NAME/state`) read every second, each reading
+    stamped."""
+    return TruthSampler(lambda: frozenset(f"{a['labels']['alertname']}/{a['state']}" for a in prometheus.alerts()),
+                        every_s=1.0)
 
 
 # ------------------------------------------------------------------ fixtures
@@ -272,7 +250,7 @@ def test_membership_changes_as_the_charm_makes_them(cluster: PatroniCluster, exp
 
     truth = {a: TruthSampler(lambda a=a: raft.status(a), every_s=1.0).start() for a in addrs}
     samplers = [Sampler(e.metrics_url, 1.0).start() for e in exporters]
-    alerts = AlertLog(prometheus).start()
+    alerts = alert_log(prometheus).start()
     t0 = time.time()
     steps: list[tuple[str, float]] = [("healthy", t0)]
 
