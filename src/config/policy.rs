@@ -64,6 +64,13 @@ pub struct LearnedHosts {
     authenticated: BTreeSet<Host>,
     /// Named in plain-text Raft statuses.
     plain: BTreeSet<Host>,
+    /// Hosts the DCS named before and no longer does, kept while `/cluster` still lists a
+    /// member on them ([`LearnedHosts::keep_listed`]): a voter removed from Raft (as Charmed
+    /// PostgreSQL does on a scale-down) leaves its member's key in `/cluster` until it expires,
+    /// and that member is still asked, as it was, rather than refused. For `api_url`s only
+    /// (never a Raft query), with the trust they had: authenticated, or plain.
+    retired_authenticated: BTreeSet<Host>,
+    retired_plain: BTreeSet<Host>,
 }
 
 impl LearnedHosts {
@@ -71,13 +78,34 @@ impl LearnedHosts {
     /// `authenticated` when the channel that named them was.
     pub fn learn(&mut self, hosts: impl IntoIterator<Item = Host>, authenticated: bool) {
         let hosts: BTreeSet<Host> = hosts.into_iter().collect();
-        if authenticated {
-            self.authenticated = hosts;
-            self.plain.clear();
+        let (named, retired, other, other_retired) = if authenticated {
+            (
+                &mut self.authenticated,
+                &mut self.retired_authenticated,
+                &mut self.plain,
+                &mut self.retired_plain,
+            )
         } else {
-            self.plain = hosts;
-            self.authenticated.clear();
-        }
+            (
+                &mut self.plain,
+                &mut self.retired_plain,
+                &mut self.authenticated,
+                &mut self.retired_authenticated,
+            )
+        };
+        retired.extend(named.difference(&hosts).cloned());
+        retired.retain(|host| !hosts.contains(host));
+        *named = hosts;
+        other.clear();
+        other_retired.clear();
+    }
+
+    /// Forgets the retired hosts on which `/cluster` lists no member any more (`listed`: the
+    /// hosts of its members, [`crate::snapshot::member_hosts`]).
+    pub fn keep_listed(&mut self, listed: &BTreeSet<Host>) {
+        self.retired_authenticated
+            .retain(|host| listed.contains(host));
+        self.retired_plain.retain(|host| listed.contains(host));
     }
 }
 
@@ -181,8 +209,11 @@ impl ApiUrlPolicy {
             && url.username().is_empty()
             && url.password().is_none()
             && Host::of_url(url).is_some_and(|host| {
+                let plain = self.learned.plain.contains(&host)
+                    || self.learned.retired_plain.contains(&host);
                 self.allows_host(&host)
-                    || (!self.configured.sends_credentials && self.learned.plain.contains(&host))
+                    || self.learned.retired_authenticated.contains(&host)
+                    || (!self.configured.sends_credentials && plain)
             })
     }
 }

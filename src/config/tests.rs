@@ -305,6 +305,49 @@ fn a_reload_judges_learned_hosts_by_the_new_credentials() {
     assert!(reloaded.allows_url(&Url::parse("http://10.0.0.8:8008/patroni").unwrap()));
 }
 
+/// A voter removed from Raft (the charm's `syncobj_admin -remove` on a scale-down) is no
+/// longer named by any status, but its member stays in `/cluster` until its key expires: its
+/// `api_url` is still followed, with the trust it had, until `/cluster` lists it no more.
+#[test]
+fn a_host_the_dcs_stops_naming_is_followed_while_cluster_lists_it() {
+    use crate::address::Host;
+    use std::collections::BTreeSet;
+    let config = ClusterConfig {
+        identity: ClusterIdentity {
+            patroni_urls: vec![Url::parse("http://10.0.0.1:8008").unwrap()],
+            ..ClusterIdentity::default()
+        },
+        rest: crate::patroni::ClientSettings {
+            basic_auth: Some(crate::patroni::BasicAuth {
+                username: "u".into(),
+                password: Secret::new("p"),
+            }),
+            ..crate::patroni::ClientSettings::default()
+        },
+        ..ClusterConfig::default()
+    };
+    let removed = Url::parse("http://10.0.0.3:8008/patroni").unwrap();
+    let mut policy = ApiUrlPolicy::for_cluster(&config).unwrap();
+    policy.learn_raft_hosts(["10.0.0.2:2222", "10.0.0.3:2222"], true);
+    assert!(policy.allows_url(&removed));
+    // -remove: the statuses name two voters; /cluster still lists the member on 10.0.0.3.
+    policy.learn_raft_hosts(["10.0.0.2:2222"], true);
+    let listed: BTreeSet<Host> = ["10.0.0.2", "10.0.0.3"]
+        .into_iter()
+        .map(|h| Host::parse(h).unwrap())
+        .collect();
+    policy.learned.keep_listed(&listed);
+    assert!(policy.allows_url(&removed), "still listed: still followed, with credentials");
+    // Not for a Raft query: only what a status names is asked on the Raft port.
+    assert!(!policy.allows_raft_query(&Host::parse("10.0.0.3").unwrap()));
+    // Its key expired: /cluster no longer lists it, nor is it followed.
+    policy.learned.keep_listed(&listed.iter().take(1).cloned().collect());
+    assert!(!policy.allows_url(&removed));
+    // Named again (-add): trusted again.
+    policy.learn_raft_hosts(["10.0.0.2:2222", "10.0.0.3:2222"], true);
+    assert!(policy.allows_url(&removed));
+}
+
 #[test]
 fn a_cluster_needs_a_url() {
     assert!(ClusterEntry::default().resolve(&defaults()).is_err());

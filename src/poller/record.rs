@@ -25,9 +25,9 @@ use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
 use crate::etcd::EtcdReading;
 use crate::patroni::{self, ClusterView, DynamicConfig, HistoryEntry, PatroniError};
 use crate::snapshot::{
-    primaries, ClusterSnapshot, DcsSnapshot, DcsView, EtcdSnapshot, FailoverReadiness, Failure,
-    MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment, RaftNodeSnapshot,
-    RaftSnapshot, Source, ViewComparison, VoterSetComparison,
+    member_hosts, primaries, ClusterSnapshot, DcsSnapshot, DcsView, EtcdSnapshot,
+    FailoverReadiness, Failure, MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment,
+    RaftNodeSnapshot, RaftSnapshot, Source, ViewComparison, VoterSetComparison,
 };
 
 /// What every member's record reads besides its own answers.
@@ -288,6 +288,8 @@ impl Recorder<'_> {
         // Every target of this poll is noted (the DCS's last).
         self.tally.end_poll();
         if let Some(view) = &cluster {
+            let listed = view.members.iter().flat_map(member_hosts).collect();
+            self.policy.learned.keep_listed(&listed);
             self.discovery.remember(view, self.policy);
         }
         // Without the views collector only the read view is known: nothing to compare.
