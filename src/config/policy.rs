@@ -101,7 +101,7 @@ impl LearnedHosts {
     }
 
     /// Forgets the retired hosts on which `/cluster` lists no member any more (`listed`: the
-    /// hosts of its members, [`crate::snapshot::member_hosts`]).
+    /// hosts of its members: their `host` and their `api_url`'s host).
     pub fn keep_listed(&mut self, listed: &BTreeSet<Host>) {
         self.retired_authenticated
             .retain(|host| listed.contains(host));

@@ -337,11 +337,16 @@ fn a_host_the_dcs_stops_naming_is_followed_while_cluster_lists_it() {
         .map(|h| Host::parse(h).unwrap())
         .collect();
     policy.learned.keep_listed(&listed);
-    assert!(policy.allows_url(&removed), "still listed: still followed, with credentials");
+    assert!(
+        policy.allows_url(&removed),
+        "still listed: still followed, with credentials"
+    );
     // Not for a Raft query: only what a status names is asked on the Raft port.
     assert!(!policy.allows_raft_query(&Host::parse("10.0.0.3").unwrap()));
     // Its key expired: /cluster no longer lists it, nor is it followed.
-    policy.learned.keep_listed(&listed.iter().take(1).cloned().collect());
+    policy
+        .learned
+        .keep_listed(&listed.iter().take(1).cloned().collect());
     assert!(!policy.allows_url(&removed));
     // Named again (-add): trusted again.
     policy.learn_raft_hosts(["10.0.0.2:2222", "10.0.0.3:2222"], true);
