@@ -76,6 +76,9 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
                                        "read in one poll differ while it changes (for: 30s)"),
     "PatroniMemberRestSlow/pending": (frozenset({"rejoined"}), "the starting member's first answers are slow, "
                                       "above half the request timeout (for: 5m)"),
+    "PatroniRaftPartnerDisconnected/pending": (frozenset({"rejoined"}), "the node that starts answers the "
+                                               "exporter before its partners have reconnected to it (pysyncobj "
+                                               "retries a partner every few seconds) (for: 5m)"),
     "PatroniPostgresRestarted/firing": (frozenset({"rejoined"}), "severity info, no for: the member that came back "
                                         "has a new postmaster start time"),
 }
