@@ -431,20 +431,26 @@ async fn a_ca_that_does_not_parse_refuses_the_start_naming_the_file() {
     let _member = tls_cluster(&pki, &ca, &config).await;
     for garbage in [GARBAGE_PEM, "no PEM at all\n"] {
         std::fs::write(&ca, garbage).unwrap();
-        let args = [
-            "--config.file",
-            config.to_str().unwrap(),
-            "--web.listen-address",
-            "127.0.0.1:0",
-        ];
-        let (code, _, stderr) = run_binary(&args, &[]).await;
-        assert_eq!(code, Some(1), "{stderr}");
-        assert!(
-            stderr.contains(&format!("CA file {}", ca.display())) && stderr.contains("cluster tls"),
-            "{stderr}"
-        );
-        assert!(!stderr.contains("listening"), "{stderr}");
+        assert_start_refused_naming(&config, &ca, "cluster tls").await;
     }
+}
+
+/// Starts the binary on `config` and checks that it exits 1 before listening, its error
+/// naming the CA file `ca` and `cluster`.
+async fn assert_start_refused_naming(config: &Path, ca: &Path, cluster: &str) {
+    let args = [
+        "--config.file",
+        config.to_str().unwrap(),
+        "--web.listen-address",
+        "127.0.0.1:0",
+    ];
+    let (code, _, stderr) = run_binary(&args, &[]).await;
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("CA file {}", ca.display())) && stderr.contains(cluster),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("listening"), "{stderr}");
 }
 
 /// The same for etcd's CA: a file of the cluster's DCS settings, checked before the start.
@@ -467,19 +473,7 @@ async fn an_etcd_ca_that_does_not_parse_refuses_the_start_naming_the_file() {
         ),
     )
     .unwrap();
-    let args = [
-        "--config.file",
-        config.to_str().unwrap(),
-        "--web.listen-address",
-        "127.0.0.1:0",
-    ];
-    let (code, _, stderr) = run_binary(&args, &[]).await;
-    assert_eq!(code, Some(1), "{stderr}");
-    assert!(
-        stderr.contains(&format!("CA file {}", ca.display())) && stderr.contains("cluster alpha"),
-        "{stderr}"
-    );
-    assert!(!stderr.contains("listening"), "{stderr}");
+    assert_start_refused_naming(&config, &ca, "cluster alpha").await;
 }
 
 fn write_web_config(path: &Path, password: &str) {

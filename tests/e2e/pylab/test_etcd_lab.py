@@ -47,7 +47,7 @@ from typing import TypeVar
 import pytest
 
 from e2elab.checks import Checks, Results
-from e2elab.cluster import PatroniCluster
+from e2elab.cluster import PatroniCluster, running_cluster
 from e2elab.etcd import EndpointStatus, EtcdCluster
 from e2elab.exporter import Exporter
 from e2elab.log import log
@@ -80,18 +80,11 @@ def etcd(run_dir: Path, netns: Netns) -> Iterator[EtcdCluster]:
 @pytest.fixture(scope="module")
 def cluster(paths: LabPaths, patroni_version: str, run_dir: Path, results: Results,
             etcd: EtcdCluster) -> Iterator[PatroniCluster]:
-    c = PatroniCluster(paths.cluster_sh, patroni_version, paths.work / f"cluster-{SCENARIO}-{patroni_version}",
-                       run_dir / "cluster.log",
-                       env={"DCS": "etcd", "ETCD_HOSTS": etcd.hosts, "NAMESPACE": "/service/",
-                            "MEMBER_GID_BASE": str(GID_BASE), "WAL_SEGSIZE": os.environ.get("WAL_SEGSIZE", "1")})
-    c.down()
-    t0 = time.monotonic()
-    try:
-        c.up(sync=True)
-        results.record("setup", "cluster up --sync on etcd (s)", f"{time.monotonic() - t0:.1f}")
+    with running_cluster(paths.cluster_sh, patroni_version, paths.work / f"cluster-{SCENARIO}-{patroni_version}",
+                         run_dir, results, setup_label="cluster up --sync on etcd (s)",
+                         env={"DCS": "etcd", "ETCD_HOSTS": etcd.hosts, "NAMESPACE": "/service/",
+                              "MEMBER_GID_BASE": str(GID_BASE)}) as c:
         yield c
-    finally:
-        c.down(keep_logs=run_dir)
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from e2elab.checks import Checks, Results
-from e2elab.cluster import PatroniCluster
+from e2elab.cluster import PatroniCluster, running_cluster
 from e2elab.exporter import Exporter
 from e2elab.log import log
 from e2elab.metrics import Sampler, Scrape
@@ -72,15 +72,9 @@ def hung() -> Iterator[Hung]:
 def cluster(paths: LabPaths, patroni_version: str, run_dir: Path, netns: Netns, hung: Hung,
             results: Results) -> Iterator[PatroniCluster]:
     """The cluster of `cluster.sh up --sync` (results first: the run's time includes its start)."""
-    c = PatroniCluster(paths.cluster_sh, patroni_version, paths.work / f"cluster-{SCENARIO}-{patroni_version}",
-                       run_dir / "cluster.log", env={"WAL_SEGSIZE": os.environ.get("WAL_SEGSIZE", "1")})
-    c.down()  # an interrupted run's leftovers
-    try:
-        c.up(sync=True)
+    with running_cluster(paths.cluster_sh, patroni_version, paths.work / f"cluster-{SCENARIO}-{patroni_version}",
+                         run_dir, before_down=hung.continue_all) as c:
         yield c
-    finally:
-        hung.continue_all()  # a stopped Patroni would hold `down` for its timeout
-        c.down(keep_logs=run_dir)
 
 
 @pytest.fixture(scope="module")

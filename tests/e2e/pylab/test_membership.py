@@ -43,7 +43,7 @@ from pathlib import Path
 import pytest
 
 from e2elab.checks import Checks, Results
-from e2elab.cluster import PatroniCluster
+from e2elab.cluster import PatroniCluster, running_cluster
 from e2elab.exporter import Exporter
 from e2elab.log import log
 from e2elab.metrics import Sampler, Scrape, TruthSampler, wait_for
@@ -149,16 +149,9 @@ def alert_log(prometheus: Prometheus) -> TruthSampler[frozenset[str]]:
 @pytest.fixture(scope="module")
 def cluster(paths: LabPaths, patroni_version: str, run_dir: Path, netns: Netns,
             results: Results) -> Iterator[PatroniCluster]:
-    c = PatroniCluster(paths.cluster_sh, patroni_version, paths.work / f"cluster-{SCENARIO}-{patroni_version}",
-                       run_dir / "cluster.log", env={"WAL_SEGSIZE": os.environ.get("WAL_SEGSIZE", "1")})
-    c.down()
-    t0 = time.monotonic()
-    try:
-        c.up(sync=True)
-        results.record("setup", "cluster up --sync (s)", f"{time.monotonic() - t0:.1f}")
+    with running_cluster(paths.cluster_sh, patroni_version, paths.work / f"cluster-{SCENARIO}-{patroni_version}",
+                         run_dir, results) as c:
         yield c
-    finally:
-        c.down(keep_logs=run_dir)
 
 
 @pytest.fixture(scope="module")
@@ -271,6 +264,19 @@ def test_membership_changes_as_the_charm_makes_them(cluster: PatroniCluster, exp
         return all(e.scrape().value("patroni_raft_voters", **S) == voters for e in exporters) or None
 
     stayers = [a for a in addrs if a != leaver]
+
+    def change_voters(leader: str, action: str, word: str, want: frozenset[str]) -> None:
+        """`syncobj_admin -ACTION leaver` at the leader: the step `removed` or `added`, until
+        the stayers' own voter sets and then both exporters say `want`."""
+        name = {"remove": "removed", "add": "added"}[action]
+        step(name)
+        out = raft.change(leader, action, leaver)
+        checks.check(f"syncobj_admin -{action} {leaver}: {out!r}", "SUCCESS" in out)
+        _, took = wait_for(f"the two nodes' own voter set {word} it", lambda: nodes_say(want, stayers), 30)
+        results.record(name, f"the nodes' own voter sets {word} it after -{action} (s)", f"{took:.1f}")
+        _, took = wait_for(f"both exporters: {len(want)} voters", lambda: exporters_say(len(want)), 30)
+        results.record(name, f"both exporters: {len(want)} voters after -{action} (s)", f"{took:.1f}")
+
     try:
         time.sleep(10)
         step("stopped")
@@ -283,24 +289,12 @@ def test_membership_changes_as_the_charm_makes_them(cluster: PatroniCluster, exp
         leader = raft_leader()
         checks.check(f"the Raft leader by the nodes' own word: {leader}", leader is not None and leader != leaver)
         assert leader is not None
-        step("removed")
-        out = raft.change(leader, "remove", leaver)
-        checks.check(f"syncobj_admin -remove {leaver}: {out!r}", "SUCCESS" in out)
-        _, took = wait_for("the two nodes' own voter set without it", lambda: nodes_say(frozenset(stayers), stayers), 30)
-        results.record("removed", "the nodes' own voter sets without it after -remove (s)", f"{took:.1f}")
-        _, took = wait_for("both exporters: 2 voters", lambda: exporters_say(2), 30)
-        results.record("removed", "both exporters: 2 voters after -remove (s)", f"{took:.1f}")
+        change_voters(leader, "remove", "without", frozenset(stayers))
         time.sleep(12)
 
         leader = raft_leader()
         assert leader is not None
-        step("added")
-        out = raft.change(leader, "add", leaver)
-        checks.check(f"syncobj_admin -add {leaver}: {out!r}", "SUCCESS" in out)
-        _, took = wait_for("the two nodes' own voter set with it", lambda: nodes_say(frozenset(addrs), stayers), 30)
-        results.record("added", "the nodes' own voter sets with it after -add (s)", f"{took:.1f}")
-        _, took = wait_for("both exporters: 3 voters", lambda: exporters_say(3), 30)
-        results.record("added", "both exporters: 3 voters after -add (s)", f"{took:.1f}")
+        change_voters(leader, "add", "with", frozenset(addrs))
         time.sleep(6)
 
         step("rejoined")

@@ -9,12 +9,15 @@ import os
 import shlex
 import shutil
 import subprocess
+import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .checks import Results
 from .log import log
 
 
@@ -138,3 +141,26 @@ class PatroniCluster:
                 break
             return next(i for i in self.members if self.name(i) == names[0])
         raise ClusterError("GET /cluster names no leader")
+
+
+@contextmanager
+def running_cluster(script: Path, version: str, data_dir: Path, run_dir: Path, results: Results | None = None,
+                    env: Mapping[str, str] | None = None, setup_label: str = "cluster up --sync (s)",
+                    before_down: Callable[[], None] | None = None) -> Iterator[PatroniCluster]:
+    """A scenario's cluster: an interrupted run's leftovers removed, `up --sync` (its time
+    recorded under `setup_label`), and at the end `before_down` (e.g. resume stopped members,
+    which would hold `down` for its timeout), then `down` with each member's log kept in
+    RUN_DIR. The environment has WAL_SEGSIZE (1 MiB unless set) before `env`."""
+    c = PatroniCluster(script, version, data_dir, run_dir / "cluster.log",
+                       env={"WAL_SEGSIZE": os.environ.get("WAL_SEGSIZE", "1"), **(env or {})})
+    c.down()
+    t0 = time.monotonic()
+    try:
+        c.up(sync=True)
+        if results is not None:
+            results.record("setup", setup_label, f"{time.monotonic() - t0:.1f}")
+        yield c
+    finally:
+        if before_down is not None:
+            before_down()
+        c.down(keep_logs=run_dir)
