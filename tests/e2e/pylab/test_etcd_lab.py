@@ -149,6 +149,23 @@ def need(exporter: Exporter | None) -> Exporter:
 
 
 # ------------------------------------------------------------------ ground truth
+def poll_started(s: Scrape) -> float:
+    """The Unix time at which the poll that this scrape shows began (its end less its duration)."""
+    end = s.value("patroni_exporter_last_poll_timestamp_seconds", **S)
+    took = s.value("patroni_exporter_poll_duration_seconds", **S)
+    return 0.0 if end is None or took is None else end - took
+
+
+def first_poll_after(exp: Exporter, truth_at: float, what: str) -> Scrape:
+    """The first scrape showing a poll begun after TRUTH_AT (when etcd's own word changed): the
+    one poll by which the verdict must have followed."""
+    def probe() -> Scrape | None:
+        s = exp.scrape()
+        return s if poll_started(s) > truth_at else None
+    scrape, _ = wait_for(f"{what}: a poll begun after the ground truth", probe, 30, every_s=0.2)
+    return scrape
+
+
 def own_role(cluster: PatroniCluster, n: int) -> str:
     js = cluster.get(n, "/patroni")
     return str(js.get("role", "?")) if isinstance(js, dict) else "down"
@@ -290,7 +307,12 @@ def test_one_etcd_member_down(etcd: EtcdCluster, exporter: Exporter | None, prom
     t0 = time.time()
     etcd.stop(n)
     health = etcd.health()
+    truth_at = time.time()
     checks.check(f"etcd's own health: 2 of 3 healthy ({health})", sum(health.values()) == 2)
+    first = first_poll_after(exp, truth_at, "one etcd down")
+    checks.check(f"the first poll begun after etcd's own health said so: margin 0 "
+                 f"({first.value('patroni_dcs_quorum_margin', **ETCD)})",
+                 first.value("patroni_dcs_quorum_margin", **ETCD) == 0)
     took = exp.wait_value("one etcd down", "patroni_dcs_quorum_margin", ETCD, 0, 30)
     results.record("one etcd down", "margin 0 seen after (s)", f"{took:.1f}")
     sampler = Sampler(exp.metrics_url, 2.0).start()
@@ -548,10 +570,15 @@ def test_etcd_majority_down(etcd: EtcdCluster, cluster: PatroniCluster, exporter
     t0 = time.time()
     for n in lost:
         etcd.kill(n)
+    sampler = Sampler(exporter.metrics_url, 1.0).start() if exporter is not None else None
     try:
         health = etcd.health()
+        truth_at = time.time()
         checks.check(f"etcd's own health: none healthy ({health})", not any(health.values()))
         if exporter is not None:
+            first = first_poll_after(exporter, truth_at, "majority down")
+            checks.check(f"the first poll begun after etcd's own health said so: quorum 0 "
+                         f"({first.value('patroni_dcs_quorum', **ETCD)})", first.value("patroni_dcs_quorum", **ETCD) == 0)
             took = exporter.wait_value("majority down", "patroni_dcs_quorum", ETCD, 0, 30)
             results.record("majority down", "quorum 0 after (s)", f"{took:.1f}")
             exporter.wait_value("majority down", "patroni_cluster_failover_candidates", S, 0, 60)
@@ -571,12 +598,20 @@ def test_etcd_majority_down(etcd: EtcdCluster, cluster: PatroniCluster, exporter
             checks.check("PatroniEtcdQuorumLost (critical) reached Alertmanager",
                          all(a["labels"].get("severity") == "critical" for a in alertmanager.alerts("PatroniEtcdQuorumLost")))
     finally:
+        outage = sampler.stop() if sampler is not None else []
         for n in lost:
             etcd.start(n)
+    # never a quorum etcd does not have: every poll begun after the ground truth, until the restart
+    after = [x for x in outage if poll_started(x) > truth_at]
+    claimed = [f"+{x.t_before - t0:.1f}s" for x in after if x.value("patroni_dcs_quorum", **ETCD) != 0]
+    checks.check(f"majority down: every scrape of a poll begun after etcd's own word ({len(after)} of {len(outage)}) "
+                 f"says quorum 0 ({claimed[:5]})", bool(after) and not claimed)
     wait_for("etcd healthy again", lambda: all(etcd.health().values()) or None, 60)
+    truth_at = time.time()
     if exporter is not None:
-        took = exporter.wait_value("etcd back", "patroni_dcs_quorum", ETCD, 1, 60)
-        checks.check(f"etcd back: quorum 1 ({took:.1f}s)", True)
+        first = first_poll_after(exporter, truth_at, "etcd back")
+        checks.check(f"etcd back: the first poll begun after etcd's own health said so: quorum 1 "
+                     f"({first.value('patroni_dcs_quorum', **ETCD)})", first.value("patroni_dcs_quorum", **ETCD) == 1)
     checks.verify()
     if exporter is None:
         pytest.skip("ground truth checked; the exporter part needs the exporter's etcd interface")
