@@ -233,12 +233,12 @@ def test_healthy(etcd: EtcdCluster, cluster: PatroniCluster, exporter: Exporter 
     for rule in ("PatroniEtcdQuorumLost", "PatroniEtcdQuorumNoMargin", "PatroniMemberDcsViewStale"):
         checks.check(f"Prometheus loaded the shipped rule {rule}", prometheus.rule_loaded(rule))
     took = exp.wait_value("healthy", "patroni_dcs_quorum", ETCD, 1, 60)
-    checks.check(f"quorum 1 (confirmed) after the exporter's start ({took:.1f}s)", True)
+    checks.reached(f"quorum 1 (confirmed) after the exporter's start ({took:.1f}s)")
     # A member's view is judged against Patroni's keys once two polls read the same keys
     # through the etcd leader: from the second poll on.
     for m in [cluster.name(n) for n in cluster.members]:
         took = exp.wait_value("healthy", "patroni_member_dcs_view_stale", {**S, "member": m}, 0, 20)
-    checks.check(f"every member's view judged fresh after the exporter's start ({took:.1f}s)", True)
+    checks.reached(f"every member's view judged fresh after the exporter's start ({took:.1f}s)")
     truth = TruthSampler(lambda: etcd.endpoint_status().value, every_s=0.2).start()
     primary = cluster.leader_index()
     flushed = TruthSampler(lambda: int(cluster.psql(primary, "select pg_current_wal_flush_lsn() - '0/0'")),
@@ -331,7 +331,7 @@ def test_one_etcd_member_down(etcd: EtcdCluster, exporter: Exporter | None, prom
     checks.check(f"PatroniEtcdQuorumLost never pending ({sorted(seen)})", not seen)
     etcd.start(n)
     took = exp.wait_value("etcd member back", "patroni_dcs_quorum_margin", ETCD, 1, 60)
-    checks.check(f"started again: margin 1 ({took:.1f}s)", True)
+    checks.reached(f"started again: margin 1 ({took:.1f}s)")
     checks.verify()
 
 
@@ -349,15 +349,15 @@ def test_failover_with_etcd_healthy(etcd: EtcdCluster, cluster: PatroniCluster, 
         return None
     new, took = wait_for("another member promoted (its own GET /patroni)", promoted, TTL_S + 60, every_s=1)
     results.record("failover", "new primary, by its own GET /patroni, after (s)", f"{took:.1f}")
-    checks.check(f"{cluster.name(new)} promoted ({took:.1f}s after the kill)", True)
+    checks.reached(f"{cluster.name(new)} promoted ({took:.1f}s after the kill)")
     checks.check("it is out of recovery (pg_is_in_recovery)", cluster.psql(new, "select pg_is_in_recovery()") == "f")
     _, took_key = wait_for("the leader key in etcd names it", lambda: leader_key(etcd) == cluster.name(new) or None, 30)
-    checks.check(f"etcd's leader key names {cluster.name(new)}", True)
+    checks.reached(f"etcd's leader key names {cluster.name(new)}")
     if exporter is not None:
         took = exporter.wait_value("failover", "patroni_cluster_primaries", S, 1, 30)
-        checks.check("the exporter: one primary", True)
+        checks.reached("the exporter: one primary")
         exporter.wait_value("failover", "patroni_member_role", {**S, "member": cluster.name(new), "role": "leader"}, 1, 30)
-        checks.check(f"the exporter: {cluster.name(new)} the leader", True)
+        checks.reached(f"the exporter: {cluster.name(new)} the leader")
         checks.check("the exporter: quorum 1 throughout", exporter.scrape().value("patroni_dcs_quorum", **ETCD) == 1)
     cluster.start(old)
     checks.check("the old primary back: healthy again (sync)", cluster.wait(sync=True))
@@ -402,7 +402,7 @@ def test_member_etcd_view_frozen(etcd: EtcdCluster, cluster: PatroniCluster, fir
         firewall.heal()
     if exporter is not None:
         took = exporter.wait_value("healed", "patroni_member_dcs_view_stale", {**S, "member": cluster.name(frozen)}, 0, 60)
-        checks.check(f"healed: its view fresh again ({took:.1f}s)", True)
+        checks.reached(f"healed: its view fresh again ({took:.1f}s)")
     checks.check("healed: healthy again (sync)", cluster.wait(sync=True))
     checks.verify()
     if exporter is None:
@@ -582,7 +582,7 @@ def test_etcd_majority_down(etcd: EtcdCluster, cluster: PatroniCluster, exporter
             took = exporter.wait_value("majority down", "patroni_dcs_quorum", ETCD, 0, 30)
             results.record("majority down", "quorum 0 after (s)", f"{took:.1f}")
             exporter.wait_value("majority down", "patroni_cluster_failover_candidates", S, 0, 60)
-            checks.check("failover candidates 0", True)
+            checks.reached("failover candidates 0")
         _, took = wait_for("the leader in failsafe (its own GET /patroni)",
                            lambda: (cluster.get(leader, "/patroni") or {}).get("failsafe_mode_is_active") is True or None,
                            TTL_S + 30, every_s=1)
@@ -591,7 +591,7 @@ def test_etcd_majority_down(etcd: EtcdCluster, cluster: PatroniCluster, exporter
                      is_primary(own_role(cluster, leader)))
         if exporter is not None and alertmanager is not None and prometheus is not None:
             exporter.wait_value("failsafe", "patroni_member_failsafe_active", {**S, "member": cluster.name(leader)}, 1, 30)
-            checks.check("the exporter shows the leader's failsafe", True)
+            checks.reached("the exporter shows the leader's failsafe")
             _, took = wait_for("PatroniEtcdQuorumLost at Alertmanager", lambda: alertmanager.alerts("PatroniEtcdQuorumLost") or None,
                                120, every_s=1)
             results.record("majority down", "PatroniEtcdQuorumLost at Alertmanager after the kill (s)", f"{time.time() - t0:.1f}")

@@ -19,6 +19,12 @@ class Checks:
         log(f"{'PASS' if ok else 'FAIL'}: {what}")
         return ok
 
+    def reached(self, what: str) -> None:
+        """Records, among the passed checks, a state that a `wait_for` just before waited for:
+        the wait is the check (it raised TimeoutError, failing the test, had the state not come)."""
+        self.passed.append(what)
+        log(f"PASS (waited): {what}")
+
     def verify(self) -> None:
         """Fails the test when a check failed, naming every one."""
         assert not self.failed, f"{len(self.failed)} check(s) failed: " + "; ".join(self.failed)
