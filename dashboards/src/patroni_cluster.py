@@ -482,6 +482,17 @@ def dashboard():
             ("strict", [mapping_prop(on_off)]), ("failsafe_mode", [mapping_prop(on_off)]),
             ("check_timeline", [mapping_prop(on_off)]),
         ]))
+    tags = ["nofailover", "nosync", "noloadbalance", "clonefrom", "nostream"]
+    d = d.with_panel(table_panel(
+        73, "Member tags",
+        table_queries(*[f'max by (scope, member) (patroni_member_tag{{{SEL},tag="{t}"}})' for t in tags]),
+        "The boolean tags in force on each member (its own GET /patroni; nofailover also when "
+        "failover_priority <= 0, nosync when sync_priority <= 0).",
+        join_field="member", span=8, height=5,
+        exclude=["Time"],
+        rename={"scope": "Cluster", "member": "Member",
+                **{f"Value #{ref}": t for ref, t in zip("ABCDE", tags)}},
+        overrides=[(t, [mapping_prop({"1": ("SET", "orange"), "0": ("-", "text")})]) for t in tags]))
     timing = ["min_timeout", "max_timeout", "connection_timeout", "append_entries_period",
               "connection_retry_time", "leader_fallback_timeout"]
     refs = "ABCDEF"
@@ -501,17 +512,6 @@ def dashboard():
         rename={"scope": "Cluster", "member": "Member", "source": "source",
                 **{f"Value #{r}": t for r, t in zip(refs, timing)}, "Value #G": "thread_pool_size"},
         overrides=[(t, [prop("unit", "s")]) for t in timing]))
-    tags = ["nofailover", "nosync", "noloadbalance", "clonefrom", "nostream"]
-    d = d.with_panel(table_panel(
-        73, "Member tags",
-        table_queries(*[f'max by (scope, member) (patroni_member_tag{{{SEL},tag="{t}"}})' for t in tags]),
-        "The boolean tags in force on each member (its own GET /patroni; nofailover also when "
-        "failover_priority <= 0, nosync when sync_priority <= 0).",
-        join_field="member", span=8, height=5,
-        exclude=["Time"],
-        rename={"scope": "Cluster", "member": "Member",
-                **{f"Value #{ref}": t for ref, t in zip("ABCDE", tags)}},
-        overrides=[(t, [mapping_prop({"1": ("SET", "orange"), "0": ("-", "text")})]) for t in tags]))
     d = d.with_panel(stat_panel(
         74, "Since the last failover",
         f'time() - max by (scope) (patroni_cluster_last_failover_timestamp_seconds{{{SEL}}})',

@@ -76,7 +76,7 @@ def dashboard():
         "0.3.16+ syncobj_admin -transfer moves it back (runbooks: Raft leadership away from the "
         "primary).",
         {"0": ("on the primary's host", "green"), "1": ("AWAY from the primary", "yellow")},
-        height=4))
+        span=24, height=4))
 
     d = d.with_panel(table_panel(
         7, "Nodes",
