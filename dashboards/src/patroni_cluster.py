@@ -62,10 +62,11 @@ def etcd_row(d):
     d = d.with_panel(stat_panel(
         84, "Member keys",
         [(f'max by (scope) (patroni_etcd_member_keys{{{SEL}}})', "{{scope}} keys in etcd"),
-         (f'max by (scope) (patroni_cluster_members{{{SEL}}})', "{{scope}} in GET /cluster")],
+         (f'max by (scope) (patroni_cluster_members{{{SEL}}})'
+          f' and on (scope) max by (scope) (patroni_dcs_quorum{{{SEL},dcs="etcd"}})', "{{scope}} in GET /cluster")],
         "Patroni's member keys (members/<name>) read directly from etcd, against the members "
-        "GET /cluster lists. A member's key lives as long as its lease (ttl): a member that "
-        "stopped leaves etcd ttl after its last renewal.",
+        "GET /cluster lists (clusters on etcd only). A member's key lives as long as its lease "
+        "(ttl): a member that stopped leaves etcd ttl after its last renewal.",
         steps=[(None, "blue")], span=4, text_mode=mc.BigValueTextMode.VALUE_AND_NAME))
     d = d.with_panel(stat_panel(
         85, "Unreadable facts", f'max by (scope, fact) (patroni_etcd_unreadable{{{SEL}}} == 1)',
@@ -146,8 +147,8 @@ def etcd_row(d):
         steps=[(None, "green"), (1, "red")], span=8, text_mode=mc.BigValueTextMode.VALUE_AND_NAME))
     d = d.with_panel(stat_panel(
         91, "etcd changes in the time range",
-        [(f'round({range_total("patroni_etcd_leader_changes_total")})', "{{scope}} leader changes"),
-         (f'round({range_total("patroni_etcd_quorum_losses_total")})', "{{scope}} quorum losses")],
+        [(range_total("patroni_etcd_leader_changes_total"), "{{scope}} leader changes"),
+         (range_total("patroni_etcd_quorum_losses_total"), "{{scope}} quorum losses")],
         "etcd leader changes (another member as the leader the answering members agree on) and "
         "quorum verdicts of lost after a confirmed one, seen by the exporter in the time range.",
         steps=[(None, "green"), (1, "orange")], span=8, text_mode=mc.BigValueTextMode.VALUE_AND_NAME))
