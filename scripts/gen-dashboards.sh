@@ -41,7 +41,8 @@ fi
 VENV_PY="$(cd "$VENV" && pwd)/bin/python"   # absolute: VENV may be given either way
 (cd dashboards/src && "$VENV_PY" generate.py "$( [ "$OUT" = dashboards ] && echo .. || echo "$OUT")")
 
-# ---- validation: JSON parses, stable uid, variables, datasource on every panel/target/annotation,
+# ---- validation: JSON parses, stable uid, variables, every panel inside the 24 columns and
+#      none overlapping, datasource on every panel/target/annotation,
 #      every metric name used in an expression is one the exporter exposes, no function misused
 #      on its type (function_misuse).
 "$VENV/bin/python" - "$OUT" <<'PYEOF'
@@ -74,6 +75,18 @@ for name, uid in want_uids.items():
     ids = [p.get("id") for p in panels]
     if len(ids) != len(set(ids)):
         errors.append(f"{name}: duplicate panel ids")
+    # layout: the builder places panels left to right and wraps only once a row is full, so a
+    # panel wider than what is left of its row sticks out of the 24 columns (Grafana then moves
+    # it where the source did not put it); none may overlap another either
+    boxes = [(p, p.get("gridPos") or {}) for p in panels]
+    for p, g in boxes:
+        if g.get("x", 0) + g.get("w", 0) > 24:
+            errors.append(f"{name}: panel {p.get('id')} {p.get('title')!r}: x {g.get('x')} + w {g.get('w')} > 24 columns")
+    for i, (p, g) in enumerate(boxes):
+        for q, h in boxes[i + 1:]:
+            if (g["x"] < h["x"] + h["w"] and h["x"] < g["x"] + g["w"]
+                    and g["y"] < h["y"] + h["h"] and h["y"] < g["y"] + g["h"]):
+                errors.append(f"{name}: panels {p.get('title')!r} and {q.get('title')!r} overlap")
     items = [(f"panel {p.get('id')} {p.get('title')!r}", p) for p in panels if p.get("type") != "row"]
     items += [(f"annotation {a.get('name')!r}", a) for a in d.get("annotations", {}).get("list", [])]
     for what, p in items:

@@ -9,6 +9,8 @@ The dashboard is drawn as Grafana lays it out: the 24-column gridPos grid (a uni
 value, value mappings, thresholds, units), time series as lines with their legend below,
 state timelines as coloured bands, tables merged and organised as the panel's transformations
 say. A panel whose queries return nothing shows "No data", in red, so that a reviewer sees it.
+Texts that do not fit their space (titles, table cells, row and value names) are cut with an
+ellipsis and a legend takes at most 35 % of its panel, as in Grafana.
 
 The dashboard's annotation queries are drawn as Grafana draws them (vertical lines on time
 panels); the events of the scripted incident (--events, "epoch<TAB>label" lines) as numbered
@@ -36,6 +38,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.backends.backend_agg import RendererAgg  # noqa: E402
+from matplotlib.font_manager import FontProperties  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
 # Grafana's dark theme and named colours.
@@ -51,6 +55,8 @@ PALETTE = ["#73BF69", "#F2CC0C", "#8AB8FF", "#FF780A", "#F2495C", "#5794F2", "#B
            "#6D1F62", "#584477"]
 NO_DATA = "#F2495C"
 CELL_H, CELL_GAP, WIDTH_PX, DPI = 30, 8, 1800, 100
+# Grafana gives a legend under a graph at most 35 % of the panel's height (the rest scrolls)
+LEGEND_MAX_SHARE = 0.35
 TIMEOUT = 20  # seconds for every Prometheus request
 
 
@@ -58,6 +64,30 @@ def color(name: str | None) -> str:
     if not name:
         return TEXT
     return COLORS.get(name, name)
+
+
+_MEASURE = RendererAgg(100, 100, DPI)
+
+
+def text_px(text: str, size: float, bold: bool = False) -> float:
+    """The width in pixels of `text` drawn at `size` points (the picture's font)."""
+    font = FontProperties(size=size, weight="bold" if bold else "normal")
+    return _MEASURE.get_text_width_height_descent(text, font, ismath=False)[0]
+
+
+def fit(text: str, max_px: float, size: float, bold: bool = False) -> str:
+    """`text` cut to `max_px` with an ellipsis, as Grafana cuts a title, a cell or a name that
+    does not fit (a picture whose texts run into each other is unreadable)."""
+    if text_px(text, size, bold) <= max_px:
+        return text
+    lo, hi = 0, len(text)  # the longest prefix that fits with the ellipsis
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if text_px(text[:mid] + "…", size, bold) <= max_px:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo].rstrip() + "…" if lo else ""
 
 
 # ---------------------------------------------------------------- Prometheus
@@ -230,7 +260,8 @@ def panel_frame(canvas: Canvas, panel: dict):
     fig.add_artist(Rectangle((left, bottom), w, h, transform=fig.transFigure, facecolor=PANEL_BG,
                              edgecolor=BORDER, linewidth=1, zorder=-10))
     title_h = canvas.px_to_fig_h(26)
-    fig.text(left + canvas.px_to_fig_w(8), bottom + h - title_h / 2, panel.get("title", ""),
+    fig.text(left + canvas.px_to_fig_w(8), bottom + h - title_h / 2,
+             fit(panel.get("title", ""), w * WIDTH_PX - 16, 10, bold=True),
              color=TEXT, fontsize=10, fontweight="bold", va="center", ha="left")
     # the content area under the title
     pad_w = canvas.px_to_fig_w(8)
@@ -336,9 +367,13 @@ def draw_stat(canvas, panel, ctx, prom) -> bool:
         big = name if text_mode == "name" else text
         size = min(30, max(11, 0.9 * cell_w * WIDTH_PX / max(len(big), 1) / 0.62 / 1.39))
         size = min(size, h * canvas.height_px * 0.45)
+        # never wider than its cell (a long version string, a member name)
+        size = min(size, size * (cell_w * WIDTH_PX - 10) / max(text_px(big, size, bold=True), 1))
         if show_name and text_mode != "name":
-            canvas.fig.text(x + cell_w / 2, bottom + h * 0.80, name, color="white", fontsize=9,
-                            ha="center", va="center")
+            # smaller up to 7 pt to fit its cell (0.95: widths do not scale exactly with size)
+            name_size = max(7.0, min(9.0, 0.95 * 9.0 * (cell_w * WIDTH_PX - 8) / max(text_px(name, 9), 1)))
+            canvas.fig.text(x + cell_w / 2, bottom + h * 0.80, fit(name, cell_w * WIDTH_PX - 8, name_size),
+                            color="white", fontsize=name_size, ha="center", va="center")
             canvas.fig.text(x + cell_w / 2, bottom + h * 0.36, big, color="white", fontsize=size,
                             fontweight="bold", ha="center", va="center")
         else:
@@ -347,10 +382,33 @@ def draw_stat(canvas, panel, ctx, prom) -> bool:
     return True
 
 
-def legend_rows(names: list[str], width_px: float) -> tuple[int, int]:
-    longest = max(len(n) for n in names) if names else 1
-    ncol = max(1, min(len(names), int(width_px // (longest * 6.2 + 30))))
-    return ncol, math.ceil(len(names) / ncol)
+LEGEND_ROW_PX = 15
+
+
+def legend_rows(names: list[str], width_px: float, max_rows: int) -> tuple[int, int, int]:
+    """(columns, rows, names shown) of a legend under a graph `width_px` wide, at most
+    `max_rows` rows high: the names that do not fit are left out (Grafana scrolls them)."""
+    longest = max(text_px(n, 8) for n in names) if names else 1
+    ncol = max(1, min(len(names), int(width_px // (longest + 30))))
+    rows = math.ceil(len(names) / ncol)
+    if rows <= max_rows:
+        return ncol, rows, len(names)
+    rows = max(1, max_rows)
+    return ncol, rows, ncol * rows - 1  # the last place says how many more
+
+
+def integer_ylim(ax, values: list[float], defaults: dict) -> None:
+    """A graph of whole numbers whose range is under 2 (a constant term, no skipped polls):
+    at least two whole ticks, never 0.95, 0.975, 1, 1.03 (fractions of a count)."""
+    finite = [v for v in values if not math.isnan(v)]
+    if not finite or max(finite) - min(finite) >= 2:
+        return
+    lo, hi = min(finite), max(finite)
+    bottom = lo - 1 if lo < 0 or lo >= 1 else 0
+    if defaults.get("min") is None:
+        ax.set_ylim(bottom=bottom)
+    if defaults.get("max") is None:
+        ax.set_ylim(top=hi + 1)
 
 
 def draw_timeseries(canvas, panel, ctx, prom) -> bool:
@@ -361,8 +419,9 @@ def draw_timeseries(canvas, panel, ctx, prom) -> bool:
         no_data(canvas, area)
         return False
     names = [s[0] for s in series]
-    ncol, nrows = legend_rows(names, w * WIDTH_PX)
-    legend_h = canvas.px_to_fig_h(nrows * 15 + 6)
+    max_rows = int(LEGEND_MAX_SHARE * h * canvas.height_px // LEGEND_ROW_PX)
+    ncol, nrows, shown = legend_rows(names, w * WIDTH_PX, max_rows)
+    legend_h = canvas.px_to_fig_h(nrows * LEGEND_ROW_PX + 6)
     axis_left = canvas.px_to_fig_w(62)
     ax = canvas.fig.add_axes((left + axis_left, bottom + legend_h + canvas.px_to_fig_h(16),
                               w - axis_left, h - legend_h - canvas.px_to_fig_h(18)))
@@ -381,6 +440,8 @@ def draw_timeseries(canvas, panel, ctx, prom) -> bool:
         ax.plot(xs, ys, color=PALETTE[i % len(PALETTE)], linewidth=1.4, label=name)
     if all(v == int(v) for _n, _t, vs in series for v in vs if not math.isnan(v)):
         ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(nbins=5, integer=True))
+        if not mapping:
+            integer_ylim(ax, [v for _n, _t, vs in series for v in vs], defaults)
     if defaults.get("min") is not None:
         ax.set_ylim(bottom=defaults["min"])
     if defaults.get("max") is not None:
@@ -391,7 +452,12 @@ def draw_timeseries(canvas, panel, ctx, prom) -> bool:
         ax.set_yticklabels([mapping[k][0] for k in sorted(mapping, key=float)])
         ax.set_ylim(min(ticks) - 0.2, max(ticks) + 0.2)
     draw_time_marks(ax, ctx["marks"])
-    ax.legend(loc="upper left", bbox_to_anchor=(-axis_left / (w - axis_left), -0.06 * 0 - canvas.px_to_fig_h(18) / (h - legend_h)),
+    handles, labels = ax.get_legend_handles_labels()
+    if shown < len(names):
+        handles = handles[:shown] + [Rectangle((0, 0), 0, 0, facecolor="none", edgecolor="none")]
+        labels = labels[:shown] + [f"… {len(names) - shown} more"]
+    ax.legend(handles, labels, loc="upper left",
+              bbox_to_anchor=(-axis_left / (w - axis_left), -canvas.px_to_fig_h(18) / (h - legend_h)),
               ncol=ncol, frameon=False, fontsize=8, labelcolor=TEXT, handlelength=1.2,
               borderaxespad=0, columnspacing=1.2)
     return True
@@ -405,7 +471,9 @@ def draw_state_timeline(canvas, panel, ctx, prom) -> bool:
         return False
     used: dict[str, str] = {}
     legend_h = canvas.px_to_fig_h(20)
-    label_w = canvas.px_to_fig_w(min(230, 7 * max(len(s[0]) for s in series) + 12))
+    # the row names as wide as the longest, up to half the panel (Grafana cuts longer ones)
+    label_px = min(0.5 * w * WIDTH_PX, max(text_px(s[0], 8) for s in series) + 12)
+    label_w = canvas.px_to_fig_w(label_px)
     ax = canvas.fig.add_axes((left + label_w, bottom + legend_h + canvas.px_to_fig_h(14),
                               w - label_w, h - legend_h - canvas.px_to_fig_h(16)))
     style_axes(ax, None, ctx["start"], ctx["end"])
@@ -413,18 +481,26 @@ def draw_state_timeline(canvas, panel, ctx, prom) -> bool:
     n = len(series)
     for row, (name, ts, vs) in enumerate(series):
         y = n - 1 - row
+        # one band per run of a state, as Grafana draws it (a rectangle per sample leaves
+        # anti-aliasing seams where two of them meet)
+        runs: list[list] = []  # [start, end, label, colour]
         for i, (t, v) in enumerate(zip(ts, vs)):
             t_next = ts[i + 1] if i + 1 < len(ts) and ts[i + 1] - t <= 1.5 * ctx["step"] else t + ctx["step"]
             m = mapped(v, mapping)
             col = color(m[1]) if m and m[1] else color(threshold_color(v, defaults.get("thresholds")) or "blue")
             label = m[0] if m else fmt_unit(v, None)
             used.setdefault(label, col)
-            x0 = mdates.date2num(datetime.fromtimestamp(t, timezone.utc))
-            x1 = mdates.date2num(datetime.fromtimestamp(t_next, timezone.utc))
+            if runs and runs[-1][1] == t and runs[-1][2] == label:
+                runs[-1][1] = t_next
+            else:
+                runs.append([t, t_next, label, col])
+        for t0, t1, _label, col in runs:
+            x0 = mdates.date2num(datetime.fromtimestamp(t0, timezone.utc))
+            x1 = mdates.date2num(datetime.fromtimestamp(t1, timezone.utc))
             ax.add_patch(Rectangle((x0, y + 0.1), x1 - x0, 0.8, facecolor=col, edgecolor="none"))
     ax.set_ylim(0, n)
     ax.set_yticks([n - 1 - r + 0.5 for r in range(n)])
-    ax.set_yticklabels([s[0] for s in series], color=TEXT, fontsize=8)
+    ax.set_yticklabels([fit(s[0], label_px - 10, 8) for s in series], color=TEXT, fontsize=8)
     draw_time_marks(ax, ctx["marks"])
     handles = [Rectangle((0, 0), 1, 1, facecolor=c) for c in used.values()]
     ax.legend(handles, list(used), loc="upper left", ncol=min(len(used), 8), frameon=False,
@@ -497,9 +573,10 @@ def draw_table(canvas, panel, ctx, prom) -> bool:
     row_h = canvas.px_to_fig_h(24)
     col_w = w / max(len(columns), 1)
     y = bottom + h - row_h
+    cell_px = col_w * WIDTH_PX - 8  # what a cell's text may take
     for i, head in enumerate(headers):
-        fig.text(left + i * col_w + canvas.px_to_fig_w(4), y + row_h / 2, head, color="#6e9fff",
-                 fontsize=8.5, fontweight="bold", va="center", ha="left")
+        fig.text(left + i * col_w + canvas.px_to_fig_w(4), y + row_h / 2, fit(head, cell_px, 8.5, bold=True),
+                 color="#6e9fff", fontsize=8.5, fontweight="bold", va="center", ha="left")
     fig.add_artist(plt.Line2D([left, left + w], [y, y], transform=fig.transFigure, color=BORDER))
     for r in rows:
         y -= row_h
@@ -521,8 +598,8 @@ def draw_table(canvas, panel, ctx, prom) -> bool:
                 fig.add_artist(Rectangle((x + canvas.px_to_fig_w(1), y + canvas.px_to_fig_h(1)), col_w - canvas.px_to_fig_w(2),
                                          row_h - canvas.px_to_fig_h(2), transform=fig.transFigure,
                                          facecolor=bg, edgecolor="none"))
-            fig.text(x + canvas.px_to_fig_w(4), y + row_h / 2, text, color="white" if bg else TEXT,
-                     fontsize=8.5, va="center", ha="left")
+            fig.text(x + canvas.px_to_fig_w(4), y + row_h / 2, fit(text, cell_px, 8.5),
+                     color="white" if bg else TEXT, fontsize=8.5, va="center", ha="left")
         fig.add_artist(plt.Line2D([left, left + w], [y, y], transform=fig.transFigure, color=BORDER, linewidth=0.5))
     return True
 

@@ -350,9 +350,10 @@ def increased(family: str) -> str:
 
 
 def range_total(family: str, zero: bool = False) -> str:
-    """How much the counter `family` rose in the dashboard's time range, per cluster; with
-    `zero`, 0 for a watched cluster that has no such series (a counter absent at 0)."""
-    total = f'sum by (scope) (increase({family}{{{SEL}}}[$__range]))'
+    """How many events the counter `family` counted in the dashboard's time range, per
+    cluster, rounded (increase() extrapolates to the range's edges: one switchover reads 1.01);
+    with `zero`, 0 for a watched cluster that has no such series (a counter absent at 0)."""
+    total = f'round(sum by (scope) (increase({family}{{{SEL}}}[$__range])))'
     return total + f' or max by (scope) (patroni_up{{{SEL}}}) * 0' if zero else total
 
 

@@ -62,10 +62,11 @@ def etcd_row(d):
     d = d.with_panel(stat_panel(
         84, "Member keys",
         [(f'max by (scope) (patroni_etcd_member_keys{{{SEL}}})', "{{scope}} keys in etcd"),
-         (f'max by (scope) (patroni_cluster_members{{{SEL}}})', "{{scope}} in GET /cluster")],
+         (f'max by (scope) (patroni_cluster_members{{{SEL}}})'
+          f' and on (scope) max by (scope) (patroni_dcs_quorum{{{SEL},dcs="etcd"}})', "{{scope}} in GET /cluster")],
         "Patroni's member keys (members/<name>) read directly from etcd, against the members "
-        "GET /cluster lists. A member's key lives as long as its lease (ttl): a member that "
-        "stopped leaves etcd ttl after its last renewal.",
+        "GET /cluster lists (clusters on etcd only). A member's key lives as long as its lease "
+        "(ttl): a member that stopped leaves etcd ttl after its last renewal.",
         steps=[(None, "blue")], span=4, text_mode=mc.BigValueTextMode.VALUE_AND_NAME))
     d = d.with_panel(stat_panel(
         85, "Unreadable facts", f'max by (scope, fact) (patroni_etcd_unreadable{{{SEL}}} == 1)',
@@ -146,8 +147,8 @@ def etcd_row(d):
         steps=[(None, "green"), (1, "red")], span=8, text_mode=mc.BigValueTextMode.VALUE_AND_NAME))
     d = d.with_panel(stat_panel(
         91, "etcd changes in the time range",
-        [(f'round({range_total("patroni_etcd_leader_changes_total")})', "{{scope}} leader changes"),
-         (f'round({range_total("patroni_etcd_quorum_losses_total")})', "{{scope}} quorum losses")],
+        [(range_total("patroni_etcd_leader_changes_total"), "{{scope}} leader changes"),
+         (range_total("patroni_etcd_quorum_losses_total"), "{{scope}} quorum losses")],
         "etcd leader changes (another member as the leader the answering members agree on) and "
         "quorum verdicts of lost after a confirmed one, seen by the exporter in the time range.",
         steps=[(None, "green"), (1, "orange")], span=8, text_mode=mc.BigValueTextMode.VALUE_AND_NAME))
@@ -482,6 +483,17 @@ def dashboard():
             ("strict", [mapping_prop(on_off)]), ("failsafe_mode", [mapping_prop(on_off)]),
             ("check_timeline", [mapping_prop(on_off)]),
         ]))
+    tags = ["nofailover", "nosync", "noloadbalance", "clonefrom", "nostream"]
+    d = d.with_panel(table_panel(
+        73, "Member tags",
+        table_queries(*[f'max by (scope, member) (patroni_member_tag{{{SEL},tag="{t}"}})' for t in tags]),
+        "The boolean tags in force on each member (its own GET /patroni; nofailover also when "
+        "failover_priority <= 0, nosync when sync_priority <= 0).",
+        join_field="member", span=8, height=5,
+        exclude=["Time"],
+        rename={"scope": "Cluster", "member": "Member",
+                **{f"Value #{ref}": t for ref, t in zip("ABCDE", tags)}},
+        overrides=[(t, [mapping_prop({"1": ("SET", "orange"), "0": ("-", "text")})]) for t in tags]))
     timing = ["min_timeout", "max_timeout", "connection_timeout", "append_entries_period",
               "connection_retry_time", "leader_fallback_timeout"]
     refs = "ABCDEF"
@@ -501,17 +513,6 @@ def dashboard():
         rename={"scope": "Cluster", "member": "Member", "source": "source",
                 **{f"Value #{r}": t for r, t in zip(refs, timing)}, "Value #G": "thread_pool_size"},
         overrides=[(t, [prop("unit", "s")]) for t in timing]))
-    tags = ["nofailover", "nosync", "noloadbalance", "clonefrom", "nostream"]
-    d = d.with_panel(table_panel(
-        73, "Member tags",
-        table_queries(*[f'max by (scope, member) (patroni_member_tag{{{SEL},tag="{t}"}})' for t in tags]),
-        "The boolean tags in force on each member (its own GET /patroni; nofailover also when "
-        "failover_priority <= 0, nosync when sync_priority <= 0).",
-        join_field="member", span=8, height=5,
-        exclude=["Time"],
-        rename={"scope": "Cluster", "member": "Member",
-                **{f"Value #{ref}": t for ref, t in zip("ABCDE", tags)}},
-        overrides=[(t, [mapping_prop({"1": ("SET", "orange"), "0": ("-", "text")})]) for t in tags]))
     d = d.with_panel(stat_panel(
         74, "Since the last failover",
         f'time() - max by (scope) (patroni_cluster_last_failover_timestamp_seconds{{{SEL}}})',

@@ -50,7 +50,7 @@ def dashboard():
             (8, "Quorum losses", "patroni_raft_quorum_losses_total",
              "Times the exporter's verdict went from confirmed to lost in the dashboard's time range.",
              (1, "red"))):
-        d = d.with_panel(stat_panel(pid, title, f'round({range_total(family)})', desc, legend="{{scope}}",
+        d = d.with_panel(stat_panel(pid, title, range_total(family), desc, legend="{{scope}}",
                                     steps=[(None, "green"), alarm], span=3))
     d = d.with_panel(verdict_timeline(21))
     d = d.with_panel(ts_panel(
@@ -76,7 +76,7 @@ def dashboard():
         "0.3.16+ syncobj_admin -transfer moves it back (runbooks: Raft leadership away from the "
         "primary).",
         {"0": ("on the primary's host", "green"), "1": ("AWAY from the primary", "yellow")},
-        height=4))
+        span=24, height=4))
 
     d = d.with_panel(table_panel(
         7, "Nodes",
