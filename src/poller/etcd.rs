@@ -121,6 +121,9 @@ fn same_endpoint(a: &Url, b: &Url) -> bool {
 pub(super) struct EtcdMemory {
     /// Voting members of the last member list read (0: none read yet).
     pub(super) voters: usize,
+    /// The Unix time of the poll that read that list: exported beside what is judged from
+    /// `voters` ([`EtcdMemory::voters_read_at`]).
+    voters_at: Option<f64>,
     /// The client URLs of the members etcd listed last.
     pub(super) listed: Vec<Url>,
     /// What Patroni's keys said last, read through a leader.
@@ -128,11 +131,12 @@ pub(super) struct EtcdMemory {
 }
 
 impl EtcdMemory {
-    /// Learns from this poll's judged snapshot: a member list and keys read replace the
-    /// last; a poll that could not read them keeps what was known.
-    pub(super) fn learn(&mut self, snapshot: &EtcdSnapshot) {
+    /// Learns from the judged snapshot of the poll of Unix time `at`: a member list and keys
+    /// read replace the last; a poll that could not read them keeps what was known.
+    pub(super) fn learn(&mut self, snapshot: &EtcdSnapshot, at: f64) {
         if let Some(voters) = snapshot.listed_voters() {
             self.voters = voters;
+            self.voters_at = Some(at);
             self.listed = snapshot
                 .listed_endpoints()
                 .iter()
@@ -142,6 +146,12 @@ impl EtcdMemory {
                 .collect();
         }
         self.keys = snapshot.key_content();
+    }
+
+    /// When the voting members the last poll judged from were listed: the Unix time of the
+    /// poll that read the member list; `None` while none was read.
+    pub(super) fn voters_read_at(&self) -> Option<f64> {
+        self.voters_at.filter(|_| self.voters > 0)
     }
 }
 

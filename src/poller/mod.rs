@@ -395,7 +395,9 @@ impl ClusterPoller {
         );
 
         let has_reader = preferred.is_some();
-        let mut recorder = self.recorder(&scope);
+        let etcd = etcd.finish().await;
+        // Every request of the poll has ended: what it read, it read now.
+        let mut recorder = self.recorder(&scope, unix_now());
         let (history, failsafe_members) =
             recorder.reader_documents(reader_documents, has_reader, reader.as_deref(), timeline);
         let read_view = cluster.as_ref().map(DcsView::of);
@@ -415,7 +417,7 @@ impl ClusterPoller {
             members,
             departed,
             raft_nodes,
-            etcd: etcd.finish().await,
+            etcd,
             history,
             failsafe_members,
             read_view,
@@ -520,11 +522,13 @@ impl ClusterPoller {
         self.targets().unlisted_voters(known, base, ttl)
     }
 
-    /// The owners this poll's answers are recorded into, logging under `scope`.
-    fn recorder<'a>(&'a mut self, scope: &'a str) -> Recorder<'a> {
+    /// The owners this poll's answers are recorded into, logging under `scope`, for the poll
+    /// whose requests ended at Unix time `polled_at`.
+    fn recorder<'a>(&'a mut self, scope: &'a str, polled_at: f64) -> Recorder<'a> {
         let memory = &mut self.memory;
         Recorder {
             scope,
+            polled_at,
             config: &self.config,
             tally: &mut memory.tally,
             discovery: &mut memory.discovery,

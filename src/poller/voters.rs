@@ -28,6 +28,8 @@ pub(super) struct VoterMemory {
     /// The counted voter set of the last poll in which a node answered: what the quorum
     /// verdict judges when no node answers.
     counted: BTreeSet<String>,
+    /// The Unix time of that poll: exported beside what is judged from `counted`.
+    counted_at: Option<f64>,
     /// The voters that were witnesses in the last poll: one stays a witness while it is
     /// down ([`VoterKinds`]).
     witnesses: BTreeSet<String>,
@@ -60,10 +62,23 @@ impl VoterMemory {
         &self.counted
     }
 
-    /// Remembers this poll's counted voter set, if a node answered.
-    pub(super) fn count(&mut self, raft_nodes: &[RaftNodeSnapshot], sets: &VoterSetComparison) {
+    /// When the remembered counted voter set was read: the Unix time of the last poll in
+    /// which a node answered; `None` while no set is remembered.
+    pub(super) fn counted_read_at(&self) -> Option<f64> {
+        self.counted_at.filter(|_| !self.counted.is_empty())
+    }
+
+    /// Remembers this poll's counted voter set, if a node answered, read in the poll of Unix
+    /// time `at`.
+    pub(super) fn count(
+        &mut self,
+        raft_nodes: &[RaftNodeSnapshot],
+        sets: &VoterSetComparison,
+        at: f64,
+    ) {
         if raft_nodes.iter().any(|node| node.status.is_ok()) {
             self.counted = sets.counted.voters.clone();
+            self.counted_at = Some(at);
         }
     }
 
