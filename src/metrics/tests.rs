@@ -357,6 +357,36 @@ fn a_family_without_samples_is_left_out_and_clusters_without_them_add_nothing() 
     );
 }
 
+/// A value served from an earlier poll's read is exported beside the time of that read; a
+/// fact with nothing served has no time.
+#[test]
+fn remembered_facts_are_exported_with_the_time_of_their_read() {
+    let mut snapshot = (*cluster("alpha", 2)).clone();
+    snapshot.read_at = crate::snapshot::ClusterReadTimes {
+        config: Some(1_699_999_990.0),
+        raft_voters: Some(snapshot.polled_at_seconds),
+        ..Default::default()
+    };
+    snapshot.members[1].read_at = crate::snapshot::MemberReadTimes {
+        liveness: Some(1_699_999_995.5),
+        ..Default::default()
+    };
+    let text = render_store(&store_with(&[Arc::new(snapshot)]), Format::PrometheusText);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains("fact_read_timestamp_seconds{"))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "patroni_exporter_fact_read_timestamp_seconds{scope=\"alpha\",fact=\"config\"} 1699999990",
+            "patroni_exporter_fact_read_timestamp_seconds{scope=\"alpha\",fact=\"raft_voters\"} 1700000000.25",
+            "patroni_exporter_member_fact_read_timestamp_seconds{scope=\"alpha\",member=\"postgresql-1\",fact=\"liveness\"} 1699999995.5",
+        ],
+        "{text}"
+    );
+}
+
 #[test]
 fn the_standby_lag_says_when_the_source_position_was_read() {
     // The source "alpha" (its primary at 5 242 880 bytes in the captured healthy 4.1.5) and a

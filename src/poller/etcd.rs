@@ -194,3 +194,46 @@ impl EtcdPoll {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::etcd::{parse_member_list, ClusterFacts, EtcdError};
+
+    /// A judged snapshot whose member list was read (`true`: the captured 3-member list) or
+    /// not.
+    fn snapshot(list_read: bool) -> EtcdSnapshot {
+        let members = if list_read {
+            parse_member_list(&crate::fixture("etcd-3.5/member-list.json"))
+        } else {
+            Err(EtcdError::Timeout(Duration::from_secs(1)))
+        };
+        EtcdSnapshot {
+            facts: Some(ClusterFacts {
+                source: Url::parse("http://127.0.0.1:2379").unwrap(),
+                linearizable: true,
+                members,
+                alarms: None,
+                prefix: None,
+                keys: None,
+                leader_lease: None,
+            }),
+            ..EtcdSnapshot::default()
+        }
+    }
+
+    /// The voting members judged while the list is not read are the last list's, with the
+    /// time of the poll that read it.
+    #[test]
+    fn the_voting_members_keep_the_time_of_the_poll_that_listed_them() {
+        let mut memory = EtcdMemory::default();
+        memory.learn(&snapshot(false), 5.0);
+        assert_eq!(memory.voters_read_at(), None, "never listed: no time");
+        memory.learn(&snapshot(true), 10.0);
+        assert_eq!((memory.voters, memory.voters_read_at()), (3, Some(10.0)));
+        memory.learn(&snapshot(false), 15.0);
+        assert_eq!((memory.voters, memory.voters_read_at()), (3, Some(10.0)));
+        memory.learn(&snapshot(true), 20.0);
+        assert_eq!(memory.voters_read_at(), Some(20.0));
+    }
+}

@@ -160,3 +160,50 @@ fn named_voters(raft_nodes: &[RaftNodeSnapshot]) -> BTreeSet<String> {
     }
     voters
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::raft::parse_admin_text;
+    use crate::snapshot::Failure;
+
+    fn node(answer: Option<&str>) -> RaftNodeSnapshot {
+        let status = match answer {
+            Some(text) => Ok(parse_admin_text(text).unwrap()),
+            None => Err(Failure {
+                kind: crate::error_kind::ErrorKind::Timeout,
+                message: "timed out".into(),
+            }),
+        };
+        RaftNodeSnapshot {
+            node: "127.0.0.1:2222".into(),
+            status,
+            round_trip: None,
+        }
+    }
+
+    /// The voter set judged while no node answers is the last one read, with that poll's time.
+    #[test]
+    fn the_counted_voters_keep_the_time_of_the_last_poll_a_node_answered() {
+        let text = std::fs::read_to_string(format!(
+            "{}/tests/fixtures/patroni-3.3.8/syncobj_admin-status-m0.txt",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        let mut memory = VoterMemory::default();
+        assert_eq!(memory.counted_read_at(), None);
+        let answered = [node(Some(&text))];
+        memory.count(&answered, &VoterSetComparison::compare(&answered), 10.0);
+        assert!(!memory.counted().is_empty());
+        assert_eq!(memory.counted_read_at(), Some(10.0));
+        let silent = [node(None)];
+        memory.count(&silent, &VoterSetComparison::compare(&silent), 15.0);
+        assert_eq!(
+            memory.counted_read_at(),
+            Some(10.0),
+            "nobody answered: the old set"
+        );
+        memory.count(&answered, &VoterSetComparison::compare(&answered), 20.0);
+        assert_eq!(memory.counted_read_at(), Some(20.0));
+    }
+}
