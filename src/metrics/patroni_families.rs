@@ -23,8 +23,8 @@ declare_families! {
     CLUSTER_SCHEDULED_SWITCHOVER: cached_gauge("patroni_cluster_scheduled_switchover", "1 when a switchover is scheduled.");
     CLUSTER_TIMELINE: cached_gauge("patroni_cluster_timeline", "The leader's timeline in GET /cluster; absent without exactly one leader reporting one.");
     CLUSTER_LEADER_CHANGES: counter("patroni_cluster_leader_changes", "Leader changes seen by the poller in GET /cluster.");
-    CLUSTER_LAST_FAILOVER_TIMESTAMP_SECONDS: cached_gauge("patroni_cluster_last_failover_timestamp_seconds", "Unix time of the newest GET /history entry (switchover, failover or re-promotion).");
-    CLUSTER_HISTORY_ENTRIES: cached_gauge("patroni_cluster_history_entries", "Entries in GET /history (timeline switches, trimmed by Patroni to max_timelines_history).");
+    CLUSTER_LAST_FAILOVER_TIMESTAMP_SECONDS: cached_gauge("patroni_cluster_last_failover_timestamp_seconds", "Unix time of the newest GET /history entry (switchover, failover or re-promotion). GET /history is read when the timeline moves: patroni_exporter_fact_read_timestamp_seconds{fact=\"history\"} says when.");
+    CLUSTER_HISTORY_ENTRIES: cached_gauge("patroni_cluster_history_entries", "Entries in GET /history (timeline switches, trimmed by Patroni to max_timelines_history), as last read (patroni_exporter_fact_read_timestamp_seconds{fact=\"history\"}).");
     MEMBER_INFO: cached_gauge("patroni_member_info", "1 per member listed by GET /cluster, with its host and API URL.");
     MEMBER_ROLE: cached_gauge("patroni_member_role", "1 for the member's role in GET /cluster, 0 for the other known roles.");
     MEMBER_STATE: cached_gauge("patroni_member_state", "1 for the member's state in GET /cluster (Postgres or replication state), 0 for the other common states.");
