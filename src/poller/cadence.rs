@@ -32,6 +32,9 @@ pub const HISTORY_REFRESH_POLLS: u32 = 60;
 /// member's own copy is read in turn.
 pub const CONFIG_EVERY_POLLS: u32 = 3;
 
+/// A `/history` served: its entries, and the Unix time of the poll that read them.
+pub(super) type TimedHistory = (Vec<HistoryEntry>, f64);
+
 /// What the cadence remembers from one poll to the next.
 #[derive(Debug, Default)]
 pub(super) struct Cadence {
@@ -113,7 +116,7 @@ impl Cadence {
         read: Option<Option<Vec<HistoryEntry>>>,
         timeline: Option<u64>,
         at: f64,
-    ) -> Option<(Vec<HistoryEntry>, f64)> {
+    ) -> Option<TimedHistory> {
         let Some(history) = read else {
             return self.known_history();
         };
@@ -123,7 +126,7 @@ impl Cadence {
 
     /// The last `/history` read and the time of the poll that read it, for a poll that did
     /// not ask it.
-    pub(super) fn known_history(&mut self) -> Option<(Vec<HistoryEntry>, f64)> {
+    pub(super) fn known_history(&mut self) -> Option<TimedHistory> {
         self.polls_since_history = self.polls_since_history.saturating_add(1);
         self.history
             .as_ref()

@@ -396,7 +396,6 @@ impl ClusterPoller {
 
         let has_reader = preferred.is_some();
         let etcd = etcd.finish().await;
-        // Every request of the poll has ended: what it read, it read now.
         let mut recorder = self.recorder(&scope, unix_now());
         let (history, failsafe_members) =
             recorder.reader_documents(reader_documents, has_reader, reader.as_deref(), timeline);
@@ -523,7 +522,7 @@ impl ClusterPoller {
     }
 
     /// The owners this poll's answers are recorded into, logging under `scope`, for the poll
-    /// whose requests ended at Unix time `polled_at`.
+    /// whose requests ended at Unix time `polled_at` (when what it read was read).
     fn recorder<'a>(&'a mut self, scope: &'a str, polled_at: f64) -> Recorder<'a> {
         let memory = &mut self.memory;
         Recorder {

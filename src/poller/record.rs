@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use super::cadence::Cadence;
+use super::cadence::{Cadence, TimedHistory};
 use super::changes::ChangeMemory;
 use super::discovery::{learn_raft, without_aliases, Discovery};
 use super::etcd::{learn_hosts, EtcdMemory};
@@ -23,7 +23,7 @@ use super::voters::VoterMemory;
 use crate::address::Host;
 use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
 use crate::etcd::EtcdReading;
-use crate::patroni::{self, ClusterView, DynamicConfig, HistoryEntry, PatroniError};
+use crate::patroni::{self, ClusterView, DynamicConfig, PatroniError};
 use crate::snapshot::{
     member_hosts, primaries, ClusterSnapshot, DcsSnapshot, DcsView, EtcdSnapshot,
     FailoverReadiness, Failure, MemberDcsView, MemberSnapshot, PollFacts, QuorumAssessment,
@@ -54,7 +54,7 @@ pub(super) struct PollRecord {
     /// The etcd reading, on a cluster on etcd.
     pub(super) etcd: Option<EtcdReading>,
     /// `/history` as last read, and the time of the poll that read it.
-    pub(super) history: Option<(Vec<HistoryEntry>, f64)>,
+    pub(super) history: Option<TimedHistory>,
     pub(super) failsafe_members: Option<Vec<String>>,
     pub(super) read_view: Option<DcsView>,
 }
@@ -130,7 +130,7 @@ impl Recorder<'_> {
         has_reader: bool,
         reader: Option<&str>,
         timeline: Option<u64>,
-    ) -> (Option<(Vec<HistoryEntry>, f64)>, Option<Vec<String>>) {
+    ) -> (Option<TimedHistory>, Option<Vec<String>>) {
         // Asked (`Some`) only when there is a reader and it was due.
         let asked = history.is_some();
         let read = self.settle(Source::History, "history", history);
