@@ -447,6 +447,36 @@ async fn poll_reader_documents(
     (asked, snapshot.history.map_or(0, |h| h.len()))
 }
 
+/// A poll in which no Raft node answers judges from the voter set last read: exported with the
+/// time of the poll that read it, not as this poll's.
+#[tokio::test]
+async fn a_remembered_voter_set_carries_the_time_of_the_poll_that_read_it() {
+    let cluster = FakeCluster::start("voters", Captured::healthy_338()).await;
+    let (nodes, fakes) = raft_cluster(
+        [
+            ("127.0.0.81", Some("enc_leader_0.3.12")),
+            ("127.0.0.82", Some("enc_follower_0.3.12")),
+            ("127.0.0.83", None),
+        ],
+        "s3cret",
+    )
+    .await;
+    let config = cluster_config(cluster.urls(), Some((nodes, Some("s3cret"))));
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
+    let read = poller.poll_once().await;
+    assert_eq!(read.read_at.raft_voters, Some(read.polled_at_seconds));
+    drop(fakes);
+    let remembered = poller.poll_once().await;
+    let raft = remembered.dcs.raft().expect("Raft is polled");
+    assert!(
+        raft.nodes.iter().all(|node| node.status.is_err()),
+        "{raft:?}"
+    );
+    assert_eq!(raft.quorum.voters, 3, "judged against the voters last read");
+    assert!(remembered.polled_at_seconds > read.polled_at_seconds);
+    assert_eq!(remembered.read_at.raft_voters, Some(read.polled_at_seconds));
+}
+
 /// Over a rotation each member's `/liveness` is asked once: the member asked in a poll has that
 /// poll's read time, the others the earlier poll's that asked them; nobody's is newer.
 #[tokio::test]
