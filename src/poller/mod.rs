@@ -18,7 +18,10 @@
 //! probes ([`members`]), the voters named and counted (so Raft nodes are still queried and
 //! judged when no node answers: [`voters`]), the cluster's `/config` (the reader's) and last
 //! `/history` ([`cadence`]), the counters of leader changes and quorum losses ([`changes`]),
-//! and the counters and last error of each target ([`tally`]).
+//! and the counters and last error of each target ([`tally`]). What the memory serves in
+//! place of a measure of the poll carries the Unix time of the poll that read it, into the
+//! snapshot ([`crate::snapshot::ClusterReadTimes`], [`crate::snapshot::MemberReadTimes`]), so
+//! that no remembered value is exported as current.
 //!
 //! [`ClusterPoller::poll_once`] only orchestrates; each part works on borrows of the owners
 //! it needs, so no part reaches into the poller: discovery ([`discovery`]: who answers
