@@ -245,7 +245,10 @@ async fn remembered_voting_members_carry_the_time_of_the_poll_that_listed_them()
     let remembered = poller.poll_once().await;
     let read = remembered.dcs.etcd().expect("etcd is read");
     assert_eq!(read.listed_voters(), None, "the member list was refused");
-    assert_eq!(read.quorum.voters, 3, "judged against the members last listed");
+    assert_eq!(
+        read.quorum.voters, 3,
+        "judged against the members last listed"
+    );
     assert!(remembered.polled_at_seconds > listed.polled_at_seconds);
     assert_eq!(
         remembered.read_at.etcd_members,
