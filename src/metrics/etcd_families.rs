@@ -16,7 +16,7 @@ use crate::snapshot::{ClusterSnapshot, EtcdEvidence, EtcdSnapshot};
 
 declare_families! {
     ETCD_QUORUM_EVIDENCE: cached_gauge("patroni_etcd_quorum_evidence", "1 for the evidence the etcd quorum verdict (patroni_dcs_quorum{dcs=\"etcd\"}) rests on (leader: the leader says it leads; majority: a majority of voting members name one leader; health: Status refused to the exporter's user and a majority answer /health true; no_leader, refused: lost; not_visible), 0 for the others.");
-    ETCD_MEMBERS: cached_gauge("patroni_etcd_members", "Voting members of the etcd cluster: its member list, else as many as last known, else the endpoints asked.");
+    ETCD_MEMBERS: cached_gauge("patroni_etcd_members", "Voting members of the etcd cluster: its member list, else as many as last known (patroni_exporter_fact_read_timestamp_seconds{fact=\"etcd_members\"} says when), else the endpoints asked.");
     ETCD_LEARNERS: cached_gauge("patroni_etcd_learners", "Learners in etcd's member list: members that replicate but do not vote.");
     ETCD_MEMBERS_ANSWERING: cached_gauge("patroni_etcd_members_answering", "Voting etcd members whose Status (or, where Status is refused to the exporter's user, /health) answered in the last poll.");
     ETCD_LEADER_CHANGES: counter("patroni_etcd_leader_changes", "etcd leader changes seen by the poller (another member as the leader the answering members agree on).");

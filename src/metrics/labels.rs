@@ -77,7 +77,7 @@ label_sets! {
     EtcdMemberInfoLabels { scope, endpoint, member, version };
     /// A cluster and one etcd alarm (`NOSPACE`, `CORRUPT`).
     AlarmLabels { scope, alarm };
-    /// A cluster and one fact asked of its DCS.
+    /// A cluster and one fact: asked of its DCS, or read only in some polls.
     FactLabels { scope, fact };
     /// A cluster and the evidence its quorum verdict rests on.
     EvidenceLabels { scope, evidence };
@@ -95,6 +95,8 @@ label_sets! {
     MemberVersionLabels { scope, member, version };
     /// A member and one reason why it would not be promoted.
     MemberReasonLabels { scope, member, reason };
+    /// A member and one fact asked of it in rotation.
+    MemberFactLabels { scope, member, fact };
     /// A member and one of its boolean tags.
     MemberTagLabels { scope, member, tag };
     /// A member and the member it replicates from (`replicatefrom` tag).
@@ -163,6 +165,7 @@ extended_by! {
         version: MemberVersionLabels,
         reason: MemberReasonLabels,
         tag: MemberTagLabels,
+        fact: MemberFactLabels,
         replicatefrom: MemberReplicatefromLabels,
         field: MemberFieldLabels,
         kind: MemberWalLabels,

@@ -11,6 +11,8 @@ use crate::snapshot::{ClusterSnapshot, MemberSnapshot};
 declare_families! {
     EXPORTER_POLL_DURATION_SECONDS: gauge("patroni_exporter_poll_duration_seconds", "How long the last poll of the cluster took.");
     EXPORTER_LAST_POLL_TIMESTAMP_SECONDS: gauge("patroni_exporter_last_poll_timestamp_seconds", "Unix time at which the last poll of the cluster finished; the age of every cached value.");
+    EXPORTER_FACT_READ_TIMESTAMP_SECONDS: gauge("patroni_exporter_fact_read_timestamp_seconds", "Unix time of the poll that last read a fact a poll does not always read, whose last read is served in between: config (GET /config: patroni_config_*, failover readiness), history (GET /history: patroni_cluster_history_entries, _last_failover_timestamp_seconds), raft_voters (the Raft voter set, kept while no node answers: patroni_raft_voters, the quorum verdict), etcd_members (etcd's voting members, kept while the member list is not read: patroni_etcd_members, the etcd quorum verdict). Equal to patroni_exporter_last_poll_timestamp_seconds when the last poll read it; absent while nothing read is served.");
+    EXPORTER_MEMBER_FACT_READ_TIMESTAMP_SECONDS: gauge("patroni_exporter_member_fact_read_timestamp_seconds", "Unix time of the poll that last read a member's fact asked in rotation, whose last answer is served in between: liveness (patroni_member_liveness), readiness (patroni_member_readiness), config (its own GET /config, compared in patroni_member_dcs_view_differs{field=\"config\"}). Equal to patroni_exporter_last_poll_timestamp_seconds when the last poll asked it; absent while nothing answered is served.");
     EXPORTER_POLL_ERRORS: counter("patroni_exporter_poll_errors", "Failed requests while polling, by source (cluster, member, history, raft) and error kind.");
     EXPORTER_POLLS_SKIPPED: counter("patroni_exporter_polls_skipped", "Poll intervals skipped because the previous poll was still running.");
     UP: cached_gauge("patroni_up", "1 if GET /cluster was answered by some member in the last poll.");
@@ -21,8 +23,8 @@ declare_families! {
     CLUSTER_SCHEDULED_SWITCHOVER: cached_gauge("patroni_cluster_scheduled_switchover", "1 when a switchover is scheduled.");
     CLUSTER_TIMELINE: cached_gauge("patroni_cluster_timeline", "The leader's timeline in GET /cluster; absent without exactly one leader reporting one.");
     CLUSTER_LEADER_CHANGES: counter("patroni_cluster_leader_changes", "Leader changes seen by the poller in GET /cluster.");
-    CLUSTER_LAST_FAILOVER_TIMESTAMP_SECONDS: cached_gauge("patroni_cluster_last_failover_timestamp_seconds", "Unix time of the newest GET /history entry (switchover, failover or re-promotion).");
-    CLUSTER_HISTORY_ENTRIES: cached_gauge("patroni_cluster_history_entries", "Entries in GET /history (timeline switches, trimmed by Patroni to max_timelines_history).");
+    CLUSTER_LAST_FAILOVER_TIMESTAMP_SECONDS: cached_gauge("patroni_cluster_last_failover_timestamp_seconds", "Unix time of the newest GET /history entry (switchover, failover or re-promotion). GET /history is read when the timeline moves: patroni_exporter_fact_read_timestamp_seconds{fact=\"history\"} says when.");
+    CLUSTER_HISTORY_ENTRIES: cached_gauge("patroni_cluster_history_entries", "Entries in GET /history (timeline switches, trimmed by Patroni to max_timelines_history), as last read (patroni_exporter_fact_read_timestamp_seconds{fact=\"history\"}).");
     MEMBER_INFO: cached_gauge("patroni_member_info", "1 per member listed by GET /cluster, with its host and API URL.");
     MEMBER_ROLE: cached_gauge("patroni_member_role", "1 for the member's role in GET /cluster, 0 for the other known roles.");
     MEMBER_STATE: cached_gauge("patroni_member_state", "1 for the member's state in GET /cluster (Postgres or replication state), 0 for the other common states.");
@@ -129,6 +131,22 @@ fn encode_exporter(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>]
     writer.write(
         &EXPORTER_LAST_POLL_TIMESTAMP_SECONDS,
         snapshots.iter().map(|s| (scope(s), s.polled_at_seconds)),
+    )?;
+    writer.write(
+        &EXPORTER_FACT_READ_TIMESTAMP_SECONDS,
+        snapshots.iter().flat_map(|s| {
+            s.read_at
+                .each()
+                .map(move |(fact, at)| (scope(s).fact(fact.as_str()), at))
+        }),
+    )?;
+    writer.write(
+        &EXPORTER_MEMBER_FACT_READ_TIMESTAMP_SECONDS,
+        asked_members(snapshots).flat_map(|(s, m)| {
+            m.read_at
+                .each()
+                .map(move |(fact, at)| (member_labels(s, m).fact(fact.as_str()), at))
+        }),
     )?;
     writer.write(
         &EXPORTER_POLL_ERRORS,

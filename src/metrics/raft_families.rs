@@ -11,7 +11,7 @@ use crate::snapshot::{ClusterSnapshot, QuorumEvidence, RaftSnapshot, Unanswered}
 declare_families! {
     RAFT_CLUSTER_QUORUM: cached_gauge("patroni_raft_cluster_quorum", "The quorum verdict: 1 confirmed (a leader or a majority of voters report has_quorum, or a follower does and is connected to its leader), 0 lost (every voter that answers reports no quorum, or a majority refuse connections), -1 not visible from this exporter (neither). The best of several exporters is their max.");
     RAFT_QUORUM_EVIDENCE: cached_gauge("patroni_raft_quorum_evidence", "1 for the evidence the quorum verdict rests on (leader, majority, follower: confirmed; no_quorum, refused: lost; not_visible), 0 for the others.");
-    RAFT_VOTERS: cached_gauge("patroni_raft_voters", "Voters in the Raft configuration: the voters the answering nodes name (each itself and its partners), else those of the last poll with an answer, else the nodes queried.");
+    RAFT_VOTERS: cached_gauge("patroni_raft_voters", "Voters in the Raft configuration: the voters the answering nodes name (each itself and its partners), else those of the last poll with an answer (patroni_exporter_fact_read_timestamp_seconds{fact=\"raft_voters\"} says when), else the nodes queried.");
     RAFT_VOTERS_ANSWERING: cached_gauge("patroni_raft_voters_answering", "Voters whose Raft status the exporter read in the last poll.");
     RAFT_VOTERS_WITH_QUORUM: cached_gauge("patroni_raft_voters_with_quorum", "Answering voters that report has_quorum.");
     RAFT_VOTERS_UNANSWERED: cached_gauge("patroni_raft_voters_unanswered", "Voters that gave no status in the last poll, by reason: refused (nothing listens: the process is down), timeout, auth (the Raft password was refused), error.");

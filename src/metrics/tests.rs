@@ -340,20 +340,55 @@ fn a_family_without_samples_is_left_out_and_clusters_without_them_add_nothing() 
     with_history.history = Some(Vec::new());
     let alone = store_with(&[Arc::new(without_history.clone())]);
     let text = render_store(&alone, Format::PrometheusText);
-    assert!(!text.contains("patroni_cluster_history_entries"));
+    assert!(!text.contains("patroni_cluster_history_entries{"));
+    assert!(!text.contains("# TYPE patroni_cluster_history_entries "));
     let both = store_with(&[Arc::new(without_history), Arc::new(with_history)]);
     let text = render_store(&both, Format::PrometheusText);
     let lines: Vec<&str> = text
         .lines()
-        .filter(|line| line.contains("patroni_cluster_history_entries"))
+        .filter(|line| {
+            line.starts_with("patroni_cluster_history_entries")
+                || line.starts_with("# TYPE patroni_cluster_history_entries")
+                || line.starts_with("# HELP patroni_cluster_history_entries")
+        })
         .collect();
     assert_eq!(
         lines,
         [
-            "# HELP patroni_cluster_history_entries Entries in GET /history (timeline switches, trimmed by Patroni to max_timelines_history). Cached: value as of the last poll (see patroni_exporter_last_poll_timestamp_seconds).",
+            "# HELP patroni_cluster_history_entries Entries in GET /history (timeline switches, trimmed by Patroni to max_timelines_history), as last read (patroni_exporter_fact_read_timestamp_seconds{fact=\"history\"}). Cached: value as of the last poll (see patroni_exporter_last_poll_timestamp_seconds).",
             "# TYPE patroni_cluster_history_entries gauge",
             "patroni_cluster_history_entries{scope=\"beta\"} 0",
         ]
+    );
+}
+
+/// A value served from an earlier poll's read is exported beside the time of that read; a
+/// fact with nothing served has no time.
+#[test]
+fn remembered_facts_are_exported_with_the_time_of_their_read() {
+    let mut snapshot = (*cluster("alpha", 2)).clone();
+    snapshot.read_at = crate::snapshot::ClusterReadTimes {
+        config: Some(1_699_999_990.0),
+        raft_voters: Some(snapshot.polled_at_seconds),
+        ..Default::default()
+    };
+    snapshot.members[1].read_at = crate::snapshot::MemberReadTimes {
+        liveness: Some(1_699_999_995.5),
+        ..Default::default()
+    };
+    let text = render_store(&store_with(&[Arc::new(snapshot)]), Format::PrometheusText);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|line| line.starts_with("patroni_exporter_") && line.contains("fact_read_"))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "patroni_exporter_fact_read_timestamp_seconds{scope=\"alpha\",fact=\"config\"} 1699999990",
+            "patroni_exporter_fact_read_timestamp_seconds{scope=\"alpha\",fact=\"raft_voters\"} 1700000000.25",
+            "patroni_exporter_member_fact_read_timestamp_seconds{scope=\"alpha\",member=\"postgresql-1\",fact=\"liveness\"} 1699999995.5",
+        ],
+        "{text}"
     );
 }
 

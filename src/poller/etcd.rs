@@ -121,6 +121,9 @@ fn same_endpoint(a: &Url, b: &Url) -> bool {
 pub(super) struct EtcdMemory {
     /// Voting members of the last member list read (0: none read yet).
     pub(super) voters: usize,
+    /// The Unix time of the poll that read that list: exported beside what is judged from
+    /// `voters` ([`EtcdMemory::voters_read_at`]).
+    voters_at: Option<f64>,
     /// The client URLs of the members etcd listed last.
     pub(super) listed: Vec<Url>,
     /// What Patroni's keys said last, read through a leader.
@@ -128,11 +131,12 @@ pub(super) struct EtcdMemory {
 }
 
 impl EtcdMemory {
-    /// Learns from this poll's judged snapshot: a member list and keys read replace the
-    /// last; a poll that could not read them keeps what was known.
-    pub(super) fn learn(&mut self, snapshot: &EtcdSnapshot) {
+    /// Learns from the judged snapshot of the poll of Unix time `at`: a member list and keys
+    /// read replace the last; a poll that could not read them keeps what was known.
+    pub(super) fn learn(&mut self, snapshot: &EtcdSnapshot, at: f64) {
         if let Some(voters) = snapshot.listed_voters() {
             self.voters = voters;
+            self.voters_at = Some(at);
             self.listed = snapshot
                 .listed_endpoints()
                 .iter()
@@ -142,6 +146,12 @@ impl EtcdMemory {
                 .collect();
         }
         self.keys = snapshot.key_content();
+    }
+
+    /// When the voting members the last poll judged from were listed: the Unix time of the
+    /// poll that read the member list; `None` while none was read.
+    pub(super) fn voters_read_at(&self) -> Option<f64> {
+        self.voters_at.filter(|_| self.voters > 0)
     }
 }
 
@@ -182,5 +192,48 @@ impl EtcdPoll {
             EtcdProgress::Running(handle) => Some(handle.await),
             EtcdProgress::Done(reading) => Some(*reading),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::etcd::{parse_member_list, ClusterFacts, EtcdError};
+
+    /// A judged snapshot whose member list was read (`true`: the captured 3-member list) or
+    /// not.
+    fn snapshot(list_read: bool) -> EtcdSnapshot {
+        let members = if list_read {
+            parse_member_list(&crate::fixture("etcd-3.5/member-list.json"))
+        } else {
+            Err(EtcdError::Timeout(Duration::from_secs(1)))
+        };
+        EtcdSnapshot {
+            facts: Some(ClusterFacts {
+                source: Url::parse("http://127.0.0.1:2379").unwrap(),
+                linearizable: true,
+                members,
+                alarms: None,
+                prefix: None,
+                keys: None,
+                leader_lease: None,
+            }),
+            ..EtcdSnapshot::default()
+        }
+    }
+
+    /// The voting members judged while the list is not read are the last list's, with the
+    /// time of the poll that read it.
+    #[test]
+    fn the_voting_members_keep_the_time_of_the_poll_that_listed_them() {
+        let mut memory = EtcdMemory::default();
+        memory.learn(&snapshot(false), 5.0);
+        assert_eq!(memory.voters_read_at(), None, "never listed: no time");
+        memory.learn(&snapshot(true), 10.0);
+        assert_eq!((memory.voters, memory.voters_read_at()), (3, Some(10.0)));
+        memory.learn(&snapshot(false), 15.0);
+        assert_eq!((memory.voters, memory.voters_read_at()), (3, Some(10.0)));
+        memory.learn(&snapshot(true), 20.0);
+        assert_eq!(memory.voters_read_at(), Some(20.0));
     }
 }

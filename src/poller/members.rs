@@ -32,7 +32,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::placement::MAX_MEMBERS;
 use crate::patroni::{ClockOffset, ClusterView, DynamicConfig, Member};
-use crate::snapshot::{says_primary, MemberSnapshot, Probes};
+use crate::snapshot::{says_primary, MemberReadTimes, MemberSnapshot, Probes};
 
 /// `/readiness` is asked on one turn of the rotation in this many (each of 3 members every 12
 /// polls, once a minute at the default interval), `/liveness` on every turn. Why: readiness
@@ -98,14 +98,18 @@ pub(super) struct MemberMemory {
 
 /// What is kept of one member from one poll to the next: the answers of the rotating requests
 /// (documents that rarely change, or judgements that need not be fresher than a few polls:
-/// liveness fails only after `ttl` of a stalled loop), and its clock's last measured offset.
+/// liveness fails only after `ttl` of a stalled loop), each with the Unix time of the poll that
+/// read it (exported beside it: [`MemberReadTimes`]), and its clock's last measured offset.
 /// Forgotten with the member.
 #[derive(Debug, Clone, Default)]
 struct Kept {
-    /// Its own `/config`.
-    config: Option<DynamicConfig>,
+    /// Its own `/config`, and when it was read.
+    config: Option<(DynamicConfig, f64)>,
     /// Its `/liveness` and `/readiness`.
     probes: Probes,
+    /// When `probes.liveness` and `probes.readiness` were answered (`None` with the value).
+    liveness_at: Option<f64>,
+    readiness_at: Option<f64>,
     /// Its clock's offset, from the `Date` of its last `/patroni` answer.
     clock: Option<ClockOffset>,
 }
@@ -200,9 +204,9 @@ impl MemberMemory {
         (self.rotation / members.max(1)) % READINESS_EVERY_TURNS == 0
     }
 
-    /// Records `member`'s own `/config`, asked in turn.
-    pub(super) fn record_config(&mut self, member: &str, config: DynamicConfig) {
-        self.kept.entry(member.to_owned()).or_default().config = Some(config);
+    /// Records `member`'s own `/config`, asked in turn in the poll of Unix time `at`.
+    pub(super) fn record_config(&mut self, member: &str, config: DynamicConfig, at: f64) {
+        self.kept.entry(member.to_owned()).or_default().config = Some((config, at));
     }
 
     /// Forgets every member's `/config` until read again: the cluster's changed, and an old
@@ -221,14 +225,29 @@ impl MemberMemory {
         }
     }
 
-    /// Records what `member`'s health endpoints answered (`None`: no answer, kept as unknown).
-    pub(super) fn record_probes(&mut self, member: &str, probes: Probes) {
-        self.kept.entry(member.to_owned()).or_default().probes = probes;
+    /// Records what `member`'s health endpoints answered in the poll of Unix time `at`:
+    /// `liveness` (`None`: no answer, kept as unknown), and `readiness` when it was asked
+    /// (`Some`; not asked, the last answer stands with its time: [`READINESS_EVERY_TURNS`]).
+    pub(super) fn record_probes(
+        &mut self,
+        member: &str,
+        liveness: Option<bool>,
+        readiness: Option<Option<bool>>,
+        at: f64,
+    ) {
+        let kept = self.kept.entry(member.to_owned()).or_default();
+        kept.probes.liveness = liveness;
+        kept.liveness_at = liveness.map(|_| at);
+        if let Some(readiness) = readiness {
+            kept.probes.readiness = readiness;
+            kept.readiness_at = readiness.map(|_| at);
+        }
     }
 
-    /// `member`'s `/config` as last read.
-    pub(super) fn config_of(&self, member: &str) -> Option<&DynamicConfig> {
-        self.kept.get(member)?.config.as_ref()
+    /// `member`'s `/config` as last read, and when.
+    pub(super) fn config_of(&self, member: &str) -> Option<(&DynamicConfig, f64)> {
+        let (config, at) = self.kept.get(member)?.config.as_ref()?;
+        Some((config, *at))
     }
 
     /// Remembers `member`'s clock offset from this poll's `/patroni` answer.
@@ -247,6 +266,19 @@ impl MemberMemory {
     /// `member`'s health endpoints as last asked.
     pub(super) fn probes_of(&self, member: &str) -> Probes {
         self.kept.get(member).map(|r| r.probes).unwrap_or_default()
+    }
+
+    /// When `member`'s facts asked in turn were read: its health endpoints' answers and its
+    /// own `/config` (the cluster's copy read from it as the reader is the cadence's).
+    pub(super) fn read_times_of(&self, member: &str) -> MemberReadTimes {
+        self.kept
+            .get(member)
+            .map(|kept| MemberReadTimes {
+                config: kept.config.as_ref().map(|(_, at)| *at),
+                liveness: kept.liveness_at,
+                readiness: kept.readiness_at,
+            })
+            .unwrap_or_default()
     }
 }
 
@@ -309,6 +341,7 @@ mod tests {
             last_clock: None,
             round_trip: None,
             probes: Probes::default(),
+            read_at: crate::snapshot::MemberReadTimes::default(),
         }
     }
 
@@ -457,24 +490,48 @@ mod tests {
         picks.sort();
         assert_eq!(picks, names);
         assert_eq!(memory.next_rotated(&[]), None);
-        memory.record_probes(
-            "b",
-            Probes {
-                liveness: Some(false),
-                readiness: Some(true),
-            },
-        );
+        memory.record_probes("b", Some(false), Some(Some(true)), 1.0);
         assert_eq!(memory.probes_of("b").liveness, Some(false));
         assert_eq!(memory.probes_of("c"), Probes::default());
         let config = DynamicConfig::default();
-        memory.record_config("a", config.clone());
-        memory.record_config("b", config.clone());
+        memory.record_config("a", config.clone(), 1.0);
+        memory.record_config("b", config.clone(), 2.0);
         memory.forget_config("a");
         assert_eq!(memory.config_of("a"), None);
-        assert_eq!(memory.config_of("b"), Some(&config));
-        memory.record_config("a", config.clone());
+        assert_eq!(memory.config_of("b"), Some((&config, 2.0)));
+        memory.record_config("a", config.clone(), 3.0);
         memory.forget_configs();
         assert_eq!(memory.config_of("a"), None);
         assert_eq!(memory.config_of("b"), None);
+    }
+
+    /// Between two turns a member's probes and `/config` are served from their last answer,
+    /// with that answer's time; a turn that asks moves it, a failed answer drops value and time.
+    #[test]
+    fn the_rotations_answers_keep_the_time_of_the_poll_that_read_them() {
+        let mut memory = MemberMemory::default();
+        assert_eq!(memory.read_times_of("a"), MemberReadTimes::default());
+        memory.record_probes("a", Some(true), Some(Some(true)), 10.0);
+        memory.record_config("a", DynamicConfig::default(), 10.0);
+        let first = MemberReadTimes {
+            config: Some(10.0),
+            liveness: Some(10.0),
+            readiness: Some(10.0),
+        };
+        assert_eq!(memory.read_times_of("a"), first);
+        // the next turn asks /liveness but not /readiness: readiness keeps its old time
+        memory.record_probes("a", Some(false), None, 25.0);
+        let times = memory.read_times_of("a");
+        assert_eq!(times.liveness, Some(25.0));
+        assert_eq!(times.readiness, Some(10.0));
+        assert_eq!(memory.probes_of("a").readiness, Some(true));
+        assert_eq!(times.config, Some(10.0), "not asked: the old read");
+        // a turn whose requests fail: unknown, and no time to export
+        memory.record_probes("a", None, Some(None), 40.0);
+        let times = memory.read_times_of("a");
+        assert_eq!((times.liveness, times.readiness), (None, None));
+        assert_eq!(memory.probes_of("a"), Probes::default());
+        memory.forget_config("a");
+        assert_eq!(memory.read_times_of("a").config, None);
     }
 }

@@ -18,7 +18,10 @@
 //! probes ([`members`]), the voters named and counted (so Raft nodes are still queried and
 //! judged when no node answers: [`voters`]), the cluster's `/config` (the reader's) and last
 //! `/history` ([`cadence`]), the counters of leader changes and quorum losses ([`changes`]),
-//! and the counters and last error of each target ([`tally`]).
+//! and the counters and last error of each target ([`tally`]). What the memory serves in
+//! place of a measure of the poll carries the Unix time of the poll that read it, into the
+//! snapshot ([`crate::snapshot::ClusterReadTimes`], [`crate::snapshot::MemberReadTimes`]), so
+//! that no remembered value is exported as current.
 //!
 //! [`ClusterPoller::poll_once`] only orchestrates; each part works on borrows of the owners
 //! it needs, so no part reaches into the poller: discovery ([`discovery`]: who answers
@@ -395,7 +398,8 @@ impl ClusterPoller {
         );
 
         let has_reader = preferred.is_some();
-        let mut recorder = self.recorder(&scope);
+        let etcd = etcd.finish().await;
+        let mut recorder = self.recorder(&scope, unix_now());
         let (history, failsafe_members) =
             recorder.reader_documents(reader_documents, has_reader, reader.as_deref(), timeline);
         let read_view = cluster.as_ref().map(DcsView::of);
@@ -415,7 +419,7 @@ impl ClusterPoller {
             members,
             departed,
             raft_nodes,
-            etcd: etcd.finish().await,
+            etcd,
             history,
             failsafe_members,
             read_view,
@@ -520,11 +524,13 @@ impl ClusterPoller {
         self.targets().unlisted_voters(known, base, ttl)
     }
 
-    /// The owners this poll's answers are recorded into, logging under `scope`.
-    fn recorder<'a>(&'a mut self, scope: &'a str) -> Recorder<'a> {
+    /// The owners this poll's answers are recorded into, logging under `scope`, for the poll
+    /// whose requests ended at Unix time `polled_at` (when what it read was read).
+    fn recorder<'a>(&'a mut self, scope: &'a str, polled_at: f64) -> Recorder<'a> {
         let memory = &mut self.memory;
         Recorder {
             scope,
+            polled_at,
             config: &self.config,
             tally: &mut memory.tally,
             discovery: &mut memory.discovery,

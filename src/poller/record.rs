@@ -11,11 +11,11 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use super::cadence::Cadence;
+use super::cadence::{Cadence, TimedHistory};
 use super::changes::ChangeMemory;
 use super::discovery::{learn_raft, without_aliases, Discovery};
 use super::etcd::{learn_hosts, EtcdMemory};
-use super::members::{unix_now, DcsTiming, MemberMemory};
+use super::members::{DcsTiming, MemberMemory};
 use super::placement::Placement;
 use super::requests::{MemberAnswers, ReaderDocuments};
 use super::tally::Tally;
@@ -23,12 +23,13 @@ use super::voters::VoterMemory;
 use crate::address::Host;
 use crate::config::{ApiUrlPolicy, ClusterConfig, Collector};
 use crate::etcd::EtcdReading;
-use crate::patroni::{self, ClusterView, DynamicConfig, HistoryEntry, PatroniError};
+use crate::patroni::{self, ClusterView, DynamicConfig, PatroniError};
 use crate::snapshot::{
     member_hosts, primaries, ClusterSnapshot, DcsSnapshot, DcsView, EtcdSnapshot,
-    FailoverReadiness, Failure, MemberDcsView, MemberSnapshot, PollFacts, Probes, QuorumAssessment,
+    FailoverReadiness, Failure, MemberDcsView, MemberSnapshot, PollFacts, QuorumAssessment,
     RaftNodeSnapshot, RaftSnapshot, Source, ViewComparison, VoterSetComparison,
 };
+use crate::snapshot::{ClusterReadTimes, MemberReadTimes};
 
 /// What every member's record reads besides its own answers.
 pub(super) struct MemberContext<'a> {
@@ -52,7 +53,8 @@ pub(super) struct PollRecord {
     pub(super) raft_nodes: Vec<RaftNodeSnapshot>,
     /// The etcd reading, on a cluster on etcd.
     pub(super) etcd: Option<EtcdReading>,
-    pub(super) history: Option<Vec<HistoryEntry>>,
+    /// `/history` as last read, and the time of the poll that read it.
+    pub(super) history: Option<TimedHistory>,
     pub(super) failsafe_members: Option<Vec<String>>,
     pub(super) read_view: Option<DcsView>,
 }
@@ -61,6 +63,9 @@ pub(super) struct PollRecord {
 pub(super) struct Recorder<'a> {
     /// The `scope` label of this poll's logs (the one known when the poll started).
     pub(super) scope: &'a str,
+    /// Unix time at which this poll's requests ended: the snapshot's `polled_at_seconds`, and
+    /// the read time of what this poll read (a value served later carries it).
+    pub(super) polled_at: f64,
     pub(super) config: &'a ClusterConfig,
     pub(super) tally: &'a mut Tally,
     pub(super) discovery: &'a mut Discovery,
@@ -105,7 +110,7 @@ impl Recorder<'_> {
         let Some(config) = self.settle(Source::Config, "config", answer) else {
             return;
         };
-        if self.cadence.keep_config(config, reader) {
+        if self.cadence.keep_config(config, reader, self.polled_at) {
             self.tally.counters.config_changes += 1;
             self.members.forget_configs();
         } else if let Some(reader) = reader {
@@ -116,21 +121,22 @@ impl Recorder<'_> {
     /// The reader's documents of this poll settled, first of all the records (a change of its
     /// configuration forgets the other members' copies, and a copy read in this poll must
     /// survive it): `/config` ([`Recorder::reader_config`]), `/failsafe`, and `/history`,
-    /// the one read now or else the last one read (`None` without a reader: `has_reader`),
-    /// with `timeline` the highest in this poll's `/cluster`.
+    /// the one read now or else the last one read, with the time of the poll that read it
+    /// (`None` without a reader: `has_reader`), with `timeline` the highest in this poll's
+    /// `/cluster`.
     pub(super) fn reader_documents(
         &mut self,
         (history, config, failsafe): ReaderDocuments,
         has_reader: bool,
         reader: Option<&str>,
         timeline: Option<u64>,
-    ) -> (Option<Vec<HistoryEntry>>, Option<Vec<String>>) {
+    ) -> (Option<TimedHistory>, Option<Vec<String>>) {
         // Asked (`Some`) only when there is a reader and it was due.
         let asked = history.is_some();
         let read = self.settle(Source::History, "history", history);
         let read = asked.then_some(read);
         let history = has_reader
-            .then(|| self.cadence.history_of_poll(read, timeline))
+            .then(|| self.cadence.history_of_poll(read, timeline, self.polled_at))
             .flatten();
         let failsafe_members = self.settle(Source::Failsafe, "failsafe", failsafe);
         self.reader_config(config, reader);
@@ -196,7 +202,7 @@ impl Recorder<'_> {
                     // an edit the reader's copy has not seen yet, or a member that differs
                     self.cadence.config_differs();
                 }
-                self.members.record_config(&name, config);
+                self.members.record_config(&name, config, self.polled_at);
             }
         }
         // Asked in rotation: a request not asked in this poll keeps its last outcome.
@@ -210,19 +216,11 @@ impl Recorder<'_> {
                 Some(liveness),
             );
             // Not asked in this poll: the last answer stands ([`READINESS_EVERY_TURNS`]).
-            let readiness = match readiness {
-                Some(answer) => {
-                    self.settle(Source::Probe, &format!("readiness of {name}"), Some(answer))
-                }
-                None => self.members.probes_of(&name).readiness,
-            };
-            self.members.record_probes(
-                &name,
-                Probes {
-                    liveness,
-                    readiness,
-                },
-            );
+            let readiness = readiness.map(|answer| {
+                self.settle(Source::Probe, &format!("readiness of {name}"), Some(answer))
+            });
+            self.members
+                .record_probes(&name, liveness, readiness, self.polled_at);
         }
         let (own_view, clock, round_trip) = match answers.own {
             Ok(own) => {
@@ -244,6 +242,18 @@ impl Recorder<'_> {
             .members
             .config_of(&name)
             .or_else(|| self.cadence.config_read_from(&name));
+        let dcs_view = view.map(|answer| {
+            answer.map(|view| MemberDcsView {
+                view,
+                config: config.map(|(config, _)| config.clone()),
+            })
+        });
+        // Its `/config` is served (compared) only beside a view read in this poll.
+        let compared = matches!(dcs_view, Some(Ok(_)));
+        let read_at = MemberReadTimes {
+            config: config.filter(|_| compared).map(|(_, at)| at),
+            ..self.members.read_times_of(&name)
+        };
         Some(MemberSnapshot {
             member,
             own_view,
@@ -251,12 +261,8 @@ impl Recorder<'_> {
             last_clock,
             round_trip,
             probes: self.members.probes_of(&name),
-            dcs_view: view.map(|answer| {
-                answer.map(|view| MemberDcsView {
-                    view,
-                    config: config.cloned(),
-                })
-            }),
+            read_at,
+            dcs_view,
             left_dcs_at: match place {
                 Placement::Departed(at) => Some(at),
                 Placement::Listed | Placement::FoundVoter => None,
@@ -281,7 +287,7 @@ impl Recorder<'_> {
         } = record;
         let timing = DcsTiming::of(self.cadence.config());
         self.members.settle(&mut departed, timing);
-        let dcs = match etcd {
+        let (dcs, dcs_read_at) = match etcd {
             Some(reading) => self.etcd_part(reading, members.iter().chain(&departed)),
             None => self.raft_part(raft_nodes, members.iter().chain(&departed)),
         };
@@ -313,7 +319,7 @@ impl Recorder<'_> {
 
         ClusterSnapshot {
             scope: self.discovery.scope_label(self.config),
-            polled_at_seconds: unix_now(),
+            polled_at_seconds: self.polled_at,
             poll_duration: started.elapsed(),
             cluster,
             cluster_failure,
@@ -321,7 +327,12 @@ impl Recorder<'_> {
             departed,
             failsafe_members,
             views,
-            history,
+            read_at: ClusterReadTimes {
+                config: self.cadence.config_read_at(),
+                history: history.as_ref().map(|(_, at)| *at),
+                ..dcs_read_at
+            },
+            history: history.map(|(entries, _)| entries),
             config: self.cadence.config().cloned(),
             failover,
             dcs,
@@ -336,12 +347,13 @@ impl Recorder<'_> {
     /// The etcd reading of this poll settled (each endpoint's and fact's failure counted and
     /// logged) and judged: the DCS part of the snapshot. What etcd named is remembered for
     /// the next poll: its members, and (over an authenticated channel) the hosts of the
-    /// member keys' `api_url`s, trusted as an authenticated Raft status's voters are.
+    /// member keys' `api_url`s, trusted as an authenticated Raft status's voters are. With
+    /// the DCS part, when the voting members it judged from were listed.
     fn etcd_part<'m>(
         &mut self,
         reading: EtcdReading,
         members: impl Iterator<Item = &'m MemberSnapshot>,
-    ) -> DcsSnapshot {
+    ) -> (DcsSnapshot, ClusterReadTimes) {
         for endpoint in &reading.endpoints {
             let target = format!("etcd {}", endpoint.endpoint.as_str().trim_end_matches('/'));
             let failure = endpoint.status.as_ref().err().map(Failure::from);
@@ -370,19 +382,27 @@ impl Recorder<'_> {
         learn_hosts(self.policy, &reading, self.etcd_authenticated);
         let snapshot =
             EtcdSnapshot::judge(reading, self.etcd.voters, self.etcd.keys.as_ref(), members);
-        self.etcd.learn(&snapshot);
-        DcsSnapshot::Etcd(Box::new(snapshot))
+        // This poll's member list, else the one remembered (what the judgement used).
+        let read_at = ClusterReadTimes {
+            etcd_members: match snapshot.listed_voters() {
+                Some(_) => Some(self.polled_at),
+                None => self.etcd.voters_read_at(),
+            },
+            ..ClusterReadTimes::default()
+        };
+        self.etcd.learn(&snapshot, self.polled_at);
+        (DcsSnapshot::Etcd(Box::new(snapshot)), read_at)
     }
 
     /// The Raft nodes' answers of this poll settled (counted, logged, the voters they name
     /// learned) and judged: the DCS part of the snapshot; [`DcsSnapshot::Unwatched`] when
     /// the cluster's Raft is not polled. `members` (listed and remembered) tell which voters
-    /// are witnesses.
+    /// are witnesses. With the DCS part, when the voter set it judged from was read.
     fn raft_part<'m>(
         &mut self,
         raft_nodes: Vec<RaftNodeSnapshot>,
         members: impl Iterator<Item = &'m MemberSnapshot>,
-    ) -> DcsSnapshot {
+    ) -> (DcsSnapshot, ClusterReadTimes) {
         let raft_nodes = without_aliases(raft_nodes);
         for node in &raft_nodes {
             let target = format!("raft {}", node.node);
@@ -392,17 +412,27 @@ impl Recorder<'_> {
         learn_raft(self.voters, self.policy, settings, &raft_nodes);
         let voter_sets = VoterSetComparison::compare(&raft_nodes);
         let quorum = QuorumAssessment::assess_with(&raft_nodes, self.voters.counted(), &voter_sets);
-        self.voters.count(&raft_nodes, &voter_sets);
+        // This poll's voter set, else the one remembered (what the verdict judged).
+        let read_at = ClusterReadTimes {
+            raft_voters: if voter_sets.counted.voters.is_empty() {
+                self.voters.counted_read_at()
+            } else {
+                Some(self.polled_at)
+            },
+            ..ClusterReadTimes::default()
+        };
+        self.voters.count(&raft_nodes, &voter_sets, self.polled_at);
         let Some(settings) = settings else {
-            return DcsSnapshot::Unwatched;
+            return (DcsSnapshot::Unwatched, ClusterReadTimes::default());
         };
         let voter_kinds = self.voters.judge_kinds(&raft_nodes, members, settings.port);
-        DcsSnapshot::Raft(RaftSnapshot {
+        let raft = RaftSnapshot {
             nodes: raft_nodes,
             voter_sets,
             voter_kinds,
             quorum,
-        })
+        };
+        (DcsSnapshot::Raft(raft), read_at)
     }
 }
 

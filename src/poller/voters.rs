@@ -28,6 +28,8 @@ pub(super) struct VoterMemory {
     /// The counted voter set of the last poll in which a node answered: what the quorum
     /// verdict judges when no node answers.
     counted: BTreeSet<String>,
+    /// The Unix time of that poll: exported beside what is judged from `counted`.
+    counted_at: Option<f64>,
     /// The voters that were witnesses in the last poll: one stays a witness while it is
     /// down ([`VoterKinds`]).
     witnesses: BTreeSet<String>,
@@ -60,10 +62,23 @@ impl VoterMemory {
         &self.counted
     }
 
-    /// Remembers this poll's counted voter set, if a node answered.
-    pub(super) fn count(&mut self, raft_nodes: &[RaftNodeSnapshot], sets: &VoterSetComparison) {
+    /// When the remembered counted voter set was read: the Unix time of the last poll in
+    /// which a node answered; `None` while no set is remembered.
+    pub(super) fn counted_read_at(&self) -> Option<f64> {
+        self.counted_at.filter(|_| !self.counted.is_empty())
+    }
+
+    /// Remembers this poll's counted voter set, if a node answered, read in the poll of Unix
+    /// time `at`.
+    pub(super) fn count(
+        &mut self,
+        raft_nodes: &[RaftNodeSnapshot],
+        sets: &VoterSetComparison,
+        at: f64,
+    ) {
         if raft_nodes.iter().any(|node| node.status.is_ok()) {
             self.counted = sets.counted.voters.clone();
+            self.counted_at = Some(at);
         }
     }
 
@@ -144,4 +159,51 @@ fn named_voters(raft_nodes: &[RaftNodeSnapshot]) -> BTreeSet<String> {
         voters.extend(status.partners.iter().map(|partner| partner.node.clone()));
     }
     voters
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::raft::parse_admin_text;
+    use crate::snapshot::Failure;
+
+    fn node(answer: Option<&str>) -> RaftNodeSnapshot {
+        let status = match answer {
+            Some(text) => Ok(parse_admin_text(text).unwrap()),
+            None => Err(Failure {
+                kind: crate::error_kind::ErrorKind::Timeout,
+                message: "timed out".into(),
+            }),
+        };
+        RaftNodeSnapshot {
+            node: "127.0.0.1:2222".into(),
+            status,
+            round_trip: None,
+        }
+    }
+
+    /// The voter set judged while no node answers is the last one read, with that poll's time.
+    #[test]
+    fn the_counted_voters_keep_the_time_of_the_last_poll_a_node_answered() {
+        let text = std::fs::read_to_string(format!(
+            "{}/tests/fixtures/patroni-3.3.8/syncobj_admin-status-m0.txt",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        let mut memory = VoterMemory::default();
+        assert_eq!(memory.counted_read_at(), None);
+        let answered = [node(Some(&text))];
+        memory.count(&answered, &VoterSetComparison::compare(&answered), 10.0);
+        assert!(!memory.counted().is_empty());
+        assert_eq!(memory.counted_read_at(), Some(10.0));
+        let silent = [node(None)];
+        memory.count(&silent, &VoterSetComparison::compare(&silent), 15.0);
+        assert_eq!(
+            memory.counted_read_at(),
+            Some(10.0),
+            "nobody answered: the old set"
+        );
+        memory.count(&answered, &VoterSetComparison::compare(&answered), 20.0);
+        assert_eq!(memory.counted_read_at(), Some(20.0));
+    }
 }

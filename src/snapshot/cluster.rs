@@ -10,7 +10,8 @@ use crate::patroni::{ClusterView, DynamicConfig, HistoryEntry};
 use super::dcs::DcsSnapshot;
 use super::failover::FailoverReadiness;
 use super::model::{
-    effective_raft_leader, member_hosts, Counters, Failure, MemberSnapshot, StandbySource,
+    effective_raft_leader, member_hosts, ClusterReadTimes, Counters, Failure, MemberSnapshot,
+    StandbySource,
 };
 use super::split::{primaries, ViewComparison};
 use super::witness::VoterKind;
@@ -37,11 +38,16 @@ pub struct ClusterSnapshot {
     pub failsafe_members: Option<Vec<String>>,
     /// Every member's own DCS view compared.
     pub views: ViewComparison,
-    /// `/history`; `None` when it was not read.
+    /// `/history` as last read (asked when the timeline moves, and every few minutes):
+    /// `read_at.history` says when; `None` when it was not read, or its last read failed.
     pub history: Option<Vec<HistoryEntry>>,
     /// The dynamic configuration (`/config`) as last read; it comes from the DCS, so it is
-    /// as old as the DCS view. `None` until it was read once.
+    /// as old as the DCS view. `None` until it was read once. Read every few polls:
+    /// `read_at.config` says when.
     pub config: Option<DynamicConfig>,
+    /// When the facts a poll does not always read (`config`, `history`, the DCS's voter set)
+    /// were read: what is served between two reads is exported with its age.
+    pub read_at: ClusterReadTimes,
     /// Who Patroni would promote if the leader died now; empty without `/cluster`.
     pub failover: FailoverReadiness,
     /// What the DCS said of itself, by kind; [`DcsSnapshot::Unwatched`] when only the REST

@@ -32,8 +32,9 @@ pub use failover::{
 };
 pub use member_settings::{InForce, SettingSource, PATRONI_REST_THREAD_POOL_SIZE};
 pub use model::{
-    effective_raft_leader, member_hosts, Counters, DcsView, Failure, MemberDcsView, MemberSnapshot,
-    Probes, RaftNodeSnapshot, Source, SourcePosition, StandbySource,
+    effective_raft_leader, member_hosts, ClusterFact, ClusterReadTimes, Counters, DcsView, Failure,
+    MemberDcsView, MemberFact, MemberReadTimes, MemberSnapshot, Probes, RaftNodeSnapshot, Source,
+    SourcePosition, StandbySource,
 };
 pub use quorum::{QuorumAssessment, QuorumEvidence, QuorumVerdict, Unanswered};
 pub use split::{

@@ -118,6 +118,108 @@ pub struct MemberSnapshot {
     /// Its `GET /liveness` (is its HA loop running?) and `GET /readiness`, as last asked
     /// (one member per poll, in rotation); `None` until one answered.
     pub probes: Probes,
+    /// When its facts asked in rotation (`probes`, its `/config`) were answered.
+    pub read_at: MemberReadTimes,
+}
+
+/// A fact of the cluster that a poll does not always read, exported from its last read: the
+/// `fact` label of `patroni_exporter_fact_read_timestamp_seconds`, which says when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ClusterFact {
+    /// The reader's `GET /config` (every few polls): `patroni_config_*`, failover readiness.
+    Config,
+    /// The reader's `GET /history` (when the timeline moves): `patroni_cluster_history_entries`,
+    /// `patroni_cluster_last_failover_timestamp_seconds`.
+    History,
+    /// The Raft voter set, kept from the last poll in which a node answered:
+    /// `patroni_raft_voters`, the quorum verdict's majority, `patroni_raft_node_info`.
+    RaftVoters,
+    /// etcd's voting members, kept from the last member list read: `patroni_etcd_members`,
+    /// the etcd quorum verdict's majority.
+    EtcdMembers,
+}
+
+impl ClusterFact {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClusterFact::Config => "config",
+            ClusterFact::History => "history",
+            ClusterFact::RaftVoters => "raft_voters",
+            ClusterFact::EtcdMembers => "etcd_members",
+        }
+    }
+}
+
+/// When the facts of a cluster that a poll does not always read were last read: the
+/// `polled_at_seconds` of the poll that read them (equal to this snapshot's when this poll
+/// read them); `None` when the value is not exported (never read, or the last read failed
+/// and nothing is kept).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ClusterReadTimes {
+    pub config: Option<f64>,
+    pub history: Option<f64>,
+    pub raft_voters: Option<f64>,
+    pub etcd_members: Option<f64>,
+}
+
+impl ClusterReadTimes {
+    /// Each fact with its read time, those read at least once.
+    pub fn each(&self) -> impl Iterator<Item = (ClusterFact, f64)> {
+        [
+            (ClusterFact::Config, self.config),
+            (ClusterFact::History, self.history),
+            (ClusterFact::RaftVoters, self.raft_voters),
+            (ClusterFact::EtcdMembers, self.etcd_members),
+        ]
+        .into_iter()
+        .filter_map(|(fact, at)| Some((fact, at?)))
+    }
+}
+
+/// A fact of one member asked in rotation (one member per poll), exported from its last
+/// answer: the `fact` label of `patroni_exporter_member_fact_read_timestamp_seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MemberFact {
+    /// Its own `GET /config`, compared in its DCS view (`patroni_member_dcs_view_differs`
+    /// `{field="config"}`); the cluster's when it is the member the exporter reads.
+    Config,
+    /// `GET /liveness`: `patroni_member_liveness`.
+    Liveness,
+    /// `GET /readiness`: `patroni_member_readiness`.
+    Readiness,
+}
+
+impl MemberFact {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemberFact::Config => "config",
+            MemberFact::Liveness => "liveness",
+            MemberFact::Readiness => "readiness",
+        }
+    }
+}
+
+/// When a member's facts asked in rotation were last answered, as [`ClusterReadTimes`]:
+/// `None` while the value is not exported (never answered, the last request failed, or its
+/// `/cluster` was not read so its `/config` is compared with nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct MemberReadTimes {
+    pub config: Option<f64>,
+    pub liveness: Option<f64>,
+    pub readiness: Option<f64>,
+}
+
+impl MemberReadTimes {
+    /// Each fact with its read time, those answered.
+    pub fn each(&self) -> impl Iterator<Item = (MemberFact, f64)> {
+        [
+            (MemberFact::Config, self.config),
+            (MemberFact::Liveness, self.liveness),
+            (MemberFact::Readiness, self.readiness),
+        ]
+        .into_iter()
+        .filter_map(|(fact, at)| Some((fact, at?)))
+    }
 }
 
 /// The health endpoints of a member, as last answered.
@@ -309,6 +411,7 @@ pub(crate) fn captured(
             last_clock: None,
             round_trip: None,
             probes: Probes::default(),
+            read_at: MemberReadTimes::default(),
         })
         .collect();
     (cluster, members)

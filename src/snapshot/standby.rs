@@ -136,6 +136,7 @@ mod tests {
             last_clock: None,
             round_trip: None,
             probes: Probes::default(),
+            read_at: crate::snapshot::MemberReadTimes::default(),
         }
     }
 

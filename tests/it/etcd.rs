@@ -226,3 +226,32 @@ async fn status_prints_the_etcd_members_and_says_what_is_wrong() {
     );
     assert!(text.contains("nobody can take the leader key"), "{text}");
 }
+
+/// A poll whose member list cannot be read judges from the voting members last listed:
+/// exported with the time of the poll that listed them, not as this poll's.
+#[tokio::test]
+async fn remembered_voting_members_carry_the_time_of_the_poll_that_listed_them() {
+    let (cluster, members) = cluster_on(["127.0.0.97", "127.0.0.98", "127.0.0.99"], "listed").await;
+    let etcd = etcd_leader(patroni_keys("listed", "postgresql-0", &members)).await;
+    let config = cluster_config(cluster.urls(), None)
+        .with(|config| config.identity.dcs = etcd_settings(&etcd));
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
+    let listed = poller.poll_once().await;
+    assert_eq!(listed.read_at.etcd_members, Some(listed.polled_at_seconds));
+    etcd.route(
+        "/v3/cluster/member/list",
+        Reply::Answer(403, br#"{"error":"permission denied","code":7}"#.to_vec()),
+    );
+    let remembered = poller.poll_once().await;
+    let read = remembered.dcs.etcd().expect("etcd is read");
+    assert_eq!(read.listed_voters(), None, "the member list was refused");
+    assert_eq!(
+        read.quorum.voters, 3,
+        "judged against the members last listed"
+    );
+    assert!(remembered.polled_at_seconds > listed.polled_at_seconds);
+    assert_eq!(
+        remembered.read_at.etcd_members,
+        Some(listed.polled_at_seconds)
+    );
+}

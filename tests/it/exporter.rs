@@ -430,7 +430,97 @@ async fn poll_reader_documents(
         cluster.times_asked(0, "/history") - before.0,
         cluster.times_asked(0, "/config") - before.1,
     );
+    // ... with the time of the poll that read it: this poll's only when this poll asked it
+    let now = snapshot.polled_at_seconds;
+    for (fact, read_at, asked) in [
+        ("history", snapshot.read_at.history, asked.0),
+        ("config", snapshot.read_at.config, asked.1),
+    ] {
+        let read_at = read_at.unwrap_or_else(|| panic!("{fact} served without a read time"));
+        assert_eq!(
+            read_at == now,
+            asked > 0,
+            "{fact} read at {read_at}, poll at {now}"
+        );
+        assert!(read_at <= now, "{fact} read after the poll");
+    }
     (asked, snapshot.history.map_or(0, |h| h.len()))
+}
+
+/// A poll in which no Raft node answers judges from the voter set last read: exported with the
+/// time of the poll that read it, not as this poll's.
+#[tokio::test]
+async fn a_remembered_voter_set_carries_the_time_of_the_poll_that_read_it() {
+    let cluster = FakeCluster::start("voters", Captured::healthy_338()).await;
+    let (nodes, fakes) = raft_cluster(
+        [
+            ("127.0.0.81", Some("enc_leader_0.3.12")),
+            ("127.0.0.82", Some("enc_follower_0.3.12")),
+            ("127.0.0.83", None),
+        ],
+        "s3cret",
+    )
+    .await;
+    let config = cluster_config(cluster.urls(), Some((nodes, Some("s3cret"))));
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
+    let read = poller.poll_once().await;
+    assert_eq!(read.read_at.raft_voters, Some(read.polled_at_seconds));
+    drop(fakes);
+    let remembered = poller.poll_once().await;
+    let raft = remembered.dcs.raft().expect("Raft is polled");
+    assert!(
+        raft.nodes.iter().all(|node| node.status.is_err()),
+        "{raft:?}"
+    );
+    assert_eq!(raft.quorum.voters, 3, "judged against the voters last read");
+    assert!(remembered.polled_at_seconds > read.polled_at_seconds);
+    assert_eq!(remembered.read_at.raft_voters, Some(read.polled_at_seconds));
+}
+
+/// Over a rotation each member's `/liveness` is asked once: the member asked in a poll has that
+/// poll's read time, the others the earlier poll's that asked them; nobody's is newer.
+#[tokio::test]
+async fn rotated_answers_carry_the_time_of_the_poll_that_read_them() {
+    let cluster = FakeCluster::start("rotation", Captured::healthy_415(0)).await;
+    let mut poller = ClusterPoller::new(0, cluster_config(cluster.urls(), None))
+        .await
+        .unwrap();
+    let mut last_read: std::collections::BTreeMap<String, f64> = Default::default();
+    for poll in 0..6 {
+        let snapshot = poller.poll_once().await;
+        let now = snapshot.polled_at_seconds;
+        let mut fresh = 0;
+        for member in &snapshot.members {
+            let name = &member.member.name;
+            let Some(at) = member.read_at.liveness else {
+                assert!(poll < 3, "{name}'s liveness unasked after a whole rotation");
+                assert!(member.probes.liveness.is_none(), "a value without a time");
+                continue;
+            };
+            if at == now {
+                fresh += 1;
+                last_read.insert(name.clone(), at);
+            } else {
+                assert_eq!(
+                    Some(&at),
+                    last_read.get(name),
+                    "{name}: an old read keeps its time"
+                );
+            }
+        }
+        assert_eq!(fresh, 1, "poll {poll}: one member asked in turn");
+    }
+    let store = Store::new(1);
+    store.publish(0, poller.poll_once().await);
+    let output = render_store(&store, Format::PrometheusText);
+    let liveness_times = output
+        .lines()
+        .filter(|line| {
+            line.starts_with("patroni_exporter_member_fact_read_timestamp_seconds{")
+                && line.contains("fact=\"liveness\"")
+        })
+        .count();
+    assert_eq!(liveness_times, 3, "{output}");
 }
 
 #[tokio::test]

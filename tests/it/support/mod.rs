@@ -675,10 +675,34 @@ pub fn http_client() -> reqwest::Client {
     http_client_builder().build().unwrap()
 }
 
+/// The `scope` label's value of a sample line.
+fn scope_of(line: &str) -> Option<&str> {
+    line.split("scope=\"").nth(1)?.split('"').next()
+}
+
 pub fn normalize_volatile(text: &str) -> String {
+    // Each cluster's last poll: a fact read in it is shown as `<this poll>`, one served from an
+    // earlier read as `<earlier poll>` (the time itself varies).
+    let polled_at: std::collections::HashMap<&str, &str> = text
+        .lines()
+        .filter(|line| line.starts_with("patroni_exporter_last_poll_timestamp_seconds{"))
+        .filter_map(|line| Some((scope_of(line)?, line.rsplit_once(' ')?.1)))
+        .collect();
     let lines: Vec<String> = text
         .lines()
         .map(|line| {
+            if line.starts_with("patroni_exporter_fact_read_timestamp_seconds{")
+                || line.starts_with("patroni_exporter_member_fact_read_timestamp_seconds{")
+            {
+                let (series, value) = line.rsplit_once(' ').unwrap();
+                let this_poll = scope_of(line).and_then(|scope| polled_at.get(scope));
+                let when = if this_poll == Some(&value) {
+                    "<this poll>"
+                } else {
+                    "<earlier poll>"
+                };
+                return format!("{series} {when}");
+            }
             // Timings, and what depends on the clock at the moment of the poll.
             if [
                 "patroni_exporter_poll_duration_seconds{",
