@@ -58,6 +58,8 @@ S = {"scope": SCOPE}
 ETCD = {"scope": SCOPE, "dcs": "etcd"}
 PREFIX = f"/service/{SCOPE}/"
 HEALTHY_S = 45
+# The one client certificate with a CommonName: what etcd's gateway refuses while auth is on.
+COMMON_NAMED = "patroni-exporter-cn"
 # What etcdctl checks each fact with, as the exporter asks it.
 FACTS = ("status", "members", "alarms", "keys", "leader_lease")
 
@@ -96,13 +98,14 @@ def make_pki(d: Path, member_ips: list[str]) -> Pki:
         "-subj", "/CN=pylab etcd CA", "-addext", "basicConstraints=critical,CA:TRUE",
         "-addext", "keyUsage=critical,keyCertSign,cRLSign")
     leaves = {f"etcd-{n}": ("serverAuth,clientAuth", f"IP:{ip}") for n, ip in enumerate(member_ips)}
-    leaves |= {name: ("clientAuth", None) for name in ("etcdctl", "patroni", "patroni-exporter")}
+    leaves |= {name: ("clientAuth", None) for name in ("etcdctl", "patroni", "patroni-exporter", COMMON_NAMED)}
     for name, (usage, san) in leaves.items():
         ext = d / f"{name}.ext"
         ext.write_text("basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n"
                        f"extendedKeyUsage={usage}\n" + (f"subjectAltName={san}\n" if san else ""))
         csr = d / f"{name}.csr"
-        run("req", "-new", *key, "-keyout", str(pki.key(name)), "-out", str(csr), "-subj", f"/O=pylab/OU={name}")
+        subject = f"/CN={name}" if name == COMMON_NAMED else f"/O=pylab/OU={name}"
+        run("req", "-new", *key, "-keyout", str(pki.key(name)), "-out", str(csr), "-subj", subject)
         run("x509", "-req", "-in", str(csr), "-CA", str(pki.ca), "-CAkey", str(pki.key("ca")), "-CAcreateserial",
             "-out", str(pki.cert(name)), "-days", "2", "-extfile", str(ext))
     for f in d.iterdir():
@@ -201,10 +204,11 @@ def cluster(paths: LabPaths, patroni_version: str, run_dir: Path, results: Resul
         c.down(keep_logs=run_dir)
 
 
-def exporter_flags(paths: LabPaths, run_dir: Path, pki: Pki, etcd: EtcdCluster, user: User) -> list[str]:
+def exporter_flags(paths: LabPaths, run_dir: Path, pki: Pki, etcd: EtcdCluster, user: User,
+                   cert: str = "patroni-exporter") -> list[str]:
     """The README's etcd flags with TLS and a user: one --etcd.endpoint, the password in a file."""
     return ["--etcd.endpoint", etcd.client_url(0), "--etcd.ca-file", str(pki.ca),
-            "--etcd.cert-file", str(pki.cert("patroni-exporter")), "--etcd.key-file", str(pki.key("patroni-exporter")),
+            "--etcd.cert-file", str(pki.cert(cert)), "--etcd.key-file", str(pki.key(cert)),
             "--etcd.username", user.name, "--etcd.password-file", str(user.password_file), "--poll.interval", "2s"]
 
 
@@ -214,12 +218,13 @@ class Exporters:
     config_file: Exporter  # --patroni.config-file on member 0's patroni.yml (Patroni's own user)
     outsider: Exporter    # a user without read on the prefix
     wrong: Exporter       # a wrong password file
+    common_named: Exporter  # the right user, a client certificate with a CommonName
     t_start: float
     # each scraped exporter's poll errors once every member was found (listen -> source/kind -> n)
     settled_errors: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def all(self) -> list[Exporter]:
-        return [self.flags, self.config_file, self.outsider, self.wrong]
+        return [self.flags, self.config_file, self.outsider, self.wrong, self.common_named]
 
 
 @pytest.fixture(scope="module")
@@ -239,6 +244,8 @@ def exporters(paths: LabPaths, run_dir: Path, cluster: PatroniCluster, etcd: Etc
              "exporter-config-file.log", "127.0.0.1:9394"),
             (rest + exporter_flags(paths, run_dir, pki, etcd, users.outsider), "exporter-outsider.log", "127.0.0.1:9395"),
             (rest + exporter_flags(paths, run_dir, pki, etcd, users.wrong), "exporter-wrong-password.log", "127.0.0.1:9396"),
+            (rest + exporter_flags(paths, run_dir, pki, etcd, users.exporter, cert=COMMON_NAMED),
+             "exporter-common-name.log", "127.0.0.1:9397"),
         ]:
             started.append(Exporter(b, args, run_dir / log_name, listen=listen).start())
         yield Exporters(*started, t_start=time.time())
@@ -420,7 +427,32 @@ def test_refusals_are_said_not_judged(etcd: EtcdCluster, users: Users, exporters
     text = e.daemon.log_text()
     checks.check("wrong password: the log says kind=auth, etcd's refusal", "kind=auth" in text
                  and "authentication failed" in text)
+    common_name_refused(etcd, users, exporters, checks)
     checks.verify()
+
+
+def common_name_refused(etcd: EtcdCluster, users: Users, exporters: Exporters, checks: Checks) -> None:
+    """A client certificate with a CommonName: the gateway refuses it (ground truth by curl, the
+    body kept as the unit tests' fixture), the exporter says auth and judges from /health."""
+    assert etcd.tls is not None
+    cert, key = etcd.tls.dir / f"{COMMON_NAMED}.pem", etcd.tls.dir / f"{COMMON_NAMED}-key.pem"
+    r = subprocess.run(["curl", "-sS", "--max-time", "3", "--cacert", str(etcd.tls.ca), "--cert", str(cert), "--key", str(key),
+                        "-o", str(etcd.run_dir / "gateway-common-name.txt"), "-w", "%{http_code}", "-X", "POST", "-d", "{}",
+                        etcd.client_url(0) + "/v3/maintenance/status"], capture_output=True, text=True, timeout=10)
+    body = (etcd.run_dir / "gateway-common-name.txt").read_text(errors="replace")
+    checks.check(f"ground truth: the gateway answers a certificate with a CommonName {r.stdout} {body.strip()!r}",
+                 r.stdout == "400" and body.startswith("CommonName of client sending a request against gateway"))
+    e = exporters.common_named
+    _, took = wait_for("common name: auth counted",
+                       lambda: (e.scrape().value("patroni_exporter_poll_errors_total", **S, source="etcd", kind="auth")
+                                or 0) > 0 or None, 30)
+    s = e.scrape()
+    evidence = [x.labels["evidence"] for x in s.values("patroni_etcd_quorum_evidence", **S) if x.value == 1]
+    checks.check(f"common name: auth counted ({took:.1f}s), the log names the certificate, the quorum judged from "
+                 f"/health ({s.value('patroni_dcs_quorum', **ETCD)}, evidence {evidence}), keys unreadable",
+                 "the client certificate has a CommonName" in e.daemon.log_text()
+                 and s.value("patroni_dcs_quorum", **ETCD) == 1 and evidence == ["health"]
+                 and s.value("patroni_etcd_unreadable", **S, fact="keys") == 1)
 
 
 def test_no_password_in_argv_logs_or_metrics(users: Users, exporters: Exporters, cluster: PatroniCluster,
