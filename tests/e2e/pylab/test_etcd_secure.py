@@ -22,7 +22,9 @@ Patroni cluster on it (`etcd3:` with `protocol: https`, `cacert`, `cert`, `key`,
                     why)
   refusals          `outsider`: the keys refused (`forbidden` counted, keys unreadable), quorum 1
                     still; a wrong password file: `auth` counted and logged, and no quorum
-                    verdict of 0 (etcd's own /health answers: evidence `health`)
+                    verdict of 0 (etcd's own /health answers: evidence `health`); a client
+                    certificate with a CommonName: the gateway's 400 (curl, kept as the unit
+                    tests' fixture), `auth` counted and its reason logged, quorum from /health
   healthy           over the exporters' first 45 s: no alert pending or firing in Prometheus,
                     quorum 1 and every member answering in every scrape, no poll error after the
                     first poll (which may end before the keys come: its members not found yet)
