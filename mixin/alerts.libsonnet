@@ -579,8 +579,16 @@ local ifFailsafe(active, inactive) =
         },
         {
           alert: 'PatroniExporterPollErrors',
+          comment:: |||
+            The kinds are those a retry does not heal: a password or token refused (auth),
+            a request the etcd user's role does not allow (forbidden: a range outside its
+            roles, or Status on etcd 3.6.0-3.6.9 for anyone but root), a certificate, a
+            payload or a host the exporter does not accept. The others mostly say a peer is down
+            or busy (connect, refused, timeout, http_status): the unreachability and quorum
+            alerts speak.
+          |||,
           expr: |||
-            rate(patroni_exporter_poll_errors_total{kind=~"auth|tls|decode|protocol|body_too_large|api_url_not_allowed"}[5m]) > 0
+            rate(patroni_exporter_poll_errors_total{kind=~"auth|forbidden|tls|decode|protocol|body_too_large|api_url_not_allowed"}[5m]) > 0
           |||,
           labels: { severity: 'warning' },
           annotations: {
@@ -588,7 +596,7 @@ local ifFailsafe(active, inactive) =
             description: |||
               Polls of source {{ $labels.source }} (scope {{ $labels.scope }}) have failed with
               {{ $labels.kind }} errors for ${for} ({{ printf "%.2f" $value }} errors/s). These errors are
-              configuration or compatibility problems (password, certificate, unexpected payload) that
+              configuration or compatibility problems (password, certificate, etcd role, unexpected payload) that
               do not heal by themselves.
             |||,
           },

@@ -361,6 +361,12 @@ if (( RUN_E2E )); then
   # off from etcd (primaries against the members' own word), the majority down with failsafe
   # (PatroniEtcdQuorumLost at a real Alertmanager); ~7 min (418 s, 2026-11-29)
   step "e2e Patroni on etcd, Patroni 4.1.5 3.3.11" tests/e2e/pylab/run.sh test_etcd_lab.py --patroni 4.1.5 3.3.11
+  # Patroni on an etcd with TLS, client certificates and auth (the typed layer): Patroni's etcd3
+  # with https, cacert, cert, key, user; the exporter by the README's flags with the
+  # least-privileged role of docs/security.md and by Patroni's YAML; a role without the prefix
+  # (forbidden), a wrong password and a certificate with a CommonName (auth), no password in
+  # argv, logs or /metrics, no alert in a real Prometheus; ~90 s (83-92 s, 2026-11-29)
+  step "e2e etcd over TLS and auth, Patroni 4.1.5" tests/e2e/pylab/run.sh test_etcd_secure.py --patroni 4.1.5
   # stereo mode (Charmed PostgreSQL 16): two members and a Raft-only witness
   # (patroni_raft_controller) on port 2224; healthy (nothing pending for 150 s), the replica
   # stopped (PatroniRaftQuorumNoMargin fires after its for: 5m, no quorum-loss page), the

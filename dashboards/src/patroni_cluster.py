@@ -78,7 +78,7 @@ def etcd_row(d):
         text_mode=mc.BigValueTextMode.NAME))
     d = d.with_panel(table_panel(
         86, "etcd members, per endpoint",
-        table_queries(f'max by (scope, endpoint, member, version) (patroni_etcd_member_info{{{SEL}}})',
+        table_queries(f'max by (scope, endpoint, member, version, cluster_version) (patroni_etcd_member_info{{{SEL}}})',
                       f'max by (scope, endpoint) (patroni_etcd_up{{{SEL}}})',
                       ETCD_ROLE_EXPR,
                       f'max by (scope, endpoint) (patroni_etcd_is_learner{{{SEL}}})',
@@ -89,13 +89,14 @@ def etcd_row(d):
                       f'max by (scope, endpoint) (patroni_etcd_db_size_in_use_bytes{{{SEL}}})',
                       f'max by (scope, endpoint) (patroni_etcd_db_quota_bytes{{{SEL}}})'),
         "One row per etcd endpoint the exporter asks, from each member's own Status: its name "
-        "and etcd version, whether it answered, its role (leader by its own word, follower "
+        "and etcd version, the cluster version it answered on /version (behind the members' "
+        "own during a rolling upgrade, until the last member runs the new version), whether it answered, its role (leader by its own word, follower "
         "knowing a leader, NO LEADER), learner, Raft term, committed and applied index, and its "
         "database on disk, in use (the rest is freed pages a defragmentation returns) and its "
         "quota (reported from etcd 3.6). etcdctl endpoint status --cluster -w table says the same.",
         join_field="endpoint", height=6,
         exclude=["Time", "Value #A"],
-        rename={"scope": "Cluster", "endpoint": "Endpoint", "member": "Member", "version": "etcd",
+        rename={"scope": "Cluster", "endpoint": "Endpoint", "member": "Member", "version": "etcd", "cluster_version": "Cluster version",
                 "Value #B": "Answers", "Value #C": "Role", "Value #D": "Learner",
                 "Value #E": "Raft term", "Value #F": "Committed index", "Value #G": "Applied index",
                 "Value #H": "DB size", "Value #I": "DB in use", "Value #J": "Quota"},

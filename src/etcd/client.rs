@@ -491,13 +491,28 @@ impl EtcdClient {
     }
 }
 
+/// What etcd's gateway answers (400, plain text) to every `/v3/` request made with a client
+/// certificate that has a CommonName, when it runs with `--client-cert-auth` and auth is on
+/// (`embed/serve.go`; real 3.4.23 answer: `etcd-3.4/auth-gateway-common-name.txt`).
+const GATEWAY_REFUSES_COMMON_NAME: &str = "CommonName of client sending a request against gateway";
+
 /// What a refused request's body says: etcd's error document classified by its gRPC code
 /// and message, or the HTTP status with the start of the body.
+///
+/// The gateway's refusal of a client certificate with a CommonName is an authentication
+/// failure (`auth`): the exporter's certificate is refused until it is replaced, `/health`
+/// (not under `/v3/`) still answers, and only `auth` falls back to it.
 fn refusal(status: u16, body: &[u8]) -> EtcdError {
     let Some(error) = parse_gateway_error(body) else {
         let text = String::from_utf8_lossy(&body[..body.len().min(200)])
             .trim()
             .to_owned();
+        if status == 400 && text.starts_with(GATEWAY_REFUSES_COMMON_NAME) {
+            return EtcdError::Unauthenticated(format!(
+                "{text} (the client certificate has a CommonName: etcd's gateway takes one \
+                 without while auth is on)"
+            ));
+        }
         return EtcdError::Refused {
             status,
             code: None,
@@ -955,6 +970,28 @@ mod tests {
         // /health answers 503 with its body when unhealthy.
         refuse("/health", 503, "etcd-3.4/no-quorum-health.json");
         assert!(!client.health(&url, soon()).await.unwrap().healthy);
+        // A client certificate with a CommonName, refused by the gateway: auth, not a status.
+        refuse(
+            "/v3/maintenance/status",
+            400,
+            "etcd-3.4/auth-gateway-common-name.txt",
+        );
+        let error = client.status(&url, soon()).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Auth, "{error:?}");
+        assert!(
+            error
+                .describe()
+                .contains("the client certificate has a CommonName"),
+            "{}",
+            error.describe()
+        );
+        // The same words with another status, or under a JSON document, are not it.
+        fake.route(
+            "/v3/maintenance/status",
+            Reply::Answer(403, fixture("etcd-3.4/auth-gateway-common-name.txt")),
+        );
+        let error = client.status(&url, soon()).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::HttpStatus, "{error:?}");
     }
 
     #[tokio::test]

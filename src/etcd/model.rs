@@ -267,6 +267,16 @@ pub struct Versions {
     pub cluster: String,
 }
 
+impl Versions {
+    /// What etcd answers for the cluster version before its members agreed on one.
+    pub const NOT_DECIDED: &'static str = "not_decided";
+
+    /// The cluster version, once the members agreed on one.
+    pub fn cluster_decided(&self) -> Option<&str> {
+        Some(self.cluster.as_str()).filter(|v| !v.is_empty() && *v != Versions::NOT_DECIDED)
+    }
+}
+
 /// The body of a refused gateway request: `{"error": .., "code": N, "message": ..}` (3.4,
 /// 3.5; 3.6+ drop `error`). `code` is the gRPC status code.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -1097,12 +1107,33 @@ mod tests {
             (versions.server.as_str(), versions.cluster.as_str()),
             ("3.4.23", "3.4.0")
         );
+        for (version, server, cluster) in [
+            ("etcd-3.5", "3.5.21", "3.5.0"),
+            ("etcd-3.6", "3.6.5", "3.6.0"),
+            ("etcd-3.7", "3.7.1", "3.7.0"),
+        ] {
+            let versions = parse_versions(&at(version, "version.json")).unwrap();
+            assert_eq!(versions.server, server, "{version}");
+            assert_eq!(versions.cluster_decided(), Some(cluster), "{version}");
+        }
+        // A rolling upgrade: the member runs 3.5, the cluster still speaks 3.4.
+        let upgrading =
+            parse_versions(br#"{"etcdserver":"3.5.21","etcdcluster":"3.4.0"}"#).unwrap();
         assert_eq!(
-            parse_versions(&at("etcd-3.7", "version.json"))
-                .unwrap()
-                .server,
-            "3.7.1"
+            (upgrading.server.as_str(), upgrading.cluster_decided()),
+            ("3.5.21", Some("3.4.0"))
         );
+        // A member that just started, before the cluster version is decided.
+        let undecided =
+            parse_versions(br#"{"etcdserver":"3.4.23","etcdcluster":"not_decided"}"#).unwrap();
+        assert_eq!(undecided.cluster_decided(), None);
+        assert_eq!(
+            parse_versions(br#"{"etcdserver":"3.4.23"}"#)
+                .unwrap()
+                .cluster_decided(),
+            None
+        );
+        assert!(parse_versions(br#"["3.4.23"]"#).is_err());
     }
 
     #[test]

@@ -1,9 +1,12 @@
 //! One reading of an etcd cluster: what the poller asks of the etcd source each poll.
 //!
-//! Every endpoint is asked its `Status`, concurrently, each with its round trip; when
-//! `Status` is refused to the configured user (etcd 3.6.0–3.6.9 answer it to root only),
-//! that endpoint's `/health` is asked instead, so that the reading still says whether the
-//! member has a leader, and says which fact it could not read. The facts of the whole
+//! Every endpoint is asked its `Status`, concurrently, each with its round trip, and beside
+//! it its `GET /version`: the only answer that holds the cluster version (`etcdcluster`, the
+//! version the members agreed to speak, which stays behind the members' own during a rolling
+//! upgrade until the last one runs the new version), and which etcd answers without auth.
+//! When `Status` is refused to the configured user (etcd 3.6.0–3.6.9 answer it to root
+//! only), that endpoint's `/health` is asked instead, so that the reading still says whether
+//! the member has a leader, and says which fact it could not read. The facts of the whole
 //! cluster (members, alarms, Patroni's keys, the leader key's lease) are asked of one
 //! endpoint: the first that says it is the leader, as soon as it says so; else, once every
 //! endpoint answered or failed, the best of the others.
@@ -26,6 +29,7 @@ use url::Url;
 use super::client::{EtcdClient, Timed};
 use super::model::{
     parse_patroni_keys, Alarm, EndpointStatus, Health, LeaseTimeToLive, MemberList, PatroniKeys,
+    Versions,
 };
 use super::EtcdError;
 use crate::error_kind::ErrorKind;
@@ -46,6 +50,8 @@ pub struct EndpointReading {
     pub status: Result<Timed<EndpointStatus>, EtcdError>,
     /// `/health`, asked only when `status` was refused to the user (`auth`, `forbidden`).
     pub health: Option<Result<Health, EtcdError>>,
+    /// `GET /version`, asked beside `status`: the member's own version and the cluster's.
+    pub versions: Result<Versions, EtcdError>,
 }
 
 impl EndpointReading {
@@ -57,6 +63,23 @@ impl EndpointReading {
             (Err(_), Some(Ok(health))) => Some(health.healthy),
             _ => None,
         }
+    }
+
+    /// The member's own etcd version: from its status, else from `/version` (which etcd
+    /// answers to anyone, where `Status` is refused); `None` when it said neither.
+    pub fn server_version(&self) -> Option<&str> {
+        match (&self.status, &self.versions) {
+            (Ok(status), _) => Some(status.value.version.as_str()),
+            (Err(_), Ok(versions)) => Some(versions.server.as_str()),
+            (Err(_), Err(_)) => None,
+        }
+        .filter(|version| !version.is_empty())
+    }
+
+    /// The cluster version the member answered on `/version`; `None` when it did not answer
+    /// or has not agreed on one yet (a member that just started).
+    pub fn cluster_version(&self) -> Option<&str> {
+        self.versions.as_ref().ok()?.cluster_decided()
     }
 
     /// Whether the member says it is the leader itself.
@@ -178,9 +201,13 @@ pub async fn read_cluster(
     }
 }
 
-/// One endpoint's status, and its health when the status was refused to the user.
+/// One endpoint's status and versions, and its health when the status was refused to the
+/// user.
 async fn read_endpoint(client: &EtcdClient, endpoint: &Url, deadline: Instant) -> EndpointReading {
-    let status = client.status(endpoint, deadline).await;
+    let (status, versions) = tokio::join!(
+        client.status(endpoint, deadline),
+        client.version(endpoint, deadline)
+    );
     let health = match &status {
         Err(error) if matches!(error.kind(), ErrorKind::Auth | ErrorKind::Forbidden) => {
             Some(client.health(endpoint, deadline).await)
@@ -191,6 +218,7 @@ async fn read_endpoint(client: &EtcdClient, endpoint: &Url, deadline: Instant) -
         endpoint: endpoint.clone(),
         status,
         health,
+        versions,
     }
 }
 
@@ -277,14 +305,18 @@ mod tests {
             ("/v3/kv/range", "etcd-3.4/range-patroni.json"),
             ("/v3/lease/timetolive", "etcd-3.4/timetolive-leader.json"),
             ("/health", "etcd-3.4/health.json"),
+            ("/version", "etcd-3.4/version.json"),
         ] {
             fake.route(path, Reply::ok(fixture(file)));
         }
         fake
     }
 
+    /// The paths asked of `fake`, sorted (the requests of one endpoint run concurrently).
     fn asked(fake: &FakeEtcd) -> Vec<String> {
-        fake.requests().into_iter().map(|r| r.path).collect()
+        let mut paths: Vec<String> = fake.requests().into_iter().map(|r| r.path).collect();
+        paths.sort();
+        paths
     }
 
     #[tokio::test]
@@ -335,20 +367,23 @@ mod tests {
                 granted_ttl: 30
             }))
         );
-        assert_eq!(asked(&fakes[0]), ["/v3/maintenance/status"]);
-        assert_eq!(asked(&fakes[1]), ["/v3/maintenance/status"]);
-        let mut from_leader = asked(&fakes[2]);
-        from_leader.sort();
+        assert_eq!(asked(&fakes[0]), ["/v3/maintenance/status", "/version"]);
+        assert_eq!(asked(&fakes[1]), ["/v3/maintenance/status", "/version"]);
         assert_eq!(
-            from_leader,
+            asked(&fakes[2]),
             [
                 "/v3/cluster/member/list",
                 "/v3/kv/range",
                 "/v3/lease/timetolive",
                 "/v3/maintenance/alarm",
                 "/v3/maintenance/status",
+                "/version",
             ]
         );
+        for endpoint in &reading.endpoints {
+            assert_eq!(endpoint.server_version(), Some("3.4.23"));
+            assert_eq!(endpoint.cluster_version(), Some("3.4.0"));
+        }
         assert_eq!(reading.clone(), reading);
     }
 
@@ -403,7 +438,70 @@ mod tests {
                 && facts.keys.as_ref().is_some_and(Result::is_ok)
                 && facts.leader_lease.is_some()
         );
-        assert_eq!(asked(&fakes[1]), ["/v3/maintenance/status", "/health"]);
+        assert_eq!(
+            asked(&fakes[1]),
+            ["/health", "/v3/maintenance/status", "/version"]
+        );
+        // The member's version still read, from `/version` (asked without the token).
+        assert_eq!(reading.endpoints[0].server_version(), Some("3.4.23"));
+    }
+
+    #[tokio::test]
+    async fn the_cluster_version_lags_the_members_in_a_rolling_upgrade() {
+        let fakes = [
+            member("etcd-3.4/status-e1.json").await,
+            member("etcd-3.4/status-e2.json").await,
+            member("etcd-3.4/status-e3.json").await,
+        ];
+        // The first member upgraded to 3.5 and restarted: the cluster speaks 3.4 until the
+        // last member runs 3.5. The third one just started and has not learned it yet.
+        fakes[0].route(
+            "/version",
+            Reply::ok(br#"{"etcdserver":"3.5.21","etcdcluster":"3.4.0"}"#.to_vec()),
+        );
+        fakes[2].route(
+            "/version",
+            Reply::ok(br#"{"etcdserver":"3.4.23","etcdcluster":"not_decided"}"#.to_vec()),
+        );
+        let endpoints: Vec<Url> = fakes.iter().map(FakeEtcd::url).collect();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let reading = read_cluster(&client(), &endpoints, std::future::ready(None), deadline).await;
+        let clusters: Vec<Option<&str>> = reading
+            .endpoints
+            .iter()
+            .map(EndpointReading::cluster_version)
+            .collect();
+        assert_eq!(clusters, [Some("3.4.0"), Some("3.4.0"), None]);
+        // The member's own version is its Status's, which answered.
+        assert_eq!(reading.endpoints[0].server_version(), Some("3.4.23"));
+    }
+
+    #[tokio::test]
+    async fn a_version_that_fails_costs_nothing_else() {
+        let fake = member("etcd-3.4/status-e1.json").await;
+        fake.route(
+            "/version",
+            Reply::Answer(404, b"404 page not found".to_vec()),
+        );
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let reading = read_cluster(
+            &client(),
+            &[fake.url()],
+            std::future::ready(Some(PREFIX.to_owned())),
+            deadline,
+        )
+        .await;
+        let endpoint = &reading.endpoints[0];
+        assert_eq!(
+            endpoint.versions.as_ref().unwrap_err().kind(),
+            ErrorKind::HttpStatus
+        );
+        assert_eq!(endpoint.cluster_version(), None);
+        assert_eq!(endpoint.server_version(), Some("3.4.23"));
+        assert!(endpoint.status.is_ok() && endpoint.is_leader());
+        assert!(reading
+            .facts
+            .is_some_and(|facts| facts.keys.is_some_and(|keys| keys.is_ok())));
     }
 
     #[tokio::test]

@@ -26,7 +26,7 @@ declare_families! {
     ETCD_MEMBER_KEYS: cached_gauge("patroni_etcd_member_keys", "Patroni's member keys (members/<name>) under the cluster's prefix in etcd, as read directly from etcd.");
     ETCD_UNREADABLE: cached_gauge("patroni_etcd_unreadable", "1 when the exporter asked etcd for the fact (status: a member's Status, answered by /health instead; members, alarms, keys, leader_lease) and could not read it in the last poll (typically refused to its user), 0 when read; absent when not asked. Nothing is judged from a fact that could not be read.");
     ETCD_UP: cached_gauge("patroni_etcd_up", "1 if the etcd endpoint answered its Status (or, where Status is refused to the exporter's user, /health) in the last poll.");
-    ETCD_MEMBER_INFO: cached_gauge("patroni_etcd_member_info", "1 per answering etcd endpoint, labelled with the member's name and etcd version.");
+    ETCD_MEMBER_INFO: cached_gauge("patroni_etcd_member_info", "1 per answering etcd endpoint, labelled with the member's name, its etcd version and the cluster version it answered on GET /version (the version the members agreed to speak: behind the members' own during a rolling upgrade; empty when not known).");
     ETCD_HAS_LEADER: cached_gauge("patroni_etcd_has_leader", "1 when the etcd member knows a leader (its Status names one; /health where Status is refused), 0 when it knows none.");
     ETCD_IS_LEADER: cached_gauge("patroni_etcd_is_leader", "1 when the etcd member is the leader by its own Status, 0 otherwise.");
     ETCD_IS_LEARNER: cached_gauge("patroni_etcd_is_learner", "1 when the etcd member is a learner (does not vote) by its own Status.");
@@ -196,11 +196,12 @@ fn encode_endpoints(writer: &mut FamilyWriter, snapshots: &[Arc<ClusterSnapshot>
                     .iter()
                     .zip(&e.endpoint_members)
                     .filter_map(move |(r, member)| {
-                        let status = &r.status.as_ref().ok()?.value;
+                        r.knows_leader()?;
                         Some(
                             endpoint_labels(s, r)
                                 .member(member.as_deref()?)
-                                .version(&status.version),
+                                .version(r.server_version()?)
+                                .cluster_version(r.cluster_version().unwrap_or_default()),
                         )
                     })
             })

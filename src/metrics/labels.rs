@@ -74,7 +74,10 @@ label_sets! {
     /// An etcd endpoint and the member answering there.
     EtcdEndpointMemberLabels { scope, endpoint, member };
     /// An etcd endpoint, its member and the member's etcd version.
-    EtcdMemberInfoLabels { scope, endpoint, member, version };
+    EtcdMemberVersionLabels { scope, endpoint, member, version };
+    /// An etcd endpoint, its member, the member's etcd version and the cluster version it
+    /// answered.
+    EtcdMemberInfoLabels { scope, endpoint, member, version, cluster_version };
     /// A cluster and one etcd alarm (`NOSPACE`, `CORRUPT`).
     AlarmLabels { scope, alarm };
     /// A cluster and one fact: asked of its DCS, or read only in some polls.
@@ -179,7 +182,10 @@ extended_by! {
         member: EtcdEndpointMemberLabels,
     }
     EtcdEndpointMemberLabels { scope, endpoint, member } => {
-        version: EtcdMemberInfoLabels,
+        version: EtcdMemberVersionLabels,
+    }
+    EtcdMemberVersionLabels { scope, endpoint, member, version } => {
+        cluster_version: EtcdMemberInfoLabels,
     }
     NodeLabels { scope, node } => {
         state: NodeStateLabels,

@@ -477,7 +477,7 @@ mod tests {
     use super::*;
     use crate::etcd::{
         parse_health, parse_member_list, parse_patroni_keys, parse_range, parse_status, EtcdError,
-        Timed,
+        Timed, Versions,
     };
     use crate::patroni::Member;
     use crate::snapshot::{MemberDcsView, Probes};
@@ -495,6 +495,10 @@ mod tests {
                 round_trip: Duration::from_millis(2),
             }),
             health: None,
+            versions: Ok(Versions {
+                server: "3.4.23".into(),
+                cluster: "3.4.0".into(),
+            }),
         }
     }
 
@@ -504,6 +508,7 @@ mod tests {
             endpoint: url(n),
             status: Err(EtcdError::Timeout(Duration::from_secs(2))),
             health: None,
+            versions: Err(EtcdError::Timeout(Duration::from_secs(2))),
         }
     }
 
@@ -514,6 +519,10 @@ mod tests {
             endpoint: url(n),
             status: Err(EtcdError::Forbidden("etcdserver: permission denied".into())),
             health: Some(parse_health(&crate::fixture(health))),
+            versions: Ok(Versions {
+                server: "3.6.5".into(),
+                cluster: "3.6.0".into(),
+            }),
         }
     }
 

@@ -79,9 +79,9 @@
 #                    config and starts it with that list; set but empty: the default list again
 #                    (tests/e2e/lab.sh, voters that disagree). Patroni asks the listed partners
 #                    for the members at start and takes theirs when one answers.
-#   DCS=raft|etcd    (at `up`, in the configs) etcd: an `etcd3:` section with ETCD_HOSTS
-#                    (host:port,...; the etcd members are the caller's, e.g. tests/e2e/pylab's
-#                    EtcdCluster) instead of `raft:`; no witness
+#   DCS=raft|etcd    (at `up`, in the configs) etcd: an `etcd3:` section with ETCD_HOSTS (host:port,
+#                    ...; the etcd members are the caller's, e.g. pylab's EtcdCluster) and the lines
+#                    ETCD3_YAML holds (`  protocol: https`...) instead of `raft:`; no witness
 #   SCOPE=pg-test    REST_USER=patroni REST_PASS=patroni-pass  RAFT_PASS=raft-pass
 #   IP_BASE=11       (multi mode) member N listens on 127.0.0.(IP_BASE+N): a second cluster
 #                    next to the first, e.g. IP_BASE=21 (tests/e2e/standby.sh)
@@ -128,7 +128,7 @@ SCOPE="${SCOPE:-pg-test}"
 IP_BASE="${IP_BASE:-11}"
 MEMBER_PREFIX="${MEMBER_PREFIX:-postgresql}"
 STANDBY_OF="${STANDBY_OF:-}"
-DCS="${DCS:-raft}" ETCD_HOSTS="${ETCD_HOSTS:-}"
+DCS="${DCS:-raft}" ETCD_HOSTS="${ETCD_HOSTS:-}" ETCD3_YAML="${ETCD3_YAML:-}"
 STANDBY_APPLY_DELAY="${STANDBY_APPLY_DELAY:-}"
 NAMESPACE="${NAMESPACE:-/db/}"
 NMEMBERS=3                                  # resolve_members: DATA_DIR/.members, else MEMBERS
@@ -439,7 +439,7 @@ restapi:
     password: $REST_PASS
 $(tls_config "$n")
 
-$(if [[ $DCS == etcd ]]; then printf 'etcd3:\n  hosts: %s\n' "'$ETCD_HOSTS'"; else cat <<RAFT
+$(if [[ $DCS == etcd ]]; then printf 'etcd3:\n  hosts: %s\n%s\n' "'$ETCD_HOSTS'" "$ETCD3_YAML"; else cat <<RAFT
 raft:
   data_dir: $d/raft
   self_addr: '$(raft_addr "$n")'

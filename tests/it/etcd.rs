@@ -66,6 +66,7 @@ async fn etcd_leader(keys: Vec<u8>) -> FakeEtcd {
             "/v3/lease/timetolive",
             fixture("etcd-3.4/timetolive-leader.json"),
         ),
+        ("/version", fixture("etcd-3.4/version.json")),
     ] {
         fake.route(path, Reply::ok(body));
     }
@@ -127,7 +128,7 @@ async fn the_first_poll_finds_every_member_through_patronis_keys() {
         .expect("the keys were read in the first poll");
     let prefix = base64::engine::general_purpose::STANDARD.encode("/service/on-etcd/");
     assert!(range.body.contains(&prefix), "{}", range.body);
-    // Read-only: nothing but reads and health was asked.
+    // Read-only: nothing but reads, health and version was asked.
     for request in etcd.requests() {
         assert!(
             [
@@ -136,7 +137,8 @@ async fn the_first_poll_finds_every_member_through_patronis_keys() {
                 "/v3/maintenance/alarm",
                 "/v3/kv/range",
                 "/v3/lease/timetolive",
-                "/health"
+                "/health",
+                "/version"
             ]
             .contains(&request.path.as_str()),
             "{request:?}"

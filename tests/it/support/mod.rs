@@ -921,6 +921,7 @@ pub async fn fake_etcd_cluster_of(
                 fixture(&format!("{folder}/timetolive-leader.json")),
             ),
             ("/health", fixture(&format!("{folder}/health.json"))),
+            ("/version", fixture(&format!("{folder}/version.json"))),
         ];
         for (path, body) in answers {
             member.route(path, Reply::ok(body));

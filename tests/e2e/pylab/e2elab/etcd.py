@@ -4,6 +4,10 @@ peer port 2380, in the test's network namespace; data directories under the run 
 Ground truth comes from etcd itself: `etcdctl --write-out=json endpoint status` (each member's
 own word on its Raft term, index, leader and revision) and `endpoint health` (a quorum read
 through that member), each read stamped with when it was read.
+
+With `EtcdTls` the members serve clients on https only and ask them a certificate of the CA
+(`--client-cert-auth`); etcdctl then presents the client certificate given, and, once the test
+enabled etcd's auth, the user of `ctl_user` (`user:password`, passed in etcdctl's environment).
 """
 
 from __future__ import annotations
@@ -34,19 +38,40 @@ class EndpointStatus:
         return self.member_id == self.leader_id
 
 
+@dataclass(frozen=True)
+class EtcdTls:
+    """Clients on https with `--client-cert-auth`: the CA, member N's server certificate and key
+    at `member_cert(n)`/`member_key(n)` (its IP in the SAN), and the client certificate etcdctl
+    presents."""
+    ca: Path
+    dir: Path
+    client_cert: Path
+    client_key: Path
+
+    def member_cert(self, n: int) -> Path:
+        return self.dir / f"etcd-{n}.pem"
+
+    def member_key(self, n: int) -> Path:
+        return self.dir / f"etcd-{n}-key.pem"
+
+
 class EtcdCluster:
-    def __init__(self, run_dir: Path, ip_base: int = 31, size: int = 3, log_prefix: str = "etcd") -> None:
+    def __init__(self, run_dir: Path, ip_base: int = 31, size: int = 3, log_prefix: str = "etcd",
+                 tls: EtcdTls | None = None) -> None:
         self.run_dir = run_dir
         self.size = size
         self.ips = [f"127.0.0.{ip_base + n}" for n in range(size)]
         self.log_prefix = log_prefix
         self.members: list[Daemon | None] = [None] * size
+        self.tls = tls
+        # `user:password` etcdctl authenticates as once auth is on (None: no user)
+        self.ctl_user: str | None = None
 
     def name(self, n: int) -> str:
         return f"etcd-{n}"
 
     def client_url(self, n: int) -> str:
-        return f"http://{self.ips[n]}:2379"
+        return f"{'https' if self.tls else 'http'}://{self.ips[n]}:2379"
 
     def peer_url(self, n: int) -> str:
         return f"http://{self.ips[n]}:2380"
@@ -69,7 +94,13 @@ class EtcdCluster:
                 "--listen-client-urls", self.client_url(n), "--advertise-client-urls", self.client_url(n),
                 "--listen-peer-urls", self.peer_url(n), "--initial-advertise-peer-urls", self.peer_url(n),
                 "--initial-cluster", cluster, "--initial-cluster-state", state,
-                "--initial-cluster-token", "pylab", "--logger", "zap"]
+                "--initial-cluster-token", "pylab", "--logger", "zap", *self._tls_args(n)]
+
+    def _tls_args(self, n: int) -> list[str]:
+        if self.tls is None:
+            return []
+        return ["--client-cert-auth", "--trusted-ca-file", str(self.tls.ca),
+                "--cert-file", str(self.tls.member_cert(n)), "--key-file", str(self.tls.member_key(n))]
 
     def up(self, timeout_s: float = 60) -> None:
         """Fresh data directories, all members started, until every member answers healthy."""
@@ -118,10 +149,20 @@ class EtcdCluster:
         assert d is not None
         return d.pid
 
-    def ctl(self, *args: str, endpoints: list[str] | None = None, timeout_s: float = 10) -> subprocess.CompletedProcess[str]:
+    def ctl(self, *args: str, endpoints: list[str] | None = None, timeout_s: float = 10,
+            user: str | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        """etcdctl ARGS as `user` (`name:password`; "" for none), else as `ctl_user`; STDIN
+        its input (a password for `--interactive=false`, never in an argv)."""
+        env = {"ETCDCTL_API": "3", "PATH": "/usr/bin:/bin"}
+        if self.tls is not None:
+            env |= {"ETCDCTL_CACERT": str(self.tls.ca), "ETCDCTL_CERT": str(self.tls.client_cert),
+                    "ETCDCTL_KEY": str(self.tls.client_key)}
+        who = self.ctl_user if user is None else user
+        if who:
+            env["ETCDCTL_USER"] = who
         return subprocess.run(["etcdctl", "--endpoints", ",".join(endpoints or self.endpoints),
-                               "--dial-timeout", "1s", "--command-timeout", "2s", *args],
-                              capture_output=True, text=True, timeout=timeout_s, env={"ETCDCTL_API": "3", "PATH": "/usr/bin:/bin"})
+                               "--dial-timeout", "1s", "--command-timeout", "2s", *args], input=stdin,
+                              capture_output=True, text=True, timeout=timeout_s, env=env)
 
     def endpoint_status(self) -> Stamped[dict[str, EndpointStatus]]:
         """Each member's own status, stamped; a member that does not answer is absent."""
