@@ -581,14 +581,15 @@ local ifFailsafe(active, inactive) =
           alert: 'PatroniExporterPollErrors',
           comment:: |||
             The kinds are those a retry does not heal: a password or token refused (auth),
-            a request the etcd user's role does not allow (forbidden: a range outside its
-            roles, or Status on etcd 3.6.0-3.6.9 for anyone but root), a certificate, a
-            payload or a host the exporter does not accept. The others mostly say a peer is down
-            or busy (connect, refused, timeout, http_status): the unreachability and quorum
-            alerts speak.
+            a certificate, a payload or a host the exporter does not accept. The others mostly
+            say a peer is down or busy (connect, refused, timeout, http_status): the
+            unreachability and quorum alerts speak. Not forbidden (etcd refused a request to
+            the exporter's etcd user): PatroniEtcdFactUnreadable speaks for it, naming the fact,
+            quiet while etcd has no quorum; on etcd 3.6.0-3.6.9 with the least-privileged role
+            Status is refused in every poll, and a second alert for that one cause would be noise.
           |||,
           expr: |||
-            rate(patroni_exporter_poll_errors_total{kind=~"auth|forbidden|tls|decode|protocol|body_too_large|api_url_not_allowed"}[5m]) > 0
+            rate(patroni_exporter_poll_errors_total{kind=~"auth|tls|decode|protocol|body_too_large|api_url_not_allowed"}[5m]) > 0
           |||,
           labels: { severity: 'warning' },
           annotations: {
