@@ -414,7 +414,7 @@ t0=$(e2e_now)
 FLUSHED="$RUN_DIR/flushed.txt"
 e2e_sample "$FLUSHED" truth_flushed
 SAMPLER=$E2E_SAMPLE_PID
-load "$P" 10 500 async
+load "$P" 16 500 async
 SLACK=65536
 POLLS="$RUN_DIR/polls-2.txt"   # "END DURATION DATA_AT_RISK" of each poll seen under the load
 : >"$POLLS"
@@ -456,7 +456,7 @@ e2e_result 2 "async load: WAL per poll interval ($POLL s) (bytes)" "$per_poll"
 e2e_result 2 "under load: widest bracket (ground truth after the poll - before it) over $n_load polls (bytes)" "$max_width"
 e2e_result 2 "under load: max distance of data at risk outside its bracket (bytes)" "$max_dev"
 # the polls that must have begun and ended between the first reading and the load's end: one
-# per interval of that time but the two it cuts (at most 3: a ~10 s load gives 4-5)
+# per interval of that time but the two it cuts (at most 3: the 16 s load gives 6-7)
 need=$(awk -v a="$FIRST_READ" -v b="$LOAD_END" -v p="$POLL" 'BEGIN { n = int((b - a) / p) - 1; if (n > 3) n = 3; if (n < 2) n = 2; print n }')
 e2e_result 2 "under load: polls judged / required (s from the first reading to the load's end: $(calc "$LOAD_END - $FIRST_READ"))" "$n_load / $need"
 ((n_load >= need)) || on_fail "2: under load, only $n_load polls seen with a ground truth before them (want $need)"
