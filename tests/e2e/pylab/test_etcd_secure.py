@@ -45,7 +45,7 @@ from pathlib import Path
 import pytest
 
 from e2elab.checks import Checks, Results
-from e2elab.cluster import PatroniCluster
+from e2elab.cluster import PatroniCluster, running_cluster
 from e2elab.etcd import EtcdCluster, EtcdTls
 from e2elab.exporter import Exporter
 from e2elab.log import log
@@ -192,18 +192,11 @@ def cluster(paths: LabPaths, patroni_version: str, run_dir: Path, results: Resul
     etcd3 = "\n".join([
         "  protocol: https", f"  cacert: {pki.ca}", f"  cert: {pki.cert('patroni')}",
         f"  key: {pki.key('patroni')}", f"  username: {users.patroni.name}", f"  password: {users.patroni.password}"])
-    c = PatroniCluster(paths.cluster_sh, patroni_version, paths.work / f"cluster-{SCENARIO}-{patroni_version}",
-                       run_dir / "cluster.log",
-                       env={"DCS": "etcd", "ETCD_HOSTS": etcd.hosts, "ETCD3_YAML": etcd3, "NAMESPACE": "/service/",
-                            "WAL_SEGSIZE": os.environ.get("WAL_SEGSIZE", "1")})
-    c.down()
-    t0 = time.monotonic()
-    try:
-        c.up(sync=True)
-        results.record("setup", "cluster up on etcd over TLS and auth (s)", f"{time.monotonic() - t0:.1f}")
+    with running_cluster(paths.cluster_sh, patroni_version, paths.work / f"cluster-{SCENARIO}-{patroni_version}",
+                         run_dir, results, setup_label="cluster up on etcd over TLS and auth (s)",
+                         env={"DCS": "etcd", "ETCD_HOSTS": etcd.hosts, "ETCD3_YAML": etcd3,
+                              "NAMESPACE": "/service/"}) as c:
         yield c
-    finally:
-        c.down(keep_logs=run_dir)
 
 
 def exporter_flags(paths: LabPaths, run_dir: Path, pki: Pki, etcd: EtcdCluster, user: User,
