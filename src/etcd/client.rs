@@ -683,6 +683,17 @@ mod tests {
         assert!(fake.requests().iter().all(|r| r.authorization.is_none()));
     }
 
+    /// A timeout that came after 300 ms (the earlier of deadline and timeout), well before
+    /// the later one.
+    fn assert_timed_out_at_300ms(error: &EtcdError, started: Instant) {
+        let took = started.elapsed();
+        assert_eq!(error.kind(), ErrorKind::Timeout, "{error:?}");
+        assert!(
+            took >= Duration::from_millis(300) && took < Duration::from_secs(3),
+            "{took:?}"
+        );
+    }
+
     #[tokio::test]
     async fn a_hanging_endpoint_fails_by_the_earlier_of_deadline_and_timeout() {
         let fake = FakeEtcd::start("127.0.0.1").await;
@@ -695,12 +706,7 @@ mod tests {
             .status(&fake.url(), started + Duration::from_millis(300))
             .await
             .unwrap_err();
-        let took = started.elapsed();
-        assert_eq!(error.kind(), ErrorKind::Timeout, "{error:?}");
-        assert!(
-            took >= Duration::from_millis(300) && took < Duration::from_secs(3),
-            "{took:?}"
-        );
+        assert_timed_out_at_300ms(&error, started);
         // The client's timeout comes first.
         let client = plain(Duration::from_millis(300));
         let started = Instant::now();
@@ -708,12 +714,7 @@ mod tests {
             .health(&fake.url(), started + Duration::from_secs(30))
             .await
             .unwrap_err();
-        let took = started.elapsed();
-        assert_eq!(error.kind(), ErrorKind::Timeout, "{error:?}");
-        assert!(
-            took >= Duration::from_millis(300) && took < Duration::from_secs(3),
-            "{took:?}"
-        );
+        assert_timed_out_at_300ms(&error, started);
     }
 
     #[tokio::test]

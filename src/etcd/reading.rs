@@ -295,6 +295,18 @@ mod tests {
         EtcdClient::new(EtcdSettings::default(), Duration::from_secs(5)).unwrap()
     }
 
+    /// One reading of `endpoints` by a plain client, Patroni's prefix known from the start.
+    async fn read_with_prefix(endpoints: &[Url], deadline: Instant) -> EtcdReading {
+        let prefix = std::future::ready(Some(PREFIX.to_owned()));
+        read_cluster(&client(), endpoints, prefix, deadline).await
+    }
+
+    /// [`read_with_prefix`] of every fake, within 5 s.
+    async fn read_fakes(fakes: &[FakeEtcd]) -> EtcdReading {
+        let endpoints: Vec<Url> = fakes.iter().map(FakeEtcd::url).collect();
+        read_with_prefix(&endpoints, Instant::now() + Duration::from_secs(5)).await
+    }
+
     /// A fake serving the captured 3.4.23 answers, with `status` as its status.
     async fn member(status: &str) -> FakeEtcd {
         let fake = FakeEtcd::start("127.0.0.1").await;
@@ -327,21 +339,14 @@ mod tests {
             member("etcd-3.4/status-e3.json").await,
             member("etcd-3.4/status-e1.json").await,
         ];
-        let endpoints: Vec<Url> = fakes.iter().map(FakeEtcd::url).collect();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let reading = read_cluster(
-            &client(),
-            &endpoints,
-            std::future::ready(Some(PREFIX.to_owned())),
-            deadline,
-        )
-        .await;
-        let order: Vec<&Url> = reading.endpoints.iter().map(|e| &e.endpoint).collect();
-        assert_eq!(
-            order,
-            endpoints.iter().collect::<Vec<_>>(),
-            "in the order given"
-        );
+        let reading = read_fakes(&fakes).await;
+        let order: Vec<Url> = reading
+            .endpoints
+            .iter()
+            .map(|e| e.endpoint.clone())
+            .collect();
+        let given: Vec<Url> = fakes.iter().map(FakeEtcd::url).collect();
+        assert_eq!(order, given, "in the order given");
         assert!(reading
             .endpoints
             .iter()
@@ -353,7 +358,7 @@ mod tests {
             .collect();
         assert_eq!(leaders, [false, false, true]);
         let facts = reading.facts.as_ref().unwrap();
-        assert_eq!(facts.source, endpoints[2]);
+        assert_eq!(facts.source, fakes[2].url());
         assert!(facts.linearizable);
         assert_eq!(facts.members.as_ref().unwrap().members.len(), 3);
         assert_eq!(facts.alarms, Some(Ok(vec![])));
@@ -404,15 +409,7 @@ mod tests {
             "/health",
             Reply::Answer(503, fixture("etcd-3.6/health-no-leader.json")),
         );
-        let endpoints: Vec<Url> = fakes.iter().map(FakeEtcd::url).collect();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let reading = read_cluster(
-            &client(),
-            &endpoints,
-            std::future::ready(Some(PREFIX.to_owned())),
-            deadline,
-        )
-        .await;
+        let reading = read_fakes(&fakes).await;
         for endpoint in &reading.endpoints {
             assert_eq!(
                 endpoint.status.as_ref().unwrap_err().kind(),
@@ -432,7 +429,7 @@ mod tests {
             "RAFT NO LEADER"
         );
         let facts = reading.facts.unwrap();
-        assert_eq!(facts.source, endpoints[0], "the one that has a leader");
+        assert_eq!(facts.source, fakes[0].url(), "the one that has a leader");
         assert!(
             facts.linearizable
                 && facts.keys.as_ref().is_some_and(Result::is_ok)
@@ -484,13 +481,7 @@ mod tests {
             Reply::Answer(404, b"404 page not found".to_vec()),
         );
         let deadline = Instant::now() + Duration::from_secs(5);
-        let reading = read_cluster(
-            &client(),
-            &[fake.url()],
-            std::future::ready(Some(PREFIX.to_owned())),
-            deadline,
-        )
-        .await;
+        let reading = read_with_prefix(&[fake.url()], deadline).await;
         let endpoint = &reading.endpoints[0];
         assert_eq!(
             endpoint.versions.as_ref().unwrap_err().kind(),
@@ -518,13 +509,7 @@ mod tests {
         );
         let endpoints: Vec<Url> = fakes.iter().map(FakeEtcd::url).collect();
         let started = Instant::now();
-        let reading = read_cluster(
-            &client(),
-            &endpoints,
-            std::future::ready(Some(PREFIX.to_owned())),
-            started + Duration::from_secs(5),
-        )
-        .await;
+        let reading = read_with_prefix(&endpoints, started + Duration::from_secs(5)).await;
         assert!(
             started.elapsed() < Duration::from_secs(2),
             "{:?}",
@@ -555,13 +540,7 @@ mod tests {
         let endpoints = [hung.url(), leader.url()];
         let started = Instant::now();
         let deadline = started + Duration::from_millis(1500);
-        let reading = read_cluster(
-            &client(),
-            &endpoints,
-            std::future::ready(Some(PREFIX.to_owned())),
-            deadline,
-        )
-        .await;
+        let reading = read_with_prefix(&endpoints, deadline).await;
         let took = started.elapsed();
         assert!(
             took >= Duration::from_millis(1500) && took < Duration::from_secs(4),
@@ -586,13 +565,7 @@ mod tests {
             })
             .collect();
         let deadline = Instant::now() + Duration::from_secs(5);
-        let reading = read_cluster(
-            &client(),
-            &closed,
-            std::future::ready(Some(PREFIX.to_owned())),
-            deadline,
-        )
-        .await;
+        let reading = read_with_prefix(&closed, deadline).await;
         assert_eq!(reading.facts, None);
         assert!(reading
             .endpoints
