@@ -38,7 +38,6 @@ Root, a network namespace of its own per version: `tests/e2e/pylab/run.sh test_e
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,35 +93,16 @@ def firewall(cluster: PatroniCluster) -> Iterator[MemberFirewall]:
     fw.teardown()
 
 
-def etcd_interface_missing(paths: LabPaths) -> str | None:
-    """Why the exporter parts cannot run here (None: they run). The exporter's etcd interface
-    is there when the binary takes --etcd.endpoint and the shipped rules have the etcd alerts:
-    the flags alone landed before the source was polled."""
-    out = subprocess.run([str(paths.exporter_bin), "--help"], capture_output=True, text=True, timeout=30)
-    if "--etcd.endpoint" not in out.stdout + out.stderr:
-        return f"{paths.exporter_bin} has no --etcd.endpoint"
-    if "alert: PatroniEtcdQuorumLost" not in (paths.repo / "alerts" / "patroni-raft.rules.yml").read_text():
-        return "alerts/patroni-raft.rules.yml has no PatroniEtcdQuorumLost yet"
-    return None
-
-
 @pytest.fixture(scope="module")
-def alertmanager(run_dir: Path, paths: LabPaths, netns: Netns) -> Iterator[Alertmanager | None]:
-    if etcd_interface_missing(paths):
-        yield None
-        return
+def alertmanager(run_dir: Path, netns: Netns) -> Iterator[Alertmanager]:
     am = Alertmanager(run_dir, group_wait="2s").start()
     yield am
     am.stop()
 
 
 @pytest.fixture(scope="module")
-def exporter(paths: LabPaths, run_dir: Path, cluster: PatroniCluster, etcd: EtcdCluster) -> Iterator[Exporter | None]:
-    """The README's etcd quick start: one --patroni.url, one --etcd.endpoint (None: this exporter
-    has no etcd interface yet)."""
-    missing = etcd_interface_missing(paths)
-    if missing:
-        pytest.fail(missing)
+def exporter(paths: LabPaths, run_dir: Path, cluster: PatroniCluster, etcd: EtcdCluster) -> Iterator[Exporter]:
+    """The README's etcd quick start: one --patroni.url, one --etcd.endpoint."""
     e = Exporter(paths.exporter_bin, ["--patroni.url", cluster.rest(0), "--etcd.endpoint", etcd.client_url(0),
                                       "--poll.interval", "2s"], run_dir / "exporter.log").start()
     yield e
@@ -130,22 +110,11 @@ def exporter(paths: LabPaths, run_dir: Path, cluster: PatroniCluster, etcd: Etcd
 
 
 @pytest.fixture(scope="module")
-def prometheus(run_dir: Path, paths: LabPaths, exporter: Exporter | None,
-               alertmanager: Alertmanager | None) -> Iterator[Prometheus | None]:
-    if exporter is None:
-        yield None
-        return
+def prometheus(run_dir: Path, paths: LabPaths, exporter: Exporter, alertmanager: Alertmanager) -> Iterator[Prometheus]:
     p = Prometheus(run_dir, [exporter.listen], [paths.repo / "alerts" / "patroni-raft.rules.yml"],
-                   alertmanager=alertmanager.url if alertmanager else None).start()
+                   alertmanager=alertmanager.url).start()
     yield p
     p.stop()
-
-
-def need(exporter: Exporter | None) -> Exporter:
-    if exporter is None:
-        pytest.skip("the exporter's etcd interface is not here yet (no --etcd.endpoint, or no etcd alerts in the "
-                    "shipped rules): exporter part not run")
-    return exporter
 
 
 # ------------------------------------------------------------------ ground truth
@@ -226,25 +195,23 @@ def test_patroni_on_etcd(etcd: EtcdCluster, cluster: PatroniCluster, results: Re
     checks.verify()
 
 
-def test_healthy(etcd: EtcdCluster, cluster: PatroniCluster, exporter: Exporter | None,
-                 prometheus: Prometheus | None, results: Results, checks: Checks) -> None:
-    exp = need(exporter)
-    assert prometheus is not None
+def test_healthy(etcd: EtcdCluster, cluster: PatroniCluster, exporter: Exporter,
+                 prometheus: Prometheus, results: Results, checks: Checks) -> None:
     for rule in ("PatroniEtcdQuorumLost", "PatroniEtcdQuorumNoMargin", "PatroniMemberDcsViewStale"):
         checks.check(f"Prometheus loaded the shipped rule {rule}", prometheus.rule_loaded(rule))
-    took = exp.wait_value("healthy", "patroni_dcs_quorum", ETCD, 1, 60)
+    took = exporter.wait_value("healthy", "patroni_dcs_quorum", ETCD, 1, 60)
     checks.reached(f"quorum 1 (confirmed) after the exporter's start ({took:.1f}s)")
     # A member's view is judged against Patroni's keys once two polls read the same keys
     # through the etcd leader: from the second poll on.
     for m in [cluster.name(n) for n in cluster.members]:
-        took = exp.wait_value("healthy", "patroni_member_dcs_view_stale", {**S, "member": m}, 0, 20)
+        took = exporter.wait_value("healthy", "patroni_member_dcs_view_stale", {**S, "member": m}, 0, 20)
     checks.reached(f"every member's view judged fresh after the exporter's start ({took:.1f}s)")
     truth = TruthSampler(lambda: etcd.endpoint_status().value, every_s=0.2).start()
     primary = cluster.leader_index()
     flushed = TruthSampler(lambda: int(cluster.psql(primary, "select pg_current_wal_flush_lsn() - '0/0'")),
                            every_s=0.5).start()
     t0 = time.time()
-    sampler = Sampler(exp.metrics_url, 2.0).start()
+    sampler = Sampler(exporter.metrics_url, 2.0).start()
     time.sleep(150)
     scrapes = sampler.stop()
     truth.stop()
@@ -297,10 +264,8 @@ def test_healthy(etcd: EtcdCluster, cluster: PatroniCluster, exporter: Exporter 
     checks.verify()
 
 
-def test_one_etcd_member_down(etcd: EtcdCluster, exporter: Exporter | None, prometheus: Prometheus | None,
+def test_one_etcd_member_down(etcd: EtcdCluster, exporter: Exporter, prometheus: Prometheus,
                               results: Results, checks: Checks) -> None:
-    exp = need(exporter)
-    assert prometheus is not None
     leader = etcd.leader()
     n = next(i for i in range(etcd.size) if etcd.client_url(i) != leader and i != 0)  # not the one it was given
     log(f"=== one etcd down: stopping {etcd.name(n)} (a follower; the leader is {leader})")
@@ -309,13 +274,13 @@ def test_one_etcd_member_down(etcd: EtcdCluster, exporter: Exporter | None, prom
     health = etcd.health()
     truth_at = time.time()
     checks.check(f"etcd's own health: 2 of 3 healthy ({health})", sum(health.values()) == 2)
-    first = first_poll_after(exp, truth_at, "one etcd down")
+    first = first_poll_after(exporter, truth_at, "one etcd down")
     checks.check(f"the first poll begun after etcd's own health said so: margin 0 "
                  f"({first.value('patroni_dcs_quorum_margin', **ETCD)})",
                  first.value("patroni_dcs_quorum_margin", **ETCD) == 0)
-    took = exp.wait_value("one etcd down", "patroni_dcs_quorum_margin", ETCD, 0, 30)
+    took = exporter.wait_value("one etcd down", "patroni_dcs_quorum_margin", ETCD, 0, 30)
     results.record("one etcd down", "margin 0 seen after (s)", f"{took:.1f}")
-    sampler = Sampler(exp.metrics_url, 2.0).start()
+    sampler = Sampler(exporter.metrics_url, 2.0).start()
     _, took_alert = wait_for("PatroniEtcdQuorumNoMargin pending or firing",
                              lambda: prometheus.alert_state("PatroniEtcdQuorumNoMargin") or None, 60)
     time.sleep(max(0.0, 16 - took_alert))  # at least 8 scrapes of the member down
@@ -330,12 +295,12 @@ def test_one_etcd_member_down(etcd: EtcdCluster, exporter: Exporter | None, prom
     seen = prometheus.alerts_seen(t0, "PatroniEtcdQuorumLost")
     checks.check(f"PatroniEtcdQuorumLost never pending ({sorted(seen)})", not seen)
     etcd.start(n)
-    took = exp.wait_value("etcd member back", "patroni_dcs_quorum_margin", ETCD, 1, 60)
+    took = exporter.wait_value("etcd member back", "patroni_dcs_quorum_margin", ETCD, 1, 60)
     checks.reached(f"started again: margin 1 ({took:.1f}s)")
     checks.verify()
 
 
-def test_failover_with_etcd_healthy(etcd: EtcdCluster, cluster: PatroniCluster, exporter: Exporter | None,
+def test_failover_with_etcd_healthy(etcd: EtcdCluster, cluster: PatroniCluster, exporter: Exporter,
                                     results: Results, checks: Checks) -> None:
     old = cluster.leader_index()
     log(f"=== failover: killing the primary {cluster.name(old)}")
@@ -353,22 +318,19 @@ def test_failover_with_etcd_healthy(etcd: EtcdCluster, cluster: PatroniCluster, 
     checks.check("it is out of recovery (pg_is_in_recovery)", cluster.psql(new, "select pg_is_in_recovery()") == "f")
     _, took_key = wait_for("the leader key in etcd names it", lambda: leader_key(etcd) == cluster.name(new) or None, 30)
     checks.reached(f"etcd's leader key names {cluster.name(new)}")
-    if exporter is not None:
-        took = exporter.wait_value("failover", "patroni_cluster_primaries", S, 1, 30)
-        checks.reached("the exporter: one primary")
-        exporter.wait_value("failover", "patroni_member_role", {**S, "member": cluster.name(new), "role": "leader"}, 1, 30)
-        checks.reached(f"the exporter: {cluster.name(new)} the leader")
-        checks.check("the exporter: quorum 1 throughout", exporter.scrape().value("patroni_dcs_quorum", **ETCD) == 1)
+    took = exporter.wait_value("failover", "patroni_cluster_primaries", S, 1, 30)
+    checks.reached("the exporter: one primary")
+    exporter.wait_value("failover", "patroni_member_role", {**S, "member": cluster.name(new), "role": "leader"}, 1, 30)
+    checks.reached(f"the exporter: {cluster.name(new)} the leader")
+    checks.check("the exporter: quorum 1 throughout", exporter.scrape().value("patroni_dcs_quorum", **ETCD) == 1)
     cluster.start(old)
     checks.check("the old primary back: healthy again (sync)", cluster.wait(sync=True))
     results.record("failover", "kill to healthy again (s)", f"{time.monotonic() - t0:.1f}")
     checks.verify()
-    if exporter is None:
-        pytest.skip("ground truth checked; the exporter part needs the exporter's etcd interface")
 
 
 def test_member_etcd_view_frozen(etcd: EtcdCluster, cluster: PatroniCluster, firewall: MemberFirewall,
-                                 exporter: Exporter | None, results: Results, checks: Checks) -> None:
+                                 exporter: Exporter, results: Results, checks: Checks) -> None:
     leader = cluster.leader_index()
     frozen, candidate = [n for n in cluster.members if n != leader]
     log(f"=== stale view: {cluster.name(frozen)}'s etcd traffic dropped; switchover "
@@ -390,23 +352,19 @@ def test_member_etcd_view_frozen(etcd: EtcdCluster, cluster: PatroniCluster, fir
                             stale_view, 20)
         checks.check(f"ground truth: {cluster.name(frozen)}'s own view names {named}, etcd names {cluster.name(candidate)}",
                      named != [cluster.name(candidate)])
-        if exporter is not None:
-            took = exporter.wait_value("stale view", "patroni_member_dcs_view_stale",
-                                       {**S, "member": cluster.name(frozen)}, 1, 30)
-            results.record("stale view", "named stale after the leader key changed (s)", f"{took:.1f}")
-            s = exporter.scrape()
-            others = {cluster.name(n): s.value("patroni_member_dcs_view_stale", **S, member=cluster.name(n))
-                      for n in cluster.members if n != frozen}
-            checks.check(f"only {cluster.name(frozen)}'s view named stale ({others})", all(v == 0 for v in others.values()))
+        took = exporter.wait_value("stale view", "patroni_member_dcs_view_stale",
+                                   {**S, "member": cluster.name(frozen)}, 1, 30)
+        results.record("stale view", "named stale after the leader key changed (s)", f"{took:.1f}")
+        s = exporter.scrape()
+        others = {cluster.name(n): s.value("patroni_member_dcs_view_stale", **S, member=cluster.name(n))
+                  for n in cluster.members if n != frozen}
+        checks.check(f"only {cluster.name(frozen)}'s view named stale ({others})", all(v == 0 for v in others.values()))
     finally:
         firewall.heal()
-    if exporter is not None:
-        took = exporter.wait_value("healed", "patroni_member_dcs_view_stale", {**S, "member": cluster.name(frozen)}, 0, 60)
-        checks.reached(f"healed: its view fresh again ({took:.1f}s)")
+    took = exporter.wait_value("healed", "patroni_member_dcs_view_stale", {**S, "member": cluster.name(frozen)}, 0, 60)
+    checks.reached(f"healed: its view fresh again ({took:.1f}s)")
     checks.check("healed: healthy again (sync)", cluster.wait(sync=True))
     checks.verify()
-    if exporter is None:
-        pytest.skip("ground truth checked; the exporter part needs the exporter's etcd interface")
 
 
 class RoleTruth:
@@ -458,18 +416,17 @@ class RoleTruth:
 
 
 def test_leader_cut_from_etcd(etcd: EtcdCluster, cluster: PatroniCluster, firewall: MemberFirewall,
-                              exporter: Exporter | None, results: Results, checks: Checks) -> None:
+                              exporter: Exporter, results: Results, checks: Checks) -> None:
     """The Patroni leader cut off from etcd, not from its replicas: nftables drops only its own
     traffic to etcd's client port (its socket group). It can neither renew nor read the leader
     key; the replicas see the key expire after ttl and one takes it. Two primaries by their own
     word exist only if the old one keeps saying primary after the new one promotes."""
-    exp = need(exporter)
     checks.check("failsafe_mode off (GET /config)", (cluster.get(0, "/config") or {}).get("failsafe_mode") is not True)
-    exp.wait_value("leader cut", "patroni_dcs_quorum", ETCD, 1, 60)  # past the exporter's first poll
+    exporter.wait_value("leader cut", "patroni_dcs_quorum", ETCD, 1, 60)  # past the exporter's first poll
     old = cluster.leader_index()
     names = [cluster.name(n) for n in cluster.members]
     roles = RoleTruth(cluster).start()
-    sampler = Sampler(exp.metrics_url, 1.0).start()
+    sampler = Sampler(exporter.metrics_url, 1.0).start()
     time.sleep(3)  # readings of the healthy cluster on both sides of the first polls
     log(f"=== leader cut from etcd: {cluster.name(old)}'s traffic to tcp 2379 dropped (replication open)")
     t_cut = time.time()
@@ -554,51 +511,48 @@ def roles_at(roles: RoleTruth, n: int, t: float) -> str:
     return rs[-1].value if rs else "?"
 
 
-def test_etcd_majority_down(etcd: EtcdCluster, cluster: PatroniCluster, exporter: Exporter | None,
-                            prometheus: Prometheus | None, alertmanager: Alertmanager | None,
+def test_etcd_majority_down(etcd: EtcdCluster, cluster: PatroniCluster, exporter: Exporter,
+                            prometheus: Prometheus, alertmanager: Alertmanager,
                             results: Results, checks: Checks) -> None:
     cluster.ctl("edit-config", SCOPE, "-s", "failsafe_mode=true", "--force")
     wait_for("failsafe_mode in GET /config", lambda: (cluster.get(0, "/config") or {}).get("failsafe_mode") is True or None, 20)
     # the leader writes the members it will ask (the failsafe key) at its next HA loop: without
     # it, the leader demotes itself when the DCS goes
     wait_for("the failsafe key in etcd", lambda: PREFIX + "failsafe" in etcd.keys(PREFIX) or None, 30)
-    if exporter is not None:
-        exporter.wait_value("failsafe on", "patroni_config_failsafe_mode", S, 1, 30)
+    exporter.wait_value("failsafe on", "patroni_config_failsafe_mode", S, 1, 30)
     leader = cluster.leader_index()
     lost = [n for n in range(etcd.size) if n != 0]  # the exporter's endpoint answers: the loss is seen, not guessed
     log(f"=== majority down: killing {[etcd.name(n) for n in lost]}; failsafe_mode on, leader {cluster.name(leader)}")
     t0 = time.time()
     for n in lost:
         etcd.kill(n)
-    sampler = Sampler(exporter.metrics_url, 1.0).start() if exporter is not None else None
+    sampler = Sampler(exporter.metrics_url, 1.0).start()
     try:
         health = etcd.health()
         truth_at = time.time()
         checks.check(f"etcd's own health: none healthy ({health})", not any(health.values()))
-        if exporter is not None:
-            first = first_poll_after(exporter, truth_at, "majority down")
-            checks.check(f"the first poll begun after etcd's own health said so: quorum 0 "
-                         f"({first.value('patroni_dcs_quorum', **ETCD)})", first.value("patroni_dcs_quorum", **ETCD) == 0)
-            took = exporter.wait_value("majority down", "patroni_dcs_quorum", ETCD, 0, 30)
-            results.record("majority down", "quorum 0 after (s)", f"{took:.1f}")
-            exporter.wait_value("majority down", "patroni_cluster_failover_candidates", S, 0, 60)
-            checks.reached("failover candidates 0")
+        first = first_poll_after(exporter, truth_at, "majority down")
+        checks.check(f"the first poll begun after etcd's own health said so: quorum 0 "
+                     f"({first.value('patroni_dcs_quorum', **ETCD)})", first.value("patroni_dcs_quorum", **ETCD) == 0)
+        took = exporter.wait_value("majority down", "patroni_dcs_quorum", ETCD, 0, 30)
+        results.record("majority down", "quorum 0 after (s)", f"{took:.1f}")
+        exporter.wait_value("majority down", "patroni_cluster_failover_candidates", S, 0, 60)
+        checks.reached("failover candidates 0")
         _, took = wait_for("the leader in failsafe (its own GET /patroni)",
                            lambda: (cluster.get(leader, "/patroni") or {}).get("failsafe_mode_is_active") is True or None,
                            TTL_S + 30, every_s=1)
         results.record("majority down", "leader in failsafe by its own word after (s)", f"{took:.1f}")
         checks.check(f"{cluster.name(leader)} still primary ({own_role(cluster, leader)}), failsafe active by its own word",
                      is_primary(own_role(cluster, leader)))
-        if exporter is not None and alertmanager is not None and prometheus is not None:
-            exporter.wait_value("failsafe", "patroni_member_failsafe_active", {**S, "member": cluster.name(leader)}, 1, 30)
-            checks.reached("the exporter shows the leader's failsafe")
-            _, took = wait_for("PatroniEtcdQuorumLost at Alertmanager", lambda: alertmanager.alerts("PatroniEtcdQuorumLost") or None,
-                               120, every_s=1)
-            results.record("majority down", "PatroniEtcdQuorumLost at Alertmanager after the kill (s)", f"{time.time() - t0:.1f}")
-            checks.check("PatroniEtcdQuorumLost (critical) reached Alertmanager",
-                         all(a["labels"].get("severity") == "critical" for a in alertmanager.alerts("PatroniEtcdQuorumLost")))
+        exporter.wait_value("failsafe", "patroni_member_failsafe_active", {**S, "member": cluster.name(leader)}, 1, 30)
+        checks.reached("the exporter shows the leader's failsafe")
+        _, took = wait_for("PatroniEtcdQuorumLost at Alertmanager", lambda: alertmanager.alerts("PatroniEtcdQuorumLost") or None,
+                           120, every_s=1)
+        results.record("majority down", "PatroniEtcdQuorumLost at Alertmanager after the kill (s)", f"{time.time() - t0:.1f}")
+        checks.check("PatroniEtcdQuorumLost (critical) reached Alertmanager",
+                     all(a["labels"].get("severity") == "critical" for a in alertmanager.alerts("PatroniEtcdQuorumLost")))
     finally:
-        outage = sampler.stop() if sampler is not None else []
+        outage = sampler.stop()
         for n in lost:
             etcd.start(n)
     # never a quorum etcd does not have: every poll begun after the ground truth, until the restart
@@ -608,10 +562,7 @@ def test_etcd_majority_down(etcd: EtcdCluster, cluster: PatroniCluster, exporter
                  f"says quorum 0 ({claimed[:5]})", bool(after) and not claimed)
     wait_for("etcd healthy again", lambda: all(etcd.health().values()) or None, 60)
     truth_at = time.time()
-    if exporter is not None:
-        first = first_poll_after(exporter, truth_at, "etcd back")
-        checks.check(f"etcd back: the first poll begun after etcd's own health said so: quorum 1 "
-                     f"({first.value('patroni_dcs_quorum', **ETCD)})", first.value("patroni_dcs_quorum", **ETCD) == 1)
+    first = first_poll_after(exporter, truth_at, "etcd back")
+    checks.check(f"etcd back: the first poll begun after etcd's own health said so: quorum 1 "
+                 f"({first.value('patroni_dcs_quorum', **ETCD)})", first.value("patroni_dcs_quorum", **ETCD) == 1)
     checks.verify()
-    if exporter is None:
-        pytest.skip("ground truth checked; the exporter part needs the exporter's etcd interface")
