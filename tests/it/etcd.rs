@@ -85,12 +85,6 @@ fn etcd_settings(endpoint: &FakeEtcd) -> DcsSettings {
     })
 }
 
-fn value(output: &str, series: &str) -> Option<f64> {
-    output
-        .lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
-
 /// The README's quick start on etcd (one `--patroni.url`, one plain `--etcd.endpoint`, no
 /// scope given): the first poll learns the scope from `/cluster`, reads Patroni's keys under
 /// it, and follows the other members' `api_url`s that the keys name, on hosts nothing else
@@ -108,14 +102,14 @@ async fn the_first_poll_finds_every_member_through_patronis_keys() {
     let output = render_store(&store, Format::PrometheusText);
     for i in 0..3 {
         let up = format!("patroni_member_api_up{{scope=\"on-etcd\",member=\"postgresql-{i}\"}}");
-        assert_eq!(value(&output, &up), Some(1.0), "{up}\n{output}");
+        assert_eq!(sample(&output, &up), Some(1.0), "{up}\n{output}");
     }
     assert_eq!(
-        value(&output, "patroni_etcd_member_keys{scope=\"on-etcd\"}"),
+        sample(&output, "patroni_etcd_member_keys{scope=\"on-etcd\"}"),
         Some(3.0)
     );
     assert_eq!(
-        value(
+        sample(
             &output,
             "patroni_dcs_quorum{scope=\"on-etcd\",dcs=\"etcd\"}"
         ),
@@ -176,7 +170,7 @@ async fn a_member_whose_view_disagrees_with_etcds_keys_is_named_stale() {
     store.publish(0, poller.poll_once().await);
     let second = render_store(&store, Format::PrometheusText);
     let stale = |i: usize| {
-        value(
+        sample(
             &second,
             &format!(
                 "patroni_member_dcs_view_stale{{scope=\"stale-view\",member=\"postgresql-{i}\"}}"

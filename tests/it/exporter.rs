@@ -904,13 +904,6 @@ async fn an_isolated_primary_out_of_the_dcs_view_is_still_asked_and_counted() {
     );
 }
 
-/// The value of the one sample `series` (name and labels, as written) in `output`.
-fn sample(output: &str, series: &str) -> Option<f64> {
-    output
-        .lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
-
 /// The round trips exported are each request's own, measured where it is made: a member whose
 /// `GET /patroni` answers `DELAY` late and a Raft node whose status reply comes `DELAY` late
 /// (after the key exchange) are exported at `DELAY` or more, their healthy peers below it, and
@@ -955,7 +948,7 @@ async fn round_trips_are_each_requests_own() {
 
     let delay = DELAY.as_secs_f64();
     let rest = |member: &str| {
-        sample(
+        support::sample(
             &output,
             &format!(
                 "patroni_member_rest_round_trip_seconds{{scope=\"slow\",member=\"{member}\"}}"
@@ -963,7 +956,7 @@ async fn round_trips_are_each_requests_own() {
         )
     };
     let raft = |node: &str| {
-        sample(
+        support::sample(
             &output,
             &format!("patroni_raft_status_round_trip_seconds{{scope=\"slow\",node=\"{node}\"}}"),
         )
@@ -989,7 +982,7 @@ async fn round_trips_are_each_requests_own() {
     );
     assert_eq!(raft(&nodes[2]), None, "a dead node has no round trip");
     assert_eq!(
-        sample(
+        support::sample(
             &output,
             "patroni_member_request_timeout_seconds{scope=\"slow\"}"
         ),
@@ -999,7 +992,7 @@ async fn round_trips_are_each_requests_own() {
     // nodes and the fake members all listen on 127.0.0.1, and Patroni 4.1.5 runs pysyncobj's
     // default (no --patroni.config-file; 4.1.5 would ignore its raft.connection_timeout anyway).
     assert_eq!(
-        sample(
+        support::sample(
             &output,
             &format!(
                 "patroni_raft_connection_timeout_seconds{{scope=\"slow\",node=\"{}\"}}",
@@ -1029,7 +1022,7 @@ async fn a_status_command_exports_no_round_trip() {
     }
     let output = poll_and_render(vec![config], Format::PrometheusText).await;
     assert_eq!(
-        sample(
+        support::sample(
             &output,
             "patroni_raft_up{scope=\"by-command\",node=\"127.0.0.11:2222\"}"
         ),
@@ -1091,12 +1084,16 @@ async fn a_stale_view_not_read_this_poll_is_unknown_not_agreement() {
     store.publish(0, poller.poll_once().await);
     let output = render(&store);
     assert_eq!(
-        sample(&output, "patroni_cluster_dcs_views{scope=\"unread\"}"),
+        support::sample(&output, "patroni_cluster_dcs_views{scope=\"unread\"}"),
         Some(2.0)
     );
     for member in ["postgresql-0", "postgresql-1", "postgresql-2"] {
         let read = format!("patroni_member_dcs_view_read{{scope=\"unread\",member=\"{member}\"}}");
-        assert_eq!(sample(&output, &read), Some(1.0), "{read}\n{output}");
+        assert_eq!(
+            support::sample(&output, &read),
+            Some(1.0),
+            "{read}\n{output}"
+        );
     }
 
     // Its own /patroni answers, its /cluster times out.
@@ -1104,7 +1101,7 @@ async fn a_stale_view_not_read_this_poll_is_unknown_not_agreement() {
     store.publish(0, poller.poll_once().await);
     let output = render(&store);
     let read = |member: &str| {
-        sample(
+        support::sample(
             &output,
             &format!("patroni_member_dcs_view_read{{scope=\"unread\",member=\"{member}\"}}"),
         )
@@ -1114,7 +1111,7 @@ async fn a_stale_view_not_read_this_poll_is_unknown_not_agreement() {
     assert_eq!(read("postgresql-2"), Some(1.0));
     // The two views read agree; the third is unknown, with no differs series of its own.
     assert_eq!(
-        sample(&output, "patroni_cluster_dcs_views{scope=\"unread\"}"),
+        support::sample(&output, "patroni_cluster_dcs_views{scope=\"unread\"}"),
         Some(1.0)
     );
     assert!(
@@ -1131,11 +1128,11 @@ async fn a_stale_view_not_read_this_poll_is_unknown_not_agreement() {
     store.publish(0, poller.poll_once().await);
     let output = render(&store);
     assert_eq!(
-        sample(&output, "patroni_cluster_dcs_views{scope=\"unread\"}"),
+        support::sample(&output, "patroni_cluster_dcs_views{scope=\"unread\"}"),
         Some(1.0)
     );
     assert_eq!(
-        sample(
+        support::sample(
             &output,
             "patroni_member_dcs_view_read{scope=\"unread\",member=\"postgresql-0\"}"
         ),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use patroni_raft_exporter::patroni::fake::FakePatroni;
 
 use crate::support::pki::Pki;
-use crate::support::{cluster_json, http_client, listed_member, Captured, FakeCluster};
+use crate::support::{cluster_json, http_client, listed_member, sample, Captured, FakeCluster};
 
 /// A `--config.file` entry with `scope` (when given) and `cluster`'s member URLs.
 fn entry(scope: Option<&str>, cluster: &FakeCluster) -> String {
@@ -249,14 +249,6 @@ impl Drop for Exporter {
     }
 }
 
-/// The value of the sample `series` (name and labels as written).
-fn value(metrics: &str, series: &str) -> Option<f64> {
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
-        .map(|value| value.parse().unwrap())
-}
-
 /// Every series (name and labels) written twice.
 fn repeated_series(metrics: &str) -> Vec<String> {
     let mut seen = std::collections::HashSet::new();
@@ -342,11 +334,12 @@ async fn a_reload_to_a_file_that_cannot_work_keeps_the_running_clusters() {
     let good = [entry(Some("alpha"), &alpha), entry(Some("beta"), &beta)];
     write_config(&path, &good);
     let exporter = Exporter::start(&path, &log);
-    let polled_both =
-        |m: &str| value(m, &last_poll("alpha")).is_some() && value(m, &last_poll("beta")).is_some();
+    let polled_both = |m: &str| {
+        sample(m, &last_poll("alpha")).is_some() && sample(m, &last_poll("beta")).is_some()
+    };
     let started = exporter.scrape_until("both clusters", polled_both).await;
-    assert_eq!(value(&started, SUCCESSFUL), Some(1.0), "{started}");
-    let loaded_at = value(&started, SUCCESS_AT).unwrap();
+    assert_eq!(sample(&started, SUCCESSFUL), Some(1.0), "{started}");
+    let loaded_at = sample(&started, SUCCESS_AT).unwrap();
 
     // beta listed twice: refused, alpha and beta go on as they were
     write_config(
@@ -360,42 +353,42 @@ async fn a_reload_to_a_file_that_cannot_work_keeps_the_running_clusters() {
     let hung_up = Instant::now();
     exporter.hang_up();
     let refused = exporter
-        .scrape_until("the reload refused", |m| value(m, SUCCESSFUL) == Some(0.0))
+        .scrape_until("the reload refused", |m| sample(m, SUCCESSFUL) == Some(0.0))
         .await;
     eprintln!("a refused reload shows in {:?}", hung_up.elapsed());
-    assert_eq!(value(&refused, SUCCESS_AT), Some(loaded_at), "{refused}");
+    assert_eq!(sample(&refused, SUCCESS_AT), Some(loaded_at), "{refused}");
     let log_text = std::fs::read_to_string(&log).unwrap();
     assert!(
         log_text.contains("clusters[1] and clusters[2] both have scope beta"),
         "{log_text}"
     );
     // both still polled after the refusal, and never a series twice
-    let alpha_before = value(&refused, &last_poll("alpha")).unwrap();
-    let beta_before = value(&refused, &last_poll("beta")).unwrap();
+    let alpha_before = sample(&refused, &last_poll("alpha")).unwrap();
+    let beta_before = sample(&refused, &last_poll("beta")).unwrap();
     let polled_again = exporter
         .scrape_until("both clusters polled again", |m| {
-            value(m, &last_poll("alpha")).is_some_and(|at| at > alpha_before)
-                && value(m, &last_poll("beta")).is_some_and(|at| at > beta_before)
+            sample(m, &last_poll("alpha")).is_some_and(|at| at > alpha_before)
+                && sample(m, &last_poll("beta")).is_some_and(|at| at > beta_before)
         })
         .await;
     for metrics in [&started, &refused, &polled_again] {
         assert_eq!(repeated_series(metrics), Vec::<String>::new(), "{metrics}");
     }
-    assert_eq!(value(&polled_again, SUCCESSFUL), Some(0.0));
+    assert_eq!(sample(&polled_again, SUCCESSFUL), Some(0.0));
 
     // a good file again (beta removed): applied, 1, a later timestamp
     write_config(&path, &good[..1]);
     exporter.hang_up();
     let applied = exporter
         .scrape_until("the reload applied", |m| {
-            value(m, SUCCESSFUL) == Some(1.0) && value(m, &last_poll("beta")).is_none()
+            sample(m, SUCCESSFUL) == Some(1.0) && sample(m, &last_poll("beta")).is_none()
         })
         .await;
     assert!(
-        value(&applied, SUCCESS_AT).unwrap() > loaded_at,
+        sample(&applied, SUCCESS_AT).unwrap() > loaded_at,
         "{applied}"
     );
-    assert!(value(&applied, &last_poll("alpha")).is_some(), "{applied}");
+    assert!(sample(&applied, &last_poll("alpha")).is_some(), "{applied}");
     assert_eq!(repeated_series(&applied), Vec::<String>::new(), "{applied}");
 }
 
@@ -503,18 +496,18 @@ async fn a_reload_with_a_ca_that_does_not_parse_is_refused_whole() {
     exporter.web_password = Some("first-pass".to_owned());
     let up = "patroni_up{scope=\"tls\"}";
     let started = exporter
-        .scrape_until("the TLS cluster up", |m| value(m, up) == Some(1.0))
+        .scrape_until("the TLS cluster up", |m| sample(m, up) == Some(1.0))
         .await;
-    assert_eq!(value(&started, SUCCESSFUL), Some(1.0), "{started}");
-    let loaded_at = value(&started, SUCCESS_AT).unwrap();
+    assert_eq!(sample(&started, SUCCESSFUL), Some(1.0), "{started}");
+    let loaded_at = sample(&started, SUCCESS_AT).unwrap();
 
     std::fs::write(&ca, GARBAGE_PEM).unwrap();
     write_web_config(&web, "second-pass");
     exporter.hang_up();
     let refused = exporter
-        .scrape_until("the reload refused", |m| value(m, SUCCESSFUL) == Some(0.0))
+        .scrape_until("the reload refused", |m| sample(m, SUCCESSFUL) == Some(0.0))
         .await;
-    assert_eq!(value(&refused, SUCCESS_AT), Some(loaded_at), "{refused}");
+    assert_eq!(sample(&refused, SUCCESS_AT), Some(loaded_at), "{refused}");
     let log_text = std::fs::read_to_string(&log).unwrap();
     assert!(
         log_text.contains(&format!("CA file {}", ca.display()))
@@ -524,31 +517,31 @@ async fn a_reload_with_a_ca_that_does_not_parse_is_refused_whole() {
     // The new web config was not applied: the old password still opens /metrics.
     assert_eq!(exporter.status_with("second-pass").await, 401);
     assert_eq!(exporter.status_with("first-pass").await, 200);
-    let polled_at = value(&refused, &last_poll("tls")).unwrap();
+    let polled_at = sample(&refused, &last_poll("tls")).unwrap();
     let polled_again = exporter
         .scrape_until("the cluster polled again", |m| {
-            value(m, &last_poll("tls")).is_some_and(|at| at > polled_at)
+            sample(m, &last_poll("tls")).is_some_and(|at| at > polled_at)
         })
         .await;
-    assert_eq!(value(&polled_again, up), Some(1.0), "{polled_again}");
+    assert_eq!(sample(&polled_again, up), Some(1.0), "{polled_again}");
 
     // The good CA back: applied, the new web password with it.
     std::fs::copy(&pki.ca, &ca).unwrap();
     exporter.hang_up();
     exporter.web_password = Some("second-pass".to_owned());
     let applied = exporter
-        .scrape_until("the reload applied", |m| value(m, SUCCESSFUL) == Some(1.0))
+        .scrape_until("the reload applied", |m| sample(m, SUCCESSFUL) == Some(1.0))
         .await;
     assert!(
-        value(&applied, SUCCESS_AT).unwrap() > loaded_at,
+        sample(&applied, SUCCESS_AT).unwrap() > loaded_at,
         "{applied}"
     );
     assert_eq!(exporter.status_with("first-pass").await, 401);
-    let polled_at = value(&applied, &last_poll("tls")).unwrap();
+    let polled_at = sample(&applied, &last_poll("tls")).unwrap();
     let polled_again = exporter
         .scrape_until("the cluster polled after the reload", |m| {
-            value(m, &last_poll("tls")).is_some_and(|at| at > polled_at)
+            sample(m, &last_poll("tls")).is_some_and(|at| at > polled_at)
         })
         .await;
-    assert_eq!(value(&polled_again, up), Some(1.0), "{polled_again}");
+    assert_eq!(sample(&polled_again, up), Some(1.0), "{polled_again}");
 }

@@ -21,6 +21,14 @@ use url::Url;
 
 use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
 
+/// The value of the one sample `series` (name and labels, as written) in a `/metrics` text;
+/// `None` when absent (or not a number).
+pub fn sample(output: &str, series: &str) -> Option<f64> {
+    output
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
 pub fn fixture(path: &str) -> Vec<u8> {
     let full = format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
     std::fs::read(&full).unwrap_or_else(|error| panic!("{full}: {error}"))
