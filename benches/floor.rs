@@ -449,7 +449,11 @@ async fn run(file: ConfigFile, duration: Duration) -> anyhow::Result<()> {
     };
     let client = PatroniClient::new(settings, timeout)?.http().clone();
     // The Raft password of the first cluster on Raft (fleet-sim gives them all one).
-    let password = match file.clusters.iter().find_map(|c| c.raft_password_file.as_ref()) {
+    let password = match file
+        .clusters
+        .iter()
+        .find_map(|c| c.raft_password_file.as_ref())
+    {
         Some(path) => std::fs::read_to_string(path)?,
         None => String::new(),
     };
@@ -491,14 +495,14 @@ async fn run(file: ConfigFile, duration: Duration) -> anyhow::Result<()> {
                 ticks.tick().await;
                 let plan = turns.plan(members);
                 poll(
-                &client,
-                (&cluster, etcd.as_ref()),
-                &key,
-                &limits,
-                (plan, interval),
-                &counts,
-            )
-            .await;
+                    &client,
+                    (&cluster, etcd.as_ref()),
+                    &key,
+                    &limits,
+                    (plan, interval),
+                    &counts,
+                )
+                .await;
             }
         }));
     }

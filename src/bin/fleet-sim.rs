@@ -318,9 +318,7 @@ async fn start_cluster(
     let dcs_lines = if on_etcd {
         let documents = EtcdDocuments::of_cluster(index, &scope, scheme, &rest_addrs, &dcs_addrs)?;
         for (member, listener) in dcs.into_iter().enumerate() {
-            fleet
-                .etcd_members
-                .push(documents.serve(member, listener));
+            fleet.etcd_members.push(documents.serve(member, listener));
         }
         format!("    etcd_endpoints: [{}]\n", quoted(&dcs_addrs, "http://"))
     } else {
@@ -584,10 +582,18 @@ fn patroni_keys(
     let rows = String::from_utf8(b64.decode(history["value"].as_str().unwrap_or_default())?)?;
     let rows = rows.replace("\"pg2\"", &format!("\"{}\"", names[0]));
     push("history", history, Some(rows.into_bytes()));
-    push("leader", template("leader")?, Some(names[0].clone().into_bytes()));
+    push(
+        "leader",
+        template("leader")?,
+        Some(names[0].clone().into_bytes()),
+    );
     let (primary, replica) = (template("members/pg2")?, template("members/pg1")?);
     for (k, name) in names.iter().enumerate() {
-        let mut kv = if k == 0 { primary.clone() } else { replica.clone() };
+        let mut kv = if k == 0 {
+            primary.clone()
+        } else {
+            replica.clone()
+        };
         let mut value = value_of(&kv)?;
         value["api_url"] = Value::from(api_url(k));
         let host = rest_addrs[k].rsplit_once(':').map_or("", |(ip, _)| ip);
@@ -597,14 +603,22 @@ fn patroni_keys(
             let lease: u64 = kv["lease"].as_str().unwrap_or_default().parse()?;
             kv["lease"] = Value::from((lease + k as u64 - 1).to_string());
         }
-        push(&format!("members/{name}"), kv, Some(serde_json::to_vec(&value)?));
+        push(
+            &format!("members/{name}"),
+            kv,
+            Some(serde_json::to_vec(&value)?),
+        );
     }
     let failsafe: serde_json::Map<String, Value> = names
         .iter()
         .enumerate()
         .map(|(k, name)| (name.clone(), Value::from(api_url(k))))
         .collect();
-    push("failsafe", template("failsafe")?, Some(serde_json::to_vec(&failsafe)?));
+    push(
+        "failsafe",
+        template("failsafe")?,
+        Some(serde_json::to_vec(&failsafe)?),
+    );
     let sync = serde_json::json!({
         "leader": names[0], "quorum": 0, "sync_standby": names[1..].join(","),
     });
@@ -613,7 +627,11 @@ fn patroni_keys(
     let optime = status["optime"].clone();
     status["slots"] = names.iter().map(|n| (n.clone(), optime.clone())).collect();
     status["retain_slots"] = Value::from(names.clone());
-    push("status", template("status")?, Some(serde_json::to_vec(&status)?));
+    push(
+        "status",
+        template("status")?,
+        Some(serde_json::to_vec(&status)?),
+    );
     kvs.sort_by(|(a, _), (b, _)| a.cmp(b));
     doc["count"] = Value::from(kvs.len().to_string());
     doc["kvs"] = Value::from(kvs.into_iter().map(|(_, kv)| kv).collect::<Vec<_>>());
@@ -690,14 +708,29 @@ mod tests {
         assert_eq!(
             members,
             [
-                ("postgresql-0", Some("http://127.1.0.4:5001/patroni"), Some("primary")),
-                ("postgresql-1", Some("http://127.1.0.5:5002/patroni"), Some("replica")),
-                ("postgresql-2", Some("http://127.1.0.6:5003/patroni"), Some("replica")),
+                (
+                    "postgresql-0",
+                    Some("http://127.1.0.4:5001/patroni"),
+                    Some("primary")
+                ),
+                (
+                    "postgresql-1",
+                    Some("http://127.1.0.5:5002/patroni"),
+                    Some("replica")
+                ),
+                (
+                    "postgresql-2",
+                    Some("http://127.1.0.6:5003/patroni"),
+                    Some("replica")
+                ),
             ]
         );
         assert_ne!(keys.members[1].lease, keys.members[2].lease);
         let sync = keys.sync.unwrap();
-        assert_eq!(sync.sync_standby.as_deref(), Some("postgresql-1,postgresql-2"));
+        assert_eq!(
+            sync.sync_standby.as_deref(),
+            Some("postgresql-1,postgresql-2")
+        );
         assert_eq!(keys.failsafe.unwrap().len(), 3);
         assert!(keys.config.is_some());
     }
