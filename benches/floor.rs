@@ -183,7 +183,7 @@ impl EtcdCluster {
             tokio::select! {
                 Some((index, ok)) = statuses.next() => {
                     counts.note(ok);
-                    if ok && answered.is_none_or(|first| index < first) {
+                    if ok && answered.map_or(true, |first| index < first) {
                         answered = Some(index);
                     }
                     if ok && index == 0 {
