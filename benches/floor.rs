@@ -17,6 +17,19 @@
 //!   `REQUESTS_PER_MEMBER_AT_ONCE`): a member's requests go one after the other, the members'
 //!   at once.
 //!
+//! A cluster on etcd (`etcd_endpoints`, `fleet-sim --etcd-clusters`) has no Raft queries: its
+//! etcd reading (src/etcd/reading.rs, run as src/poller/etcd.rs runs it) starts with round
+//! one, on a task of its own: `POST /v3/maintenance/status` to every endpoint at once, and as
+//! soon as the leader answered, to the leader at once `/v3/cluster/member/list`,
+//! `/v3/maintenance/alarm` and `/v3/kv/range` over Patroni's prefix, then, after the range,
+//! `/v3/lease/timetolive` of the leader key's lease; round two starts once `/cluster`
+//! answered and the reading ended (or half the interval passed), and the poll ends with both.
+//! fleet-sim's leader is always the first endpoint and the leader key's lease the captured
+//! one, so the floor knows both without reading a body (if the first endpoint fails, the
+//! facts are asked of the first that answered, once all did). The request bodies are the
+//! exporter's, through the exporter's etcd client (`EtcdClient::new`, one per cluster as the
+//! poller builds them).
+//!
 //! With the exporter's own reqwest client (`PatroniClient::new`: rustls with its session
 //! cache, the `ca_file` of the first cluster, timeouts, no redirect, no proxy, user agent),
 //! one client shared by every cluster, the same default tokio runtime; each cluster polls at
@@ -38,6 +51,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::{join_all, FutureExt, RemoteHandle};
 use futures::stream::{FuturesUnordered, StreamExt};
+use patroni_raft_exporter::etcd::{self, EtcdClient, EtcdSettings};
 use patroni_raft_exporter::patroni::{ClientSettings, PatroniClient};
 use patroni_raft_exporter::poller::{
     CONFIG_EVERY_POLLS, HISTORY_REFRESH_POLLS, READINESS_EVERY_TURNS,
@@ -52,12 +66,141 @@ struct ConfigFile {
 
 #[derive(Deserialize)]
 struct Cluster {
+    scope: String,
     patroni_urls: Vec<String>,
+    #[serde(default)]
     raft_nodes: Vec<String>,
-    raft_password_file: std::path::PathBuf,
+    #[serde(default)]
+    raft_password_file: Option<std::path::PathBuf>,
+    #[serde(default)]
+    etcd_endpoints: Vec<url::Url>,
     poll_interval: String,
     #[serde(default)]
     ca_file: Option<std::path::PathBuf>,
+}
+
+/// The lease of the leader key in fleet-sim's answers (tests/fixtures/etcd-3.4/
+/// timetolive-leader.json): the exporter reads it from the range, the floor knows it.
+const LEADER_LEASE: &str = "8115383331663444237";
+
+/// A cluster on etcd, as the floor asks it: the cluster's own client, its endpoints, and the
+/// bodies of the exporter's requests.
+struct EtcdCluster {
+    http: reqwest::Client,
+    endpoints: Vec<String>,
+    range_body: String,
+}
+
+impl EtcdCluster {
+    fn new(cluster: &Cluster, timeout: Duration) -> anyhow::Result<Option<EtcdCluster>> {
+        if cluster.etcd_endpoints.is_empty() {
+            return Ok(None);
+        }
+        let settings = EtcdSettings {
+            endpoints: cluster.etcd_endpoints.clone(),
+            ..EtcdSettings::default()
+        };
+        let client = EtcdClient::new(settings, timeout)?;
+        // As EtcdClient::range_prefix builds it.
+        use base64::Engine;
+        let encode = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+        let prefix = etcd::patroni_prefix("/service", &cluster.scope);
+        let range = serde_json::json!({
+            "key": encode(prefix.as_bytes()),
+            "range_end": encode(&etcd::prefix_range_end(prefix.as_bytes())),
+        });
+        Ok(Some(EtcdCluster {
+            http: client.http().clone(),
+            endpoints: cluster
+                .etcd_endpoints
+                .iter()
+                .map(|url| url.as_str().trim_end_matches('/').to_owned())
+                .collect(),
+            range_body: range.to_string(),
+        }))
+    }
+
+    /// One POST of `body` as the exporter's etcd client sends it; the answer read and dropped.
+    async fn post(&self, endpoint: &str, path: &str, body: String) -> bool {
+        let request = self
+            .http
+            .post(format!("{endpoint}/{path}"))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.into_bytes());
+        match request.send().await {
+            Ok(response) => {
+                let ok = response.status().as_u16() == 200;
+                response.bytes().await.is_ok() && ok
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The cluster's facts from `endpoint`: the member list, the alarms and the range at
+    /// once, then the leader key's lease.
+    async fn facts(&self, endpoint: &str, counts: &Counts) {
+        let list = self.post(
+            endpoint,
+            "v3/cluster/member/list",
+            serde_json::json!({ "linearizable": true }).to_string(),
+        );
+        let alarms = self.post(
+            endpoint,
+            "v3/maintenance/alarm",
+            serde_json::json!({ "action": "GET" }).to_string(),
+        );
+        let keys_and_lease = async {
+            let keys = self
+                .post(endpoint, "v3/kv/range", self.range_body.clone())
+                .await;
+            counts.note(keys);
+            if keys {
+                let lease = serde_json::json!({ "ID": LEADER_LEASE }).to_string();
+                counts.note(self.post(endpoint, "v3/lease/timetolive", lease).await);
+            }
+        };
+        let (list, alarms, ()) = tokio::join!(list, alarms, keys_and_lease);
+        counts.note(list);
+        counts.note(alarms);
+    }
+
+    /// One reading (src/etcd/reading.rs): every endpoint's status at once, the facts from the
+    /// leader (the first endpoint) as soon as it answered.
+    async fn reading(self: Arc<Self>, counts: Arc<Counts>) {
+        let mut statuses: FuturesUnordered<_> = self
+            .endpoints
+            .iter()
+            .enumerate()
+            .map(|(index, endpoint)| {
+                let status = self.post(endpoint, "v3/maintenance/status", "{}".to_owned());
+                async move { (index, status.await) }
+            })
+            .collect();
+        let mut answered: Option<usize> = None;
+        let mut facts = None;
+        let mut facts_done = false;
+        while !statuses.is_empty() {
+            tokio::select! {
+                Some((index, ok)) = statuses.next() => {
+                    counts.note(ok);
+                    if ok && answered.map_or(true, |first| index < first) {
+                        answered = Some(index);
+                    }
+                    if ok && index == 0 {
+                        facts = Some(Box::pin(self.facts(&self.endpoints[0], &counts)));
+                    }
+                }
+                () = async { facts.as_mut().expect("guarded").await }, if facts.is_some() && !facts_done => {
+                    facts_done = true;
+                }
+            }
+        }
+        match (facts, answered) {
+            (Some(facts), _) if !facts_done => facts.await,
+            (None, Some(first)) => self.facts(&self.endpoints[first], &counts).await,
+            _ => {}
+        }
+    }
 }
 
 #[derive(Default)]
@@ -174,13 +317,19 @@ fn member_paths(index: usize, plan: &Plan) -> Vec<&'static str> {
 
 async fn poll(
     client: &reqwest::Client,
-    cluster: &Cluster,
+    (cluster, etcd): (&Cluster, Option<&Arc<EtcdCluster>>),
     key: &RaftKey,
     limits: &QueryLimits,
     (plan, interval): (Plan, Duration),
-    counts: &Counts,
+    counts: &Arc<Counts>,
 ) {
     let started = tokio::time::Instant::now();
+    // On etcd: the reading, on a task of its own from the start of the poll.
+    let mut reading: Option<RemoteHandle<()>> = etcd.map(|etcd| {
+        let (reading, handle) = etcd.clone().reading(counts.clone()).remote_handle();
+        tokio::spawn(reading);
+        handle
+    });
     let urls: Vec<&str> = cluster
         .patroni_urls
         .iter()
@@ -230,6 +379,12 @@ async fn poll(
             () = tokio::time::sleep_until(halfway) => break,
         }
     }
+    // On etcd, the reading is waited for until the same halfway (src/poller/etcd.rs).
+    if let Some(handle) = reading.as_mut() {
+        if tokio::time::timeout_at(halfway, handle).await.is_ok() {
+            reading = None;
+        }
+    }
     // Round two: each member's requests one after the other, the members at once.
     let members = urls
         .iter()
@@ -250,7 +405,12 @@ async fn poll(
         counts.note(answer.is_ok());
         std::future::ready(())
     });
-    tokio::join!(join_all(members), rest_of_raft);
+    let rest_of_etcd = async {
+        if let Some(handle) = reading {
+            handle.await;
+        }
+    };
+    tokio::join!(join_all(members), rest_of_raft, rest_of_etcd);
     counts
         .polls
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -288,7 +448,15 @@ async fn run(file: ConfigFile, duration: Duration) -> anyhow::Result<()> {
         ..ClientSettings::default()
     };
     let client = PatroniClient::new(settings, timeout)?.http().clone();
-    let password = std::fs::read_to_string(&file.clusters[0].raft_password_file)?;
+    // The Raft password of the first cluster on Raft (fleet-sim gives them all one).
+    let password = match file
+        .clusters
+        .iter()
+        .find_map(|c| c.raft_password_file.as_ref())
+    {
+        Some(path) => std::fs::read_to_string(path)?,
+        None => String::new(),
+    };
     // One derivation for the shared password, as the exporter's shared_key does.
     let key = Arc::new(RaftKey::derive(password.trim_end().as_bytes()));
     let limits = Arc::new(QueryLimits {
@@ -305,19 +473,36 @@ async fn run(file: ConfigFile, duration: Duration) -> anyhow::Result<()> {
         // every interval from 0.5 + the slot's golden-ratio phase.
         let phase = (slot as f64 * 0.618_033_988_749_895).fract();
         let second = tokio::time::Instant::now() + interval.mul_f64(0.5 + phase);
+        let etcd = EtcdCluster::new(&cluster, timeout)?.map(Arc::new);
         let (client, key, limits, counts) =
             (client.clone(), key.clone(), limits.clone(), counts.clone());
         tasks.push(tokio::spawn(async move {
             let mut turns = Turns::default();
             let members = cluster.patroni_urls.len();
             let plan = turns.plan(members);
-            poll(&client, &cluster, &key, &limits, (plan, interval), &counts).await;
+            poll(
+                &client,
+                (&cluster, etcd.as_ref()),
+                &key,
+                &limits,
+                (plan, interval),
+                &counts,
+            )
+            .await;
             let mut ticks = tokio::time::interval_at(second, interval);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             loop {
                 ticks.tick().await;
                 let plan = turns.plan(members);
-                poll(&client, &cluster, &key, &limits, (plan, interval), &counts).await;
+                poll(
+                    &client,
+                    (&cluster, etcd.as_ref()),
+                    &key,
+                    &limits,
+                    (plan, interval),
+                    &counts,
+                )
+                .await;
             }
         }));
     }

@@ -19,7 +19,8 @@
 #           floor, RSS, series, encode CPU p50, and the requests per cluster and cycle by path
 #           (the floor's must equal the exporter's), side by side: $OUT/fleet-compare.csv and
 #           .txt. Run it after any change to the poller, the requests or the encoder
-#           (CONTRIBUTING.md).
+#           (CONTRIBUTING.md). ETCD_SHARE=P puts P % of each N on etcd (3 fake etcd members
+#           each instead of the Raft nodes: fleet-sim --etcd-clusters), in both modes.
 #   real    a real 3-member Patroni + Raft cluster (tests/e2e/cluster.sh, locked with
 #           the real-cluster lock): wrk on the exporter's /metrics (plain, then gzip) vs
 #           Patroni's GET /metrics of member 0, each with the CPU seconds that the exporter,
@@ -62,6 +63,7 @@
 #   EXPORTER, FLEET_SIM: release/... of $CARGO_TARGET_DIR, else of target
 #   PORT=19393 (exporter, 127.0.0.1) E2E_WORK DATA_DIR PATRONI_VERSION=4.1.5
 #   SIM_WORKERS=1 FLOOR (the floor client; none: skip the floor) PERF=1 PERF_FREQ=999 (real)
+#   ETCD_SHARE=0 (percent of the fleet's clusters on etcd: fleet)
 #   EXPORTER_B (a second build: fleet compares the two) ROUNDS=2 ENCODE_SCRAPES
 #   PLOT_VENV=$E2E_WORK/venv-plot EXPORTER_ARGS (extra flags of the fleet's exporter, e.g.
 #   "--no-collector.views --no-collector.probes" to measure what those collectors cost)
@@ -89,6 +91,9 @@ PORT="${PORT:-19393}"
 # fleet-sim's tokio workers: 2 keeps it answering within the poll timeout at N = 1000 when
 # the machine is loaded (with 1, a starved simulator turns into poll timeouts).
 SIM_WORKERS="${SIM_WORKERS:-1}"
+ETCD_SHARE="${ETCD_SHARE:-0}"
+# etcd_clusters N: how many of N clusters are on etcd ($ETCD_SHARE % of them).
+etcd_clusters() { echo $(($1 * ETCD_SHARE / 100)); }
 CLK_TCK="$(getconf CLK_TCK)"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)" # absolute: the /metrics reader takes file:// URLs
@@ -208,8 +213,8 @@ fleet_one() {
   rm -rf "$dir"; mkdir -p "$dir"
   local wrk_secs=${WRK_DURATION%s}
   local run_for=$((60 + INTERVAL * (2 * CYCLES + 5) + 3 * wrk_secs + 120))
-  log "N=$n: starting fleet-sim ($((n * 6)) listeners, runs at most ${run_for}s)"
-  "$FLEET_SIM" --clusters "$n" --duration "${run_for}s" --poll-interval "${INTERVAL}s" --workers "$SIM_WORKERS" \
+  log "N=$n: starting fleet-sim ($((n * 6)) listeners, $(etcd_clusters "$n") clusters on etcd, runs at most ${run_for}s)"
+  "$FLEET_SIM" --clusters "$n" --etcd-clusters "$(etcd_clusters "$n")" --duration "${run_for}s" --poll-interval "${INTERVAL}s" --workers "$SIM_WORKERS" \
     --config-out "$dir/exporter.yml" --password-file "$dir/raft-password" \
     >"$dir/fleet-sim.out" 2>"$dir/fleet-sim.err" &
   local sim=$!
@@ -437,8 +442,8 @@ fleet_compare() {
   local dir="$OUT/compare-$n"
   rm -rf "$dir"; mkdir -p "$dir"
   local run_for=$((rounds * 3 * (INTERVAL * (CYCLES + 2) + 180) + 120))
-  log "N=$n: fleet-sim ($((n * 6)) listeners, at most ${run_for}s); $rounds rounds of floor, A, B"
-  "$FLEET_SIM" --clusters "$n" --duration "${run_for}s" --poll-interval "${INTERVAL}s" --workers "$SIM_WORKERS" \
+  log "N=$n: fleet-sim ($((n * 6)) listeners, $(etcd_clusters "$n") clusters on etcd, at most ${run_for}s); $rounds rounds of floor, A, B"
+  "$FLEET_SIM" --clusters "$n" --etcd-clusters "$(etcd_clusters "$n")" --duration "${run_for}s" --poll-interval "${INTERVAL}s" --workers "$SIM_WORKERS" \
     --config-out "$dir/exporter.yml" --password-file "$dir/raft-password" --stats-out "$dir/stats" \
     >"$dir/fleet-sim.out" 2>"$dir/fleet-sim.err" &
   PIDS+=("$!")
@@ -929,5 +934,5 @@ case "${1:-all}" in
   tls) tls ;;
   collectors) ensure_release; collectors ;;
   all) fleet; real; plot ;;
-  *) sed -n '2,69p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,71p' "$0" >&2; exit 2 ;;
 esac

@@ -4,17 +4,17 @@
 # Usage: scripts/check-no-test-doubles.sh [EXPORTER_BINARY]
 #   default: the debug build at $CARGO_TARGET_DIR (or target)/debug/patroni-raft-exporter
 #
-# The fake pysyncobj node (src/raft/fake.rs) and the fake Patroni member (src/patroni/fake.rs)
-# answer anything a test wants; they are built only with the `testkit` feature, which the
-# tests, benchmarks and fleet-sim enable and the exporter's own build does not. This looks
-# for their symbols in the binary, and, so that the check can fail, first finds them in
-# fleet-sim (built with the feature).
+# The fake pysyncobj node (src/raft/fake.rs), Patroni member (src/patroni/fake.rs) and etcd
+# member (src/etcd/fake.rs) answer anything a test wants; they are built only with the
+# `testkit` feature, which the tests, benchmarks and fleet-sim enable and the exporter's own
+# build does not. This looks for their symbols in the binary, and, so that the check can
+# fail, first finds them in fleet-sim (built with the feature).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=../tests/e2e/paths.sh
 source tests/e2e/paths.sh
 EXPORTER="${1:-$E2E_TARGET_DIR/debug/patroni-raft-exporter}"
-PATTERN='(raft|patroni)::fake::'
+PATTERN='(raft|patroni|etcd)::fake::'
 
 cargo build --locked --quiet --features testkit --bin fleet-sim
 control=$(nm -C --defined-only "$E2E_TARGET_DIR/debug/fleet-sim" | grep -Ec "$PATTERN" || true)

@@ -149,6 +149,12 @@ impl EtcdClient {
         &self.inner.settings
     }
 
+    /// The HTTP client every request goes through, for the bench floor (benches/floor.rs):
+    /// the same requests without the parsing.
+    pub fn http(&self) -> &reqwest::Client {
+        &self.inner.http
+    }
+
     /// The bound of one request when the caller's deadline is later.
     pub fn timeout(&self) -> Duration {
         self.inner.timeout

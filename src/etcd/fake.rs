@@ -7,9 +7,10 @@
 //!
 //! For unit tests and hostile input only; the end-to-end tests run a real etcd.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::body::{Body, Bytes};
@@ -48,6 +49,11 @@ pub struct SeenRequest {
 struct Shared {
     routes: Mutex<HashMap<String, Reply>>,
     requests: Mutex<Vec<SeenRequest>>,
+    /// Requests by path since the start, kept even when `requests` is not.
+    by_path: Mutex<BTreeMap<String, usize>>,
+    /// Whether each request is kept whole in `requests` (a long-running fleet-sim counts
+    /// only: its members answer hundreds of thousands of requests).
+    forget_requests: AtomicBool,
     auth: Mutex<Option<Auth>>,
 }
 
@@ -78,6 +84,11 @@ impl FakeEtcd {
         let listener = tokio::net::TcpListener::bind((ip, 0))
             .await
             .expect("bind fake etcd");
+        FakeEtcd::serve(listener)
+    }
+
+    /// Starts a fake on `listener` (inside a tokio runtime), with no routes and auth off.
+    pub fn serve(listener: tokio::net::TcpListener) -> FakeEtcd {
         let addr = listener.local_addr().expect("bound listener");
         let shared = Arc::new(Shared::default());
         let state = Arc::clone(&shared);
@@ -119,6 +130,17 @@ impl FakeEtcd {
         if let Some(auth) = lock(&self.shared.auth).as_mut() {
             auth.valid.clear();
         }
+    }
+
+    /// From now on, counts the requests by path ([`FakeEtcd::counts`]) without keeping them
+    /// ([`FakeEtcd::requests`] stays as it is).
+    pub fn forget_requests(&self) {
+        self.shared.forget_requests.store(true, Ordering::Relaxed);
+    }
+
+    /// The requests received so far by path, kept or not.
+    pub fn counts(&self) -> BTreeMap<String, usize> {
+        lock(&self.shared.by_path).clone()
     }
 
     /// The requests received so far, oldest first.
@@ -168,13 +190,15 @@ async fn answer(
         .get("authorization")
         .and_then(|value| value.to_str().ok())
         .map(str::to_owned);
-    let text = String::from_utf8_lossy(&body).into_owned();
-    lock(&shared.requests).push(SeenRequest {
-        method: method.to_string(),
-        path: path.clone(),
-        authorization: authorization.clone(),
-        body: text,
-    });
+    *lock(&shared.by_path).entry(path.clone()).or_default() += 1;
+    if !shared.forget_requests.load(Ordering::Relaxed) {
+        lock(&shared.requests).push(SeenRequest {
+            method: method.to_string(),
+            path: path.clone(),
+            authorization: authorization.clone(),
+            body: String::from_utf8_lossy(&body).into_owned(),
+        });
+    }
     if let Some(refused) = check_auth(shared, &path, authorization.as_deref(), &body) {
         return refused;
     }
