@@ -19,8 +19,8 @@
 //!
 //! A cluster on etcd (`etcd_endpoints`, `fleet-sim --etcd-clusters`) has no Raft queries: its
 //! etcd reading (src/etcd/reading.rs, run as src/poller/etcd.rs runs it) starts with round
-//! one, on a task of its own: `POST /v3/maintenance/status` to every endpoint at once, and as
-//! soon as the leader answered, to the leader at once `/v3/cluster/member/list`,
+//! one, on a task of its own: `POST /v3/maintenance/status` and `GET /version` to every
+//! endpoint at once, and as soon as the leader answered both, to the leader at once `/v3/cluster/member/list`,
 //! `/v3/maintenance/alarm` and `/v3/kv/range` over Patroni's prefix, then, after the range,
 //! `/v3/lease/timetolive` of the leader key's lease; round two starts once `/cluster`
 //! answered and the reading ended (or half the interval passed), and the poll ends with both.
@@ -172,8 +172,15 @@ impl EtcdCluster {
             .iter()
             .enumerate()
             .map(|(index, endpoint)| {
+                // beside the status, `GET /version` (the cluster version), as read_endpoint
                 let status = self.post(endpoint, "v3/maintenance/status", "{}".to_owned());
-                async move { (index, status.await) }
+                let version = get(self.http.clone(), format!("{endpoint}/version"));
+                let counts = Arc::clone(&counts);
+                async move {
+                    let (ok, version_ok) = tokio::join!(status, version);
+                    counts.note(version_ok);
+                    (index, ok)
+                }
             })
             .collect();
         let mut answered: Option<usize> = None;
