@@ -16,8 +16,12 @@
 //!
 //! Each source keeps its own error enum, its own requests and its own parsers.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
+
+use sha2::{Digest, Sha256};
 
 use crate::error_kind::ErrorKind;
 use crate::secret::Secret;
@@ -151,6 +155,90 @@ pub fn build_client(
     Ok(builder.tls_backend_preconfigured(config).build()?)
 }
 
+/// The HTTP transports (`reqwest` clients) of a fleet's sources that keep their own state
+/// beside the transport (the etcd client keeps its tokens per cluster): one per distinct TLS
+/// set-up and timeout, shared by every cluster with the same ones.
+///
+/// Why: a client carries its own rustls configuration with the system's roots parsed, about
+/// 260 KB; one per cluster cost 130 MiB at 500 clusters on etcd (`scripts/bench.sh fleet`,
+/// `ETCD_SHARE=50`). Told apart by timeout, the *content* of the CA file, of the client
+/// certificate and key, the key's passphrase and insecure mode, so that a transport never
+/// presents one cluster's certificate to another's peers. Only a SHA-256 of them is kept.
+/// Held weakly: a transport goes when no client uses it.
+#[derive(Debug, Clone, Default)]
+pub struct Transports {
+    clients: Arc<Mutex<HashMap<[u8; 32], Weak<reqwest::Client>>>>,
+}
+
+impl Transports {
+    /// The transport for `tls` (whose files `files` holds, read once) and `timeout`: the
+    /// one already built for the same, or a new one ([`build_client`]).
+    ///
+    /// # Errors
+    /// As [`build_client`].
+    pub fn get(
+        &self,
+        tls: &TlsSettings,
+        files: &TlsFiles,
+        timeout: Duration,
+    ) -> anyhow::Result<Arc<reqwest::Client>> {
+        let key = transport_key(tls, files, timeout);
+        let mut clients = self
+            .clients
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        clients.retain(|_, client| client.strong_count() > 0);
+        if let Some(client) = clients.get(&key).and_then(Weak::upgrade) {
+            return Ok(client);
+        }
+        let client = Arc::new(build_client(tls, files, timeout)?);
+        clients.insert(key, Arc::downgrade(&client));
+        Ok(client)
+    }
+
+    /// How many transports are alive.
+    pub fn len(&self) -> usize {
+        let clients = self
+            .clients
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        clients
+            .values()
+            .filter(|client| client.strong_count() > 0)
+            .count()
+    }
+
+    /// Whether no transport is alive.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The digest that tells two transports apart (see [`Transports`]): each part present or
+/// absent (a tag), then length-prefixed, so that no two different set-ups hash alike.
+fn transport_key(tls: &TlsSettings, files: &TlsFiles, timeout: Duration) -> [u8; 32] {
+    let mut digest = Sha256::new();
+    let mut part = |bytes: Option<&[u8]>| match bytes {
+        Some(bytes) => {
+            digest.update([1]);
+            digest.update((bytes.len() as u64).to_be_bytes());
+            digest.update(bytes);
+        }
+        None => digest.update([0]),
+    };
+    part(Some(&timeout.as_nanos().to_be_bytes()));
+    part(Some(&[u8::from(tls.insecure_skip_verify)]));
+    part(files.ca.as_ref().map(|ca| &ca.pem[..]));
+    part(files.identity.as_ref().map(|(cert, _)| &cert.pem[..]));
+    part(files.identity.as_ref().map(|(_, key)| &key.pem[..]));
+    part(
+        tls.key_password
+            .as_ref()
+            .map(|password| password.expose().as_bytes()),
+    );
+    digest.finalize().into()
+}
+
 /// Why a bounded body read gave no body.
 #[derive(Debug)]
 pub enum BodyError {
@@ -271,5 +359,59 @@ mod tests {
             error.contains("both a certificate file and a key file"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn transports_are_shared_by_tls_set_up_and_timeout_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, pem: String| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, pem).unwrap();
+            path
+        };
+        let one = rcgen::generate_simple_self_signed(vec!["one".into()]).unwrap();
+        let two = rcgen::generate_simple_self_signed(vec!["two".into()]).unwrap();
+        let ca_one = write("ca-one.pem", one.cert.pem());
+        let ca_two = write("ca-two.pem", two.cert.pem());
+        let cert = write("c.pem", one.cert.pem());
+        let key = write("k.pem", one.signing_key.serialize_pem());
+        let transports = Transports::default();
+        let get = |tls: &TlsSettings, timeout: u64| {
+            let files = TlsFiles::read(tls, &crate::capped_file::read_small).unwrap();
+            transports
+                .get(tls, &files, Duration::from_secs(timeout))
+                .unwrap()
+        };
+        let plain = TlsSettings::default();
+        let with_ca = |ca: &std::path::PathBuf| TlsSettings {
+            ca_file: Some(ca.clone()),
+            ..TlsSettings::default()
+        };
+        let a = get(&plain, 5);
+        assert!(
+            Arc::ptr_eq(&a, &get(&plain, 5)),
+            "the same set-up: one transport"
+        );
+        assert!(!Arc::ptr_eq(&a, &get(&plain, 6)), "another timeout");
+        let b = get(&with_ca(&ca_one), 5);
+        assert!(!Arc::ptr_eq(&a, &b), "a CA");
+        assert!(
+            !Arc::ptr_eq(&b, &get(&with_ca(&ca_two), 5)),
+            "another CA's content"
+        );
+        let identity = TlsSettings {
+            cert_file: Some(cert.clone()),
+            key_file: Some(key.clone()),
+            ..with_ca(&ca_one)
+        };
+        let c = get(&identity, 5);
+        assert!(
+            !Arc::ptr_eq(&b, &c),
+            "a client certificate: never presented to another"
+        );
+        assert!(Arc::ptr_eq(&c, &get(&identity, 5)));
+        assert_eq!(transports.len(), 3, "a, b, c alive; the others dropped");
+        drop((a, b, c));
+        assert!(transports.is_empty(), "held weakly");
     }
 }

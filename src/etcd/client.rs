@@ -28,8 +28,7 @@ use super::model::{
 use super::EtcdError;
 use crate::error_kind::ErrorKind;
 use crate::http::{
-    build_client, connection_refused, read_body, transport_failure, BodyError, TlsFiles,
-    TlsSettings,
+    connection_refused, read_body, transport_failure, BodyError, TlsFiles, TlsSettings, Transports,
 };
 use crate::secret::Secret;
 
@@ -74,7 +73,8 @@ pub struct EtcdClient {
 }
 
 struct Inner {
-    http: reqwest::Client,
+    /// Shared with every cluster of the same TLS set-up and timeout ([`Transports`]).
+    http: Arc<reqwest::Client>,
     settings: EtcdSettings,
     timeout: Duration,
     /// One token slot per endpoint origin; the slot's lock is held while authenticating, so
@@ -126,6 +126,19 @@ impl EtcdClient {
     /// When a TLS file cannot be read or parsed, an endpoint URL carries credentials or is
     /// not http(s), or only one of user name and password is set.
     pub fn new(settings: EtcdSettings, timeout: Duration) -> anyhow::Result<EtcdClient> {
+        EtcdClient::sharing(settings, timeout, &Transports::default())
+    }
+
+    /// [`EtcdClient::new`] on the transport of `transports` for its TLS set-up and timeout
+    /// (a fleet's clusters share one: [`Transports`] says why); the tokens stay its own.
+    ///
+    /// # Errors
+    /// As [`EtcdClient::new`].
+    pub fn sharing(
+        settings: EtcdSettings,
+        timeout: Duration,
+        transports: &Transports,
+    ) -> anyhow::Result<EtcdClient> {
         for endpoint in &settings.endpoints {
             check_endpoint(endpoint).map_err(|error| anyhow::anyhow!("{error}"))?;
         }
@@ -133,7 +146,7 @@ impl EtcdClient {
             anyhow::bail!("an etcd user needs both a user name and a password");
         }
         let files = TlsFiles::read(&settings.tls, &crate::capped_file::read_small)?;
-        let http = build_client(&settings.tls, &files, timeout)?;
+        let http = transports.get(&settings.tls, &files, timeout)?;
         Ok(EtcdClient {
             inner: Arc::new(Inner {
                 http,

@@ -21,6 +21,7 @@ use super::PatroniError;
 use crate::error_kind::ErrorKind;
 use crate::http::{
     build_client, read_body, transport_failure, BodyError, ReadFile, TlsFiles, TlsSettings,
+    Transports,
 };
 use crate::secret::Secret;
 
@@ -252,6 +253,9 @@ impl PatroniClient {
 #[derive(Debug, Clone, Default)]
 pub struct ClientPool {
     clients: Arc<Mutex<HashMap<ClientKey, Weak<PatroniClient>>>>,
+    /// The fleet's bare transports, for the DCS clients that keep state of their own beside
+    /// one (etcd's tokens): held here so that they are the fleet's too.
+    transports: Transports,
 }
 
 /// What tells two clients apart (see [`ClientPool`]): timeout, body cap, CA file digest,
@@ -259,6 +263,11 @@ pub struct ClientPool {
 type ClientKey = (Duration, usize, Option<[u8; 32]>, bool, [u8; 32]);
 
 impl ClientPool {
+    /// The fleet's bare transports ([`Transports`]).
+    pub fn transports(&self) -> &Transports {
+        &self.transports
+    }
+
     /// The client for `settings` and `timeout`: the pool's, or a new one. The files it names
     /// (CA, client certificate and key) are read once, and parsed, on the blocking pool, off
     /// the async workers that poll and serve.

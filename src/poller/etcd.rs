@@ -18,6 +18,7 @@ use super::placement::MAX_MEMBERS;
 use crate::address::Host;
 use crate::config::{ApiUrlPolicy, ClusterConfig, EtcdSettings};
 use crate::etcd::{self, EtcdClient, EtcdReading};
+use crate::http::Transports;
 use crate::snapshot::{EtcdSnapshot, KeyContent};
 
 /// How one cluster's etcd is asked.
@@ -28,7 +29,8 @@ pub(super) struct EtcdQuery {
 }
 
 impl EtcdQuery {
-    /// The client of `settings`, with `config`'s body cap and `timeout`.
+    /// The client of `settings`, with `config`'s body cap and `timeout`, on the transport of
+    /// `transports` for its TLS set-up (the fleet's, shared by its clusters).
     ///
     /// # Errors
     /// When a TLS file cannot be read or parsed.
@@ -36,6 +38,7 @@ impl EtcdQuery {
         settings: &EtcdSettings,
         config: &ClusterConfig,
         timeout: Duration,
+        transports: &Transports,
     ) -> anyhow::Result<EtcdQuery> {
         let client_settings = etcd::EtcdSettings {
             endpoints: settings.endpoints.clone(),
@@ -50,7 +53,7 @@ impl EtcdQuery {
             max_body_bytes: config.rest.max_body_bytes,
         };
         Ok(EtcdQuery {
-            client: EtcdClient::new(client_settings, timeout)?,
+            client: EtcdClient::sharing(client_settings, timeout, transports)?,
             settings: settings.clone(),
         })
     }

@@ -149,7 +149,13 @@ impl ClusterPoller {
                 DcsQuery::Raft(raft_query(settings, config.poll.timeout).await?)
             }
             DcsSettings::Etcd(settings) => {
-                DcsQuery::Etcd(EtcdQuery::new(settings, &config, config.poll.timeout)?)
+                let timeout = config.poll.timeout;
+                DcsQuery::Etcd(EtcdQuery::new(
+                    settings,
+                    &config,
+                    timeout,
+                    clients.transports(),
+                )?)
             }
         };
         let budget = config.poll.interval;
@@ -180,7 +186,8 @@ impl ClusterPoller {
     pub fn check_dcs_files(config: &ClusterConfig) -> anyhow::Result<()> {
         match &config.identity.dcs {
             DcsSettings::Etcd(settings) => {
-                EtcdQuery::new(settings, config, config.poll.timeout).map(drop)
+                let transports = crate::http::Transports::default();
+                EtcdQuery::new(settings, config, config.poll.timeout, &transports).map(drop)
             }
             DcsSettings::Unwatched | DcsSettings::Raft(_) => Ok(()),
         }

@@ -60,7 +60,7 @@ async fn start(tls: Option<&[&str]>) -> (Child, tempfile::TempDir, Vec<ClusterCo
         .expect("fleet-sim ready within 30 s")
         .unwrap();
     assert!(
-        ready.starts_with("ready clusters=3 listeners=18"),
+        ready.starts_with("ready clusters=3 etcd_clusters=0 listeners=18"),
         "{ready}"
     );
 
