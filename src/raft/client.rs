@@ -77,13 +77,14 @@ pub fn decode_payload(
     pickle::decode(&pickled, limits.pickle)
 }
 
-/// Encodes one payload to send: zlib, then Fernet when keyed.
+/// Encodes one payload to send: a zlib stream of stored blocks (not compressed: the
+/// [`zlib`] module docs say why), then Fernet when keyed.
 pub fn encode_payload(
     pickled: &[u8],
     key: Option<&RaftKey>,
     timestamp: u64,
 ) -> Result<Vec<u8>, RaftError> {
-    let compressed = zlib::compress(pickled);
+    let compressed = zlib::store(pickled);
     match key {
         Some(k) => fernet::encrypt(k, &compressed, timestamp),
         None => Ok(compressed),
@@ -262,17 +263,14 @@ mod tests {
         ];
         let payload = encode_payload(&request::status_command_plain(), None, 0).unwrap();
         let f = frame::encode(&payload).unwrap();
-        // miniz and zlib may pick different (equally valid) deflate blocks; the
-        // decoded content is what must match.
+        // syncobj_admin's frame is deflated by zlib, ours is stored blocks (zlib's module
+        // docs say why): the decoded content is what must match.
         let limits = QueryLimits::default();
         let (p, _) = frame::split_frame(&expected, 100).unwrap();
         assert_eq!(
             decode_payload(p, None, &limits).unwrap(),
             decode_payload(&f[4..], None, &limits).unwrap()
         );
-        if f != expected {
-            eprintln!("note: our plain frame differs from zlib's bytes: {f:02x?}");
-        }
     }
 
     #[test]

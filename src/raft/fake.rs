@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::client::{decode_payload, encode_payload};
+use super::client::decode_payload;
 use super::pickle::Value;
 use super::request::PickleWriter;
 use super::{fernet, frame, zlib, QueryLimits, RaftKey};
@@ -249,6 +249,20 @@ fn cached_bomb() -> &'static [u8] {
     BOMB.get_or_init(|| zlib_bomb(256))
 }
 
+/// Encodes one reply as pysyncobj does: deflated at level 3, then Fernet when keyed (the
+/// client sends stored blocks; a node's replies cost the client an inflate, as a real one's).
+fn encode_reply(
+    pickled: &[u8],
+    key: Option<&RaftKey>,
+    timestamp: u64,
+) -> Result<Vec<u8>, super::RaftError> {
+    let compressed = zlib::compress(pickled);
+    match key {
+        Some(k) => fernet::encrypt(k, &compressed, timestamp),
+        None => Ok(compressed),
+    }
+}
+
 async fn send_payload(s: &mut TcpStream, payload: &[u8]) -> std::io::Result<()> {
     frame::write_frame(s, payload).await
 }
@@ -291,7 +305,7 @@ async fn serve_connection(
             return;
         }
         let reply = PickleWriter::new().bytes(&ck).bytes(&nk).tuple2().finish();
-        let Ok(payload) = encode_payload(&reply, Some(k), 1000) else {
+        let Ok(payload) = encode_reply(&reply, Some(k), 1000) else {
             return;
         };
         if send_payload(&mut s, &payload).await.is_err() {
@@ -331,18 +345,18 @@ async fn serve_connection(
         }
     };
     let result = match &*behaviour {
-        Behaviour::Serve(dict) => match encode_payload(&wrap(dict), key, 5) {
+        Behaviour::Serve(dict) => match encode_reply(&wrap(dict), key, 5) {
             Ok(p) => send_payload(&mut s, &p).await,
             Err(_) => return,
         },
-        Behaviour::ServeAfter(delay, dict) => match encode_payload(&wrap(dict), key, 5) {
+        Behaviour::ServeAfter(delay, dict) => match encode_reply(&wrap(dict), key, 5) {
             Ok(p) => {
                 tokio::time::sleep(*delay).await;
                 send_payload(&mut s, &p).await
             }
             Err(_) => return,
         },
-        Behaviour::RawReply(p) => match encode_payload(p, key, 5) {
+        Behaviour::RawReply(p) => match encode_reply(p, key, 5) {
             Ok(p) => send_payload(&mut s, &p).await,
             Err(_) => return,
         },

@@ -554,13 +554,16 @@ impl Builder<'_> {
 
 /// Decodes one pickle. Bytes after `STOP` are ignored, as `pickle.loads` does.
 pub fn decode(data: &[u8], limits: PickleLimits) -> Result<Value, RaftError> {
+    // Room for about one object per 8 bytes (a status has ~200), so that the arena and the
+    // memo do not grow in steps for every reply; bounded by the item limit.
+    let objects = (data.len() / 8).min(limits.max_items);
     let mut m = Machine {
         data,
         pos: 0,
-        arena: Vec::new(),
-        stack: Vec::new(),
-        marks: Vec::new(),
-        memo: HashMap::new(),
+        arena: Vec::with_capacity(objects),
+        stack: Vec::with_capacity(16),
+        marks: Vec::with_capacity(8),
+        memo: HashMap::with_capacity(objects),
         items: 0,
         max_items: limits.max_items,
     };

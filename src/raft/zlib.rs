@@ -5,16 +5,25 @@
 //! [`super::QueryLimits::max_decompressed_bytes`]: a 1 KB frame that inflates to 1 GB is
 //! rejected after the limit is reached, in bounded time and memory.
 //!
-//! Why one compressor and one decompressor per thread, reset for each message: a new deflate
-//! state is about 300 KB (miniz's dictionary and hash chains) allocated and zeroed, an inflate
-//! state 40 KB, for messages of a few dozen bytes (a request) to a few KB (a status); with two
-//! of each per Raft query, creating them was 3 % of the exporter's CPU polling 1000 clusters
-//! (docs/bench/profile-n1000.md), and freeing blocks that large made malloc consolidate its
-//! free lists. A reset state compresses to the same bytes as a new one.
+//! What the client sends is not compressed at all: [`store`] wraps it in deflate's "stored"
+//! blocks, a valid zlib stream written by hand. Why: the client's messages are a few dozen
+//! bytes of random keys (the key exchange, the status command carrying the node's key), which
+//! deflate cannot shrink, and a deflate state costs a 300 KB reset (a memset) per message:
+//! with two messages per Raft query that, and deflate's Huffman tables, were 4 % of the
+//! exporter's CPU polling 1000 clusters (docs/bench/profile-n1000.md). pysyncobj reads every
+//! message with `zlib.decompress`, which accepts any valid zlib stream, stored blocks
+//! included (the real-cluster e2e tests talk to it).
+//!
+//! Why one decompressor per thread, reset for each message: a new inflate state is about 40
+//! KB allocated and zeroed, for replies of a few KB, and freeing blocks that large made malloc
+//! consolidate its free lists. [`compress`] (level 3, like pysyncobj) is for the fake node of
+//! the tests and benchmarks, whose replies must cost the client what a real node's do.
 
 use std::cell::RefCell;
 
-use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
+#[cfg(any(test, feature = "testkit"))]
+use flate2::{Compress, Compression, FlushCompress};
+use flate2::{Decompress, FlushDecompress, Status};
 
 use super::RaftError;
 
@@ -27,15 +36,63 @@ struct Inflater {
     chunk: Box<[u8]>,
 }
 
+#[cfg(any(test, feature = "testkit"))]
 thread_local! {
     static DEFLATE: RefCell<Compress> = RefCell::new(Compress::new(Compression::new(3), true));
+}
+
+thread_local! {
     static INFLATE: RefCell<Inflater> = RefCell::new(Inflater {
         state: Decompress::new(true),
         chunk: vec![0u8; CHUNK].into_boxed_slice(),
     });
 }
 
-/// Compresses with level 3, like pysyncobj (header `78 5e`).
+/// The largest payload of one stored block (its length is a 16-bit field).
+const STORED_BLOCK_MAX: usize = 0xffff;
+
+/// `data` as a zlib stream of stored (uncompressed) deflate blocks: the header `78 01`
+/// (deflate, 32 KB window, "fastest"), blocks of at most 65 535 bytes each (`BFINAL` on the
+/// last, then `LEN` and its complement `NLEN`, little-endian), and the Adler-32 of `data`
+/// (big-endian), as RFC 1950 and RFC 1951 §3.2.4 define them. The module docs say why.
+pub fn store(data: &[u8]) -> Vec<u8> {
+    let blocks = data.len().div_ceil(STORED_BLOCK_MAX).max(1);
+    let mut out = Vec::with_capacity(2 + blocks * 5 + data.len() + 4);
+    out.extend_from_slice(&[0x78, 0x01]);
+    let mut chunks = data.chunks(STORED_BLOCK_MAX).peekable();
+    if chunks.peek().is_none() {
+        out.extend_from_slice(&[0x01, 0x00, 0x00, 0xff, 0xff]); // one empty final block
+    }
+    while let Some(chunk) = chunks.next() {
+        let last = chunks.peek().is_none();
+        let len = chunk.len() as u16; // at most STORED_BLOCK_MAX
+        out.push(u8::from(last));
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&(!len).to_le_bytes());
+        out.extend_from_slice(chunk);
+    }
+    out.extend_from_slice(&adler32(data).to_be_bytes());
+    out
+}
+
+/// Adler-32 (RFC 1950 §8.2): two sums modulo 65 521, reduced every 5 552 bytes (the most
+/// that cannot overflow 32 bits).
+fn adler32(data: &[u8]) -> u32 {
+    const MOD: u32 = 65_521;
+    let (mut a, mut b) = (1u32, 0u32);
+    for chunk in data.chunks(5552) {
+        for &byte in chunk {
+            a += u32::from(byte);
+            b += a;
+        }
+        a %= MOD;
+        b %= MOD;
+    }
+    (b << 16) | a
+}
+
+/// Compresses with level 3, like pysyncobj (header `78 5e`): the fake node's replies.
+#[cfg(any(test, feature = "testkit"))]
 pub fn compress(data: &[u8]) -> Vec<u8> {
     DEFLATE.with(|c| {
         let mut c = c.borrow_mut();
@@ -44,6 +101,7 @@ pub fn compress(data: &[u8]) -> Vec<u8> {
     })
 }
 
+#[cfg(any(test, feature = "testkit"))]
 fn compress_with(c: &mut Compress, data: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(data.len() / 2 + 64);
     loop {
@@ -78,7 +136,8 @@ fn decompress_with(
     data: &[u8],
     max_out: usize,
 ) -> Result<Vec<u8>, RaftError> {
-    let mut out: Vec<u8> = Vec::new();
+    // A status deflates to about a third: room for that at once, within the limit.
+    let mut out: Vec<u8> = Vec::with_capacity(data.len().saturating_mul(4).min(max_out));
     loop {
         let in_before = d.total_in() as usize;
         let out_before = d.total_out();
@@ -151,6 +210,58 @@ mod tests {
             assert_eq!(decompress(&fresh, 1000).unwrap(), data);
         }
         assert_eq!(decompress(&long, 5000).unwrap(), vec![7u8; 5000]);
+    }
+
+    #[test]
+    fn stored_streams_decompress_to_their_data() {
+        // Lengths around the block size: none, one byte, one full block, a block and a byte.
+        for len in [
+            0usize,
+            1,
+            31,
+            STORED_BLOCK_MAX,
+            STORED_BLOCK_MAX + 1,
+            3 * STORED_BLOCK_MAX,
+        ] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 7 + i / 251) as u8).collect();
+            let z = store(&data);
+            assert_eq!(&z[..2], &[0x78, 0x01], "len {len}");
+            assert_eq!(u16::from_be_bytes([z[0], z[1]]) % 31, 0, "header check");
+            assert_eq!(
+                z.len(),
+                2 + data.len().div_ceil(STORED_BLOCK_MAX).max(1) * 5 + len + 4
+            );
+            assert_eq!(decompress(&z, len).unwrap(), data, "len {len}");
+            // flate2's own zlib decoder (the checksum included) agrees.
+            let mut d = Decompress::new(true);
+            let mut out = Vec::with_capacity(len + 16);
+            let status = d
+                .decompress_vec(&z, &mut out, FlushDecompress::Finish)
+                .unwrap();
+            assert_eq!((status, out), (Status::StreamEnd, data), "len {len}");
+        }
+    }
+
+    #[test]
+    fn adler32_matches_known_values() {
+        // RFC 1950's sums: "Wikipedia" is 0x11E60398; of nothing, 1; a long run reduces.
+        assert_eq!(adler32(b"Wikipedia"), 0x11E6_0398);
+        assert_eq!(adler32(b""), 1);
+        let long = vec![0xffu8; 100_000];
+        let z = compress(&long);
+        let n = z.len();
+        assert_eq!(adler32(&long).to_be_bytes(), z[n - 4..]);
+    }
+
+    #[test]
+    fn a_corrupt_stored_stream_is_refused() {
+        let mut z = store(b"status");
+        let n = z.len();
+        z[n - 1] ^= 1; // the checksum
+        assert_eq!(decompress(&z, 100).unwrap_err().kind(), ErrorKind::Decode);
+        let mut z = store(b"status");
+        z[4] ^= 1; // NLEN no longer the complement of LEN
+        assert_eq!(decompress(&z, 100).unwrap_err().kind(), ErrorKind::Decode);
     }
 
     #[test]
