@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::{join_all, FutureExt, RemoteHandle};
 use futures::stream::{FuturesUnordered, StreamExt};
-use patroni_raft_exporter::etcd::{self, EtcdClient, EtcdSettings};
+use patroni_raft_exporter::etcd::{self, EtcdClient};
 use patroni_raft_exporter::patroni::{ClientSettings, PatroniClient};
 use patroni_raft_exporter::poller::{
     CONFIG_EVERY_POLLS, HISTORY_REFRESH_POLLS, READINESS_EVERY_TURNS,
@@ -96,9 +96,9 @@ impl EtcdCluster {
         if cluster.etcd_endpoints.is_empty() {
             return Ok(None);
         }
-        let settings = EtcdSettings {
+        let settings = etcd::ClientSettings {
             endpoints: cluster.etcd_endpoints.clone(),
-            ..EtcdSettings::default()
+            ..etcd::ClientSettings::default()
         };
         let client = EtcdClient::new(settings, timeout)?;
         // As EtcdClient::range_prefix builds it.

@@ -34,7 +34,7 @@ use crate::secret::Secret;
 
 /// How to reach one etcd cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EtcdSettings {
+pub struct ClientSettings {
     /// The members' client URLs (`http://10.0.0.1:2379`), as Patroni's `etcd3.hosts`.
     pub endpoints: Vec<Url>,
     pub tls: TlsSettings,
@@ -45,9 +45,9 @@ pub struct EtcdSettings {
     pub max_body_bytes: usize,
 }
 
-impl Default for EtcdSettings {
+impl Default for ClientSettings {
     fn default() -> Self {
-        EtcdSettings {
+        ClientSettings {
             endpoints: Vec::new(),
             tls: TlsSettings::default(),
             username: None,
@@ -75,7 +75,7 @@ pub struct EtcdClient {
 struct Inner {
     /// Shared with every cluster of the same TLS set-up and timeout ([`Transports`]).
     http: Arc<reqwest::Client>,
-    settings: EtcdSettings,
+    settings: ClientSettings,
     timeout: Duration,
     /// One token slot per endpoint origin; the slot's lock is held while authenticating, so
     /// that concurrent requests to one endpoint authenticate once.
@@ -125,7 +125,7 @@ impl EtcdClient {
     /// # Errors
     /// When a TLS file cannot be read or parsed, an endpoint URL carries credentials or is
     /// not http(s), or only one of user name and password is set.
-    pub fn new(settings: EtcdSettings, timeout: Duration) -> anyhow::Result<EtcdClient> {
+    pub fn new(settings: ClientSettings, timeout: Duration) -> anyhow::Result<EtcdClient> {
         EtcdClient::sharing(settings, timeout, &Transports::default())
     }
 
@@ -135,7 +135,7 @@ impl EtcdClient {
     /// # Errors
     /// As [`EtcdClient::new`].
     pub fn sharing(
-        settings: EtcdSettings,
+        settings: ClientSettings,
         timeout: Duration,
         transports: &Transports,
     ) -> anyhow::Result<EtcdClient> {
@@ -158,7 +158,7 @@ impl EtcdClient {
     }
 
     /// The settings the client was built with (its endpoints).
-    pub fn settings(&self) -> &EtcdSettings {
+    pub fn settings(&self) -> &ClientSettings {
         &self.inner.settings
     }
 
@@ -600,21 +600,21 @@ mod tests {
 
     const PASSWORD: &str = "s3cret-pw";
 
-    fn client_for(settings: EtcdSettings, timeout: Duration) -> EtcdClient {
+    fn client_for(settings: ClientSettings, timeout: Duration) -> EtcdClient {
         EtcdClient::new(settings, timeout).unwrap()
     }
 
     fn plain(timeout: Duration) -> EtcdClient {
-        client_for(EtcdSettings::default(), timeout)
+        client_for(ClientSettings::default(), timeout)
     }
 
     fn with_user(max_body_bytes: usize) -> EtcdClient {
         client_for(
-            EtcdSettings {
+            ClientSettings {
                 username: Some("patroni-ro".into()),
                 password: Some(Secret::new(PASSWORD)),
                 max_body_bytes,
-                ..EtcdSettings::default()
+                ..ClientSettings::default()
             },
             Duration::from_secs(5),
         )
@@ -742,9 +742,9 @@ mod tests {
         fake.route("/v3/kv/range", Reply::EndlessBody);
         fake.route("/v3/maintenance/status", Reply::ok(vec![b' '; 70_000]));
         let plain = client_for(
-            EtcdSettings {
+            ClientSettings {
                 max_body_bytes: 64 * 1024,
-                ..EtcdSettings::default()
+                ..ClientSettings::default()
             },
             Duration::from_secs(5),
         );
@@ -1028,9 +1028,9 @@ mod tests {
 
     #[test]
     fn settings_are_checked() {
-        let with_endpoint = |url: &str| EtcdSettings {
+        let with_endpoint = |url: &str| ClientSettings {
             endpoints: vec![Url::parse(url).unwrap()],
-            ..EtcdSettings::default()
+            ..ClientSettings::default()
         };
         let error = EtcdClient::new(
             with_endpoint("http://root:pw@127.0.0.1:2379"),
@@ -1052,9 +1052,9 @@ mod tests {
             Duration::from_secs(1)
         )
         .is_ok());
-        let half = EtcdSettings {
+        let half = ClientSettings {
             username: Some("u".into()),
-            ..EtcdSettings::default()
+            ..ClientSettings::default()
         };
         assert!(EtcdClient::new(half, Duration::from_secs(1)).is_err());
         assert_eq!(

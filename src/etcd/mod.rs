@@ -26,7 +26,7 @@ pub mod fake;
 mod model;
 mod reading;
 
-pub use client::{EtcdClient, EtcdSettings, Timed};
+pub use client::{ClientSettings, EtcdClient, Timed};
 pub use model::{
     grpc_code, parse_alarms, parse_gateway_error, parse_health, parse_lease_time_to_live,
     parse_member_list, parse_patroni_keys, parse_range, parse_status, parse_token, parse_versions,

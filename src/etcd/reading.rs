@@ -286,13 +286,13 @@ mod tests {
 
     use super::*;
     use crate::etcd::fake::{FakeEtcd, Reply};
-    use crate::etcd::{EtcdSettings, LeaseTimeToLive};
+    use crate::etcd::{ClientSettings, LeaseTimeToLive};
     use crate::fixture;
 
     const PREFIX: &str = "/service/capdemo/";
 
     fn client() -> EtcdClient {
-        EtcdClient::new(EtcdSettings::default(), Duration::from_secs(5)).unwrap()
+        EtcdClient::new(ClientSettings::default(), Duration::from_secs(5)).unwrap()
     }
 
     /// One reading of `endpoints` by a plain client, Patroni's prefix known from the start.

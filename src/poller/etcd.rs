@@ -40,7 +40,7 @@ impl EtcdQuery {
         timeout: Duration,
         transports: &Transports,
     ) -> anyhow::Result<EtcdQuery> {
-        let client_settings = etcd::EtcdSettings {
+        let client_settings = etcd::ClientSettings {
             endpoints: settings.endpoints.clone(),
             tls: crate::http::TlsSettings {
                 ca_file: settings.ca_file.clone(),

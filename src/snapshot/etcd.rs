@@ -628,7 +628,7 @@ mod tests {
                 .push(Url::parse(&format!("http://{}", listener.local_addr().unwrap())).unwrap());
         }
         let client = crate::etcd::EtcdClient::new(
-            crate::etcd::EtcdSettings::default(),
+            crate::etcd::ClientSettings::default(),
             Duration::from_secs(2),
         )
         .unwrap();
