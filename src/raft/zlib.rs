@@ -16,7 +16,7 @@
 //!
 //! Why one decompressor per thread, reset for each message: a new inflate state is about 40
 //! KB allocated and zeroed, for replies of a few KB, and freeing blocks that large made malloc
-//! consolidate its free lists. [`compress`] (level 3, like pysyncobj) is for the fake node of
+//! consolidate its free lists. `compress` (level 3, like pysyncobj) is for the fake node of
 //! the tests and benchmarks, whose replies must cost the client what a real node's do.
 
 use std::cell::RefCell;
