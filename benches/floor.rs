@@ -27,8 +27,8 @@
 //! fleet-sim's leader is always the first endpoint and the leader key's lease the captured
 //! one, so the floor knows both without reading a body (if the first endpoint fails, the
 //! facts are asked of the first that answered, once all did). The request bodies are the
-//! exporter's, through the exporter's etcd client (`EtcdClient::new`, one per cluster as the
-//! poller builds them).
+//! exporter's, through the exporter's etcd client (`EtcdClient::sharing`, one per cluster on
+//! the fleet's shared transport, as the poller builds them).
 //!
 //! With the exporter's own reqwest client (`PatroniClient::new`: rustls with its session
 //! cache, the `ca_file` of the first cluster, timeouts, no redirect, no proxy, user agent),
@@ -52,6 +52,7 @@ use std::time::{Duration, Instant};
 use futures::future::{join_all, FutureExt, RemoteHandle};
 use futures::stream::{FuturesUnordered, StreamExt};
 use patroni_raft_exporter::etcd::{self, EtcdClient};
+use patroni_raft_exporter::http::Transports;
 use patroni_raft_exporter::patroni::{ClientSettings, PatroniClient};
 use patroni_raft_exporter::poller::{
     CONFIG_EVERY_POLLS, HISTORY_REFRESH_POLLS, READINESS_EVERY_TURNS,
@@ -83,8 +84,9 @@ struct Cluster {
 /// timetolive-leader.json): the exporter reads it from the range, the floor knows it.
 const LEADER_LEASE: &str = "8115383331663444237";
 
-/// A cluster on etcd, as the floor asks it: the cluster's own client, its endpoints, and the
-/// bodies of the exporter's requests.
+/// A cluster on etcd, as the floor asks it: the fleet's transport (shared by every cluster, as
+/// the exporter's [`Transports`] share it), its endpoints, and the bodies of the exporter's
+/// requests.
 struct EtcdCluster {
     http: reqwest::Client,
     endpoints: Vec<String>,
@@ -92,7 +94,11 @@ struct EtcdCluster {
 }
 
 impl EtcdCluster {
-    fn new(cluster: &Cluster, timeout: Duration) -> anyhow::Result<Option<EtcdCluster>> {
+    fn new(
+        cluster: &Cluster,
+        timeout: Duration,
+        transports: &Transports,
+    ) -> anyhow::Result<Option<EtcdCluster>> {
         if cluster.etcd_endpoints.is_empty() {
             return Ok(None);
         }
@@ -100,7 +106,7 @@ impl EtcdCluster {
             endpoints: cluster.etcd_endpoints.clone(),
             ..etcd::ClientSettings::default()
         };
-        let client = EtcdClient::new(settings, timeout)?;
+        let client = EtcdClient::sharing(settings, timeout, transports)?;
         // As EtcdClient::range_prefix builds it.
         use base64::Engine;
         let encode = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
@@ -474,13 +480,14 @@ async fn run(file: ConfigFile, duration: Duration) -> anyhow::Result<()> {
     let clusters = file.clusters.len();
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(clusters);
+    let transports = Transports::default();
     for (slot, cluster) in file.clusters.into_iter().enumerate() {
         let interval = humantime::parse_duration(&cluster.poll_interval)?;
         // The exporter's schedule (ClusterPoller::run_until): a first poll at once, then
         // every interval from 0.5 + the slot's golden-ratio phase.
         let phase = (slot as f64 * 0.618_033_988_749_895).fract();
         let second = tokio::time::Instant::now() + interval.mul_f64(0.5 + phase);
-        let etcd = EtcdCluster::new(&cluster, timeout)?.map(Arc::new);
+        let etcd = EtcdCluster::new(&cluster, timeout, &transports)?.map(Arc::new);
         let (client, key, limits, counts) =
             (client.clone(), key.clone(), limits.clone(), counts.clone());
         tasks.push(tokio::spawn(async move {
