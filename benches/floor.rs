@@ -493,20 +493,10 @@ async fn run(file: ConfigFile, duration: Duration) -> anyhow::Result<()> {
         tasks.push(tokio::spawn(async move {
             let mut turns = Turns::default();
             let members = cluster.patroni_urls.len();
-            let plan = turns.plan(members);
-            poll(
-                &client,
-                (&cluster, etcd.as_ref()),
-                &key,
-                &limits,
-                (plan, interval),
-                &counts,
-            )
-            .await;
             let mut ticks = tokio::time::interval_at(second, interval);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             loop {
-                ticks.tick().await;
+                // the first poll at once, the next ones on the ticks from `second`
                 let plan = turns.plan(members);
                 poll(
                     &client,
@@ -517,6 +507,7 @@ async fn run(file: ConfigFile, duration: Duration) -> anyhow::Result<()> {
                     &counts,
                 )
                 .await;
+                ticks.tick().await;
             }
         }));
     }
