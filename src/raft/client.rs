@@ -10,7 +10,11 @@
 //!
 //! The node closes the connection without a word when it cannot decode our first frame
 //! (wrong password, no password against an encrypted node, password against a plain one),
-//! so EOF or a reset before the first reply frame is reported as `auth`.
+//! so EOF or a reset before the first reply frame is reported as `auth`. A node that is
+//! shutting down does the same to the connections it had accepted: pysyncobj's transport
+//! unbinds its server socket, then closes its connections. So such a close is confirmed by a
+//! second connection before it is reported: a node with another password closes that one
+//! too, a node going away refuses it (and the error is that refusal, not `auth`).
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -164,8 +168,16 @@ async fn exchange(
     key: Option<&RaftKey>,
     limits: &QueryLimits,
 ) -> Result<(RaftStatus, Duration), RaftError> {
-    let started = Instant::now();
-    let (reply, client_key) = exchange_raw(addr, key, limits).await?;
+    let mut started = Instant::now();
+    let (reply, client_key) = match exchange_raw(addr, key, limits).await {
+        // Closed before the first reply: a refused password, or a node shutting down (the
+        // module docs). A second connection tells them apart, inside the same deadline.
+        Err(RaftError::Auth { .. }) => {
+            started = Instant::now();
+            exchange_raw(addr, key, limits).await?
+        }
+        first => first?,
+    };
     let round_trip = started.elapsed();
     let value = match (key, client_key) {
         (Some(key), Some(client_key)) => {

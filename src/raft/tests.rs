@@ -416,6 +416,61 @@ async fn wrong_or_missing_password_is_auth() {
     }
 }
 
+/// Accepts one connection, reads the start of its first frame and closes it, the listener
+/// still bound.
+async fn close_one_connection(listener: &tokio::net::TcpListener) {
+    use tokio::io::AsyncReadExt;
+    let (mut conn, _) = listener.accept().await.unwrap();
+    let mut buf = [0u8; 4];
+    let _ = conn.read_exact(&mut buf).await;
+    drop(conn);
+}
+
+#[tokio::test]
+async fn a_node_shutting_down_is_refused_not_auth() {
+    // pysyncobj's shutdown: unbind the server socket, then close the accepted connections.
+    // The close alone looks like a refused password; the second connection is refused.
+    for key in [None, Some(key_for("s3cret"))] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let node = tokio::spawn(async move {
+            use tokio::io::AsyncReadExt;
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 4];
+            let _ = conn.read_exact(&mut buf).await;
+            drop(listener);
+            drop(conn);
+        });
+        let e = query_status(&addr, key.as_ref(), &short_limits())
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Refused, "{e}");
+        node.await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn one_close_then_an_answer_is_the_answer() {
+    // A close on one connection and an answer on the next (a node restarting its transport):
+    // the status, not `auth`. A wrong password closes both (wrong_or_missing_password_is_auth).
+    for key in [None, Some(key_for("s3cret"))] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (serve_key, client_key) = (key.clone(), key);
+        let node = tokio::spawn(async move {
+            close_one_connection(&listener).await;
+            FakeRaftNode::serve(listener, Behaviour::Serve(good()), serve_key).unwrap()
+        });
+        let status = query_status(&addr, client_key.as_ref(), &short_limits()).await;
+        let (_, fake) = node.await.unwrap();
+        assert!(status.is_ok(), "{status:?}");
+        assert_eq!(
+            fake.received().len(),
+            if client_key.is_some() { 2 } else { 1 }
+        );
+    }
+}
+
 #[tokio::test]
 async fn stalls_time_out() {
     let k = key_for("s3cret");
