@@ -23,7 +23,7 @@ use crate::cli::{Args, ClusterArgs, LogFormat};
 use crate::config::ClusterConfig;
 use crate::metrics::{ReloadStatus, Store};
 use crate::patroni::{ClientPool, PatroniClient};
-use crate::poller::{ClusterPoller, StartGate};
+use crate::poller::{ClusterPoller, DcsTransport, StartGate};
 use crate::server::{self, AppState};
 use crate::snapshot::ClusterId;
 use crate::web::WebState;
@@ -115,6 +115,8 @@ struct Fleet {
     /// weakly: kept here, so that the pollers take these from the pool rather than building
     /// them again; replaced by the next configuration's.
     loaded_clients: Vec<Arc<PatroniClient>>,
+    /// The same for the DCS transports [`load`] built (etcd's).
+    loaded_dcs_transports: Vec<DcsTransport>,
 }
 
 /// One cluster's poller task and the channel of its configuration.
@@ -170,8 +172,13 @@ impl Fleet {
         store: &Arc<Store>,
         shutdown: &watch::Receiver<bool>,
     ) {
-        let Loaded { clusters, clients } = loaded;
+        let Loaded {
+            clusters,
+            clients,
+            dcs_transports,
+        } = loaded;
         self.loaded_clients = clients;
+        self.loaded_dcs_transports = dcs_transports;
         let ids: Vec<ClusterId> = clusters
             .iter()
             .map(|config| ClusterId::new(config.name()))
@@ -244,6 +251,8 @@ struct Loaded {
     clusters: Vec<ClusterConfig>,
     /// One per cluster (clusters with the same settings share one).
     clients: Vec<Arc<PatroniClient>>,
+    /// The DCS transports the check built (etcd's), kept as `clients` are.
+    dcs_transports: Vec<DcsTransport>,
 }
 
 /// Reads and checks every file a configuration names, at start and on reload, before
@@ -256,13 +265,16 @@ struct Loaded {
 /// The first file that does not load, named.
 async fn load(args: &ClusterArgs, pool: &ClientPool) -> anyhow::Result<Loaded> {
     let cluster_args = args.clone();
-    let clusters = tokio::task::spawn_blocking(move || {
+    let dcs_pool = pool.clone();
+    let (clusters, dcs_transports) = tokio::task::spawn_blocking(move || {
         let clusters = cluster_args.clusters()?;
+        let mut transports = Vec::new();
         for config in &clusters {
-            ClusterPoller::check_dcs_files(config)
+            let transport = ClusterPoller::check_dcs_files(config, &dcs_pool)
                 .map_err(|error| anyhow::anyhow!("cluster {}: {error:#}", config.name()))?;
+            transports.extend(transport);
         }
-        anyhow::Ok(clusters)
+        anyhow::Ok((clusters, transports))
     })
     .await
     .map_err(|error| anyhow::anyhow!("reading the configuration: {error}"))??;
@@ -274,7 +286,11 @@ async fn load(args: &ClusterArgs, pool: &ClientPool) -> anyhow::Result<Loaded> {
             .map_err(|error| anyhow::anyhow!("cluster {}: {error:#}", config.name()))?;
         clients.push(client);
     }
-    Ok(Loaded { clusters, clients })
+    Ok(Loaded {
+        clusters,
+        clients,
+        dcs_transports,
+    })
 }
 
 /// Re-reads every file ([`load`], [`WebState::read_new`]) and applies the new

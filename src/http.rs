@@ -168,6 +168,7 @@ pub fn build_client(
 #[derive(Debug, Clone, Default)]
 pub struct Transports {
     clients: Arc<Mutex<HashMap<[u8; 32], Weak<reqwest::Client>>>>,
+    built: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Transports {
@@ -193,7 +194,15 @@ impl Transports {
         }
         let client = Arc::new(build_client(tls, files, timeout)?);
         clients.insert(key, Arc::downgrade(&client));
+        self.built
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(client)
+    }
+
+    /// How many transports were built since the pool was made (a transport taken again is
+    /// not counted): what a configuration's load costs.
+    pub fn built(&self) -> usize {
+        self.built.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// How many transports are alive.

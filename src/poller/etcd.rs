@@ -16,7 +16,7 @@ use url::Url;
 
 use super::placement::MAX_MEMBERS;
 use crate::address::Host;
-use crate::config::{ApiUrlPolicy, ClusterConfig, EtcdSettings};
+use crate::config::{ApiUrlPolicy, EtcdSettings};
 use crate::etcd::{self, EtcdClient, EtcdReading};
 use crate::http::Transports;
 use crate::snapshot::{EtcdSnapshot, KeyContent};
@@ -29,14 +29,15 @@ pub(super) struct EtcdQuery {
 }
 
 impl EtcdQuery {
-    /// The client of `settings`, with `config`'s body cap and `timeout`, on the transport of
-    /// `transports` for its TLS set-up (the fleet's, shared by its clusters).
+    /// The client of `settings`, with the body cap `max_body_bytes` and `timeout`, on the
+    /// transport of `transports` for its TLS set-up (the fleet's, shared by its clusters).
+    /// Reads the TLS files on this thread.
     ///
     /// # Errors
     /// When a TLS file cannot be read or parsed.
     pub(super) fn new(
         settings: &EtcdSettings,
-        config: &ClusterConfig,
+        max_body_bytes: usize,
         timeout: Duration,
         transports: &Transports,
     ) -> anyhow::Result<EtcdQuery> {
@@ -50,7 +51,7 @@ impl EtcdQuery {
             },
             username: settings.username.clone(),
             password: settings.password.clone(),
-            max_body_bytes: config.rest.max_body_bytes,
+            max_body_bytes,
         };
         Ok(EtcdQuery {
             client: EtcdClient::sharing(client_settings, timeout, transports)?,

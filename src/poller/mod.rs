@@ -120,6 +120,13 @@ pub struct ClusterPoller {
     start_gate: Option<StartGate>,
 }
 
+/// What [`ClusterPoller::check_dcs_files`] built for a cluster's DCS: held, it keeps the
+/// transport alive in the fleet's pool until the cluster's poller takes it.
+#[derive(Debug)]
+pub struct DcsTransport {
+    _held: EtcdQuery,
+}
+
 impl ClusterPoller {
     /// Prepares the poller of the cluster in `slot`: builds its HTTP client and derives its
     /// Raft key (PBKDF2, ~10 ms, done once per distinct password rather than per query).
@@ -149,13 +156,15 @@ impl ClusterPoller {
                 DcsQuery::Raft(raft_query(settings, config.poll.timeout).await?)
             }
             DcsSettings::Etcd(settings) => {
-                let timeout = config.poll.timeout;
-                DcsQuery::Etcd(EtcdQuery::new(
-                    settings,
-                    &config,
-                    timeout,
-                    clients.transports(),
-                )?)
+                // Reads the TLS files: on the blocking pool, off the workers that poll.
+                let (settings, transports) = (settings.clone(), clients.transports().clone());
+                let (max_body_bytes, timeout) = (config.rest.max_body_bytes, config.poll.timeout);
+                let query = tokio::task::spawn_blocking(move || {
+                    EtcdQuery::new(&settings, max_body_bytes, timeout, &transports)
+                })
+                .await
+                .map_err(|error| anyhow::anyhow!("building the etcd client: {error}"))??;
+                DcsQuery::Etcd(query)
             }
         };
         let budget = config.poll.interval;
@@ -179,17 +188,26 @@ impl ClusterPoller {
     /// Reads and parses the files `config`'s DCS settings name (etcd's CA, client certificate
     /// and key) as [`ClusterPoller::with_clients`] does, without a poller: so that a reload
     /// checks every file before it applies anything (the app's load; the REST client's files
-    /// are [`ClientPool::client`]'s). Reads on this thread: from async code, in `spawn_blocking`.
+    /// are [`ClientPool::client`]'s). The transport it builds comes from `clients` and is
+    /// returned: whoever keeps it until the pollers are built lets them take it from the
+    /// pool rather than build it again (a transport parses the system's roots). Reads on this
+    /// thread: from async code, in `spawn_blocking`.
     ///
     /// # Errors
     /// When a file cannot be read or parsed, named.
-    pub fn check_dcs_files(config: &ClusterConfig) -> anyhow::Result<()> {
+    pub fn check_dcs_files(
+        config: &ClusterConfig,
+        clients: &ClientPool,
+    ) -> anyhow::Result<Option<DcsTransport>> {
         match &config.identity.dcs {
-            DcsSettings::Etcd(settings) => {
-                let transports = crate::http::Transports::default();
-                EtcdQuery::new(settings, config, config.poll.timeout, &transports).map(drop)
-            }
-            DcsSettings::Unwatched | DcsSettings::Raft(_) => Ok(()),
+            DcsSettings::Etcd(settings) => EtcdQuery::new(
+                settings,
+                config.rest.max_body_bytes,
+                config.poll.timeout,
+                clients.transports(),
+            )
+            .map(|query| Some(DcsTransport { _held: query })),
+            DcsSettings::Unwatched | DcsSettings::Raft(_) => Ok(None),
         }
     }
 

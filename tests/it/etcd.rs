@@ -8,6 +8,7 @@ use patroni_raft_exporter::config::{DcsSettings, EtcdSettings};
 use patroni_raft_exporter::etcd::fake::{FakeEtcd, Reply};
 use patroni_raft_exporter::metrics::exposition::Format;
 use patroni_raft_exporter::metrics::{render_store, Store};
+use patroni_raft_exporter::patroni::ClientPool;
 use patroni_raft_exporter::poller::ClusterPoller;
 
 use crate::support::*;
@@ -250,4 +251,40 @@ async fn remembered_voting_members_carry_the_time_of_the_poll_that_listed_them()
         remembered.read_at.etcd_members,
         Some(listed.polled_at_seconds)
     );
+}
+
+/// A configuration's load checks each etcd cluster's TLS files by building its transport from
+/// the fleet's pool ([`ClusterPoller::check_dcs_files`]); held until the pollers are built, that
+/// transport is theirs: a reload of 500 etcd clusters builds each distinct transport once, not
+/// twice (a transport parses the system's roots).
+#[tokio::test]
+async fn the_transport_a_load_checked_is_the_pollers() {
+    let (cluster, members) = cluster_on(["127.0.0.94", "127.0.0.95", "127.0.0.96"], "held").await;
+    let etcd = etcd_leader(patroni_keys("held", "postgresql-0", &members)).await;
+    let config = cluster_config(cluster.urls()[..1].to_vec(), None)
+        .with(|config| config.identity.dcs = etcd_settings(&etcd));
+    let pool = ClientPool::default();
+    let held = ClusterPoller::check_dcs_files(&config, &pool).unwrap();
+    assert!(
+        held.is_some(),
+        "an etcd cluster's check builds its transport"
+    );
+    assert_eq!(pool.transports().built(), 1);
+    let poller = ClusterPoller::with_clients(0, config.clone(), &pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        pool.transports().built(),
+        1,
+        "the poller took the checked transport"
+    );
+    drop((held, poller));
+    // Nothing held: the next poller builds its own (the count can tell the two apart).
+    let _poller = ClusterPoller::with_clients(1, config, &pool).await.unwrap();
+    assert_eq!(pool.transports().built(), 2);
+    let without_etcd = cluster_config(cluster.urls()[..1].to_vec(), None);
+    assert!(!matches!(without_etcd.identity.dcs, DcsSettings::Etcd(_)));
+    let none = ClusterPoller::check_dcs_files(&without_etcd, &pool).unwrap();
+    assert!(none.is_none(), "no DCS transport to build");
+    assert_eq!(pool.transports().built(), 2);
 }
