@@ -1015,6 +1015,115 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_real_3_5_1_refusals_are_classified() {
+        // Each with the HTTP status real etcd 3.5.1 sent it with (tests/fixtures/etcd-3.5.1).
+        let fake = FakeEtcd::start("127.0.0.1").await;
+        let client = plain(Duration::from_secs(5));
+        let url = fake.url();
+        let refuse = |path: &str, status: u16, file: &str| {
+            fake.route(
+                path,
+                Reply::Answer(status, fixture(&format!("etcd-3.5.1/{file}"))),
+            );
+        };
+        let range = || client.range_prefix(&url, b"/service/capdemo/", false, soon());
+        for (status, file, kind, described) in [
+            (
+                503,
+                "no-quorum-range.json",
+                ErrorKind::HttpStatus,
+                "http status 503 (code 14): etcdserver: request timed out",
+            ),
+            (
+                400,
+                "error-invalid-argument.json",
+                ErrorKind::HttpStatus,
+                "http status 400 (code 3): illegal base64 data at input byte 0",
+            ),
+            (
+                400,
+                "auth-range-no-token.json",
+                ErrorKind::Auth,
+                "auth: etcdserver: user name is empty",
+            ),
+            (
+                401,
+                "auth-range-invalid-token.json",
+                ErrorKind::Auth,
+                "auth: etcdserver: invalid auth token",
+            ),
+            (
+                403,
+                "auth-range-permission-denied.json",
+                ErrorKind::Forbidden,
+                "forbidden: etcdserver: permission denied",
+            ),
+        ] {
+            refuse("/v3/kv/range", status, file);
+            let error = range().await.unwrap_err();
+            assert_eq!(
+                (error.kind(), error.describe().as_str()),
+                (kind, described),
+                "{file}"
+            );
+        }
+        refuse("/v3/cluster/member/list", 503, "no-quorum-member-list.json");
+        let error = client.member_list(&url, true, soon()).await.unwrap_err();
+        assert!(
+            matches!(
+                error,
+                EtcdError::Refused {
+                    status: 503,
+                    code: Some(14),
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        refuse("/v3/lease/timetolive", 503, "no-quorum-timetolive.json");
+        let error = client
+            .lease_time_to_live(&url, 1, soon())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.describe(),
+            "http status 503 (code 14): etcdserver: no leader"
+        );
+        refuse("/v3/maintenance/alarm", 500, "no-quorum-alarm.json");
+        let error = client.alarms(&url, soon()).await.unwrap_err();
+        assert!(
+            matches!(
+                error,
+                EtcdError::Refused {
+                    status: 500,
+                    code: Some(2),
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        // /health answers 503 with its reason.
+        for (file, reason) in [
+            ("no-quorum-health.json", "RAFT NO LEADER"),
+            ("alarm-nospace-health.json", "ALARM NOSPACE"),
+        ] {
+            refuse("/health", 503, file);
+            let health = client.health(&url, soon()).await.unwrap();
+            assert_eq!((health.healthy, health.reason.as_str()), (false, reason));
+        }
+        // A wrong password, as the user's client sees it.
+        refuse(
+            "/v3/auth/authenticate",
+            400,
+            "auth-authenticate-wrong-password.json",
+        );
+        refuse("/v3/maintenance/alarm", 200, "alarm-none.json");
+        let error = with_user(1 << 20).alarms(&url, soon()).await.unwrap_err();
+        assert!(matches!(error, EtcdError::Unauthenticated(_)), "{error:?}");
+        assert!(error.describe().contains("invalid user ID or password"));
+    }
+
+    #[tokio::test]
     async fn a_closed_port_is_a_refused_connection() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = Url::parse(&format!("http://{}", listener.local_addr().unwrap())).unwrap();

@@ -794,7 +794,14 @@ mod tests {
     use super::*;
     use crate::fixture;
 
-    const VERSIONS: [&str; 4] = ["etcd-3.4", "etcd-3.5", "etcd-3.6", "etcd-3.7"];
+    /// Every fixture folder: the answers captured from real etcd 3.4.23 and 3.5.1, and those
+    /// written by hand from the source of 3.5, 3.6 and 3.7.
+    const VERSIONS: [&str; 5] = ["etcd-3.4", "etcd-3.5.1", "etcd-3.5", "etcd-3.6", "etcd-3.7"];
+    /// The folders of real answers (e1 the leader, Patroni 4.1.5's keys under /service/capdemo/).
+    const CAPTURED: [&str; 2] = ["etcd-3.4", "etcd-3.5.1"];
+    /// The folders written by hand (etcd-b the leader, a learner, Patroni 3.3.11's keys under
+    /// /service/batman/).
+    const WRITTEN: [&str; 3] = ["etcd-3.5", "etcd-3.6", "etcd-3.7"];
 
     fn at(version: &str, file: &str) -> Vec<u8> {
         fixture(&format!("{version}/{file}"))
@@ -841,7 +848,7 @@ mod tests {
                 .map(|n| parse_status(&at(version, &format!("status-e{n}.json"))).unwrap())
                 .collect();
             let leaders: Vec<bool> = statuses.iter().map(EndpointStatus::is_leader).collect();
-            let expected = if version == "etcd-3.4" {
+            let expected = if CAPTURED.contains(&version) {
                 [true, false, false]
             } else {
                 [false, true, false]
@@ -890,7 +897,7 @@ mod tests {
             assert_eq!(list.members[1].peer_urls, ["http://127.0.0.11:2380"]);
             assert!(list.members.iter().all(|m| !m.is_learner));
         }
-        for version in &VERSIONS[1..] {
+        for version in WRITTEN {
             let list = parse_member_list(&at(version, "member-list.json")).unwrap();
             assert_eq!(list.members.len(), 4, "{version}");
             let learner = &list.members[3];
@@ -916,7 +923,7 @@ mod tests {
                 alarm: AlarmType::NoSpace
             }]
         );
-        for version in &VERSIONS[1..] {
+        for version in WRITTEN {
             let alarms = parse_alarms(&at(version, "alarm-active.json")).unwrap();
             let types: Vec<&AlarmType> = alarms.iter().map(|a| &a.alarm).collect();
             assert_eq!(
@@ -1034,7 +1041,7 @@ mod tests {
 
     #[test]
     fn patroni_keys_of_every_written_version() {
-        for version in &VERSIONS[1..] {
+        for version in WRITTEN {
             let range = parse_range(&at(version, "range-patroni.json")).unwrap();
             let keys = parse_patroni_keys(&patroni_prefix("/service/", "batman"), &range);
             assert_eq!(keys.leader.as_ref().unwrap().name, "pg-b", "{version}");
@@ -1189,6 +1196,280 @@ mod tests {
         assert_eq!(parse_gateway_error(&at("etcd-3.4", "status-e1.json")), None);
         assert_eq!(parse_gateway_error(b"Not Found\n"), None);
         assert!(parse_token(br#"{"header":{}}"#).is_err());
+    }
+
+    // The answers of a real etcd 3.5.1 (tests/fixtures/etcd-3.5.1/README.md), the same
+    // requests and states as the 3.4.23 capture: e1 the leader, Patroni 4.1.5's keys.
+
+    const E1_3_5_1: u64 = 17_669_177_873_671_192_148;
+
+    #[test]
+    fn status_of_the_captured_3_5_1_cluster() {
+        let leader = parse_status(&at("etcd-3.5.1", "status-e1.json")).unwrap();
+        assert_eq!(leader.header.cluster_id, 2_982_515_330_687_764_251);
+        assert_eq!(leader.header.member_id, E1_3_5_1);
+        assert_eq!((leader.header.revision, leader.header.raft_term), (42, 2));
+        assert_eq!(leader.version, "3.5.1");
+        assert_eq!((leader.db_size, leader.db_size_in_use), (40960, 40960));
+        assert_eq!(leader.leader, Some(E1_3_5_1));
+        assert_eq!(
+            (
+                leader.raft_term,
+                leader.raft_index,
+                leader.raft_applied_index
+            ),
+            (2, 51, 51)
+        );
+        assert!(leader.is_leader() && !leader.is_learner && leader.errors.is_empty());
+        assert_eq!(
+            (
+                leader.storage_version,
+                leader.db_size_quota,
+                leader.downgrade
+            ),
+            (None, None, None),
+            "3.5 has none of 3.6's fields"
+        );
+        for (file, member) in [
+            ("status-e2.json", 4_370_638_900_422_186_701),
+            ("status-e3.json", 16_787_734_565_015_463_059),
+            ("one-down-status-e2.json", 4_370_638_900_422_186_701),
+        ] {
+            let follower = parse_status(&at("etcd-3.5.1", file)).unwrap();
+            assert_eq!(follower.header.member_id, member, "{file}");
+            assert_eq!(follower.leader, Some(E1_3_5_1), "{file}");
+            assert!(!follower.is_leader());
+        }
+        let one_down = parse_status(&at("etcd-3.5.1", "one-down-status-e1.json")).unwrap();
+        assert!(one_down.is_leader() && one_down.errors.is_empty());
+        assert_eq!((one_down.raft_index, one_down.header.revision), (55, 45));
+        // e2 and e3 stopped: e1 answers at once, without a leader.
+        let alone = parse_status(&at("etcd-3.5.1", "no-quorum-status-e1.json")).unwrap();
+        assert_eq!((alone.leader, alone.raft_term), (None, 2));
+        assert_eq!(alone.errors, ["etcdserver: no leader"]);
+        let full = parse_status(&at("etcd-3.5.1", "alarm-nospace-status.json")).unwrap();
+        assert_eq!(
+            full.errors,
+            ["memberID:17273037450157618244 alarm:NOSPACE "]
+        );
+        assert_eq!((full.db_size, full.db_size_in_use), (262_144, 258_048));
+        // 3.5.1 answers Status to the read-only user, and to a request without a token.
+        for file in [
+            "auth-status-read-only-user.json",
+            "auth-status-no-token.json",
+        ] {
+            let status = parse_status(&at("etcd-3.5.1", file)).unwrap();
+            assert_eq!(
+                (status.leader, status.raft_term),
+                (Some(E1_3_5_1), 3),
+                "{file}"
+            );
+            assert_eq!(status.db_size_in_use, 32768, "{file}");
+        }
+    }
+
+    #[test]
+    fn member_lists_of_the_captured_3_5_1_cluster() {
+        for file in ["member-list.json", "one-down-member-list.json"] {
+            let list = parse_member_list(&at("etcd-3.5.1", file)).unwrap();
+            let names: Vec<&str> = list.members.iter().map(|m| m.name.as_str()).collect();
+            assert_eq!(names, ["e2", "e3", "e1"], "{file}");
+            assert_eq!(list.members[2].id, E1_3_5_1);
+            assert_eq!(list.members[2].client_urls, ["http://127.0.0.11:2379"]);
+            assert_eq!(list.members[2].peer_urls, ["http://127.0.0.11:2380"]);
+            assert!(list.members.iter().all(|m| !m.is_learner));
+        }
+        // `member add --learner`, not started: listed with `isLearner`, no name, no client URL.
+        for file in [
+            "learner-member-list.json",
+            "auth-member-list-read-only-user.json",
+        ] {
+            let list = parse_member_list(&at("etcd-3.5.1", file)).unwrap();
+            let names: Vec<&str> = list.members.iter().map(|m| m.name.as_str()).collect();
+            assert_eq!(names, ["e2", "", "e3", "e1"], "{file}");
+            let learner = &list.members[1];
+            assert!(learner.is_learner && learner.client_urls.is_empty());
+            assert_eq!(learner.id, 7_376_150_625_180_525_582);
+            assert_eq!(learner.peer_urls, ["http://127.0.0.14:2380"]);
+            assert_eq!(list.members.iter().filter(|m| m.is_learner).count(), 1);
+        }
+    }
+
+    #[test]
+    fn alarms_of_the_captured_3_5_1_cluster() {
+        // 3.5.1 sends the header with no alarm (3.4.23 sent `{}`); the read-only user may ask.
+        for file in ["alarm-none.json", "auth-alarm-read-only-user.json"] {
+            assert_eq!(parse_alarms(&at("etcd-3.5.1", file)).unwrap(), [], "{file}");
+        }
+        assert_eq!(
+            parse_alarms(&at("etcd-3.5.1", "alarm-nospace.json")).unwrap(),
+            [Alarm {
+                member_id: 17_273_037_450_157_618_244,
+                alarm: AlarmType::NoSpace
+            }]
+        );
+    }
+
+    #[test]
+    fn the_real_patroni_keys_of_3_5_1() {
+        let range = parse_range(&at("etcd-3.5.1", "range-patroni.json")).unwrap();
+        assert_eq!((range.count, range.kvs.len(), range.more), (10, 10, false));
+        let keys = parse_patroni_keys("/service/capdemo/", &range);
+        assert_eq!(keys.revision, 42);
+        let leader = LeaderKey {
+            name: "pg-1".into(),
+            lease: 1_643_147_722_957_577_482,
+            create_revision: 31,
+            mod_revision: 31,
+        };
+        assert_eq!(keys.leader, Some(leader.clone()));
+        let names: Vec<&str> = keys.members.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["pg-0", "pg-1"]);
+        let replica = &keys.members[0];
+        assert_eq!(
+            (replica.role.as_deref(), replica.state.as_deref()),
+            (Some("replica"), Some("running"))
+        );
+        assert_eq!(
+            replica.api_url.as_deref(),
+            Some("http://127.0.0.21:8008/patroni")
+        );
+        assert_eq!(replica.timeline, Some(2));
+        assert_eq!(
+            (
+                replica.xlog_location,
+                replica.receive_lsn,
+                replica.replay_lsn
+            ),
+            (Some(11_534_776), Some(11_534_776), Some(11_534_776))
+        );
+        assert_eq!(replica.replication_state.as_deref(), Some("streaming"));
+        assert_eq!(replica.version.as_deref(), Some("4.1.5"));
+        assert_eq!(replica.lease, 1_643_147_722_957_577_477);
+        assert_eq!(replica.note, None);
+        assert_eq!(keys.members[1].role.as_deref(), Some("primary"));
+        assert_eq!(keys.members[1].lease, leader.lease);
+        assert_eq!(
+            keys.sync,
+            Some(SyncKey {
+                leader: Some("pg-1".into()),
+                sync_standby: Some("pg-0".into()),
+                quorum: Some(0)
+            })
+        );
+        let failsafe = keys.failsafe.as_ref().unwrap();
+        assert_eq!(failsafe["pg-0"], "http://127.0.0.21:8008/patroni");
+        assert_eq!(failsafe.len(), 2);
+        let config = keys.config.as_ref().unwrap();
+        assert_eq!(
+            (config.ttl, config.loop_wait, config.retry_timeout),
+            (Some(30), Some(10), Some(10))
+        );
+        let history = keys.history.as_ref().unwrap();
+        assert_eq!(
+            (history.len(), &history[0][4]),
+            (1, &serde_json::json!("pg-1"))
+        );
+        assert_eq!(keys.initialize.as_deref(), Some("7713473966397211881"));
+        assert_eq!(
+            keys.status,
+            Some(StatusKey {
+                optime: Some(11_534_776)
+            })
+        );
+        assert_eq!(keys.failover, Some(serde_json::json!({})));
+        assert!(
+            keys.other_keys.is_empty() && keys.notes.is_empty(),
+            "{keys:?}"
+        );
+        // Read later (revision 45) with the read-only user's token, and without a leader
+        // from e1's own copy: the same leader key.
+        for file in [
+            "auth-range-with-token.json",
+            "no-quorum-range-serializable.json",
+        ] {
+            let later = parse_range(&at("etcd-3.5.1", file)).unwrap();
+            let later = parse_patroni_keys("/service/capdemo/", &later);
+            assert_eq!(later.revision, 45, "{file}");
+            assert_eq!(later.leader.as_ref(), Some(&leader), "{file}");
+            assert_eq!(later.members[0].xlog_location, Some(11_534_880), "{file}");
+        }
+    }
+
+    #[test]
+    fn lease_health_and_version_of_3_5_1() {
+        for file in [
+            "timetolive-leader.json",
+            "auth-timetolive-read-only-user.json",
+        ] {
+            let alive = parse_lease_time_to_live(&at("etcd-3.5.1", file)).unwrap();
+            assert_eq!(
+                (alive.id, alive.ttl, alive.granted_ttl),
+                (1_643_147_722_957_577_482, 23, 30),
+                "{file}"
+            );
+        }
+        let gone = parse_lease_time_to_live(&at("etcd-3.5.1", "timetolive-expired.json")).unwrap();
+        assert_eq!((gone.id, gone.ttl, gone.granted_ttl), (1, -1, 0));
+        assert!(!gone.is_alive());
+        // 3.5 always sends `reason` ("" when healthy), 3.4.23 never did.
+        for (file, healthy, reason) in [
+            ("health.json", true, ""),
+            ("one-down-health.json", true, ""),
+            ("no-quorum-health.json", false, "RAFT NO LEADER"),
+            ("alarm-nospace-health.json", false, "ALARM NOSPACE"),
+        ] {
+            let health = parse_health(&at("etcd-3.5.1", file)).unwrap();
+            assert_eq!(
+                (health.healthy, health.reason.as_str()),
+                (healthy, reason),
+                "{file}"
+            );
+        }
+        let versions = parse_versions(&at("etcd-3.5.1", "version.json")).unwrap();
+        assert_eq!(
+            (versions.server.as_str(), versions.cluster_decided()),
+            ("3.5.1", Some("3.5.0"))
+        );
+    }
+
+    #[test]
+    fn auth_and_refusals_of_3_5_1() {
+        let token = parse_token(&at("etcd-3.5.1", "auth-authenticate.json")).unwrap();
+        assert_eq!(token.expose(), "cSyNNYTfjgRaDAmu.69");
+        // 3.5.1 sends `error`, `code`, `message` (3.4.23: `error`, `message`, `code`).
+        for (file, code, text) in [
+            (
+                "auth-authenticate-wrong-password.json",
+                3,
+                "etcdserver: authentication failed, invalid user ID or password",
+            ),
+            ("no-quorum-range.json", 14, "etcdserver: request timed out"),
+            (
+                "no-quorum-member-list.json",
+                14,
+                "etcdserver: request timed out",
+            ),
+            ("no-quorum-timetolive.json", 14, "etcdserver: no leader"),
+            ("no-quorum-alarm.json", 2, "context deadline exceeded"),
+            (
+                "error-invalid-argument.json",
+                3,
+                "illegal base64 data at input byte 0",
+            ),
+        ] {
+            let error = parse_gateway_error(&at("etcd-3.5.1", file)).unwrap();
+            assert_eq!((error.code, error.text()), (code, text), "{file}");
+            assert_eq!(error.error, text, "{file}: 3.5 still has `error`");
+        }
+        assert_eq!(
+            parse_gateway_error(&at("etcd-3.5.1", "status-e1.json")),
+            None
+        );
+        assert_eq!(
+            parse_gateway_error(&at("etcd-3.5.1", "alarm-none.json")),
+            None
+        );
     }
 
     #[test]

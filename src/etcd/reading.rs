@@ -307,22 +307,51 @@ mod tests {
         read_with_prefix(&endpoints, Instant::now() + Duration::from_secs(5)).await
     }
 
-    /// A fake serving the captured 3.4.23 answers, with `status` as its status.
+    /// A fake serving the captured answers of the folder of `status` (`etcd-3.4/`: 3.4.23,
+    /// `etcd-3.5.1/`: 3.5.1), with `status` as its status.
     async fn member(status: &str) -> FakeEtcd {
+        let (folder, _) = status.split_once('/').unwrap();
         let fake = FakeEtcd::start("127.0.0.1").await;
+        fake.route("/v3/maintenance/status", Reply::ok(fixture(status)));
         for (path, file) in [
-            ("/v3/maintenance/status", status),
-            ("/v3/cluster/member/list", "etcd-3.4/member-list.json"),
-            ("/v3/maintenance/alarm", "etcd-3.4/alarm-none.json"),
-            ("/v3/kv/range", "etcd-3.4/range-patroni.json"),
-            ("/v3/lease/timetolive", "etcd-3.4/timetolive-leader.json"),
-            ("/health", "etcd-3.4/health.json"),
-            ("/version", "etcd-3.4/version.json"),
+            ("/v3/cluster/member/list", "member-list.json"),
+            ("/v3/maintenance/alarm", "alarm-none.json"),
+            ("/v3/kv/range", "range-patroni.json"),
+            ("/v3/lease/timetolive", "timetolive-leader.json"),
+            ("/health", "health.json"),
+            ("/version", "version.json"),
         ] {
-            fake.route(path, Reply::ok(fixture(file)));
+            fake.route(path, Reply::ok(fixture(&format!("{folder}/{file}"))));
         }
         fake
     }
+
+    /// What each captured folder's answers say: Patroni's leader, the lease of its key, the
+    /// member's and the cluster's version.
+    const CAPTURES: [(&str, &str, LeaseTimeToLive, &str, &str); 2] = [
+        (
+            "etcd-3.4",
+            "pg2",
+            LeaseTimeToLive {
+                id: 8_115_383_331_663_444_237,
+                ttl: 28,
+                granted_ttl: 30,
+            },
+            "3.4.23",
+            "3.4.0",
+        ),
+        (
+            "etcd-3.5.1",
+            "pg-1",
+            LeaseTimeToLive {
+                id: 1_643_147_722_957_577_482,
+                ttl: 23,
+                granted_ttl: 30,
+            },
+            "3.5.1",
+            "3.5.0",
+        ),
+    ];
 
     /// The paths asked of `fake`, sorted (the requests of one endpoint run concurrently).
     fn asked(fake: &FakeEtcd) -> Vec<String> {
@@ -333,11 +362,19 @@ mod tests {
 
     #[tokio::test]
     async fn the_leader_gives_the_cluster_facts() {
+        for capture in CAPTURES {
+            the_leader_gives_the_cluster_facts_of(capture).await;
+        }
+    }
+
+    async fn the_leader_gives_the_cluster_facts_of(
+        (folder, leader, lease, server, cluster): (&str, &str, LeaseTimeToLive, &str, &str),
+    ) {
         // The leader listed last: the facts still come from it.
         let fakes = [
-            member("etcd-3.4/status-e2.json").await,
-            member("etcd-3.4/status-e3.json").await,
-            member("etcd-3.4/status-e1.json").await,
+            member(&format!("{folder}/status-e2.json")).await,
+            member(&format!("{folder}/status-e3.json")).await,
+            member(&format!("{folder}/status-e1.json")).await,
         ];
         let reading = read_fakes(&fakes).await;
         let order: Vec<Url> = reading
@@ -363,15 +400,8 @@ mod tests {
         assert_eq!(facts.members.as_ref().unwrap().members.len(), 3);
         assert_eq!(facts.alarms, Some(Ok(vec![])));
         let keys = facts.keys.as_ref().unwrap().as_ref().unwrap();
-        assert_eq!(keys.leader.as_ref().unwrap().name, "pg2");
-        assert_eq!(
-            facts.leader_lease,
-            Some(Ok(LeaseTimeToLive {
-                id: 8_115_383_331_663_444_237,
-                ttl: 28,
-                granted_ttl: 30
-            }))
-        );
+        assert_eq!(keys.leader.as_ref().unwrap().name, leader, "{folder}");
+        assert_eq!(facts.leader_lease, Some(Ok(lease)), "{folder}");
         assert_eq!(asked(&fakes[0]), ["/v3/maintenance/status", "/version"]);
         assert_eq!(asked(&fakes[1]), ["/v3/maintenance/status", "/version"]);
         assert_eq!(
@@ -386,8 +416,8 @@ mod tests {
             ]
         );
         for endpoint in &reading.endpoints {
-            assert_eq!(endpoint.server_version(), Some("3.4.23"));
-            assert_eq!(endpoint.cluster_version(), Some("3.4.0"));
+            assert_eq!(endpoint.server_version(), Some(server));
+            assert_eq!(endpoint.cluster_version(), Some(cluster));
         }
         assert_eq!(reading.clone(), reading);
     }
@@ -497,15 +527,23 @@ mod tests {
 
     #[tokio::test]
     async fn without_a_leader_the_own_copy_is_read_and_nothing_waits_for_one() {
-        let fakes = [
-            member("etcd-3.4/no-quorum-status-e1.json").await,
-            member("etcd-3.4/no-quorum-status-e1.json").await,
-        ];
+        for (folder, leader, ..) in CAPTURES {
+            without_a_leader_the_own_copy_is_read_of(folder, leader).await;
+        }
+    }
+
+    async fn without_a_leader_the_own_copy_is_read_of(folder: &str, leader: &str) {
+        let status = format!("{folder}/no-quorum-status-e1.json");
+        let fakes = [member(&status).await, member(&status).await];
+        // What the real member answers a linearizable request after 7 s, never asked
+        // (3.5 answers even the linearizable member list so, 3.4 ignored the field).
         fakes[0].route("/v3/maintenance/alarm", Reply::Hang);
         fakes[0].route("/v3/lease/timetolive", Reply::Hang);
         fakes[0].route(
             "/v3/kv/range",
-            Reply::ok(fixture("etcd-3.4/no-quorum-range-serializable.json")),
+            Reply::ok(fixture(&format!(
+                "{folder}/no-quorum-range-serializable.json"
+            ))),
         );
         let endpoints: Vec<Url> = fakes.iter().map(FakeEtcd::url).collect();
         let started = Instant::now();
@@ -519,7 +557,7 @@ mod tests {
         assert_eq!(facts.source, endpoints[0]);
         assert!(!facts.linearizable);
         assert_eq!((facts.alarms, facts.leader_lease), (None, None));
-        assert_eq!(facts.keys.unwrap().unwrap().leader.unwrap().name, "pg2");
+        assert_eq!(facts.keys.unwrap().unwrap().leader.unwrap().name, leader);
         let bodies: Vec<(String, String)> = fakes[0]
             .requests()
             .into_iter()

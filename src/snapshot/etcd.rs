@@ -563,7 +563,7 @@ mod tests {
 
     #[test]
     fn a_healthy_cluster_on_every_version_is_confirmed_by_its_leader() {
-        for version in ["3.4", "3.5", "3.6", "3.7"] {
+        for version in ["3.4", "3.5.1", "3.5", "3.6", "3.7"] {
             let dir = format!("etcd-{version}");
             let endpoints = (1..=3)
                 .map(|n| answered(n, &format!("{dir}/status-e{n}.json")))
@@ -582,15 +582,18 @@ mod tests {
 
     #[test]
     fn one_member_down_leaves_no_margin() {
-        let endpoints = vec![
-            answered(1, "etcd-3.4/one-down-status-e1.json"),
-            answered(2, "etcd-3.4/one-down-status-e2.json"),
-            silent(3),
-        ];
-        let quorum = judge(endpoints, None).quorum;
-        assert_eq!(quorum.verdict, QuorumVerdict::Confirmed);
-        assert_eq!(quorum.margin, Some(0));
-        assert_eq!(quorum.answering, 2);
+        // The real answers of 3.4.23 and 3.5.1, e3 stopped.
+        for dir in ["etcd-3.4", "etcd-3.5.1"] {
+            let endpoints = vec![
+                answered(1, &format!("{dir}/one-down-status-e1.json")),
+                answered(2, &format!("{dir}/one-down-status-e2.json")),
+                silent(3),
+            ];
+            let quorum = judge(endpoints, None).quorum;
+            assert_eq!(quorum.verdict, QuorumVerdict::Confirmed, "{dir}");
+            assert_eq!(quorum.margin, Some(0), "{dir}");
+            assert_eq!(quorum.answering, 2, "{dir}");
+        }
     }
 
     #[test]
@@ -606,17 +609,19 @@ mod tests {
 
     #[test]
     fn a_survivor_without_a_leader_is_a_lost_quorum() {
-        // The real 3.4.23 answer of the one member left running of three.
-        let endpoints = vec![
-            answered(1, "etcd-3.4/no-quorum-status-e1.json"),
-            silent(2),
-            silent(3),
-        ];
-        let quorum = judge(endpoints, None).quorum;
-        assert_eq!(quorum.evidence, EtcdEvidence::NoLeader);
-        assert_eq!(quorum.verdict, QuorumVerdict::Lost);
-        assert_eq!(quorum.margin, Some(-1));
-        assert_eq!(quorum.leader, None);
+        // The real 3.4.23 and 3.5.1 answers of the one member left running of three.
+        for dir in ["etcd-3.4", "etcd-3.5.1"] {
+            let endpoints = vec![
+                answered(1, &format!("{dir}/no-quorum-status-e1.json")),
+                silent(2),
+                silent(3),
+            ];
+            let quorum = judge(endpoints, None).quorum;
+            assert_eq!(quorum.evidence, EtcdEvidence::NoLeader, "{dir}");
+            assert_eq!(quorum.verdict, QuorumVerdict::Lost, "{dir}");
+            assert_eq!(quorum.margin, Some(-1), "{dir}");
+            assert_eq!(quorum.leader, None, "{dir}");
+        }
     }
 
     /// Three endpoints nothing listens on: real refused connections.
