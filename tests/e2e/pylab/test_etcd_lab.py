@@ -47,7 +47,7 @@ import pytest
 
 from e2elab.checks import Checks, Results
 from e2elab.cluster import PatroniCluster, running_cluster
-from e2elab.etcd import EndpointStatus, EtcdCluster
+from e2elab.etcd import EndpointStatus, EtcdCluster, running_etcd
 from e2elab.exporter import Exporter
 from e2elab.log import log
 from e2elab.metrics import Sampler, Scrape, TruthSampler, wait_for
@@ -67,13 +67,9 @@ TTL_S = 30
 
 # ------------------------------------------------------------------ fixtures
 @pytest.fixture(scope="module")
-def etcd(run_dir: Path, netns: Netns) -> Iterator[EtcdCluster]:
-    e = EtcdCluster(run_dir)
-    try:
-        e.up()
+def etcd(run_dir: Path, netns: Netns, paths: LabPaths, etcd_version: str, results: Results) -> Iterator[EtcdCluster]:
+    with running_etcd(run_dir, paths.etcd_bin_dir(etcd_version), etcd_version, results) as e:
         yield e
-    finally:
-        e.down()
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,7 @@ import pytest
 
 from e2elab.checks import Checks, Results
 from e2elab.cluster import PatroniCluster, running_cluster
-from e2elab.etcd import EtcdCluster, EtcdTls
+from e2elab.etcd import EtcdCluster, EtcdTls, running_etcd
 from e2elab.exporter import Exporter
 from e2elab.log import log
 from e2elab.metrics import Sampler, Scrape, wait_for
@@ -150,13 +150,11 @@ def pki(run_dir: Path) -> Pki:
 
 
 @pytest.fixture(scope="module")
-def etcd(run_dir: Path, netns: Netns, pki: Pki) -> Iterator[EtcdCluster]:
-    e = EtcdCluster(run_dir, ip_base=41, tls=EtcdTls(pki.ca, pki.dir, pki.cert("etcdctl"), pki.key("etcdctl")))
-    try:
-        e.up()
+def etcd(run_dir: Path, netns: Netns, pki: Pki, paths: LabPaths, etcd_version: str,
+         results: Results) -> Iterator[EtcdCluster]:
+    with running_etcd(run_dir, paths.etcd_bin_dir(etcd_version), etcd_version, results, ip_base=41,
+                      tls=EtcdTls(pki.ca, pki.dir, pki.cert("etcdctl"), pki.key("etcdctl"))) as e:
         yield e
-    finally:
-        e.down()
 
 
 def ctl_ok(etcd: EtcdCluster, *args: str, stdin: str | None = None) -> None:

