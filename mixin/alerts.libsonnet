@@ -820,9 +820,13 @@ local ifFailsafe(active, inactive) =
             poll: when the stale member's own GET /cluster times out it reads 1, though that view
             is merely unknown (patroni_member_dcs_view_read 0; the partition lab's Raft cut on a
             loaded machine). So the alert, once pending or firing, holds while every exporter has
-            a member unread, and resolves only on evidence: one exporter that read every member's
-            view and found them equal. A member unread alone never starts it. Its value is the
-            number of views read (0 when none was).
+            a member unread that differed in the last 10m, and resolves only on evidence: one
+            exporter that read every such member's view and found it equal. A member unread alone
+            never starts it, nor holds it: a member stopped for maintenance while a key changes
+            between two others' answers for one poll is not a divergence (the membership e2e's
+            stop: that hold on any unread member fired it). Past 10m unread, the member is unknown,
+            not stale (PatroniMemberApiUnreachable says so). Its value is the number of views read
+            (0 when none was).
           |||,
           expr: |||
             max without (${aggregationLabels}) (patroni_cluster_dcs_views) > 1
@@ -834,7 +838,15 @@ local ifFailsafe(active, inactive) =
                     0 * min without (${aggregationLabels}) (sum without (member) (1 - patroni_member_dcs_view_read))
                 )
               and
-                min without (${aggregationLabels}) (sum without (member) (1 - patroni_member_dcs_view_read)) > 0
+                min without (${aggregationLabels}) (
+                    count without (member) (
+                        max without (field) (max_over_time(patroni_member_dcs_view_differs[10m])) == 1
+                      and
+                        patroni_member_dcs_view_read == 0
+                    )
+                  or
+                    0 * sum without (member) (patroni_member_dcs_view_read)
+                ) > 0
               and ignoring (alertname, alertstate, severity)
                 ALERTS{alertname="PatroniDcsViewsDiverge"}
             )

@@ -72,8 +72,10 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
                                             "(for: 2m)"),
     "PatroniRaftZombieVoter/pending": (frozenset({"added", "rejoined"}), "the voter is added before its Patroni "
                                        "starts: 3 voters, 2 members until it is in the view (for: 30m)"),
-    "PatroniDcsViewsDiverge/pending": (frozenset({"rejoined"}), "the member that starts writes its key: the views "
-                                       "read in one poll differ while it changes (for: 30s)"),
+    "PatroniDcsViewsDiverge/pending": (AFTER_STOP, "a key that changes between two members' answers (the "
+                                       "stopped member's, the leader's; the member that starts writes its own) "
+                                       "makes the views read in one poll differ (for: 30s); the stopped member, "
+                                       "unread but never differing, does not hold it"),
     "PatroniMemberRestSlow/pending": (frozenset({"rejoined"}), "the starting member's first answers are slow, "
                                       "above half the request timeout (for: 5m)"),
     "PatroniRaftPartnerDisconnected/pending": (frozenset({"rejoined"}), "the node that starts answers the "
