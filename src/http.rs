@@ -155,6 +155,84 @@ pub fn build_client(
     Ok(builder.tls_backend_preconfigured(config).build()?)
 }
 
+/// Clients shared by every cluster whose settings give the same key, for as long as one of
+/// them uses it: [`Transports`] and the Patroni source's pool of clients.
+///
+/// Held weakly, so that a client goes with its last user (a reload that changes a CA file
+/// leaves the old client to the pollers still polling with it); entries whose client is gone
+/// are dropped on the next lookup. The lock is held while a missing client is built, so two
+/// clusters with the same settings never build two.
+pub struct SharedClients<K, C> {
+    clients: Arc<Mutex<HashMap<K, Weak<C>>>>,
+}
+
+impl<K: Eq + std::hash::Hash, C> SharedClients<K, C> {
+    /// The client for `key`: the one in use, or a new one from `build`.
+    ///
+    /// # Errors
+    /// What `build` returns.
+    pub fn get_or_build(
+        &self,
+        key: K,
+        build: impl FnOnce() -> anyhow::Result<C>,
+    ) -> anyhow::Result<Arc<C>> {
+        let mut clients = self
+            .clients
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        clients.retain(|_, client| client.strong_count() > 0);
+        if let Some(client) = clients.get(&key).and_then(Weak::upgrade) {
+            return Ok(client);
+        }
+        let client = Arc::new(build()?);
+        clients.insert(key, Arc::downgrade(&client));
+        Ok(client)
+    }
+
+    /// How many clients are in use.
+    pub fn len(&self) -> usize {
+        let clients = self
+            .clients
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        clients
+            .values()
+            .filter(|client| client.strong_count() > 0)
+            .count()
+    }
+
+    /// Whether no client is in use.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+// By hand: derived, these would ask `K` and `C` to be `Clone`, `Default` and `Debug` too.
+impl<K, C> Clone for SharedClients<K, C> {
+    fn clone(&self) -> Self {
+        SharedClients {
+            clients: Arc::clone(&self.clients),
+        }
+    }
+}
+
+impl<K, C> Default for SharedClients<K, C> {
+    fn default() -> Self {
+        SharedClients {
+            clients: Arc::default(),
+        }
+    }
+}
+
+impl<K: Eq + std::hash::Hash, C> std::fmt::Debug for SharedClients<K, C> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("SharedClients")
+            .field("in_use", &self.len())
+            .finish()
+    }
+}
+
 /// The HTTP transports (`reqwest` clients) of a fleet's sources that keep their own state
 /// beside the transport (the etcd client keeps its tokens per cluster): one per distinct TLS
 /// set-up and timeout, shared by every cluster with the same ones.
@@ -167,7 +245,7 @@ pub fn build_client(
 /// Held weakly: a transport goes when no client uses it.
 #[derive(Debug, Clone, Default)]
 pub struct Transports {
-    clients: Arc<Mutex<HashMap<[u8; 32], Weak<reqwest::Client>>>>,
+    clients: SharedClients<[u8; 32], reqwest::Client>,
     built: Arc<std::sync::atomic::AtomicUsize>,
 }
 
@@ -183,20 +261,13 @@ impl Transports {
         files: &TlsFiles,
         timeout: Duration,
     ) -> anyhow::Result<Arc<reqwest::Client>> {
-        let key = transport_key(tls, files, timeout);
-        let mut clients = self
-            .clients
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        clients.retain(|_, client| client.strong_count() > 0);
-        if let Some(client) = clients.get(&key).and_then(Weak::upgrade) {
-            return Ok(client);
-        }
-        let client = Arc::new(build_client(tls, files, timeout)?);
-        clients.insert(key, Arc::downgrade(&client));
-        self.built
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(client)
+        self.clients
+            .get_or_build(transport_key(tls, files, timeout), || {
+                let client = build_client(tls, files, timeout)?;
+                self.built
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(client)
+            })
     }
 
     /// How many transports were built since the pool was made (a transport taken again is
@@ -207,14 +278,7 @@ impl Transports {
 
     /// How many transports are alive.
     pub fn len(&self) -> usize {
-        let clients = self
-            .clients
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        clients
-            .values()
-            .filter(|client| client.strong_count() > 0)
-            .count()
+        self.clients.len()
     }
 
     /// Whether no transport is alive.

@@ -6,8 +6,7 @@
 //! can stream for ever. Every request therefore has a total deadline and the body is read in
 //! chunks against a byte cap, never with an unbounded `bytes()`.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
@@ -20,8 +19,8 @@ use super::model::{
 use super::PatroniError;
 use crate::error_kind::ErrorKind;
 use crate::http::{
-    build_client, read_body, transport_failure, BodyError, ReadFile, TlsFiles, TlsSettings,
-    Transports,
+    build_client, read_body, transport_failure, BodyError, ReadFile, SharedClients, TlsFiles,
+    TlsSettings, Transports,
 };
 use crate::secret::Secret;
 
@@ -252,7 +251,7 @@ impl PatroniClient {
 /// holds its clients weakly: a client goes when no poller uses it.
 #[derive(Debug, Clone, Default)]
 pub struct ClientPool {
-    clients: Arc<Mutex<HashMap<ClientKey, Weak<PatroniClient>>>>,
+    clients: SharedClients<ClientKey, PatroniClient>,
     /// The fleet's bare transports, for the DCS clients that keep state of their own beside
     /// one (etcd's tokens): held here so that they are the fleet's too.
     transports: Transports,
@@ -297,22 +296,10 @@ impl ClientPool {
         read: &ReadFile<'_>,
     ) -> anyhow::Result<Arc<PatroniClient>> {
         let files = TlsFiles::read(&settings.tls(), read)?;
-        let key = client_key(settings, &files, timeout);
-        let mut clients = self
-            .clients
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        clients.retain(|_, client| client.strong_count() > 0);
-        if let Some(client) = clients.get(&key).and_then(Weak::upgrade) {
-            return Ok(client);
-        }
-        let client = Arc::new(PatroniClient::with_files(
-            settings.clone(),
-            &files,
-            timeout,
-        )?);
-        clients.insert(key, Arc::downgrade(&client));
-        Ok(client)
+        self.clients
+            .get_or_build(client_key(settings, &files, timeout), || {
+                PatroniClient::with_files(settings.clone(), &files, timeout)
+            })
     }
 }
 
@@ -445,7 +432,9 @@ pub fn base_of(api_url: &Url) -> Url {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
     use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
 
     use super::*;
 
@@ -528,11 +517,7 @@ mod tests {
             .await
             .unwrap();
         assert!(!std::sync::Arc::ptr_eq(&d, &e));
-        assert_eq!(
-            pool.clients.lock().unwrap().len(),
-            2,
-            "the unused client went"
-        );
+        assert_eq!(pool.clients.len(), 2, "the unused client went");
     }
 
     #[test]
