@@ -17,27 +17,51 @@ use super::EtcdError;
 /// Reading proto3 JSON integers: a decimal string (what etcd sends for 64-bit fields), a
 /// number (what a hand-written or future answer may send), `null` or nothing (zero).
 mod lenient {
-    use serde::{Deserialize, Deserializer};
+    use serde::de::{Deserializer, Error, Visitor};
 
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Integer {
-        Unsigned(u64),
-        Signed(i64),
-        Text(String),
+    /// Reads a number or a string that holds one, straight from the parser. By hand: serde's
+    /// `#[serde(untagged)]` enum of the three buffers every value and tries each variant in
+    /// turn, building an error for each that fails; the gateway writes every 64-bit integer
+    /// as a string, so that cost was paid for nearly every field of every answer.
+    struct Integer;
+
+    impl<'de> Visitor<'de> for Integer {
+        type Value = Option<i128>;
+
+        fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            formatter.write_str("an integer, or a string that holds one")
+        }
+
+        fn visit_u64<E: Error>(self, value: u64) -> Result<Self::Value, E> {
+            Ok(Some(value.into()))
+        }
+
+        fn visit_i64<E: Error>(self, value: i64) -> Result<Self::Value, E> {
+            Ok(Some(value.into()))
+        }
+
+        fn visit_str<E: Error>(self, text: &str) -> Result<Self::Value, E> {
+            text.trim()
+                .parse::<i128>()
+                .map(Some)
+                .map_err(|_| E::custom(format!("{text:?} is not an integer")))
+        }
+
+        fn visit_none<E: Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, inner: D) -> Result<Self::Value, D::Error> {
+            inner.deserialize_any(Integer)
+        }
     }
 
     fn read<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i128>, D::Error> {
-        Ok(match Option::<Integer>::deserialize(deserializer)? {
-            None => None,
-            Some(Integer::Unsigned(value)) => Some(value.into()),
-            Some(Integer::Signed(value)) => Some(value.into()),
-            Some(Integer::Text(text)) => Some(
-                text.trim()
-                    .parse::<i128>()
-                    .map_err(|_| serde::de::Error::custom(format!("{text:?} is not an integer")))?,
-            ),
-        })
+        deserializer.deserialize_option(Integer)
     }
 
     /// An unsigned 64-bit integer; missing or `null` is 0.
@@ -309,6 +333,11 @@ pub mod grpc_code {
 /// A JSON object read as `T`: every answer of etcd's gateway is an object (serde would also
 /// read a struct from an array).
 fn from_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, EtcdError> {
+    // Every answer of the gateway is an object: read it straight into `T`, in one pass with
+    // no tree of values in between. Anything else is read whole only to name what it is.
+    if body.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'{') {
+        return Ok(serde_json::from_slice(body)?);
+    }
     match serde_json::from_slice::<serde_json::Value>(body)? {
         object @ serde_json::Value::Object(_) => Ok(serde_json::from_value(object)?),
         other => Err(EtcdError::Decode(format!(
