@@ -13,13 +13,15 @@
 #           the floor (benches/floor.rs: the same requests to the same fleet-sim with the
 #           same HTTP stack, no parsing, snapshot or encoding) for as many cycles, and the
 #           ratio of the exporter's CPU per cycle to the floor's.
-#           With EXPORTER_B (another build, e.g. the last release's): both builds alternately
-#           against one fleet-sim per N, in $ROUNDS (2) rounds of the floor, A ($EXPORTER) and
-#           B, each over $CYCLES intervals: CPU per cycle and its ratio to the same round's
+#           With EXPORTER_B (another build, e.g. the last release's): both builds and the
+#           floor in $ROUNDS (2) rounds, each window over $CYCLES intervals; as root all three at
+#           once, each against a fleet-sim of its own in a network namespace of its own
+#           (TOGETHER=1, the default there; TOGETHER=0: one after the other against one
+#           fleet-sim, A and B taking turns): CPU per cycle and its ratio to the same round's
 #           floor, RSS, series, encode CPU p50, and the requests per cluster and cycle by path
-#           (the floor's must equal the exporter's), side by side: $OUT/fleet-compare.csv and
-#           .txt. Run it after any change to the poller, the requests or the encoder
-#           (CONTRIBUTING.md). ETCD_SHARE=P puts P % of each N on etcd (3 fake etcd members
+#           (the floor's must equal the exporter's), side by side, and each build's spread
+#           over the rounds: $OUT/fleet-compare.csv and .txt. Run it after any change to the
+#           poller, the requests or the encoder (CONTRIBUTING.md). ETCD_SHARE=P puts P % of each N on etcd (3 fake etcd members
 #           each instead of the Raft nodes: fleet-sim --etcd-clusters), in both modes.
 #   real    a real 3-member Patroni + Raft cluster (tests/e2e/cluster.sh, locked with
 #           the real-cluster lock): wrk on the exporter's /metrics (plain, then gzip) vs
@@ -64,7 +66,7 @@
 #   PORT=19393 (exporter, 127.0.0.1) E2E_WORK DATA_DIR PATRONI_VERSION=4.1.5
 #   SIM_WORKERS=1 FLOOR (the floor client; none: skip the floor) PERF=1 PERF_FREQ=999 (real)
 #   ETCD_SHARE=0 (percent of the fleet's clusters on etcd: fleet)
-#   EXPORTER_B (a second build: fleet compares the two) ROUNDS=2 ENCODE_SCRAPES
+#   EXPORTER_B (a second build: fleet compares the two) ROUNDS=2 ENCODE_SCRAPES TOGETHER
 #   PLOT_VENV=$E2E_WORK/venv-plot EXPORTER_ARGS (extra flags of the fleet's exporter, e.g.
 #   "--no-collector.views --no-collector.probes" to measure what those collectors cost)
 # Everything runs on 127.0.0.1/8, every wait is bounded, and only processes started here
@@ -92,6 +94,15 @@ PORT="${PORT:-19393}"
 # the machine is loaded (with 1, a starved simulator turns into poll timeouts).
 SIM_WORKERS="${SIM_WORKERS:-1}"
 ETCD_SHARE="${ETCD_SHARE:-0}"
+# TOGETHER=1 (the default as root): the floor and both builds of `fleet` with EXPORTER_B are
+# measured at the same time, each against a fleet-sim of its own in a network namespace of its
+# own, rather than one after the other against one. A shared machine's speed moves by up to a
+# quarter from one minute to the next, which moved a round's ratio by +-0.1 when the windows
+# took turns; at once, the three see the same machine and the ratio holds to about +-0.02.
+if [[ -z ${TOGETHER:-} ]]; then
+  TOGETHER=0
+  ((EUID == 0)) && command -v ip >/dev/null && TOGETHER=1
+fi
 # etcd_clusters N: how many of N clusters are on etcd ($ETCD_SHARE % of them).
 etcd_clusters() { echo $(($1 * ETCD_SHARE / 100)); }
 CLK_TCK="$(getconf CLK_TCK)"
@@ -99,6 +110,8 @@ mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)" # absolute: the /metrics reader takes file:// URLs
 
 PIDS=()
+NETNS=()   # network namespaces made here (TOGETHER), removed by cleanup
+NETNS_PREFIX="bench-$$"
 cleanup() {
   # Newest first: the exporter stops before the peers it polls.
   local i pid
@@ -108,6 +121,8 @@ cleanup() {
     timeout 10 tail --pid="$pid" -f /dev/null 2>/dev/null || kill -9 "$pid" 2>/dev/null || true
   done
   PIDS=()
+  for ((i = ${#NETNS[@]} - 1; i >= 0; i--)); do ip netns del "${NETNS[i]}" 2>/dev/null || true; done
+  NETNS=()
 }
 trap cleanup EXIT
 
@@ -360,10 +375,11 @@ fleet() {
 }
 
 # ---------------------------------------------------------------------------------------
-# Two builds side by side (EXPORTER_B set): per N, one fleet-sim, and $ROUNDS rounds of three
-# windows each, the floor and both builds (A then B, B then A in the next round: neither always
-# follows the floor), so that a change is judged against the same simulator, the same floor and
-# about the same load of the machine. A window: start the process, settle one interval, then
+# Two builds side by side (EXPORTER_B set): per N, $ROUNDS rounds of three windows each, the
+# floor and both builds. TOGETHER: the three at once, each against its own fleet-sim (the same
+# simulator built three times), so that a change is judged on the same machine at the same
+# moment. Else one fleet-sim, and the windows in turn (A then B, B then A in the next round:
+# neither always follows the floor), at about the same load of the machine. A window: start the process, settle one interval, then
 # $CYCLES intervals measured (CPU ticks from /proc, one /metrics scrape per interval as
 # Prometheus would); for an exporter then its RSS, peak RSS, series, poll errors and the CPU of
 # assembling $ENCODE_SCRAPES (20) responses one after another (p50). fleet-sim counts the
@@ -382,25 +398,27 @@ mix_per_cycle() {
     <(echo "$1") <(echo "$2")
 }
 
-# compare_window DIR N NAME BINARY: one window (see above) of the build BINARY (or of the floor:
-# NAME floor); appends a row to $OUT/fleet-compare.csv.
+# compare_window DIR N NAME BINARY ROUND [NETNS]: one window (see above) of the build BINARY (or
+# of the floor: NAME floor), inside the network namespace NETNS when given (TOGETHER, where
+# DIR's fleet-sim runs); appends a row to $OUT/fleet-compare.csv.
 compare_window() {
-  local dir=$1 n=$2 name=$3 bin=$4 round=$5 pid started
+  local dir=$1 n=$2 name=$3 bin=$4 round=$5 pid started in_ns=()
+  [[ -z ${6:-} ]] || in_ns=(ip netns exec "$6")
   started=$SECONDS
   if [[ $name == floor ]]; then
-    "$bin" --config "$dir/exporter.yml" --duration "$((INTERVAL * (CYCLES + 3) + 60))s" \
+    "${in_ns[@]}" "$bin" --config "$dir/exporter.yml" --duration "$((INTERVAL * (CYCLES + 3) + 60))s" \
       >"$dir/floor-$round.out" 2>"$dir/floor-$round.err" &
     pid=$!
     PIDS+=("$pid")
     wait_for 60 grep -q '^ready' "$dir/floor-$round.out" || { log "floor not ready"; return 1; }
   else
     # shellcheck disable=SC2086  # EXPORTER_ARGS: extra flags, one word each
-    "$bin" --config.file "$dir/exporter.yml" --web.listen-address "127.0.0.1:$PORT" \
+    "${in_ns[@]}" "$bin" --config.file "$dir/exporter.yml" --web.listen-address "127.0.0.1:$PORT" \
       --log.level 'warn,patroni_raft_exporter::metrics::stream=debug' ${EXPORTER_ARGS:-} \
       2>"$dir/exporter-$name-$round.log" &
     pid=$!
     PIDS+=("$pid")
-    wait_for 120 curl -fsS "http://127.0.0.1:$PORT/-/ready" || { log "exporter $name not ready"; return 1; }
+    wait_for 120 "${in_ns[@]}" curl -fsS "http://127.0.0.1:$PORT/-/ready" || { log "exporter $name not ready"; return 1; }
   fi
   local ready=$((SECONDS - started))
   sleep "$INTERVAL"
@@ -408,7 +426,7 @@ compare_window() {
   t0=$(date +%s.%N); c0=$(cpu_ticks "$pid"); m0=$(request_mix "$dir/stats")
   for ((i = 0; i < CYCLES; i++)); do
     sleep "$INTERVAL"
-    [[ $name == floor ]] || curl -fsS -o /dev/null "http://127.0.0.1:$PORT/metrics"
+    [[ $name == floor ]] || "${in_ns[@]}" curl -fsS -o /dev/null "http://127.0.0.1:$PORT/metrics"
   done
   t1=$(date +%s.%N); c1=$(cpu_ticks "$pid"); m1=$(request_mix "$dir/stats")
   load=$(cut -d' ' -f1 /proc/loadavg)
@@ -417,11 +435,11 @@ compare_window() {
   cycles=$(awk -v a="$t0" -v b="$t1" -v iv="$INTERVAL" 'BEGIN { print (b - a) / iv }')
   mix=$(mix_per_cycle "$m0" "$m1" "$n" "$cycles")
   if [[ $name != floor ]]; then
-    curl -fsS -o "$dir/metrics-$name-$round.txt" "http://127.0.0.1:$PORT/metrics"
+    "${in_ns[@]}" curl -fsS -o "$dir/metrics-$name-$round.txt" "http://127.0.0.1:$PORT/metrics"
     series=$(grep -vc '^#' "$dir/metrics-$name-$round.txt")
     errors=$(EXPORTER_URL="file://$dir/metrics-$name-$round.txt" fleet_health | awk '{ print $4 }')
     local before; before=$(wc -l <"$dir/exporter-$name-$round.log")
-    for ((i = 0; i < ${ENCODE_SCRAPES:-20}; i++)); do curl -fsS -o /dev/null "http://127.0.0.1:$PORT/metrics"; done
+    for ((i = 0; i < ${ENCODE_SCRAPES:-20}; i++)); do "${in_ns[@]}" curl -fsS -o /dev/null "http://127.0.0.1:$PORT/metrics"; done
     encode_cpu=$(tail -n +"$((before + 1))" "$dir/exporter-$name-$round.log" | percentiles_ms encode_cpu_seconds | cut -d' ' -f1)
   fi
   kill "$pid" 2>/dev/null || true
@@ -436,19 +454,32 @@ compare_window() {
   log "N=$n round $round $name: $row"
 }
 
+# start_sim DIR N SECONDS [NETNS]: a fleet-sim of N clusters for SECONDS (in NETNS), its
+# exporter.yml and request counts in DIR; returns once it is ready.
+start_sim() {
+  local dir=$1 n=$2 in_ns=()
+  [[ -z ${4:-} ]] || in_ns=(ip netns exec "$4")
+  mkdir -p "$dir"
+  "${in_ns[@]}" "$FLEET_SIM" --clusters "$n" --etcd-clusters "$(etcd_clusters "$n")" --duration "${3}s" \
+    --poll-interval "${INTERVAL}s" --workers "$SIM_WORKERS" --config-out "$dir/exporter.yml" \
+    --password-file "$dir/raft-password" --stats-out "$dir/stats" >"$dir/fleet-sim.out" 2>"$dir/fleet-sim.err" &
+  PIDS+=("$!")
+  wait_for 120 grep -q '^ready' "$dir/fleet-sim.out" || { log "fleet-sim not ready"; cat "$dir/fleet-sim.err" >&2; return 1; }
+  wait_for 10 grep -q '^requests' "$dir/stats" || { log "fleet-sim writes no request counts"; return 1; }
+}
+
 # fleet_compare N: the rounds of one N (see above).
 fleet_compare() {
   local n=$1 rounds=${ROUNDS:-2}
   local dir="$OUT/compare-$n"
   rm -rf "$dir"; mkdir -p "$dir"
+  if ((TOGETHER)); then
+    fleet_compare_together "$n" "$rounds" "$dir"
+    return
+  fi
   local run_for=$((rounds * 3 * (INTERVAL * (CYCLES + 2) + 180) + 120))
   log "N=$n: fleet-sim ($((n * 6)) listeners, $(etcd_clusters "$n") clusters on etcd, at most ${run_for}s); $rounds rounds of floor, A, B"
-  "$FLEET_SIM" --clusters "$n" --etcd-clusters "$(etcd_clusters "$n")" --duration "${run_for}s" --poll-interval "${INTERVAL}s" --workers "$SIM_WORKERS" \
-    --config-out "$dir/exporter.yml" --password-file "$dir/raft-password" --stats-out "$dir/stats" \
-    >"$dir/fleet-sim.out" 2>"$dir/fleet-sim.err" &
-  PIDS+=("$!")
-  wait_for 120 grep -q '^ready' "$dir/fleet-sim.out" || { log "fleet-sim not ready"; cat "$dir/fleet-sim.err" >&2; return 1; }
-  wait_for 10 grep -q '^requests' "$dir/stats" || { log "fleet-sim writes no request counts"; return 1; }
+  start_sim "$dir" "$n" "$run_for" || return 1
   local round order
   for ((round = 1; round <= rounds; round++)); do
     order="A B"
@@ -461,6 +492,35 @@ fleet_compare() {
         compare_window "$dir" "$n" B "$EXPORTER_B" "$round"
       fi
     done
+  done
+  cleanup
+}
+
+# fleet_compare_together N ROUNDS DIR: each round, the floor and both builds at once, each in a
+# network namespace of its own with a fleet-sim of its own (DIR/floor, DIR/A, DIR/B): whatever
+# the machine does during a window, it does to all three (TOGETHER above).
+fleet_compare_together() {
+  local n=$1 rounds=$2 dir=$3 name round
+  local run_for=$((rounds * (INTERVAL * (CYCLES + 2) + 180) + 120))
+  local -A binary=([floor]=$FLOOR [A]=$EXPORTER [B]=$EXPORTER_B)
+  log "N=$n: 3 fleet-sims ($((n * 6)) listeners each, $(etcd_clusters "$n") clusters on etcd, at most ${run_for}s), one per namespace; $rounds rounds of floor, A and B at once"
+  for name in floor A B; do
+    ip netns add "$NETNS_PREFIX-$name" && NETNS+=("$NETNS_PREFIX-$name")
+    ip netns exec "$NETNS_PREFIX-$name" ip link set lo up
+    start_sim "$dir/$name" "$n" "$run_for" "$NETNS_PREFIX-$name" || return 1
+  done
+  local windows failed
+  for ((round = 1; round <= rounds; round++)); do
+    windows=()
+    for name in floor A B; do
+      # A subshell of its own, which stops the processes it started if it is cut short.
+      # shellcheck disable=SC2030  # its own list of processes, on purpose
+      (PIDS=(); NETNS=(); trap cleanup EXIT; compare_window "$dir/$name" "$n" "$name" "${binary[$name]}" "$round" "$NETNS_PREFIX-$name") &
+      windows+=("$!")
+    done
+    failed=0
+    for name in "${windows[@]}"; do wait "$name" || failed=1; done
+    ((failed == 0)) || { log "round $round: a window failed"; return 1; }
   done
   cleanup
 }
@@ -481,6 +541,16 @@ compare_table() {
           rss[key, "A"], rss[key, "B"], enc[key, "A"], enc[key, "B"], err[key, "A"], err[key, "B"]
         printf "       requests per cluster and cycle: floor %s\n                                           A %s\n                                           B %s\n",
           mix[key, "floor"], mix[key, "A"], mix[key, "B"]
+        if (f > 0) { n = p[1]; rounds[n]++; for (b = 1; b <= 2; b++) { name = b == 1 ? "A" : "B"
+          ratio[n, name, rounds[n]] = cpu[key, name] / f; sum[n, name] += cpu[key, name] }
+          floors[n] += f }
+      }
+      # Over the rounds of each N: a round moves with the machine (mostly the floor'\''s
+      # window), so judge a change by both builds'\'' spread and their ratio of sums.
+      for (n in rounds) for (b = 1; b <= 2; b++) {
+        name = b == 1 ? "A" : "B"; lo = hi = ratio[n, name, 1]
+        for (r = 2; r <= rounds[n]; r++) { x = ratio[n, name, r]; if (x < lo) lo = x; if (x > hi) hi = x }
+        printf "N=%s %s over %d rounds: %.2f-%.2f x the floor, %.2f x over all rounds\n", n, name, rounds[n], lo, hi, sum[n, name] / floors[n]
       }
     }' "$OUT/fleet-compare.csv"
 }
@@ -609,6 +679,7 @@ real() {
     --poll.interval "${INTERVAL}s" --web.listen-address "127.0.0.1:$PORT" --log.level warn \
     2>"$dir/exporter.log" &
   local exporter=$!
+  # shellcheck disable=SC2031  # only the windows of fleet_compare_together change a copy of it
   PIDS+=("$exporter")
   wait_for 60 curl -fsS "http://127.0.0.1:$PORT/-/ready" || { log "exporter not ready"; return 1; }
   sleep "$INTERVAL"
@@ -934,5 +1005,5 @@ case "${1:-all}" in
   tls) tls ;;
   collectors) ensure_release; collectors ;;
   all) fleet; real; plot ;;
-  *) sed -n '2,71p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,73p' "$0" >&2; exit 2 ;;
 esac
