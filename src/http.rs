@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
 use sha2::{Digest, Sha256};
 
 use crate::error_kind::ErrorKind;
@@ -324,23 +325,44 @@ pub enum BodyError {
 /// The body of `response`, refused as soon as it exceeds `cap` bytes: read in chunks, never
 /// with an unbounded `bytes()`. A `Content-Length` above the cap is refused before any read.
 ///
+/// A body that arrives in one chunk (nearly every answer of Patroni and etcd) is returned as
+/// hyper handed it over, with no buffer of our own and no copy: the fleet profile counted a
+/// buffer and a copy per answer among the allocations the floor does not make
+/// (docs/bench/profile-n1000.md).
+///
 /// # Errors
 /// [`BodyError::TooLarge`] past the cap, [`BodyError::Transport`] when a read fails.
-pub async fn read_body(response: &mut reqwest::Response, cap: usize) -> Result<Vec<u8>, BodyError> {
+pub async fn read_body(response: &mut reqwest::Response, cap: usize) -> Result<Bytes, BodyError> {
     if response
         .content_length()
         .is_some_and(|length| length > cap as u64)
     {
         return Err(BodyError::TooLarge);
     }
-    let mut body = Vec::with_capacity(4096);
-    while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
-        if body.len() + chunk.len() > cap {
+    let Some(first) = next_chunk(response).await? else {
+        return Ok(Bytes::new());
+    };
+    if first.len() > cap {
+        return Err(BodyError::TooLarge);
+    }
+    let Some(second) = next_chunk(response).await? else {
+        return Ok(first);
+    };
+    let mut body = BytesMut::with_capacity(first.len() + second.len());
+    let mut chunk = Some(second);
+    body.extend_from_slice(&first);
+    while let Some(more) = chunk {
+        if body.len() + more.len() > cap {
             return Err(BodyError::TooLarge);
         }
-        body.extend_from_slice(&chunk);
+        body.extend_from_slice(&more);
+        chunk = next_chunk(response).await?;
     }
-    Ok(body)
+    Ok(body.freeze())
+}
+
+async fn next_chunk(response: &mut reqwest::Response) -> Result<Option<Bytes>, BodyError> {
+    response.chunk().await.map_err(BodyError::Transport)
 }
 
 /// What a failed request's causes say: [`ErrorKind::Timeout`], [`ErrorKind::Tls`],
@@ -418,6 +440,68 @@ mod tests {
         assert!(causes(outer.as_ref()).any(|cause| cause.is::<rustls::Error>()));
         let plain = anyhow::Error::new(std::io::Error::other("reset")).context("sending");
         assert!(!causes(plain.as_ref()).any(|cause| cause.is::<rustls::Error>()));
+    }
+
+    /// A server that writes `parts` one after the other, 20 ms apart, after `head`: the
+    /// client sees each part as a chunk of its own.
+    async fn answer_in_parts(head: &'static str, parts: Vec<&'static str>) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 1024];
+            let _ = socket.read(&mut request).await;
+            socket.write_all(head.as_bytes()).await.unwrap();
+            for part in parts {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                socket.write_all(part.as_bytes()).await.unwrap();
+                socket.flush().await.unwrap();
+            }
+        });
+        url
+    }
+
+    async fn body_of(url: &str, cap: usize) -> Result<Bytes, BodyError> {
+        let files = TlsFiles {
+            ca: None,
+            identity: None,
+        };
+        let client = build_client(&TlsSettings::default(), &files, Duration::from_secs(5)).unwrap();
+        let mut response = client.get(url).send().await.unwrap();
+        read_body(&mut response, cap).await
+    }
+
+    #[tokio::test]
+    async fn a_body_in_chunks_is_read_whole_and_bounded_by_the_cap() {
+        const CHUNKED: &str =
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+        let parts = || {
+            vec![
+                "5\r\nhello\r\n",
+                "1\r\n \r\n",
+                "5\r\nworld\r\n",
+                "0\r\n\r\n",
+            ]
+        };
+        let url = answer_in_parts(CHUNKED, parts()).await;
+        assert_eq!(&body_of(&url, 11).await.unwrap()[..], b"hello world");
+        let url = answer_in_parts(CHUNKED, parts()).await;
+        assert!(matches!(body_of(&url, 10).await, Err(BodyError::TooLarge)));
+        let url = answer_in_parts(CHUNKED, parts()).await;
+        assert!(matches!(body_of(&url, 4).await, Err(BodyError::TooLarge)));
+        let url = answer_in_parts(CHUNKED, vec!["0\r\n\r\n"]).await;
+        assert!(body_of(&url, 4).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_body_in_one_piece_is_kept_as_it_came() {
+        const HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-length: 11\r\nconnection: close\r\n\r\n";
+        let url = answer_in_parts(HEAD, vec!["hello world"]).await;
+        assert_eq!(&body_of(&url, 11).await.unwrap()[..], b"hello world");
+        // The announced length alone refuses it.
+        let url = answer_in_parts(HEAD, vec!["hello world"]).await;
+        assert!(matches!(body_of(&url, 10).await, Err(BodyError::TooLarge)));
     }
 
     #[test]

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
 use tokio::time::Instant;
 use url::Url;
 
@@ -114,7 +115,7 @@ enum Authorize {
 
 /// One answer: its HTTP status and body.
 struct Answer {
-    body: Vec<u8>,
+    body: Bytes,
     round_trip: Duration,
 }
 

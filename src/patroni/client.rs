@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use bytes::Bytes;
 use sha2::{Digest, Sha256};
 use url::Url;
 
@@ -178,7 +179,7 @@ impl PatroniClient {
     }
 
     /// One bounded GET; returns the body of a 200 answer.
-    async fn get(&self, url: &Url) -> Result<Vec<u8>, PatroniError> {
+    async fn get(&self, url: &Url) -> Result<Bytes, PatroniError> {
         Ok(self.get_answer(url, &[200]).await?.body)
     }
 
@@ -354,7 +355,7 @@ struct Answer {
     round_trip: Duration,
     /// The whole request: connect (and TLS handshake), request, headers and body.
     took: Duration,
-    body: Vec<u8>,
+    body: Bytes,
 }
 
 /// A member's own `/patroni`, as [`PatroniClient::member_status`] read it.
