@@ -23,6 +23,9 @@
 #           over the rounds: $OUT/fleet-compare.csv and .txt. Run it after any change to the
 #           poller, the requests or the encoder (CONTRIBUTING.md). ETCD_SHARE=P puts P % of each N on etcd (3 fake etcd members
 #           each instead of the Raft nodes: fleet-sim --etcd-clusters), in both modes.
+#           ETCD_SHARE_B=Q (at once only) gives B a fleet with Q % on etcd and a floor of its own
+#           on the same fleet ("floorB"): with EXPORTER_B=$EXPORTER, the same build on two
+#           fleet mixes in the same windows, each over its own floor.
 #   real    a real 3-member Patroni + Raft cluster (tests/e2e/cluster.sh, locked with
 #           the real-cluster lock): wrk on the exporter's /metrics (plain, then gzip) vs
 #           Patroni's GET /metrics of member 0, each with the CPU seconds that the exporter,
@@ -65,7 +68,7 @@
 #   EXPORTER, FLEET_SIM: release/... of $CARGO_TARGET_DIR, else of target
 #   PORT=19393 (exporter, 127.0.0.1) E2E_WORK DATA_DIR PATRONI_VERSION=4.1.5
 #   SIM_WORKERS=1 FLOOR (the floor client; none: skip the floor) PERF=1 PERF_FREQ=999 (real)
-#   ETCD_SHARE=0 (percent of the fleet's clusters on etcd: fleet)
+#   ETCD_SHARE=0 (percent of the fleet's clusters on etcd: fleet) ETCD_SHARE_B (B's, at once)
 #   EXPORTER_B (a second build: fleet compares the two) ROUNDS=2 ENCODE_SCRAPES TOGETHER
 #   PLOT_VENV=$E2E_WORK/venv-plot EXPORTER_ARGS (extra flags of the fleet's exporter, e.g.
 #   "--no-collector.views --no-collector.probes" to measure what those collectors cost)
@@ -103,8 +106,8 @@ if [[ -z ${TOGETHER:-} ]]; then
   TOGETHER=0
   ((EUID == 0)) && command -v ip >/dev/null && TOGETHER=1
 fi
-# etcd_clusters N: how many of N clusters are on etcd ($ETCD_SHARE % of them).
-etcd_clusters() { echo $(($1 * ETCD_SHARE / 100)); }
+# etcd_clusters N [SHARE]: how many of N clusters are on etcd (SHARE %, else $ETCD_SHARE %).
+etcd_clusters() { echo $(($1 * ${2:-$ETCD_SHARE} / 100)); }
 CLK_TCK="$(getconf CLK_TCK)"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)" # absolute: the /metrics reader takes file:// URLs
@@ -405,7 +408,7 @@ compare_window() {
   local dir=$1 n=$2 name=$3 bin=$4 round=$5 pid started in_ns=()
   [[ -z ${6:-} ]] || in_ns=(ip netns exec "$6")
   started=$SECONDS
-  if [[ $name == floor ]]; then
+  if [[ $name == floor* ]]; then
     "${in_ns[@]}" "$bin" --config "$dir/exporter.yml" --duration "$((INTERVAL * (CYCLES + 3) + 60))s" \
       >"$dir/floor-$round.out" 2>"$dir/floor-$round.err" &
     pid=$!
@@ -426,7 +429,7 @@ compare_window() {
   t0=$(date +%s.%N); c0=$(cpu_ticks "$pid"); m0=$(request_mix "$dir/stats")
   for ((i = 0; i < CYCLES; i++)); do
     sleep "$INTERVAL"
-    [[ $name == floor ]] || "${in_ns[@]}" curl -fsS -o /dev/null "http://127.0.0.1:$PORT/metrics"
+    [[ $name == floor* ]] || "${in_ns[@]}" curl -fsS -o /dev/null "http://127.0.0.1:$PORT/metrics"
   done
   t1=$(date +%s.%N); c1=$(cpu_ticks "$pid"); m1=$(request_mix "$dir/stats")
   load=$(cut -d' ' -f1 /proc/loadavg)
@@ -434,7 +437,7 @@ compare_window() {
   rss=$(rss_kib "$pid"); hwm=$(hwm_kib "$pid")
   cycles=$(awk -v a="$t0" -v b="$t1" -v iv="$INTERVAL" 'BEGIN { print (b - a) / iv }')
   mix=$(mix_per_cycle "$m0" "$m1" "$n" "$cycles")
-  if [[ $name != floor ]]; then
+  if [[ $name != floor* ]]; then
     "${in_ns[@]}" curl -fsS -o "$dir/metrics-$name-$round.txt" "http://127.0.0.1:$PORT/metrics"
     series=$(grep -vc '^#' "$dir/metrics-$name-$round.txt")
     errors=$(EXPORTER_URL="file://$dir/metrics-$name-$round.txt" fleet_health | awk '{ print $4 }')
@@ -454,13 +457,14 @@ compare_window() {
   log "N=$n round $round $name: $row"
 }
 
-# start_sim DIR N SECONDS [NETNS]: a fleet-sim of N clusters for SECONDS (in NETNS), its
-# exporter.yml and request counts in DIR; returns once it is ready.
+# start_sim DIR N SECONDS [NETNS] [SHARE]: a fleet-sim of N clusters (SHARE % on etcd, else
+# $ETCD_SHARE %) for SECONDS (in NETNS), its exporter.yml and request counts in DIR; returns
+# once it is ready.
 start_sim() {
   local dir=$1 n=$2 in_ns=()
   [[ -z ${4:-} ]] || in_ns=(ip netns exec "$4")
   mkdir -p "$dir"
-  "${in_ns[@]}" "$FLEET_SIM" --clusters "$n" --etcd-clusters "$(etcd_clusters "$n")" --duration "${3}s" \
+  "${in_ns[@]}" "$FLEET_SIM" --clusters "$n" --etcd-clusters "$(etcd_clusters "$n" "${5:-}")" --duration "${3}s" \
     --poll-interval "${INTERVAL}s" --workers "$SIM_WORKERS" --config-out "$dir/exporter.yml" \
     --password-file "$dir/raft-password" --stats-out "$dir/stats" >"$dir/fleet-sim.out" 2>"$dir/fleet-sim.err" &
   PIDS+=("$!")
@@ -497,22 +501,26 @@ fleet_compare() {
 }
 
 # fleet_compare_together N ROUNDS DIR: each round, the floor and both builds at once, each in a
-# network namespace of its own with a fleet-sim of its own (DIR/floor, DIR/A, DIR/B): whatever
-# the machine does during a window, it does to all three (TOGETHER above).
+# network namespace of its own with a fleet-sim of its own (DIR/floor, DIR/A, DIR/B, and
+# DIR/floorB with ETCD_SHARE_B): whatever the machine does during a window, it does to all
+# of them (TOGETHER above).
 fleet_compare_together() {
   local n=$1 rounds=$2 dir=$3 name round
   local run_for=$((rounds * (INTERVAL * (CYCLES + 2) + 180) + 120))
-  local -A binary=([floor]=$FLOOR [A]=$EXPORTER [B]=$EXPORTER_B)
-  log "N=$n: 3 fleet-sims ($((n * 6)) listeners each, $(etcd_clusters "$n") clusters on etcd, at most ${run_for}s), one per namespace; $rounds rounds of floor, A and B at once"
-  for name in floor A B; do
+  local -A binary=([floor]=$FLOOR [A]=$EXPORTER [B]=$EXPORTER_B [floorB]=$FLOOR)
+  local -A share=([floor]=$ETCD_SHARE [A]=$ETCD_SHARE [B]=${ETCD_SHARE_B:-$ETCD_SHARE} [floorB]=${ETCD_SHARE_B:-})
+  local names=(floor A B) b_share=""
+  [[ -z ${ETCD_SHARE_B:-} ]] || { names+=(floorB); b_share=", $(etcd_clusters "$n" "$ETCD_SHARE_B") on B's and floorB's"; }
+  log "N=$n: ${#names[@]} fleet-sims ($((n * 6)) listeners each, $(etcd_clusters "$n") clusters on etcd$b_share, at most ${run_for}s), one per namespace; $rounds rounds of ${names[*]} at once"
+  for name in "${names[@]}"; do
     ip netns add "$NETNS_PREFIX-$name" && NETNS+=("$NETNS_PREFIX-$name")
     ip netns exec "$NETNS_PREFIX-$name" ip link set lo up
-    start_sim "$dir/$name" "$n" "$run_for" "$NETNS_PREFIX-$name" || return 1
+    start_sim "$dir/$name" "$n" "$run_for" "$NETNS_PREFIX-$name" "${share[$name]}" || return 1
   done
   local windows failed
   for ((round = 1; round <= rounds; round++)); do
     windows=()
-    for name in floor A B; do
+    for name in "${names[@]}"; do
       # A subshell of its own, which stops the processes it started if it is cut short.
       # shellcheck disable=SC2030  # its own list of processes, on purpose
       (PIDS=(); NETNS=(); trap cleanup EXIT; compare_window "$dir/$name" "$n" "$name" "${binary[$name]}" "$round" "$NETNS_PREFIX-$name") &
@@ -526,7 +534,7 @@ fleet_compare_together() {
 }
 
 # compare_table: $OUT/fleet-compare.csv as one line per N and round, both builds side by side,
-# each over the floor of its round.
+# each over the floor of its round (B over floorB when ETCD_SHARE_B gave it a fleet of its own).
 compare_table() {
   awk -F, 'NR == 1 { next }
     { key = $1 "," $2; if (!(key in seen)) { seen[key] = 1; keys[++k] = key }
@@ -535,22 +543,27 @@ compare_table() {
       printf "%-6s %-5s %-8s %-14s %-14s %-9s %-9s %-11s %-11s %s\n", "N", "round", "floor_s", "A_s (A/floor)", "B_s (B/floor)", "A_MiB", "B_MiB", "A_enc_ms", "B_enc_ms", "errors A B"
       for (i = 1; i <= k; i++) {
         key = keys[i]; split(key, p, ","); f = cpu[key, "floor"]
+        fb = ((key, "floorB") in cpu) ? cpu[key, "floorB"] : f
         printf "%-6s %-5s %-8.4f %-14s %-14s %-9s %-9s %-11s %-11s %s %s\n", p[1], p[2], f,
           sprintf("%.4f (%.2f)", cpu[key, "A"], f > 0 ? cpu[key, "A"] / f : 0),
-          sprintf("%.4f (%.2f)", cpu[key, "B"], f > 0 ? cpu[key, "B"] / f : 0),
+          sprintf("%.4f (%.2f)", cpu[key, "B"], fb > 0 ? cpu[key, "B"] / fb : 0),
           rss[key, "A"], rss[key, "B"], enc[key, "A"], enc[key, "B"], err[key, "A"], err[key, "B"]
+        if ((key, "floorB") in cpu) printf "       B over floorB, %.4f s per cycle on B'\''s fleet\n", fb
         printf "       requests per cluster and cycle: floor %s\n                                           A %s\n                                           B %s\n",
           mix[key, "floor"], mix[key, "A"], mix[key, "B"]
-        if (f > 0) { n = p[1]; rounds[n]++; for (b = 1; b <= 2; b++) { name = b == 1 ? "A" : "B"
-          ratio[n, name, rounds[n]] = cpu[key, name] / f; sum[n, name] += cpu[key, name] }
-          floors[n] += f }
+        if ((key, "floorB") in cpu) printf "                                      floorB %s\n", mix[key, "floorB"]
+        if (f > 0 && fb > 0) { n = p[1]; rounds[n]++
+          base["A"] = f; base["B"] = fb
+          for (b = 1; b <= 2; b++) { name = b == 1 ? "A" : "B"
+            ratio[n, name, rounds[n]] = cpu[key, name] / base[name]; sum[n, name] += cpu[key, name]
+            floors[n, name] += base[name] } }
       }
       # Over the rounds of each N: a round moves with the machine (mostly the floor'\''s
       # window), so judge a change by both builds'\'' spread and their ratio of sums.
       for (n in rounds) for (b = 1; b <= 2; b++) {
         name = b == 1 ? "A" : "B"; lo = hi = ratio[n, name, 1]
         for (r = 2; r <= rounds[n]; r++) { x = ratio[n, name, r]; if (x < lo) lo = x; if (x > hi) hi = x }
-        printf "N=%s %s over %d rounds: %.2f-%.2f x the floor, %.2f x over all rounds\n", n, name, rounds[n], lo, hi, sum[n, name] / floors[n]
+        printf "N=%s %s over %d rounds: %.2f-%.2f x the floor, %.2f x over all rounds\n", n, name, rounds[n], lo, hi, sum[n, name] / floors[n, name]
       }
     }' "$OUT/fleet-compare.csv"
 }
@@ -558,6 +571,7 @@ compare_table() {
 fleet_two_builds() {
   [[ -x $EXPORTER_B ]] || { log "EXPORTER_B=$EXPORTER_B is not an executable"; return 1; }
   [[ $FLOOR != none ]] || { log "comparing two builds needs the floor"; return 1; }
+  [[ -z ${ETCD_SHARE_B:-} ]] || ((TOGETHER)) || { log "ETCD_SHARE_B needs the windows at once (TOGETHER=1, as root)"; return 1; }
   ensure_release
   ensure_floor
   ulimit -n "$(ulimit -Hn)"

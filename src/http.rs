@@ -21,7 +21,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use sha2::{Digest, Sha256};
 
 use crate::error_kind::ErrorKind;
@@ -325,44 +324,23 @@ pub enum BodyError {
 /// The body of `response`, refused as soon as it exceeds `cap` bytes: read in chunks, never
 /// with an unbounded `bytes()`. A `Content-Length` above the cap is refused before any read.
 ///
-/// A body that arrives in one chunk (nearly every answer of Patroni and etcd) is returned as
-/// hyper handed it over, with no buffer of our own and no copy: the fleet profile counted a
-/// buffer and a copy per answer among the allocations the floor does not make
-/// (docs/bench/profile-n1000.md).
-///
 /// # Errors
 /// [`BodyError::TooLarge`] past the cap, [`BodyError::Transport`] when a read fails.
-pub async fn read_body(response: &mut reqwest::Response, cap: usize) -> Result<Bytes, BodyError> {
+pub async fn read_body(response: &mut reqwest::Response, cap: usize) -> Result<Vec<u8>, BodyError> {
     if response
         .content_length()
         .is_some_and(|length| length > cap as u64)
     {
         return Err(BodyError::TooLarge);
     }
-    let Some(first) = next_chunk(response).await? else {
-        return Ok(Bytes::new());
-    };
-    if first.len() > cap {
-        return Err(BodyError::TooLarge);
-    }
-    let Some(second) = next_chunk(response).await? else {
-        return Ok(first);
-    };
-    let mut body = BytesMut::with_capacity(first.len() + second.len());
-    let mut chunk = Some(second);
-    body.extend_from_slice(&first);
-    while let Some(more) = chunk {
-        if body.len() + more.len() > cap {
+    let mut body = Vec::with_capacity(4096);
+    while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
+        if body.len() + chunk.len() > cap {
             return Err(BodyError::TooLarge);
         }
-        body.extend_from_slice(&more);
-        chunk = next_chunk(response).await?;
+        body.extend_from_slice(&chunk);
     }
-    Ok(body.freeze())
-}
-
-async fn next_chunk(response: &mut reqwest::Response) -> Result<Option<Bytes>, BodyError> {
-    response.chunk().await.map_err(BodyError::Transport)
+    Ok(body)
 }
 
 /// What a failed request's causes say: [`ErrorKind::Timeout`], [`ErrorKind::Tls`],
@@ -462,7 +440,7 @@ mod tests {
         url
     }
 
-    async fn body_of(url: &str, cap: usize) -> Result<Bytes, BodyError> {
+    async fn body_of(url: &str, cap: usize) -> Result<Vec<u8>, BodyError> {
         let files = TlsFiles {
             ca: None,
             identity: None,
@@ -495,7 +473,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_body_in_one_piece_is_kept_as_it_came() {
+    async fn a_body_in_one_piece_is_read_and_bounded_by_its_announced_length() {
         const HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-length: 11\r\nconnection: close\r\n\r\n";
         let url = answer_in_parts(HEAD, vec!["hello world"]).await;
         assert_eq!(&body_of(&url, 11).await.unwrap()[..], b"hello world");

@@ -17,7 +17,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use tokio::time::Instant;
 use url::Url;
 
@@ -115,7 +114,7 @@ enum Authorize {
 
 /// One answer: its HTTP status and body.
 struct Answer {
-    body: Bytes,
+    body: Vec<u8>,
     round_trip: Duration,
 }
 

@@ -9,7 +9,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use sha2::{Digest, Sha256};
 use url::Url;
 
@@ -179,7 +178,7 @@ impl PatroniClient {
     }
 
     /// One bounded GET; returns the body of a 200 answer.
-    async fn get(&self, url: &Url) -> Result<Bytes, PatroniError> {
+    async fn get(&self, url: &Url) -> Result<Vec<u8>, PatroniError> {
         Ok(self.get_answer(url, &[200]).await?.body)
     }
 
@@ -355,7 +354,7 @@ struct Answer {
     round_trip: Duration,
     /// The whole request: connect (and TLS handshake), request, headers and body.
     took: Duration,
-    body: Bytes,
+    body: Vec<u8>,
 }
 
 /// A member's own `/patroni`, as [`PatroniClient::member_status`] read it.
