@@ -420,68 +420,6 @@ mod tests {
         assert!(!causes(plain.as_ref()).any(|cause| cause.is::<rustls::Error>()));
     }
 
-    /// A server that writes `parts` one after the other, 20 ms apart, after `head`: the
-    /// client sees each part as a chunk of its own.
-    async fn answer_in_parts(head: &'static str, parts: Vec<&'static str>) -> String {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/", listener.local_addr().unwrap());
-        tokio::spawn(async move {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            let mut request = [0u8; 1024];
-            let _ = socket.read(&mut request).await;
-            socket.write_all(head.as_bytes()).await.unwrap();
-            for part in parts {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                socket.write_all(part.as_bytes()).await.unwrap();
-                socket.flush().await.unwrap();
-            }
-        });
-        url
-    }
-
-    async fn body_of(url: &str, cap: usize) -> Result<Vec<u8>, BodyError> {
-        let files = TlsFiles {
-            ca: None,
-            identity: None,
-        };
-        let client = build_client(&TlsSettings::default(), &files, Duration::from_secs(5)).unwrap();
-        let mut response = client.get(url).send().await.unwrap();
-        read_body(&mut response, cap).await
-    }
-
-    #[tokio::test]
-    async fn a_body_in_chunks_is_read_whole_and_bounded_by_the_cap() {
-        const CHUNKED: &str =
-            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
-        let parts = || {
-            vec![
-                "5\r\nhello\r\n",
-                "1\r\n \r\n",
-                "5\r\nworld\r\n",
-                "0\r\n\r\n",
-            ]
-        };
-        let url = answer_in_parts(CHUNKED, parts()).await;
-        assert_eq!(&body_of(&url, 11).await.unwrap()[..], b"hello world");
-        let url = answer_in_parts(CHUNKED, parts()).await;
-        assert!(matches!(body_of(&url, 10).await, Err(BodyError::TooLarge)));
-        let url = answer_in_parts(CHUNKED, parts()).await;
-        assert!(matches!(body_of(&url, 4).await, Err(BodyError::TooLarge)));
-        let url = answer_in_parts(CHUNKED, vec!["0\r\n\r\n"]).await;
-        assert!(body_of(&url, 4).await.unwrap().is_empty());
-    }
-
-    #[tokio::test]
-    async fn a_body_in_one_piece_is_read_and_bounded_by_its_announced_length() {
-        const HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-length: 11\r\nconnection: close\r\n\r\n";
-        let url = answer_in_parts(HEAD, vec!["hello world"]).await;
-        assert_eq!(&body_of(&url, 11).await.unwrap()[..], b"hello world");
-        // The announced length alone refuses it.
-        let url = answer_in_parts(HEAD, vec!["hello world"]).await;
-        assert!(matches!(body_of(&url, 10).await, Err(BodyError::TooLarge)));
-    }
-
     #[test]
     fn a_certificate_without_its_key_is_refused() {
         let tls = TlsSettings {

@@ -32,6 +32,9 @@ pub enum Reply {
     EndlessHeaders,
     /// A redirect to another location.
     Redirect(String),
+    /// These bytes as they are (status line, headers and body), each part 20 ms after the
+    /// one before so that the client reads it as a chunk of its own, then the end.
+    Raw(Vec<&'static str>),
     /// This reply, after this delay (a slow member or link).
     Delayed(Duration, Box<Reply>),
 }
@@ -251,6 +254,13 @@ async fn answer_inner<S: AsyncRead + AsyncWrite + Unpin>(
                     .write_all(b"X-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n")
                     .await?;
                 tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        Reply::Raw(parts) => {
+            for part in parts {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                stream.write_all(part.as_bytes()).await?;
+                stream.flush().await?;
             }
         }
         Reply::Redirect(location) => {

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use patroni_raft_exporter::config::{ClusterConfig, DcsSettings, RaftSettings};
 use patroni_raft_exporter::error_kind::ErrorKind;
+use patroni_raft_exporter::http::{build_client, read_body, BodyError, TlsFiles, TlsSettings};
 use patroni_raft_exporter::metrics::exposition::Format;
 use patroni_raft_exporter::metrics::Store;
 use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
@@ -971,4 +972,61 @@ async fn a_fleet_of_hostile_peers() {
         "RSS grew by {} KiB",
         rss_end - rss_before
     );
+}
+
+/// The body of `reply`, as the clients read it (`http::read_body`) with the cap `cap`.
+async fn body_read_with_cap(reply: Reply, cap: usize) -> Result<Vec<u8>, BodyError> {
+    let member = FakePatroni::start("127.0.0.1").await;
+    member.route("/patroni", reply);
+    let files = TlsFiles {
+        ca: None,
+        identity: None,
+    };
+    let client = build_client(&TlsSettings::default(), &files, Duration::from_secs(5)).unwrap();
+    let mut response = client
+        .get(format!("{}/patroni", member.url()))
+        .send()
+        .await
+        .unwrap();
+    read_body(&mut response, cap).await
+}
+
+#[tokio::test]
+async fn a_body_in_chunks_is_read_whole_and_bounded_by_the_cap() {
+    const CHUNKED: &str =
+        "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+    let chunked = |parts: &[&'static str]| Reply::Raw([&[CHUNKED][..], parts].concat());
+    let hello_world = [
+        "5\r\nhello\r\n",
+        "1\r\n \r\n",
+        "5\r\nworld\r\n",
+        "0\r\n\r\n",
+    ];
+    let body = body_read_with_cap(chunked(&hello_world), 11).await.unwrap();
+    assert_eq!(body, b"hello world");
+    let past_the_cap = body_read_with_cap(chunked(&hello_world), 10).await;
+    assert!(matches!(past_the_cap, Err(BodyError::TooLarge)));
+    let first_chunk_past_it = body_read_with_cap(chunked(&hello_world), 4).await;
+    assert!(matches!(first_chunk_past_it, Err(BodyError::TooLarge)));
+    let empty = body_read_with_cap(chunked(&["0\r\n\r\n"]), 4)
+        .await
+        .unwrap();
+    assert!(empty.is_empty());
+}
+
+#[tokio::test]
+async fn a_body_in_one_piece_is_read_and_bounded_by_its_announced_length() {
+    let one_piece = || {
+        Reply::Raw(vec![
+            "HTTP/1.1 200 OK\r\ncontent-length: 11\r\nconnection: close\r\n\r\n",
+            "hello world",
+        ])
+    };
+    assert_eq!(
+        body_read_with_cap(one_piece(), 11).await.unwrap(),
+        b"hello world"
+    );
+    // The announced length alone refuses it.
+    let announced = body_read_with_cap(one_piece(), 10).await;
+    assert!(matches!(announced, Err(BodyError::TooLarge)));
 }
