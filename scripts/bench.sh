@@ -70,6 +70,8 @@
 #   SIM_WORKERS=1 FLOOR (the floor client; none: skip the floor) PERF=1 PERF_FREQ=999 (real)
 #   ETCD_SHARE=0 (percent of the fleet's clusters on etcd: fleet) ETCD_SHARE_B (B's, at once)
 #   EXPORTER_B (a second build: fleet compares the two) ROUNDS=2 ENCODE_SCRAPES TOGETHER
+#   SETTLE=$INTERVAL (s from ready to a compare window; the floor starts all N first polls at
+#   once, and on a slow machine their tail ran into a window of one interval: its mix said so)
 #   PLOT_VENV=$E2E_WORK/venv-plot EXPORTER_ARGS (extra flags of the fleet's exporter, e.g.
 #   "--no-collector.views --no-collector.probes" to measure what those collectors cost)
 # Everything runs on 127.0.0.1/8, every wait is bounded, and only processes started here
@@ -424,7 +426,7 @@ compare_window() {
     wait_for 120 "${in_ns[@]}" curl -fsS "http://127.0.0.1:$PORT/-/ready" || { log "exporter $name not ready"; return 1; }
   fi
   local ready=$((SECONDS - started))
-  sleep "$INTERVAL"
+  sleep "${SETTLE:-$INTERVAL}"
   local t0 c0 t1 c1 m0 m1 i load
   t0=$(date +%s.%N); c0=$(cpu_ticks "$pid"); m0=$(request_mix "$dir/stats")
   for ((i = 0; i < CYCLES; i++)); do

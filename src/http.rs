@@ -333,7 +333,13 @@ pub async fn read_body(response: &mut reqwest::Response, cap: usize) -> Result<V
     {
         return Err(BodyError::TooLarge);
     }
-    let mut body = Vec::with_capacity(4096);
+    // As large as the announced length (already checked against the cap), else grown to the
+    // first chunk's exact size: a fixed 4 KiB buffer was a large-bin allocation for every
+    // answer, most of which are under 1 KiB, and glibc consolidates its fast bins on each.
+    let announced = response
+        .content_length()
+        .map_or(0, |length| length as usize);
+    let mut body = Vec::with_capacity(announced);
     while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
         if body.len() + chunk.len() > cap {
             return Err(BodyError::TooLarge);

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::FutureExt;
 use tokio::time::Instant;
 use url::Url;
 
@@ -328,17 +329,20 @@ impl EtcdClient {
     }
 
     /// `request`, failing as a timeout at the earlier of the caller's deadline and the
-    /// client's timeout from now.
-    async fn bounded<T>(
+    /// client's timeout from now. A plain function over tokio's `Timeout`: an `async fn`
+    /// would hold the request's future twice (the argument, and the value it awaits).
+    fn bounded<T>(
         &self,
         deadline: Instant,
         request: impl std::future::Future<Output = Result<T, EtcdError>>,
-    ) -> Result<T, EtcdError> {
+    ) -> impl std::future::Future<Output = Result<T, EtcdError>> {
         let started = Instant::now();
         let bound = self.bound(deadline);
-        tokio::time::timeout_at(bound, request)
-            .await
-            .unwrap_or_else(|_| Err(EtcdError::Timeout(bound.saturating_duration_since(started))))
+        tokio::time::timeout_at(bound, request).map(move |answer| {
+            answer.unwrap_or_else(|_| {
+                Err(EtcdError::Timeout(bound.saturating_duration_since(started)))
+            })
+        })
     }
 
     /// One POST of `body`, with the token as `authorize` says; one new token and one retry

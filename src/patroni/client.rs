@@ -183,16 +183,12 @@ impl PatroniClient {
     }
 
     /// One bounded GET whose status must be one of `accepted`.
+    ///
+    /// Bounded by the client's timeout ([`build_client`]'s `timeout`), which reqwest applies
+    /// from the connect to the body's last byte and reports as a timeout ([`Self::classify`]).
+    /// No second timer around it: one per request is what every request of a poll costs the
+    /// runtime's timer wheel, and the poll's deadline already adds one.
     async fn get_answer(&self, url: &Url, accepted: &[u16]) -> Result<Answer, PatroniError> {
-        let deadline = self.timeout;
-        // reqwest's own timeout covers the body too; this outer one makes the bound a property
-        // of this function rather than of a builder setting far away.
-        tokio::time::timeout(deadline, self.get_unbounded(url, accepted))
-            .await
-            .map_err(|_| PatroniError::Timeout(deadline))?
-    }
-
-    async fn get_unbounded(&self, url: &Url, accepted: &[u16]) -> Result<Answer, PatroniError> {
         let mut request = self.http.get(url.clone());
         if let Some(auth) = &self.settings.basic_auth {
             request = request.basic_auth(&auth.username, Some(auth.password.expose()));

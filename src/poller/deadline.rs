@@ -15,6 +15,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use futures::FutureExt;
 use tokio::time::Instant;
 
 use crate::patroni::PatroniError;
@@ -49,19 +50,24 @@ impl Deadline {
     }
 
     /// `request`, failing as a timeout when it is still running at the deadline.
-    pub(super) async fn rest<T>(
+    ///
+    /// A plain function over tokio's `Timeout`, not an `async fn`: an `async fn` keeps the
+    /// future it is given as an argument beside the copy it awaits, so each such wrapper
+    /// doubled the size of a request's future (a member's requests were 15 KB, allocated
+    /// and copied every poll).
+    pub(super) fn rest<T>(
         self,
         request: impl Future<Output = Result<T, PatroniError>>,
-    ) -> Result<T, PatroniError> {
-        match tokio::time::timeout_at(self.at, request).await {
-            Ok(answer) => answer,
-            Err(_) => Err(PatroniError::Timeout(self.at - self.started)),
-        }
+    ) -> impl Future<Output = Result<T, PatroniError>> {
+        let length = self.length();
+        tokio::time::timeout_at(self.at, request)
+            .map(move |answer| answer.unwrap_or(Err(PatroniError::Timeout(length))))
     }
 
-    /// `query` (a Raft node's status), or `None` when it is still running at the deadline.
-    pub(super) async fn raft<T>(self, query: impl Future<Output = T>) -> Option<T> {
-        tokio::time::timeout_at(self.at, query).await.ok()
+    /// `query` (a Raft node's status), or `None` when it is still running at the deadline
+    /// (a plain function, as [`Deadline::rest`]).
+    pub(super) fn raft<T>(self, query: impl Future<Output = T>) -> impl Future<Output = Option<T>> {
+        tokio::time::timeout_at(self.at, query).map(Result::ok)
     }
 
     /// The instant itself, for a source that takes its deadline as one (etcd).
@@ -76,7 +82,7 @@ impl Deadline {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     #[tokio::test(start_paused = true)]
@@ -97,5 +103,29 @@ mod tests {
         let late = Deadline::of_poll(Duration::from_secs(1));
         assert_eq!(late.raft(async { 3 }).await, Some(3));
         assert_eq!(late.raft(std::future::pending::<u8>()).await, None);
+    }
+
+    /// A request whose future holds 4 KiB across its await, as a stand-in for a real one.
+    pub(in crate::poller) async fn heavy_request() -> Result<u8, PatroniError> {
+        let buffer = std::hint::black_box([7u8; 4096]);
+        tokio::task::yield_now().await;
+        Ok(buffer[4095])
+    }
+
+    #[tokio::test]
+    async fn the_deadline_holds_a_request_once() {
+        let alone = std::mem::size_of_val(&heavy_request());
+        let deadline = Deadline::of_poll(Duration::from_secs(2));
+        let bounded = deadline.rest(heavy_request());
+        // The timer and the result's room beside the request, not a second request.
+        assert!(
+            std::mem::size_of_val(&bounded) < alone + 1024,
+            "{} bytes for a request of {alone}",
+            std::mem::size_of_val(&bounded)
+        );
+        assert!(matches!(bounded.await, Ok(7)));
+        let raft = deadline.raft(heavy_request());
+        assert!(std::mem::size_of_val(&raft) < alone + 1024);
+        assert!(matches!(raft.await, Some(Ok(7))));
     }
 }

@@ -75,14 +75,17 @@ impl RaftQuery {
                 argv,
                 password,
                 timeout,
-            } => raft::run_status_command(
-                argv,
-                node,
-                password.as_ref().map(|p| p.expose().as_bytes()),
-                *timeout,
-            )
-            .await
-            .map(|status| (status, None)),
+            } => {
+                // Boxed: a child process's future would size every native query by it.
+                Box::pin(raft::run_status_command(
+                    argv,
+                    node,
+                    password.as_ref().map(|p| p.expose().as_bytes()),
+                    *timeout,
+                ))
+                .await
+                .map(|status| (status, None))
+            }
         }
     }
 }
@@ -323,17 +326,20 @@ impl Requests<'_> {
     {
         let base = base?;
         let limit = self.member_limits.of(base);
-        Some(self.limited(&limit, request(base)).await)
+        Some(self.limited(&limit, || request(base)).await)
     }
 
     /// `request` under the member's `limit` and a permit of the poll, by the deadline
     /// ([`limited`]).
-    async fn limited<T>(
-        &self,
-        limit: &Semaphore,
-        request: impl std::future::Future<Output = Result<T, PatroniError>>,
-    ) -> Result<T, PatroniError> {
-        limited(self.deadline, limit, self.permits, request).await
+    fn limited<'s, T: 's, F>(
+        &'s self,
+        limit: &'s Semaphore,
+        start: impl FnOnce() -> F + 's,
+    ) -> impl std::future::Future<Output = Result<T, PatroniError>> + 's
+    where
+        F: std::future::Future<Output = Result<T, PatroniError>> + 's,
+    {
+        limited(self.deadline, limit, self.permits, start)
     }
 
     /// Starts the own `/patroni` of each of the `remembered` members (listed or departed in
@@ -362,8 +368,7 @@ impl Requests<'_> {
                 );
                 let url = api_url.clone();
                 let (request, answer) = async move {
-                    let request = client.member_status(&url);
-                    limited(deadline, &limit, &permits, request).await
+                    limited(deadline, &limit, &permits, || client.member_status(&url)).await
                 }
                 .remote_handle();
                 tokio::spawn(request);
@@ -401,7 +406,7 @@ impl Requests<'_> {
         let own = match started {
             Some(own) => own.await,
             None => {
-                self.limited(&limit, self.client.member_status(&api_url))
+                self.limited(&limit, || self.client.member_status(&api_url))
                     .await
             }
         };
@@ -422,17 +427,16 @@ impl Requests<'_> {
             if !wants.cluster {
                 return None;
             }
-            let answer = self.limited(&limit, self.checked_cluster(&base)).await;
+            let answer = self.limited(&limit, || self.checked_cluster(&base)).await;
             Some(answer.map_err(|e| Failure::from(&e)))
         };
+        // `/config` and the probes are asked of one member a poll (the rotated one): boxed,
+        // their futures take room in that member's alone.
         let config = async {
             if !wants.config {
                 return None;
             }
-            Some(
-                self.limited(&limit, self.client.dynamic_config(&base))
-                    .await,
-            )
+            Some(Box::pin(self.limited(&limit, || self.client.dynamic_config(&base))).await)
         };
         let probes = async {
             if !wants.probes {
@@ -443,14 +447,19 @@ impl Requests<'_> {
                     return None;
                 }
                 Some(
-                    self.limited(&limit, self.client.probe(&base, "readiness"))
+                    self.limited(&limit, || self.client.probe(&base, "readiness"))
                         .await,
                 )
             };
-            Some(tokio::join!(
-                self.limited(&limit, self.client.probe(&base, "liveness")),
-                readiness
-            ))
+            Some(
+                Box::pin(async {
+                    tokio::join!(
+                        self.limited(&limit, || self.client.probe(&base, "liveness")),
+                        readiness
+                    )
+                })
+                .await,
+            )
         };
         let (cluster, config, probes) = tokio::join!(cluster, config, probes);
         MemberAnswers {
@@ -552,20 +561,53 @@ pub(super) fn check_member_count(view: ClusterView) -> Result<ClusterView, Patro
     Ok(view)
 }
 
-/// `request` under a permit of the member (`limit`), then one of the poll (`permits`): in
-/// this order, so that no poll permit is held while waiting for a member's. Ends by the
-/// poll's `deadline`, the wait for the permits included.
-async fn limited<T>(
+/// The request `start` makes, under a permit of the member (`limit`), then one of the poll
+/// (`permits`): in this order, so that no poll permit is held while waiting for a member's.
+/// Ends by the poll's `deadline`, the wait for the permits included.
+///
+/// It takes the request as a function that makes it once the permits are held, and is a
+/// plain function rather than an `async fn`: a future passed by value into an `async fn`
+/// or `async move` block is stored twice (as the argument, and as the value being awaited),
+/// so the request's future would be held twice in each such layer ([`Deadline::rest`]).
+fn limited<'a, T: 'a, F>(
     deadline: Deadline,
-    limit: &Semaphore,
-    permits: &Semaphore,
-    request: impl std::future::Future<Output = Result<T, PatroniError>>,
-) -> Result<T, PatroniError> {
-    deadline
-        .rest(async {
-            let _member_permit = limit.acquire().await;
-            let _permit = permits.acquire().await;
-            request.await
-        })
-        .await
+    limit: &'a Semaphore,
+    permits: &'a Semaphore,
+    start: impl FnOnce() -> F + 'a,
+) -> impl std::future::Future<Output = Result<T, PatroniError>> + 'a
+where
+    F: std::future::Future<Output = Result<T, PatroniError>> + 'a,
+{
+    deadline.rest(async move {
+        let _member_permit = limit.acquire().await;
+        let _permit = permits.acquire().await;
+        start().await
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::poller::deadline::tests::heavy_request;
+
+    #[tokio::test]
+    async fn a_limited_request_is_held_once() {
+        let alone = std::mem::size_of_val(&heavy_request());
+        let (limit, permits) = (Semaphore::new(1), Semaphore::new(1));
+        let deadline = Deadline::of_poll(Duration::from_secs(2));
+        let request = limited(deadline, &limit, &permits, heavy_request);
+        // An `async fn` taking the request by value held it two to four times (15 KB for
+        // a member's requests before): here the permits' and the timer's room beside one.
+        assert!(
+            std::mem::size_of_val(&request) < alone + 1024,
+            "{} bytes for a request of {alone}",
+            std::mem::size_of_val(&request)
+        );
+        assert!(matches!(request.await, Ok(7)));
+        assert_eq!(
+            permits.available_permits(),
+            1,
+            "the poll's permit is given back"
+        );
+    }
 }

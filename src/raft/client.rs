@@ -77,8 +77,9 @@ pub fn decode_payload(
         }
         None => payload,
     };
-    let pickled = zlib::decompress(compressed, limits.max_decompressed_bytes)?;
-    pickle::decode(&pickled, limits.pickle)
+    zlib::decompress_into(compressed, limits.max_decompressed_bytes, |pickled| {
+        pickle::decode(pickled, limits.pickle)
+    })
 }
 
 /// Encodes one payload to send: a zlib stream of stored blocks (not compressed: the

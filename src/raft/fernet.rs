@@ -212,13 +212,16 @@ pub fn decrypt(key: &RaftKey, token: &[u8]) -> Result<Vec<u8>, RaftError> {
         .map_err(|_| RaftError::decode("fernet: HMAC mismatch (corrupted token or other key)"))?;
     let mut iv = [0u8; IV_LEN];
     iv.copy_from_slice(&signed[9..HEADER_LEN]);
-    let mut buf = signed[HEADER_LEN..].to_vec();
+    // Decrypted where it lies and moved to the front: one buffer per token, not two.
+    let ciphertext = HEADER_LEN..raw.len() - HMAC_LEN;
+    let mut raw = raw;
     let pt_len = Aes128CbcDec::new(&key.encryption.into(), &iv.into())
-        .decrypt_padded_mut::<Pkcs7>(&mut buf)
+        .decrypt_padded_mut::<Pkcs7>(&mut raw[ciphertext])
         .map_err(|_| RaftError::decode("fernet: bad padding"))?
         .len();
-    buf.truncate(pt_len);
-    Ok(buf)
+    raw.copy_within(HEADER_LEN..HEADER_LEN + pt_len, 0);
+    raw.truncate(pt_len);
+    Ok(raw)
 }
 
 /// The timestamp of a token, without verifying it (tests).

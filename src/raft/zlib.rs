@@ -122,33 +122,73 @@ fn compress_with(c: &mut Compress, data: &[u8]) -> Vec<u8> {
 /// Trailing bytes after the end of the stream are ignored (like Python's
 /// `zlib.decompress`, which keeps them as `unused_data`).
 pub fn decompress(data: &[u8], max_out: usize) -> Result<Vec<u8>, RaftError> {
+    decompress_into(data, max_out, |out| Ok(out.to_vec()))
+}
+
+/// `read` of the decompressed `data` (as [`decompress`], with its limit and errors). A
+/// stream that ends within the first window is read there, where it was inflated: no buffer
+/// is allocated for it and nothing copied. That is every status of a cluster of a few
+/// members (0.9–1.0 KiB pickled for three nodes: tests/fixtures/pysyncobj), three per poll
+/// of each cluster; a buffer for each, sized four times the compressed length (a size glibc
+/// serves from its large bins), was the Raft decoder's largest allocation.
+pub fn decompress_into<T>(
+    data: &[u8],
+    max_out: usize,
+    read: impl FnOnce(&[u8]) -> Result<T, RaftError>,
+) -> Result<T, RaftError> {
     INFLATE.with(|inflater| {
         let mut inflater = inflater.borrow_mut();
         let Inflater { state, chunk } = &mut *inflater;
         state.reset(true);
-        decompress_with(state, chunk, data, max_out)
+        let status = inflate_step(state, data, chunk)?;
+        let produced = state.total_out() as usize;
+        if produced > max_out {
+            return Err(exceeds(max_out));
+        }
+        if status == Status::StreamEnd {
+            return read(&chunk[..produced]);
+        }
+        let out = decompress_with(state, chunk, data, max_out, produced)?;
+        read(&out)
     })
 }
 
+/// One call of the inflater on what is left of `data`, into `chunk`.
+fn inflate_step(d: &mut Decompress, data: &[u8], chunk: &mut [u8]) -> Result<Status, RaftError> {
+    let consumed = d.total_in() as usize;
+    d.decompress(&data[consumed..], chunk, FlushDecompress::None)
+        .map_err(|e| RaftError::decode(format!("zlib: {e}")))
+}
+
+fn exceeds(max_out: usize) -> RaftError {
+    RaftError::decode(format!(
+        "zlib: decompressed size exceeds the limit of {max_out} bytes"
+    ))
+}
+
+/// The rest of a stream whose first `first` bytes are in `chunk` (the stream did not end
+/// there), gathered into one buffer.
 fn decompress_with(
     d: &mut Decompress,
     chunk: &mut [u8],
     data: &[u8],
     max_out: usize,
+    first: usize,
 ) -> Result<Vec<u8>, RaftError> {
     // A status deflates to about a third: room for that at once, within the limit.
-    let mut out: Vec<u8> = Vec::with_capacity(data.len().saturating_mul(4).min(max_out));
+    let mut out: Vec<u8> = Vec::with_capacity(data.len().saturating_mul(4).min(max_out).max(first));
+    out.extend_from_slice(&chunk[..first]);
+    if first == 0 && d.total_in() == 0 {
+        // No progress at all on the first step.
+        return Err(RaftError::decode("zlib: truncated stream"));
+    }
     loop {
         let in_before = d.total_in() as usize;
         let out_before = d.total_out();
-        let status = d
-            .decompress(&data[in_before..], chunk, FlushDecompress::None)
-            .map_err(|e| RaftError::decode(format!("zlib: {e}")))?;
+        let status = inflate_step(d, data, chunk)?;
         let produced = (d.total_out() - out_before) as usize;
         if out.len() + produced > max_out {
-            return Err(RaftError::decode(format!(
-                "zlib: decompressed size exceeds the limit of {max_out} bytes"
-            )));
+            return Err(exceeds(max_out));
         }
         out.extend_from_slice(&chunk[..produced]);
         match status {
