@@ -321,6 +321,9 @@ pub enum BodyError {
     Transport(reqwest::Error),
 }
 
+/// The most [`read_body`] reserves before the bytes arrive.
+const MAX_RESERVED_BODY: usize = 64 * 1024;
+
 /// The body of `response`, refused as soon as it exceeds `cap` bytes: read in chunks, never
 /// with an unbounded `bytes()`. A `Content-Length` above the cap is refused before any read.
 ///
@@ -336,10 +339,12 @@ pub async fn read_body(response: &mut reqwest::Response, cap: usize) -> Result<V
     // As large as the announced length (already checked against the cap), else grown to the
     // first chunk's exact size: a fixed 4 KiB buffer was a large-bin allocation for every
     // answer, most of which are under 1 KiB, and glibc consolidates its fast bins on each.
+    // At most 64 KiB reserved on the announcement alone: a member that announces the cap and
+    // hangs holds no more than that until the deadline.
     let announced = response
         .content_length()
         .map_or(0, |length| length as usize);
-    let mut body = Vec::with_capacity(announced);
+    let mut body = Vec::with_capacity(announced.min(MAX_RESERVED_BODY));
     while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
         if body.len() + chunk.len() > cap {
             return Err(BodyError::TooLarge);
