@@ -65,9 +65,11 @@ pub struct LearnedHosts {
     /// Named in plain-text Raft statuses.
     plain: BTreeSet<Host>,
     /// Hosts the DCS named before and no longer does, kept while `/cluster` still lists a
-    /// member on them ([`LearnedHosts::keep_listed`]): a voter removed from Raft (as Charmed
-    /// PostgreSQL does on a scale-down) leaves its member's key in `/cluster` until it expires,
-    /// and that member is still asked, as it was, rather than refused. For `api_url`s only
+    /// member on them, or the poller still asks a member there that left it
+    /// ([`LearnedHosts::keep_listed`]): a voter removed from Raft (as Charmed PostgreSQL does
+    /// on a scale-down) leaves its member's key in `/cluster` until it expires, and then is
+    /// remembered as departed for a `ttl`; that member is still asked, as it was, rather than
+    /// refused. For `api_url`s only
     /// (never a Raft query), with the trust they had: authenticated, or plain.
     retired_authenticated: BTreeSet<Host>,
     retired_plain: BTreeSet<Host>,
@@ -100,8 +102,9 @@ impl LearnedHosts {
         other_retired.clear();
     }
 
-    /// Forgets the retired hosts on which `/cluster` lists no member any more (`listed`: the
-    /// hosts of its members: their `host` and their `api_url`'s host).
+    /// Forgets the retired hosts on which no member is listed any more (`listed`: the hosts of
+    /// `/cluster`'s members and of the departed members still asked: their `host` and their
+    /// `api_url`'s host).
     pub fn keep_listed(&mut self, listed: &BTreeSet<Host>) {
         self.retired_authenticated
             .retain(|host| listed.contains(host));

@@ -294,7 +294,15 @@ impl Recorder<'_> {
         // Every target of this poll is noted (the DCS's last).
         self.tally.end_poll();
         if let Some(view) = &cluster {
-            let listed = view.members.iter().flat_map(member_hosts).collect();
+            // The departed members kept are asked in the next poll as they were: their hosts
+            // count as listed, so that a voter removed from Raft (a scale-down) is not refused
+            // as api_url_not_allowed once its key expires and until the memory lets it go.
+            let listed = view
+                .members
+                .iter()
+                .chain(departed.iter().map(|snapshot| &snapshot.member))
+                .flat_map(member_hosts)
+                .collect();
             self.policy.learned.keep_listed(&listed);
             self.discovery.remember(view, self.policy);
         }
