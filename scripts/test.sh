@@ -88,10 +88,11 @@ cargo_test() { nice -n 10 cargo test --locked --no-run && cargo test --locked; }
 cargo_doc() { RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --document-private-items --locked; }
 
 # on VERSION...: the Patroni versions an e2e step runs on, E2E_MATRICES's when it is set.
-# Each scenario runs its versions side by side, a cluster each, and a cluster's Patroni,
-# pysyncobj and PostgreSQL keep about a quarter of a core busy between its checks: on a 2-core
-# machine every scenario on both versions, four scripts at once, held the load at 20-49 and
-# timed out polls, etcd requests and the checks' own ground truth (2026-12-02). So a scenario
+# Each scenario runs its versions side by side, a cluster each, busy between its checks too
+# (`ps` in a loaded run: each Patroni process 3-4 % of a core, each debug exporter 2 %, each
+# Prometheus 5 %): on a 2-core machine every scenario on both versions, four scripts at once,
+# held the load at 20-49 and timed out polls, etcd requests and the checks' own ground truth
+# (2026-12-02). So a scenario
 # runs on both versions where their behaviour differs or where it is the proof the issue asks
 # for (the partition lab, the base scenarios, readiness by version, etcd), on 3.3.8 (what
 # Charmed PostgreSQL ships) where the charm's setup is under test, and the others alternate,
@@ -201,24 +202,26 @@ not_run() { # not_run I: a step it needs failed
 # run_lane LANE: its steps, at most LANE_JOBS at once, each as soon as what it needs passed
 # and LANE_STAGGER seconds after the lane's last start (one at a time: in the order written)
 run_lane() {
-  local i st max=${LANE_JOBS[$1]} stagger=${LANE_STAGGER[$1]} last=-1000000 queue=() running=() still=() blocked moved pids=()
+  local i st now max=${LANE_JOBS[$1]} stagger=${LANE_STAGGER[$1]} last=-1000000 queue=() running=() still=() blocked moved pids=()
   for i in "${!S_NAME[@]}"; do [[ ${S_LANE[$i]} == "$1" ]] && queue+=("$i"); done
   while ((${#queue[@]} + ${#running[@]})); do
     still=() moved=0
     for i in "${running[@]}"; do
       if [[ -e $LOGS/$i.done ]]; then wait "${pids[i]}"; moved=1; else still+=("$i"); fi
     done
-    running=("${still[@]}") still=() blocked=0
+    # one clock per pass: read per step, a second that ticks during a slow pass (a loaded
+    # machine) let a step late in the order start before the ones written above it
+    running=("${still[@]}") still=() blocked=0 now=$SECONDS
     for i in "${queue[@]}"; do
       if ((blocked)); then still+=("$i"); continue; fi
       st=0; needs_state "$i" || st=$?
       if ((st == 2)); then
         not_run "$i"
-      elif ((st == 0 && ${#running[@]} < max && SECONDS - last >= stagger)); then
+      elif ((st == 0 && ${#running[@]} < max && now - last >= stagger)); then
         run_one "$i" &
         pids[i]=$!
         running+=("$i")
-        last=$SECONDS
+        last=$now
       else
         still+=("$i")
         ((max > 1)) || blocked=1

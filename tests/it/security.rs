@@ -14,11 +14,11 @@ use patroni_raft_exporter::config::{ClusterConfig, DcsSettings, RaftSettings};
 use patroni_raft_exporter::error_kind::ErrorKind;
 use patroni_raft_exporter::http::{build_client, read_body, BodyError, TlsFiles, TlsSettings};
 use patroni_raft_exporter::metrics::exposition::Format;
-use patroni_raft_exporter::metrics::Store;
+use patroni_raft_exporter::metrics::{render_store, Store};
 use patroni_raft_exporter::patroni::fake::{FakePatroni, Reply};
 use patroni_raft_exporter::patroni::{BasicAuth, ClientSettings, PatroniClient, PatroniError};
 use patroni_raft_exporter::poller::ClusterPoller;
-use patroni_raft_exporter::raft::fake::{Behaviour, FakeRaftNode};
+use patroni_raft_exporter::raft::fake::{healthy_status_pickle, Behaviour, FakeRaftNode};
 use patroni_raft_exporter::raft::RaftKey;
 use patroni_raft_exporter::secret::Secret;
 use patroni_raft_exporter::snapshot::{SnapshotStore, WholeSnapshot};
@@ -366,6 +366,99 @@ async fn basic_auth_is_sent_and_api_urls_off_the_configured_hosts_are_not_follow
             .iter()
             .any(|path| r.starts_with(&format!("GET {path} ")))),
         "{followed:?}"
+    );
+}
+
+/// A Raft node whose status names `nodes` (itself first), on `listener`, with `key`.
+fn raft_node_naming(
+    listener: tokio::net::TcpListener,
+    nodes: &[&str],
+    key: &RaftKey,
+) -> FakeRaftNode {
+    let status = healthy_status_pickle(0, nodes);
+    FakeRaftNode::serve(listener, Behaviour::Serve(status), Some(key.clone()))
+        .unwrap()
+        .1
+}
+
+/// A scale-down as Charmed PostgreSQL makes it: the voter on 127.0.0.3 removed from Raft, its
+/// member's key left in `/cluster` until it expires, then the member remembered as departed
+/// and still asked. Raft no longer names its host, yet it is never refused as
+/// `api_url_not_allowed` on the way (its host was once forgotten with the key).
+#[tokio::test]
+async fn a_removed_voters_member_is_asked_as_before_until_it_is_let_go() {
+    let _shared = MEMORY.read().await;
+    let key = RaftKey::derive(b"s3cret");
+    let configured = FakePatroni::start("127.0.0.1").await;
+    let removed = FakePatroni::start("127.0.0.3").await;
+    let member = |name: &str, role: &str, fake: &FakePatroni, host: &str| {
+        format!(
+            r#"{{"name":"{name}","role":"{role}","state":"running","api_url":"{}/patroni","host":"{host}","timeline":1}}"#,
+            fake.url()
+        )
+    };
+    let both = format!(
+        r#"{{"scope":"scale-down","members":[{},{}]}}"#,
+        member("m0", "leader", &configured, "127.0.0.1"),
+        member("m2", "replica", &removed, "127.0.0.3")
+    );
+    let alone = format!(
+        r#"{{"scope":"scale-down","members":[{}]}}"#,
+        member("m0", "leader", &configured, "127.0.0.1")
+    );
+    for fake in [&configured, &removed] {
+        fake.route("/cluster", Reply::Json(both.clone().into_bytes()));
+        fake.route("/history", Reply::Json(b"[]".to_vec()));
+        fake.route("/config", Reply::Json(b"{}".to_vec()));
+    }
+    configured.route(
+        "/patroni",
+        Reply::Json(fixture("patroni-3.3.8/patroni-m0.json")),
+    );
+    removed.route(
+        "/patroni",
+        Reply::Json(fixture("patroni-3.3.8/patroni-m1.json")),
+    );
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let raft = listener.local_addr().unwrap().to_string();
+    let node = raft_node_naming(listener, &[&raft, "127.0.0.3:2222"], &key);
+    let config = hostile_config(
+        "scale-down",
+        &configured.url(),
+        Some((vec![raft.clone()], Some("s3cret"))),
+    );
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
+    poller.poll_once().await;
+    // -remove: the node names itself alone; the member is still listed.
+    drop(node);
+    let listener = tokio::net::TcpListener::bind(&raft).await.unwrap();
+    let _node = raft_node_naming(listener, &[&raft], &key);
+    poller.poll_once().await;
+    // Its key expired: listed nowhere, departed, still asked for a ttl.
+    configured.route("/cluster", Reply::Json(alone.into_bytes()));
+    poller.poll_once().await;
+    let asked_before = removed.requests().len();
+    let snapshot = poller.poll_once().await;
+    let store = Store::new(1);
+    store.publish(0, snapshot);
+    let output = render_store(&store, Format::PrometheusText);
+    assert_eq!(
+        errors(&output, "scale-down", "member", "api_url_not_allowed"),
+        0,
+        "{output}"
+    );
+    assert!(
+        removed.requests().len() > asked_before,
+        "the departed member was asked in the last poll: {:?}",
+        removed.requests()
+    );
+    assert!(
+        has(
+            &output,
+            "patroni_member_api_up{scope=\"scale-down\",member=\"m2\"} 1"
+        ),
+        "{output}"
     );
 }
 
