@@ -96,7 +96,7 @@ cargo_doc() { RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --document-private-
 # So a scenario runs on both versions where their behaviour differs or where the issue asks
 # for both (the base scenarios, readiness by version, etcd), on 3.3.8 (what Charmed PostgreSQL
 # ships) where the charm's setup is under test and for the partition lab (the longest, with
-# eight exporters per version), and the others alternate, so that each version meets most
+# seven exporters per version), and the others alternate, so that each version meets most
 # kinds of failure.
 on() { echo "${E2E_MATRICES:-$*}"; }
 
@@ -360,12 +360,16 @@ step --nice 10 "dashboards up to date and valid" scripts/gen-dashboards.sh --che
 lane build
 if (( RUN_E2E )); then
   step --id exporter "cargo build (exporter binary for e2e)" e2e_exporter_build
-  step --needs deps,exporter --nice 10 "the exporter binary holds no test double" scripts/check-no-test-doubles.sh "$EXPORTER_BIN"
 fi
 # what `cargo publish` packs holds every file the build reads (the dry run below builds it)
 step --needs deps "packaged crate: every file the build needs is in it" scripts/package-check.sh
 step --nice 10 "clippy -D warnings" cargo clippy --all-targets --locked -- -D warnings
 step "cargo test" cargo_test
+# last in the lane: niced beside the clusters it took 959 s there (its fleet-sim build), and
+# clippy and the tests waited for it (2026-12-02)
+if (( RUN_E2E )); then
+  step --needs deps,exporter --nice 10 "the exporter binary holds no test double" scripts/check-no-test-doubles.sh "$EXPORTER_BIN"
+fi
 if (( RUN_E2E )); then
   lane release
   step --id release --nice 10 "cargo build --release (the binary the package ships)" cargo build --release --locked --bin patroni-raft-exporter
@@ -400,15 +404,6 @@ if (( RUN_E2E )); then
   # (PatroniEtcdQuorumLost at a real Alertmanager); ~7 min (418 s, 2026-11-29). By hand on etcd
   # 3.5.1 too: add --etcd-for 4.1.5=3.5.1 (14 passed, 419 s)
   step "e2e Patroni on etcd, Patroni 4.1.5 3.3.11" tests/e2e/pylab/run.sh test_etcd_lab.py --patroni 4.1.5 3.3.11
-  # Patroni on an etcd with TLS, client certificates and auth (the typed layer): Patroni's etcd3
-  # with https, cacert, cert, key, user; the exporter by the README's flags with the
-  # least-privileged role of docs/security.md and by Patroni's YAML; a role without the prefix
-  # (forbidden), a wrong password and a certificate with a CommonName (auth), no password in
-  # argv, logs or /metrics, no alert in a real Prometheus; ~90 s (83-92 s, 2026-11-29). One
-  # version: both side by side (4.1.5 on etcd 3.5.1, 3.3.11 on 3.4: --patroni 4.1.5 3.3.11
-  # --etcd-for 4.1.5=3.5.1, 10 passed each in 75 s alone) timed out etcd's TLS and bcrypt-auth
-  # requests at the 2 s poll beside a second clean-clone run (load ~25 on 2 cores)
-  step "e2e etcd over TLS and auth, Patroni 4.1.5" tests/e2e/pylab/run.sh test_etcd_secure.py --patroni 4.1.5
   # stereo mode (Charmed PostgreSQL 16): two members and a Raft-only witness
   # (patroni_raft_controller) on port 2224; healthy (nothing pending for 150 s), the replica
   # stopped (PatroniRaftQuorumNoMargin fires after its for: 5m, no quorum-loss page), the
@@ -500,6 +495,17 @@ if (( RUN_E2E )); then
   # peer CA, every voter, the watcher a witness (~1 min)
   # shellcheck disable=SC2046  # one word per version
   step "e2e Charmed PostgreSQL's patroni.yml as the only configuration, Patroni $(on 3.3.8) 3.3.11" tests/e2e/charm-config.sh $(on 3.3.8) 3.3.11
+  # Patroni on an etcd with TLS, client certificates and auth (the typed layer): Patroni's etcd3
+  # with https, cacert, cert, key, user; the exporter by the README's flags with the
+  # least-privileged role of docs/security.md and by Patroni's YAML; a role without the prefix
+  # (forbidden), a wrong password and a certificate with a CommonName (auth), no password in
+  # argv, logs or /metrics, no alert in a real Prometheus; ~90 s (83-92 s, 2026-11-29). One
+  # version: both side by side (4.1.5 on etcd 3.5.1, 3.3.11 on 3.4: --patroni 4.1.5 3.3.11
+  # --etcd-for 4.1.5=3.5.1, 10 passed each in 75 s alone) timed out etcd's TLS and bcrypt-auth
+  # requests at the 2 s poll beside a second clean-clone run (load ~25 on 2 cores). After the
+  # long ones: started beside the clusters' bring-ups and the builds (+330 s), its etcd
+  # requests (TLS, bcrypt auth) timed out in three clean-clone runs here (2026-12-02)
+  step "e2e etcd over TLS and auth, Patroni 4.1.5" tests/e2e/pylab/run.sh test_etcd_secure.py --patroni 4.1.5
   # make deb (the release build above), lintian, dpkg -i, the unit's ExecStart as its user
   # against a real cluster, dpkg --purge leaves nothing (~1 min)
   step --needs deps,release "e2e Debian package: install, run as the unit does, purge" package_e2e
