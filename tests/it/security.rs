@@ -432,7 +432,16 @@ async fn a_removed_voters_member_is_asked_as_before_until_it_is_let_go() {
     poller.poll_once().await;
     // -remove: the node names itself alone; the member is still listed.
     drop(node);
-    let listener = tokio::net::TcpListener::bind(&raft).await.unwrap();
+    // The node's listener goes when its aborted task is dropped, on a later turn of the runtime.
+    let mut listener = None;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        if let Ok(bound) = tokio::net::TcpListener::bind(&raft).await {
+            listener = Some(bound);
+            break;
+        }
+    }
+    let listener = listener.expect("the node's port free again within a second");
     let _node = raft_node_naming(listener, &[&raft], &key);
     poller.poll_once().await;
     // Its key expired: listed nowhere, departed, still asked for a ttl.
