@@ -269,6 +269,24 @@ async fn failed_requests_are_classified_by_their_causes() {
 
 // ------------------------------------------------------------------ credentials and api_url
 
+/// Two members that both answer `cluster` to `/cluster`, an empty history and config, and
+/// Patroni 3.3.8's captured `/patroni` of m0 (`first`) and m1 (`second`).
+fn serve_two_members(first: &FakePatroni, second: &FakePatroni, cluster: &str) {
+    for member in [first, second] {
+        member.route("/cluster", Reply::Json(cluster.as_bytes().to_vec()));
+        member.route("/history", Reply::Json(b"[]".to_vec()));
+        member.route("/config", Reply::Json(b"{}".to_vec()));
+    }
+    first.route(
+        "/patroni",
+        Reply::Json(fixture("patroni-3.3.8/patroni-m0.json")),
+    );
+    second.route(
+        "/patroni",
+        Reply::Json(fixture("patroni-3.3.8/patroni-m1.json")),
+    );
+}
+
 #[tokio::test]
 async fn basic_auth_is_sent_and_api_urls_off_the_configured_hosts_are_not_followed() {
     let _shared = MEMORY.read().await;
@@ -283,19 +301,7 @@ async fn basic_auth_is_sent_and_api_urls_off_the_configured_hosts_are_not_follow
         configured.url(),
         elsewhere.url()
     );
-    for member in [&configured, &elsewhere] {
-        member.route("/cluster", Reply::Json(cluster.clone().into_bytes()));
-        member.route("/history", Reply::Json(b"[]".to_vec()));
-        member.route("/config", Reply::Json(b"{}".to_vec()));
-    }
-    configured.route(
-        "/patroni",
-        Reply::Json(fixture("patroni-3.3.8/patroni-m0.json")),
-    );
-    elsewhere.route(
-        "/patroni",
-        Reply::Json(fixture("patroni-3.3.8/patroni-m1.json")),
-    );
+    serve_two_members(&configured, &elsewhere, &cluster);
     let config = scoped_config("auth", &configured.url()).with(|config| {
         config.rest.basic_auth = Some(BasicAuth {
             username: "watcher".into(),
@@ -406,19 +412,7 @@ async fn a_removed_voters_member_is_asked_as_before_until_it_is_let_go() {
         r#"{{"scope":"scale-down","members":[{}]}}"#,
         member("m0", "leader", &configured, "127.0.0.1")
     );
-    for fake in [&configured, &removed] {
-        fake.route("/cluster", Reply::Json(both.clone().into_bytes()));
-        fake.route("/history", Reply::Json(b"[]".to_vec()));
-        fake.route("/config", Reply::Json(b"{}".to_vec()));
-    }
-    configured.route(
-        "/patroni",
-        Reply::Json(fixture("patroni-3.3.8/patroni-m0.json")),
-    );
-    removed.route(
-        "/patroni",
-        Reply::Json(fixture("patroni-3.3.8/patroni-m1.json")),
-    );
+    serve_two_members(&configured, &removed, &both);
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let raft = listener.local_addr().unwrap().to_string();
