@@ -14,7 +14,9 @@
 #                                /tmp/patroni-raft-exporter-e2e-slots-UID): every run of this
 #                                script on the machine shares them, so two runs side by side
 #                                run E2E_JOBS e2e scripts at once, not twice as many
-#   CI=release                   also `cargo publish --dry-run` (as for a tag on HEAD;
+#   CI=release                   also the release build, which the package test then packs
+#                                (else it packs the e2e debug build), and `cargo publish
+#                                --dry-run` (as for a tag on HEAD;
 #                                `make release-check` runs it alone)
 #
 # How it runs: the steps below are grouped in lanes, and the lanes run side by side. A lane's
@@ -62,10 +64,13 @@ e2e_exporter_build() {
   return "$rc"
 }
 
-# dpkg -i needs root; CI runs as root, a developer's machine may have sudo.
+# dpkg -i needs root; CI runs as root, a developer's machine may have sudo. A release packs its
+# release build; any other run the e2e scenarios' debug build (scripts/build-deb.sh, DEB_BINARY).
 # shellcheck disable=SC2317  # the lanes run it
 package_e2e() {
-  if ((EUID == 0)); then tests/e2e/package.sh 3.3.8; else sudo -n tests/e2e/package.sh 3.3.8; fi
+  local binary=()
+  is_release || binary=(DEB_BINARY="$EXPORTER_BIN")
+  if ((EUID == 0)); then env "${binary[@]}" tests/e2e/package.sh 3.3.8; else sudo -n env "${binary[@]}" tests/e2e/package.sh 3.3.8; fi
 }
 
 # A network namespace of its own needs root.
@@ -354,9 +359,10 @@ step --nice 10 "alert rules: promtool check/test, amtool" scripts/check-alerts.s
 step --nice 10 "dashboards up to date and valid" scripts/gen-dashboards.sh --check
 
 # cargo, in two lanes: the debug profile (the e2e scripts' exporter first, then the checks
-# nothing waits for) and the release profile (what the package step ships). Cargo locks each
-# profile's directory on its own, so both build at once: a release build with lto and one
-# codegen unit spends minutes on one core.
+# nothing waits for) and, for a release, the release profile (what the package ships). Cargo
+# locks each profile's directory on its own, so both build at once: a release build with lto and
+# one codegen unit spends minutes on one core (624 CPU s, the last step of a 2-core CI run, when
+# every run made it: any other run's package step packs the debug build).
 lane build
 if (( RUN_E2E )); then
   step --id exporter "cargo build (exporter binary for e2e)" e2e_exporter_build
@@ -370,7 +376,7 @@ step "cargo test" cargo_test
 if (( RUN_E2E )); then
   step --needs deps,exporter --nice 10 "the exporter binary holds no test double" scripts/check-no-test-doubles.sh "$EXPORTER_BIN"
 fi
-if (( RUN_E2E )); then
+if (( RUN_E2E )) && is_release; then
   lane release
   step --id release --nice 10 "cargo build --release (the binary the package ships)" cargo build --release --locked --bin patroni-raft-exporter
   # the release build the package ships (built here, packed by the package step): no fake node in it
@@ -506,9 +512,14 @@ if (( RUN_E2E )); then
   # long ones: started beside the clusters' bring-ups and the builds (+330 s), its etcd
   # requests (TLS, bcrypt auth) timed out in three clean-clone runs here (2026-12-02)
   step "e2e etcd over TLS and auth, Patroni 4.1.5" tests/e2e/pylab/run.sh test_etcd_secure.py --patroni 4.1.5
-  # make deb (the release build above), lintian, dpkg -i, the unit's ExecStart as its user
-  # against a real cluster, dpkg --purge leaves nothing (~1 min)
-  step --needs deps,release "e2e Debian package: install, run as the unit does, purge" package_e2e
+  # make deb (a release: the release build above; any other run: the e2e scripts' debug
+  # build), lintian, dpkg -i, the unit's ExecStart as its user against a real cluster,
+  # dpkg --purge leaves nothing (~1 min)
+  if is_release; then
+    step --needs deps,release "e2e Debian package (the release build): install, run as the unit does, purge" package_e2e
+  else
+    step "e2e Debian package (the e2e debug build): install, run as the unit does, purge" package_e2e
+  fi
 fi
 
 run_all

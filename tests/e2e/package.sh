@@ -4,7 +4,8 @@
 #
 # Usage: tests/e2e/package.sh [PATRONI_VERSION]     (default 3.3.8)
 #
-#   1. `scripts/build-deb.sh` (release build, man page and completions, cargo-deb); lintian
+#   1. `scripts/build-deb.sh` (the release build, or DEB_BINARY's: `make test` packs its e2e
+#      debug build, a release its release build; man page and completions, cargo-deb); lintian
 #      with no error (overrides, each with its reason: packaging/deb/lintian-overrides)
 #   2. `dpkg -i`: the system user (no shell, no home), /etc/patroni-raft-exporter
 #      root:patroni-raft-exporter 0750, the conffiles, every documented path
