@@ -3,7 +3,7 @@
 //! `process_virtual_memory_bytes`, `process_open_fds`, `process_max_fds` and
 //! `process_start_time_seconds`, with client_golang's names, help texts and types. So the
 //! panels and alerts written for any exporter work on this one, an operator sees what the
-//! exporter costs (it tunes malloc and raises its own fd limit: both show here), and the soak
+//! exporter costs (it raises its own fd limit: that shows here too), and the soak
 //! reads its figures from `/metrics` instead of from `/proc` outside.
 //!
 //! Why on `/metrics` only, read at most once a second: they are the process's figures at

@@ -3,8 +3,8 @@
 //! Why: every poller polls at once when it starts (at start-up, and after a reload), and
 //! later polls are spread over the interval ([`phase`]). For a large fleet that is
 //! thousands of requests in flight together: their connections, read buffers and futures
-//! made the heap's peak at start several times the heap while polling, the RSS kept that
-//! peak until `malloc_trim`, and swamped members timed many of the requests out. With the
+//! made the heap's peak at start several times the heap while polling, the RSS held that
+//! peak for a while, and swamped members timed many of the requests out. With the
 //! gate, at most
 //! [`FIRST_POLLS_AT_ONCE`] first polls run together, so a fleet that size or smaller (the
 //! usual one to three clusters) still polls everything at once.
