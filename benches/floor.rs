@@ -429,12 +429,13 @@ async fn poll(
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// The exporter's allocator (src/main.rs): the floor is the same client with the same
-/// runtime and allocator, so what the allocator saves is not counted as the exporter's own.
+/// The exporter's allocator and its settings (src/allocator.rs): the floor is the same client
+/// with the same runtime and allocator, so what the allocator saves is not the exporter's own.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> anyhow::Result<()> {
+    patroni_raft_exporter::allocator::configure();
     let mut args = std::env::args().skip(1);
     let mut config = None;
     let mut duration = Duration::from_secs(60);

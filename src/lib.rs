@@ -37,6 +37,7 @@
 //! * [`status`]: the `status` subcommand: one poll, judged and printed, with Nagios exit codes.
 //! * [`address`]: hosts and Raft node addresses in one normal form, below the configuration
 //!   and the snapshot that compare them.
+//! * [`allocator`]: mimalloc's settings, for the binary and the benchmark's floor.
 //! * [`error_kind`]: why a request failed, as both sources, the judgements and the labels
 //!   name it.
 
@@ -46,6 +47,7 @@
 #![allow(rustdoc::private_intra_doc_links)]
 
 pub mod address;
+pub mod allocator;
 pub mod app;
 pub mod capped_file;
 pub mod cli;

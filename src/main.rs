@@ -3,21 +3,12 @@
 use patroni_raft_exporter::cli::{self, Command};
 use patroni_raft_exporter::{app, status};
 
-/// The allocator: mimalloc, not glibc's malloc.
-///
-/// A poll allocates on one worker thread and frees on another (a request's buffers, the
-/// snapshot the encoder drops), and with glibc both threads then took an arena's lock: at
-/// N = 1000 the allocator and `memcpy` were 20 % of the exporter's CPU against 13.5 % of the
-/// floor's, glibc's arena lock 211 profile samples against 54 (docs/bench/profile-n1000.md).
-/// mimalloc frees into per-thread pages without a lock. Measured at once against the floor
-/// (docs/performance.md, "The floor"), it took about a tenth off the CPU per poll cycle, and
-/// unlike glibc it returns freed pages to the system by itself, so the exporter no longer tunes
-/// or trims glibc's arenas. 2.x (the `v2` feature) keeps the RSS where glibc's trimmed heap
-/// was; the benchmark's floor uses the same allocator.
+/// mimalloc, not glibc's malloc: [`patroni_raft_exporter::allocator`] says why.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    patroni_raft_exporter::allocator::configure();
     let args = cli::parse();
     if let Some(what) = args.generate {
         return match cli::generate(what, &mut std::io::stdout().lock()) {
