@@ -5,7 +5,7 @@
 //! arena's lock: at N = 1000 the allocator and `memcpy` were a fifth of the exporter's CPU
 //! against an eighth of the floor's, glibc's arena lock 211 profile samples against 54
 //! (docs/bench/profile-n1000.md). mimalloc frees into per-thread pages without a lock. Measured
-//! at once against the floor (docs/performance.md, "The floor"), it took 7–10 % off the
+//! at once beside the glibc build (docs/performance.md, "The floor"), it took 6–8 % off the
 //! exporter's CPU per poll cycle.
 //!
 //! Why these settings: with mimalloc's defaults the exporter held 77 MiB at N = 1000 against
