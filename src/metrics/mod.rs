@@ -150,12 +150,16 @@ impl EncodedCluster {
         })
     }
 
-    /// The samples of family `index` of the catalog.
-    fn family(&self, index: usize) -> &str {
+    /// The samples of family `index` of the catalog, as bytes: slicing the `String` would
+    /// check that both ends are character boundaries by reading the text there, a cache miss
+    /// per cluster and family at a large fleet's scrape, empty chunks included (a profile at
+    /// N = 1000 put 80 % of the assembly's own time on those two reads). The ends are those of
+    /// whole lines, so the slice is UTF-8 all the same.
+    fn family(&self, index: usize) -> &[u8] {
         let start = index
             .checked_sub(1)
             .map_or(0, |previous| self.ends[previous] as usize);
-        &self.text[start..self.ends[index] as usize]
+        &self.text.as_bytes()[start..self.ends[index] as usize]
     }
 
     /// Bytes of samples.

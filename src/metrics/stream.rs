@@ -43,7 +43,10 @@ use super::{EncodedCluster, BUILD_INFO, CATALOG};
 /// The size a frame is filled to (a frame ends after the chunk that crosses it). Small
 /// enough that hyper's queue of a slow connection (up to 16 frames) stays a few hundred KiB
 /// and a frame's gzip short; large enough that the per-frame overhead (a chunk header, a
-/// poll of the body) is negligible for a large exposition.
+/// poll of the body) is negligible for a large exposition. Not larger: frames of 64 KiB
+/// (80 KiB allocations) came each from pages the allocator had just given back
+/// (`crate::allocator` returns freed pages at once), 6 900 page faults per scrape at
+/// N = 1000 and 17 ms of assembly CPU against 10.
 pub const FRAME: usize = 16 * 1024;
 
 /// Where the assembly is.
@@ -51,12 +54,15 @@ pub const FRAME: usize = 16 * 1024;
 enum Stage {
     /// The exporter's own build info.
     Head,
-    /// The descriptor of family `index` of the catalog, if any cluster has samples in it.
-    Descriptor(usize),
-    /// The chunks of family `index`, from cluster `from` on.
+    /// Family `index` of the catalog, from its first cluster.
+    Family(usize),
+    /// The chunks of family `index`, from cluster `from` on; `described` once its descriptor
+    /// is written, which it is just before the first chunk that is not empty (a family no
+    /// cluster has samples in gets none).
     Chunks {
         index: usize,
         from: usize,
+        described: bool,
     },
     /// `# EOF` in OpenMetrics.
     Tail,
@@ -121,32 +127,40 @@ impl Exposition {
                     if let Some(process) = &self.process {
                         out.extend_from_slice(process.text(self.format).as_bytes());
                     }
-                    Stage::Descriptor(0)
+                    Stage::Family(0)
                 }
-                Stage::Descriptor(index) if index == self.catalog.len() => Stage::Tail,
-                Stage::Descriptor(index) => {
-                    if self
-                        .clusters
-                        .iter()
-                        .all(|cluster| cluster.family(index).is_empty())
-                    {
-                        Stage::Descriptor(index + 1)
-                    } else {
-                        let descriptor = self.catalog.descriptor(index);
-                        out.extend_from_slice(descriptor.text(self.format).as_bytes());
-                        Stage::Chunks { index, from: 0 }
-                    }
-                }
-                Stage::Chunks { index, from } => {
+                Stage::Family(index) if index == self.catalog.len() => Stage::Tail,
+                Stage::Family(index) => Stage::Chunks {
+                    index,
+                    from: 0,
+                    described: false,
+                },
+                Stage::Chunks {
+                    index,
+                    from,
+                    mut described,
+                } => {
                     let mut next = from;
                     while next < self.clusters.len() && out.len() < limit {
-                        out.extend_from_slice(self.clusters[next].family(index).as_bytes());
+                        let chunk = self.clusters[next].family(index);
+                        if !chunk.is_empty() {
+                            if !described {
+                                let descriptor = self.catalog.descriptor(index);
+                                out.extend_from_slice(descriptor.text(self.format).as_bytes());
+                                described = true;
+                            }
+                            out.extend_from_slice(chunk);
+                        }
                         next += 1;
                     }
                     if next == self.clusters.len() {
-                        Stage::Descriptor(index + 1)
+                        Stage::Family(index + 1)
                     } else {
-                        Stage::Chunks { index, from: next }
+                        Stage::Chunks {
+                            index,
+                            from: next,
+                            described,
+                        }
                     }
                 }
                 Stage::Tail => {

@@ -675,7 +675,7 @@ fn concatenated(
         }
         out.push_str(descriptor.text(format));
         for cluster in clusters {
-            out.push_str(cluster.family(index));
+            out.push_str(std::str::from_utf8(cluster.family(index)).unwrap());
         }
     }
     if format == Format::OpenMetrics {
