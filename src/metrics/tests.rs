@@ -710,6 +710,14 @@ fn fleet(clusters: usize) -> Vec<Arc<EncodedCluster>> {
 #[test]
 fn the_streamed_frames_are_the_whole_exposition_concatenated() {
     let encoded = fleet(40);
+    // A family's descriptor goes before its first chunk that is not empty: the fleet has a
+    // family the first cluster (one member) has no samples in and a later one has.
+    assert!(
+        (0..CATALOG.entries().count()).any(|index| encoded[0].family(index).is_empty()
+            && encoded
+                .iter()
+                .any(|cluster| !cluster.family(index).is_empty()))
+    );
     for format in [Format::OpenMetrics, Format::PrometheusText] {
         let frames: Vec<_> =
             stream::Exposition::new(encoded.clone(), Some(reading(1)), format).collect();
