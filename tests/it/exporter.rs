@@ -309,12 +309,20 @@ fn error_count(output: &str, source: &str, kind: &str) -> u64 {
 
 #[tokio::test]
 async fn hostile_members_give_the_right_error_kind_quickly() {
+    // Twice the 4 MiB cap: the fake copies its reply per request, and a 50 MB one (as this
+    // case had) took the 800 ms poll deadline beside a second CI run (load 15-25), so the
+    // read ended as a timeout before the cap was reached.
     let huge = {
         let mut body = b"{\"members\": [], \"scope\": \"".to_vec();
-        body.extend(std::iter::repeat_n(b'x', 50 * 1024 * 1024));
+        body.extend(std::iter::repeat_n(b'x', 8 * 1024 * 1024));
         body.extend_from_slice(b"\"}");
         body
     };
+    let cap = patroni_raft_exporter::patroni::ClientSettings::default().max_body_bytes;
+    assert!(
+        huge.len() > cap,
+        "the body must outgrow the cap of {cap} bytes"
+    );
     let deep = "[".repeat(100_000).into_bytes();
     let cases: Vec<(&str, Reply, &str)> = vec![
         ("500", Reply::Status(500), "http_status"),
@@ -326,7 +334,7 @@ async fn hostile_members_give_the_right_error_kind_quickly() {
         ("wrong types", Reply::Json(br#"{"members": [{"name": 1}]}"#.to_vec()), "decode"),
         ("out of range", Reply::Json(br#"{"members": [{"name":"a","role":"leader","state":"running","timeline": 1e999}]}"#.to_vec()), "decode"),
         ("nested 100k deep", Reply::Json(deep), "decode"),
-        ("50 MB body", Reply::Json(huge), "body_too_large"),
+        ("8 MiB body", Reply::Json(huge), "body_too_large"),
         ("redirect", Reply::Redirect("http://127.0.0.1:1/cluster".into()), "http_status"),
     ];
     for (name, reply, kind) in cases {
