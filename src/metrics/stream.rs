@@ -54,8 +54,6 @@ pub const FRAME: usize = 16 * 1024;
 enum Stage {
     /// The exporter's own build info.
     Head,
-    /// Family `index` of the catalog, from its first cluster.
-    Family(usize),
     /// The chunks of family `index`, from cluster `from` on; `described` once its descriptor
     /// is written, which it is just before the first chunk that is not empty (a family no
     /// cluster has samples in gets none).
@@ -118,6 +116,19 @@ impl Exposition {
         Exposition { process, ..self }
     }
 
+    /// Family `index` of the catalog from its first cluster, or the tail after the last.
+    fn family_from_start(&self, index: usize) -> Stage {
+        if index == self.catalog.len() {
+            Stage::Tail
+        } else {
+            Stage::Chunks {
+                index,
+                from: 0,
+                described: false,
+            }
+        }
+    }
+
     /// Appends to `out` until it holds at least `limit` bytes or the exposition ends.
     fn fill(&mut self, out: &mut Vec<u8>, limit: usize) {
         while out.len() < limit {
@@ -127,14 +138,8 @@ impl Exposition {
                     if let Some(process) = &self.process {
                         out.extend_from_slice(process.text(self.format).as_bytes());
                     }
-                    Stage::Family(0)
+                    self.family_from_start(0)
                 }
-                Stage::Family(index) if index == self.catalog.len() => Stage::Tail,
-                Stage::Family(index) => Stage::Chunks {
-                    index,
-                    from: 0,
-                    described: false,
-                },
                 Stage::Chunks {
                     index,
                     from,
@@ -154,7 +159,7 @@ impl Exposition {
                         next += 1;
                     }
                     if next == self.clusters.len() {
-                        Stage::Family(index + 1)
+                        self.family_from_start(index + 1)
                     } else {
                         Stage::Chunks {
                             index,

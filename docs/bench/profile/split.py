@@ -33,7 +33,7 @@ PARTS = [
 ALLOCATOR = re.compile(
     r"^(_int_malloc|malloc|malloc_consolidate|cfree|free|_int_free|unlink_chunk|realloc|"
     r"_int_realloc|__libc_calloc|__posix_memalign|_int_memalign|__memmove|__memcpy|"
-    r"_?mi_|mi_)")  # mimalloc's functions (the allocator since c9fb930)
+    r"_?mi_)")  # mimalloc's functions (the allocator since c9fb930)
 STANDARD = re.compile(r"^(<?alloc::|<?core::|<?std::|__rust|hashbrown|\[unknown\])")
 FRAME = re.compile(r"\s+[0-9a-f]+\s+(.*?)\s+\((.*)\)\s*$")
 
