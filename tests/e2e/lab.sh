@@ -680,7 +680,8 @@ changes=$(jq -c --argjson a "$T_ASYM" --argjson b "$T_ASYM_END" 'select(.src == 
 result asym "what Patroni did (members' own GET /patroni): $(jq -r --argjson a "$T_ASYM" '"\(.member)=\(.role)/\(.state)@+\((.t - $a) * 10 | round / 10)s"' <<<"$changes" | paste -sd' ')" "-"
 declare -A PREV_ROLE
 for m in postgresql-0 postgresql-1 postgresql-2; do
-  PREV_ROLE[$m]=$(jq -r --arg m "$m" --argjson a "$T_ASYM" 'select(.src == "member" and .member == $m and .t < $a) | .role' "$EVENTS" | tail -n1)
+  # a GET the recorder timed out (a loaded machine) is no role: an answer after it that repeats the last role is no change
+  PREV_ROLE[$m]=$(jq -r --arg m "$m" --argjson a "$T_ASYM" 'select(.src == "member" and .member == $m and .t < $a and .role != "unreachable") | .role' "$EVENTS" | tail -n1)
 done
 while read -r ch; do
   [[ -n $ch ]] || continue

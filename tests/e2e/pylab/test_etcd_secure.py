@@ -27,7 +27,9 @@ Patroni cluster on it (`etcd3:` with `protocol: https`, `cacert`, `cert`, `key`,
                     tests' fixture), `auth` counted and its reason logged, quorum from /health
   healthy           over the exporters' first 45 s: no alert pending or firing in Prometheus,
                     quorum 1 and every member answering in every scrape, no poll error after the
-                    first poll (which may end before the keys come: its members not found yet)
+                    first poll (which may end before the keys come: its members not found yet);
+                    on a machine loaded past the poll's deadline, timeouts counted and only
+                    PatroniEtcdFactUnreadable pending (its for: 10m rides over them)
 
 Root: `tests/e2e/pylab/run.sh test_etcd_secure.py --patroni 4.1.5`.
 """
@@ -497,12 +499,22 @@ def test_healthy_minute_without_alerts(exporters: Exporters, prometheus: Prometh
            or sum(x.value for x in sc.values("patroni_member_api_up", **S)) != 3]
     checks.check(f"every scrape of both exporters in the last {len(scrapes)}: quorum 1, 3 etcd members answering, "
                  f"3 members' own GET /patroni answered ({bad[:5]})", len(scrapes) >= 20 and not bad)
-    grown = {e.listen: (exporters.settled_errors.get(e.listen), poll_errors(e.scrape()))
-             for e in (exporters.flags, exporters.config_file)}
-    grown = {k: v for k, v in grown.items() if v[0] != v[1]}
-    checks.check(f"no poll error since every member was found: the api_urls learned from etcd's keys stay trusted "
-                 f"(TLS + auth; the flags' exporter sends REST credentials) ({grown})", not grown)
+    grown: dict[str, float] = {}
+    for e in (exporters.flags, exporters.config_file):
+        before, now = exporters.settled_errors.get(e.listen) or {}, poll_errors(e.scrape())
+        grown |= {f"{e.listen} {k}": v - before.get(k, 0) for k, v in now.items() if v != before.get(k, 0)}
+    # A request past the poll's deadline is a loaded machine (beside a second clean-clone run the
+    # load reached 38 on 2 cores), not a fault: it is counted, and the fact it asked for is
+    # unreadable for that poll, which PatroniEtcdFactUnreadable rides over (for: 10m). Anything
+    # else, and any alert firing, is a fault; so is a pending alert when no request timed out.
+    timeouts = sum(v for k, v in grown.items() if k.endswith("/timeout"))
+    results.record("healthy", "requests past the poll's deadline since every member was found", f"{timeouts:g}")
+    checks.check(f"no poll error but timeouts since every member was found: the api_urls learned from etcd's keys stay "
+                 f"trusted (TLS + auth; the flags' exporter sends REST credentials) ({grown})",
+                 all(k.endswith("/timeout") for k in grown))
     seen = prometheus.alerts_seen(exporters.t_start)
     results.record("healthy", "seconds watched by Prometheus", f"{time.time() - exporters.t_start:.0f}")
-    checks.check(f"no alert pending or firing since the exporters started ({sorted(seen) or 'none'})", not seen)
+    excused = {"PatroniEtcdFactUnreadable/pending"} if timeouts else set()
+    checks.check(f"no alert pending or firing since the exporters started, but {sorted(excused) or 'none'} after "
+                 f"{timeouts:g} timeouts ({sorted(seen) or 'none'})", not seen - excused)
     checks.verify()
