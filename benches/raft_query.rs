@@ -5,13 +5,51 @@
 //! ```
 //! Compare with `hyperfine "syncobj_admin -conn 127.0.0.11:2222 -pass ... -status"`.
 //! Without `RAFT_NODE` it measures against the in-process fake node (captured reply).
+//! It also times decoding a captured leader reply alone (inflate, pickle, the status
+//! mapping), the Raft client's own CPU per status that no network figure shows.
 
 use std::time::{Duration, Instant};
 
 use patroni_raft_exporter::raft::fake::{unwrap_captured_reply, Behaviour, FakeRaftNode};
-use patroni_raft_exporter::raft::{query_status, QueryLimits, RaftKey};
+use patroni_raft_exporter::raft::status::status_from_value;
+use patroni_raft_exporter::raft::{decode_payload, query_status, QueryLimits, RaftKey};
+
+/// Mean time to decode `tests/fixtures/pysyncobj/enc_leader_0.3.12`'s status reply as
+/// pysyncobj compressed it (`s2c_frame2.zlib`; Fernet is left out: its cost does not depend
+/// on the reply's content).
+fn decode_mean(iterations: usize) -> Duration {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let compressed = std::fs::read(format!(
+        "{root}/tests/fixtures/pysyncobj/enc_leader_0.3.12/s2c_frame2.zlib"
+    ))
+    .unwrap();
+    let limits = QueryLimits::default();
+    let decode = || {
+        let reply = decode_payload(&compressed, None, &limits).expect("decode");
+        let patroni_raft_exporter::raft::pickle::Value::Tuple(pair) = reply else {
+            panic!("not (key, status)")
+        };
+        status_from_value(&pair[1]).expect("status")
+    };
+    for _ in 0..1000 {
+        std::hint::black_box(decode());
+    }
+    let started = Instant::now();
+    for _ in 0..iterations {
+        std::hint::black_box(decode());
+    }
+    started.elapsed() / iterations as u32
+}
 
 fn main() {
+    let decodes: usize = std::env::var("DECODES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    println!(
+        "decoding a captured leader status (inflate, pickle, mapping): mean {:?} over {decodes}",
+        decode_mean(decodes)
+    );
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

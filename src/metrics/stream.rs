@@ -263,7 +263,8 @@ pub struct Frames {
 #[derive(Debug)]
 enum Body {
     Plain(Exposition),
-    Gzip(Gzipped),
+    /// Boxed: the encoder is held inline (376 bytes), the plain stream in 96.
+    Gzip(Box<Gzipped>),
 }
 
 impl Frames {
@@ -278,7 +279,7 @@ impl Frames {
         let plain = Exposition::new(clusters, process, format);
         Frames {
             body: if gzip {
-                Body::Gzip(Gzipped::new(plain))
+                Body::Gzip(Box::new(Gzipped::new(plain)))
             } else {
                 Body::Plain(plain)
             },

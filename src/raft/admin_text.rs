@@ -28,7 +28,7 @@ pub fn parse_admin_text(text: &str) -> Result<RaftStatus, RaftError> {
         }
         match line.rsplit_once(": ") {
             Some((k, v)) if !k.is_empty() && !k.contains(' ') => {
-                fields.0.insert(k.to_string(), Field::Raw(v.to_string()));
+                fields.0.insert(k, Field::Raw(v));
             }
             _ => other_lines.push(line),
         }

@@ -25,7 +25,6 @@
 //! would hold after duplicate `SETITEM`s. (No hashing while decoding keeps hostile input
 //! from costing quadratic time.)
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::RaftError;
@@ -157,10 +156,16 @@ struct Machine<'a> {
     arena: Vec<Obj>,
     stack: Vec<usize>,
     marks: Vec<usize>,
-    memo: HashMap<u32, usize>,
+    /// The arena id memoized under each index, [`NO_OBJECT`] where none is. A vector, not a
+    /// map: Python's pickler numbers its memo from 0 up, one entry per memoized object, so an
+    /// index is a slot and no BINPUT or BINGET hashes.
+    memo: Vec<usize>,
     items: usize,
     max_items: usize,
 }
+
+/// A memo slot no PUT has filled.
+const NO_OBJECT: usize = usize::MAX;
 
 fn err(msg: impl Into<String>) -> RaftError {
     RaftError::decode(format!("pickle: {}", msg.into()))
@@ -250,6 +255,23 @@ impl<'a> Machine<'a> {
         Ok(self.stack.split_off(m))
     }
 
+    /// For SETITEMS and APPENDS: pops the last MARK and returns where the items pushed since
+    /// begin on the stack and the container under them, as [`Machine::pop_mark`] then
+    /// [`Machine::top`] would, without moving the items into a vector of their own.
+    fn items_since_mark(&mut self) -> Result<(usize, usize), RaftError> {
+        let m = self
+            .marks
+            .pop()
+            .ok_or_else(|| err("no MARK on the stack"))?;
+        if m == 0 {
+            return Err(err("stack underflow"));
+        }
+        if self.marks.last().is_some_and(|&inner| inner >= m) {
+            return Err(err("stack underflow (at mark)"));
+        }
+        Ok((m, self.stack[m - 1]))
+    }
+
     /// BININT1, BININT2, BININT: an int of 1 or 2 unsigned bytes, or of 4 signed ones.
     fn binint(&mut self, op: u8) -> Result<i64, RaftError> {
         Ok(match op {
@@ -270,19 +292,25 @@ impl<'a> Machine<'a> {
     }
 
     fn memo_put(&mut self, wide: bool) -> Result<(), RaftError> {
-        let idx = self.memo_index(wide)?;
+        let idx = self.memo_index(wide)? as usize;
         let top = self.top()?;
-        if self.memo.insert(idx, top).is_none() {
-            self.charge(1)?;
+        if idx >= self.memo.len() {
+            // Every slot made counts as an item, so that a sparse index (LONG_BINPUT of
+            // 4 000 000 000) is refused by the item limit before any memory is taken.
+            self.charge(idx + 1 - self.memo.len())?;
+            self.memo.resize(idx + 1, NO_OBJECT);
         }
+        self.memo[idx] = top;
         Ok(())
     }
 
     fn memo_get(&mut self, wide: bool) -> Result<(), RaftError> {
         let idx = self.memo_index(wide)?;
-        let id = *self
+        let id = self
             .memo
-            .get(&idx)
+            .get(idx as usize)
+            .copied()
+            .filter(|&id| id != NO_OBJECT)
             .ok_or_else(|| err(format!("memo key {idx} not found")))?;
         self.stack.push(id);
         Ok(())
@@ -298,31 +326,43 @@ impl<'a> Machine<'a> {
         self.push_new(Obj::Tuple(items))
     }
 
-    fn extend_list(&mut self, items: Vec<usize>) -> Result<(), RaftError> {
-        self.charge(items.len())?;
+    /// APPEND: the value on top into the list under it.
+    fn append(&mut self) -> Result<(), RaftError> {
+        let v = self.pop()?;
+        self.charge(1)?;
         let target = self.top()?;
-        match &mut self.arena[target] {
-            Obj::List(l) => {
-                l.extend(items);
-                Ok(())
-            }
-            _ => Err(err("APPEND(S) target is not a list")),
-        }
+        extend_list(&mut self.arena, target, &[v])
     }
 
-    fn extend_dict(&mut self, items: Vec<usize>) -> Result<(), RaftError> {
-        if items.len() % 2 != 0 {
+    /// APPENDS: the values since the last MARK into the list under them.
+    fn appends(&mut self) -> Result<(), RaftError> {
+        let (from, target) = self.items_since_mark()?;
+        self.charge(self.stack.len() - from)?;
+        extend_list(&mut self.arena, target, &self.stack[from..])?;
+        self.stack.truncate(from);
+        Ok(())
+    }
+
+    /// SETITEM: the key and value on top into the dict under them.
+    fn set_item(&mut self) -> Result<(), RaftError> {
+        let v = self.pop()?;
+        let k = self.pop()?;
+        self.charge(1)?;
+        let target = self.top()?;
+        extend_dict(&mut self.arena, target, &[k, v])
+    }
+
+    /// SETITEMS: the keys and values since the last MARK into the dict under them.
+    fn set_items(&mut self) -> Result<(), RaftError> {
+        let (from, target) = self.items_since_mark()?;
+        let n = self.stack.len() - from;
+        if n % 2 != 0 {
             return Err(err("SETITEMS with an odd number of items"));
         }
-        self.charge(items.len() / 2)?;
-        let target = self.top()?;
-        match &mut self.arena[target] {
-            Obj::Dict(d) => {
-                d.extend(items.chunks_exact(2).map(|kv| (kv[0], kv[1])));
-                Ok(())
-            }
-            _ => Err(err("SETITEM(S) target is not a dict")),
-        }
+        self.charge(n / 2)?;
+        extend_dict(&mut self.arena, target, &self.stack[from..])?;
+        self.stack.truncate(from);
+        Ok(())
     }
 
     fn global(&mut self) -> Result<(), RaftError> {
@@ -419,23 +459,10 @@ impl<'a> Machine<'a> {
                 b'}' => self.push_new(Obj::Dict(Vec::new()))?,
                 b']' => self.push_new(Obj::List(Vec::new()))?,
                 b')' => self.push_new(Obj::Tuple(Vec::new()))?,
-                b's' => {
-                    let v = self.pop()?;
-                    let k = self.pop()?;
-                    self.extend_dict(vec![k, v])?;
-                }
-                b'u' => {
-                    let items = self.pop_mark()?;
-                    self.extend_dict(items)?;
-                }
-                b'a' => {
-                    let v = self.pop()?;
-                    self.extend_list(vec![v])?;
-                }
-                b'e' => {
-                    let items = self.pop_mark()?;
-                    self.extend_list(items)?;
-                }
+                b's' => self.set_item()?,
+                b'u' => self.set_items()?,
+                b'a' => self.append()?,
+                b'e' => self.appends()?,
                 b't' => {
                     let items = self.pop_mark()?;
                     self.charge(items.len())?;
@@ -488,6 +515,28 @@ impl<'a> Machine<'a> {
                 }
             }
         }
+    }
+}
+
+/// Appends `items` to the list `target` of `arena`.
+fn extend_list(arena: &mut [Obj], target: usize, items: &[usize]) -> Result<(), RaftError> {
+    match &mut arena[target] {
+        Obj::List(l) => {
+            l.extend_from_slice(items);
+            Ok(())
+        }
+        _ => Err(err("APPEND(S) target is not a list")),
+    }
+}
+
+/// Appends `items`, keys and values taking turns, to the dict `target` of `arena`.
+fn extend_dict(arena: &mut [Obj], target: usize, items: &[usize]) -> Result<(), RaftError> {
+    match &mut arena[target] {
+        Obj::Dict(d) => {
+            d.extend(items.chunks_exact(2).map(|kv| (kv[0], kv[1])));
+            Ok(())
+        }
+        _ => Err(err("SETITEM(S) target is not a dict")),
     }
 }
 
@@ -563,7 +612,7 @@ pub fn decode(data: &[u8], limits: PickleLimits) -> Result<Value, RaftError> {
         arena: Vec::with_capacity(objects),
         stack: Vec::with_capacity(16),
         marks: Vec::with_capacity(8),
-        memo: HashMap::with_capacity(objects),
+        memo: Vec::with_capacity(objects),
         items: 0,
         max_items: limits.max_items,
     };
@@ -718,6 +767,25 @@ mod tests {
                 "{p:?}"
             );
         }
+    }
+
+    #[test]
+    fn memo_indices() {
+        // LONG_BINPUT 300 then LONG_BINGET 300 and BINGET of a slot no PUT filled
+        let p = b"\x80\x02](K\x07r\x2c\x01\x00\x00j\x2c\x01\x00\x00e.";
+        assert_eq!(
+            decode(p, lim()).unwrap(),
+            Value::List(vec![Value::Int(7), Value::Int(7)])
+        );
+        let p = b"\x80\x02](K\x07r\x2c\x01\x00\x00h\x05e.";
+        assert!(decode(p, lim())
+            .unwrap_err()
+            .to_string()
+            .contains("memo key 5"));
+        // a sparse index is refused by the item limit, before its slots are made
+        let p = b"\x80\x02K\x07r\x00\x28\x6b\xee.";
+        let e = decode(p, lim()).unwrap_err();
+        assert!(e.to_string().contains("items"), "{e}");
     }
 
     #[test]

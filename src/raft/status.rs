@@ -105,23 +105,24 @@ pub struct RaftStatus {
     pub next_idx: Vec<(String, i64)>,
 }
 
-/// One status value, flattened from either source.
+/// One status value, flattened from either source. Borrowed from the source: of a status,
+/// only the few strings [`RaftStatus`] keeps are copied, not its two dozen keys.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Field {
+pub(crate) enum Field<'a> {
     None,
     Bool(bool),
     Int(i64),
     /// A `str`, or a node object reduced to its id.
-    Text(String),
+    Text(&'a str),
     /// Untyped `str(value)` text from `syncobj_admin`; interpreted per key.
-    Raw(String),
+    Raw(&'a str),
     /// A value of a type no status key uses.
     Other(&'static str),
 }
 
 /// Flattened status dict. Later duplicates of a key win, like in a Python dict.
 #[derive(Debug, Default)]
-pub(crate) struct Fields(pub(crate) BTreeMap<String, Field>);
+pub(crate) struct Fields<'a>(pub(crate) BTreeMap<&'a str, Field<'a>>);
 
 const PARTNER_PREFIX: &str = "partner_node_status_server_";
 const MATCH_PREFIX: &str = "match_idx_server_";
@@ -131,8 +132,8 @@ fn shape(msg: String) -> RaftError {
     RaftError::decode(format!("status: {msg}"))
 }
 
-impl Fields {
-    fn get(&self, key: &str) -> Result<&Field, RaftError> {
+impl Fields<'_> {
+    fn get(&self, key: &str) -> Result<&Field<'_>, RaftError> {
         self.0
             .get(key)
             .ok_or_else(|| shape(format!("missing key {key:?}")))
@@ -163,14 +164,14 @@ impl Fields {
     fn opt_int(&self, key: &str) -> Result<Option<i64>, RaftError> {
         match self.0.get(key) {
             None | Some(Field::None) => Ok(None),
-            Some(Field::Raw(s)) if s == "None" => Ok(None),
+            Some(Field::Raw("None")) => Ok(None),
             Some(f) => Self::int_of(key, f).map(Some),
         }
     }
 
     fn text(&self, key: &str) -> Result<String, RaftError> {
         match self.get(key)? {
-            Field::Text(s) | Field::Raw(s) => Ok(s.clone()),
+            Field::Text(s) | Field::Raw(s) => Ok((*s).to_owned()),
             other => Err(shape(format!(
                 "{key}: expected str, got {}",
                 type_of(other)
@@ -181,8 +182,8 @@ impl Fields {
     fn opt_text(&self, key: &str) -> Result<Option<String>, RaftError> {
         match self.0.get(key) {
             None | Some(Field::None) => Ok(None),
-            Some(Field::Raw(s)) if s == "None" => Ok(None),
-            Some(Field::Text(s) | Field::Raw(s)) => Ok(Some(s.clone())),
+            Some(Field::Raw("None")) => Ok(None),
+            Some(Field::Text(s) | Field::Raw(s)) => Ok(Some((*s).to_owned())),
             Some(other) => Err(shape(format!(
                 "{key}: expected str, got {}",
                 type_of(other)
@@ -194,8 +195,8 @@ impl Fields {
         match self.0.get(key) {
             None => Ok(None),
             Some(Field::Bool(b)) => Ok(Some(*b)),
-            Some(Field::Raw(s)) if s == "True" => Ok(Some(true)),
-            Some(Field::Raw(s)) if s == "False" => Ok(Some(false)),
+            Some(Field::Raw("True")) => Ok(Some(true)),
+            Some(Field::Raw("False")) => Ok(Some(false)),
             Some(other) => Err(shape(format!("{key}: expected bool, got {other:?}"))),
         }
     }
@@ -203,7 +204,7 @@ impl Fields {
     fn suffixed_ints(&self, prefix: &str) -> Result<Vec<(String, i64)>, RaftError> {
         // BTreeMap iteration is ordered by full key, hence by suffix within one prefix.
         self.0
-            .range(prefix.to_string()..)
+            .range(prefix..)
             .take_while(|(k, _)| k.starts_with(prefix))
             .map(|(k, f)| Ok((k[prefix.len()..].to_string(), Self::int_of(k, f)?)))
             .collect()
@@ -266,11 +267,10 @@ fn type_of(f: &Field) -> &'static str {
 }
 
 /// The id of a pysyncobj node object: `_id`, else `_TCPNode__address`.
-fn node_id(v: &Value) -> Result<String, RaftError> {
+fn node_id(v: &Value) -> Result<&str, RaftError> {
     ["_id", "_TCPNode__address"]
         .iter()
         .find_map(|k| v.get(k).and_then(Value::as_str))
-        .map(str::to_string)
         .ok_or_else(|| shape("node object without _id".into()))
 }
 
@@ -288,11 +288,11 @@ pub fn status_from_value(v: &Value) -> Result<RaftStatus, RaftError> {
             Value::None => Field::None,
             Value::Bool(b) => Field::Bool(*b),
             Value::Int(i) => Field::Int(*i),
-            Value::Str(s) => Field::Text(s.to_string()),
+            Value::Str(s) => Field::Text(s),
             Value::Object { .. } => Field::Text(node_id(v)?),
             other => Field::Other(other.type_name()),
         };
-        fields.0.insert(k.to_string(), f);
+        fields.0.insert(k, f);
     }
     fields.build()
 }
@@ -302,19 +302,14 @@ mod tests {
     use super::*;
     use crate::error_kind::ErrorKind;
 
-    fn fields(pairs: &[(&str, Field)]) -> Fields {
-        Fields(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect(),
-        )
+    fn fields<'a>(pairs: &[(&'a str, Field<'a>)]) -> Fields<'a> {
+        Fields(pairs.iter().map(|(k, v)| (*k, v.clone())).collect())
     }
 
-    fn base() -> Vec<(&'static str, Field)> {
+    fn base() -> Vec<(&'static str, Field<'static>)> {
         vec![
-            ("version", Field::Text("0.3.10".into())),
-            ("self", Field::Text("a:1".into())),
+            ("version", Field::Text("0.3.10")),
+            ("self", Field::Text("a:1")),
             ("state", Field::Int(0)),
             ("leader", Field::None),
             ("partner_nodes_count", Field::Int(2)),
@@ -359,7 +354,7 @@ mod tests {
     #[test]
     fn shape_errors() {
         let mut p = base();
-        p[2] = ("state", Field::Text("x".into()));
+        p[2] = ("state", Field::Text("x"));
         assert_eq!(fields(&p).build().unwrap_err().kind(), ErrorKind::Decode);
         let mut p = base();
         p.remove(0);
