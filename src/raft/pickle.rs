@@ -297,7 +297,7 @@ impl<'a> Machine<'a> {
         if idx >= self.memo.len() {
             // Every slot made counts as an item, so that a sparse index (LONG_BINPUT of
             // 4 000 000 000) is refused by the item limit before any memory is taken.
-            self.charge(idx + 1 - self.memo.len())?;
+            self.charge((idx - self.memo.len()).saturating_add(1))?;
             self.memo.resize(idx + 1, NO_OBJECT);
         }
         self.memo[idx] = top;

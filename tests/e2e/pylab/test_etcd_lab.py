@@ -17,7 +17,9 @@ cluster per version shared by the scenarios below, in this order:
                     GET /patroni, pg_is_in_recovery, the leader key in etcd); the exporter follows
   stale view        one replica's etcd traffic dropped (nftables `meta skgid`) while the leader
                     changes (switchover): its own GET /cluster still names the old leader while
-                    etcd names the new one, and the exporter names its view stale, only its
+                    etcd names the new one, and the exporter names its view stale, only its;
+                    run once more when the member's own view was stale for less than two polls
+                    (its watch fails ~12 s after the cut; a loaded machine's switchover is slow)
   leader cut        the leader's own traffic to etcd dropped (nftables `meta skgid`), its
                     replicas' kept; failsafe_mode off: each member's own GET /patroni read
                     every 0.4 s, the exporter every 1 s: its primaries within the members' own
@@ -325,40 +327,84 @@ def test_failover_with_etcd_healthy(etcd: EtcdCluster, cluster: PatroniCluster, 
     checks.verify()
 
 
+# Two polls of the exporter's 2 s and its 1.8 s timeout: the first poll after the leader key
+# changed does not judge (a key changed since the last poll is a race), the second does.
+STALE_WINDOW_NEEDED_S = 6.0
+
+
 def test_member_etcd_view_frozen(etcd: EtcdCluster, cluster: PatroniCluster, firewall: MemberFirewall,
                                  exporter: Exporter, results: Results, checks: Checks) -> None:
+    # The stale view lasts until the member's own watch of etcd fails (its read timeout, ~12 s
+    # after the cut); from then its GET /cluster waits on etcd and errors. On a loaded machine
+    # the switchover may leave less than two polls of that window: the member's view is then
+    # stale for too short a time to be judged, and the scenario is run once more. A window long
+    # enough that passes without the exporter naming it fails.
+    for attempt in (1, 2):
+        named_at, window = stale_attempt(etcd, cluster, firewall, exporter, checks, attempt)
+        results.record("stale view", f"attempt {attempt}: the member's own view seen stale for (s)", f"{window:.1f}")
+        if named_at is not None:
+            results.record("stale view", "named stale after the leader key changed (s)", f"{named_at:.1f}")
+            break
+        if window >= STALE_WINDOW_NEEDED_S or attempt == 2:
+            checks.check(f"attempt {attempt}: the exporter named the view stale while the member's own GET /cluster "
+                         f"was stale for {window:.1f} s (at least {STALE_WINDOW_NEEDED_S:g} s needed to be judged)", False)
+        else:
+            log(f"attempt {attempt}: the member's own view was stale for {window:.1f} s only: once more")
+    checks.verify()
+
+
+def stale_attempt(etcd: EtcdCluster, cluster: PatroniCluster, firewall: MemberFirewall, exporter: Exporter,
+                  checks: Checks, attempt: int) -> tuple[float | None, float]:
+    """One switchover with a replica's etcd traffic dropped: (seconds from the leader key's change
+    to the exporter naming that replica's view stale, or None within 30 s; how long the replica's
+    own GET /cluster was seen naming the old leader meanwhile). Healed and healthy on return."""
     leader = cluster.leader_index()
     frozen, candidate = [n for n in cluster.members if n != leader]
-    log(f"=== stale view: {cluster.name(frozen)}'s etcd traffic dropped; switchover "
+    log(f"=== stale view, attempt {attempt}: {cluster.name(frozen)}'s etcd traffic dropped; switchover "
         f"{cluster.name(leader)} -> {cluster.name(candidate)}")
     firewall.cut_port(frozen, 2379)
+    named_at: float | None = None
+    first_stale: float | None = None
+    last_stale: float | None = None
+
+    def seen_stale() -> bool:
+        """Whether the frozen member's own GET /cluster answers naming another leader than the
+        candidate (noted as seen stale)."""
+        nonlocal first_stale, last_stale
+        js = cluster.get(frozen, "/cluster", timeout_s=1.5)
+        if not isinstance(js, dict):
+            return False
+        if [str(m["name"]) for m in js.get("members", []) if m.get("role") == "leader"] == [cluster.name(candidate)]:
+            return False
+        now = time.monotonic()
+        first_stale = first_stale if first_stale is not None else now
+        last_stale = now
+        return True
     try:
         cluster.ctl("switchover", SCOPE, "--leader", cluster.name(leader), "--candidate", cluster.name(candidate), "--force")
-        wait_for("etcd's leader key names the candidate", lambda: leader_key(etcd) == cluster.name(candidate) or None, 60)
-
-        def stale_view() -> list[str] | None:
-            """The leader(s) the frozen member's own GET /cluster names, when it answers and does
-            not name the new one."""
-            js = cluster.get(frozen, "/cluster")
-            if not isinstance(js, dict):
-                return None
-            named = [str(m["name"]) for m in js.get("members", []) if m.get("role") == "leader"]
-            return named if named != [cluster.name(candidate)] else None
-        named, _ = wait_for(f"{cluster.name(frozen)}'s own GET /cluster answers, not naming the new leader",
-                            stale_view, 20)
-        checks.check(f"ground truth: {cluster.name(frozen)}'s own view names {named}, etcd names {cluster.name(candidate)}",
-                     named != [cluster.name(candidate)])
-        took = exporter.wait_value("stale view", "patroni_member_dcs_view_stale",
-                                   {**S, "member": cluster.name(frozen)}, 1, 30)
-        results.record("stale view", "named stale after the leader key changed (s)", f"{took:.1f}")
-        s = exporter.scrape()
-        # Absent is no verdict: the switchover is still rewriting the old leader's key, and a key
-        # changed since the last poll is not judged (docs/metrics.md); each must read 0 once healed.
-        others = {cluster.name(n): s.value("patroni_member_dcs_view_stale", **S, member=cluster.name(n))
-                  for n in cluster.members if n != frozen}
-        checks.check(f"only {cluster.name(frozen)}'s view named stale ({others})", all(v != 1 for v in others.values()))
+        _, changed_after = wait_for("etcd's leader key names the candidate",
+                                    lambda: leader_key(etcd) == cluster.name(candidate) or None, 60)
+        t_changed = time.monotonic()
+        log(f"the leader key changed {changed_after:.1f} s after the switchover began")
+        while time.monotonic() - t_changed < 30:
+            seen_stale()
+            s = exporter.scrape()
+            if s.value("patroni_member_dcs_view_stale", **S, member=cluster.name(frozen)) == 1:
+                named_at = time.monotonic() - t_changed
+                checks.check(f"ground truth: {cluster.name(frozen)}'s own GET /cluster named another leader than "
+                             f"{cluster.name(candidate)}, before or as the exporter named it stale",
+                             first_stale is not None or seen_stale())
+                # Absent is no verdict: the switchover is still rewriting the old leader's key, and a key
+                # changed since the last poll is not judged (docs/metrics.md); each must read 0 once healed.
+                others = {cluster.name(n): s.value("patroni_member_dcs_view_stale", **S, member=cluster.name(n))
+                          for n in cluster.members if n != frozen}
+                checks.check(f"only {cluster.name(frozen)}'s view named stale ({others})",
+                             all(v != 1 for v in others.values()))
+                break
+            time.sleep(0.5)
     finally:
         firewall.heal()
+    window = 0.0 if first_stale is None or last_stale is None else last_stale - first_stale
     took = exporter.wait_value("healed", "patroni_member_dcs_view_stale", {**S, "member": cluster.name(frozen)}, 0, 60)
     checks.reached(f"healed: its view fresh again ({took:.1f}s)")
     for n in cluster.members:
@@ -366,7 +412,7 @@ def test_member_etcd_view_frozen(etcd: EtcdCluster, cluster: PatroniCluster, fir
             took = exporter.wait_value("fresh", "patroni_member_dcs_view_stale", {**S, "member": cluster.name(n)}, 0, 60)
             checks.reached(f"healed: {cluster.name(n)}'s view judged fresh ({took:.1f}s)")
     checks.check("healed: healthy again (sync)", cluster.wait(sync=True))
-    checks.verify()
+    return named_at, window
 
 
 class RoleTruth:
