@@ -110,11 +110,36 @@ impl From<Url> for ApiUrl {
 }
 
 /// A lag as Patroni reports it: bytes, or the string `unknown`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Lag {
     Bytes(u64),
     Text(String),
+}
+
+/// By the JSON value's own type, not `#[serde(untagged)]`, which buffers each value and tries
+/// the variants in turn (three lags per replica in every `/cluster`).
+impl<'de> Deserialize<'de> for Lag {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Lag, D::Error> {
+        struct BytesOrText;
+        impl serde::de::Visitor<'_> for BytesOrText {
+            type Value = Lag;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a lag in bytes or a string")
+            }
+            fn visit_u64<E: serde::de::Error>(self, bytes: u64) -> Result<Lag, E> {
+                Ok(Lag::Bytes(bytes))
+            }
+            fn visit_i64<E: serde::de::Error>(self, bytes: i64) -> Result<Lag, E> {
+                u64::try_from(bytes)
+                    .map(Lag::Bytes)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(bytes), &self))
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Lag, E> {
+                Ok(Lag::Text(text.to_owned()))
+            }
+        }
+        deserializer.deserialize_any(BytesOrText)
+    }
 }
 
 impl Lag {

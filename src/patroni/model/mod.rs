@@ -326,6 +326,28 @@ mod tests {
     }
 
     #[test]
+    fn roles_states_and_lags_by_their_json_types() {
+        // an escaped string is the same role; a role that is no string and a lag that is
+        // neither bytes nor a string are refused, as before
+        let body = br#"{"members":[{"name":"a","role":"re\u0070lica","state":"streaming","lag":"unknown","replay_lag":7}]}"#;
+        let view = parse_cluster(body).unwrap();
+        assert_eq!(view.members[0].role, MemberRole::Replica);
+        assert_eq!(view.members[0].lag, Some(Lag::Text("unknown".into())));
+        assert_eq!(view.members[0].replay_lag, Some(Lag::Bytes(7)));
+        for bad in [
+            &br#"{"members":[{"name":"a","role":5,"state":"running"}]}"#[..],
+            br#"{"members":[{"name":"a","role":"replica","state":"running","lag":-1}]}"#,
+            br#"{"members":[{"name":"a","role":"replica","state":"running","lag":1.5}]}"#,
+        ] {
+            assert!(
+                parse_cluster(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
     fn api_url_is_parsed_once_and_kept_as_sent() {
         let body = br#"{"members":[
             {"name":"a","role":"leader","state":"running","api_url":"HTTP://Member-A:80/patroni"},

@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use serde::Deserialize;
+use serde::de::{self, Deserialize, Deserializer, Visitor};
 
 /// An enum of the values Patroni names, each with its text, plus `Other(String)` for the
 /// rest; `as_str`, `From<String>`/`From<&str>`, `Default` (the empty `Other`) and `Display`
@@ -23,8 +23,7 @@ macro_rules! named_values {
         }
     ) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
-        #[serde(from = "String")]
+        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
         pub enum $name {
             $($(#[$variant_meta])* $variant,)*
             /// Any other value, as Patroni sent it.
@@ -52,7 +51,32 @@ macro_rules! named_values {
 
         impl From<&str> for $name {
             fn from(text: &str) -> Self {
-                $name::from(text.to_owned())
+                match text {
+                    $($text => $name::$variant,)*
+                    _ => $name::Other(text.to_owned()),
+                }
+            }
+        }
+
+        /// From a JSON string, matched where it lies in the body: a known value allocates
+        /// nothing (`#[serde(from = "String")]` made a `String` of every one, each member's
+        /// role and state of every `/cluster` and `/patroni`).
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                struct Text;
+                impl Visitor<'_> for Text {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str("a string")
+                    }
+                    fn visit_str<E: de::Error>(self, text: &str) -> Result<$name, E> {
+                        Ok($name::from(text))
+                    }
+                    fn visit_string<E: de::Error>(self, text: String) -> Result<$name, E> {
+                        Ok($name::from(text))
+                    }
+                }
+                deserializer.deserialize_str(Text)
             }
         }
 
