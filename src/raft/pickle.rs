@@ -334,15 +334,6 @@ impl<'a> Machine<'a> {
         extend_list(&mut self.arena, target, &[v])
     }
 
-    /// APPENDS: the values since the last MARK into the list under them.
-    fn appends(&mut self) -> Result<(), RaftError> {
-        let (from, target) = self.items_since_mark()?;
-        self.charge(self.stack.len() - from)?;
-        extend_list(&mut self.arena, target, &self.stack[from..])?;
-        self.stack.truncate(from);
-        Ok(())
-    }
-
     /// SETITEM: the key and value on top into the dict under them.
     fn set_item(&mut self) -> Result<(), RaftError> {
         let v = self.pop()?;
@@ -352,15 +343,16 @@ impl<'a> Machine<'a> {
         extend_dict(&mut self.arena, target, &[k, v])
     }
 
-    /// SETITEMS: the keys and values since the last MARK into the dict under them.
-    fn set_items(&mut self) -> Result<(), RaftError> {
+    /// APPENDS (`per_entry` 1, [`extend_list`]) and SETITEMS (2, [`extend_dict`]): the items
+    /// since the last MARK into the container under them, charged per entry.
+    fn extend_from_mark(&mut self, per_entry: usize, extend: Extend) -> Result<(), RaftError> {
         let (from, target) = self.items_since_mark()?;
         let n = self.stack.len() - from;
-        if n % 2 != 0 {
+        if n % per_entry != 0 {
             return Err(err("SETITEMS with an odd number of items"));
         }
-        self.charge(n / 2)?;
-        extend_dict(&mut self.arena, target, &self.stack[from..])?;
+        self.charge(n / per_entry)?;
+        extend(&mut self.arena, target, &self.stack[from..])?;
         self.stack.truncate(from);
         Ok(())
     }
@@ -460,9 +452,9 @@ impl<'a> Machine<'a> {
                 b']' => self.push_new(Obj::List(Vec::new()))?,
                 b')' => self.push_new(Obj::Tuple(Vec::new()))?,
                 b's' => self.set_item()?,
-                b'u' => self.set_items()?,
+                b'u' => self.extend_from_mark(2, extend_dict)?,
                 b'a' => self.append()?,
-                b'e' => self.appends()?,
+                b'e' => self.extend_from_mark(1, extend_list)?,
                 b't' => {
                     let items = self.pop_mark()?;
                     self.charge(items.len())?;
@@ -517,6 +509,9 @@ impl<'a> Machine<'a> {
         }
     }
 }
+
+/// How [`Machine::extend_from_mark`] adds items to a container of the arena.
+type Extend = fn(&mut [Obj], usize, &[usize]) -> Result<(), RaftError>;
 
 /// Appends `items` to the list `target` of `arena`.
 fn extend_list(arena: &mut [Obj], target: usize, items: &[usize]) -> Result<(), RaftError> {
