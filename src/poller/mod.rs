@@ -83,6 +83,9 @@ struct PollMemory {
     voters: VoterMemory,
     /// The last leaders and verdict, to count their changes.
     changes: ChangeMemory,
+    /// The members whose own view diverged in the last poll (failover readiness's `dcs_view`
+    /// needs it in two polls running).
+    diverged_views: Vec<String>,
     /// When the reader's `/history` and `/config` are asked, and the last of each read.
     cadence: Cadence,
     /// Members across polls: who left the view (still asked), each member's `/config`.
@@ -565,6 +568,7 @@ impl ClusterPoller {
             etcd_authenticated: matches!(&self.dcs, DcsQuery::Etcd(query) if query.authenticated()),
             cadence: &mut memory.cadence,
             changes: &mut memory.changes,
+            diverged_views: &mut memory.diverged_views,
             policy: &mut self.policy,
         }
     }

@@ -227,6 +227,8 @@ pub struct PollFacts<'a> {
     pub members: &'a [MemberSnapshot],
     pub config: Option<&'a DynamicConfig>,
     pub views: &'a ViewComparison,
+    /// The members whose view diverged in the previous poll ([`ViewComparison::diverged_members`]).
+    pub diverged_before: &'a [String],
     /// The DCS's kind and quorum verdict, when the DCS is watched.
     pub dcs: Option<(DcsKind, QuorumVerdict)>,
 }
@@ -239,7 +241,7 @@ impl FailoverReadiness {
             return FailoverReadiness::default();
         };
         let readiness = FailoverReadiness::assess(cluster, facts.members, facts.config)
-            .without_diverged_views(facts.views);
+            .without_diverged_views(facts.views, facts.diverged_before);
         match facts.dcs {
             Some((kind, QuorumVerdict::Lost)) => readiness.without_dcs_quorum(kind),
             _ => readiness,
@@ -247,14 +249,25 @@ impl FailoverReadiness {
     }
 
     /// Excludes the members whose own DCS view differs from the others' in the leader or
-    /// the member set: a member whose Raft replica is stale or on another side of a split
-    /// acts on a DCS the majority does not share, and cannot write the leader key there.
-    pub fn without_diverged_views(mut self, views: &ViewComparison) -> FailoverReadiness {
+    /// the member set in this poll and in the one before (`diverged_before`): a member
+    /// whose DCS replica is stale or on another side of a split acts on a DCS the majority
+    /// does not share, and cannot write the leader key there.
+    ///
+    /// Why two polls: the members' `/cluster` answers of one poll are read at different
+    /// instants, so a key written between two of them (a member that joins, a new leader)
+    /// makes one view differ for one poll without any replica being stale. Excluding on that
+    /// made the candidates read 0 for a poll while a member rejoined (the membership
+    /// scenario, under load); a stale replica stays different, and is excluded one poll later.
+    pub fn without_diverged_views(
+        mut self,
+        views: &ViewComparison,
+        diverged_before: &[String],
+    ) -> FailoverReadiness {
         for member in &mut self.members {
-            if views.diverged(&member.name) {
+            if views.diverged(&member.name) && diverged_before.contains(&member.name) {
                 member.exclusions.push(Exclusion {
                     reason: ExclusionReason::DcsView,
-                    detail: "its own /cluster differs from the other members' (leader or members): its Raft replica is stale".into(),
+                    detail: "its own /cluster differs from the other members' (leader or members) in two polls running: its DCS replica is stale".into(),
                 });
             }
         }
@@ -706,6 +719,44 @@ mod tests {
         let readiness = readiness.without_dcs_quorum(DcsKind::Raft);
         assert_eq!(readiness.candidates(), 0);
         assert_excluded_for(&readiness, "postgresql-1", ExclusionReason::DcsQuorum);
+    }
+
+    #[test]
+    fn a_view_that_differs_excludes_only_in_two_polls_running() {
+        use super::super::split::{MemberViewDiff, ViewField};
+        let (cluster, members) = healthy_4_1_5();
+        let differs = |fields: Vec<ViewField>| ViewComparison {
+            distinct: 2,
+            members: vec![MemberViewDiff {
+                member: "postgresql-1".into(),
+                differs: fields,
+                config_known: true,
+            }],
+            unread: Vec::new(),
+        };
+        let judged = |views: &ViewComparison, before: &[String]| {
+            FailoverReadiness::assess(&cluster, &members, Some(&config()))
+                .without_diverged_views(views, before)
+        };
+        let member_set = differs(vec![ViewField::Members]);
+        // One poll: a key written between two members' answers, no stale replica.
+        assert_eq!(judged(&member_set, &[]).candidates(), 2);
+        assert_eq!(member_set.diverged_members(), ["postgresql-1"]);
+        // Two polls running: excluded, as for the leader.
+        let twice = judged(&member_set, &member_set.diverged_members());
+        assert_eq!(twice.candidates(), 1);
+        assert_excluded_for(&twice, "postgresql-1", ExclusionReason::DcsView);
+        let leader = differs(vec![ViewField::Leader]);
+        assert_excluded_for(
+            &judged(&leader, &["postgresql-1".into()]),
+            "postgresql-1",
+            ExclusionReason::DcsView,
+        );
+        // Another member's divergence before, or a timeline or config difference: no exclusion.
+        assert_eq!(judged(&member_set, &["postgresql-2".into()]).candidates(), 2);
+        let minor = differs(vec![ViewField::Timelines, ViewField::Config]);
+        assert!(minor.diverged_members().is_empty());
+        assert_eq!(judged(&minor, &["postgresql-1".into()]).candidates(), 2);
     }
 
     #[test]

@@ -74,6 +74,15 @@ pub struct MemberViewDiff {
     pub config_known: bool,
 }
 
+impl MemberViewDiff {
+    /// Differs in who leads or who is a member: what a stale replica shows.
+    fn diverged(&self) -> bool {
+        self.differs
+            .iter()
+            .any(|f| matches!(f, ViewField::Leader | ViewField::Members))
+    }
+}
+
 impl ViewComparison {
     /// Compares `views` (member name, its view), with `read` the view the exporter reads.
     pub fn compare(views: &[(&str, &MemberDcsView)], read: Option<&DcsView>) -> ViewComparison {
@@ -147,12 +156,18 @@ impl ViewComparison {
     /// Whether `member`'s view differs in who leads or who is a member: its replica is
     /// stale or diverged, and it cannot take the leader key on the majority's terms.
     pub fn diverged(&self, member: &str) -> bool {
-        self.members.iter().any(|m| {
-            m.member == member
-                && m.differs
-                    .iter()
-                    .any(|f| matches!(f, ViewField::Leader | ViewField::Members))
-        })
+        self.members
+            .iter()
+            .any(|m| m.member == member && m.diverged())
+    }
+
+    /// The members whose view differs in the leader or the member set, in order.
+    pub fn diverged_members(&self) -> Vec<String> {
+        self.members
+            .iter()
+            .filter(|m| m.diverged())
+            .map(|m| m.member.clone())
+            .collect()
     }
 }
 
