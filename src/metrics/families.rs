@@ -194,7 +194,11 @@ impl Catalog {
     /// in catalog order is): `None` for a family not in the catalog.
     fn index_of(&self, name: &str, hint: usize) -> Option<usize> {
         match self.families.get(hint) {
-            Some(expected) if expected.name == name => Some(hint),
+            // The same `&'static str` nearly always (the catalog copies the writers' statics):
+            // its address and length before its bytes.
+            Some(expected) if std::ptr::eq(expected.name, name) || expected.name == name => {
+                Some(hint)
+            }
             _ => self.by_name.get(name).copied(),
         }
     }

@@ -14,7 +14,8 @@ use url::Url;
 
 use super::dynamic_config::{parse_dynamic_config, DynamicConfig};
 use super::model::{
-    parse_cluster, parse_history, parse_member_status, ClusterView, HistoryEntry, MemberStatus,
+    parse_cluster, parse_cluster_keys, parse_history, parse_member_status, ClusterKeys,
+    ClusterView, HistoryEntry, MemberStatus,
 };
 use super::PatroniError;
 use crate::error_kind::ErrorKind;
@@ -123,6 +124,15 @@ impl PatroniClient {
     pub async fn cluster(&self, base: &Url) -> Result<ClusterView, PatroniError> {
         let body = self.get(&join(base, "cluster")).await?;
         parse_cluster(&body)
+    }
+
+    /// `GET {base}/cluster`, as far as a member's view is compared ([`ClusterKeys`]).
+    ///
+    /// # Errors
+    /// Any [`PatroniError`]: transport, status, size or decode.
+    pub async fn cluster_keys(&self, base: &Url) -> Result<ClusterKeys, PatroniError> {
+        let body = self.get(&join(base, "cluster")).await?;
+        parse_cluster_keys(&body)
     }
 
     /// `GET {base}/history`.

@@ -20,7 +20,9 @@ use super::deadline::Deadline;
 use super::members::MemberMemory;
 use super::placement::{Placement, MAX_MEMBERS};
 use crate::config::{ApiUrlPolicy, ClusterConfig, Collector, RaftSettings};
-use crate::patroni::{self, ClusterView, DynamicConfig, PatroniClient, PatroniError};
+use crate::patroni::{
+    self, ClusterDocument, ClusterKeys, ClusterView, DynamicConfig, PatroniClient, PatroniError,
+};
 use crate::raft::{self, QueryLimits, RaftKey, RaftStatus};
 use crate::snapshot::{Failure, RaftNodeSnapshot};
 
@@ -175,7 +177,8 @@ pub(super) type ProbeAnswer = Result<bool, PatroniError>;
 /// asked (`None` when not).
 pub(super) struct MemberAnswers {
     pub(super) own: Result<patroni::OwnAnswer, Failure>,
-    pub(super) cluster: Option<Result<ClusterView, Failure>>,
+    /// Its own `/cluster`, as far as views are compared.
+    pub(super) cluster: Option<Result<ClusterKeys, Failure>>,
     pub(super) config: Option<Result<patroni::DynamicConfig, PatroniError>>,
     /// `/liveness`, and `/readiness` when it was asked too.
     pub(super) probes: Option<(ProbeAnswer, Option<ProbeAnswer>)>,
@@ -427,7 +430,9 @@ impl Requests<'_> {
             if !wants.cluster {
                 return None;
             }
-            let answer = self.limited(&limit, || self.checked_cluster(&base)).await;
+            let answer = self
+                .limited(&limit, || self.checked_cluster_keys(&base))
+                .await;
             Some(answer.map_err(|e| Failure::from(&e)))
         };
         // `/config` and the probes are asked of one member a poll (the rotated one): boxed,
@@ -531,34 +536,36 @@ impl Requests<'_> {
 
     /// `GET {base}/cluster`, refused when it names another cluster or too many members.
     pub(super) async fn checked_cluster(&self, base: &Url) -> Result<ClusterView, PatroniError> {
-        self.client
-            .cluster(base)
-            .await
-            .and_then(|view| self.check_scope(view))
-            .and_then(check_member_count)
+        self.checked(self.client.cluster(base).await?)
     }
 
-    /// A `/cluster` that names another cluster is an error, never a silent mix of two clusters.
-    fn check_scope(&self, view: ClusterView) -> Result<ClusterView, PatroniError> {
-        match (&self.config.identity.expected_scope, &view.scope) {
+    /// A member's own `GET {base}/cluster` as far as views are compared, checked alike.
+    async fn checked_cluster_keys(&self, base: &Url) -> Result<ClusterKeys, PatroniError> {
+        self.checked(self.client.cluster_keys(base).await?)
+    }
+
+    /// A `/cluster` that names another cluster is an error, never a silent mix of two
+    /// clusters; so is one with more than [`MAX_MEMBERS`] members.
+    fn checked<D: ClusterDocument>(&self, document: D) -> Result<D, PatroniError> {
+        match (&self.config.identity.expected_scope, document.scope()) {
             (Some(expected), Some(got)) if expected != got => Err(PatroniError::ScopeMismatch {
                 expected: expected.clone(),
-                got: got.clone(),
+                got: got.to_owned(),
             }),
-            _ => Ok(view),
+            _ => check_member_count(document),
         }
     }
 }
 
 /// A `/cluster` with more than [`MAX_MEMBERS`] members is refused.
-pub(super) fn check_member_count(view: ClusterView) -> Result<ClusterView, PatroniError> {
-    if view.members.len() > MAX_MEMBERS {
+pub(super) fn check_member_count<D: ClusterDocument>(document: D) -> Result<D, PatroniError> {
+    let count = document.member_count();
+    if count > MAX_MEMBERS {
         return Err(PatroniError::Decode(format!(
-            "/cluster lists {} members, more than {MAX_MEMBERS}",
-            view.members.len()
+            "/cluster lists {count} members, more than {MAX_MEMBERS}"
         )));
     }
-    Ok(view)
+    Ok(document)
 }
 
 /// The request `start` makes, under a permit of the member (`limit`), then one of the poll

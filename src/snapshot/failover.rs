@@ -753,7 +753,10 @@ mod tests {
             ExclusionReason::DcsView,
         );
         // Another member's divergence before, or a timeline or config difference: no exclusion.
-        assert_eq!(judged(&member_set, &["postgresql-2".into()]).candidates(), 2);
+        assert_eq!(
+            judged(&member_set, &["postgresql-2".into()]).candidates(),
+            2
+        );
         let minor = differs(vec![ViewField::Timelines, ViewField::Config]);
         assert!(minor.diverged_members().is_empty());
         assert_eq!(judged(&minor, &["postgresql-1".into()]).candidates(), 2);

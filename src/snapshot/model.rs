@@ -12,7 +12,8 @@ use std::time::Duration;
 use crate::address::Host;
 use crate::error_kind::ErrorKind;
 use crate::patroni::{
-    ApiUrl, ClockOffset, ClusterView, DynamicConfig, Member, MemberRole, MemberStatus, PatroniError,
+    ApiUrl, ClockOffset, ClusterKeys, ClusterView, DynamicConfig, Member, MemberRole, MemberStatus,
+    PatroniError,
 };
 use crate::raft::{RaftState, RaftStatus};
 
@@ -320,14 +321,36 @@ pub struct DcsView {
 }
 
 impl DcsView {
+    /// The view of the `/cluster` the exporter read whole.
     pub fn of(view: &ClusterView) -> DcsView {
-        let mut timelines: Vec<(String, Option<u64>)> = view
-            .members
-            .iter()
-            .map(|m| (m.name.clone(), m.timeline))
+        DcsView::of_members(
+            view.members
+                .iter()
+                .map(|m| (m.name.clone(), m.is_leader(), m.timeline)),
+        )
+    }
+
+    /// The view of a member's own `/cluster`, read as far as it is compared.
+    pub fn of_keys(keys: ClusterKeys) -> DcsView {
+        DcsView::of_members(
+            keys.members
+                .into_iter()
+                .map(|m| (m.name, m.role.is_leader(), m.timeline)),
+        )
+    }
+
+    /// From each member's name, whether it holds the leader key, and its timeline.
+    fn of_members(members: impl Iterator<Item = (String, bool, Option<u64>)>) -> DcsView {
+        let mut leaders = Vec::new();
+        let mut timelines: Vec<(String, Option<u64>)> = members
+            .map(|(name, leads, timeline)| {
+                if leads {
+                    leaders.push(name.clone());
+                }
+                (name, timeline)
+            })
             .collect();
         timelines.sort();
-        let mut leaders: Vec<String> = view.leaders().map(|m| m.name.clone()).collect();
         leaders.sort();
         DcsView {
             leaders,
@@ -415,4 +438,68 @@ pub(crate) fn captured(
         })
         .collect();
     (cluster, members)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DcsView;
+    use crate::patroni::{parse_cluster, parse_cluster_keys};
+
+    /// Every captured `/cluster` (3.3.8 and 4.1.5, in every state captured), with its path.
+    fn captured_clusters() -> Vec<(String, Vec<u8>)> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let mut found = Vec::new();
+        let mut dirs = vec![root.join("patroni-3.3.8"), root.join("patroni-4.1.5")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if name.contains("cluster") && name.ends_with(".json") {
+                    found.push((path.display().to_string(), std::fs::read(&path).unwrap()));
+                }
+            }
+        }
+        found.sort();
+        found
+    }
+
+    #[test]
+    fn a_members_view_read_as_keys_is_the_view_read_whole() {
+        let captured = captured_clusters();
+        assert!(captured.len() >= 30, "{} captured /cluster", captured.len());
+        let mut with_leader = 0;
+        for (path, body) in &captured {
+            let whole = DcsView::of(&parse_cluster(body).unwrap_or_else(|e| panic!("{path}: {e}")));
+            let keys = parse_cluster_keys(body).unwrap_or_else(|e| panic!("{path}: {e}"));
+            assert_eq!(DcsView::of_keys(keys), whole, "{path}");
+            with_leader += usize::from(!whole.leaders.is_empty());
+        }
+        assert!(
+            with_leader > captured.len() / 2,
+            "most captures have a leader"
+        );
+    }
+
+    #[test]
+    fn keys_refuse_what_the_whole_view_refuses_of_them() {
+        for body in [
+            r#"{"members": [{"role": "leader", "state": "running"}]}"#,
+            r#"{"members": [{"name": "a", "state": "running"}]}"#,
+            r#"{"members": [{"name": "a", "role": "leader"}]}"#,
+            r#"{"members": [{"name": "a", "role": "leader", "state": "running", "timeline": "2"}]}"#,
+            r#"{"members": [{"name": 1, "role": "leader", "state": "running"}]}"#,
+            r#"{"scope": "s"}"#,
+            "garbage",
+        ] {
+            assert!(parse_cluster(body.as_bytes()).is_err(), "{body}");
+            assert!(parse_cluster_keys(body.as_bytes()).is_err(), "{body}");
+        }
+        let odd = r#"{"scope": "s", "members": [{"name": "a", "role": "standby_leader",
+            "state": "in archive recovery", "timeline": 3, "api_url": "not a url", "tags": 5}]}"#;
+        let keys = parse_cluster_keys(odd.as_bytes()).unwrap();
+        assert_eq!(keys.scope.as_deref(), Some("s"));
+        assert_eq!(DcsView::of_keys(keys).leaders, ["a"]);
+    }
 }

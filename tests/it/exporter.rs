@@ -182,9 +182,13 @@ async fn golden_output(format: Format) -> String {
     // Configs 2 (failsafe), 4 (departed), 5 (split: a view that differs is no candidate once
     // it differed in two polls running) and 10 (on etcd: members' views are compared with
     // keys that did not change since the poll before) need a second poll.
-    let output =
-        poll_twice_and_render(configs, &[2, 4, 5, 10], || departed.isolate_member_0(), format)
-            .await;
+    let output = poll_twice_and_render(
+        configs,
+        &[2, 4, 5, 10],
+        || departed.isolate_member_0(),
+        format,
+    )
+    .await;
     let clusters = [
         &healthy,
         &switchover,

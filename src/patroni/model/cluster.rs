@@ -183,3 +183,63 @@ impl ClusterView {
 pub fn parse_cluster(body: &[u8]) -> Result<ClusterView, PatroniError> {
     Ok(serde_json::from_slice(body)?)
 }
+
+/// A member's own `GET /cluster` as far as it is compared with the other members' views:
+/// who has a key, its role, its timeline.
+///
+/// Why not a [`ClusterView`]: every poll reads every member's own view, and only the
+/// reader's is used whole. The others' `api_url`s (a [`Url`] parsed each), hosts, lags and
+/// tags were parsed and dropped in every poll of every cluster. The fields kept are read and
+/// required as [`ClusterView`] reads them, so what one refuses of them the other refuses too;
+/// the fields left out are skipped unread.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ClusterKeys {
+    /// The cluster name, as in [`ClusterView::scope`].
+    #[serde(default)]
+    pub scope: Option<String>,
+    pub members: Vec<MemberKey>,
+}
+
+/// One entry of `/cluster`'s `members`, as far as [`ClusterKeys`] reads it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct MemberKey {
+    pub name: String,
+    pub role: MemberRole,
+    /// Read (and required) as in [`Member`], though not compared.
+    pub state: MemberState,
+    #[serde(default)]
+    pub timeline: Option<u64>,
+}
+
+/// Parses a `GET /cluster` body as far as [`ClusterKeys`] reads it.
+///
+/// # Errors
+/// [`PatroniError::Decode`] when the kept fields are missing or of the wrong type.
+pub fn parse_cluster_keys(body: &[u8]) -> Result<ClusterKeys, PatroniError> {
+    Ok(serde_json::from_slice(body)?)
+}
+
+/// What the poller checks of every `/cluster` it reads, whole or as keys: the scope it names
+/// and the number of members it lists.
+pub trait ClusterDocument {
+    fn scope(&self) -> Option<&str>;
+    fn member_count(&self) -> usize;
+}
+
+impl ClusterDocument for ClusterView {
+    fn scope(&self) -> Option<&str> {
+        self.scope.as_deref()
+    }
+    fn member_count(&self) -> usize {
+        self.members.len()
+    }
+}
+
+impl ClusterDocument for ClusterKeys {
+    fn scope(&self) -> Option<&str> {
+        self.scope.as_deref()
+    }
+    fn member_count(&self) -> usize {
+        self.members.len()
+    }
+}

@@ -24,7 +24,10 @@ mod role;
 mod tags;
 mod timestamp;
 
-pub use cluster::{parse_cluster, ApiUrl, ClusterView, Lag, Member};
+pub use cluster::{
+    parse_cluster, parse_cluster_keys, ApiUrl, ClusterDocument, ClusterKeys, ClusterView, Lag,
+    Member, MemberKey,
+};
 pub use history::{parse_history, HistoryEntry};
 pub use member::{parse_member_status, MemberStatus, ReplicationPeer};
 pub use role::{MemberRole, MemberState};
