@@ -83,9 +83,9 @@ struct PollMemory {
     voters: VoterMemory,
     /// The last leaders and verdict, to count their changes.
     changes: ChangeMemory,
-    /// The members whose own view diverged in the last poll (failover readiness's `dcs_view`
-    /// needs it in two polls running).
-    diverged_views: Vec<String>,
+    /// The members whose own view diverged in the last poll, `None` before the first
+    /// (failover readiness's `dcs_view` needs it in two polls running).
+    diverged_views: Option<Vec<String>>,
     /// When the reader's `/history` and `/config` are asked, and the last of each read.
     cadence: Cadence,
     /// Members across polls: who left the view (still asked), each member's `/config`.

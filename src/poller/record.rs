@@ -77,8 +77,9 @@ pub(super) struct Recorder<'a> {
     pub(super) etcd_authenticated: bool,
     pub(super) cadence: &'a mut Cadence,
     pub(super) changes: &'a mut ChangeMemory,
-    /// The members whose view diverged in the last poll: a `dcs_view` exclusion needs two.
-    pub(super) diverged_views: &'a mut Vec<String>,
+    /// The members whose view diverged in the last poll (`None` before the first): a
+    /// `dcs_view` exclusion needs two.
+    pub(super) diverged_views: &'a mut Option<Vec<String>>,
     pub(super) policy: &'a mut ApiUrlPolicy,
 }
 
@@ -317,10 +318,10 @@ impl Recorder<'_> {
             members: &members,
             config: self.cadence.config(),
             views: &views,
-            diverged_before: self.diverged_views,
+            diverged_before: self.diverged_views.as_deref(),
             dcs: dcs.kind().zip(dcs.verdict()),
         });
-        *self.diverged_views = views.diverged_members();
+        *self.diverged_views = Some(views.diverged_members());
         if primaries(members.iter().chain(&departed)).len() > 1 {
             self.tally.counters.multiple_primaries_polls += 1;
         }

@@ -227,8 +227,9 @@ pub struct PollFacts<'a> {
     pub members: &'a [MemberSnapshot],
     pub config: Option<&'a DynamicConfig>,
     pub views: &'a ViewComparison,
-    /// The members whose view diverged in the previous poll ([`ViewComparison::diverged_members`]).
-    pub diverged_before: &'a [String],
+    /// The members whose view diverged in the previous poll ([`ViewComparison::diverged_members`]);
+    /// `None` when there was none (a first poll, `status`'s only one).
+    pub diverged_before: Option<&'a [String]>,
     /// The DCS's kind and quorum verdict, when the DCS is watched.
     pub dcs: Option<(DcsKind, QuorumVerdict)>,
 }
@@ -249,22 +250,26 @@ impl FailoverReadiness {
     }
 
     /// Excludes the members whose own DCS view differs from the others' in the leader or
-    /// the member set in this poll and in the one before (`diverged_before`): a member
-    /// whose DCS replica is stale or on another side of a split acts on a DCS the majority
-    /// does not share, and cannot write the leader key there.
+    /// the member set in this poll and in the one before (`diverged_before`; in this poll
+    /// alone when there was none before): a member whose DCS replica is stale or on another
+    /// side of a split acts on a DCS the majority does not share, and cannot write the leader
+    /// key there.
     ///
     /// Why two polls: the members' `/cluster` answers of one poll are read at different
     /// instants, so a key written between two of them (a member that joins, a new leader)
     /// makes one view differ for one poll without any replica being stale. Excluding on that
     /// made the candidates read 0 for a poll while a member rejoined (the membership
     /// scenario, under load); a stale replica stays different, and is excluded one poll later.
+    /// Without a poll before (the first, or `status`'s only one) there is no telling them
+    /// apart, and a view that differs is taken for what it shows.
     pub fn without_diverged_views(
         mut self,
         views: &ViewComparison,
-        diverged_before: &[String],
+        diverged_before: Option<&[String]>,
     ) -> FailoverReadiness {
         for member in &mut self.members {
-            if views.diverged(&member.name) && diverged_before.contains(&member.name) {
+            let before = diverged_before.is_none_or(|names| names.contains(&member.name));
+            if views.diverged(&member.name) && before {
                 member.exclusions.push(Exclusion {
                     reason: ExclusionReason::DcsView,
                     detail: "its own /cluster differs from the other members' (leader or members) in two polls running: its DCS replica is stale".into(),
@@ -736,12 +741,16 @@ mod tests {
         };
         let judged = |views: &ViewComparison, before: &[String]| {
             FailoverReadiness::assess(&cluster, &members, Some(&config()))
-                .without_diverged_views(views, before)
+                .without_diverged_views(views, Some(before))
         };
         let member_set = differs(vec![ViewField::Members]);
-        // One poll: a key written between two members' answers, no stale replica.
+        // One poll after one that agreed: a key written between two members' answers.
         assert_eq!(judged(&member_set, &[]).candidates(), 2);
         assert_eq!(member_set.diverged_members(), ["postgresql-1"]);
+        // No poll before (the first, `status`'s only one): what it shows.
+        let first = FailoverReadiness::assess(&cluster, &members, Some(&config()))
+            .without_diverged_views(&member_set, None);
+        assert_excluded_for(&first, "postgresql-1", ExclusionReason::DcsView);
         // Two polls running: excluded, as for the leader.
         let twice = judged(&member_set, &member_set.diverged_members());
         assert_eq!(twice.candidates(), 1);
