@@ -268,7 +268,7 @@ impl FailoverReadiness {
         diverged_before: Option<&[String]>,
     ) -> FailoverReadiness {
         for member in &mut self.members {
-            let before = diverged_before.is_none_or(|names| names.contains(&member.name));
+            let before = diverged_before.map_or(true, |names| names.contains(&member.name));
             if views.diverged(&member.name) && before {
                 member.exclusions.push(Exclusion {
                     reason: ExclusionReason::DcsView,
