@@ -133,6 +133,7 @@ fn rank(reading: &EndpointReading) -> Option<u8> {
 pub async fn read_cluster(
     client: &EtcdClient,
     endpoints: &[Url],
+    follow_up_to: usize,
     prefix: impl Future<Output = Option<String>> + Send,
     deadline: Instant,
 ) -> EtcdReading {
@@ -195,10 +196,58 @@ pub async fn read_cluster(
             }
         }
     };
+    let listed = facts.as_ref().map_or_else(Vec::new, |facts| {
+        unasked_listed_endpoints(facts, endpoints, follow_up_to)
+    });
+    let mut readings = readings;
+    readings.extend(
+        futures::future::join_all(
+            listed
+                .iter()
+                .map(|endpoint| read_endpoint(client, endpoint, deadline)),
+        )
+        .await,
+    );
     EtcdReading {
         endpoints: readings,
         facts,
     }
+}
+
+/// The client URLs (each member's first, http or https) of the members the member list
+/// names that are not among `asked`, at most `up_to`.
+///
+/// Why in the same reading: with one configured endpoint (the README's quick start), a
+/// reading that asked only it could not see a majority, and `status`, which reads once, said
+/// "quorum not visible" of a healthy cluster; the poller's next poll asks them anyway.
+fn unasked_listed_endpoints(facts: &ClusterFacts, asked: &[Url], up_to: usize) -> Vec<Url> {
+    let Ok(list) = &facts.members else {
+        return Vec::new();
+    };
+    let mut unasked: Vec<Url> = Vec::new();
+    for url in list
+        .members
+        .iter()
+        .filter_map(|member| Url::parse(member.client_urls.first()?).ok())
+        .filter(|url| matches!(url.scheme(), "http" | "https"))
+    {
+        if !asked
+            .iter()
+            .chain(&unasked)
+            .any(|known| same_endpoint(known, &url))
+        {
+            unasked.push(url);
+        }
+    }
+    unasked.truncate(up_to);
+    unasked
+}
+
+/// Two endpoint URLs that reach the same place (`http://h:2379` and `http://h:2379/`).
+pub fn same_endpoint(a: &Url, b: &Url) -> bool {
+    a.scheme() == b.scheme()
+        && a.host_str() == b.host_str()
+        && a.port_or_known_default() == b.port_or_known_default()
 }
 
 /// One endpoint's status and versions, and its health when the status was refused to the
@@ -298,7 +347,7 @@ mod tests {
     /// One reading of `endpoints` by a plain client, Patroni's prefix known from the start.
     async fn read_with_prefix(endpoints: &[Url], deadline: Instant) -> EtcdReading {
         let prefix = std::future::ready(Some(PREFIX.to_owned()));
-        read_cluster(&client(), endpoints, prefix, deadline).await
+        read_cluster(&client(), endpoints, 0, prefix, deadline).await
     }
 
     /// [`read_with_prefix`] of every fake, within 5 s.
@@ -358,6 +407,69 @@ mod tests {
         let mut paths: Vec<String> = fake.requests().into_iter().map(|r| r.path).collect();
         paths.sort();
         paths
+    }
+
+    #[tokio::test]
+    async fn the_members_listed_are_asked_in_the_same_reading() {
+        // One endpoint configured (the README's quick start), a follower: the member list it
+        // gives names the two others, asked in this reading too, each once.
+        let fakes = [
+            member("etcd-3.4/status-e1.json").await,
+            member("etcd-3.4/status-e2.json").await,
+            member("etcd-3.4/status-e3.json").await,
+        ];
+        let mut list = String::from_utf8(fixture("etcd-3.4/member-list.json")).unwrap();
+        for (index, fake) in fakes.iter().enumerate() {
+            let url = fake.url().as_str().trim_end_matches('/').to_owned();
+            // A trailing slash on one: the same endpoint all the same.
+            let url = if index == 1 { format!("{url}/") } else { url };
+            list = list.replace(&format!("http://127.0.0.1{}:2379", index + 1), &url);
+        }
+        for fake in &fakes {
+            fake.route("/v3/cluster/member/list", Reply::ok(list.clone()));
+        }
+        let read = |up_to: usize| {
+            let configured = [fakes[1].url()];
+            async move {
+                let prefix = std::future::ready(Some(PREFIX.to_owned()));
+                let deadline = Instant::now() + Duration::from_secs(5);
+                read_cluster(&client(), &configured, up_to, prefix, deadline).await
+            }
+        };
+        let asked_endpoints = |reading: &EtcdReading| -> Vec<Url> {
+            reading
+                .endpoints
+                .iter()
+                .map(|e| e.endpoint.clone())
+                .collect()
+        };
+
+        let followed = read(128).await;
+        // The configured one first, then the list's others in its order (e3, e1).
+        assert_eq!(
+            asked_endpoints(&followed),
+            [fakes[1].url(), fakes[2].url(), fakes[0].url()]
+        );
+        assert!(followed.endpoints.iter().all(|e| e.status.is_ok()));
+        assert_eq!(
+            followed.endpoints.iter().filter(|e| e.is_leader()).count(),
+            1,
+            "e1 says it leads"
+        );
+        for fake in [&fakes[0], &fakes[2]] {
+            assert_eq!(asked(fake), ["/v3/maintenance/status", "/version"]);
+        }
+        assert_eq!(fakes[1].count("/v3/maintenance/status"), 1);
+
+        let alone = read(0).await;
+        assert_eq!(asked_endpoints(&alone), [fakes[1].url()]);
+        assert_eq!(alone.facts.as_ref().unwrap().source, fakes[1].url());
+        let capped = read(1).await;
+        assert_eq!(
+            asked_endpoints(&capped),
+            [fakes[1].url(), fakes[2].url()],
+            "at most up_to more"
+        );
     }
 
     #[tokio::test]
@@ -492,7 +604,8 @@ mod tests {
         );
         let endpoints: Vec<Url> = fakes.iter().map(FakeEtcd::url).collect();
         let deadline = Instant::now() + Duration::from_secs(5);
-        let reading = read_cluster(&client(), &endpoints, std::future::ready(None), deadline).await;
+        let reading =
+            read_cluster(&client(), &endpoints, 0, std::future::ready(None), deadline).await;
         let clusters: Vec<Option<&str>> = reading
             .endpoints
             .iter()

@@ -17,7 +17,7 @@ use url::Url;
 use super::placement::MAX_MEMBERS;
 use crate::address::Host;
 use crate::config::{ApiUrlPolicy, EtcdSettings};
-use crate::etcd::{self, EtcdClient, EtcdReading};
+use crate::etcd::{self, same_endpoint, EtcdClient, EtcdReading};
 use crate::http::Transports;
 use crate::snapshot::{EtcdSnapshot, KeyContent};
 
@@ -81,12 +81,20 @@ impl EtcdQuery {
             }
         }
         endpoints.truncate(MAX_MEMBERS);
+        // The members etcd lists that were not asked are asked in this reading too (the
+        // first poll, `status`'s only one, a member added since).
+        let follow_up_to = if self.settings.follows_listed_endpoints() {
+            MAX_MEMBERS - endpoints.len()
+        } else {
+            0
+        };
         let settings = self.settings.clone();
         let prefix = async move { Some(settings.prefix(&scope.await.ok()?)) };
         let client = self.client.clone();
-        let (reading, handle) =
-            async move { etcd::read_cluster(&client, &endpoints, prefix, deadline).await }
-                .remote_handle();
+        let (reading, handle) = async move {
+            etcd::read_cluster(&client, &endpoints, follow_up_to, prefix, deadline).await
+        }
+        .remote_handle();
         tokio::spawn(reading);
         handle
     }
@@ -111,13 +119,6 @@ pub(super) fn learn_hosts(policy: &mut ApiUrlPolicy, reading: &EtcdReading, auth
         .filter_map(|m| Url::parse(m.api_url.as_deref()?).ok())
         .filter_map(|url| Host::of_url(&url));
     policy.learned.learn(hosts, authenticated);
-}
-
-/// Two endpoint URLs that reach the same place (`http://h:2379` and `http://h:2379/`).
-fn same_endpoint(a: &Url, b: &Url) -> bool {
-    a.scheme() == b.scheme()
-        && a.host_str() == b.host_str()
-        && a.port_or_known_default() == b.port_or_known_default()
 }
 
 /// What the poller remembers of a cluster's etcd between polls.

@@ -638,7 +638,7 @@ mod tests {
         )
         .unwrap();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-        crate::etcd::read_cluster(&client, &endpoints, std::future::ready(None), deadline).await
+        crate::etcd::read_cluster(&client, &endpoints, 0, std::future::ready(None), deadline).await
     }
 
     #[tokio::test]
