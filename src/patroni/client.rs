@@ -14,8 +14,8 @@ use url::Url;
 
 use super::dynamic_config::{parse_dynamic_config, DynamicConfig};
 use super::model::{
-    parse_cluster, parse_cluster_keys, parse_history, parse_member_status, ClusterKeys,
-    ClusterView, HistoryEntry, MemberStatus,
+    parse_cluster, parse_compared_view, parse_history, parse_member_status, ClusterView,
+    ComparedView, HistoryEntry, MemberStatus,
 };
 use super::PatroniError;
 use crate::error_kind::ErrorKind;
@@ -126,13 +126,13 @@ impl PatroniClient {
         parse_cluster(&body)
     }
 
-    /// `GET {base}/cluster`, as far as a member's view is compared ([`ClusterKeys`]).
+    /// `GET {base}/cluster`, as far as a member's view is compared ([`ComparedView`]).
     ///
     /// # Errors
     /// Any [`PatroniError`]: transport, status, size or decode.
-    pub async fn cluster_keys(&self, base: &Url) -> Result<ClusterKeys, PatroniError> {
+    pub async fn compared_view(&self, base: &Url) -> Result<ComparedView, PatroniError> {
         let body = self.get(&join(base, "cluster")).await?;
-        parse_cluster_keys(&body)
+        parse_compared_view(&body)
     }
 
     /// `GET {base}/history`.

@@ -236,7 +236,9 @@ impl Recorder<'_> {
         // The reader's view is the one already read; every other member's is its own.
         let view = match (context.read_view, context.reader == Some(name.as_str())) {
             (Some(read), true) => Some(Ok(read.clone())),
-            _ => answers.cluster.map(|answer| answer.map(DcsView::of_keys)),
+            _ => answers
+                .cluster
+                .map(|answer| answer.map(DcsView::of_compared)),
         };
         // Its own copy from the rotation, else the cluster's when it was read from it.
         let config = self

@@ -21,7 +21,7 @@ use super::members::MemberMemory;
 use super::placement::{Placement, MAX_MEMBERS};
 use crate::config::{ApiUrlPolicy, ClusterConfig, Collector, RaftSettings};
 use crate::patroni::{
-    self, ClusterDocument, ClusterKeys, ClusterView, DynamicConfig, PatroniClient, PatroniError,
+    self, ClusterDocument, ClusterView, ComparedView, DynamicConfig, PatroniClient, PatroniError,
 };
 use crate::raft::{self, QueryLimits, RaftKey, RaftStatus};
 use crate::snapshot::{Failure, RaftNodeSnapshot};
@@ -178,7 +178,7 @@ pub(super) type ProbeAnswer = Result<bool, PatroniError>;
 pub(super) struct MemberAnswers {
     pub(super) own: Result<patroni::OwnAnswer, Failure>,
     /// Its own `/cluster`, as far as views are compared.
-    pub(super) cluster: Option<Result<ClusterKeys, Failure>>,
+    pub(super) cluster: Option<Result<ComparedView, Failure>>,
     pub(super) config: Option<Result<patroni::DynamicConfig, PatroniError>>,
     /// `/liveness`, and `/readiness` when it was asked too.
     pub(super) probes: Option<(ProbeAnswer, Option<ProbeAnswer>)>,
@@ -431,7 +431,7 @@ impl Requests<'_> {
                 return None;
             }
             let answer = self
-                .limited(&limit, || self.checked_cluster_keys(&base))
+                .limited(&limit, || self.checked_compared_view(&base))
                 .await;
             Some(answer.map_err(|e| Failure::from(&e)))
         };
@@ -540,8 +540,8 @@ impl Requests<'_> {
     }
 
     /// A member's own `GET {base}/cluster` as far as views are compared, checked alike.
-    async fn checked_cluster_keys(&self, base: &Url) -> Result<ClusterKeys, PatroniError> {
-        self.checked(self.client.cluster_keys(base).await?)
+    async fn checked_compared_view(&self, base: &Url) -> Result<ComparedView, PatroniError> {
+        self.checked(self.client.compared_view(base).await?)
     }
 
     /// A `/cluster` that names another cluster is an error, never a silent mix of two

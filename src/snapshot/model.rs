@@ -12,8 +12,8 @@ use std::time::Duration;
 use crate::address::Host;
 use crate::error_kind::ErrorKind;
 use crate::patroni::{
-    ApiUrl, ClockOffset, ClusterKeys, ClusterView, DynamicConfig, Member, MemberRole, MemberStatus,
-    PatroniError,
+    ApiUrl, ClockOffset, ClusterView, ComparedView, DynamicConfig, Member, MemberRole,
+    MemberStatus, PatroniError,
 };
 use crate::raft::{RaftState, RaftStatus};
 
@@ -331,9 +331,9 @@ impl DcsView {
     }
 
     /// The view of a member's own `/cluster`, read as far as it is compared.
-    pub fn of_keys(keys: ClusterKeys) -> DcsView {
+    pub fn of_compared(view: ComparedView) -> DcsView {
         DcsView::of_members(
-            keys.members
+            view.members
                 .into_iter()
                 .map(|m| (m.name, m.role.is_leader(), m.timeline)),
         )
@@ -443,7 +443,7 @@ pub(crate) fn captured(
 #[cfg(test)]
 mod tests {
     use super::DcsView;
-    use crate::patroni::{parse_cluster, parse_cluster_keys};
+    use crate::patroni::{parse_cluster, parse_compared_view};
 
     /// Every captured `/cluster` (3.3.8 and 4.1.5, in every state captured), with its path.
     fn captured_clusters() -> Vec<(String, Vec<u8>)> {
@@ -466,14 +466,14 @@ mod tests {
     }
 
     #[test]
-    fn a_members_view_read_as_keys_is_the_view_read_whole() {
+    fn a_members_view_read_as_compared_is_the_view_read_whole() {
         let captured = captured_clusters();
         assert!(captured.len() >= 30, "{} captured /cluster", captured.len());
         let mut with_leader = 0;
         for (path, body) in &captured {
             let whole = DcsView::of(&parse_cluster(body).unwrap_or_else(|e| panic!("{path}: {e}")));
-            let keys = parse_cluster_keys(body).unwrap_or_else(|e| panic!("{path}: {e}"));
-            assert_eq!(DcsView::of_keys(keys), whole, "{path}");
+            let compared = parse_compared_view(body).unwrap_or_else(|e| panic!("{path}: {e}"));
+            assert_eq!(DcsView::of_compared(compared), whole, "{path}");
             with_leader += usize::from(!whole.leaders.is_empty());
         }
         assert!(
@@ -483,7 +483,7 @@ mod tests {
     }
 
     #[test]
-    fn keys_refuse_what_the_whole_view_refuses_of_them() {
+    fn the_compared_view_refuses_what_the_whole_view_refuses_of_its_fields() {
         for body in [
             r#"{"members": [{"role": "leader", "state": "running"}]}"#,
             r#"{"members": [{"name": "a", "state": "running"}]}"#,
@@ -494,12 +494,12 @@ mod tests {
             "garbage",
         ] {
             assert!(parse_cluster(body.as_bytes()).is_err(), "{body}");
-            assert!(parse_cluster_keys(body.as_bytes()).is_err(), "{body}");
+            assert!(parse_compared_view(body.as_bytes()).is_err(), "{body}");
         }
         let odd = r#"{"scope": "s", "members": [{"name": "a", "role": "standby_leader",
             "state": "in archive recovery", "timeline": 3, "api_url": "not a url", "tags": 5}]}"#;
-        let keys = parse_cluster_keys(odd.as_bytes()).unwrap();
-        assert_eq!(keys.scope.as_deref(), Some("s"));
-        assert_eq!(DcsView::of_keys(keys).leaders, ["a"]);
+        let compared = parse_compared_view(odd.as_bytes()).unwrap();
+        assert_eq!(compared.scope.as_deref(), Some("s"));
+        assert_eq!(DcsView::of_compared(compared).leaders, ["a"]);
     }
 }

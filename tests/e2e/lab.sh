@@ -488,6 +488,10 @@ T_P1_END=$(e2e_now)
 life=$(e2e_since "$T0")
 for d in m0 m1 m2; do
   seen=$(alerts_of "$d" 0 "$T_P1_END")
+  # A scrape past Prometheus's 2 s timeout (load ~30 beside a second CI run) makes PatroniExporterDown
+  # pending (for: 5m): excused only with that scrape in Prometheus's own scrape_duration_seconds.
+  if [[ $seen == PatroniExporterDown/pending ]] && slow=$(curl -fsG -m 3 "$PROM/api/v1/query" --data-urlencode "query=max_over_time(scrape_duration_seconds{deployment=\"$d\"}[${life%.*}s]) >= 1.95" | jq -er '.data.result[0].value[1]'); then
+    result healthy "$d: PatroniExporterDown pending excused: a scrape of ${slow}s, past the 2 s timeout"; seen=""; fi
   if [[ -z $seen ]] && awk -v l="$life" -v h="$HEALTHY_S" 'BEGIN { exit !(l >= h) }'; then
     pass "healthy $d: no alert of any severity, not even pending (${life}s of exporter life, >= ${HEALTHY_S}s)"
   else

@@ -193,16 +193,16 @@ pub fn parse_cluster(body: &[u8]) -> Result<ClusterView, PatroniError> {
 /// required as [`ClusterView`] reads them, so what one refuses of them the other refuses too;
 /// the fields left out are skipped unread.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct ClusterKeys {
+pub struct ComparedView {
     /// The cluster name, as in [`ClusterView::scope`].
     #[serde(default)]
     pub scope: Option<String>,
-    pub members: Vec<MemberKey>,
+    pub members: Vec<ComparedMember>,
 }
 
-/// One entry of `/cluster`'s `members`, as far as [`ClusterKeys`] reads it.
+/// One entry of `/cluster`'s `members`, as far as [`ComparedView`] reads it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct MemberKey {
+pub struct ComparedMember {
     pub name: String,
     pub role: MemberRole,
     /// Read (and required) as in [`Member`], though not compared.
@@ -211,11 +211,11 @@ pub struct MemberKey {
     pub timeline: Option<u64>,
 }
 
-/// Parses a `GET /cluster` body as far as [`ClusterKeys`] reads it.
+/// Parses a `GET /cluster` body as far as [`ComparedView`] reads it.
 ///
 /// # Errors
 /// [`PatroniError::Decode`] when the kept fields are missing or of the wrong type.
-pub fn parse_cluster_keys(body: &[u8]) -> Result<ClusterKeys, PatroniError> {
+pub fn parse_compared_view(body: &[u8]) -> Result<ComparedView, PatroniError> {
     Ok(serde_json::from_slice(body)?)
 }
 
@@ -235,7 +235,7 @@ impl ClusterDocument for ClusterView {
     }
 }
 
-impl ClusterDocument for ClusterKeys {
+impl ClusterDocument for ComparedView {
     fn scope(&self) -> Option<&str> {
         self.scope.as_deref()
     }
