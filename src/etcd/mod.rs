@@ -34,7 +34,9 @@ pub use model::{
     GatewayError, Health, KeyValue, LeaderKey, LeaseTimeToLive, Member, MemberKey, MemberList,
     PatroniKeys, RangeAnswer, ResponseHeader, StatusKey, SyncKey, Versions,
 };
-pub use reading::{read_cluster, same_endpoint, ClusterFacts, EndpointReading, EtcdReading};
+pub use reading::{
+    listed_client_urls, read_cluster, same_endpoint, ClusterFacts, EndpointReading, EtcdReading,
+};
 
 /// Why an etcd request gave no usable answer.
 ///

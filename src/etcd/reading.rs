@@ -225,12 +225,7 @@ fn unasked_listed_endpoints(facts: &ClusterFacts, asked: &[Url], up_to: usize) -
         return Vec::new();
     };
     let mut unasked: Vec<Url> = Vec::new();
-    for url in list
-        .members
-        .iter()
-        .filter_map(|member| Url::parse(member.client_urls.first()?).ok())
-        .filter(|url| matches!(url.scheme(), "http" | "https"))
-    {
+    for url in listed_client_urls(list) {
         if !asked
             .iter()
             .chain(&unasked)
@@ -241,6 +236,15 @@ fn unasked_listed_endpoints(facts: &ClusterFacts, asked: &[Url], up_to: usize) -
     }
     unasked.truncate(up_to);
     unasked
+}
+
+/// The client URL of each member `list` names (its first), when it is an http or https URL.
+pub fn listed_client_urls(list: &MemberList) -> Vec<Url> {
+    list.members
+        .iter()
+        .filter_map(|member| Url::parse(member.client_urls.first()?).ok())
+        .filter(|url| matches!(url.scheme(), "http" | "https"))
+        .collect()
 }
 
 /// Two endpoint URLs that reach the same place (`http://h:2379` and `http://h:2379/`).

@@ -24,8 +24,8 @@ pub use client::{
 pub use dynamic_config::{parse_dynamic_config, DynamicConfig, SynchronousMode};
 pub use model::{
     parse_cluster, parse_compared_view, parse_history, parse_member_status, parse_timestamp,
-    ApiUrl, ClusterDocument, ClusterView, ComparedMember, ComparedView, HistoryEntry, Lag, Member,
-    MemberRole, MemberState, MemberStatus, MemberTags, ReplicationPeer,
+    ApiUrl, ClusterView, ComparedMember, ComparedView, HistoryEntry, Lag, Member, MemberRole,
+    MemberState, MemberStatus, MemberTags, ReplicationPeer,
 };
 pub use release::{Feature, PatroniRelease};
 

@@ -142,13 +142,8 @@ impl EtcdMemory {
         if let Some(voters) = snapshot.listed_voters() {
             self.voters = voters;
             self.voters_at = Some(at);
-            self.listed = snapshot
-                .listed_endpoints()
-                .iter()
-                .filter_map(|url| Url::parse(url).ok())
-                .filter(|url| matches!(url.scheme(), "http" | "https"))
-                .take(MAX_MEMBERS)
-                .collect();
+            self.listed = snapshot.listed_endpoints();
+            self.listed.truncate(MAX_MEMBERS);
         }
         self.keys = snapshot.key_content();
     }

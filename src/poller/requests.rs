@@ -20,9 +20,7 @@ use super::deadline::Deadline;
 use super::members::MemberMemory;
 use super::placement::{Placement, MAX_MEMBERS};
 use crate::config::{ApiUrlPolicy, ClusterConfig, Collector, RaftSettings};
-use crate::patroni::{
-    self, ClusterDocument, ClusterView, ComparedView, DynamicConfig, PatroniClient, PatroniError,
-};
+use crate::patroni::{self, ClusterView, ComparedView, DynamicConfig, PatroniClient, PatroniError};
 use crate::raft::{self, QueryLimits, RaftKey, RaftStatus};
 use crate::snapshot::{Failure, RaftNodeSnapshot};
 
@@ -536,36 +534,32 @@ impl Requests<'_> {
 
     /// `GET {base}/cluster`, refused when it names another cluster or too many members.
     pub(super) async fn checked_cluster(&self, base: &Url) -> Result<ClusterView, PatroniError> {
-        self.checked(self.client.cluster(base).await?)
+        let view = self.client.cluster(base).await?;
+        self.check(view.scope.as_deref(), view.members.len())?;
+        Ok(view)
     }
 
     /// A member's own `GET {base}/cluster` as far as views are compared, checked alike.
     async fn checked_compared_view(&self, base: &Url) -> Result<ComparedView, PatroniError> {
-        self.checked(self.client.compared_view(base).await?)
+        let view = self.client.compared_view(base).await?;
+        self.check(view.scope.as_deref(), view.members.len())?;
+        Ok(view)
     }
 
-    /// A `/cluster` that names another cluster is an error, never a silent mix of two
-    /// clusters; so is one with more than [`MAX_MEMBERS`] members.
-    fn checked<D: ClusterDocument>(&self, document: D) -> Result<D, PatroniError> {
-        match (&self.config.identity.expected_scope, document.scope()) {
+    /// A `/cluster` that names another cluster (`scope`) is an error, never a silent mix of
+    /// two clusters; so is one with more than [`MAX_MEMBERS`] members.
+    fn check(&self, scope: Option<&str>, members: usize) -> Result<(), PatroniError> {
+        match (&self.config.identity.expected_scope, scope) {
             (Some(expected), Some(got)) if expected != got => Err(PatroniError::ScopeMismatch {
                 expected: expected.clone(),
                 got: got.to_owned(),
             }),
-            _ => check_member_count(document),
+            _ if members > MAX_MEMBERS => Err(PatroniError::Decode(format!(
+                "/cluster lists {members} members, more than {MAX_MEMBERS}"
+            ))),
+            _ => Ok(()),
         }
     }
-}
-
-/// A `/cluster` with more than [`MAX_MEMBERS`] members is refused.
-pub(super) fn check_member_count<D: ClusterDocument>(document: D) -> Result<D, PatroniError> {
-    let count = document.member_count();
-    if count > MAX_MEMBERS {
-        return Err(PatroniError::Decode(format!(
-            "/cluster lists {count} members, more than {MAX_MEMBERS}"
-        )));
-    }
-    Ok(document)
 }
 
 /// The request `start` makes, under a permit of the member (`limit`), then one of the poll

@@ -246,15 +246,13 @@ impl EtcdSnapshot {
             .unwrap_or_else(|| format!("{id:x}"))
     }
 
-    /// The client URLs of the members etcd lists (their first), for the next poll to ask.
-    pub fn listed_endpoints(&self) -> Vec<String> {
-        let Some(Ok(list)) = self.facts.as_ref().map(|facts| &facts.members) else {
-            return Vec::new();
-        };
-        list.members
-            .iter()
-            .filter_map(|m| m.client_urls.first().cloned())
-            .collect()
+    /// The client URLs of the members etcd lists (their first, http or https), for the next
+    /// poll to ask.
+    pub fn listed_endpoints(&self) -> Vec<url::Url> {
+        match self.facts.as_ref().map(|facts| &facts.members) {
+            Some(Ok(list)) => crate::etcd::listed_client_urls(list),
+            _ => Vec::new(),
+        }
     }
 }
 

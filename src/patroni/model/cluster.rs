@@ -218,28 +218,3 @@ pub struct ComparedMember {
 pub fn parse_compared_view(body: &[u8]) -> Result<ComparedView, PatroniError> {
     Ok(serde_json::from_slice(body)?)
 }
-
-/// What the poller checks of every `/cluster` it reads, whole or as keys: the scope it names
-/// and the number of members it lists.
-pub trait ClusterDocument {
-    fn scope(&self) -> Option<&str>;
-    fn member_count(&self) -> usize;
-}
-
-impl ClusterDocument for ClusterView {
-    fn scope(&self) -> Option<&str> {
-        self.scope.as_deref()
-    }
-    fn member_count(&self) -> usize {
-        self.members.len()
-    }
-}
-
-impl ClusterDocument for ComparedView {
-    fn scope(&self) -> Option<&str> {
-        self.scope.as_deref()
-    }
-    fn member_count(&self) -> usize {
-        self.members.len()
-    }
-}

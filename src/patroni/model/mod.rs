@@ -25,8 +25,8 @@ mod tags;
 mod timestamp;
 
 pub use cluster::{
-    parse_cluster, parse_compared_view, ApiUrl, ClusterDocument, ClusterView, ComparedMember,
-    ComparedView, Lag, Member,
+    parse_cluster, parse_compared_view, ApiUrl, ClusterView, ComparedMember, ComparedView, Lag,
+    Member,
 };
 pub use history::{parse_history, HistoryEntry};
 pub use member::{parse_member_status, MemberStatus, ReplicationPeer};
