@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::FutureExt;
 use tokio::time::Instant;
 use url::Url;
@@ -188,7 +189,7 @@ impl EtcdClient {
             .post(
                 endpoint,
                 "v3/maintenance/status",
-                serde_json::json!({}),
+                Bytes::from_static(b"{}"),
                 Authorize::IfPossible,
                 deadline,
             )
@@ -212,9 +213,9 @@ impl EtcdClient {
         deadline: Instant,
     ) -> Result<MemberList, EtcdError> {
         let body = if linearizable {
-            serde_json::json!({ "linearizable": true })
+            Bytes::from_static(br#"{"linearizable":true}"#)
         } else {
-            serde_json::json!({})
+            Bytes::from_static(b"{}")
         };
         let answer = self
             .post(
@@ -238,7 +239,7 @@ impl EtcdClient {
             .post(
                 endpoint,
                 "v3/maintenance/alarm",
-                serde_json::json!({ "action": "GET" }),
+                Bytes::from_static(br#"{"action":"GET"}"#),
                 Authorize::Yes,
                 deadline,
             )
@@ -269,7 +270,13 @@ impl EtcdClient {
             body["serializable"] = serde_json::Value::Bool(true);
         }
         let answer = self
-            .post(endpoint, "v3/kv/range", body, Authorize::Yes, deadline)
+            .post(
+                endpoint,
+                "v3/kv/range",
+                Bytes::from(body.to_string()),
+                Authorize::Yes,
+                deadline,
+            )
             .await?;
         parse_range(&answer.body)
     }
@@ -288,7 +295,7 @@ impl EtcdClient {
             .post(
                 endpoint,
                 "v3/lease/timetolive",
-                serde_json::json!({ "ID": lease.to_string() }),
+                Bytes::from(format!(r#"{{"ID":"{lease}"}}"#)),
                 Authorize::Yes,
                 deadline,
             )
@@ -351,7 +358,7 @@ impl EtcdClient {
         &self,
         endpoint: &Url,
         path: &str,
-        body: serde_json::Value,
+        body: Bytes,
         authorize: Authorize,
         deadline: Instant,
     ) -> Result<Answer, EtcdError> {
@@ -363,7 +370,6 @@ impl EtcdClient {
             now + self.bound(deadline).saturating_duration_since(now) / 2
         };
         self.bounded(deadline, async {
-            let body = body.to_string().into_bytes();
             let token = if authorize == Authorize::IfPossible {
                 tokio::time::timeout_at(patience, self.token(endpoint, authorize, None))
                     .await
@@ -435,7 +441,7 @@ impl EtcdClient {
             .send(
                 endpoint,
                 "v3/auth/authenticate",
-                Some(body.to_vec()),
+                Some(Bytes::copy_from_slice(&body)),
                 None,
                 &[200],
             )
@@ -461,7 +467,7 @@ impl EtcdClient {
         &self,
         endpoint: &Url,
         path: &str,
-        body: Option<Vec<u8>>,
+        body: Option<Bytes>,
         token: Option<&Secret>,
         accepted: &[u16],
     ) -> Result<Answer, EtcdError> {

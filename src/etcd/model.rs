@@ -636,13 +636,15 @@ pub struct SyncKey {
     pub quorum: Option<u64>,
 }
 
-/// The `config` key.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// The `config` key: the fields that say how long the leader key lives and whether failsafe
+/// and synchronous modes are on (the rest, PostgreSQL's parameters, is not read).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConfigKey {
-    pub raw: serde_json::Value,
     pub ttl: Option<u64>,
     pub loop_wait: Option<u64>,
     pub retry_timeout: Option<u64>,
+    pub synchronous_mode: Option<bool>,
+    pub failsafe_mode: Option<bool>,
 }
 
 /// The `status` key.
@@ -717,16 +719,9 @@ pub fn parse_patroni_keys(prefix: &str, range: &RangeAnswer) -> PatroniKeys {
                 }
                 _ => keys.notes.push("failsafe: not a JSON object".into()),
             },
-            "config" => match json() {
-                Ok(raw) if raw.is_object() => {
-                    keys.config = Some(ConfigKey {
-                        ttl: raw.get("ttl").and_then(json_u64),
-                        loop_wait: raw.get("loop_wait").and_then(json_u64),
-                        retry_timeout: raw.get("retry_timeout").and_then(json_u64),
-                        raw,
-                    });
-                }
-                _ => keys.notes.push("config: not a JSON object".into()),
+            "config" => match parse_config_key(&kv.value) {
+                Some(config) => keys.config = Some(config),
+                None => keys.notes.push("config: not a JSON object".into()),
             },
             "history" => match json() {
                 Ok(serde_json::Value::Array(rows)) => keys.history = Some(rows),
@@ -761,25 +756,135 @@ pub fn parse_patroni_keys(prefix: &str, range: &RangeAnswer) -> PatroniKeys {
     keys
 }
 
+/// A struct read from a JSON object only: serde's derived structs also take an array, field
+/// by field in order, which Patroni never writes.
+fn from_object<'a, T: Deserialize<'a>>(value: &'a [u8]) -> Option<T> {
+    if value.trim_ascii_start().first() != Some(&b'{') {
+        return None;
+    }
+    serde_json::from_slice(value).ok()
+}
+
+/// The `config` key's fields; `None` when the value is not a JSON object. A field of another
+/// type reads as absent.
+fn parse_config_key(value: &[u8]) -> Option<ConfigKey> {
+    use patroni_field::{Flag, Number};
+    #[derive(Deserialize)]
+    struct Fields {
+        #[serde(default)]
+        ttl: Number,
+        #[serde(default)]
+        loop_wait: Number,
+        #[serde(default)]
+        retry_timeout: Number,
+        #[serde(default)]
+        synchronous_mode: Flag,
+        #[serde(default)]
+        failsafe_mode: Flag,
+    }
+    if let Some(fields) = from_object::<Fields>(value) {
+        return Some(ConfigKey {
+            ttl: fields.ttl.ok(),
+            loop_wait: fields.loop_wait.ok(),
+            retry_timeout: fields.retry_timeout.ok(),
+            synchronous_mode: fields.synchronous_mode.ok(),
+            failsafe_mode: fields.failsafe_mode.ok(),
+        });
+    }
+    // Not an object of fields (a field named twice included: the last counts).
+    let serde_json::Value::Object(object) = serde_json::from_slice(value).ok()? else {
+        return None;
+    };
+    let number = |field: &str| object.get(field).and_then(json_u64);
+    let flag = |field: &str| object.get(field).and_then(serde_json::Value::as_bool);
+    Some(ConfigKey {
+        ttl: number("ttl"),
+        loop_wait: number("loop_wait"),
+        retry_timeout: number("retry_timeout"),
+        synchronous_mode: flag("synchronous_mode"),
+        failsafe_mode: flag("failsafe_mode"),
+    })
+}
+
 /// A `members/<name>` key: what can be read of its JSON value, and a note for the rest.
+///
+/// Read straight into [`patroni_field`]'s fields (a member key per member per poll, most of
+/// an etcd cluster's parsing); only a value that is not an object of fields goes through
+/// `serde_json::Value`, to say what it is.
 fn parse_member_key(name: &str, kv: &KeyValue) -> MemberKey {
+    use patroni_field::{Number, Text};
+    #[derive(Deserialize)]
+    struct Fields {
+        #[serde(default)]
+        conn_url: Text,
+        #[serde(default)]
+        api_url: Text,
+        #[serde(default)]
+        state: Text,
+        #[serde(default)]
+        role: Text,
+        #[serde(default)]
+        replication_state: Text,
+        #[serde(default)]
+        version: Text,
+        #[serde(default)]
+        timeline: Number,
+        #[serde(default)]
+        xlog_location: Number,
+        #[serde(default)]
+        receive_lsn: Number,
+        #[serde(default)]
+        replay_lsn: Number,
+        #[serde(default, deserialize_with = "patroni_field::present")]
+        tags: Option<serde_json::Value>,
+    }
     let mut member = MemberKey {
         name: name.to_owned(),
         lease: kv.lease,
         mod_revision: kv.mod_revision,
         ..MemberKey::default()
     };
-    let object = match serde_json::from_slice::<serde_json::Value>(&kv.value) {
-        Ok(serde_json::Value::Object(object)) => object,
-        Ok(_) => {
-            member.note = Some("not a JSON object".into());
-            return member;
-        }
-        Err(error) => {
-            member.note = Some(format!("not JSON ({error})"));
-            return member;
-        }
+    let fields = match from_object::<Fields>(&kv.value) {
+        Some(fields) => fields,
+        // Not an object of fields (a field named twice included): say what it is.
+        None => match serde_json::from_slice::<serde_json::Value>(&kv.value) {
+            Ok(serde_json::Value::Object(object)) => return parse_member_object(member, &object),
+            Ok(_) => {
+                member.note = Some("not a JSON object".into());
+                return member;
+            }
+            Err(error) => {
+                member.note = Some(format!("not JSON ({error})"));
+                return member;
+            }
+        },
     };
+    let mut wrong = Vec::new();
+    member.conn_url = fields.conn_url.read("conn_url", &mut wrong);
+    member.api_url = fields.api_url.read("api_url", &mut wrong);
+    member.state = fields.state.read("state", &mut wrong);
+    member.role = fields.role.read("role", &mut wrong);
+    member.replication_state = fields
+        .replication_state
+        .read("replication_state", &mut wrong);
+    member.version = fields.version.read("version", &mut wrong);
+    member.timeline = fields.timeline.read("timeline", &mut wrong);
+    member.xlog_location = fields.xlog_location.read("xlog_location", &mut wrong);
+    member.receive_lsn = fields.receive_lsn.read("receive_lsn", &mut wrong);
+    member.replay_lsn = fields.replay_lsn.read("replay_lsn", &mut wrong);
+    member.tags = fields.tags;
+    if !wrong.is_empty() {
+        member.note = Some(format!("unexpected type of {}", wrong.join(", ")));
+    }
+    member
+}
+
+/// A member key's JSON object that [`parse_member_key`]'s fields did not take (a field named
+/// twice: the last counts, as in Patroni's own `json.loads`).
+fn parse_member_object(
+    mut member: MemberKey,
+    object: &serde_json::Map<String, serde_json::Value>,
+) -> MemberKey {
     let mut wrong = Vec::new();
     let mut string = |field: &str| match object.get(field) {
         None | Some(serde_json::Value::Null) => None,
@@ -816,6 +921,146 @@ fn parse_member_key(name: &str, kv: &KeyValue) -> MemberKey {
         member.note = Some(format!("unexpected type of {}", wrong.join(", ")));
     }
     member
+}
+
+/// One field of a JSON object Patroni wrote, read straight from the parser: absent (or
+/// `null`), of the type expected, or of another type (skipped without building it, and
+/// named in the key's note). By hand: serde's `Option<T>` fails the whole object on one field
+/// of the wrong type, and `serde_json::Value` builds every field of every key each poll.
+mod patroni_field {
+    use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+    /// What one field held.
+    #[derive(Debug, Default, PartialEq)]
+    pub(super) enum Field<T> {
+        #[default]
+        Absent,
+        Read(T),
+        WrongType,
+    }
+
+    impl<T> Field<T> {
+        /// The value; `None` when absent or of another type.
+        pub(super) fn ok(self) -> Option<T> {
+            match self {
+                Field::Read(value) => Some(value),
+                Field::Absent | Field::WrongType => None,
+            }
+        }
+
+        /// The value; `None` when absent or of another type, which adds `name` to `wrong`.
+        pub(super) fn read(self, name: &str, wrong: &mut Vec<String>) -> Option<T> {
+            match self {
+                Field::Absent => None,
+                Field::Read(value) => Some(value),
+                Field::WrongType => {
+                    wrong.push(name.to_owned());
+                    None
+                }
+            }
+        }
+    }
+
+    /// A string field.
+    pub(super) type Text = Field<String>;
+    /// A non-negative integer field, or a string that holds one (Patroni writes both).
+    pub(super) type Number = Field<u64>;
+    /// A JSON `true` or `false`.
+    pub(super) type Flag = Field<bool>;
+
+    /// What a scalar can be read as.
+    trait Scalar: Sized {
+        fn of_str(text: &str) -> Option<Self>;
+        fn of_u64(value: u64) -> Option<Self>;
+        fn of_bool(_: bool) -> Option<Self> {
+            None
+        }
+    }
+
+    impl Scalar for bool {
+        fn of_str(_: &str) -> Option<bool> {
+            None
+        }
+        fn of_u64(_: u64) -> Option<bool> {
+            None
+        }
+        fn of_bool(value: bool) -> Option<bool> {
+            Some(value)
+        }
+    }
+
+    impl Scalar for String {
+        fn of_str(text: &str) -> Option<String> {
+            Some(text.to_owned())
+        }
+        fn of_u64(_: u64) -> Option<String> {
+            None
+        }
+    }
+
+    impl Scalar for u64 {
+        fn of_str(text: &str) -> Option<u64> {
+            text.trim().parse().ok()
+        }
+        fn of_u64(value: u64) -> Option<u64> {
+            Some(value)
+        }
+    }
+
+    struct FieldVisitor<T>(std::marker::PhantomData<T>);
+
+    impl<'de, T: Scalar> Visitor<'de> for FieldVisitor<T> {
+        type Value = Field<T>;
+
+        fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            formatter.write_str("any JSON value")
+        }
+        fn visit_str<E>(self, text: &str) -> Result<Field<T>, E> {
+            Ok(T::of_str(text).map_or(Field::WrongType, Field::Read))
+        }
+        fn visit_u64<E>(self, value: u64) -> Result<Field<T>, E> {
+            Ok(T::of_u64(value).map_or(Field::WrongType, Field::Read))
+        }
+        fn visit_i64<E>(self, value: i64) -> Result<Field<T>, E> {
+            Ok(u64::try_from(value)
+                .ok()
+                .and_then(T::of_u64)
+                .map_or(Field::WrongType, Field::Read))
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Field<T>, E> {
+            Ok(Field::WrongType)
+        }
+        fn visit_bool<E>(self, value: bool) -> Result<Field<T>, E> {
+            Ok(T::of_bool(value).map_or(Field::WrongType, Field::Read))
+        }
+        fn visit_unit<E>(self) -> Result<Field<T>, E> {
+            Ok(Field::Absent)
+        }
+        fn visit_none<E>(self) -> Result<Field<T>, E> {
+            Ok(Field::Absent)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Field<T>, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(Field::WrongType)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Field<T>, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(Field::WrongType)
+        }
+    }
+
+    impl<'de, T: Scalar> Deserialize<'de> for Field<T> {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            deserializer.deserialize_any(FieldVisitor(std::marker::PhantomData))
+        }
+    }
+
+    /// A field kept as written, `null` included (`Some(Value::Null)`: present but null).
+    pub(super) fn present<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<serde_json::Value>, D::Error> {
+        serde_json::Value::deserialize(deserializer).map(Some)
+    }
 }
 
 #[cfg(test)]
@@ -1033,8 +1278,8 @@ mod tests {
             (Some(30), Some(10), Some(10))
         );
         assert_eq!(
-            config.raw["synchronous_mode"],
-            serde_json::Value::Bool(true)
+            (config.synchronous_mode, config.failsafe_mode),
+            (Some(true), Some(true))
         );
         let history = keys.history.as_ref().unwrap();
         assert_eq!(history.len(), 1);
@@ -1066,6 +1311,87 @@ mod tests {
                 .name,
             "pg2"
         );
+    }
+
+    /// The `config` key's fields, whatever else it holds; a field of another type reads as
+    /// absent, a field named twice as its last value, and a value that is no object as none.
+    #[test]
+    fn the_config_key_reads_its_fields_only() {
+        let config = |text: &str| parse_config_key(text.as_bytes());
+        assert_eq!(
+            config(
+                r#"{"ttl":"30","loop_wait":10,"postgresql":{"parameters":{"x":[1,{"y":null}]}},"failsafe_mode":false}"#
+            ),
+            Some(ConfigKey {
+                ttl: Some(30),
+                loop_wait: Some(10),
+                failsafe_mode: Some(false),
+                ..ConfigKey::default()
+            })
+        );
+        assert_eq!(
+            config(r#"{"ttl":true,"retry_timeout":-1,"synchronous_mode":"on"}"#),
+            Some(ConfigKey::default())
+        );
+        assert_eq!(
+            config(r#"{"ttl":20,"synchronous_mode":true,"ttl":40}"#),
+            Some(ConfigKey {
+                ttl: Some(40),
+                synchronous_mode: Some(true),
+                ..ConfigKey::default()
+            })
+        );
+        assert_eq!(config("[1]"), None);
+        assert_eq!(config("{"), None);
+    }
+
+    /// A member key read field by field reads as the whole JSON object does: every captured
+    /// and written member key, and values of every odd shape (numbers as strings, negative,
+    /// fractional, nested, `null`, a field named twice).
+    #[test]
+    fn a_member_key_reads_as_its_json_object() {
+        let mut values: Vec<Vec<u8>> = Vec::new();
+        for version in VERSIONS {
+            let range = parse_range(&at(version, "range-patroni.json")).unwrap();
+            values.extend(range.kvs.into_iter().map(|kv| kv.value));
+        }
+        for odd in [
+            r#"{"api_url":"http://h:8008/patroni","timeline":"7","xlog_location":" 12 "}"#,
+            r#"{"timeline":-1,"receive_lsn":1.5,"replay_lsn":true,"role":3,"state":null}"#,
+            r#"{"conn_url":["a"],"version":{"v":1},"tags":null,"extra":{"deep":[1,{"x":2}]}}"#,
+            r#"{"tags":{"nosync":true},"replication_state":"streaming","timeline":18446744073709551615}"#,
+            r#"{"role":"replica","role":"primary"}"#,
+            r#"{"timeline":"x","api_url":""}"#,
+            "{}",
+        ] {
+            values.push(odd.as_bytes().to_vec());
+        }
+        for value in values {
+            let kv = KeyValue {
+                value: value.clone(),
+                lease: 5,
+                mod_revision: 9,
+                ..KeyValue::default()
+            };
+            let expected = match serde_json::from_slice::<serde_json::Value>(&value) {
+                Ok(serde_json::Value::Object(object)) => parse_member_object(
+                    MemberKey {
+                        name: "m".into(),
+                        lease: 5,
+                        mod_revision: 9,
+                        ..MemberKey::default()
+                    },
+                    &object,
+                ),
+                _ => continue,
+            };
+            assert_eq!(
+                parse_member_key("m", &kv),
+                expected,
+                "{}",
+                String::from_utf8_lossy(&value)
+            );
+        }
     }
 
     #[test]

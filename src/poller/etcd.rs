@@ -108,17 +108,28 @@ impl EtcdQuery {
 /// The hosts of the `api_url`s of the member keys `reading` read, learned into `policy`:
 /// trusted when etcd was read over an authenticated channel, else followed only by a client
 /// that sends no credentials (as a plain-text Raft status's voters). Nothing is learned from
-/// a reading without keys.
-pub(super) fn learn_hosts(policy: &mut ApiUrlPolicy, reading: &EtcdReading, authenticated: bool) {
+/// a reading without keys. The URLs are parsed again only when they changed (`memory`): they
+/// are the same poll after poll, and learned twice in most polls.
+pub(super) fn learn_hosts(
+    policy: &mut ApiUrlPolicy,
+    memory: &mut EtcdMemory,
+    reading: &EtcdReading,
+    authenticated: bool,
+) {
     let Some(Some(Ok(keys))) = reading.facts.as_ref().map(|facts| &facts.keys) else {
         return;
     };
-    let hosts = keys
-        .members
-        .iter()
-        .filter_map(|m| Url::parse(m.api_url.as_deref()?).ok())
-        .filter_map(|url| Host::of_url(&url));
-    policy.learned.learn(hosts, authenticated);
+    let api_urls = keys.members.iter().filter_map(|m| m.api_url.as_deref());
+    let (known_urls, known_hosts) = &mut memory.api_hosts;
+    if !api_urls.clone().eq(known_urls.iter().map(String::as_str)) {
+        *known_urls = api_urls.clone().map(str::to_owned).collect();
+        *known_hosts = api_urls
+            .filter_map(|url| Host::of_url(&Url::parse(url).ok()?))
+            .collect();
+    }
+    policy
+        .learned
+        .learn(known_hosts.iter().cloned(), authenticated);
 }
 
 /// What the poller remembers of a cluster's etcd between polls.
@@ -133,6 +144,8 @@ pub(super) struct EtcdMemory {
     pub(super) listed: Vec<Url>,
     /// What Patroni's keys said last, read through a leader.
     pub(super) keys: Option<KeyContent>,
+    /// The `api_url`s of the member keys last learned, and their hosts ([`learn_hosts`]).
+    api_hosts: (Vec<String>, Vec<Host>),
 }
 
 impl EtcdMemory {
@@ -220,6 +233,41 @@ mod tests {
             }),
             ..EtcdSnapshot::default()
         }
+    }
+
+    /// The hosts of the member keys' `api_url`s are learned from every reading, and a URL
+    /// that changed is parsed again: its new host allowed, the old one no longer named.
+    #[test]
+    fn the_member_keys_hosts_follow_their_api_urls() {
+        let range = crate::etcd::parse_range(&crate::fixture("etcd-3.4/range-patroni.json"));
+        let keys = crate::etcd::parse_patroni_keys("/service/capdemo/", &range.unwrap());
+        let reading = |keys: &crate::etcd::PatroniKeys| EtcdReading {
+            endpoints: Vec::new(),
+            facts: Some(ClusterFacts {
+                keys: Some(Ok(keys.clone())),
+                ..snapshot(true).facts.unwrap()
+            }),
+        };
+        let host = |text: &str| Host::of_url(&Url::parse(text).unwrap()).unwrap();
+        let mut policy = ApiUrlPolicy::default();
+        let mut memory = EtcdMemory::default();
+        learn_hosts(&mut policy, &mut memory, &reading(&keys), true);
+        assert!(policy.allows_host(&host("http://127.0.0.21:8008")));
+        assert!(policy.allows_host(&host("http://127.0.0.22:8008")));
+        assert!(!policy.allows_host(&host("http://127.0.0.23:8008")));
+        let mut moved = keys.clone();
+        moved.members[0].api_url = Some("http://127.0.0.23:8008/patroni".into());
+        for _ in 0..2 {
+            learn_hosts(&mut policy, &mut memory, &reading(&moved), true);
+            assert!(policy.allows_host(&host("http://127.0.0.23:8008")));
+            assert!(policy.allows_host(&host("http://127.0.0.22:8008")));
+        }
+        assert_eq!(memory.api_hosts.1.len(), 2);
+        // A policy made again (a reload) learns the same hosts from the URLs remembered.
+        let mut reloaded = ApiUrlPolicy::default();
+        learn_hosts(&mut reloaded, &mut memory, &reading(&moved), false);
+        let url = Url::parse("http://127.0.0.23:8008/patroni").unwrap();
+        assert!(reloaded.allows_url(&url) && !reloaded.allows_host(&host(url.as_str())));
     }
 
     /// The voting members judged while the list is not read are the last list's, with the

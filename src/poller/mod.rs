@@ -506,7 +506,12 @@ impl ClusterPoller {
         };
         let progress = progress.until(self.deadline.halfway()).await;
         if let (EtcdProgress::Done(reading), DcsQuery::Etcd(query)) = (&progress, &self.dcs) {
-            etcd::learn_hosts(&mut self.policy, reading, query.authenticated());
+            etcd::learn_hosts(
+                &mut self.policy,
+                &mut self.memory.etcd,
+                reading,
+                query.authenticated(),
+            );
         }
         etcd.progress = Some(progress);
     }

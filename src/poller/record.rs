@@ -392,7 +392,7 @@ impl Recorder<'_> {
                 self.note(Source::Etcd, target, error.map(Failure::from).as_ref());
             }
         }
-        learn_hosts(self.policy, &reading, self.etcd_authenticated);
+        learn_hosts(self.policy, self.etcd, &reading, self.etcd_authenticated);
         let snapshot =
             EtcdSnapshot::judge(reading, self.etcd.voters, self.etcd.keys.as_ref(), members);
         // This poll's member list, else the one remembered (what the judgement used).
