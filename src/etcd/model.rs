@@ -332,19 +332,17 @@ pub mod grpc_code {
 
 /// A JSON object read as `T`: every answer of etcd's gateway is an object (serde would also
 /// read a struct from an array).
-fn from_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, EtcdError> {
+fn from_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, EtcdError> {
     // Every answer of the gateway is an object: read it straight into `T`, in one pass with
     // no tree of values in between. Anything else is read whole only to name what it is.
-    if body.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'{') {
+    if body.trim_ascii_start().first() == Some(&b'{') {
         return Ok(serde_json::from_slice(body)?);
     }
-    match serde_json::from_slice::<serde_json::Value>(body)? {
-        object @ serde_json::Value::Object(_) => Ok(serde_json::from_value(object)?),
-        other => Err(EtcdError::Decode(format!(
-            "expected a JSON object, got {}",
-            json_type(&other)
-        ))),
-    }
+    let other = serde_json::from_slice::<serde_json::Value>(body)?;
+    Err(EtcdError::Decode(format!(
+        "expected a JSON object, got {}",
+        json_type(&other)
+    )))
 }
 
 fn json_type(value: &serde_json::Value) -> &'static str {
@@ -478,12 +476,15 @@ pub fn parse_gateway_error(body: &[u8]) -> Option<GatewayError> {
 /// [`EtcdError::Json`] when the body is not a range answer, [`EtcdError::Decode`] when a key
 /// or value is not base64.
 pub fn parse_range(body: &[u8]) -> Result<RangeAnswer, EtcdError> {
+    /// Key and value as the body holds them: base64 has no escapes, so they are borrowed.
     #[derive(Deserialize)]
     #[serde(default)]
     #[derive(Default)]
-    struct RawKeyValue {
-        key: String,
-        value: String,
+    struct RawKeyValue<'a> {
+        #[serde(borrow)]
+        key: std::borrow::Cow<'a, str>,
+        #[serde(borrow)]
+        value: std::borrow::Cow<'a, str>,
         #[serde(deserialize_with = "lenient::i64")]
         create_revision: i64,
         #[serde(deserialize_with = "lenient::i64")]
@@ -495,9 +496,10 @@ pub fn parse_range(body: &[u8]) -> Result<RangeAnswer, EtcdError> {
     }
     #[derive(Deserialize, Default)]
     #[serde(default)]
-    struct Raw {
+    struct Raw<'a> {
         header: ResponseHeader,
-        kvs: Vec<RawKeyValue>,
+        #[serde(borrow)]
+        kvs: Vec<RawKeyValue<'a>>,
         #[serde(deserialize_with = "lenient::i64")]
         count: i64,
         more: bool,
@@ -756,15 +758,6 @@ pub fn parse_patroni_keys(prefix: &str, range: &RangeAnswer) -> PatroniKeys {
     keys
 }
 
-/// A struct read from a JSON object only: serde's derived structs also take an array, field
-/// by field in order, which Patroni never writes.
-fn from_object<'a, T: Deserialize<'a>>(value: &'a [u8]) -> Option<T> {
-    if value.trim_ascii_start().first() != Some(&b'{') {
-        return None;
-    }
-    serde_json::from_slice(value).ok()
-}
-
 /// The `config` key's fields; `None` when the value is not a JSON object. A field of another
 /// type reads as absent.
 fn parse_config_key(value: &[u8]) -> Option<ConfigKey> {
@@ -782,7 +775,7 @@ fn parse_config_key(value: &[u8]) -> Option<ConfigKey> {
         #[serde(default)]
         failsafe_mode: Flag,
     }
-    if let Some(fields) = from_object::<Fields>(value) {
+    if let Ok(fields) = from_json::<Fields>(value) {
         return Some(ConfigKey {
             ttl: fields.ttl.ok(),
             loop_wait: fields.loop_wait.ok(),
@@ -844,7 +837,7 @@ fn parse_member_key(name: &str, kv: &KeyValue) -> MemberKey {
         mod_revision: kv.mod_revision,
         ..MemberKey::default()
     };
-    let fields = match from_object::<Fields>(&kv.value) {
+    let fields = match from_json::<Fields>(&kv.value).ok() {
         Some(fields) => fields,
         // Not an object of fields (a field named twice included): say what it is.
         None => match serde_json::from_slice::<serde_json::Value>(&kv.value) {
