@@ -802,8 +802,8 @@ fn parse_config_key(value: &[u8]) -> Option<ConfigKey> {
 /// A `members/<name>` key: what can be read of its JSON value, and a note for the rest.
 ///
 /// Read straight into [`patroni_field`]'s fields (a member key per member per poll, most of
-/// an etcd cluster's parsing); only a value that is not an object of fields goes through
-/// `serde_json::Value`, to say what it is.
+/// an etcd cluster's parsing); only a value that is not an object of fields is read whole, to
+/// say what it is.
 fn parse_member_key(name: &str, kv: &KeyValue) -> MemberKey {
     use patroni_field::{Number, Text};
     #[derive(Deserialize)]
@@ -837,20 +837,20 @@ fn parse_member_key(name: &str, kv: &KeyValue) -> MemberKey {
         mod_revision: kv.mod_revision,
         ..MemberKey::default()
     };
-    let fields = match from_json::<Fields>(&kv.value).ok() {
-        Some(fields) => fields,
-        // Not an object of fields (a field named twice included): say what it is.
-        None => match serde_json::from_slice::<serde_json::Value>(&kv.value) {
-            Ok(serde_json::Value::Object(object)) => return parse_member_object(member, &object),
-            Ok(_) => {
-                member.note = Some("not a JSON object".into());
-                return member;
-            }
-            Err(error) => {
-                member.note = Some(format!("not JSON ({error})"));
-                return member;
-            }
-        },
+    let fields = match from_json::<Fields>(&kv.value) {
+        Ok(fields) => fields,
+        Err(error) => {
+            member.note = Some(match serde_json::from_slice(&kv.value) {
+                // An object read as fields fails only on a field named twice.
+                Ok(serde_json::Value::Object(_)) => match error {
+                    EtcdError::Json(error) => format!("not read ({error})"),
+                    other => format!("not read ({other})"),
+                },
+                Ok(_) => "not a JSON object".into(),
+                Err(error) => format!("not JSON ({error})"),
+            });
+            return member;
+        }
     };
     let mut wrong = Vec::new();
     member.conn_url = fields.conn_url.read("conn_url", &mut wrong);
@@ -866,50 +866,6 @@ fn parse_member_key(name: &str, kv: &KeyValue) -> MemberKey {
     member.receive_lsn = fields.receive_lsn.read("receive_lsn", &mut wrong);
     member.replay_lsn = fields.replay_lsn.read("replay_lsn", &mut wrong);
     member.tags = fields.tags;
-    if !wrong.is_empty() {
-        member.note = Some(format!("unexpected type of {}", wrong.join(", ")));
-    }
-    member
-}
-
-/// A member key's JSON object that [`parse_member_key`]'s fields did not take (a field named
-/// twice: the last counts, as in Patroni's own `json.loads`).
-fn parse_member_object(
-    mut member: MemberKey,
-    object: &serde_json::Map<String, serde_json::Value>,
-) -> MemberKey {
-    let mut wrong = Vec::new();
-    let mut string = |field: &str| match object.get(field) {
-        None | Some(serde_json::Value::Null) => None,
-        Some(value) => {
-            let text = json_string(value);
-            if text.is_none() {
-                wrong.push(field.to_owned());
-            }
-            text
-        }
-    };
-    member.conn_url = string("conn_url");
-    member.api_url = string("api_url");
-    member.state = string("state");
-    member.role = string("role");
-    member.replication_state = string("replication_state");
-    member.version = string("version");
-    let mut number = |field: &str| match object.get(field) {
-        None | Some(serde_json::Value::Null) => None,
-        Some(value) => {
-            let number = json_u64(value);
-            if number.is_none() {
-                wrong.push(field.to_owned());
-            }
-            number
-        }
-    };
-    member.timeline = number("timeline");
-    member.xlog_location = number("xlog_location");
-    member.receive_lsn = number("receive_lsn");
-    member.replay_lsn = number("replay_lsn");
-    member.tags = object.get("tags").cloned();
     if !wrong.is_empty() {
         member.note = Some(format!("unexpected type of {}", wrong.join(", ")));
     }
@@ -1306,6 +1262,50 @@ mod tests {
         );
     }
 
+    /// A member key's JSON object read as a tree of values, field by field: what
+    /// [`parse_member_key`] must read.
+    fn member_of_object(
+        mut member: MemberKey,
+        object: &serde_json::Map<String, serde_json::Value>,
+    ) -> MemberKey {
+        let mut wrong = Vec::new();
+        let mut string = |field: &str| match object.get(field) {
+            None | Some(serde_json::Value::Null) => None,
+            Some(value) => {
+                let text = json_string(value);
+                if text.is_none() {
+                    wrong.push(field.to_owned());
+                }
+                text
+            }
+        };
+        member.conn_url = string("conn_url");
+        member.api_url = string("api_url");
+        member.state = string("state");
+        member.role = string("role");
+        member.replication_state = string("replication_state");
+        member.version = string("version");
+        let mut number = |field: &str| match object.get(field) {
+            None | Some(serde_json::Value::Null) => None,
+            Some(value) => {
+                let number = json_u64(value);
+                if number.is_none() {
+                    wrong.push(field.to_owned());
+                }
+                number
+            }
+        };
+        member.timeline = number("timeline");
+        member.xlog_location = number("xlog_location");
+        member.receive_lsn = number("receive_lsn");
+        member.replay_lsn = number("replay_lsn");
+        member.tags = object.get("tags").cloned();
+        if !wrong.is_empty() {
+            member.note = Some(format!("unexpected type of {}", wrong.join(", ")));
+        }
+        member
+    }
+
     /// The `config` key's fields, whatever else it holds; a field of another type reads as
     /// absent, a field named twice as its last value, and a value that is no object as none.
     #[test]
@@ -1340,7 +1340,7 @@ mod tests {
 
     /// A member key read field by field reads as the whole JSON object does: every captured
     /// and written member key, and values of every odd shape (numbers as strings, negative,
-    /// fractional, nested, `null`, a field named twice).
+    /// fractional, nested, `null`); a field named twice is named in the note.
     #[test]
     fn a_member_key_reads_as_its_json_object() {
         let mut values: Vec<Vec<u8>> = Vec::new();
@@ -1353,7 +1353,6 @@ mod tests {
             r#"{"timeline":-1,"receive_lsn":1.5,"replay_lsn":true,"role":3,"state":null}"#,
             r#"{"conn_url":["a"],"version":{"v":1},"tags":null,"extra":{"deep":[1,{"x":2}]}}"#,
             r#"{"tags":{"nosync":true},"replication_state":"streaming","timeline":18446744073709551615}"#,
-            r#"{"role":"replica","role":"primary"}"#,
             r#"{"timeline":"x","api_url":""}"#,
             "{}",
         ] {
@@ -1367,7 +1366,7 @@ mod tests {
                 ..KeyValue::default()
             };
             let expected = match serde_json::from_slice::<serde_json::Value>(&value) {
-                Ok(serde_json::Value::Object(object)) => parse_member_object(
+                Ok(serde_json::Value::Object(object)) => member_of_object(
                     MemberKey {
                         name: "m".into(),
                         lease: 5,
@@ -1385,6 +1384,20 @@ mod tests {
                 String::from_utf8_lossy(&value)
             );
         }
+        let twice = KeyValue {
+            value: br#"{"role":"replica","role":"primary"}"#.to_vec(),
+            ..KeyValue::default()
+        };
+        let member = parse_member_key("m", &twice);
+        assert_eq!(member.role, None);
+        assert!(
+            member
+                .note
+                .as_deref()
+                .unwrap()
+                .contains("duplicate field `role`"),
+            "{member:?}"
+        );
     }
 
     #[test]
