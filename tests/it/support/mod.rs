@@ -937,3 +937,33 @@ pub async fn fake_etcd_cluster_of(
     }
     members
 }
+
+/// How long the calling thread has been runnable without a CPU (the kernel's schedstat: time
+/// waiting on a run queue); zero where the kernel does not say.
+///
+/// Why: a timing assertion about the exporter (a poll ends by its interval, a scrape does not
+/// wait for a poll) may excuse the time another process held the CPU, measured, and nothing
+/// else. Two clean-clone CI runs at once on two cores held a poll of the debug build 98 ms past
+/// its deadline; a fixed allowance would hide a slow exporter on a quiet machine.
+pub fn thread_run_queue_wait() -> Duration {
+    run_queue_wait_of("/proc/thread-self/schedstat")
+}
+
+/// [`thread_run_queue_wait`] summed over every thread of this process (a multi-thread runtime
+/// serves a scrape on any of its workers).
+pub fn process_run_queue_wait() -> Duration {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    tasks
+        .flatten()
+        .map(|task| run_queue_wait_of(task.path().join("schedstat")))
+        .sum()
+}
+
+fn run_queue_wait_of(path: impl AsRef<std::path::Path>) -> Duration {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| text.split_whitespace().nth(1)?.parse().ok())
+        .map_or(Duration::ZERO, Duration::from_nanos)
+}
