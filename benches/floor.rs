@@ -20,8 +20,8 @@
 //! A cluster on etcd (`etcd_endpoints`, `fleet-sim --etcd-clusters`) has no Raft queries: its
 //! etcd reading (src/etcd/reading.rs, run as src/poller/etcd.rs runs it) starts with round
 //! one, on a task of its own: `POST /v3/maintenance/status` and `GET /version` to every
-//! endpoint at once, and as soon as the leader answered both, to the leader at once `/v3/cluster/member/list`,
-//! `/v3/maintenance/alarm` and `/v3/kv/range` over Patroni's prefix, then, after the range,
+//! endpoint at once, and as soon as the leader answered both, to the leader at once `/v3/cluster/member/list`
+//! and `/v3/kv/range` over Patroni's prefix (no alarm GET: the alarms are the status's), then, after the range,
 //! `/v3/lease/timetolive` of the leader key's lease; round two starts once `/cluster`
 //! answered and the reading ended (or half the interval passed), and the poll ends with both.
 //! fleet-sim's leader is always the first endpoint and the leader key's lease the captured
@@ -142,18 +142,13 @@ impl EtcdCluster {
         }
     }
 
-    /// The cluster's facts from `endpoint`: the member list, the alarms and the range at
-    /// once, then the leader key's lease.
+    /// The cluster's facts from `endpoint`: the member list and the range at once, then the
+    /// leader key's lease (the alarms are read from the status, as the exporter reads them).
     async fn facts(&self, endpoint: &str, counts: &Counts) {
         let list = self.post(
             endpoint,
             "v3/cluster/member/list",
             serde_json::json!({ "linearizable": true }).to_string(),
-        );
-        let alarms = self.post(
-            endpoint,
-            "v3/maintenance/alarm",
-            serde_json::json!({ "action": "GET" }).to_string(),
         );
         let keys_and_lease = async {
             let keys = self
@@ -165,9 +160,8 @@ impl EtcdCluster {
                 counts.note(self.post(endpoint, "v3/lease/timetolive", lease).await);
             }
         };
-        let (list, alarms, ()) = tokio::join!(list, alarms, keys_and_lease);
+        let (list, ()) = tokio::join!(list, keys_and_lease);
         counts.note(list);
-        counts.note(alarms);
     }
 
     /// One reading (src/etcd/reading.rs): every endpoint's status at once, the facts from the

@@ -9,8 +9,11 @@
 //!
 //! Read-only: the only requests ever sent are `POST /v3/maintenance/status`,
 //! `/v3/cluster/member/list`, `/v3/maintenance/alarm` with `{"action":"GET"}` (never
-//! another action), `/v3/kv/range`, `/v3/lease/timetolive`, `/v3/auth/authenticate` (for a
-//! token, when a user is configured), and `GET /health` and `GET /version`.
+//! another action, and only when `Status` was refused: etcd serves an alarm GET as a Raft
+//! proposal, so the alarms are read from the status's `errors[]`), `/v3/kv/range`,
+//! `/v3/lease/timetolive`, `/v3/auth/authenticate` (for a token, when a user is configured),
+//! and `GET /health` (only when `Status` was refused: on 3.4 it is a Raft proposal too) and
+//! `GET /version`.
 //!
 //! This module knows HTTP and etcd's JSON, nothing of Prometheus, of the poller or of the
 //! other sources. [`read_cluster`] makes one reading of a cluster for the poller; the

@@ -137,6 +137,38 @@ pub struct EndpointStatus {
 }
 
 impl EndpointStatus {
+    /// The active alarms, as the member lists them in `errors[]`: one line per alarm in the
+    /// protobuf text form of etcd's `AlarmMember` (`memberID:1655852451512655655
+    /// alarm:NOSPACE `, captured from 3.4.23 and 3.5.1), beside `etcdserver: no leader`.
+    ///
+    /// Why from here and not from `POST /v3/maintenance/alarm`: etcd serves an alarm GET as a
+    /// Raft proposal (each one moved a 3.4.23 member's `raftIndex` by one, an entry in every
+    /// member's WAL), while the status lists the same alarms from the member's applied store,
+    /// which every member holds whole (alarms are raised through Raft). Lines that name no
+    /// alarm, and `NONE`, are left out.
+    pub fn alarms(&self) -> Vec<Alarm> {
+        self.errors
+            .iter()
+            .filter_map(|line| {
+                let mut member_id = None;
+                let mut alarm = None;
+                for field in line.split_whitespace() {
+                    match field.split_once(':') {
+                        Some(("memberID", id)) => member_id = id.parse::<u64>().ok(),
+                        Some(("alarm", name)) if !name.is_empty() && name != "NONE" => {
+                            alarm = Some(AlarmType::named(name));
+                        }
+                        _ => {}
+                    }
+                }
+                Some(Alarm {
+                    member_id: member_id.unwrap_or(0),
+                    alarm: alarm?,
+                })
+            })
+            .collect()
+    }
+
     /// Whether the member that answered says it is the leader.
     pub fn is_leader(&self) -> bool {
         self.leader.is_some() && self.leader == Some(self.header.member_id)
@@ -208,13 +240,22 @@ impl<'de> Deserialize<'de> for AlarmType {
             Number(i64),
         }
         Ok(match Repr::deserialize(deserializer)? {
-            Repr::Name(name) if name == "NOSPACE" => AlarmType::NoSpace,
-            Repr::Name(name) if name == "CORRUPT" => AlarmType::Corrupt,
+            Repr::Name(name) => AlarmType::named(&name),
             Repr::Number(1) => AlarmType::NoSpace,
             Repr::Number(2) => AlarmType::Corrupt,
-            Repr::Name(name) => AlarmType::Other(name),
             Repr::Number(number) => AlarmType::Other(number.to_string()),
         })
+    }
+}
+
+impl AlarmType {
+    /// The alarm etcd names `name` (`NONE` is [`AlarmType::Other`]; callers leave it out).
+    fn named(name: &str) -> AlarmType {
+        match name {
+            "NOSPACE" => AlarmType::NoSpace,
+            "CORRUPT" => AlarmType::Corrupt,
+            other => AlarmType::Other(other.to_owned()),
+        }
     }
 }
 
@@ -1132,6 +1173,47 @@ mod tests {
                 .iter()
                 .all(|m| !m.is_learner && !m.name.is_empty()));
         }
+    }
+
+    #[test]
+    fn a_status_lists_the_alarms_an_alarm_get_answers() {
+        // Captured from one cluster each, its quota reached, both answers.
+        for folder in ["etcd-3.4", "etcd-3.5.1"] {
+            let status = parse_status(&at(folder, "alarm-nospace-status.json")).unwrap();
+            let asked = parse_alarms(&at(folder, "alarm-nospace.json")).unwrap();
+            assert_eq!(asked.len(), 1, "{folder}");
+            assert_eq!(status.alarms(), asked, "{folder}");
+        }
+        for version in VERSIONS {
+            let status = parse_status(&at(version, "status-e1.json")).unwrap();
+            assert_eq!(status.alarms(), [], "{version}");
+            let alone = parse_status(&at(version, "no-quorum-status-e1.json")).unwrap();
+            assert_eq!(alone.alarms(), [], "{version}: `no leader` is no alarm");
+        }
+        let lines = |errors: &[&str]| EndpointStatus {
+            errors: errors.iter().map(|line| (*line).to_owned()).collect(),
+            ..parse_status(&at("etcd-3.4", "status-e1.json")).unwrap()
+        };
+        let odd = lines(&[
+            "etcdserver: no leader",
+            "memberID:7 alarm:CORRUPT ",
+            "alarm:NOSPACE memberID:8",
+            "memberID:9  alarm:SOMETHING",
+            "memberID:10 alarm:NONE ",
+            "memberID:x alarm:NOSPACE",
+            "memberID:11 alarm:",
+            "",
+        ]);
+        let alarm = |member_id, alarm| Alarm { member_id, alarm };
+        assert_eq!(
+            odd.alarms(),
+            [
+                alarm(7, AlarmType::Corrupt),
+                alarm(8, AlarmType::NoSpace),
+                alarm(9, AlarmType::Other("SOMETHING".into())),
+                alarm(0, AlarmType::NoSpace),
+            ]
+        );
     }
 
     #[test]

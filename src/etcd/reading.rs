@@ -7,12 +7,16 @@
 //! When `Status` is refused to the configured user (etcd 3.6.0–3.6.9 answer it to root
 //! only), that endpoint's `/health` is asked instead, so that the reading still says whether
 //! the member has a leader, and says which fact it could not read. The facts of the whole
-//! cluster (members, alarms, Patroni's keys, the leader key's lease) are asked of one
+//! cluster (members, alarms, Patroni's keys, the leader key's lease) come from one
 //! endpoint: the first that says it is the leader, as soon as it says so; else, once every
 //! endpoint answered or failed, the best of the others.
 //!
+//! The alarms are read from that endpoint's status (`errors[]` lists them), not asked: etcd
+//! serves an alarm GET as a Raft proposal, an entry in every member's WAL each poll. They are
+//! asked only of a source whose status was refused to the user.
+//!
 //! When no endpoint knows a leader, the member list and the keys are read from the chosen
-//! member's own copy (serializable), which it serves without a leader; the alarms and the
+//! member's own copy (serializable), which it serves without a leader; an alarm GET and the
 //! lease are then not asked, since etcd would only hold those requests until the deadline
 //! waiting for a leader (7 s on 3.4.23, measured). Every fact keeps its own `Result`: the
 //! caller says which facts could not be read and why. No judgement here (quorum, lag): that
@@ -99,7 +103,8 @@ pub struct ClusterFacts {
     /// linearizably (through the leader); when false they are the source's own copy.
     pub linearizable: bool,
     pub members: Result<MemberList, EtcdError>,
-    /// `None`: not asked (no leader known).
+    /// From the source's status; when that was refused, asked; `None`: neither (refused,
+    /// and no leader known to ask through).
     pub alarms: Option<Result<Vec<Alarm>, EtcdError>>,
     /// The prefix Patroni's keys were asked under; `None`: not asked.
     pub prefix: Option<String>,
@@ -154,8 +159,8 @@ pub async fn read_cluster(
         tokio::select! {
             Some((index, reading)) = pending.next() => {
                 if facts_started.is_none() && reading.is_leader() {
-                    let source = reading.endpoint.clone();
-                    facts_started = Some(Box::pin(read_facts(client, source, true, prefix.clone(), deadline)));
+                    let source = Source { leader_known: true, ..Source::of(&reading) };
+                    facts_started = Some(Box::pin(read_facts(client, source, prefix.clone(), deadline)));
                 }
                 readings[index] = Some(reading);
             }
@@ -182,16 +187,13 @@ pub async fn read_cluster(
                     },
                 );
             match best {
-                Some((rank, reading)) => Some(
-                    read_facts(
-                        client,
-                        reading.endpoint.clone(),
-                        rank >= 1,
-                        prefix,
-                        deadline,
-                    )
-                    .await,
-                ),
+                Some((rank, reading)) => {
+                    let source = Source {
+                        leader_known: rank >= 1,
+                        ..Source::of(reading)
+                    };
+                    Some(read_facts(client, source, prefix, deadline).await)
+                }
                 None => None,
             }
         }
@@ -275,21 +277,48 @@ async fn read_endpoint(client: &EtcdClient, endpoint: &Url, deadline: Instant) -
     }
 }
 
-/// The cluster's facts from `source`: linearizable reads, alarms and the leader's lease when
-/// a leader is known; the source's own copy of members and keys otherwise.
+/// The endpoint the cluster's facts are read from, and what its reading already told.
+struct Source {
+    endpoint: Url,
+    leader_known: bool,
+    /// The alarms its status listed; `None` when its status was not read.
+    alarms: Option<Vec<Alarm>>,
+}
+
+impl Source {
+    fn of(reading: &EndpointReading) -> Source {
+        Source {
+            endpoint: reading.endpoint.clone(),
+            leader_known: reading.knows_leader() == Some(true),
+            alarms: reading
+                .status
+                .as_ref()
+                .ok()
+                .map(|status| status.value.alarms()),
+        }
+    }
+}
+
+/// The cluster's facts from `source`: linearizable reads and the leader's lease when a leader
+/// is known; the source's own copy of members and keys otherwise. The alarms are its status's,
+/// asked only when that was refused and a leader is known.
 async fn read_facts(
     client: &EtcdClient,
-    source: Url,
-    leader_known: bool,
+    source: Source,
     prefix: impl Future<Output = Option<String>>,
     deadline: Instant,
 ) -> ClusterFacts {
+    let Source {
+        endpoint: source,
+        leader_known,
+        alarms: listed_alarms,
+    } = source;
     let members = client.member_list(&source, leader_known, deadline);
     let alarms = async {
-        if leader_known {
-            Some(client.alarms(&source, deadline).await)
-        } else {
-            None
+        match listed_alarms {
+            Some(alarms) => Some(Ok(alarms)),
+            None if leader_known => Some(client.alarms(&source, deadline).await),
+            None => None,
         }
     };
     let keys_and_lease = async {
@@ -526,7 +555,6 @@ mod tests {
                 "/v3/cluster/member/list",
                 "/v3/kv/range",
                 "/v3/lease/timetolive",
-                "/v3/maintenance/alarm",
                 "/v3/maintenance/status",
                 "/version",
             ]
@@ -585,8 +613,31 @@ mod tests {
             asked(&fakes[1]),
             ["/health", "/v3/maintenance/status", "/version"]
         );
+        // No status to list the alarms: asked of the source, as the only way left.
+        assert_eq!(facts.alarms, Some(Ok(vec![])));
+        assert!(asked(&fakes[0]).contains(&"/v3/maintenance/alarm".to_owned()));
         // The member's version still read, from `/version` (asked without the token).
         assert_eq!(reading.endpoints[0].server_version(), Some("3.4.23"));
+    }
+
+    #[tokio::test]
+    async fn the_alarms_are_the_ones_the_status_lists_and_no_alarm_get_is_sent() {
+        // Captured from one cluster each, its quota reached: the status and the alarm GET.
+        for folder in ["etcd-3.4", "etcd-3.5.1"] {
+            let fake = member(&format!("{folder}/alarm-nospace-status.json")).await;
+            fake.route(
+                "/v3/maintenance/alarm",
+                Reply::ok(fixture(&format!("{folder}/alarm-nospace.json"))),
+            );
+            let reading = read_fakes(std::slice::from_ref(&fake)).await;
+            let facts = reading.facts.unwrap();
+            let asked_for =
+                crate::etcd::parse_alarms(&fixture(&format!("{folder}/alarm-nospace.json")))
+                    .unwrap();
+            assert_eq!(asked_for.len(), 1, "{folder}");
+            assert_eq!(facts.alarms, Some(Ok(asked_for)), "{folder}");
+            assert_eq!(fake.count("/v3/maintenance/alarm"), 0, "{folder}");
+        }
     }
 
     #[tokio::test]
@@ -673,7 +724,8 @@ mod tests {
         let facts = reading.facts.unwrap();
         assert_eq!(facts.source, endpoints[0]);
         assert!(!facts.linearizable);
-        assert_eq!((facts.alarms, facts.leader_lease), (None, None));
+        // The alarms the member's own status listed (none), the lease not asked.
+        assert_eq!((facts.alarms, facts.leader_lease), (Some(Ok(vec![])), None));
         assert_eq!(facts.keys.unwrap().unwrap().leader.unwrap().name, leader);
         let bodies: Vec<(String, String)> = fakes[0]
             .requests()

@@ -142,6 +142,8 @@ async fn the_first_poll_finds_every_member_through_patronis_keys() {
             assert!(request.body.contains("\"GET\""), "{request:?}");
         }
     }
+    // Every status answered: no alarm GET, which etcd serves as a Raft proposal.
+    assert_eq!(etcd.count("/v3/maintenance/alarm"), 0);
 }
 
 /// zalando/patroni #3359: one member's own `/cluster` still names the old leader while
