@@ -19,8 +19,8 @@
 //!
 //! A cluster on etcd (`etcd_endpoints`, `fleet-sim --etcd-clusters`) has no Raft queries: its
 //! etcd reading (src/etcd/reading.rs, run as src/poller/etcd.rs runs it) starts with round
-//! one, on a task of its own: `POST /v3/maintenance/status` and `GET /version` to every
-//! endpoint at once, and as soon as the leader answered both, to the leader at once `/v3/cluster/member/list`
+//! one, on a task of its own: `POST /v3/maintenance/status` (and `GET /version` in the first
+//! poll and every [`VERSIONS_EVERY_POLLS`]th) to every endpoint at once, and as soon as the leader answered both, to the leader at once `/v3/cluster/member/list`
 //! and `/v3/kv/range` over Patroni's prefix (no alarm GET: the alarms are the status's), then, after the range,
 //! `/v3/lease/timetolive` of the leader key's lease; round two starts once `/cluster`
 //! answered and the reading ended (or half the interval passed), and the poll ends with both.
@@ -55,7 +55,7 @@ use patroni_raft_exporter::etcd::{self, EtcdClient};
 use patroni_raft_exporter::http::Transports;
 use patroni_raft_exporter::patroni::{ClientSettings, PatroniClient};
 use patroni_raft_exporter::poller::{
-    CONFIG_EVERY_POLLS, HISTORY_REFRESH_POLLS, READINESS_EVERY_TURNS,
+    CONFIG_EVERY_POLLS, HISTORY_REFRESH_POLLS, READINESS_EVERY_TURNS, VERSIONS_EVERY_POLLS,
 };
 use patroni_raft_exporter::raft::{query_raw, QueryLimits, RaftKey};
 use serde::Deserialize;
@@ -164,21 +164,32 @@ impl EtcdCluster {
         counts.note(list);
     }
 
-    /// One reading (src/etcd/reading.rs): every endpoint's status at once, the facts from the
-    /// leader (the first endpoint) as soon as it answered.
-    async fn reading(self: Arc<Self>, counts: Arc<Counts>) {
+    /// One reading (src/etcd/reading.rs): every endpoint's status at once (with its
+    /// `/version` when `versions`), the facts from the leader (the first endpoint) as soon as
+    /// it answered.
+    async fn reading(self: Arc<Self>, counts: Arc<Counts>, versions: bool) {
         let mut statuses: FuturesUnordered<_> = self
             .endpoints
             .iter()
             .enumerate()
             .map(|(index, endpoint)| {
-                // beside the status, `GET /version` (the cluster version), as read_endpoint
+                // beside the status, `GET /version` when due (src/poller/etcd.rs: the
+                // first poll and every VERSIONS_EVERY_POLLS-th, fleet-sim's versions never
+                // change), as read_endpoint
                 let status = self.post(endpoint, "v3/maintenance/status", "{}".to_owned());
-                let version = get(self.http.clone(), format!("{endpoint}/version"));
+                let http = self.http.clone();
+                let version = async move {
+                    match versions {
+                        true => Some(get(http, format!("{endpoint}/version")).await),
+                        false => None,
+                    }
+                };
                 let counts = Arc::clone(&counts);
                 async move {
                     let (ok, version_ok) = tokio::join!(status, version);
-                    counts.note(version_ok);
+                    if let Some(version_ok) = version_ok {
+                        counts.note(version_ok);
+                    }
                     (index, ok)
                 }
             })
@@ -258,6 +269,8 @@ struct Plan {
     readiness: bool,
     history: bool,
     config: bool,
+    /// On etcd, each endpoint's `GET /version`.
+    versions: bool,
 }
 
 impl Turns {
@@ -280,8 +293,10 @@ impl Turns {
         };
         self.polls_since_config = next(config, self.polls_since_config);
         self.polls_since_history = next(history, self.polls_since_history);
+        let versions = self.polls % u64::from(VERSIONS_EVERY_POLLS) == 0;
         self.polls += 1;
         Plan {
+            versions,
             early: self.polls > 1,
             rotated,
             readiness,
@@ -333,7 +348,10 @@ async fn poll(
     let started = tokio::time::Instant::now();
     // On etcd: the reading, on a task of its own from the start of the poll.
     let mut reading: Option<RemoteHandle<()>> = etcd.map(|etcd| {
-        let (reading, handle) = etcd.clone().reading(counts.clone()).remote_handle();
+        let (reading, handle) = etcd
+            .clone()
+            .reading(counts.clone(), plan.versions)
+            .remote_handle();
         tokio::spawn(reading);
         handle
     });

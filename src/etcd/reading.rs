@@ -4,6 +4,8 @@
 //! it its `GET /version`: the only answer that holds the cluster version (`etcdcluster`, the
 //! version the members agreed to speak, which stays behind the members' own during a rolling
 //! upgrade until the last one runs the new version), and which etcd answers without auth.
+//! `/version` is not asked of an endpoint whose versions the caller gives as known: they
+//! change only when a member restarts into another etcd (the poller says when to ask again).
 //! When `Status` is refused to the configured user (etcd 3.6.0–3.6.9 answer it to root
 //! only), that endpoint's `/health` is asked instead, so that the reading still says whether
 //! the member has a leader, and says which fact it could not read. The facts of the whole
@@ -54,8 +56,11 @@ pub struct EndpointReading {
     pub status: Result<Timed<EndpointStatus>, EtcdError>,
     /// `/health`, asked only when `status` was refused to the user (`auth`, `forbidden`).
     pub health: Option<Result<Health, EtcdError>>,
-    /// `GET /version`, asked beside `status`: the member's own version and the cluster's.
+    /// `GET /version`, asked beside `status`: the member's own version and the cluster's;
+    /// the caller's known versions when not asked (`versions_asked` false).
     pub versions: Result<Versions, EtcdError>,
+    /// Whether `versions` was asked in this reading.
+    pub versions_asked: bool,
 }
 
 impl EndpointReading {
@@ -135,23 +140,34 @@ fn rank(reading: &EndpointReading) -> Option<u8> {
 /// a caller that learns the scope meanwhile (from the first `GET /cluster`) still gets the
 /// keys in the same reading. Every request ends by `deadline` (or the client's timeout,
 /// when that comes first); so does the reading, but for the parsing.
+///
+/// `/version` is not asked of the endpoints `known_versions` names: their versions are given.
 pub async fn read_cluster(
     client: &EtcdClient,
     endpoints: &[Url],
     follow_up_to: usize,
+    known_versions: &[(Url, Versions)],
     prefix: impl Future<Output = Option<String>> + Send,
     deadline: Instant,
 ) -> EtcdReading {
+    let known = |endpoint: &Url| {
+        known_versions
+            .iter()
+            .find(|(known, _)| same_endpoint(known, endpoint))
+            .map(|(_, versions)| versions)
+    };
     let prefix = prefix.boxed().shared();
     type FactsFuture<'a> = Pin<Box<dyn Future<Output = ClusterFacts> + Send + 'a>>;
-    let mut pending: FuturesUnordered<_> =
-        endpoints
-            .iter()
-            .enumerate()
-            .map(|(index, endpoint)| async move {
-                (index, read_endpoint(client, endpoint, deadline).await)
-            })
-            .collect();
+    let mut pending: FuturesUnordered<_> = endpoints
+        .iter()
+        .enumerate()
+        .map(|(index, endpoint)| async move {
+            (
+                index,
+                read_endpoint(client, endpoint, known(endpoint), deadline).await,
+            )
+        })
+        .collect();
     let mut readings: Vec<Option<EndpointReading>> = vec![None; endpoints.len()];
     let mut facts_started: Option<FactsFuture<'_>> = None;
     let mut facts: Option<ClusterFacts> = None;
@@ -206,7 +222,7 @@ pub async fn read_cluster(
         futures::future::join_all(
             listed
                 .iter()
-                .map(|endpoint| read_endpoint(client, endpoint, deadline)),
+                .map(|endpoint| read_endpoint(client, endpoint, known(endpoint), deadline)),
         )
         .await,
     );
@@ -256,13 +272,21 @@ pub fn same_endpoint(a: &Url, b: &Url) -> bool {
         && a.port_or_known_default() == b.port_or_known_default()
 }
 
-/// One endpoint's status and versions, and its health when the status was refused to the
-/// user.
-async fn read_endpoint(client: &EtcdClient, endpoint: &Url, deadline: Instant) -> EndpointReading {
-    let (status, versions) = tokio::join!(
-        client.status(endpoint, deadline),
-        client.version(endpoint, deadline)
-    );
+/// One endpoint's status and versions (asked unless `known`), and its health when the
+/// status was refused to the user.
+async fn read_endpoint(
+    client: &EtcdClient,
+    endpoint: &Url,
+    known: Option<&Versions>,
+    deadline: Instant,
+) -> EndpointReading {
+    let versions = async {
+        match known {
+            Some(versions) => Ok(versions.clone()),
+            None => client.version(endpoint, deadline).await,
+        }
+    };
+    let (status, versions) = tokio::join!(client.status(endpoint, deadline), versions);
     let health = match &status {
         Err(error) if matches!(error.kind(), ErrorKind::Auth | ErrorKind::Forbidden) => {
             Some(client.health(endpoint, deadline).await)
@@ -274,6 +298,7 @@ async fn read_endpoint(client: &EtcdClient, endpoint: &Url, deadline: Instant) -
         status,
         health,
         versions,
+        versions_asked: known.is_none(),
     }
 }
 
@@ -380,7 +405,7 @@ mod tests {
     /// One reading of `endpoints` by a plain client, Patroni's prefix known from the start.
     async fn read_with_prefix(endpoints: &[Url], deadline: Instant) -> EtcdReading {
         let prefix = std::future::ready(Some(PREFIX.to_owned()));
-        read_cluster(&client(), endpoints, 0, prefix, deadline).await
+        read_cluster(&client(), endpoints, 0, &[], prefix, deadline).await
     }
 
     /// [`read_with_prefix`] of every fake, within 5 s.
@@ -466,7 +491,7 @@ mod tests {
             async move {
                 let prefix = std::future::ready(Some(PREFIX.to_owned()));
                 let deadline = Instant::now() + Duration::from_secs(5);
-                read_cluster(&client(), &configured, up_to, prefix, deadline).await
+                read_cluster(&client(), &configured, up_to, &[], prefix, deadline).await
             }
         };
         let asked_endpoints = |reading: &EtcdReading| -> Vec<Url> {
@@ -621,6 +646,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn known_versions_are_given_not_asked() {
+        let fakes = [
+            member("etcd-3.4/status-e1.json").await,
+            member("etcd-3.4/status-e2.json").await,
+        ];
+        let endpoints: Vec<Url> = fakes.iter().map(FakeEtcd::url).collect();
+        let given = Versions {
+            server: "3.4.22".into(),
+            cluster: "3.4.0".into(),
+        };
+        let known = [(endpoints[0].clone(), given.clone())];
+        let prefix = std::future::ready(Some(PREFIX.to_owned()));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let reading = read_cluster(&client(), &endpoints, 0, &known, prefix, deadline).await;
+        assert_eq!(
+            (fakes[0].count("/version"), fakes[1].count("/version")),
+            (0, 1)
+        );
+        let [first, second] = &reading.endpoints[..] else {
+            panic!("{reading:?}")
+        };
+        assert_eq!((&first.versions, first.versions_asked), (&Ok(given), false));
+        assert!(second.versions.is_ok() && second.versions_asked);
+    }
+
+    #[tokio::test]
     async fn the_alarms_are_the_ones_the_status_lists_and_no_alarm_get_is_sent() {
         // Captured from one cluster each, its quota reached: the status and the alarm GET.
         for folder in ["etcd-3.4", "etcd-3.5.1"] {
@@ -659,8 +710,15 @@ mod tests {
         );
         let endpoints: Vec<Url> = fakes.iter().map(FakeEtcd::url).collect();
         let deadline = Instant::now() + Duration::from_secs(5);
-        let reading =
-            read_cluster(&client(), &endpoints, 0, std::future::ready(None), deadline).await;
+        let reading = read_cluster(
+            &client(),
+            &endpoints,
+            0,
+            &[],
+            std::future::ready(None),
+            deadline,
+        )
+        .await;
         let clusters: Vec<Option<&str>> = reading
             .endpoints
             .iter()

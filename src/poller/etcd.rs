@@ -17,7 +17,7 @@ use url::Url;
 use super::placement::MAX_MEMBERS;
 use crate::address::Host;
 use crate::config::{ApiUrlPolicy, EtcdSettings};
-use crate::etcd::{self, same_endpoint, EtcdClient, EtcdReading};
+use crate::etcd::{self, same_endpoint, EtcdClient, EtcdReading, Versions};
 use crate::http::Transports;
 use crate::snapshot::{EtcdSnapshot, KeyContent};
 
@@ -91,8 +91,17 @@ impl EtcdQuery {
         let settings = self.settings.clone();
         let prefix = async move { Some(settings.prefix(&scope.await.ok()?)) };
         let client = self.client.clone();
+        let known_versions = memory.versions_not_due();
         let (reading, handle) = async move {
-            etcd::read_cluster(&client, &endpoints, follow_up_to, prefix, deadline).await
+            etcd::read_cluster(
+                &client,
+                &endpoints,
+                follow_up_to,
+                &known_versions,
+                prefix,
+                deadline,
+            )
+            .await
         }
         .remote_handle();
         tokio::spawn(reading);
@@ -146,6 +155,33 @@ pub(super) struct EtcdMemory {
     pub(super) keys: Option<KeyContent>,
     /// The `api_url`s of the member keys last learned, and their hosts ([`learn_hosts`]).
     api_hosts: (Vec<String>, Vec<Host>),
+    /// Each endpoint's `GET /version` last read, while it need not be asked again.
+    versions: Vec<KnownVersions>,
+}
+
+/// An endpoint's `GET /version` as last read, and when.
+#[derive(Debug, Clone)]
+struct KnownVersions {
+    endpoint: Url,
+    versions: Versions,
+    /// The Unix time of the poll that read it.
+    read_at: f64,
+    /// Polls since, that did not ask it.
+    polls_since: u32,
+}
+
+/// How often an endpoint's `GET /version` is asked again while nothing says its versions
+/// changed: every 12th poll (a minute at the default 5 s).
+pub const VERSIONS_EVERY_POLLS: u32 = 12;
+
+/// `3.5` of `3.5.21` or `3.5.0`.
+fn major_minor(version: &str) -> Option<&str> {
+    let mut dots = version.match_indices('.');
+    let (_, _) = dots.next()?;
+    Some(match dots.next() {
+        Some((end, _)) => &version[..end],
+        None => version,
+    })
 }
 
 impl EtcdMemory {
@@ -159,6 +195,93 @@ impl EtcdMemory {
             self.listed.truncate(MAX_MEMBERS);
         }
         self.keys = snapshot.key_content();
+    }
+
+    /// Learns the versions `reading` read, and says which are due again: `/version` is asked
+    /// of an endpoint in the next poll when it was not read (never, or it failed), when its
+    /// status was refused (`/version` is then its only version), every
+    /// [`VERSIONS_EVERY_POLLS`]th poll, and of every endpoint while a member's status names
+    /// another version than its `/version` did (it restarted into another etcd) or the
+    /// cluster version is behind a member's own (a rolling upgrade or a downgrade under way:
+    /// etcd raises it when the last member runs the new version).
+    pub(super) fn learn_versions(&mut self, reading: &EtcdReading, at: f64) {
+        let mut changing = false;
+        for endpoint in &reading.endpoints {
+            let position = self
+                .versions
+                .iter()
+                .position(|known| same_endpoint(&known.endpoint, &endpoint.endpoint));
+            let status_version = endpoint
+                .status
+                .as_ref()
+                .ok()
+                .map(|s| s.value.version.as_str());
+            let kept = match (&endpoint.versions, endpoint.versions_asked, status_version) {
+                (_, _, None) | (Err(_), ..) => None,
+                (Ok(versions), true, Some(_)) => Some(KnownVersions {
+                    endpoint: endpoint.endpoint.clone(),
+                    versions: versions.clone(),
+                    read_at: at,
+                    polls_since: 0,
+                }),
+                (Ok(_), false, Some(_)) => position
+                    .map(|index| self.versions[index].clone())
+                    .map(|known| KnownVersions {
+                        polls_since: known.polls_since + 1,
+                        ..known
+                    })
+                    // Served by the poll that read it and the 11 after; the 12th asks.
+                    .filter(|known| known.polls_since + 1 < VERSIONS_EVERY_POLLS),
+            };
+            if let (Some(known), Some(own)) = (&kept, status_version) {
+                let cluster = known.versions.cluster_decided().and_then(major_minor);
+                changing |= known.versions.server != own || cluster != major_minor(own);
+            }
+            match (position, kept) {
+                (Some(index), Some(known)) => self.versions[index] = known,
+                (Some(index), None) => {
+                    self.versions.swap_remove(index);
+                }
+                (None, Some(known)) => self.versions.push(known),
+                (None, None) => {}
+            }
+        }
+        self.versions.retain(|known| {
+            reading
+                .endpoints
+                .iter()
+                .any(|asked| same_endpoint(&asked.endpoint, &known.endpoint))
+        });
+        if changing {
+            self.versions.clear();
+        }
+    }
+
+    /// The versions of the endpoints `/version` need not be asked of in the next poll.
+    pub(super) fn versions_not_due(&self) -> Vec<(Url, Versions)> {
+        self.versions
+            .iter()
+            .map(|known| (known.endpoint.clone(), known.versions.clone()))
+            .collect()
+    }
+
+    /// When the versions `reading` of the poll of Unix time `at` gives were read: the time of
+    /// the poll that read the oldest of them (`at` for those it asked); `None` when it gives
+    /// none. Before [`EtcdMemory::learn_versions`] learns the reading.
+    pub(super) fn versions_read_at(&self, reading: &EtcdReading, at: f64) -> Option<f64> {
+        reading
+            .endpoints
+            .iter()
+            .filter(|endpoint| endpoint.versions.is_ok())
+            .filter_map(|endpoint| match endpoint.versions_asked {
+                true => Some(at),
+                false => self
+                    .versions
+                    .iter()
+                    .find(|known| same_endpoint(&known.endpoint, &endpoint.endpoint))
+                    .map(|known| known.read_at),
+            })
+            .reduce(f64::min)
     }
 
     /// When the voting members the last poll judged from were listed: the Unix time of the
@@ -211,7 +334,7 @@ impl EtcdPoll {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::etcd::{parse_member_list, ClusterFacts, EtcdError};
+    use crate::etcd::{parse_member_list, ClusterFacts, EndpointReading, EtcdError};
 
     /// A judged snapshot whose member list was read (`true`: the captured 3-member list) or
     /// not.
@@ -268,6 +391,74 @@ mod tests {
         learn_hosts(&mut reloaded, &mut memory, &reading(&moved), false);
         let url = Url::parse("http://127.0.0.23:8008/patroni").unwrap();
         assert!(reloaded.allows_url(&url) && !reloaded.allows_host(&host(url.as_str())));
+    }
+
+    /// An endpoint's reading: its status answered (`Some(version)`) or refused, its
+    /// `/version` answered (3.4.23 on 3.4.0) or timed out, asked or given.
+    fn endpoint(n: u8, status: Option<&str>, answered: bool, asked: bool) -> EndpointReading {
+        let fixture = crate::fixture("etcd-3.4/status-e1.json");
+        EndpointReading {
+            endpoint: Url::parse(&format!("http://127.0.0.{n}:2379")).unwrap(),
+            status: match status {
+                Some(version) => Ok(crate::etcd::Timed {
+                    value: crate::etcd::EndpointStatus {
+                        version: version.into(),
+                        ..crate::etcd::parse_status(&fixture).unwrap()
+                    },
+                    round_trip: Duration::from_millis(1),
+                }),
+                None => Err(EtcdError::Forbidden("etcdserver: permission denied".into())),
+            },
+            health: None,
+            versions: match answered {
+                true => Ok(Versions {
+                    server: "3.4.23".into(),
+                    cluster: "3.4.0".into(),
+                }),
+                false => Err(EtcdError::Timeout(Duration::from_secs(1))),
+            },
+            versions_asked: asked,
+        }
+    }
+
+    /// `/version` is asked again of an endpoint whose status was refused (its only version)
+    /// or whose `/version` failed, not of the others; the time served is the oldest read.
+    #[test]
+    fn versions_are_due_again_when_refused_or_failed() {
+        let known = |memory: &EtcdMemory| -> Vec<String> {
+            let known = memory.versions_not_due().into_iter();
+            known
+                .map(|(url, _)| url.host_str().unwrap().to_owned())
+                .collect()
+        };
+        let reading = |endpoints| EtcdReading {
+            endpoints,
+            facts: None,
+        };
+        let mut memory = EtcdMemory::default();
+        let first = reading(vec![
+            endpoint(1, Some("3.4.23"), true, true),
+            endpoint(2, None, true, true),
+            endpoint(3, Some("3.4.23"), false, true),
+        ]);
+        assert_eq!(memory.versions_read_at(&first, 10.0), Some(10.0));
+        memory.learn_versions(&first, 10.0);
+        assert_eq!(known(&memory), ["127.0.0.1"]);
+        let second = reading(vec![
+            endpoint(1, Some("3.4.23"), true, false),
+            endpoint(2, None, true, true),
+            endpoint(3, Some("3.4.23"), true, true),
+        ]);
+        assert_eq!(memory.versions_read_at(&second, 15.0), Some(10.0));
+        memory.learn_versions(&second, 15.0);
+        assert_eq!(known(&memory), ["127.0.0.1", "127.0.0.3"]);
+        // An endpoint no longer asked is forgotten.
+        let third = reading(vec![endpoint(3, Some("3.4.23"), true, false)]);
+        memory.learn_versions(&third, 20.0);
+        assert_eq!(known(&memory), ["127.0.0.3"]);
+        assert_eq!(major_minor("3.5.21"), Some("3.5"));
+        assert_eq!(major_minor("3.5"), Some("3.5"));
+        assert_eq!(major_minor("3"), None);
     }
 
     /// The voting members judged while the list is not read are the last list's, with the

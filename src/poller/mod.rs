@@ -62,6 +62,7 @@ pub use cadence::{CONFIG_EVERY_POLLS, HISTORY_REFRESH_POLLS};
 use changes::ChangeMemory;
 use deadline::Deadline;
 use discovery::{learn_raft, Discovery, Targets};
+pub use etcd::VERSIONS_EVERY_POLLS;
 use etcd::{EtcdMemory, EtcdPoll, EtcdProgress, EtcdQuery};
 pub use members::READINESS_EVERY_TURNS;
 use members::{unix_now, DcsTiming, MemberMemory};

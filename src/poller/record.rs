@@ -393,6 +393,8 @@ impl Recorder<'_> {
             }
         }
         learn_hosts(self.policy, self.etcd, &reading, self.etcd_authenticated);
+        let etcd_versions = self.etcd.versions_read_at(&reading, self.polled_at);
+        self.etcd.learn_versions(&reading, self.polled_at);
         let snapshot =
             EtcdSnapshot::judge(reading, self.etcd.voters, self.etcd.keys.as_ref(), members);
         // This poll's member list, else the one remembered (what the judgement used).
@@ -401,6 +403,7 @@ impl Recorder<'_> {
                 Some(_) => Some(self.polled_at),
                 None => self.etcd.voters_read_at(),
             },
+            etcd_versions,
             ..ClusterReadTimes::default()
         };
         self.etcd.learn(&snapshot, self.polled_at);

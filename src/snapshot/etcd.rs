@@ -497,6 +497,7 @@ mod tests {
                 server: "3.4.23".into(),
                 cluster: "3.4.0".into(),
             }),
+            versions_asked: true,
         }
     }
 
@@ -507,6 +508,7 @@ mod tests {
             status: Err(EtcdError::Timeout(Duration::from_secs(2))),
             health: None,
             versions: Err(EtcdError::Timeout(Duration::from_secs(2))),
+            versions_asked: true,
         }
     }
 
@@ -521,6 +523,7 @@ mod tests {
                 server: "3.6.5".into(),
                 cluster: "3.6.0".into(),
             }),
+            versions_asked: true,
         }
     }
 
@@ -636,7 +639,15 @@ mod tests {
         )
         .unwrap();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-        crate::etcd::read_cluster(&client, &endpoints, 0, std::future::ready(None), deadline).await
+        crate::etcd::read_cluster(
+            &client,
+            &endpoints,
+            0,
+            &[],
+            std::future::ready(None),
+            deadline,
+        )
+        .await
     }
 
     #[tokio::test]

@@ -138,6 +138,9 @@ pub enum ClusterFact {
     /// etcd's voting members, kept from the last member list read: `patroni_etcd_members`,
     /// the etcd quorum verdict's majority.
     EtcdMembers,
+    /// The etcd members' `GET /version` (asked again every few polls, and every poll while
+    /// the members' versions change): `patroni_etcd_member_info`'s `cluster_version`.
+    EtcdVersions,
 }
 
 impl ClusterFact {
@@ -147,6 +150,7 @@ impl ClusterFact {
             ClusterFact::History => "history",
             ClusterFact::RaftVoters => "raft_voters",
             ClusterFact::EtcdMembers => "etcd_members",
+            ClusterFact::EtcdVersions => "etcd_versions",
         }
     }
 }
@@ -161,6 +165,7 @@ pub struct ClusterReadTimes {
     pub history: Option<f64>,
     pub raft_voters: Option<f64>,
     pub etcd_members: Option<f64>,
+    pub etcd_versions: Option<f64>,
 }
 
 impl ClusterReadTimes {
@@ -171,6 +176,7 @@ impl ClusterReadTimes {
             (ClusterFact::History, self.history),
             (ClusterFact::RaftVoters, self.raft_voters),
             (ClusterFact::EtcdMembers, self.etcd_members),
+            (ClusterFact::EtcdVersions, self.etcd_versions),
         ]
         .into_iter()
         .filter_map(|(fact, at)| Some((fact, at?)))

@@ -298,3 +298,86 @@ async fn the_transport_a_load_checked_is_the_pollers() {
     assert!(none.is_none(), "no DCS transport to build");
     assert_eq!(pool.transports().built(), 2);
 }
+
+/// `GET /version` (the cluster version) is asked of an endpoint in the first poll, then every
+/// twelfth, its answer kept in between with the time it was read; a member whose status names
+/// another version is asked again at once, and every endpoint every poll while the cluster
+/// version is behind a member's own (a rolling upgrade), until it caught up.
+#[tokio::test]
+async fn the_etcd_versions_are_asked_every_twelfth_poll_and_while_they_change() {
+    let (cluster, members) =
+        cluster_on(["127.0.0.94", "127.0.0.95", "127.0.0.96"], "versions").await;
+    let etcd = etcd_leader(patroni_keys("versions", "postgresql-0", &members)).await;
+    let config = cluster_config(cluster.urls().to_vec(), None)
+        .with(|config| config.identity.dcs = etcd_settings(&etcd));
+    let mut poller = ClusterPoller::new(0, config).await.unwrap();
+    let store = Arc::new(Store::new(1));
+    macro_rules! poll {
+        () => {{
+            store.publish(0, poller.poll_once().await);
+            render_store(&store, Format::PrometheusText)
+        }};
+    }
+    let info = |cluster_version: &str| {
+        format!(
+            "patroni_etcd_member_info{{scope=\"versions\",endpoint=\"{}\",member=\"e1\",version=\"3.4.23\",cluster_version=\"{cluster_version}\"}}",
+            etcd.url().as_str().trim_end_matches('/')
+        )
+    };
+    let read_at = |output: &str| {
+        let fact = "patroni_exporter_fact_read_timestamp_seconds{scope=\"versions\",fact=\"etcd_versions\"}";
+        let last = "patroni_exporter_last_poll_timestamp_seconds{scope=\"versions\"}";
+        (sample(output, fact).unwrap(), sample(output, last).unwrap())
+    };
+    let first = poll!();
+    assert_eq!(etcd.count("/version"), 1);
+    assert_eq!(sample(&first, &info("3.4.0")), Some(1.0), "{first}");
+    let (read, polled) = read_at(&first);
+    assert_eq!(read, polled, "read by this poll");
+    for n in 2..=12 {
+        let output = poll!();
+        assert_eq!(etcd.count("/version"), 1, "poll {n}");
+        assert_eq!(sample(&output, &info("3.4.0")), Some(1.0), "poll {n}");
+        let (kept, polled) = read_at(&output);
+        assert!(kept == read && polled > read, "poll {n}: {kept} {polled}");
+    }
+    poll!();
+    assert_eq!(etcd.count("/version"), 2, "the thirteenth poll asks again");
+    // The member restarted into 3.5.21: asked again in the poll after its status said so,
+    // and every poll while the cluster version stays 3.4.0.
+    let status = String::from_utf8(fixture("etcd-3.4/status-e1.json")).unwrap();
+    etcd.route(
+        "/v3/maintenance/status",
+        Reply::ok(status.replace("3.4.23", "3.5.21").into_bytes()),
+    );
+    etcd.route(
+        "/version",
+        Reply::ok(br#"{"etcdserver":"3.5.21","etcdcluster":"3.4.0"}"#.to_vec()),
+    );
+    poll!();
+    assert_eq!(
+        etcd.count("/version"),
+        2,
+        "its status names 3.5.21 from now"
+    );
+    for asked in 3..=4 {
+        poll!();
+        assert_eq!(
+            etcd.count("/version"),
+            asked,
+            "the cluster version is behind"
+        );
+    }
+    etcd.route(
+        "/version",
+        Reply::ok(br#"{"etcdserver":"3.5.21","etcdcluster":"3.5.0"}"#.to_vec()),
+    );
+    let caught_up = poll!();
+    assert_eq!(etcd.count("/version"), 5);
+    assert!(
+        caught_up.contains("cluster_version=\"3.5.0\""),
+        "{caught_up}"
+    );
+    poll!();
+    assert_eq!(etcd.count("/version"), 5, "settled: not asked again");
+}
