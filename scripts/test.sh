@@ -512,6 +512,11 @@ if (( RUN_E2E )); then
   # long ones: started beside the clusters' bring-ups and the builds (+330 s), its etcd
   # requests (TLS, bcrypt auth) timed out in three clean-clone runs here (2026-12-02)
   step "e2e etcd over TLS and auth, Patroni 4.1.5" tests/e2e/pylab/run.sh test_etcd_secure.py --patroni 4.1.5
+  # etcd's reads (the typed layer): the exporter alone on a real 3-member etcd nothing else
+  # writes to: 8 polls leave every member's raftIndex where it was (no alarm GET, a Raft
+  # proposal), a filled quota's NOSPACE read from the statuses and PatroniEtcdAlarm firing in a
+  # real Prometheus (~30 s)
+  step "e2e etcd's reads propose nothing, NOSPACE from the status, Patroni 4.1.5" tests/e2e/pylab/run.sh test_etcd_reads.py --patroni 4.1.5
   # make deb (a release: the release build above; any other run: the e2e scripts' debug
   # build), lintian, dpkg -i, the unit's ExecStart as its user against a real cluster,
   # dpkg --purge leaves nothing (~1 min)

@@ -10,12 +10,13 @@ own); conditions interleaved over ROUNDS rounds of WINDOW_S seconds each (after 
   etcd     the README's quick start on etcd (one --patroni.url, one --etcd.endpoint)
   rest     the same exporter with --raft.disabled and the members' hosts allowed (no DCS asked,
            the same REST requests): the REST part alone
+  etcd-b   with EXPORTER_BIN_B set: that build as `etcd` (two builds judged in one run)
 CPU from /proc/PID/task/*/schedstat (nanoseconds on the CPU, every thread) of the exporter and of
 each etcd member: CPU time, not wall time (the cores are shared with whatever else runs).
 
 Usage (root; not in CI): python3 docs/bench/etcd-cost/run.py [PATRONI_VERSION]   (default 4.1.5)
-Environment: EXPORTER_BIN (default target/release/patroni-raft-exporter), WINDOW_S=60 WARMUP_S=5
-ROUNDS=2. Prints one CSV row per condition and round, then the per-poll figures.
+Environment: EXPORTER_BIN (default target/release/patroni-raft-exporter), EXPORTER_BIN_B (none),
+WINDOW_S=60 WARMUP_S=5 ROUNDS=2. Prints one CSV row per condition and round, then the per-poll figures.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def main() -> None:
                               int(os.environ.get("ROUNDS", 2)))
     paths = lab_paths()
     binary = Path(os.environ.get("EXPORTER_BIN", paths.target_dir / "release" / "patroni-raft-exporter"))
+    binary_b = Path(os.environ["EXPORTER_BIN_B"]) if os.environ.get("EXPORTER_BIN_B") else None
+    conditions = ["none", "etcd", "rest"] + (["etcd-b"] if binary_b else [])
     run_dir = paths.work / f"etcd-cost-{version}"
     run_dir.mkdir(parents=True, exist_ok=True)
     netns = Netns(f"etcdcost-{os.getpid()}")
@@ -68,14 +71,14 @@ def main() -> None:
         etcd.up()
         cluster.up(sync=True)
         etcd_pids = [etcd.pid(n) for n in range(etcd.size)]
-        args = {"etcd": ["--etcd.endpoint", etcd.client_url(0)],
+        args = {"etcd": ["--etcd.endpoint", etcd.client_url(0)], "etcd-b": ["--etcd.endpoint", etcd.client_url(0)],
                 # the members the etcd keys name, allowed by hand: the same REST requests
                 "rest": ["--raft.disabled", "--patroni.allow-api-url-hosts", "127.0.0.0/24"], "none": []}
         for r in range(rounds):
-            for condition in (["none", "etcd", "rest"] if r % 2 == 0 else ["rest", "etcd", "none"]):
+            for condition in (conditions if r % 2 == 0 else conditions[::-1]):
                 exporter = None
                 if condition != "none":
-                    exporter = Exporter(binary, ["--patroni.url", cluster.rest(0), "--poll.interval", "0.5s",
+                    exporter = Exporter(binary_b if condition == "etcd-b" else binary, ["--patroni.url", cluster.rest(0), "--poll.interval", "0.5s",
                                                  *args[condition]], run_dir / f"exporter-{condition}.log").start()
                 time.sleep(warmup)
                 e0 = sum(cpu_seconds(p) for p in etcd_pids)
@@ -99,6 +102,9 @@ def main() -> None:
           f"the etcd reading {by('etcd', 3) - by('rest', 3):.2f} ms")
     print(f"etcd members' CPU (3 together): nothing polling {by('none', 4):.1f} ms/s, the exporter at 2 polls/s "
           f"{by('etcd', 4):.1f} ms/s: {(by('etcd', 4) - by('none', 4)) / 2:.2f} ms per poll")
+    if binary_b:
+        print(f"build B ({binary_b}): exporter {by('etcd-b', 3):.2f} ms per poll, etcd members "
+              f"{by('etcd-b', 4):.1f} ms/s: {(by('etcd-b', 4) - by('none', 4)) / 2:.2f} ms per poll")
 
 
 if __name__ == "__main__":

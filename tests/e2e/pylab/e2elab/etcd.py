@@ -62,8 +62,9 @@ class EtcdTls:
 
 class EtcdCluster:
     def __init__(self, run_dir: Path, ip_base: int = 31, size: int = 3, log_prefix: str = "etcd",
-                 tls: EtcdTls | None = None, bin_dir: Path = Path("/usr/bin")) -> None:
+                 tls: EtcdTls | None = None, bin_dir: Path = Path("/usr/bin"), extra_args: tuple[str, ...] = ()) -> None:
         self.run_dir = run_dir
+        self.extra_args = extra_args  # more flags of every member (`--quota-backend-bytes N`)
         self.bin_dir = bin_dir
         self.size = size
         self.ips = [f"127.0.0.{ip_base + n}" for n in range(size)]
@@ -100,7 +101,7 @@ class EtcdCluster:
                 "--listen-client-urls", self.client_url(n), "--advertise-client-urls", self.client_url(n),
                 "--listen-peer-urls", self.peer_url(n), "--initial-advertise-peer-urls", self.peer_url(n),
                 "--initial-cluster", cluster, "--initial-cluster-state", state,
-                "--initial-cluster-token", "pylab", "--logger", "zap", *self._tls_args(n)]
+                "--initial-cluster-token", "pylab", "--logger", "zap", *self._tls_args(n), *self.extra_args]
 
     def _tls_args(self, n: int) -> list[str]:
         if self.tls is None:
