@@ -205,56 +205,44 @@ impl EtcdMemory {
     /// cluster version is behind a member's own (a rolling upgrade or a downgrade under way:
     /// etcd raises it when the last member runs the new version).
     pub(super) fn learn_versions(&mut self, reading: &EtcdReading, at: f64) {
-        let mut changing = false;
+        let mut learned = Vec::with_capacity(reading.endpoints.len());
         for endpoint in &reading.endpoints {
-            let position = self
-                .versions
-                .iter()
-                .position(|known| same_endpoint(&known.endpoint, &endpoint.endpoint));
-            let status_version = endpoint
-                .status
-                .as_ref()
-                .ok()
-                .map(|s| s.value.version.as_str());
-            let kept = match (&endpoint.versions, endpoint.versions_asked, status_version) {
-                (_, _, None) | (Err(_), ..) => None,
-                (Ok(versions), true, Some(_)) => Some(KnownVersions {
+            let (Ok(status), Ok(versions)) = (&endpoint.status, &endpoint.versions) else {
+                continue;
+            };
+            let own = status.value.version.as_str();
+            let cluster = versions.cluster_decided().and_then(major_minor);
+            if versions.server != own || cluster != major_minor(own) {
+                self.versions.clear();
+                return;
+            }
+            let known = if endpoint.versions_asked {
+                KnownVersions {
                     endpoint: endpoint.endpoint.clone(),
                     versions: versions.clone(),
                     read_at: at,
                     polls_since: 0,
-                }),
-                (Ok(_), false, Some(_)) => position
-                    .map(|index| self.versions[index].clone())
-                    .map(|known| KnownVersions {
-                        polls_since: known.polls_since + 1,
-                        ..known
-                    })
-                    // Served by the poll that read it and the 11 after; the 12th asks.
-                    .filter(|known| known.polls_since + 1 < VERSIONS_EVERY_POLLS),
-            };
-            if let (Some(known), Some(own)) = (&kept, status_version) {
-                let cluster = known.versions.cluster_decided().and_then(major_minor);
-                changing |= known.versions.server != own || cluster != major_minor(own);
-            }
-            match (position, kept) {
-                (Some(index), Some(known)) => self.versions[index] = known,
-                (Some(index), None) => {
-                    self.versions.swap_remove(index);
                 }
-                (None, Some(known)) => self.versions.push(known),
-                (None, None) => {}
+            } else {
+                let Some(index) = self
+                    .versions
+                    .iter()
+                    .position(|known| same_endpoint(&known.endpoint, &endpoint.endpoint))
+                else {
+                    continue;
+                };
+                let known = self.versions.swap_remove(index);
+                KnownVersions {
+                    polls_since: known.polls_since + 1,
+                    ..known
+                }
+            };
+            // Served by the poll that read it and the 11 after; the 12th asks.
+            if known.polls_since + 1 < VERSIONS_EVERY_POLLS {
+                learned.push(known);
             }
         }
-        self.versions.retain(|known| {
-            reading
-                .endpoints
-                .iter()
-                .any(|asked| same_endpoint(&asked.endpoint, &known.endpoint))
-        });
-        if changing {
-            self.versions.clear();
-        }
+        self.versions = learned;
     }
 
     /// The versions of the endpoints `/version` need not be asked of in the next poll.

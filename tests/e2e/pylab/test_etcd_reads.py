@@ -5,8 +5,8 @@ exporter alone (`--patroni.scope`, one `--etcd.endpoint`, a `--patroni.url` nobo
 
   reads propose nothing   over 8 polls every member's own raftIndex (`etcdctl endpoint status`,
                           read before and after) stays where it was, and the exporter's
-                          `patroni_etcd_raft_index` is etcd's. An alarm GET, which earlier
-                          builds sent every poll, is a Raft proposal (+1 on every member).
+                          `patroni_etcd_raft_index` is etcd's. An alarm GET is a Raft
+                          proposal (+1 on every member), so the alarms come from the status.
   NOSPACE from the status the quota filled with `etcdctl put` until etcd refuses (`database
                           space exceeded`): the exporter's `patroni_etcd_alarms{alarm="NOSPACE"}`
                           is what `etcdctl alarm list` lists (read from the statuses' errors[]),
