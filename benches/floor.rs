@@ -19,10 +19,12 @@
 //!
 //! A cluster on etcd (`etcd_endpoints`, `fleet-sim --etcd-clusters`) has no Raft queries: its
 //! etcd reading (src/etcd/reading.rs, run as src/poller/etcd.rs runs it) starts with round
-//! one, on a task of its own: `POST /v3/maintenance/status` (and `GET /version` in the first
-//! poll and every [`VERSIONS_EVERY_POLLS`]th) to every endpoint at once, and as soon as the leader answered both, to the leader at once `/v3/cluster/member/list`
-//! and `/v3/kv/range` over Patroni's prefix (no alarm GET: the alarms are the status's), then, after the range,
-//! `/v3/lease/timetolive` of the leader key's lease; round two starts once `/cluster`
+//! one, on a task of its own: `POST /v3/maintenance/status` (then `GET /version` in the first
+//! poll and every [`VERSIONS_EVERY_POLLS`]th) to every endpoint at once, and as soon as the
+//! leader answered both, to the leader one after the other `/v3/cluster/member/list`,
+//! `/v3/kv/range` over Patroni's prefix (no alarm GET: the alarms are the status's) and
+//! `/v3/lease/timetolive` of the leader key's lease (a member's requests one at a time, on
+//! one connection); round two starts once `/cluster`
 //! answered and the reading ended (or half the interval passed), and the poll ends with both.
 //! fleet-sim's leader is always the first endpoint and the leader key's lease the captured
 //! one, so the floor knows both without reading a body (if the first endpoint fails, the
@@ -142,29 +144,29 @@ impl EtcdCluster {
         }
     }
 
-    /// The cluster's facts from `endpoint`: the member list and the range at once, then the
-    /// leader key's lease (the alarms are read from the status, as the exporter reads them).
+    /// The cluster's facts from `endpoint`, one request after the other: the member list, the
+    /// range, the leader key's lease (the alarms are read from the status, as the exporter
+    /// reads them).
     async fn facts(&self, endpoint: &str, counts: &Counts) {
-        let list = self.post(
-            endpoint,
-            "v3/cluster/member/list",
-            serde_json::json!({ "linearizable": true }).to_string(),
-        );
-        let keys_and_lease = async {
-            let keys = self
-                .post(endpoint, "v3/kv/range", self.range_body.clone())
-                .await;
-            counts.note(keys);
-            if keys {
-                let lease = serde_json::json!({ "ID": LEADER_LEASE }).to_string();
-                counts.note(self.post(endpoint, "v3/lease/timetolive", lease).await);
-            }
-        };
-        let (list, ()) = tokio::join!(list, keys_and_lease);
+        let list = self
+            .post(
+                endpoint,
+                "v3/cluster/member/list",
+                serde_json::json!({ "linearizable": true }).to_string(),
+            )
+            .await;
         counts.note(list);
+        let keys = self
+            .post(endpoint, "v3/kv/range", self.range_body.clone())
+            .await;
+        counts.note(keys);
+        if keys {
+            let lease = serde_json::json!({ "ID": LEADER_LEASE }).to_string();
+            counts.note(self.post(endpoint, "v3/lease/timetolive", lease).await);
+        }
     }
 
-    /// One reading (src/etcd/reading.rs): every endpoint's status at once (with its
+    /// One reading (src/etcd/reading.rs): every endpoint's status at once (then its
     /// `/version` when `versions`), the facts from the leader (the first endpoint) as soon as
     /// it answered.
     async fn reading(self: Arc<Self>, counts: Arc<Counts>, versions: bool) {
@@ -173,22 +175,16 @@ impl EtcdCluster {
             .iter()
             .enumerate()
             .map(|(index, endpoint)| {
-                // beside the status, `GET /version` when due (src/poller/etcd.rs: the
+                // after the status, `GET /version` when due (src/poller/etcd.rs: the
                 // first poll and every VERSIONS_EVERY_POLLS-th, fleet-sim's versions never
                 // change), as read_endpoint
                 let status = self.post(endpoint, "v3/maintenance/status", "{}".to_owned());
                 let http = self.http.clone();
-                let version = async move {
-                    match versions {
-                        true => Some(get(http, format!("{endpoint}/version")).await),
-                        false => None,
-                    }
-                };
                 let counts = Arc::clone(&counts);
                 async move {
-                    let (ok, version_ok) = tokio::join!(status, version);
-                    if let Some(version_ok) = version_ok {
-                        counts.note(version_ok);
+                    let ok = status.await;
+                    if versions {
+                        counts.note(get(http, format!("{endpoint}/version")).await);
                     }
                     (index, ok)
                 }

@@ -310,9 +310,13 @@ impl EtcdClient {
     /// Any [`EtcdError`].
     pub async fn health(&self, endpoint: &Url, deadline: Instant) -> Result<Health, EtcdError> {
         let answer = self
-            .bounded(
-                deadline,
-                self.send(endpoint, "health", None, None, &[200, 503]),
+            .send(
+                endpoint,
+                "health",
+                None,
+                None,
+                &[200, 503],
+                self.bound(deadline),
             )
             .await?;
         parse_health(&answer.body)
@@ -324,7 +328,14 @@ impl EtcdClient {
     /// Any [`EtcdError`].
     pub async fn version(&self, endpoint: &Url, deadline: Instant) -> Result<Versions, EtcdError> {
         let answer = self
-            .bounded(deadline, self.send(endpoint, "version", None, None, &[200]))
+            .send(
+                endpoint,
+                "version",
+                None,
+                None,
+                &[200],
+                self.bound(deadline),
+            )
             .await?;
         parse_versions(&answer.body)
     }
@@ -362,6 +373,15 @@ impl EtcdClient {
         authorize: Authorize,
         deadline: Instant,
     ) -> Result<Answer, EtcdError> {
+        if self.inner.settings.username.is_none() {
+            // No token to get: the request alone, bounded by its own timeout (one timer, as
+            // every Patroni request has; the poll's deadline adds one per poll, not per
+            // request).
+            let bound = self.bound(deadline);
+            return self
+                .send(endpoint, path, Some(body), None, &[200], bound)
+                .await;
+        }
         // Without a leader, authenticating (a Raft proposal) waits for one until etcd's own
         // request timeout (7 s on 3.4.23): a request that may go without a token gives it
         // half the time left, so that the member still says it has no leader.
@@ -369,6 +389,7 @@ impl EtcdClient {
             let now = Instant::now();
             now + self.bound(deadline).saturating_duration_since(now) / 2
         };
+        let bound = self.bound(deadline);
         self.bounded(deadline, async {
             let token = if authorize == Authorize::IfPossible {
                 tokio::time::timeout_at(patience, self.token(endpoint, authorize, None))
@@ -387,12 +408,19 @@ impl EtcdClient {
                 Err(error) => return Err(error),
             };
             let first = self
-                .send(endpoint, path, Some(body.clone()), token.as_ref(), &[200])
+                .send(
+                    endpoint,
+                    path,
+                    Some(body.clone()),
+                    token.as_ref(),
+                    &[200],
+                    bound,
+                )
                 .await;
             match (first, token) {
                 (Err(EtcdError::InvalidToken(_)), Some(refused)) => {
                     let fresh = self.token(endpoint, authorize, Some(&refused)).await?;
-                    self.send(endpoint, path, Some(body), fresh.as_ref(), &[200])
+                    self.send(endpoint, path, Some(body), fresh.as_ref(), &[200], bound)
                         .await
                 }
                 (answer, _) => answer,
@@ -444,6 +472,8 @@ impl EtcdClient {
                 Some(Bytes::copy_from_slice(&body)),
                 None,
                 &[200],
+                // The callers' bound ends it sooner when theirs is earlier.
+                Instant::now() + self.inner.timeout,
             )
             .await;
         let answer = match answer {
@@ -461,8 +491,9 @@ impl EtcdClient {
         Ok(Some(token))
     }
 
-    /// One unbounded request (the callers bound it): a POST of `body` or a GET, with
-    /// `token`; a status outside `accepted` is a refusal, read from etcd's error document.
+    /// One request, failing as a timeout at `bound` (reqwest's own timer, which covers the
+    /// body too): a POST of `body` or a GET, with `token`; a status outside `accepted` is a
+    /// refusal, read from etcd's error document.
     async fn send(
         &self,
         endpoint: &Url,
@@ -470,6 +501,7 @@ impl EtcdClient {
         body: Option<Bytes>,
         token: Option<&Secret>,
         accepted: &[u16],
+        bound: Instant,
     ) -> Result<Answer, EtcdError> {
         check_endpoint(endpoint)?;
         let url = join(endpoint, path);
@@ -489,14 +521,19 @@ impl EtcdClient {
             request = request.header(reqwest::header::AUTHORIZATION, value);
         }
         let started = Instant::now();
-        let mut response = request.send().await.map_err(|error| self.classify(error))?;
+        let allowed = bound.saturating_duration_since(started);
+        let mut response = request
+            .timeout(allowed)
+            .send()
+            .await
+            .map_err(|error| classify(error, allowed))?;
         let status = response.status().as_u16();
         let cap = self.inner.settings.max_body_bytes;
         let body = read_body(&mut response, cap)
             .await
             .map_err(|error| match error {
                 BodyError::TooLarge => EtcdError::BodyTooLarge(cap),
-                BodyError::Transport(error) => self.classify(error),
+                BodyError::Transport(error) => classify(error, allowed),
             })?;
         if !accepted.contains(&status) {
             return Err(refusal(status, &body));
@@ -506,17 +543,18 @@ impl EtcdClient {
             round_trip: started.elapsed(),
         })
     }
+}
 
-    fn classify(&self, error: reqwest::Error) -> EtcdError {
-        match transport_failure(&error) {
-            ErrorKind::Timeout => EtcdError::Timeout(self.inner.timeout),
-            ErrorKind::Tls => EtcdError::Tls(Arc::new(error)),
-            ErrorKind::Connect if connection_refused(&error) => {
-                EtcdError::ConnectionRefused(Arc::new(error))
-            }
-            ErrorKind::Connect => EtcdError::Connect(Arc::new(error)),
-            _ => EtcdError::Transport(Arc::new(error)),
+/// A failed request's error, a timeout after `allowed`.
+fn classify(error: reqwest::Error, allowed: Duration) -> EtcdError {
+    match transport_failure(&error) {
+        ErrorKind::Timeout => EtcdError::Timeout(allowed),
+        ErrorKind::Tls => EtcdError::Tls(Arc::new(error)),
+        ErrorKind::Connect if connection_refused(&error) => {
+            EtcdError::ConnectionRefused(Arc::new(error))
         }
+        ErrorKind::Connect => EtcdError::Connect(Arc::new(error)),
+        _ => EtcdError::Transport(Arc::new(error)),
     }
 }
 

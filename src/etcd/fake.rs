@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::body::{Body, Bytes};
+use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
 use url::Url;
@@ -39,6 +40,8 @@ impl Reply {
 /// One request the fake received.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SeenRequest {
+    /// The client's address and port: one per connection.
+    pub peer: SocketAddr,
     pub method: String,
     pub path: String,
     pub authorization: Option<String>,
@@ -93,13 +96,18 @@ impl FakeEtcd {
         let shared = Arc::new(Shared::default());
         let state = Arc::clone(&shared);
         let router = axum::Router::new().fallback(
-            move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+            move |ConnectInfo(peer): ConnectInfo<SocketAddr>,
+                  method: Method,
+                  uri: Uri,
+                  headers: HeaderMap,
+                  body: Bytes| {
                 let state = Arc::clone(&state);
-                async move { answer(&state, method, uri, headers, body).await }
+                async move { answer(&state, peer, method, uri, headers, body).await }
             },
         );
         let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, router).await;
+            let service = router.into_make_service_with_connect_info::<SocketAddr>();
+            let _ = axum::serve(listener, service).await;
         });
         FakeEtcd { addr, shared, task }
     }
@@ -180,6 +188,7 @@ fn refusal(status: u16, code: u8, message: &str) -> Response {
 
 async fn answer(
     shared: &Shared,
+    peer: SocketAddr,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -193,6 +202,7 @@ async fn answer(
     *lock(&shared.by_path).entry(path.clone()).or_default() += 1;
     if !shared.forget_requests.load(Ordering::Relaxed) {
         lock(&shared.requests).push(SeenRequest {
+            peer,
             method: method.to_string(),
             path: path.clone(),
             authorization: authorization.clone(),

@@ -1,6 +1,6 @@
 //! One reading of an etcd cluster: what the poller asks of the etcd source each poll.
 //!
-//! Every endpoint is asked its `Status`, concurrently, each with its round trip, and beside
+//! Every endpoint is asked its `Status`, concurrently, each with its round trip, and after
 //! it its `GET /version`: the only answer that holds the cluster version (`etcdcluster`, the
 //! version the members agreed to speak, which stays behind the members' own during a rolling
 //! upgrade until the last one runs the new version), and which etcd answers without auth.
@@ -16,6 +16,12 @@
 //! The alarms are read from that endpoint's status (`errors[]` lists them), not asked: etcd
 //! serves an alarm GET as a Raft proposal, an entry in every member's WAL each poll. They are
 //! asked only of a source whose status was refused to the user.
+//!
+//! One member's requests go one after the other, the members' at once: then each member is
+//! asked over one pooled keep-alive connection, where concurrent requests to it would open a
+//! connection each and keep them between polls, about 16 KiB of buffers apiece (measured at
+//! 1000 clusters: 6 connections and 189 MiB resident with the status and `/version`, the
+//! member list and the range asked at once; 3 and 140 MiB one after the other).
 //!
 //! When no endpoint knows a leader, the member list and the keys are read from the chosen
 //! member's own copy (serializable), which it serves without a leader; an alarm GET and the
@@ -280,13 +286,13 @@ async fn read_endpoint(
     known: Option<&Versions>,
     deadline: Instant,
 ) -> EndpointReading {
-    let versions = async {
-        match known {
-            Some(versions) => Ok(versions.clone()),
-            None => client.version(endpoint, deadline).await,
-        }
+    // One request after another: each member is asked over one pooled connection (see the
+    // module's doc).
+    let status = client.status(endpoint, deadline).await;
+    let versions = match known {
+        Some(versions) => Ok(versions.clone()),
+        None => client.version(endpoint, deadline).await,
     };
-    let (status, versions) = tokio::join!(client.status(endpoint, deadline), versions);
     let health = match &status {
         Err(error) if matches!(error.kind(), ErrorKind::Auth | ErrorKind::Forbidden) => {
             Some(client.health(endpoint, deadline).await)
@@ -338,15 +344,13 @@ async fn read_facts(
         leader_known,
         alarms: listed_alarms,
     } = source;
-    let members = client.member_list(&source, leader_known, deadline);
-    let alarms = async {
-        match listed_alarms {
-            Some(alarms) => Some(Ok(alarms)),
-            None if leader_known => Some(client.alarms(&source, deadline).await),
-            None => None,
-        }
+    let members = client.member_list(&source, leader_known, deadline).await;
+    let alarms = match listed_alarms {
+        Some(alarms) => Some(Ok(alarms)),
+        None if leader_known => Some(client.alarms(&source, deadline).await),
+        None => None,
     };
-    let keys_and_lease = async {
+    let (keys, leader_lease, prefix) = {
         let prefix = tokio::time::timeout_at(deadline, prefix)
             .await
             .ok()
@@ -374,8 +378,6 @@ async fn read_facts(
         };
         (keys, leader_lease, prefix)
     };
-    let (members, alarms, (keys, leader_lease, prefix)) =
-        tokio::join!(members, alarms, keys_and_lease);
     ClusterFacts {
         source,
         prefix,
@@ -389,6 +391,7 @@ async fn read_facts(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
     use std::time::Duration;
 
     use super::*;
@@ -460,11 +463,42 @@ mod tests {
         ),
     ];
 
-    /// The paths asked of `fake`, sorted (the requests of one endpoint run concurrently).
+    /// The paths asked of `fake`, sorted (the order of the endpoints is not fixed).
     fn asked(fake: &FakeEtcd) -> Vec<String> {
         let mut paths: Vec<String> = fake.requests().into_iter().map(|r| r.path).collect();
         paths.sort();
         paths
+    }
+
+    #[tokio::test]
+    async fn each_member_is_asked_over_one_connection() {
+        // A reading that asks everything (the versions too): a member's requests go one
+        // after the other, so that each member holds one pooled connection between polls,
+        // not one per request that was running at once.
+        let fakes = [
+            member("etcd-3.4/status-e1.json").await,
+            member("etcd-3.4/status-e2.json").await,
+            member("etcd-3.4/status-e3.json").await,
+        ];
+        let reading = read_fakes(&fakes).await;
+        let facts = reading.facts.as_ref().unwrap();
+        assert_eq!(facts.source, fakes[0].url(), "e1 leads");
+        assert!(facts.members.is_ok() && facts.leader_lease.as_ref().is_some_and(Result::is_ok));
+        assert_eq!(
+            asked(&fakes[0]),
+            [
+                "/v3/cluster/member/list",
+                "/v3/kv/range",
+                "/v3/lease/timetolive",
+                "/v3/maintenance/status",
+                "/version"
+            ]
+        );
+        for fake in &fakes {
+            let connections: BTreeSet<std::net::SocketAddr> =
+                fake.requests().iter().map(|request| request.peer).collect();
+            assert_eq!(connections.len(), 1, "{:?}", fake.requests());
+        }
     }
 
     #[tokio::test]
