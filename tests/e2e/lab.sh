@@ -306,17 +306,17 @@ verdict_summary() {
 }
 
 # verdict_held PHASE EXPORTER SINCE UNTIL [EXCUSED_UNTIL]: the quorum verdict was 1 when the
-# window opened and stayed 1 in every poll of it; a verdict of 0 is also right up to the
-# epoch EXCUSED_UNTIL (excused_until: while the majority re-elects, its nodes may themselves
-# report no quorum; pysyncobj drops the idle follower-follower link at the first vote request,
-# measured in docs/failure-modes.md). -1 is never right here: every node answers.
+# window opened and stayed 1 in every poll of it; 0 or -1 is also right up to the epoch
+# EXCUSED_UNTIL (excused_until: while the majority re-elects, its nodes may report no quorum,
+# pysyncobj dropping the idle follower-follower link at the first vote request, failure-modes.md;
+# a poll mid-election may read one node with quorum beside two without: -1, mixed evidence).
 verdict_held() {
   local bad excused=${5:-0} during=""
   bad=$(jq -r --arg e "$2" --arg s "$quorum_series" --argjson a "$3" --argjson b "$4" --argjson ok "$excused" \
     'select(.src == "exp" and .exp == $e and .series == $s and .t >= $a and .t <= $b and .value != "1"
-            and (.value != "0" or .t > $ok)) | "\(.value)@+\((.t - $a) * 10 | round / 10)s"' "$EVENTS" | paste -sd,)
+            and ((.value != "0" and .value != "-1") or .t > $ok)) | "\(.value)@+\((.t - $a) * 10 | round / 10)s"' "$EVENTS" | paste -sd,)
   [[ $(value_at "$2" "$quorum_series" "$3") == 1 ]] || bad="${bad:+$bad,}$(value_at "$2" "$quorum_series" "$3") at the start"
-  [[ $excused != 0 ]] && during=", 0 allowed up to +$(awk -v a="$3" -v b="$excused" 'BEGIN { printf "%.1f", b - a }')s: the majority's re-election"
+  [[ $excused != 0 ]] && during=", 0 or -1 allowed up to +$(awk -v a="$3" -v b="$excused" 'BEGIN { printf "%.1f", b - a }')s: the majority's re-election"
   if [[ -z $bad ]]; then pass "$1 $2: quorum stayed confirmed (1) throughout$during ($(verdict_summary "$2" "$3" "$4"))"
   else fail "$1 $2: verdict left 1: $bad$during ($(verdict_summary "$2" "$3" "$4"))"; fi
 }
