@@ -373,11 +373,11 @@ impl EtcdClient {
         authorize: Authorize,
         deadline: Instant,
     ) -> Result<Answer, EtcdError> {
+        let bound = self.bound(deadline);
         if self.inner.settings.username.is_none() {
             // No token to get: the request alone, bounded by its own timeout (one timer, as
             // every Patroni request has; the poll's deadline adds one per poll, not per
             // request).
-            let bound = self.bound(deadline);
             return self
                 .send(endpoint, path, Some(body), None, &[200], bound)
                 .await;
@@ -387,9 +387,8 @@ impl EtcdClient {
         // half the time left, so that the member still says it has no leader.
         let patience = {
             let now = Instant::now();
-            now + self.bound(deadline).saturating_duration_since(now) / 2
+            now + bound.saturating_duration_since(now) / 2
         };
-        let bound = self.bound(deadline);
         self.bounded(deadline, async {
             let token = if authorize == Authorize::IfPossible {
                 tokio::time::timeout_at(patience, self.token(endpoint, authorize, None))
