@@ -22,12 +22,12 @@ use futures::FutureExt;
 use tokio::time::Instant;
 use url::Url;
 
+use super::error::EtcdError;
 use super::model::{
     grpc_code, parse_alarms, parse_gateway_error, parse_health, parse_lease_time_to_live,
     parse_member_list, parse_range, parse_status, parse_token, parse_versions, prefix_range_end,
     Alarm, EndpointStatus, Health, LeaseTimeToLive, MemberList, RangeAnswer, Versions,
 };
-use super::EtcdError;
 use crate::error_kind::ErrorKind;
 use crate::http::{
     connection_refused, read_body, transport_failure, BodyError, TlsFiles, TlsSettings, Transports,

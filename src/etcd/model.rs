@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use base64::Engine;
 use serde::Deserialize;
 
-use super::EtcdError;
+use super::error::EtcdError;
 
 /// Reading proto3 JSON integers: a decimal string (what etcd sends for 64-bit fields), a
 /// number (what a hand-written or future answer may send), `null` or nothing (zero).

@@ -39,11 +39,11 @@ use tokio::time::Instant;
 use url::Url;
 
 use super::client::{EtcdClient, Timed};
+use super::error::EtcdError;
 use super::model::{
     parse_patroni_keys, Alarm, EndpointStatus, Health, LeaseTimeToLive, MemberList, PatroniKeys,
     Versions,
 };
-use super::EtcdError;
 use crate::error_kind::ErrorKind;
 
 /// One reading of a cluster: each endpoint's own answer, and the cluster's facts.
