@@ -162,6 +162,18 @@ impl EncodedCluster {
         &self.text.as_bytes()[start..self.ends[index] as usize]
     }
 
+    /// Asks the CPU to fetch the first [`PREFETCHED_LINES`] cache lines of family `index`'s
+    /// chunk, without waiting for them: see [`stream::PREFETCH_DISTANCE`] for why.
+    fn prefetch_family(&self, index: usize) {
+        let start = index
+            .checked_sub(1)
+            .map_or(0, |previous| self.ends[previous] as usize);
+        let end = (self.ends[index] as usize).min(start + PREFETCHED_LINES * CACHE_LINE);
+        for offset in (start..end).step_by(CACHE_LINE) {
+            prefetch(&self.text.as_bytes()[offset]);
+        }
+    }
+
     /// Bytes of samples.
     pub fn len(&self) -> usize {
         self.text.len()
@@ -170,6 +182,26 @@ impl EncodedCluster {
     pub fn is_empty(&self) -> bool {
         self.text.is_empty()
     }
+}
+
+/// The cache lines of a chunk prefetched ahead of its copy: 8 (512 bytes) covers most chunks
+/// whole (a cluster's family is 200 bytes on average at N = 1000) and was faster than 4 or 2.
+const PREFETCHED_LINES: usize = 8;
+const CACHE_LINE: usize = 64;
+
+/// A hint to the CPU to bring `byte`'s cache line closer; a no-op where it has no stable
+/// instruction for it (on aarch64 Rust's `_prefetch` is unstable).
+#[inline(always)]
+fn prefetch(byte: &u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing into the program and never faults; the address is
+    // that of a live byte besides.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(byte).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = byte;
 }
 
 /// The exposition of the given clusters in `format`, in one `String`: the frames of

@@ -46,8 +46,21 @@ use super::{EncodedCluster, BUILD_INFO, CATALOG};
 /// poll of the body) is negligible for a large exposition. Not larger: frames of 64 KiB
 /// (80 KiB allocations) came each from pages the allocator had just given back
 /// (`crate::allocator` returns freed pages at once), 6 900 page faults per scrape at
-/// N = 1000 and 17 ms of assembly CPU against 10.
+/// N = 1000 and 17 ms of assembly CPU against 10. Frames of 32 KiB did not help either: at once
+/// beside this size (`scripts/bench.sh fleet`, 3 rounds, N = 1000), 7.0–10.5 ms of assembly CPU
+/// p50 against 4.9–7.6, though fewer frames read the CPU clock half as often.
 pub const FRAME: usize = 16 * 1024;
+
+/// How many clusters ahead of the one being copied the assembly prefetches its chunk. Each
+/// cluster's text is its own allocation, so a family's chunks, one per cluster, lie far apart
+/// in memory: no hardware prefetcher guesses the next one, and at a large fleet (26 MB, more
+/// than the caches) each chunk's copy waited for its first lines from memory, one cluster after
+/// the other. Asked for 16 clusters ahead, the waits overlap the copies: `cargo bench --bench
+/// assembly` (N = 1000, caches cold) went from 3.9–6.2 ms of CPU p50 to 2.9–4.4 (5 runs of
+/// each build, medians 4.4 and 3.1). Distances 4, 8, 16 and 32 were tried: 8 and 16 best, 32
+/// as slow as 4 (the lines are evicted before their copy); prefetching the offsets of the
+/// cluster after that too gained nothing.
+pub(super) const PREFETCH_DISTANCE: usize = 16;
 
 /// Where the assembly is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +160,9 @@ impl Exposition {
                 } => {
                     let mut next = from;
                     while next < self.clusters.len() && out.len() < limit {
+                        if let Some(ahead) = self.clusters.get(next + PREFETCH_DISTANCE) {
+                            ahead.prefetch_family(index);
+                        }
                         let chunk = self.clusters[next].family(index);
                         if !chunk.is_empty() {
                             if !described {
