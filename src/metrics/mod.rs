@@ -165,12 +165,10 @@ impl EncodedCluster {
     /// Asks the CPU to fetch the first [`PREFETCHED_LINES`] cache lines of family `index`'s
     /// chunk, without waiting for them: see [`stream::PREFETCH_DISTANCE`] for why.
     fn prefetch_family(&self, index: usize) {
-        let start = index
-            .checked_sub(1)
-            .map_or(0, |previous| self.ends[previous] as usize);
-        let end = (self.ends[index] as usize).min(start + PREFETCHED_LINES * CACHE_LINE);
-        for offset in (start..end).step_by(CACHE_LINE) {
-            prefetch(&self.text.as_bytes()[offset]);
+        let chunk = self.family(index);
+        let lines = chunk.len().min(PREFETCHED_LINES * CACHE_LINE);
+        for offset in (0..lines).step_by(CACHE_LINE) {
+            prefetch(&chunk[offset]);
         }
     }
 
