@@ -249,7 +249,18 @@ fn unasked_listed_endpoints(facts: &ClusterFacts, asked: &[Url], up_to: usize) -
         return Vec::new();
     };
     let mut unasked: Vec<Url> = Vec::new();
-    for url in listed_client_urls(list) {
+    for text in list.members.iter().filter_map(|m| m.client_urls.first()) {
+        if unasked.len() == up_to {
+            break;
+        }
+        // The usual case, a member asked under the URL it lists, needs no parse: a poll
+        // parsed every listed URL before, 0.5 % of the exporter's CPU at 1 000 clusters.
+        if asked.iter().any(|known| written_as(known, text)) {
+            continue;
+        }
+        let Some(url) = client_url(text) else {
+            continue;
+        };
         if !asked
             .iter()
             .chain(&unasked)
@@ -258,7 +269,6 @@ fn unasked_listed_endpoints(facts: &ClusterFacts, asked: &[Url], up_to: usize) -
             unasked.push(url);
         }
     }
-    unasked.truncate(up_to);
     unasked
 }
 
@@ -266,9 +276,21 @@ fn unasked_listed_endpoints(facts: &ClusterFacts, asked: &[Url], up_to: usize) -
 pub fn listed_client_urls(list: &MemberList) -> Vec<Url> {
     list.members
         .iter()
-        .filter_map(|member| Url::parse(member.client_urls.first()?).ok())
-        .filter(|url| matches!(url.scheme(), "http" | "https"))
+        .filter_map(|member| client_url(member.client_urls.first()?))
         .collect()
+}
+
+/// A member's client URL as etcd lists it, when it is an http or https URL.
+fn client_url(text: &str) -> Option<Url> {
+    Url::parse(text)
+        .ok()
+        .filter(|url| matches!(url.scheme(), "http" | "https"))
+}
+
+/// Whether `text` is `url` as written (but for a trailing `/`): then it reaches the same
+/// place ([`same_endpoint`]) without being parsed.
+fn written_as(url: &Url, text: &str) -> bool {
+    url.as_str().trim_end_matches('/') == text.trim_end_matches('/')
 }
 
 /// Two endpoint URLs that reach the same place (`http://h:2379` and `http://h:2379/`).
@@ -499,6 +521,43 @@ mod tests {
                 fake.requests().iter().map(|request| request.peer).collect();
             assert_eq!(connections.len(), 1, "{:?}", fake.requests());
         }
+    }
+
+    /// A listed URL written as the endpoint asked is passed over unparsed; one written
+    /// otherwise is parsed and still the same endpoint; at most `up_to` are given.
+    #[test]
+    fn the_listed_endpoints_not_asked_are_those_that_reach_elsewhere() {
+        let url = |text: &str| Url::parse(text).unwrap();
+        let mut list =
+            crate::etcd::parse_member_list(&fixture("etcd-3.5/member-list.json")).unwrap();
+        let facts = |list: &MemberList| ClusterFacts {
+            source: url("https://10.0.0.11:2379"),
+            linearizable: true,
+            members: Ok(list.clone()),
+            alarms: None,
+            prefix: None,
+            keys: None,
+            leader_lease: None,
+        };
+        let asked = [
+            url("https://10.0.0.11:2379"),
+            url("https://10.0.0.12:2379/"),
+        ];
+        assert!(written_as(&asked[0], "https://10.0.0.11:2379/"));
+        assert!(!written_as(&asked[0], "HTTPS://10.0.0.11:2379"));
+        let unasked = unasked_listed_endpoints(&facts(&list), &asked, 9);
+        assert_eq!(unasked, [url("https://10.0.0.13:2379")]);
+        assert!(unasked_listed_endpoints(&facts(&list), &asked, 0).is_empty());
+        list.members[0].client_urls = vec!["HTTPS://10.0.0.11:2379".into()];
+        list.members[1].client_urls = vec!["http://10.0.0.12:2379".into()];
+        assert_eq!(
+            unasked_listed_endpoints(&facts(&list), &asked, 9),
+            [url("http://10.0.0.12:2379"), url("https://10.0.0.13:2379")]
+        );
+        assert_eq!(
+            unasked_listed_endpoints(&facts(&list), &asked, 1),
+            [url("http://10.0.0.12:2379")]
+        );
     }
 
     #[tokio::test]

@@ -149,8 +149,10 @@ pub(super) struct EtcdMemory {
     /// The Unix time of the poll that read that list: exported beside what is judged from
     /// `voters` ([`EtcdMemory::voters_read_at`]).
     voters_at: Option<f64>,
-    /// The client URLs of the members etcd listed last.
+    /// The client URLs of the members etcd listed last, and the texts they were parsed
+    /// from.
     pub(super) listed: Vec<Url>,
+    listed_texts: Vec<String>,
     /// What Patroni's keys said last, read through a leader.
     pub(super) keys: Option<KeyContent>,
     /// The `api_url`s of the member keys last learned, and their hosts ([`learn_hosts`]).
@@ -191,8 +193,17 @@ impl EtcdMemory {
         if let Some(voters) = snapshot.listed_voters() {
             self.voters = voters;
             self.voters_at = Some(at);
-            self.listed = snapshot.listed_endpoints();
-            self.listed.truncate(MAX_MEMBERS);
+            // Parsed again only when the list names other URLs: it names the same poll
+            // after poll.
+            let texts = snapshot.listed_client_url_texts();
+            if !texts
+                .clone()
+                .eq(self.listed_texts.iter().map(String::as_str))
+            {
+                self.listed_texts = texts.map(str::to_owned).collect();
+                self.listed = snapshot.listed_endpoints();
+                self.listed.truncate(MAX_MEMBERS);
+            }
         }
         self.keys = snapshot.key_content();
     }
@@ -447,6 +458,38 @@ mod tests {
         assert_eq!(major_minor("3.5.21"), Some("3.5"));
         assert_eq!(major_minor("3.5"), Some("3.5"));
         assert_eq!(major_minor("3"), None);
+    }
+
+    /// The endpoints listed are learned from each list read, parsed again only when the
+    /// list names other URLs.
+    #[test]
+    fn the_listed_endpoints_follow_the_member_list() {
+        let mut memory = EtcdMemory::default();
+        let hosts = |memory: &EtcdMemory| -> Vec<String> {
+            memory
+                .listed
+                .iter()
+                .map(|url| url.as_str().to_owned())
+                .collect()
+        };
+        memory.learn(&snapshot(true), 5.0);
+        let first = hosts(&memory);
+        assert_eq!(first.len(), 3, "{first:?}");
+        memory.learn(&snapshot(true), 10.0);
+        assert_eq!(hosts(&memory), first);
+        let mut moved = snapshot(true);
+        if let Some(Ok(list)) = moved.facts.as_mut().map(|facts| &mut facts.members) {
+            list.members[0].client_urls = vec!["https://10.0.0.21:2379".into()];
+        }
+        memory.learn(&moved, 15.0);
+        assert_eq!(hosts(&memory)[0], "https://10.0.0.21:2379/");
+        assert_eq!(hosts(&memory)[1..], first[1..]);
+        memory.learn(&snapshot(false), 20.0);
+        assert_eq!(
+            hosts(&memory)[0],
+            "https://10.0.0.21:2379/",
+            "kept while unread"
+        );
     }
 
     /// The voting members judged while the list is not read are the last list's, with the

@@ -246,6 +246,17 @@ impl EtcdSnapshot {
             .unwrap_or_else(|| format!("{id:x}"))
     }
 
+    /// The first client URL of each member etcd lists, as listed (unparsed); none when the
+    /// list was not read.
+    pub fn listed_client_url_texts(&self) -> impl Iterator<Item = &str> + Clone {
+        self.facts
+            .as_ref()
+            .and_then(|facts| facts.members.as_ref().ok())
+            .into_iter()
+            .flat_map(|list| &list.members)
+            .filter_map(|member| member.client_urls.first().map(String::as_str))
+    }
+
     /// The client URLs of the members etcd lists (their first, http or https), for the next
     /// poll to ask.
     pub fn listed_endpoints(&self) -> Vec<url::Url> {
