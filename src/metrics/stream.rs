@@ -422,9 +422,9 @@ impl GzipReuse {
 /// share of the exporter's CPU for a line nobody reads.
 ///
 /// Why a sample: read around every frame, the clock's own cost (two system calls, and the
-/// caches they disturb) was 1.3–1.7 ms of the 4.4–4.6 ms that `cargo bench --bench
-/// assembly` measured of 1 000 clusters' assembly without it, a cost production (no debug
-/// log) does not pay. It is read around one frame in [`METERED_EVERY`], the first always,
+/// caches they disturb) added 0.6–1.1 ms to the 2.5–2.7 ms that `cargo bench --bench
+/// assembly` measures of 1 000 clusters' assembly without it (1.3–1.7 to 4.4–4.6 on a
+/// slower VM), a cost production (no debug log) does not pay; sampled, it adds ~0.1 ms. It is read around one frame in [`METERED_EVERY`], the first always,
 /// and the sum is scaled by the frames over those measured: frames are all of one size but
 /// the last, so the estimate is of the whole response.
 #[derive(Debug)]
