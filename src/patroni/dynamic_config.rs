@@ -9,7 +9,11 @@
 //! object is a decode error; a single unreadable value falls back to the default, as it does
 //! in Patroni (`GlobalConfig.get_int`).
 
-use serde_json::{Map, Value};
+use std::borrow::Cow;
+
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::Value;
 
 use super::PatroniError;
 
@@ -89,30 +93,90 @@ impl Default for DynamicConfig {
 /// Parses `GET /config` into the effective values.
 ///
 /// # Errors
-/// [`PatroniError::Decode`] when the body is not a JSON object.
+/// [`PatroniError::Json`] when the body is not a JSON object ("expected a JSON object").
 pub fn parse_dynamic_config(body: &[u8]) -> Result<DynamicConfig, PatroniError> {
-    let document: Value = serde_json::from_slice(body)?;
-    let Value::Object(config) = document else {
-        return Err(PatroniError::Decode("/config is not a JSON object".into()));
-    };
+    let settings: Settings = serde_json::from_slice(body)?;
     let defaults = DynamicConfig::default();
-    let int = |key: &str, default: u64| config_int(&config, key).unwrap_or(default);
-    let flag = |key: &str| config.get(key).and_then(parse_bool).unwrap_or(false);
+    let int = |value: &Option<Value>, default: u64| {
+        value.as_ref().and_then(config_int).unwrap_or(default)
+    };
+    let flag = |value: &Option<Value>| value.as_ref().and_then(parse_bool).unwrap_or(false);
     Ok(DynamicConfig {
-        ttl_seconds: int("ttl", defaults.ttl_seconds),
-        loop_wait_seconds: int("loop_wait", defaults.loop_wait_seconds),
-        retry_timeout_seconds: int("retry_timeout", defaults.retry_timeout_seconds),
+        ttl_seconds: int(&settings.ttl, defaults.ttl_seconds),
+        loop_wait_seconds: int(&settings.loop_wait, defaults.loop_wait_seconds),
+        retry_timeout_seconds: int(&settings.retry_timeout, defaults.retry_timeout_seconds),
         maximum_lag_on_failover_bytes: int(
-            "maximum_lag_on_failover",
+            &settings.maximum_lag_on_failover,
             defaults.maximum_lag_on_failover_bytes,
         ),
-        synchronous_mode: synchronous_mode(config.get("synchronous_mode")),
-        synchronous_mode_strict: flag("synchronous_mode_strict"),
-        synchronous_node_count: int("synchronous_node_count", defaults.synchronous_node_count)
-            .max(1),
-        failsafe_mode: flag("failsafe_mode"),
-        check_timeline: flag("check_timeline"),
+        synchronous_mode: synchronous_mode(settings.synchronous_mode.as_ref()),
+        synchronous_mode_strict: flag(&settings.synchronous_mode_strict),
+        synchronous_node_count: int(
+            &settings.synchronous_node_count,
+            defaults.synchronous_node_count,
+        )
+        .max(1),
+        failsafe_mode: flag(&settings.failsafe_mode),
+        check_timeline: flag(&settings.check_timeline),
     })
+}
+
+/// The values of `/config`'s top-level keys read here, as JSON, each the last one written
+/// under its key (as Python's `json` keeps it); `None` when absent.
+///
+/// Read key by key rather than into a `serde_json::Value` (or a derived struct): the document
+/// is mostly `postgresql.parameters`, which is skipped unread instead of built into maps and
+/// strings that are dropped at once (about 40 allocations per read, in every poll of every
+/// cluster that reads it), and a key written twice keeps its last value instead of failing
+/// as a derived struct's duplicate field does. Anything but an object is refused.
+#[derive(Default)]
+struct Settings {
+    ttl: Option<Value>,
+    loop_wait: Option<Value>,
+    retry_timeout: Option<Value>,
+    maximum_lag_on_failover: Option<Value>,
+    synchronous_mode: Option<Value>,
+    synchronous_mode_strict: Option<Value>,
+    synchronous_node_count: Option<Value>,
+    failsafe_mode: Option<Value>,
+    check_timeline: Option<Value>,
+}
+
+impl<'de> Deserialize<'de> for Settings {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Settings, D::Error> {
+        struct SettingsVisitor;
+        impl<'de> Visitor<'de> for SettingsVisitor {
+            type Value = Settings;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Settings, A::Error> {
+                let mut settings = Settings::default();
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    let slot = match key.as_ref() {
+                        "ttl" => &mut settings.ttl,
+                        "loop_wait" => &mut settings.loop_wait,
+                        "retry_timeout" => &mut settings.retry_timeout,
+                        "maximum_lag_on_failover" => &mut settings.maximum_lag_on_failover,
+                        "synchronous_mode" => &mut settings.synchronous_mode,
+                        "synchronous_mode_strict" => &mut settings.synchronous_mode_strict,
+                        "synchronous_node_count" => &mut settings.synchronous_node_count,
+                        "failsafe_mode" => &mut settings.failsafe_mode,
+                        "check_timeline" => &mut settings.check_timeline,
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    *slot = Some(map.next_value()?);
+                }
+                Ok(settings)
+            }
+        }
+        deserializer.deserialize_map(SettingsVisitor)
+    }
 }
 
 /// `quorum` (any case) is quorum commit; anything `parse_bool` calls true is on.
@@ -126,8 +190,8 @@ fn synchronous_mode(value: Option<&Value>) -> SynchronousMode {
 
 /// An integer as Patroni's `parse_int` reads one: a JSON number or a numeric string; `None`
 /// for anything else (negative values included: none of these settings can be negative).
-fn config_int(config: &Map<String, Value>, key: &str) -> Option<u64> {
-    match config.get(key)? {
+fn config_int(value: &Value) -> Option<u64> {
+    match value {
         Value::Number(number) => number
             .as_u64()
             .or_else(|| number.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64)),
@@ -206,6 +270,24 @@ mod tests {
         );
         let off = parse_dynamic_config(br#"{"synchronous_mode": "off"}"#).unwrap();
         assert_eq!(off.synchronous_mode, SynchronousMode::Off);
+    }
+
+    #[test]
+    fn the_last_of_a_key_written_twice_counts_and_other_keys_are_skipped_unread() {
+        let config = parse_dynamic_config(
+            br#"{"ttl": 20, "postgresql": {"parameters": {"ttl": 99, "max_connections": "100"},
+                 "use_pg_rewind": true}, "slots": [{"ttl": 1}], "ttl": "45", "loop_wait": null}"#,
+        )
+        .unwrap();
+        assert_eq!(config.ttl_seconds, 45);
+        assert_eq!(config.loop_wait_seconds, 10, "null keeps the default");
+        assert_eq!(
+            parse_dynamic_config(br#"{"postgresql": {"parameters": [1, 2}}"#)
+                .unwrap_err()
+                .kind(),
+            crate::error_kind::ErrorKind::Decode,
+            "a skipped value is still read as JSON"
+        );
     }
 
     #[test]

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::net::TcpStream;
 
 use super::frame::{self, ReadError};
-use super::pickle::{self, Value};
-use super::status::status_from_value;
+use super::pickle::{self, Node, Value};
+use super::status::status_from_node;
 use super::{fernet, request, zlib, QueryLimits, RaftError, RaftKey, RaftStatus};
 
 /// Queries the status of the pysyncobj node at `addr` (`host:port`).
@@ -69,6 +69,16 @@ pub fn decode_payload(
     key: Option<&RaftKey>,
     limits: &QueryLimits,
 ) -> Result<Value, RaftError> {
+    decode_payload_with(payload, key, limits, |root| root.to_value(limits.pickle))
+}
+
+/// [`decode_payload`], the pickle read in place by `read` ([`pickle::decode_with`]).
+pub fn decode_payload_with<R>(
+    payload: &[u8],
+    key: Option<&RaftKey>,
+    limits: &QueryLimits,
+    read: impl FnOnce(Node<'_>) -> Result<R, RaftError>,
+) -> Result<R, RaftError> {
     let decrypted;
     let compressed = match key {
         Some(k) => {
@@ -78,7 +88,7 @@ pub fn decode_payload(
         None => payload,
     };
     zlib::decompress_into(compressed, limits.max_decompressed_bytes, |pickled| {
-        pickle::decode(pickled, limits.pickle)
+        pickle::decode_with(pickled, limits.pickle, read)
     })
 }
 
@@ -97,24 +107,26 @@ pub fn encode_payload(
 }
 
 /// Checks that a keyed reply is `(our_key, message)` and returns the message.
-fn unwrap_keyed(reply: Value, client_key: &[u8]) -> Result<Value, RaftError> {
-    match reply {
-        Value::Tuple(mut t) if t.len() == 2 => {
-            let msg = t.pop().expect("len 2");
-            match t.pop().expect("len 2") {
-                Value::Bytes(k) if *k == *client_key => Ok(msg),
-                Value::Bytes(_) => Err(RaftError::protocol(
-                    "reply carries another connection key than ours",
-                )),
-                other => Err(RaftError::protocol(format!(
-                    "reply key is a {}, not bytes",
-                    other.type_name()
-                ))),
-            }
-        }
-        other => Err(RaftError::protocol(format!(
+fn unwrap_keyed<'p>(reply: Node<'p>, client_key: &[u8]) -> Result<Node<'p>, RaftError> {
+    let not_a_pair = || {
+        RaftError::protocol(format!(
             "keyed reply is a {}, not a (key, message) tuple",
-            other.type_name()
+            reply.type_name()
+        ))
+    };
+    let mut items = reply
+        .tuple_items()
+        .filter(|items| items.len() == 2)
+        .ok_or_else(not_a_pair)?;
+    let (key, msg) = items.next().zip(items.next()).ok_or_else(not_a_pair)?;
+    match key.as_bytes() {
+        Some(k) if k == client_key => Ok(msg),
+        Some(_) => Err(RaftError::protocol(
+            "reply carries another connection key than ours",
+        )),
+        None => Err(RaftError::protocol(format!(
+            "reply key is a {}, not bytes",
+            key.type_name()
         ))),
     }
 }
@@ -180,13 +192,13 @@ async fn exchange(
         first => first?,
     };
     let round_trip = started.elapsed();
-    let value = match (key, client_key) {
-        (Some(key), Some(client_key)) => {
-            unwrap_keyed(decode_payload(&reply, Some(key), limits)?, &client_key)?
-        }
-        _ => decode_payload(&reply, None, limits)?,
+    let status = match (key, client_key) {
+        (Some(key), Some(client_key)) => decode_payload_with(&reply, Some(key), limits, |reply| {
+            status_from_node(unwrap_keyed(reply, &client_key)?)
+        })?,
+        _ => decode_payload_with(&reply, None, limits, status_from_node)?,
     };
-    Ok((status_from_value(&value)?, round_trip))
+    Ok((status, round_trip))
 }
 
 /// The same exchange as [`query_status`], but the status reply is returned as received (its
@@ -244,16 +256,16 @@ async fn exchange_raw(
             )
             .await?;
             let reply = recv_first(&mut stream, addr, limits).await?;
-            let node_key =
-                match unwrap_keyed(decode_payload(&reply, Some(key), limits)?, &client_key)? {
-                    Value::Bytes(nk) if (1..=1024).contains(&nk.len()) => nk,
-                    other => {
-                        return Err(RaftError::protocol(format!(
-                            "handshake: node key is a {} (expected bytes)",
-                            other.type_name()
-                        )))
-                    }
-                };
+            let node_key: Vec<u8> = decode_payload_with(&reply, Some(key), limits, |reply| {
+                let node_key = unwrap_keyed(reply, &client_key)?;
+                match node_key.as_bytes() {
+                    Some(nk) if (1..=1024).contains(&nk.len()) => Ok(nk.to_vec()),
+                    _ => Err(RaftError::protocol(format!(
+                        "handshake: node key is a {} (expected bytes)",
+                        node_key.type_name()
+                    ))),
+                }
+            })?;
             let command = request::status_command_keyed(&node_key);
             send(&mut stream, addr, &command, Some(key), ts).await?;
             Ok((recv_next(&mut stream, limits).await?, Some(client_key)))
@@ -288,16 +300,27 @@ mod tests {
 
     #[test]
     fn unwrap_keyed_checks() {
+        use super::request::PickleWriter;
         let ck = [1u8; 32];
-        let ok = Value::Tuple(vec![Value::bytes(&ck), Value::Int(5)]);
-        assert_eq!(unwrap_keyed(ok, &ck).unwrap(), Value::Int(5));
-        let wrong = Value::Tuple(vec![Value::bytes(&[2u8; 32]), Value::Int(5)]);
+        let keyed = |key: &[u8]| PickleWriter::new().bytes(key).int(5).tuple2().finish();
+        let unwrapped = |pickled: &[u8]| {
+            pickle::decode_with(pickled, QueryLimits::default().pickle, |reply| {
+                unwrap_keyed(reply, &ck)?.to_value(QueryLimits::default().pickle)
+            })
+        };
+        assert_eq!(unwrapped(&keyed(&ck)).unwrap(), Value::Int(5));
         assert_eq!(
-            unwrap_keyed(wrong, &ck).unwrap_err().kind(),
+            unwrapped(&keyed(&[2u8; 32])).unwrap_err().kind(),
             ErrorKind::Protocol
         );
+        let not_a_pair = PickleWriter::new().int(1).finish();
         assert_eq!(
-            unwrap_keyed(Value::Int(1), &ck).unwrap_err().kind(),
+            unwrapped(&not_a_pair).unwrap_err().kind(),
+            ErrorKind::Protocol
+        );
+        let key_not_bytes = PickleWriter::new().int(1).int(5).tuple2().finish();
+        assert_eq!(
+            unwrapped(&key_not_bytes).unwrap_err().kind(),
             ErrorKind::Protocol
         );
     }

@@ -93,6 +93,18 @@ impl Value {
             .map(|(_, v)| v)
     }
 
+    /// What this is, as a status field reads it ([`Node::scalar`] for a [`Node`]).
+    pub fn scalar(&self) -> Scalar<'_> {
+        match self {
+            Value::None => Scalar::None,
+            Value::Bool(flag) => Scalar::Bool(*flag),
+            Value::Int(int) => Scalar::Int(*int),
+            Value::Str(text) => Scalar::Str(text),
+            Value::Object { .. } => Scalar::Object,
+            other => Scalar::Other(other.type_name()),
+        }
+    }
+
     /// A short type name for error messages.
     pub fn type_name(&self) -> &'static str {
         match self {
@@ -135,11 +147,15 @@ enum Global {
 }
 
 /// An object of the machine's arena. Containers hold arena ids (the memo can share one
-/// object between several places); a leaf is already the [`Value`] it decodes to.
+/// object between several places); a leaf is already the [`Value`] it decodes to, but for a
+/// `str`, which stays in the pickle's bytes until a [`Value`] is built ([`Node`] reads it
+/// there).
 #[derive(Debug)]
-enum Obj {
-    /// None, a bool, an int, a str or bytes.
+enum Obj<'a> {
+    /// None, a bool, an int or bytes.
     Leaf(Value),
+    /// A `str` (BINUNICODE), checked UTF-8.
+    Str(&'a str),
     List(Vec<usize>),
     Tuple(Vec<usize>),
     Dict(Vec<(usize, usize)>),
@@ -153,7 +169,7 @@ enum Obj {
 struct Machine<'a> {
     data: &'a [u8],
     pos: usize,
-    arena: Vec<Obj>,
+    arena: Vec<Obj<'a>>,
     stack: Vec<usize>,
     marks: Vec<usize>,
     /// The arena id memoized under each index, [`NO_OBJECT`] where none is. A vector, not a
@@ -180,13 +196,13 @@ impl<'a> Machine<'a> {
         Ok(())
     }
 
-    fn alloc(&mut self, obj: Obj) -> Result<usize, RaftError> {
+    fn alloc(&mut self, obj: Obj<'a>) -> Result<usize, RaftError> {
         self.charge(1)?;
         self.arena.push(obj);
         Ok(self.arena.len() - 1)
     }
 
-    fn push_new(&mut self, obj: Obj) -> Result<(), RaftError> {
+    fn push_new(&mut self, obj: Obj<'a>) -> Result<(), RaftError> {
         let id = self.alloc(obj)?;
         self.stack.push(id);
         Ok(())
@@ -380,13 +396,13 @@ impl<'a> Machine<'a> {
         }
         let (text, encoding) = match &self.arena[args] {
             Obj::Tuple(t) if t.len() == 2 => match (&self.arena[t[0]], &self.arena[t[1]]) {
-                (Obj::Leaf(Value::Str(s)), Obj::Leaf(Value::Str(e))) => (s.clone(), e.clone()),
+                (Obj::Str(text), Obj::Str(encoding)) => (*text, *encoding),
                 _ => return Err(err("_codecs.encode arguments are not (str, str)")),
             },
             _ => return Err(err("_codecs.encode needs a 2-tuple")),
         };
         if !matches!(
-            &*encoding,
+            encoding,
             "latin1" | "latin-1" | "latin_1" | "iso-8859-1" | "iso8859-1"
         ) {
             return Err(err("_codecs.encode with an encoding other than latin1"));
@@ -467,7 +483,7 @@ impl<'a> Machine<'a> {
                     let n = self.u32()? as usize;
                     let raw = self.take(n)?;
                     let s = std::str::from_utf8(raw).map_err(|_| err("BINUNICODE is not UTF-8"))?;
-                    self.push_leaf(Value::Str(Arc::from(s)))?;
+                    self.push_new(Obj::Str(s))?;
                 }
                 b'K' | b'M' | b'J' => {
                     let v = self.binint(op)?;
@@ -511,10 +527,10 @@ impl<'a> Machine<'a> {
 }
 
 /// How [`Machine::extend_from_mark`] adds items to a container of the arena.
-type Extend = fn(&mut [Obj], usize, &[usize]) -> Result<(), RaftError>;
+type Extend = fn(&mut [Obj<'_>], usize, &[usize]) -> Result<(), RaftError>;
 
 /// Appends `items` to the list `target` of `arena`.
-fn extend_list(arena: &mut [Obj], target: usize, items: &[usize]) -> Result<(), RaftError> {
+fn extend_list(arena: &mut [Obj<'_>], target: usize, items: &[usize]) -> Result<(), RaftError> {
     match &mut arena[target] {
         Obj::List(l) => {
             l.extend_from_slice(items);
@@ -525,7 +541,7 @@ fn extend_list(arena: &mut [Obj], target: usize, items: &[usize]) -> Result<(), 
 }
 
 /// Appends `items`, keys and values taking turns, to the dict `target` of `arena`.
-fn extend_dict(arena: &mut [Obj], target: usize, items: &[usize]) -> Result<(), RaftError> {
+fn extend_dict(arena: &mut [Obj<'_>], target: usize, items: &[usize]) -> Result<(), RaftError> {
     match &mut arena[target] {
         Obj::Dict(d) => {
             d.extend(items.chunks_exact(2).map(|kv| (kv[0], kv[1])));
@@ -536,7 +552,7 @@ fn extend_dict(arena: &mut [Obj], target: usize, items: &[usize]) -> Result<(), 
 }
 
 struct Builder<'m> {
-    arena: &'m [Obj],
+    arena: &'m [Obj<'m>],
     budget: usize,
     max_depth: usize,
 }
@@ -559,6 +575,7 @@ impl Builder<'_> {
         self.spend(1)?;
         Ok(match &self.arena[id] {
             Obj::Leaf(value) => value.clone(),
+            Obj::Str(text) => Value::str(text),
             Obj::List(items) => Value::List(self.seq(items, depth)?),
             Obj::Tuple(items) => Value::Tuple(self.seq(items, depth)?),
             Obj::Dict(pairs) => Value::Dict(self.pairs(pairs, depth)?),
@@ -596,8 +613,24 @@ impl Builder<'_> {
     }
 }
 
-/// Decodes one pickle. Bytes after `STOP` are ignored, as `pickle.loads` does.
+/// Decodes one pickle into a [`Value`]. Bytes after `STOP` are ignored, as `pickle.loads`
+/// does.
 pub fn decode(data: &[u8], limits: PickleLimits) -> Result<Value, RaftError> {
+    decode_with(data, limits, |root| root.to_value(limits))
+}
+
+/// Decodes one pickle and hands its root to `read` as a [`Node`]: read in place, its
+/// strings borrowed from `data`. What `read` returns is the result.
+///
+/// Why beside [`decode`]: a status reply is read once, for a dozen of its values, and a
+/// [`Value`] tree made a `str` for each of its keys (two dozen, more with partners) and a
+/// vector for each container, all dropped at once: about 60 allocations per reply, three
+/// replies per poll of every cluster.
+pub fn decode_with<R>(
+    data: &[u8],
+    limits: PickleLimits,
+    read: impl FnOnce(Node<'_>) -> Result<R, RaftError>,
+) -> Result<R, RaftError> {
     // Room for about one object per 8 bytes (a status has ~200), so that the arena and the
     // memo do not grow in steps for every reply; bounded by the item limit.
     let objects = (data.len() / 8).min(limits.max_items);
@@ -612,12 +645,161 @@ pub fn decode(data: &[u8], limits: PickleLimits) -> Result<Value, RaftError> {
         max_items: limits.max_items,
     };
     let root = m.run()?;
-    let mut b = Builder {
+    read(Node {
         arena: &m.arena,
-        budget: limits.max_items,
-        max_depth: limits.max_depth.min(HARD_MAX_DEPTH),
-    };
-    b.value(root, 0)
+        id: root,
+    })
+}
+
+/// A value of a decoded pickle, read where the decoder left it ([`decode_with`]).
+///
+/// Reading never recurses: a caller walks as deep as it looks, so a value shared through
+/// the memo, or a cycle built with it, costs nothing until [`Node::to_value`] expands it
+/// (within the limits' depth and items).
+#[derive(Clone, Copy)]
+pub struct Node<'p> {
+    arena: &'p [Obj<'p>],
+    id: usize,
+}
+
+/// A [`Node`] as a status field reads it: a scalar, or which other kind of value it is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scalar<'p> {
+    None,
+    Bool(bool),
+    Int(i64),
+    Str(&'p str),
+    /// A pysyncobj node instance ([`Node::get`] reads its state).
+    Object,
+    /// Any other kind, by its [`Value::type_name`].
+    Other(&'static str),
+}
+
+impl<'p> Node<'p> {
+    fn at(self, id: usize) -> Node<'p> {
+        Node {
+            arena: self.arena,
+            id,
+        }
+    }
+
+    /// The string, if this is a `str`.
+    pub fn as_str(self) -> Option<&'p str> {
+        match self.arena[self.id] {
+            Obj::Str(text) => Some(text),
+            _ => None,
+        }
+    }
+
+    /// The bytes, if these are `bytes`.
+    pub fn as_bytes(self) -> Option<&'p [u8]> {
+        match &self.arena[self.id] {
+            Obj::Leaf(Value::Bytes(bytes)) => Some(bytes),
+            _ => None,
+        }
+    }
+
+    /// The items, if this is a tuple.
+    pub fn tuple_items(self) -> Option<impl ExactSizeIterator<Item = Node<'p>>> {
+        match &self.arena[self.id] {
+            Obj::Tuple(items) => Some(items.iter().map(move |&id| self.at(id))),
+            _ => None,
+        }
+    }
+
+    /// The `(key, value)` pairs of a dict, or of a node instance's state, in the order
+    /// written (as [`Value::Dict`] and [`Value::Object`] hold them); `None` for other kinds.
+    pub fn entries(self) -> Option<Entries<'p>> {
+        let (pairs, states): (&[(usize, usize)], &[usize]) = match &self.arena[self.id] {
+            Obj::Dict(pairs) => (pairs, &[]),
+            Obj::Instance { states, .. } => (&[], states),
+            _ => return None,
+        };
+        Some(Entries {
+            arena: self.arena,
+            pairs: pairs.iter(),
+            states: states.iter(),
+        })
+    }
+
+    /// As [`Value::get`]: the last value stored under the string `key`.
+    pub fn get(self, key: &str) -> Option<Node<'p>> {
+        self.entries()?
+            .filter(|(k, _)| k.as_str() == Some(key))
+            .last()
+            .map(|(_, value)| value)
+    }
+
+    /// What this is, as a status field reads it.
+    pub fn scalar(self) -> Scalar<'p> {
+        match &self.arena[self.id] {
+            Obj::Leaf(Value::None) => Scalar::None,
+            Obj::Leaf(Value::Bool(flag)) => Scalar::Bool(*flag),
+            Obj::Leaf(Value::Int(int)) => Scalar::Int(*int),
+            Obj::Str(text) => Scalar::Str(text),
+            Obj::Instance { .. } => Scalar::Object,
+            _ => Scalar::Other(self.type_name()),
+        }
+    }
+
+    /// A short type name for error messages, as [`Value::type_name`] gives it.
+    pub fn type_name(self) -> &'static str {
+        match &self.arena[self.id] {
+            Obj::Leaf(value) => value.type_name(),
+            Obj::Str(_) => "str",
+            Obj::List(_) => "list",
+            Obj::Tuple(_) => "tuple",
+            Obj::Dict(_) => "dict",
+            Obj::Global(_) => "global",
+            Obj::Instance { .. } => "object",
+        }
+    }
+
+    /// The [`Value`] this is, expanded within `limits` (depth, and items of shared values).
+    ///
+    /// # Errors
+    /// Nesting deeper than the limit (or a cycle), more items than the limit, a bare global.
+    pub fn to_value(self, limits: PickleLimits) -> Result<Value, RaftError> {
+        Builder {
+            arena: self.arena,
+            budget: limits.max_items,
+            max_depth: limits.max_depth.min(HARD_MAX_DEPTH),
+        }
+        .value(self.id, 0)
+    }
+}
+
+/// The pairs of [`Node::entries`].
+pub struct Entries<'p> {
+    arena: &'p [Obj<'p>],
+    pairs: std::slice::Iter<'p, (usize, usize)>,
+    /// An instance's states still to read (BUILD dicts; any other kind is passed over, as
+    /// [`Node::to_value`] does).
+    states: std::slice::Iter<'p, usize>,
+}
+
+impl<'p> Iterator for Entries<'p> {
+    type Item = (Node<'p>, Node<'p>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(&(key, value)) = self.pairs.next() {
+                let node = |id| Node {
+                    arena: self.arena,
+                    id,
+                };
+                return Some((node(key), node(value)));
+            }
+            let &state = self.states.next()?;
+            if let Obj::Dict(pairs) = &self.arena[state] {
+                self.pairs = pairs.iter();
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.pairs.len(), None)
+    }
 }
 
 #[cfg(test)]

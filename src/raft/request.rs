@@ -138,7 +138,7 @@ impl PickleWriter {
     }
 
     /// An `int` (BININT).
-    #[cfg(feature = "testkit")]
+    #[cfg(any(test, feature = "testkit"))]
     pub fn int(&mut self, value: i32) -> &mut Self {
         self.out.push(b'J');
         self.out.extend_from_slice(&value.to_le_bytes());

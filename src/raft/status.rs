@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use super::pickle::Value;
+use super::pickle::{Node, Scalar, Value};
 use super::RaftError;
 
 /// Raft role of the queried node (`_RAFT_STATE` in pysyncobj).
@@ -266,33 +266,67 @@ fn type_of(f: &Field) -> &'static str {
     }
 }
 
-/// The id of a pysyncobj node object: `_id`, else `_TCPNode__address`.
-fn node_id(v: &Value) -> Result<&str, RaftError> {
-    ["_id", "_TCPNode__address"]
-        .iter()
-        .find_map(|k| v.get(k).and_then(Value::as_str))
-        .ok_or_else(|| shape("node object without _id".into()))
+/// The keys of a pysyncobj node object's id, in the order tried: `_id`, else
+/// `_TCPNode__address`.
+const NODE_ID_KEYS: [&str; 2] = ["_id", "_TCPNode__address"];
+
+/// One status value as a [`Field`]: a node object (`id` reads its id) reduced to its id.
+fn field_of<'a>(
+    scalar: Scalar<'a>,
+    id: impl FnOnce() -> Option<&'a str>,
+) -> Result<Field<'a>, RaftError> {
+    Ok(match scalar {
+        Scalar::None => Field::None,
+        Scalar::Bool(flag) => Field::Bool(flag),
+        Scalar::Int(int) => Field::Int(int),
+        Scalar::Str(text) => Field::Text(text),
+        Scalar::Object => Field::Text(id().ok_or_else(|| shape("node object without _id".into()))?),
+        Scalar::Other(kind) => Field::Other(kind),
+    })
+}
+
+fn not_a_dict(kind: &str) -> RaftError {
+    shape(format!("reply is a {kind}, not a dict"))
 }
 
 /// Maps the decoded reply dict to a [`RaftStatus`]. Pure; unknown keys are ignored.
 pub fn status_from_value(v: &Value) -> Result<RaftStatus, RaftError> {
     let Value::Dict(pairs) = v else {
-        return Err(shape(format!("reply is a {}, not a dict", v.type_name())));
+        return Err(not_a_dict(v.type_name()));
     };
     let mut fields = Fields::default();
     for (k, v) in pairs {
-        let Value::Str(k) = k else {
+        let Some(k) = k.as_str() else {
             continue; // pysyncobj only uses str keys
         };
-        let f = match v {
-            Value::None => Field::None,
-            Value::Bool(b) => Field::Bool(*b),
-            Value::Int(i) => Field::Int(*i),
-            Value::Str(s) => Field::Text(s),
-            Value::Object { .. } => Field::Text(node_id(v)?),
-            other => Field::Other(other.type_name()),
+        let id = || {
+            NODE_ID_KEYS
+                .iter()
+                .find_map(|key| v.get(key).and_then(Value::as_str))
         };
-        fields.0.insert(k, f);
+        fields.0.insert(k, field_of(v.scalar(), id)?);
+    }
+    fields.build()
+}
+
+/// [`status_from_value`] of a reply read in place ([`super::pickle::decode_with`]): the
+/// same mapping, without the [`Value`] tree.
+pub fn status_from_node(v: Node<'_>) -> Result<RaftStatus, RaftError> {
+    let entries = match v.entries() {
+        Some(entries) if v.type_name() == "dict" => entries,
+        _ => return Err(not_a_dict(v.type_name())),
+    };
+    let mut fields = Fields::default();
+    for (k, v) in entries {
+        let Some(k) = k.as_str() else {
+            continue; // pysyncobj only uses str keys
+        };
+        let id = || {
+            NODE_ID_KEYS
+                .iter()
+                .find_map(|key| v.get(key).and_then(Node::as_str))
+        };
+        fields.0.insert(k, field_of(v.scalar(), id)?);
     }
     fields.build()
 }

@@ -22,7 +22,7 @@ PARTS = [
     ("decoding Raft statuses (Fernet, inflate, pickle)",
      r"decode_payload|raft::pickle|miniz_oxide::inflate|fernet|aes::|hmac|sha2::"),
     ("parsing etcd's JSON", r"etcd::model|(?=.*\betcd::).*serde_json"),
-    ("parsing Patroni's JSON", r"patroni::model|parse_cluster|parse_member_status|dynamic_config|serde_json"),
+    ("parsing Patroni's JSON", r"patroni::model|parse_cluster|parse_member_status|parse_dynamic_config|serde_json"),
     ("judging, the snapshot", r"poller::record|snapshot::|poller::changes|poller::members|Recorder"),
     ("the HTTP requests (reqwest, hyper)",
      r"reqwest::|hyper::|hyper_util|get_answer|EtcdClient::send|floor::get|EtcdCluster::post|read_body"),
