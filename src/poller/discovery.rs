@@ -155,14 +155,18 @@ impl Discovery {
         let mut last_failure = None;
         let mut failed = Vec::new();
         for (url, failure) in &answer.attempts {
-            let target = format!("cluster {url}");
-            tally.note(scope, Source::Cluster, &target, Some(failure));
+            tally.note(
+                scope,
+                Source::Cluster,
+                format_args!("cluster {url}"),
+                Some(failure),
+            );
             last_failure = Some(failure.clone());
             failed.push(url);
         }
         match answer.answered {
             Some((url, view)) => {
-                tally.note(scope, Source::Cluster, &format!("cluster {url}"), None);
+                tally.note(scope, Source::Cluster, format_args!("cluster {url}"), None);
                 self.answered(Some(url), &failed);
                 (Some(view), None)
             }

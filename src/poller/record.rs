@@ -9,6 +9,7 @@
 //! is read from one struct, not from the poller as a whole.
 
 use std::collections::BTreeSet;
+use std::fmt::Display;
 use std::time::Instant;
 
 use super::cadence::{Cadence, TimedHistory};
@@ -89,14 +90,14 @@ impl Recorder<'_> {
     fn settle<T>(
         &mut self,
         source: Source,
-        target: &str,
+        target: impl Display,
         answer: Option<Result<T, PatroniError>>,
     ) -> Option<T> {
         self.tally.settle(self.scope, source, target, answer)
     }
 
     /// Counts a failure and logs when a target starts failing, changes its error or recovers.
-    fn note(&mut self, source: Source, target: &str, failure: Option<&Failure>) {
+    fn note(&mut self, source: Source, target: impl Display, failure: Option<&Failure>) {
         self.tally.note(self.scope, source, target, failure);
     }
 
@@ -187,20 +188,22 @@ impl Recorder<'_> {
         let name = member.name.clone();
         self.note(
             Source::Member,
-            &format!("member {name}"),
+            format_args!("member {name}"),
             answers.own.as_ref().err(),
         );
         if let Some(answer) = &answers.cluster {
             self.note(
                 Source::Cluster,
-                &format!("view of {name}"),
+                format_args!("view of {name}"),
                 answer.as_ref().err(),
             );
         }
         if let Some(answer) = answers.config {
-            if let Some(config) =
-                self.settle(Source::Config, &format!("config of {name}"), Some(answer))
-            {
+            if let Some(config) = self.settle(
+                Source::Config,
+                format_args!("config of {name}"),
+                Some(answer),
+            ) {
                 if self.cadence.config() != Some(&config) {
                     // an edit the reader's copy has not seen yet, or a member that differs
                     self.cadence.config_differs();
@@ -210,17 +213,21 @@ impl Recorder<'_> {
         }
         // Asked in rotation: a request not asked in this poll keeps its last outcome.
         for request in ["view of", "config of", "liveness of", "readiness of"] {
-            self.tally.keep(&format!("{request} {name}"));
+            self.tally.keep(format_args!("{request} {name}"));
         }
         if let Some((liveness, readiness)) = answers.probes {
             let liveness = self.settle(
                 Source::Probe,
-                &format!("liveness of {name}"),
+                format_args!("liveness of {name}"),
                 Some(liveness),
             );
             // Not asked in this poll: the last answer stands ([`READINESS_EVERY_TURNS`]).
             let readiness = readiness.map(|answer| {
-                self.settle(Source::Probe, &format!("readiness of {name}"), Some(answer))
+                self.settle(
+                    Source::Probe,
+                    format_args!("readiness of {name}"),
+                    Some(answer),
+                )
             });
             self.members
                 .record_probes(&name, liveness, readiness, self.polled_at);
@@ -368,9 +375,13 @@ impl Recorder<'_> {
         members: impl Iterator<Item = &'m MemberSnapshot>,
     ) -> (DcsSnapshot, ClusterReadTimes) {
         for endpoint in &reading.endpoints {
-            let target = format!("etcd {}", endpoint.endpoint.as_str().trim_end_matches('/'));
+            let target = endpoint.endpoint.as_str().trim_end_matches('/');
             let failure = endpoint.status.as_ref().err().map(Failure::from);
-            self.note(Source::Etcd, &target, failure.as_ref());
+            self.note(
+                Source::Etcd,
+                format_args!("etcd {target}"),
+                failure.as_ref(),
+            );
         }
         if let Some(facts) = &reading.facts {
             let asked = [
@@ -421,8 +432,12 @@ impl Recorder<'_> {
     ) -> (DcsSnapshot, ClusterReadTimes) {
         let raft_nodes = without_aliases(raft_nodes);
         for node in &raft_nodes {
-            let target = format!("raft {}", node.node);
-            self.note(Source::Raft, &target, node.status.as_ref().err());
+            let target = &node.node;
+            self.note(
+                Source::Raft,
+                format_args!("raft {target}"),
+                node.status.as_ref().err(),
+            );
         }
         let settings = self.config.identity.dcs.raft();
         learn_raft(self.voters, self.policy, settings, &raft_nodes);

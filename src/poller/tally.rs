@@ -14,6 +14,7 @@
 //! failures would be logged anew, once per rotation.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::{Display, Write};
 
 use crate::error_kind::ErrorKind;
 use crate::patroni::PatroniError;
@@ -27,6 +28,13 @@ pub(super) struct Tally {
     failing: BTreeMap<String, ErrorKind>,
     /// The targets of `failing` noted or kept in this poll: what [`Tally::end_poll`] keeps.
     current: BTreeSet<String>,
+    /// A target's name written out to be looked up in `failing`.
+    ///
+    /// Why targets are `Display` and written here only when looked up: a poll settles about
+    /// a dozen requests per member (each one's outcome, or its last one kept), and `failing`
+    /// is empty while every target answers. Each name was a `format!` made and dropped
+    /// (about 38 allocations per poll of a 3-member cluster).
+    scratch: String,
 }
 
 impl Tally {
@@ -37,7 +45,7 @@ impl Tally {
         &mut self,
         scope: &str,
         source: Source,
-        target: &str,
+        target: impl Display,
         answer: Option<Result<T, PatroniError>>,
     ) -> Option<T> {
         let Some(answer) = answer else {
@@ -61,7 +69,7 @@ impl Tally {
         &mut self,
         scope: &str,
         source: Source,
-        target: &str,
+        target: impl Display,
         failure: Option<&Failure>,
     ) {
         match failure {
@@ -71,14 +79,20 @@ impl Tally {
                     .poll_errors
                     .entry((source, failure.kind))
                     .or_default() += 1;
-                let previous = self.failing.insert(target.to_owned(), failure.kind);
-                self.current.insert(target.to_owned());
+                let target = target.to_string();
+                let previous = self.failing.insert(target.clone(), failure.kind);
                 if previous != Some(failure.kind) {
                     tracing::warn!(%scope, source = source.as_str(), %target, kind = failure.kind.as_label(), error = %failure.message, "poll failed");
                 }
+                self.current.insert(target);
             }
             None => {
-                if self.failing.remove(target).is_some() {
+                if self.failing.is_empty() {
+                    return;
+                }
+                write_into(&mut self.scratch, target);
+                if self.failing.remove(&self.scratch).is_some() {
+                    let target = &self.scratch;
                     tracing::info!(%scope, source = source.as_str(), %target, "recovered");
                 }
             }
@@ -87,9 +101,13 @@ impl Tally {
 
     /// Keeps `target`'s last outcome through this poll without a new one: a request asked in
     /// rotation, not asked in this poll, of a member still polled.
-    pub(super) fn keep(&mut self, target: &str) {
-        if self.failing.contains_key(target) {
-            self.current.insert(target.to_owned());
+    pub(super) fn keep(&mut self, target: impl Display) {
+        if self.failing.is_empty() {
+            return;
+        }
+        write_into(&mut self.scratch, target);
+        if self.failing.contains_key(&self.scratch) {
+            self.current.insert(self.scratch.clone());
         }
     }
 
@@ -98,6 +116,13 @@ impl Tally {
         let current = std::mem::take(&mut self.current);
         self.failing.retain(|target, _| current.contains(target));
     }
+}
+
+/// `buffer` emptied and `target` written into it.
+fn write_into(buffer: &mut String, target: impl Display) {
+    buffer.clear();
+    // Writing into a String cannot fail.
+    let _ = write!(buffer, "{target}");
 }
 
 #[cfg(test)]
@@ -131,5 +156,29 @@ mod tests {
         assert!(tally.failing.is_empty() && tally.current.is_empty());
         // every failure still counted
         assert_eq!(tally.counters.poll_errors.values().sum::<u64>(), 4);
+    }
+
+    #[test]
+    fn a_target_named_in_parts_is_the_target_of_its_written_name() {
+        let mut tally = Tally::default();
+        let name = "m1";
+        tally.settle(
+            "s",
+            Source::Member,
+            format_args!("member {name}"),
+            refused(),
+        );
+        tally.settle("s", Source::Probe, "liveness of m1", refused());
+        tally.end_poll();
+        // kept by its name written in parts, and recovered by it
+        tally.keep(format_args!("liveness of {name}"));
+        tally.note("s", Source::Member, format_args!("member {name}"), None);
+        tally.end_poll();
+        let left: Vec<&str> = tally.failing.keys().map(String::as_str).collect();
+        assert_eq!(left, ["liveness of m1"]);
+        // nothing failing: nothing to look up, nothing kept
+        tally.note("s", Source::Probe, format_args!("liveness of {name}"), None);
+        tally.keep(format_args!("liveness of {name}"));
+        assert!(tally.failing.is_empty() && tally.current.is_empty());
     }
 }
