@@ -80,7 +80,7 @@ fn lists_itself(member: &MemberSnapshot) -> bool {
         .dcs_view
         .as_ref()
         .and_then(|view| view.as_ref().ok())
-        .is_some_and(|seen| seen.view.members.contains(&member.member.name))
+        .is_some_and(|seen| seen.view.members().any(|name| name == member.member.name))
 }
 
 /// What the poller remembers of the members across polls.

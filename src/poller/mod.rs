@@ -374,10 +374,7 @@ impl ClusterPoller {
         self.learn_between_rounds(&raft_nodes, &mut etcd, cluster.as_ref())
             .await;
 
-        let listed = cluster
-            .as_ref()
-            .map(|view| view.members.clone())
-            .unwrap_or_default();
+        let listed: &[patroni::Member] = cluster.as_ref().map_or(&[], |view| &view.members);
         let departed: Vec<(patroni::Member, f64)> = match &cluster {
             Some(view) => self.memory.members.departed_after(view, unix_now()),
             None => Vec::new(),
@@ -391,7 +388,7 @@ impl ClusterPoller {
         let reader = cluster
             .as_ref()
             .and(history_base.as_ref())
-            .and_then(|base| member_at(&listed, base));
+            .and_then(|base| member_at(listed, base));
         let known: Vec<&patroni::Member> = listed
             .iter()
             .chain(departed.iter().map(|(m, _)| m))

@@ -164,7 +164,7 @@ impl KeyContent {
             (Some(leader), [one]) => leader == one,
             _ => false,
         };
-        let members: BTreeSet<&str> = view.members.iter().map(String::as_str).collect();
+        let members: BTreeSet<&str> = view.members().collect();
         leader_agrees && members == self.members.iter().map(String::as_str).collect()
     }
 }
@@ -725,7 +725,6 @@ mod tests {
                 view: DcsView {
                     leaders: vec![leader.to_owned()],
                     timelines: members.iter().map(|m| (m.clone(), Some(1))).collect(),
-                    members,
                 },
                 config: None,
             })),

@@ -320,13 +320,18 @@ pub fn member_hosts(member: &Member) -> Vec<Host> {
 pub struct DcsView {
     /// Members holding the leader key, sorted.
     pub leaders: Vec<String>,
-    /// Every member with a key, sorted.
-    pub members: Vec<String>,
-    /// Each member's timeline (as its key says), sorted by member.
+    /// Each member with a key and its timeline (as its key says), sorted by member: what
+    /// [`DcsView::members`] lists too.
     pub timelines: Vec<(String, Option<u64>)>,
 }
 
 impl DcsView {
+    /// Every member with a key, sorted. Read off `timelines`, not kept beside it: three
+    /// views per poll of every cluster, each a vector and a copy of every name.
+    pub fn members(&self) -> impl Iterator<Item = &str> {
+        self.timelines.iter().map(|(name, _)| name.as_str())
+    }
+
     /// The view of the `/cluster` the exporter read whole.
     pub fn of(view: &ClusterView) -> DcsView {
         DcsView::of_members(
@@ -358,11 +363,7 @@ impl DcsView {
             .collect();
         timelines.sort();
         leaders.sort();
-        DcsView {
-            leaders,
-            members: timelines.iter().map(|(name, _)| name.clone()).collect(),
-            timelines,
-        }
+        DcsView { leaders, timelines }
     }
 }
 

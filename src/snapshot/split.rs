@@ -103,7 +103,7 @@ impl ViewComparison {
             if seen.view.leaders != reference.leaders {
                 differs.push(ViewField::Leader);
             }
-            if seen.view.members != reference.members {
+            if !seen.view.members().eq(reference.members()) {
                 differs.push(ViewField::Members);
             }
             if seen.view.timelines != reference.timelines {
