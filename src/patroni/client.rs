@@ -427,6 +427,14 @@ fn join(base: &Url, endpoint: &str) -> Url {
     url
 }
 
+/// The REST base of a member as text, `http://host:8008` of `http://host:8008/patroni`: the
+/// URL up to its path, in its own serialization. Two URLs have the same [`base_of`] exactly
+/// when they have the same base text; the text is a slice of the URL, so comparing bases or
+/// looking one up costs no copy of either.
+pub fn base_text(api_url: &Url) -> &str {
+    &api_url[..url::Position::BeforePath]
+}
+
 /// The REST base of a member from its `api_url` (`http://host:8008/patroni` → `http://host:8008/`).
 pub fn base_of(api_url: &Url) -> Url {
     let mut base = api_url.clone();
@@ -491,6 +499,34 @@ mod tests {
     fn base_of_api_url() {
         let api = Url::parse("http://127.0.0.12:8008/patroni").unwrap();
         assert_eq!(base_of(&api).as_str(), "http://127.0.0.12:8008/");
+        assert_eq!(base_text(&api), "http://127.0.0.12:8008");
+    }
+
+    #[test]
+    fn urls_have_the_same_base_text_when_they_have_the_same_base() {
+        let urls = [
+            "http://127.0.0.12:8008/patroni",
+            "http://127.0.0.12:8008/",
+            "http://127.0.0.12:8008/cluster?x=1#f",
+            "HTTP://127.0.0.12:8008/other",
+            "http://127.0.0.12:80/patroni",
+            "http://127.0.0.12/patroni",
+            "https://127.0.0.12:8008/patroni",
+            "http://user:pw@127.0.0.12:8008/patroni",
+            "http://[::1]:8008/patroni",
+            "http://pg-0.example:8008/patroni",
+            "http://PG-0.example:8008/patroni",
+        ]
+        .map(|url| Url::parse(url).unwrap());
+        for a in &urls {
+            for b in &urls {
+                assert_eq!(
+                    base_text(a) == base_text(b),
+                    base_of(a) == base_of(b),
+                    "{a} {b}"
+                );
+            }
+        }
     }
 
     #[tokio::test]

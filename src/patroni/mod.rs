@@ -18,8 +18,8 @@ mod model;
 mod release;
 
 pub use client::{
-    base_of, parse_failsafe, BasicAuth, ClientPool, ClientSettings, ClockOffset, OwnAnswer,
-    PatroniClient,
+    base_of, base_text, parse_failsafe, BasicAuth, ClientPool, ClientSettings, ClockOffset,
+    OwnAnswer, PatroniClient,
 };
 pub use dynamic_config::{parse_dynamic_config, DynamicConfig, SynchronousMode};
 pub use model::{

@@ -128,21 +128,24 @@ pub(super) async fn raft_query(
 /// after the other, its own `/patroni` first, within the poll's deadline.
 pub(super) const REQUESTS_PER_MEMBER_AT_ONCE: usize = 1;
 
-/// One semaphore per member REST base (scheme, host, port), for one poll.
+/// One semaphore per member REST base (scheme, host, port: [`patroni::base_text`]), for one
+/// poll.
 #[derive(Default)]
-pub(super) struct MemberLimits(Mutex<HashMap<Url, Arc<Semaphore>>>);
+pub(super) struct MemberLimits(Mutex<HashMap<String, Arc<Semaphore>>>);
 impl MemberLimits {
-    /// The limit of the member at `base`.
-    fn of(&self, base: &Url) -> Arc<Semaphore> {
+    /// The limit of the member at `url` (its REST base or any URL of it).
+    fn of(&self, url: &Url) -> Arc<Semaphore> {
         let mut limits = self
             .0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        Arc::clone(
-            limits
-                .entry(patroni::base_of(base))
-                .or_insert_with(|| Arc::new(Semaphore::new(REQUESTS_PER_MEMBER_AT_ONCE))),
-        )
+        let base = patroni::base_text(url);
+        if let Some(limit) = limits.get(base) {
+            return Arc::clone(limit);
+        }
+        let limit = Arc::new(Semaphore::new(REQUESTS_PER_MEMBER_AT_ONCE));
+        limits.insert(base.to_owned(), Arc::clone(&limit));
+        limit
     }
     /// Forgets the members of the last poll (the map holds no more than one poll's members).
     pub(super) fn clear(&mut self) {
@@ -198,14 +201,14 @@ pub(super) struct Wants {
 }
 /// The name of the member of `members` whose REST base is `base`.
 pub(super) fn member_at(members: &[patroni::Member], base: &Url) -> Option<String> {
-    let base = patroni::base_of(base);
+    let base = patroni::base_text(base);
     members
         .iter()
         .find(|m| {
             m.api_url
                 .as_ref()
                 .and_then(patroni::ApiUrl::url)
-                .is_some_and(|url| patroni::base_of(url) == base)
+                .is_some_and(|url| patroni::base_text(url) == base)
         })
         .map(|m| m.name.clone())
 }
@@ -353,15 +356,14 @@ impl Requests<'_> {
         remembered: impl Iterator<Item = &'m patroni::Member>,
         reader: Option<&Url>,
     ) -> EarlyStatuses {
-        let reader = reader.map(patroni::base_of);
+        let reader = reader.map(patroni::base_text);
         remembered
             .filter_map(|member| {
                 let api_url = self.member_api_url(member).ok()?;
-                let base = patroni::base_of(&api_url);
-                if reader.as_ref() == Some(&base) {
+                if reader == Some(patroni::base_text(api_url)) {
                     return None;
                 }
-                let limit = self.member_limits.of(&base);
+                let limit = self.member_limits.of(api_url);
                 let (client, permits, deadline) = (
                     Arc::clone(self.client),
                     Arc::clone(self.permits),
@@ -373,7 +375,7 @@ impl Requests<'_> {
                 }
                 .remote_handle();
                 tokio::spawn(request);
-                Some((api_url, answer))
+                Some((api_url.clone(), answer))
             })
             .collect()
     }
@@ -402,12 +404,11 @@ impl Requests<'_> {
                 }
             }
         };
-        let base = patroni::base_of(&api_url);
-        let limit = self.member_limits.of(&base);
+        let limit = self.member_limits.of(api_url);
         let own = match started {
             Some(own) => own.await,
             None => {
-                self.limited(&limit, || self.client.member_status(&api_url))
+                self.limited(&limit, || self.client.member_status(api_url))
                     .await
             }
         };
@@ -424,6 +425,7 @@ impl Requests<'_> {
             };
         }
         let own = own.map_err(|e| Failure::from(&e));
+        let base = &patroni::base_of(api_url);
         let cluster = async {
             if !wants.cluster {
                 return None;
@@ -474,7 +476,7 @@ impl Requests<'_> {
     }
 
     /// A member's `api_url`, if valid and allowed by the policy.
-    fn member_api_url(&self, member: &patroni::Member) -> Result<Url, Failure> {
+    fn member_api_url<'m>(&self, member: &'m patroni::Member) -> Result<&'m Url, Failure> {
         let Some(api_url) = member.api_url.as_ref().and_then(patroni::ApiUrl::url) else {
             return Err(Failure {
                 kind: crate::error_kind::ErrorKind::Decode,
@@ -487,7 +489,7 @@ impl Requests<'_> {
                 member.name
             ))));
         }
-        Ok(api_url.clone())
+        Ok(api_url)
     }
 
     /// One status query per target, each ending by the poll's deadline. Targets exist only

@@ -1,5 +1,7 @@
 //! `GET /patroni`: a member's own view of itself, from its running PostgreSQL.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 
 use super::role::{MemberRole, MemberState};
@@ -96,16 +98,23 @@ impl MemberStatus {
 }
 
 /// The wire shape of `GET /patroni`, converted into [`MemberStatus`].
+///
+/// The texts read only to be converted (state, role, timestamps) are borrowed from the body
+/// where they lie (`Cow`: a string with escapes is still copied), not each made a `String`
+/// and dropped: three `/patroni` per poll of every cluster.
 #[derive(Default, Deserialize)]
 #[serde(default)]
-struct RawMemberStatus {
-    state: Option<String>,
-    role: Option<String>,
+struct RawMemberStatus<'a> {
+    state: Option<MemberState>,
+    #[serde(borrow)]
+    role: Option<Cow<'a, str>>,
     server_version: Option<u64>,
     timeline: Option<u64>,
-    postmaster_start_time: Option<String>,
-    xlog: Option<RawXlog>,
-    replication_state: Option<String>,
+    #[serde(borrow)]
+    postmaster_start_time: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    xlog: Option<RawXlog<'a>>,
+    replication_state: Option<MemberState>,
     sync_standby: bool,
     quorum_standby: bool,
     pause: bool,
@@ -116,14 +125,16 @@ struct RawMemberStatus {
     tags: MemberTags,
     watchdog_failed: bool,
     failsafe_mode_is_active: bool,
-    scheduled_restart: Option<RawScheduledRestart>,
+    #[serde(borrow)]
+    scheduled_restart: Option<RawScheduledRestart<'a>>,
     replication: Vec<RawReplicationPeer>,
 }
 
 #[derive(Default, Deserialize)]
 #[serde(default)]
-struct RawScheduledRestart {
-    schedule: Option<String>,
+struct RawScheduledRestart<'a> {
+    #[serde(borrow)]
+    schedule: Option<Cow<'a, str>>,
 }
 
 #[derive(Default, Deserialize)]
@@ -136,11 +147,12 @@ struct RawReplicationPeer {
 
 #[derive(Default, Deserialize)]
 #[serde(default)]
-struct RawXlog {
+struct RawXlog<'a> {
     location: Option<u64>,
     received_location: Option<u64>,
     replayed_location: Option<u64>,
-    replayed_timestamp: Option<String>,
+    #[serde(borrow)]
+    replayed_timestamp: Option<Cow<'a, str>>,
     paused: bool,
 }
 
@@ -157,7 +169,7 @@ struct RawPatroniInfo {
 /// # Errors
 /// [`PatroniError::Json`] when the body is not JSON of the documented shape.
 pub fn parse_member_status(body: &[u8]) -> Result<MemberStatus, PatroniError> {
-    let raw: RawMemberStatus = serde_json::from_slice(body)?;
+    let raw: RawMemberStatus<'_> = serde_json::from_slice(body)?;
     let xlog = raw.xlog.unwrap_or(RawXlog {
         location: None,
         received_location: None,
@@ -171,8 +183,8 @@ pub fn parse_member_status(body: &[u8]) -> Result<MemberStatus, PatroniError> {
         name: None,
     });
     Ok(MemberStatus {
-        state: raw.state.map(MemberState::from),
-        role: raw.role.map(MemberRole::reported),
+        state: raw.state,
+        role: raw.role.as_deref().map(MemberRole::reported),
         server_version: raw.server_version,
         timeline: raw.timeline,
         postmaster_start_time_seconds: raw
@@ -183,7 +195,7 @@ pub fn parse_member_status(body: &[u8]) -> Result<MemberStatus, PatroniError> {
         wal_received_bytes: xlog.received_location,
         wal_replayed_bytes: xlog.replayed_location,
         replayed_timestamp_seconds: xlog.replayed_timestamp.as_deref().and_then(parse_timestamp),
-        replication_state: raw.replication_state.map(MemberState::from),
+        replication_state: raw.replication_state,
         sync_standby: raw.sync_standby,
         quorum_standby: raw.quorum_standby,
         paused: raw.pause,

@@ -227,6 +227,30 @@ mod tests {
     }
 
     #[test]
+    fn texts_with_escapes_are_read_as_the_plain_ones() {
+        // Borrowed where they lie, copied when JSON escapes a character: the same values.
+        let plain = parse_member_status(
+            br#"{"state": "running", "role": "master", "replication_state": "streaming",
+                 "postmaster_start_time": "2026-11-22 01:55:20.449452+00:00",
+                 "xlog": {"replayed_timestamp": "2026-11-22 01:55:20.449452+00:00"},
+                 "scheduled_restart": {"schedule": "2026-11-22T02:00:00+00:00"}}"#,
+        )
+        .unwrap();
+        let escaped = parse_member_status(
+            br#"{"state": "runn\u0069ng", "role": "mast\u0065r", "replication_state": "stream\u0069ng",
+                 "postmaster_start_time": "2026-11-22 01:55:20.449452\u002b00:00",
+                 "xlog": {"replayed_timestamp": "2026-11-22 01:55:20.449452\u002b00:00"},
+                 "scheduled_restart": {"schedule": "2026-11-22T02:00:00\u002b00:00"}}"#,
+        )
+        .unwrap();
+        assert_eq!(plain, escaped);
+        assert_eq!(plain.role, Some(MemberRole::Primary));
+        assert!(plain.postmaster_start_time_seconds.is_some());
+        assert!(plain.replayed_timestamp_seconds.is_some());
+        assert!(plain.scheduled_restart_seconds.is_some());
+    }
+
+    #[test]
     fn member_status_4_1_5_primary() {
         let status = parse_member_status(&fixture("patroni-4.1.5/01-patroni-m0.json")).unwrap();
         assert_eq!(

@@ -114,7 +114,7 @@ named_values! {
 impl MemberRole {
     /// A role as a member's own `/patroni` says it: Patroni 3.x calls the primary `master`,
     /// 4.x calls it `primary`; both are [`MemberRole::Primary`].
-    pub(super) fn reported(text: String) -> MemberRole {
+    pub(super) fn reported(text: &str) -> MemberRole {
         if text == "master" {
             MemberRole::Primary
         } else {
