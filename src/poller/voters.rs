@@ -43,13 +43,20 @@ pub(super) struct VoterMemory {
 impl VoterMemory {
     /// Learns the nodes that `raft_nodes` name; returns them (for the policy to learn their
     /// hosts), or `None` when no node answered (the last ones are kept then).
-    pub(super) fn learn_named(&mut self, raft_nodes: &[RaftNodeSnapshot]) -> Option<Vec<String>> {
+    pub(super) fn learn_named<'n>(
+        &mut self,
+        raft_nodes: &'n [RaftNodeSnapshot],
+    ) -> Option<BTreeSet<&'n str>> {
         let named = named_voters(raft_nodes);
         if named.is_empty() {
             return None;
         }
-        self.named = named.iter().take(MAX_MEMBERS).cloned().collect();
-        Some(named.into_iter().collect())
+        // Copied only when they changed: the same voters poll after poll.
+        let kept = named.iter().take(MAX_MEMBERS).copied();
+        if !kept.clone().eq(self.named.iter().map(String::as_str)) {
+            self.named = kept.map(str::to_owned).collect();
+        }
+        Some(named)
     }
 
     /// The nodes named in the last poll in which a node answered.
@@ -147,16 +154,16 @@ impl VoterMemory {
 }
 
 /// Every voter the answering nodes name: each node itself and its partners.
-fn named_voters(raft_nodes: &[RaftNodeSnapshot]) -> BTreeSet<String> {
+fn named_voters(raft_nodes: &[RaftNodeSnapshot]) -> BTreeSet<&str> {
     let mut voters = BTreeSet::new();
     for status in raft_nodes
         .iter()
         .filter_map(|node| node.status.as_ref().ok())
     {
         if !status.self_node.is_empty() {
-            voters.insert(status.self_node.clone());
+            voters.insert(status.self_node.as_str());
         }
-        voters.extend(status.partners.iter().map(|partner| partner.node.clone()));
+        voters.extend(status.partners.iter().map(|partner| partner.node.as_str()));
     }
     voters
 }
@@ -180,6 +187,40 @@ mod tests {
             status,
             round_trip: None,
         }
+    }
+
+    /// The voters named are every answering node and its partners, remembered while no node
+    /// answers, and replaced when they change.
+    #[test]
+    fn the_voters_named_follow_the_answers() {
+        let path = format!(
+            "{}/tests/fixtures/patroni-3.3.8/syncobj_admin-status-m0.txt",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut memory = VoterMemory::default();
+        let answered = [node(Some(&text)), node(None)];
+        let status = answered[0].status.as_ref().unwrap();
+        let mut expected: Vec<&str> = status.partners.iter().map(|p| p.node.as_str()).collect();
+        expected.push(&status.self_node);
+        expected.sort_unstable();
+        let named = memory.learn_named(&answered).unwrap();
+        assert_eq!(named.into_iter().collect::<Vec<_>>(), expected);
+        assert!(memory
+            .named()
+            .map(String::as_str)
+            .eq(expected.iter().copied()));
+        // no node answers: none named, the last ones kept
+        assert!(memory.learn_named(&[node(None)]).is_none());
+        assert!(memory
+            .named()
+            .map(String::as_str)
+            .eq(expected.iter().copied()));
+        // a node renamed: the memory follows
+        let renamed = text.replace(&status.self_node, "127.0.0.99:2222");
+        memory.learn_named(&[node(Some(&renamed))]).unwrap();
+        assert!(memory.named().any(|n| n == "127.0.0.99:2222"));
+        assert!(!memory.named().any(|n| *n == status.self_node));
     }
 
     /// The voter set judged while no node answers is the last one read, with that poll's time.

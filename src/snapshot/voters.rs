@@ -83,15 +83,18 @@ impl VoterSetComparison {
         let Some(reference) = most_common(sets.iter().map(|(_, set)| set), None) else {
             return VoterSetComparison::default();
         };
+        let differs: Vec<bool> = sets.iter().map(|(_, set)| set != reference).collect();
         VoterSetComparison {
             counted: counted_voter_set(sets.iter().map(|(_, set)| set)),
             distinct: count_distinct(sets.iter().map(|(_, set)| set)),
+            // The sets moved into the snapshot, not copied: three per poll of every cluster.
             nodes: sets
-                .iter()
-                .map(|(node, set)| NodeVoterSet {
-                    node: (*node).to_owned(),
-                    differs: set != reference,
-                    voters: set.clone(),
+                .into_iter()
+                .zip(differs)
+                .map(|((node, voters), differs)| NodeVoterSet {
+                    node: node.to_owned(),
+                    differs,
+                    voters,
                 })
                 .collect(),
         }
