@@ -185,7 +185,7 @@ impl Recorder<'_> {
         if place == Placement::FoundVoter {
             member.name = found_voter_name(self.voters, &member, &answers, context)?;
         }
-        let name = member.name.clone();
+        let name = member.name.as_str();
         self.note(
             Source::Member,
             format_args!("member {name}"),
@@ -208,7 +208,7 @@ impl Recorder<'_> {
                     // an edit the reader's copy has not seen yet, or a member that differs
                     self.cadence.config_differs();
                 }
-                self.members.record_config(&name, config, self.polled_at);
+                self.members.record_config(name, config, self.polled_at);
             }
         }
         // Asked in rotation: a request not asked in this poll keeps its last outcome.
@@ -230,18 +230,18 @@ impl Recorder<'_> {
                 )
             });
             self.members
-                .record_probes(&name, liveness, readiness, self.polled_at);
+                .record_probes(name, liveness, readiness, self.polled_at);
         }
         let (own_view, clock, round_trip) = match answers.own {
             Ok(own) => {
-                self.members.record_clock(&name, own.clock);
+                self.members.record_clock(name, own.clock);
                 (Ok(own.status), own.clock, Some(own.round_trip))
             }
             Err(failure) => (Err(failure), None, None),
         };
-        let last_clock = clock.or_else(|| self.members.clock_of(&name));
+        let last_clock = clock.or_else(|| self.members.clock_of(name));
         // The reader's view is the one already read; every other member's is its own.
-        let view = match (context.read_view, context.reader == Some(name.as_str())) {
+        let view = match (context.read_view, context.reader == Some(name)) {
             (Some(read), true) => Some(Ok(read.clone())),
             _ => answers
                 .cluster
@@ -250,8 +250,8 @@ impl Recorder<'_> {
         // Its own copy from the rotation, else the cluster's when it was read from it.
         let config = self
             .members
-            .config_of(&name)
-            .or_else(|| self.cadence.config_read_from(&name));
+            .config_of(name)
+            .or_else(|| self.cadence.config_read_from(name));
         let dcs_view = view.map(|answer| {
             answer.map(|view| MemberDcsView {
                 view,
@@ -262,15 +262,16 @@ impl Recorder<'_> {
         let compared = matches!(dcs_view, Some(Ok(_)));
         let read_at = MemberReadTimes {
             config: config.filter(|_| compared).map(|(_, at)| at),
-            ..self.members.read_times_of(&name)
+            ..self.members.read_times_of(name)
         };
+        let probes = self.members.probes_of(name);
         Some(MemberSnapshot {
             member,
             own_view,
             clock,
             last_clock,
             round_trip,
-            probes: self.members.probes_of(&name),
+            probes,
             read_at,
             dcs_view,
             left_dcs_at: match place {

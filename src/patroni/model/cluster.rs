@@ -1,5 +1,7 @@
 //! `GET /cluster`: the DCS view of one member's Raft replica.
 
+use std::sync::Arc;
+
 use serde::Deserialize;
 use url::Url;
 
@@ -67,9 +69,15 @@ pub struct Member {
 /// The text is kept as the member sent it: the `api_url` label says what Patroni says, not
 /// the URL library's rewrite of it (a default port dropped, a host lower-cased). A text that
 /// is no URL is kept too, with no [`url`](Self::url): the member is listed, but not asked.
+///
+/// Shared, not copied, when cloned: a member is cloned into the poller's memory and into
+/// its snapshot in every poll, and its text and URL were two strings each time.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(from = "String")]
-pub struct ApiUrl {
+pub struct ApiUrl(Arc<ParsedApiUrl>);
+
+#[derive(Debug, PartialEq, Eq, Default)]
+struct ParsedApiUrl {
     text: String,
     url: Option<Url>,
 }
@@ -77,19 +85,19 @@ pub struct ApiUrl {
 impl ApiUrl {
     /// The `api_url` as the member sent it.
     pub fn as_str(&self) -> &str {
-        &self.text
+        &self.0.text
     }
 
     /// The URL it names; `None` when the text is no URL.
     pub fn url(&self) -> Option<&Url> {
-        self.url.as_ref()
+        self.0.url.as_ref()
     }
 }
 
 impl From<String> for ApiUrl {
     fn from(text: String) -> Self {
         let url = Url::parse(&text).ok();
-        ApiUrl { text, url }
+        ApiUrl(Arc::new(ParsedApiUrl { text, url }))
     }
 }
 
@@ -102,10 +110,10 @@ impl From<&str> for ApiUrl {
 /// An `api_url` the exporter built itself (a voter's REST API, guessed from its host).
 impl From<Url> for ApiUrl {
     fn from(url: Url) -> Self {
-        ApiUrl {
+        ApiUrl(Arc::new(ParsedApiUrl {
             text: url.to_string(),
             url: Some(url),
-        }
+        }))
     }
 }
 
