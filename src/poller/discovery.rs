@@ -237,7 +237,7 @@ pub(super) fn learn_raft(
         return;
     };
     let authenticated = raft.is_some_and(RaftSettings::authenticated);
-    policy.learn_raft_hosts(named.into_iter(), authenticated);
+    policy.learn_raft_hosts(named, authenticated);
 }
 
 /// Where a poll looks for Raft nodes, and for voters that no member listed: read from the

@@ -18,7 +18,7 @@ use super::discovery::{learn_raft, without_aliases, Discovery};
 use super::etcd::{learn_hosts, EtcdMemory};
 use super::members::{DcsTiming, MemberMemory};
 use super::placement::Placement;
-use super::requests::{MemberAnswers, ReaderDocuments};
+use super::requests::{MemberAnswers, ProbeAnswer, ReaderDocuments};
 use super::tally::Tally;
 use super::voters::VoterMemory;
 use crate::address::Host;
@@ -215,22 +215,8 @@ impl Recorder<'_> {
         for request in ["view of", "config of", "liveness of", "readiness of"] {
             self.tally.keep(format_args!("{request} {name}"));
         }
-        if let Some((liveness, readiness)) = answers.probes {
-            let liveness = self.settle(
-                Source::Probe,
-                format_args!("liveness of {name}"),
-                Some(liveness),
-            );
-            // Not asked in this poll: the last answer stands ([`READINESS_EVERY_TURNS`]).
-            let readiness = readiness.map(|answer| {
-                self.settle(
-                    Source::Probe,
-                    format_args!("readiness of {name}"),
-                    Some(answer),
-                )
-            });
-            self.members
-                .record_probes(name, liveness, readiness, self.polled_at);
+        if let Some(probes) = answers.probes {
+            self.probes(name, probes);
         }
         let (own_view, clock, round_trip) = match answers.own {
             Ok(own) => {
@@ -279,6 +265,25 @@ impl Recorder<'_> {
                 Placement::Listed | Placement::FoundVoter => None,
             },
         })
+    }
+
+    /// The member `name`'s `/liveness` and, when asked, `/readiness` settled and remembered.
+    fn probes(&mut self, name: &str, (liveness, readiness): (ProbeAnswer, Option<ProbeAnswer>)) {
+        let liveness = self.settle(
+            Source::Probe,
+            format_args!("liveness of {name}"),
+            Some(liveness),
+        );
+        // Not asked in this poll: the last answer stands ([`READINESS_EVERY_TURNS`]).
+        let readiness = readiness.map(|answer| {
+            self.settle(
+                Source::Probe,
+                format_args!("readiness of {name}"),
+                Some(answer),
+            )
+        });
+        self.members
+            .record_probes(name, liveness, readiness, self.polled_at);
     }
 
     /// The poll's record absorbed into the memory (departed members, voters, counters) and

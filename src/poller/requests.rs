@@ -431,7 +431,7 @@ impl Requests<'_> {
                 return None;
             }
             let answer = self
-                .limited(&limit, || self.checked_compared_view(&base))
+                .limited(&limit, || self.checked_compared_view(base))
                 .await;
             Some(answer.map_err(|e| Failure::from(&e)))
         };
@@ -441,7 +441,7 @@ impl Requests<'_> {
             if !wants.config {
                 return None;
             }
-            Some(Box::pin(self.limited(&limit, || self.client.dynamic_config(&base))).await)
+            Some(Box::pin(self.limited(&limit, || self.client.dynamic_config(base))).await)
         };
         let probes = async {
             if !wants.probes {
@@ -452,14 +452,14 @@ impl Requests<'_> {
                     return None;
                 }
                 Some(
-                    self.limited(&limit, || self.client.probe(&base, "readiness"))
+                    self.limited(&limit, || self.client.probe(base, "readiness"))
                         .await,
                 )
             };
             Some(
                 Box::pin(async {
                     tokio::join!(
-                        self.limited(&limit, || self.client.probe(&base, "liveness")),
+                        self.limited(&limit, || self.client.probe(base, "liveness")),
                         readiness
                     )
                 })

@@ -190,11 +190,8 @@ mod tests {
             assert_eq!(MemberRole::from(unknown), R::Other(unknown.into()));
             assert_eq!(MemberRole::from(unknown).as_str(), unknown);
         }
-        assert_eq!(MemberRole::reported("master".into()), R::Primary);
-        assert_eq!(
-            MemberRole::reported("future_role".into()).as_str(),
-            "future_role"
-        );
+        assert_eq!(MemberRole::reported("master"), R::Primary);
+        assert_eq!(MemberRole::reported("future_role").as_str(), "future_role");
         assert_eq!(MemberState::default().as_str(), "");
     }
 }
