@@ -294,19 +294,14 @@ pub fn status_from_value(v: &Value) -> Result<RaftStatus, RaftError> {
     let Value::Dict(pairs) = v else {
         return Err(not_a_dict(v.type_name()));
     };
-    let mut fields = Fields::default();
-    for (k, v) in pairs {
-        let Some(k) = k.as_str() else {
-            continue; // pysyncobj only uses str keys
-        };
+    status_of(pairs.iter().map(|(k, v)| {
         let id = || {
             NODE_ID_KEYS
                 .iter()
                 .find_map(|key| v.get(key).and_then(Value::as_str))
         };
-        fields.0.insert(k, field_of(v.scalar(), id)?);
-    }
-    fields.build()
+        (k.as_str(), move || field_of(v.scalar(), id))
+    }))
 }
 
 /// [`status_from_value`] of a reply read in place ([`super::pickle::decode_with`]): the
@@ -316,17 +311,29 @@ pub fn status_from_node(v: Node<'_>) -> Result<RaftStatus, RaftError> {
         Some(entries) if v.type_name() == "dict" => entries,
         _ => return Err(not_a_dict(v.type_name())),
     };
-    let mut fields = Fields::default();
-    for (k, v) in entries {
-        let Some(k) = k.as_str() else {
-            continue; // pysyncobj only uses str keys
-        };
-        let id = || {
+    status_of(entries.map(|(k, v)| {
+        let id = move || {
             NODE_ID_KEYS
                 .iter()
                 .find_map(|key| v.get(key).and_then(Node::as_str))
         };
-        fields.0.insert(k, field_of(v.scalar(), id)?);
+        (k.as_str(), move || field_of(v.scalar(), id))
+    }))
+}
+
+/// The status of a reply dict's entries, each a key (`None`: not a `str`, passed over, as
+/// pysyncobj uses none) and how to read its value.
+fn status_of<'a, F>(
+    entries: impl Iterator<Item = (Option<&'a str>, F)>,
+) -> Result<RaftStatus, RaftError>
+where
+    F: FnOnce() -> Result<Field<'a>, RaftError>,
+{
+    let mut fields = Fields::default();
+    for (key, field) in entries {
+        if let Some(key) = key {
+            fields.0.insert(key, field()?);
+        }
     }
     fields.build()
 }
