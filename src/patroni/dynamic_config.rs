@@ -9,8 +9,6 @@
 //! object is a decode error; a single unreadable value falls back to the default, as it does
 //! in Patroni (`GlobalConfig.get_int`).
 
-use std::borrow::Cow;
-
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::Value;
@@ -97,49 +95,75 @@ impl Default for DynamicConfig {
 pub fn parse_dynamic_config(body: &[u8]) -> Result<DynamicConfig, PatroniError> {
     let settings: Settings = serde_json::from_slice(body)?;
     let defaults = DynamicConfig::default();
-    let int = |value: &Option<Value>, default: u64| {
-        value.as_ref().and_then(config_int).unwrap_or(default)
-    };
-    let flag = |value: &Option<Value>| value.as_ref().and_then(parse_bool).unwrap_or(false);
+    let int = |key: &str, default: u64| settings.get(key).and_then(config_int).unwrap_or(default);
+    let flag = |key: &str| settings.get(key).and_then(parse_bool).unwrap_or(false);
     Ok(DynamicConfig {
-        ttl_seconds: int(&settings.ttl, defaults.ttl_seconds),
-        loop_wait_seconds: int(&settings.loop_wait, defaults.loop_wait_seconds),
-        retry_timeout_seconds: int(&settings.retry_timeout, defaults.retry_timeout_seconds),
+        ttl_seconds: int("ttl", defaults.ttl_seconds),
+        loop_wait_seconds: int("loop_wait", defaults.loop_wait_seconds),
+        retry_timeout_seconds: int("retry_timeout", defaults.retry_timeout_seconds),
         maximum_lag_on_failover_bytes: int(
-            &settings.maximum_lag_on_failover,
+            "maximum_lag_on_failover",
             defaults.maximum_lag_on_failover_bytes,
         ),
-        synchronous_mode: synchronous_mode(settings.synchronous_mode.as_ref()),
-        synchronous_mode_strict: flag(&settings.synchronous_mode_strict),
-        synchronous_node_count: int(
-            &settings.synchronous_node_count,
-            defaults.synchronous_node_count,
-        )
-        .max(1),
-        failsafe_mode: flag(&settings.failsafe_mode),
-        check_timeline: flag(&settings.check_timeline),
+        synchronous_mode: synchronous_mode(settings.get("synchronous_mode")),
+        synchronous_mode_strict: flag("synchronous_mode_strict"),
+        synchronous_node_count: int("synchronous_node_count", defaults.synchronous_node_count)
+            .max(1),
+        failsafe_mode: flag("failsafe_mode"),
+        check_timeline: flag("check_timeline"),
     })
 }
 
-/// The values of `/config`'s top-level keys read here, as JSON, each the last one written
-/// under its key (as Python's `json` keeps it); `None` when absent.
+/// The top-level keys of `/config` read here.
+const KEYS: [&str; 9] = [
+    "ttl",
+    "loop_wait",
+    "retry_timeout",
+    "maximum_lag_on_failover",
+    "synchronous_mode",
+    "synchronous_mode_strict",
+    "synchronous_node_count",
+    "failsafe_mode",
+    "check_timeline",
+];
+
+/// The values of [`KEYS`] in `/config`, as JSON, each the last one written under its key (as
+/// Python's `json` keeps it); `None` when absent.
 ///
 /// Read key by key rather than into a `serde_json::Value` (or a derived struct): the document
 /// is mostly `postgresql.parameters`, which is skipped unread instead of built into maps and
 /// strings that are dropped at once (about 40 allocations per read, in every poll of every
 /// cluster that reads it), and a key written twice keeps its last value instead of failing
 /// as a derived struct's duplicate field does. Anything but an object is refused.
-#[derive(Default)]
-struct Settings {
-    ttl: Option<Value>,
-    loop_wait: Option<Value>,
-    retry_timeout: Option<Value>,
-    maximum_lag_on_failover: Option<Value>,
-    synchronous_mode: Option<Value>,
-    synchronous_mode_strict: Option<Value>,
-    synchronous_node_count: Option<Value>,
-    failsafe_mode: Option<Value>,
-    check_timeline: Option<Value>,
+struct Settings([Option<Value>; KEYS.len()]);
+
+impl Settings {
+    fn get(&self, key: &str) -> Option<&Value> {
+        let index = KEYS.iter().position(|known| *known == key)?;
+        self.0[index].as_ref()
+    }
+}
+
+/// A key of `/config` as its index in [`KEYS`] (`None`: another key), matched where it lies
+/// in the body: no key is copied (serde's `Cow<str>` would copy every one).
+struct Key(Option<usize>);
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Key, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = Key;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Key, E> {
+                Ok(Key(KEYS.iter().position(|known| *known == key)))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
 }
 
 impl<'de> Deserialize<'de> for Settings {
@@ -153,26 +177,16 @@ impl<'de> Deserialize<'de> for Settings {
             }
 
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Settings, A::Error> {
-                let mut settings = Settings::default();
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                    let slot = match key.as_ref() {
-                        "ttl" => &mut settings.ttl,
-                        "loop_wait" => &mut settings.loop_wait,
-                        "retry_timeout" => &mut settings.retry_timeout,
-                        "maximum_lag_on_failover" => &mut settings.maximum_lag_on_failover,
-                        "synchronous_mode" => &mut settings.synchronous_mode,
-                        "synchronous_mode_strict" => &mut settings.synchronous_mode_strict,
-                        "synchronous_node_count" => &mut settings.synchronous_node_count,
-                        "failsafe_mode" => &mut settings.failsafe_mode,
-                        "check_timeline" => &mut settings.check_timeline,
-                        _ => {
+                let mut values: [Option<Value>; KEYS.len()] = Default::default();
+                while let Some(Key(index)) = map.next_key()? {
+                    match index {
+                        Some(index) => values[index] = Some(map.next_value()?),
+                        None => {
                             map.next_value::<IgnoredAny>()?;
-                            continue;
                         }
-                    };
-                    *slot = Some(map.next_value()?);
+                    }
                 }
-                Ok(settings)
+                Ok(Settings(values))
             }
         }
         deserializer.deserialize_map(SettingsVisitor)
@@ -281,6 +295,9 @@ mod tests {
         .unwrap();
         assert_eq!(config.ttl_seconds, 45);
         assert_eq!(config.loop_wait_seconds, 10, "null keeps the default");
+        // a key written with escapes is the same key
+        let escaped = parse_dynamic_config(br#"{"t\u0074l": 50}"#).unwrap();
+        assert_eq!(escaped.ttl_seconds, 50);
         assert_eq!(
             parse_dynamic_config(br#"{"postgresql": {"parameters": [1, 2}}"#)
                 .unwrap_err()
