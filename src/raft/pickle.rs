@@ -148,13 +148,13 @@ enum Global {
 }
 
 /// An object of the machine's arena. Containers hold arena ids (the memo can share one
-/// object between several places); a leaf is already the [`Value`] it decodes to, but for a
-/// `str`, which stays in the pickle's bytes until a [`Value`] is built ([`Node`] reads it
-/// there).
+/// object between several places); a `str` stays in the pickle's bytes until a [`Value`] is
+/// built ([`Node`] reads it there).
 #[derive(Debug)]
 enum Obj<'a> {
-    /// None, a bool or an int.
-    Leaf(Value),
+    None,
+    Bool(bool),
+    Int(i64),
     /// `bytes` (REDUCE of `_codecs.encode`), kept as decoded until a [`Value`] is built.
     Bytes(Vec<u8>),
     /// A `str` (BINUNICODE), checked UTF-8.
@@ -209,10 +209,6 @@ impl<'a> Machine<'a> {
         let id = self.alloc(obj)?;
         self.stack.push(id);
         Ok(())
-    }
-
-    fn push_leaf(&mut self, value: Value) -> Result<(), RaftError> {
-        self.push_new(Obj::Leaf(value))
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8], RaftError> {
@@ -492,7 +488,7 @@ impl<'a> Machine<'a> {
                 }
                 b'K' | b'M' | b'J' => {
                     let v = self.binint(op)?;
-                    self.push_leaf(Value::Int(v))?;
+                    self.push_new(Obj::Int(v))?;
                 }
                 0x8a => {
                     let n = usize::from(self.u8()?);
@@ -508,11 +504,11 @@ impl<'a> Machine<'a> {
                         b[..n].copy_from_slice(raw);
                         i64::from_le_bytes(b)
                     };
-                    self.push_leaf(Value::Int(v))?;
+                    self.push_new(Obj::Int(v))?;
                 }
-                0x88 => self.push_leaf(Value::Bool(true))?,
-                0x89 => self.push_leaf(Value::Bool(false))?,
-                b'N' => self.push_leaf(Value::None)?,
+                0x88 => self.push_new(Obj::Bool(true))?,
+                0x89 => self.push_new(Obj::Bool(false))?,
+                b'N' => self.push_new(Obj::None)?,
                 b'q' => self.memo_put(false)?,
                 b'r' => self.memo_put(true)?,
                 b'h' => self.memo_get(false)?,
@@ -579,7 +575,9 @@ impl Builder<'_> {
         }
         self.spend(1)?;
         Ok(match &self.arena[id] {
-            Obj::Leaf(value) => value.clone(),
+            Obj::None => Value::None,
+            Obj::Bool(flag) => Value::Bool(*flag),
+            Obj::Int(int) => Value::Int(*int),
             Obj::Str(text) => Value::str(text),
             Obj::Bytes(bytes) => Value::bytes(bytes),
             Obj::List(items) => Value::List(self.seq(items, depth)?),
@@ -779,9 +777,9 @@ impl<'p> Node<'p> {
     /// What this is, as a status field reads it.
     pub fn scalar(self) -> Scalar<'p> {
         match &self.arena[self.id] {
-            Obj::Leaf(Value::None) => Scalar::None,
-            Obj::Leaf(Value::Bool(flag)) => Scalar::Bool(*flag),
-            Obj::Leaf(Value::Int(int)) => Scalar::Int(*int),
+            Obj::None => Scalar::None,
+            Obj::Bool(flag) => Scalar::Bool(*flag),
+            Obj::Int(int) => Scalar::Int(*int),
             Obj::Str(text) => Scalar::Str(text),
             Obj::Instance { .. } => Scalar::Object,
             _ => Scalar::Other(self.type_name()),
@@ -791,7 +789,9 @@ impl<'p> Node<'p> {
     /// A short type name for error messages, as [`Value::type_name`] gives it.
     pub fn type_name(self) -> &'static str {
         match &self.arena[self.id] {
-            Obj::Leaf(value) => value.type_name(),
+            Obj::None => "None",
+            Obj::Bool(_) => "bool",
+            Obj::Int(_) => "int",
             Obj::Str(_) => "str",
             Obj::Bytes(_) => "bytes",
             Obj::List(_) => "list",
