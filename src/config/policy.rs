@@ -105,7 +105,12 @@ impl LearnedHosts {
     /// Forgets the retired hosts on which no member is listed any more (`listed`: the hosts of
     /// `/cluster`'s members and of the departed members still asked: their `host` and their
     /// `api_url`'s host).
-    pub fn keep_listed(&mut self, listed: &BTreeSet<Host>) {
+    /// `listed` is called only when a host is retired (seldom: a voter removed).
+    pub fn keep_listed(&mut self, listed: impl FnOnce() -> BTreeSet<Host>) {
+        if self.retired_authenticated.is_empty() && self.retired_plain.is_empty() {
+            return;
+        }
+        let listed = listed();
         self.retired_authenticated
             .retain(|host| listed.contains(host));
         self.retired_plain.retain(|host| listed.contains(host));

@@ -336,7 +336,7 @@ fn a_host_the_dcs_stops_naming_is_followed_while_cluster_lists_it() {
         .into_iter()
         .map(|h| Host::parse(h).unwrap())
         .collect();
-    policy.learned.keep_listed(&listed);
+    policy.learned.keep_listed(|| listed.clone());
     assert!(
         policy.allows_url(&removed),
         "still listed: still followed, with credentials"
@@ -346,8 +346,12 @@ fn a_host_the_dcs_stops_naming_is_followed_while_cluster_lists_it() {
     // Its key expired: /cluster no longer lists it, nor is it followed.
     policy
         .learned
-        .keep_listed(&listed.iter().take(1).cloned().collect());
+        .keep_listed(|| listed.iter().take(1).cloned().collect());
     assert!(!policy.allows_url(&removed));
+    // Nothing retired any more: the hosts listed are not even gathered.
+    policy
+        .learned
+        .keep_listed(|| unreachable!("nothing retired"));
     // Named again (-add): trusted again.
     policy.learn_raft_hosts(["10.0.0.2:2222", "10.0.0.3:2222"], true);
     assert!(policy.allows_url(&removed));

@@ -337,7 +337,7 @@ fn a_family_without_samples_is_left_out_and_clusters_without_them_add_nothing() 
     let mut without_history = (*cluster("alpha", 3)).clone();
     without_history.history = None;
     let mut with_history = (*cluster("beta", 3)).clone();
-    with_history.history = Some(Vec::new());
+    with_history.history = Some(Vec::new().into());
     let alone = store_with(&[Arc::new(without_history.clone())]);
     let text = render_store(&alone, Format::PrometheusText);
     assert!(!text.contains("patroni_cluster_history_entries{"));

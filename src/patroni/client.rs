@@ -418,12 +418,28 @@ pub fn parse_failsafe(body: &[u8]) -> Result<Vec<String>, PatroniError> {
     Ok(names)
 }
 
-/// `base` joined with an endpoint, whether or not `base` ends in `/`.
+/// `base` joined with an endpoint, whether or not `base` ends in `/`. The endpoint is pushed
+/// onto the copy's path in place: every request of a poll is one such URL, and a path
+/// written apart and set (`format!`, `set_path`) was two allocations more.
 fn join(base: &Url, endpoint: &str) -> Url {
     let mut url = base.clone();
-    let path = format!("{}/{endpoint}", base.path().trim_end_matches('/'));
-    url.set_path(&path);
     url.set_query(None);
+    url.set_fragment(None);
+    // `…//`: more than one empty segment to drop; joined as text, as below.
+    let pushed = match url.path_segments_mut() {
+        Ok(_) if base.path().ends_with("//") => false,
+        Ok(mut path) => {
+            path.pop_if_empty().push(endpoint);
+            true
+        }
+        Err(()) => false,
+    };
+    if !pushed {
+        // A URL that cannot be a base (`mailto:`…, refused by the client's scheme check) or
+        // whose path ends in `//`.
+        let path = format!("{}/{endpoint}", base.path().trim_end_matches('/'));
+        url.set_path(&path);
+    }
     url
 }
 
@@ -493,6 +509,15 @@ mod tests {
         );
         let base = Url::parse("https://proxy/pg/").unwrap();
         assert_eq!(join(&base, "history").as_str(), "https://proxy/pg/history");
+        let base = Url::parse("https://proxy/pg?x=1#f").unwrap();
+        assert_eq!(join(&base, "patroni").as_str(), "https://proxy/pg/patroni");
+        let base = Url::parse("https://proxy/pg//").unwrap();
+        assert_eq!(join(&base, "cluster").as_str(), "https://proxy/pg/cluster");
+        let base = Url::parse("http://[::1]:8008/").unwrap();
+        assert_eq!(
+            join(&base, "liveness").as_str(),
+            "http://[::1]:8008/liveness"
+        );
     }
 
     #[test]

@@ -22,6 +22,8 @@
 //!
 //! `status` (one poll that must see everything) asks both every time.
 
+use std::sync::Arc;
+
 use super::requests::ReaderDue;
 use crate::patroni::{ClusterView, DynamicConfig, HistoryEntry};
 
@@ -32,8 +34,11 @@ pub const HISTORY_REFRESH_POLLS: u32 = 60;
 /// member's own copy is read in turn.
 pub const CONFIG_EVERY_POLLS: u32 = 3;
 
-/// A `/history` served: its entries, and the Unix time of the poll that read them.
-pub(super) type TimedHistory = (Vec<HistoryEntry>, f64);
+/// A `/history` served: its entries, and the Unix time of the poll that read them. Shared
+/// between the cadence's memory and each poll's snapshot: a cluster's history only grows
+/// (one entry per failover or switchover over its life) and is read again every few minutes,
+/// but served by every poll.
+pub(super) type TimedHistory = (Arc<[HistoryEntry]>, f64);
 
 /// What the cadence remembers from one poll to the next.
 #[derive(Debug, Default)]
@@ -56,7 +61,7 @@ pub(super) struct Cadence {
 /// A `/history` read.
 #[derive(Debug)]
 struct HistoryRead {
-    entries: Vec<HistoryEntry>,
+    entries: Arc<[HistoryEntry]>,
     /// The highest timeline `/cluster` showed in the poll that read it.
     timeline: Option<u64>,
     /// The Unix time of the poll that read it.
@@ -78,12 +83,12 @@ impl Cadence {
     /// `None` when it failed (nothing is kept then: no history is served without a read).
     pub(super) fn history_read(
         &mut self,
-        entries: Option<&Vec<HistoryEntry>>,
+        entries: Option<Arc<[HistoryEntry]>>,
         timeline: Option<u64>,
         at: f64,
     ) {
         self.history = entries.map(|entries| HistoryRead {
-            entries: entries.clone(),
+            entries,
             timeline,
             at,
         });
@@ -120,7 +125,8 @@ impl Cadence {
         let Some(history) = read else {
             return self.known_history();
         };
-        self.history_read(history.as_ref(), timeline, at);
+        let history: Option<Arc<[HistoryEntry]>> = history.map(Arc::from);
+        self.history_read(history.clone(), timeline, at);
         history.map(|entries| (entries, at))
     }
 
@@ -223,7 +229,7 @@ mod tests {
     fn history_is_asked_first_then_only_when_the_timeline_moves() {
         let mut cadence = Cadence::default();
         assert!(cadence.history_due(Some(3)));
-        cadence.history_read(Some(&vec![entry(1), entry(2)]), Some(3), 0.0);
+        cadence.history_read(Some(vec![entry(1), entry(2)].into()), Some(3), 0.0);
         for _ in 0..10 {
             assert!(!cadence.history_due(Some(3)));
             assert_eq!(cadence.known_history().map(|(h, _)| h.len()), Some(2));
@@ -236,15 +242,19 @@ mod tests {
     fn history_is_asked_again_until_it_holds_the_new_timeline() {
         let mut cadence = Cadence::default();
         // Patroni has not written the entry of timeline 3 yet
-        cadence.history_read(Some(&vec![entry(1), entry(2)]), Some(4), 0.0);
+        cadence.history_read(Some(vec![entry(1), entry(2)].into()), Some(4), 0.0);
         assert!(cadence.history_due(Some(4)));
-        cadence.history_read(Some(&vec![entry(1), entry(2), entry(3)]), Some(4), 0.0);
+        cadence.history_read(
+            Some(vec![entry(1), entry(2), entry(3)].into()),
+            Some(4),
+            0.0,
+        );
         assert!(!cadence.history_due(Some(4)));
         // timeline 1 has no entry; a member without a timeline asks nothing more
-        cadence.history_read(Some(&vec![]), Some(1), 0.0);
+        cadence.history_read(Some(vec![].into()), Some(1), 0.0);
         assert!(!cadence.history_due(Some(1)));
         assert!(cadence.history_due(None));
-        cadence.history_read(Some(&vec![]), None, 0.0);
+        cadence.history_read(Some(vec![].into()), None, 0.0);
         assert!(!cadence.history_due(None));
     }
 
@@ -254,7 +264,7 @@ mod tests {
         cadence.history_read(None, Some(2), 0.0);
         assert!(cadence.history_due(Some(2)));
         assert_eq!(cadence.known_history(), None);
-        cadence.history_read(Some(&vec![entry(1)]), Some(2), 0.0);
+        cadence.history_read(Some(vec![entry(1)].into()), Some(2), 0.0);
         let mut skipped = 0;
         while !cadence.history_due(Some(2)) {
             cadence.known_history();
@@ -347,11 +357,11 @@ mod tests {
     fn the_history_keeps_the_time_of_the_poll_that_read_it() {
         let mut cadence = Cadence::default();
         let read = cadence.history_of_poll(Some(Some(vec![entry(1)])), Some(2), 10.0);
-        assert_eq!(read, Some((vec![entry(1)], 10.0)));
+        assert_eq!(read, Some((vec![entry(1)].into(), 10.0)));
         let served = cadence.history_of_poll(None, Some(2), 15.0);
         assert_eq!(
             served,
-            Some((vec![entry(1)], 10.0)),
+            Some((vec![entry(1)].into(), 10.0)),
             "not asked: the old read"
         );
         let reread = cadence.history_of_poll(Some(Some(vec![entry(1)])), Some(2), 20.0);

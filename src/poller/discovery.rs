@@ -115,15 +115,24 @@ impl Discovery {
     /// `policy` allows.
     pub(super) fn remember(&mut self, view: &ClusterView, policy: &ApiUrlPolicy) {
         if let Some(scope) = &view.scope {
-            self.scope = Some(scope.clone());
+            if self.scope.as_deref() != Some(scope.as_str()) {
+                self.scope = Some(scope.clone());
+            }
         }
-        self.learned_urls = view
-            .members
-            .iter()
-            .filter_map(|m| m.api_url.as_ref().and_then(patroni::ApiUrl::url))
-            .filter(|url| policy.allows_url(url))
-            .map(patroni::base_of)
-            .collect();
+        let allowed = || {
+            view.members
+                .iter()
+                .filter_map(|m| m.api_url.as_ref().and_then(patroni::ApiUrl::url))
+                .filter(|url| policy.allows_url(url))
+        };
+        // Built again only when they changed: the same members name the same bases poll
+        // after poll, and each base is a URL copied and rewritten.
+        let unchanged = allowed()
+            .map(patroni::base_text)
+            .eq(self.learned_urls.iter().map(patroni::base_text));
+        if !unchanged {
+            self.learned_urls = allowed().map(patroni::base_of).collect();
+        }
     }
 
     /// The cluster's scope when known: the configured one, else what `/cluster` named last.
@@ -405,6 +414,59 @@ mod tests {
         discovery.answered(None, &[&three, &two, &one]);
         assert_eq!(discovery.read_from(), None);
         assert_eq!(discovery.candidates(&configured), configured);
+    }
+
+    /// The bases learned follow the members' allowed `api_url`s, in their order, and are
+    /// built again only when those changed.
+    #[test]
+    fn the_learned_bases_follow_the_listed_api_urls() {
+        let mut config = ClusterConfig::default();
+        config.identity.allow_api_url_hosts = vec!["127.0.0.0/24".into()];
+        let policy = ApiUrlPolicy::for_cluster(&config).unwrap();
+        let view = |urls: &[&str]| ClusterView {
+            scope: Some("pg".into()),
+            members: urls
+                .iter()
+                .enumerate()
+                .map(|(i, &u)| patroni::Member {
+                    name: format!("m{i}"),
+                    api_url: Some(u.into()),
+                    ..patroni::Member::default()
+                })
+                .collect(),
+            pause: false,
+            scheduled_switchover: None,
+        };
+        let learned = |d: &Discovery| {
+            d.learned_urls
+                .iter()
+                .map(Url::to_string)
+                .collect::<Vec<_>>()
+        };
+        let mut discovery = Discovery::default();
+        let first = view(&[
+            "http://127.0.0.11:8008/patroni",
+            "http://10.1.1.1:8008/patroni",
+            "http://127.0.0.12:8008/patroni",
+        ]);
+        discovery.remember(&first, &policy);
+        assert_eq!(
+            learned(&discovery),
+            ["http://127.0.0.11:8008/", "http://127.0.0.12:8008/"]
+        );
+        assert_eq!(discovery.scope.as_deref(), Some("pg"));
+        let kept = discovery.learned_urls.as_ptr();
+        discovery.remember(&first, &policy);
+        assert_eq!(
+            discovery.learned_urls.as_ptr(),
+            kept,
+            "the same bases: not built again"
+        );
+        // a member moved to another port, one left
+        discovery.remember(&view(&["http://127.0.0.11:8009/patroni"]), &policy);
+        assert_eq!(learned(&discovery), ["http://127.0.0.11:8009/"]);
+        discovery.remember(&view(&[]), &policy);
+        assert!(learned(&discovery).is_empty());
     }
 
     #[test]

@@ -146,6 +146,20 @@ impl MemberMemory {
             .collect()
     }
 
+    /// `view`'s members take the `api_url`s remembered for them where the texts are the
+    /// same: parsed already, they are not parsed again ([`crate::patroni::ApiUrl`]).
+    pub(super) fn adopt_api_urls(&self, view: &mut ClusterView) {
+        for member in &mut view.members {
+            let earlier = self.remembered().find(|m| m.name == member.name);
+            if let (Some(api_url), Some(earlier)) = (
+                member.api_url.as_mut(),
+                earlier.and_then(|m| m.api_url.as_ref()),
+            ) {
+                api_url.adopt(earlier);
+            }
+        }
+    }
+
     /// The members a poll asks before `/cluster` answers: those of the last `/cluster`
     /// answer and those still remembered after they left it.
     pub(super) fn remembered(&self) -> impl Iterator<Item = &Member> {
@@ -343,6 +357,50 @@ mod tests {
             probes: Probes::default(),
             read_at: crate::snapshot::MemberReadTimes::default(),
         }
+    }
+
+    /// The next `/cluster`'s members take the last poll's parsed `api_url`s where their
+    /// texts are the same, a departed member's included; a URL that changed is its own.
+    #[test]
+    fn api_urls_already_parsed_are_taken_from_the_last_poll() {
+        let mut memory = MemberMemory::default();
+        memory.departed_after(&view(&["a", "b", "c"]), 1.0);
+        memory.departed_after(&view(&["a", "b"]), 2.0); // c departed, still remembered
+        let url_of = |member: &Member| member.api_url.as_ref().unwrap().url().unwrap() as *const _;
+        let remembered: Vec<*const url::Url> = memory.remembered().map(url_of).collect();
+        let mut next = view(&["a", "b", "c"]);
+        next.members[1].api_url = Some("http://b.moved:8008/patroni".into());
+        memory.adopt_api_urls(&mut next);
+        let adopted: Vec<*const url::Url> = next.members.iter().map(url_of).collect();
+        assert_eq!(
+            adopted[0], remembered[0],
+            "a: the same text, the same parse"
+        );
+        assert_ne!(adopted[1], remembered[1], "b: moved, parsed anew");
+        assert_eq!(adopted[2], remembered[2], "c: the departed member's parse");
+        assert_eq!(
+            next.members[1]
+                .api_url
+                .as_ref()
+                .unwrap()
+                .url()
+                .unwrap()
+                .host_str(),
+            Some("b.moved")
+        );
+        let texts: Vec<&str> = next
+            .members
+            .iter()
+            .map(|m| m.api_url.as_ref().unwrap().as_str())
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                "http://a:8008/patroni",
+                "http://b.moved:8008/patroni",
+                "http://c:8008/patroni"
+            ]
+        );
     }
 
     #[test]

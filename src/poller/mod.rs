@@ -369,8 +369,11 @@ impl ClusterPoller {
         let (cluster_answer, mut raft_nodes) =
             round_one(&requests, candidates, &mut first_queries).await;
         let tally = &mut self.memory.tally;
-        let (cluster, cluster_failure) =
+        let (mut cluster, cluster_failure) =
             self.memory.discovery.settle(cluster_answer, tally, &scope);
+        if let Some(view) = &mut cluster {
+            self.memory.members.adopt_api_urls(view);
+        }
         self.learn_between_rounds(&raft_nodes, &mut etcd, cluster.as_ref())
             .await;
 

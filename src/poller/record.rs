@@ -313,13 +313,13 @@ impl Recorder<'_> {
             // The departed members kept are asked in the next poll as they were: their hosts
             // count as listed, so that a voter removed from Raft (a scale-down) is not refused
             // as api_url_not_allowed once its key expires and until the memory lets it go.
-            let listed = view
-                .members
-                .iter()
-                .chain(departed.iter().map(|snapshot| &snapshot.member))
-                .flat_map(member_hosts)
-                .collect();
-            self.policy.learned.keep_listed(&listed);
+            self.policy.learned.keep_listed(|| {
+                view.members
+                    .iter()
+                    .chain(departed.iter().map(|snapshot| &snapshot.member))
+                    .flat_map(member_hosts)
+                    .collect()
+            });
             self.discovery.remember(view, self.policy);
         }
         // Without the views collector only the read view is known: nothing to compare.

@@ -2,6 +2,7 @@
 //! (replication lag in seconds, clock skew against the Raft leader's host, where the Raft
 //! leader runs).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::address::Host;
@@ -40,7 +41,7 @@ pub struct ClusterSnapshot {
     pub views: ViewComparison,
     /// `/history` as last read (asked when the timeline moves, and every few minutes):
     /// `read_at.history` says when; `None` when it was not read, or its last read failed.
-    pub history: Option<Vec<HistoryEntry>>,
+    pub history: Option<Arc<[HistoryEntry]>>,
     /// The dynamic configuration (`/config`) as last read; it comes from the DCS, so it is
     /// as old as the DCS view. `None` until it was read once. Read every few polls:
     /// `read_at.config` says when.

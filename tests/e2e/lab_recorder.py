@@ -29,7 +29,9 @@ Why a recorder: the lab's scenarios overlap their waits (the alert rules' `for:`
 shortened), so several detections run at once; timestamps of every transition, written as
 they happen, let lab.sh measure each one afterwards against the fault's injection time.
 Every event is stamped with the time its answer was read (all events of one /metrics scrape
-with that scrape's), not the time it was written. The members' own GET /patroni and
+with that scrape's), not the time it was written; a member's request that failed, with the
+time it was sent: it answered nothing from then on (a primary whose REST API hangs while it
+demotes stops answering "primary" when it is asked, not when the timeout ends). The members' own GET /patroni and
 GET /cluster (the ground truth) are read in a thread of their own, every --interval, so that
 slow exporters or Prometheus on a loaded machine do not make the ground truth late (a loop of
 every source took seconds there, and the truth was read that much after the exporters').
@@ -151,17 +153,19 @@ class Recorder:
             del self.exp[(exp, series)]
 
     def poll_member(self, name, url):
+        sent_at = time.time()
         try:
             body = json.loads(get(url + "/patroni", self.args.timeout))
             now = (body.get("role"), body.get("state"))
+            read_at = time.time()
         except Exception:  # noqa: BLE001 - no answer is a state of its own
-            now = ("unreachable", "unreachable")
-        read_at = time.time()
+            now, read_at = ("unreachable", "unreachable"), sent_at
         if self.members.get(name) != now:
             self.emit({"src": "member", "member": name, "role": now[0], "state": now[1]}, read_at)
             self.members[name] = now
 
     def poll_view(self, name, url):
+        sent_at = time.time()
         try:
             body = json.loads(get(url + "/cluster", self.args.timeout))
             members = body.get("members") or []
@@ -170,9 +174,9 @@ class Recorder:
                 "members": sorted(m.get("name") for m in members),
                 "timelines": {m.get("name"): m.get("timeline") for m in members},
             }
+            read_at = time.time()
         except Exception as error:  # noqa: BLE001 - no answer is a state of its own
-            now = {"error": type(error).__name__}
-        read_at = time.time()
+            now, read_at = {"error": type(error).__name__}, sent_at
         if self.views.get(name) != now:
             self.emit(dict(now, src="cluster", member=name), read_at)
             self.views[name] = now

@@ -109,7 +109,7 @@ async fn fleet_sim_serves_a_healthy_fleet() {
                 .count(),
             0
         );
-        assert_eq!(snapshot.history.as_ref().map(Vec::len), Some(3));
+        assert_eq!(snapshot.history.as_ref().map(|h| h.len()), Some(3));
         let raft = snapshot.dcs.raft().expect("Raft is polled");
         assert_eq!(raft.nodes.len(), 3, "partners are the configured nodes");
         assert!(

@@ -20,7 +20,7 @@ import sys
 PARTS = [
     ("encoding /metrics", r"metrics::|encode_families|FamilyWriter"),
     ("decoding Raft statuses (Fernet, inflate, pickle)",
-     r"decode_payload|raft::pickle|miniz_oxide::inflate|fernet|aes::|hmac|sha2::"),
+     r"decode_payload|raft::pickle|raft::zlib|zlib_rs::|flate2::|miniz_oxide::inflate|fernet|aes::|hmac|sha2::"),
     ("parsing etcd's JSON", r"etcd::model|(?=.*\betcd::).*serde_json"),
     ("parsing Patroni's JSON", r"patroni::model|parse_cluster|parse_member_status|parse_dynamic_config|serde_json"),
     ("judging, the snapshot", r"poller::record|snapshot::|poller::changes|poller::members|Recorder"),

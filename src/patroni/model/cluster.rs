@@ -1,6 +1,6 @@
 //! `GET /cluster`: the DCS view of one member's Raft replica.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
 use url::Url;
@@ -64,7 +64,7 @@ pub struct Member {
     pub tags: MemberTags,
 }
 
-/// A member's `api_url`, parsed once as it is read.
+/// A member's `api_url`, parsed when it is first used.
 ///
 /// The text is kept as the member sent it: the `api_url` label says what Patroni says, not
 /// the URL library's rewrite of it (a default port dropped, a host lower-cased). A text that
@@ -72,14 +72,20 @@ pub struct Member {
 ///
 /// Shared, not copied, when cloned: a member is cloned into the poller's memory and into
 /// its snapshot in every poll, and its text and URL were two strings each time.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+///
+/// Parsed when first used, and once: every `/cluster` names each member's `api_url` again,
+/// and the poller takes the last poll's, parsed, where the text is the same
+/// ([`ApiUrl::adopt`]). So a URL is parsed when it changes, not once per member and poll
+/// (`url`'s host parser and its IDNA pass: ~1 % of the exporter's CPU at N = 1000,
+/// docs/bench/profile-n1000.md).
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(from = "String")]
 pub struct ApiUrl(Arc<ParsedApiUrl>);
 
-#[derive(Debug, PartialEq, Eq, Default)]
+#[derive(Debug, Default)]
 struct ParsedApiUrl {
     text: String,
-    url: Option<Url>,
+    url: OnceLock<Option<Url>>,
 }
 
 impl ApiUrl {
@@ -90,14 +96,35 @@ impl ApiUrl {
 
     /// The URL it names; `None` when the text is no URL.
     pub fn url(&self) -> Option<&Url> {
-        self.0.url.as_ref()
+        self.0
+            .url
+            .get_or_init(|| Url::parse(&self.0.text).ok())
+            .as_ref()
+    }
+
+    /// Takes `earlier`'s parse (shares it) when it is of the same text.
+    pub fn adopt(&mut self, earlier: &ApiUrl) {
+        if !Arc::ptr_eq(&self.0, &earlier.0) && self.0.text == earlier.0.text {
+            *self = earlier.clone();
+        }
     }
 }
 
+/// Equal when the texts are: the URL is a function of the text, parsed or not yet.
+impl PartialEq for ApiUrl {
+    fn eq(&self, other: &ApiUrl) -> bool {
+        self.0.text == other.0.text
+    }
+}
+
+impl Eq for ApiUrl {}
+
 impl From<String> for ApiUrl {
     fn from(text: String) -> Self {
-        let url = Url::parse(&text).ok();
-        ApiUrl(Arc::new(ParsedApiUrl { text, url }))
+        ApiUrl(Arc::new(ParsedApiUrl {
+            text,
+            url: OnceLock::new(),
+        }))
     }
 }
 
@@ -112,7 +139,7 @@ impl From<Url> for ApiUrl {
     fn from(url: Url) -> Self {
         ApiUrl(Arc::new(ParsedApiUrl {
             text: url.to_string(),
-            url: Some(url),
+            url: OnceLock::from(Some(url)),
         }))
     }
 }

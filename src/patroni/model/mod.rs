@@ -40,6 +40,28 @@ mod tests {
 
     use crate::fixture;
 
+    /// An `api_url` keeps its text as sent and is parsed when used; adopting an earlier one
+    /// of the same text shares its parse, of another text changes nothing.
+    #[test]
+    fn api_urls_are_parsed_when_used_and_shared_when_adopted() {
+        let earlier = ApiUrl::from("http://PG-0:8008/patroni");
+        assert_eq!(earlier.as_str(), "http://PG-0:8008/patroni");
+        assert_eq!(earlier.url().unwrap().as_str(), "http://pg-0:8008/patroni");
+        let mut same = ApiUrl::from("http://PG-0:8008/patroni");
+        same.adopt(&earlier);
+        assert!(std::ptr::eq(same.url().unwrap(), earlier.url().unwrap()));
+        let mut other = ApiUrl::from("http://pg-1:8008/patroni");
+        other.adopt(&earlier);
+        assert_eq!(other.as_str(), "http://pg-1:8008/patroni");
+        assert_eq!(other.url().unwrap().host_str(), Some("pg-1"));
+        let mut no_url = ApiUrl::from("not a url");
+        no_url.adopt(&earlier);
+        assert_eq!((no_url.as_str(), no_url.url()), ("not a url", None));
+        // Equal by their texts, whether parsed yet or not.
+        assert_eq!(ApiUrl::from("http://PG-0:8008/patroni"), earlier);
+        assert_ne!(ApiUrl::from("http://pg-0:8008/patroni"), earlier);
+    }
+
     #[test]
     fn cluster_3_3_8_healthy() {
         let view = parse_cluster(&fixture("patroni-3.3.8/cluster.json")).unwrap();
@@ -375,7 +397,7 @@ mod tests {
     }
 
     #[test]
-    fn api_url_is_parsed_once_and_kept_as_sent() {
+    fn api_url_is_kept_as_sent_and_read_as_a_url() {
         let body = br#"{"members":[
             {"name":"a","role":"leader","state":"running","api_url":"HTTP://Member-A:80/patroni"},
             {"name":"b","role":"replica","state":"running","api_url":"not a url"},
