@@ -455,10 +455,10 @@ impl ClusterPoller {
         })
     }
 
-    /// A poll begins: its per-member limits cleared and its deadline set; when it started.
+    /// A poll begins: its per-member limits renewed and its deadline set; when it started.
     fn begin_poll(&mut self) -> Instant {
         let started = Instant::now();
-        self.member_limits.clear();
+        self.member_limits.start_poll();
         self.deadline = Deadline::of_poll(self.budget);
         started
     }

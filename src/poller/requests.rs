@@ -131,7 +131,14 @@ pub(super) const REQUESTS_PER_MEMBER_AT_ONCE: usize = 1;
 /// One semaphore per member REST base (scheme, host, port: [`patroni::base_text`]), for one
 /// poll.
 #[derive(Default)]
-pub(super) struct MemberLimits(Mutex<HashMap<String, Arc<Semaphore>>>);
+pub(super) struct MemberLimits(Mutex<HashMap<String, MemberLimit>>);
+
+/// A member's semaphore, and whether this poll asked for it.
+struct MemberLimit {
+    semaphore: Arc<Semaphore>,
+    used: bool,
+}
+
 impl MemberLimits {
     /// The limit of the member at `url` (its REST base or any URL of it).
     fn of(&self, url: &Url) -> Arc<Semaphore> {
@@ -140,19 +147,32 @@ impl MemberLimits {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let base = patroni::base_text(url);
-        if let Some(limit) = limits.get(base) {
-            return Arc::clone(limit);
+        if let Some(limit) = limits.get_mut(base) {
+            limit.used = true;
+            return Arc::clone(&limit.semaphore);
         }
-        let limit = Arc::new(Semaphore::new(REQUESTS_PER_MEMBER_AT_ONCE));
-        limits.insert(base.to_owned(), Arc::clone(&limit));
-        limit
+        let semaphore = Arc::new(Semaphore::new(REQUESTS_PER_MEMBER_AT_ONCE));
+        let limit = MemberLimit {
+            semaphore: Arc::clone(&semaphore),
+            used: true,
+        };
+        limits.insert(base.to_owned(), limit);
+        semaphore
     }
-    /// Forgets the members of the last poll (the map holds no more than one poll's members).
-    pub(super) fn clear(&mut self) {
+
+    /// A poll begins: the members of the last poll keep their semaphores (the same members,
+    /// poll after poll: a key and a semaphore allocated for each were two allocations per
+    /// member and poll), unless a request of that poll still holds one; the members the last
+    /// poll did not ask are forgotten, so the map holds no more than one poll's members.
+    pub(super) fn start_poll(&mut self) {
         self.0
             .get_mut()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clear();
+            .retain(|_, limit| {
+                let idle = Arc::strong_count(&limit.semaphore) == 1
+                    && limit.semaphore.available_permits() == REQUESTS_PER_MEMBER_AT_ONCE;
+                std::mem::take(&mut limit.used) && idle
+            });
     }
 }
 
@@ -592,6 +612,41 @@ where
 mod tests {
     use super::*;
     use crate::poller::deadline::tests::heavy_request;
+
+    /// A member asked poll after poll keeps its semaphore; one not asked in a poll is
+    /// forgotten; one whose semaphore a request of the last poll still holds gets a new one.
+    #[test]
+    fn member_limits_last_while_their_members_are_asked() {
+        let url = |host: &str| Url::parse(&format!("http://{host}:8008/patroni")).unwrap();
+        let mut limits = MemberLimits::default();
+        let a = limits.of(&url("a"));
+        assert!(
+            Arc::ptr_eq(&a, &limits.of(&url("a"))),
+            "one per member in a poll"
+        );
+        let (b, c) = (limits.of(&url("b")), limits.of(&url("c")));
+        let held = Arc::clone(&c);
+        drop((a, b, c));
+        limits.start_poll();
+        let a_again = limits.of(&url("a"));
+        let _ = limits.of(&url("c"));
+        assert_eq!(limits.0.lock().unwrap().len(), 3, "a and b kept, c renewed");
+        assert!(
+            !Arc::ptr_eq(&held, &limits.of(&url("c"))),
+            "c was still held"
+        );
+        drop(a_again);
+        limits.start_poll(); // b was not asked in the poll before: forgotten
+        let names = |limits: &MemberLimits| {
+            let mut names: Vec<String> = limits.0.lock().unwrap().keys().cloned().collect();
+            names.sort();
+            names
+        };
+        assert_eq!(names(&limits), ["http://a:8008", "http://c:8008"]);
+        drop(held);
+        limits.start_poll();
+        assert!(names(&limits).is_empty(), "none asked in the last poll");
+    }
 
     #[tokio::test]
     async fn a_limited_request_is_held_once() {
