@@ -148,7 +148,10 @@ impl MemberMemory {
 
     /// `view`'s members take the `api_url`s remembered for them where the texts are the
     /// same: parsed already, they are not parsed again ([`crate::patroni::ApiUrl`]).
-    pub(super) fn adopt_api_urls(&self, view: &mut ClusterView) {
+    pub(super) fn adopt_api_urls(&self, view: Option<&mut ClusterView>) {
+        let Some(view) = view else {
+            return;
+        };
         for member in &mut view.members {
             let earlier = self.remembered().find(|m| m.name == member.name);
             if let (Some(api_url), Some(earlier)) = (
@@ -370,7 +373,7 @@ mod tests {
         let remembered: Vec<*const url::Url> = memory.remembered().map(url_of).collect();
         let mut next = view(&["a", "b", "c"]);
         next.members[1].api_url = Some("http://b.moved:8008/patroni".into());
-        memory.adopt_api_urls(&mut next);
+        memory.adopt_api_urls(Some(&mut next));
         let adopted: Vec<*const url::Url> = next.members.iter().map(url_of).collect();
         assert_eq!(
             adopted[0], remembered[0],

@@ -371,9 +371,7 @@ impl ClusterPoller {
         let tally = &mut self.memory.tally;
         let (mut cluster, cluster_failure) =
             self.memory.discovery.settle(cluster_answer, tally, &scope);
-        if let Some(view) = &mut cluster {
-            self.memory.members.adopt_api_urls(view);
-        }
+        self.memory.members.adopt_api_urls(cluster.as_mut());
         self.learn_between_rounds(&raft_nodes, &mut etcd, cluster.as_ref())
             .await;
 
