@@ -15,8 +15,9 @@
 //! - freed pages given back at once (`purge_delay` 0, 10 ms by default; 65 → 62 MiB).
 //!
 //! Why 2.x and not 3.x (the `mimalloc` crate's default, without its `v2` feature), with the
-//! same two settings: measured at once beside this build at N = 1000 (`bench.sh fleet`, 4
-//! rounds, each build's floor in turn; rows `mimalloc3-vs-2-*` of
+//! same two settings: measured at once beside this build at N = 1000, 4 rounds, each build's
+//! floor in turn (`SIZES=1000 ROUNDS=2 CYCLES=12 EXPORTER=<3.x> EXPORTER_B=<2.x>
+//! FLOOR=<3.x's, then 2.x's floor> scripts/bench.sh fleet`; rows `mimalloc3-vs-2-*` of
 //! docs/bench/fleet-compare.csv), 3.x took 0.3–2.4 % off the exporter's CPU per cycle but
 //! stood as far from a floor built with it (1.41 × in both rounds, 2.x 1.38 and 1.43 × from
 //! its own), and held 62.3–63.5 MiB against 60.8–62.6: no nearer the floor, nearer the 64 MiB.
